@@ -1,0 +1,50 @@
+# Shared set-up for scripts/*.sh: installs what is missing, quietly, and says what it did.
+# Sourced, not run.
+
+SHARED_DIR="${SHARED_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)/shared}"
+HPROF_CONV=/usr/lib/android-sdk/platform-tools/hprof-conv
+
+apt_install() {
+  # apt_install PKG... : install the Debian packages that are not installed yet.
+  local missing=()
+  for p in "$@"; do
+    dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "setup: installing Debian packages: ${missing[*]}"
+  local sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+rust_target() {
+  rustup target list --installed | grep -qx "$1" || { echo "setup: rustup target add $1"; rustup target add "$1"; }
+}
+
+need_java() {
+  command -v javac >/dev/null && command -v java >/dev/null || apt_install openjdk-17-jdk-headless
+}
+
+setup_test_deps() {
+  apt_install hprof-conv clang lld llvm-14
+  need_java
+  rust_target aarch64-linux-android
+  rust_target armv7-linux-androideabi
+  rustup component list --installed | grep -q '^clippy' || rustup component add clippy rustfmt
+  if [ ! -d "$SHARED_DIR/fixtures/hprof" ]; then
+    echo "setup: ../shared/fixtures/hprof not found at $SHARED_DIR: the fixture tests need it" >&2
+    exit 1
+  fi
+}
+
+# android_env CMD...: run CMD with the C toolchain variables `ring` needs to build for Android.
+android_env() {
+  CC_aarch64_linux_android=clang \
+  CFLAGS_aarch64_linux_android="--target=aarch64-linux-android21 -ffreestanding -nostdlibinc -DRING_CORE_NOSTDLIBINC=1" \
+  AR_aarch64_linux_android=llvm-ar-14 \
+  CC_armv7_linux_androideabi=clang \
+  CFLAGS_armv7_linux_androideabi="--target=armv7a-linux-androideabi21 -ffreestanding -nostdlibinc -DRING_CORE_NOSTDLIBINC=1" \
+  AR_armv7_linux_androideabi=llvm-ar-14 \
+  "$@"
+}

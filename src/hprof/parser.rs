@@ -1,0 +1,815 @@
+//! The incremental (push) parser.
+//!
+//! Input is cut into *units*: the file header, a whole non-heap record, the 9-byte head of a heap
+//! dump segment, and the head of each heap sub-record (for an instance dump, its field values too).
+//! A unit that lies whole inside the chunk being fed is parsed in place; one that is cut by the end
+//! of a chunk is gathered in `carry`, a buffer whose size is bounded by [`ParserLimits::max_head`].
+//! The elements of object and primitive arrays are never gathered: they are handed to the visitor
+//! as they arrive, cut only at element boundaries (a partial element waits in an 8-byte buffer).
+
+use super::{read_id, read_u16, read_u32, sub, tag, BasicType, Error, Format, Header, Result};
+use super::{HEADER_LEN, MAGIC_LEN};
+
+/// Bounds on the parser's memory.
+#[derive(Clone, Copy, Debug)]
+pub struct ParserLimits {
+    /// The largest unit the parser will gather across chunks: a class dump, an instance's field
+    /// values, or a whole non-heap record. Larger ones are an error naming their offset.
+    pub max_head: usize,
+    /// Bytes preallocated for gathering (grown on demand up to `max_head`).
+    pub initial_head: usize,
+}
+
+impl Default for ParserLimits {
+    fn default() -> Self {
+        ParserLimits {
+            max_head: 64 << 20,
+            initial_head: 64 << 10,
+        }
+    }
+}
+
+/// A whole top-level record other than a heap dump segment.
+#[derive(Clone, Copy, Debug)]
+pub struct Record<'a> {
+    pub tag: u8,
+    /// Microseconds since the header's timestamp.
+    pub time: u32,
+    pub body: &'a [u8],
+    pub id_size: u32,
+}
+
+impl<'a> Record<'a> {
+    /// A UTF8 record: (string id, bytes).
+    pub fn utf8(&self) -> Option<(u64, &'a [u8])> {
+        if self.tag != tag::UTF8 {
+            return None;
+        }
+        let n = self.id_size as usize;
+        Some((read_id(self.body, self.id_size), &self.body[n..]))
+    }
+
+    /// A LOAD_CLASS record: (class serial, class object id, stack trace serial, name string id).
+    pub fn load_class(&self) -> Option<(u32, u64, u32, u64)> {
+        if self.tag != tag::LOAD_CLASS {
+            return None;
+        }
+        let n = self.id_size as usize;
+        let b = self.body;
+        Some((
+            read_u32(b),
+            read_id(&b[4..], self.id_size),
+            read_u32(&b[4 + n..]),
+            read_id(&b[8 + n..], self.id_size),
+        ))
+    }
+}
+
+/// A class dump, with its variable parts left as slices to iterate.
+#[derive(Clone, Copy, Debug)]
+pub struct ClassDump<'a> {
+    pub id: u64,
+    pub stack_serial: u32,
+    pub super_id: u64,
+    pub loader_id: u64,
+    /// Instance size in bytes as the VM reports it.
+    pub instance_size: u32,
+    pub constant_count: u16,
+    pub static_count: u16,
+    pub field_count: u16,
+    /// Static fields: (name id u8 type, value) repeated `static_count` times.
+    pub statics_raw: &'a [u8],
+    /// Instance fields: (name id, u8 type) repeated `field_count` times.
+    pub fields_raw: &'a [u8],
+    pub id_size: u32,
+}
+
+impl<'a> ClassDump<'a> {
+    /// Static fields: (name string id, type, value bytes).
+    pub fn statics(&self) -> impl Iterator<Item = (u64, BasicType, &'a [u8])> + 'a {
+        let n = self.id_size as usize;
+        let id_size = self.id_size;
+        let mut b = self.statics_raw;
+        (0..self.static_count).filter_map(move |_| {
+            let name = read_id(b, id_size);
+            let ty = BasicType::from_u8(b[n])?;
+            let sz = ty.size(id_size) as usize;
+            let v = &b[n + 1..n + 1 + sz];
+            b = &b[n + 1 + sz..];
+            Some((name, ty, v))
+        })
+    }
+
+    /// Instance fields declared by this class (not its superclasses): (name string id, type).
+    pub fn fields(&self) -> impl Iterator<Item = (u64, BasicType)> + 'a {
+        let n = self.id_size as usize;
+        let id_size = self.id_size;
+        self.fields_raw.chunks_exact(n + 1).filter_map(move |c| {
+            Some((read_id(c, id_size), BasicType::from_u8(c[n])?))
+        })
+    }
+}
+
+/// The head of a heap dump sub-record.
+#[derive(Clone, Copy, Debug)]
+pub enum Sub<'a> {
+    /// A GC root. `aux` holds what follows the id (thread serials, frame numbers, a JNI ref id).
+    Root { tag: u8, id: u64, aux: &'a [u8] },
+    Class(ClassDump<'a>),
+    Instance {
+        id: u64,
+        stack_serial: u32,
+        class_id: u64,
+        /// Field values, superclass last, as the VM wrote them.
+        data: &'a [u8],
+    },
+    /// Elements follow through [`Visitor::array_data`], then [`Visitor::array_end`].
+    ObjectArray {
+        id: u64,
+        stack_serial: u32,
+        len: u32,
+        class_id: u64,
+    },
+    /// Elements follow through [`Visitor::array_data`] unless `nodata` (a 0xC3 record, whose
+    /// contents were stripped); [`Visitor::array_end`] comes in both cases.
+    PrimitiveArray {
+        id: u64,
+        stack_serial: u32,
+        len: u32,
+        ty: BasicType,
+        nodata: bool,
+    },
+    /// Android: the objects that follow are in heap `heap_type` named by string `name_id`.
+    HeapDumpInfo { heap_type: u32, name_id: u64 },
+}
+
+/// Receives what the parser finds. Every method has a default that does nothing. Returning an
+/// error stops the parser; the error is reported at the offset of the unit being delivered.
+#[allow(unused_variables)]
+pub trait Visitor {
+    /// The file header; `raw` is its bytes as read.
+    fn header(&mut self, header: &Header, raw: &[u8]) -> std::result::Result<(), String> {
+        Ok(())
+    }
+    /// A whole non-heap record; `raw` includes its 9-byte record header.
+    fn record(
+        &mut self,
+        offset: u64,
+        rec: &Record<'_>,
+        raw: &[u8],
+    ) -> std::result::Result<(), String> {
+        Ok(())
+    }
+    /// The head of a HEAP_DUMP or HEAP_DUMP_SEGMENT record (9 bytes in `raw`).
+    fn heap_dump_start(
+        &mut self,
+        offset: u64,
+        tag: u8,
+        length: u32,
+        raw: &[u8],
+    ) -> std::result::Result<(), String> {
+        Ok(())
+    }
+    /// The head of a sub-record; `raw` is its bytes (without array elements).
+    fn sub(&mut self, offset: u64, sub: &Sub<'_>, raw: &[u8]) -> std::result::Result<(), String> {
+        Ok(())
+    }
+    /// Elements of the current array, cut only between elements.
+    fn array_data(&mut self, data: &[u8]) -> std::result::Result<(), String> {
+        Ok(())
+    }
+    /// The current array is complete.
+    fn array_end(&mut self) -> std::result::Result<(), String> {
+        Ok(())
+    }
+    /// The current heap dump segment is complete.
+    fn heap_dump_end(&mut self) -> std::result::Result<(), String> {
+        Ok(())
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Header,
+    Record,
+    /// Inside a heap dump segment that ends at `seg_end`.
+    Sub {
+        seg_end: u64,
+    },
+    /// Streaming `remaining` bytes of array elements of `elem` bytes each.
+    Array {
+        seg_end: u64,
+        remaining: u64,
+        elem: u8,
+    },
+}
+
+enum Measure {
+    /// The unit is this many bytes long.
+    Len(usize),
+    /// At least this many bytes are needed to know more.
+    Need(usize),
+}
+
+/// The incremental parser. See the module documentation.
+pub struct Parser {
+    state: State,
+    id_size: u32,
+    header: Option<Header>,
+    /// Absolute offset of the next byte not yet consumed (the start of `carry` if it holds any).
+    pos: u64,
+    carry: Vec<u8>,
+    /// A partial array element.
+    elem_buf: [u8; 8],
+    elem_len: u8,
+    limits: ParserLimits,
+    failed: Option<Error>,
+}
+
+impl Default for Parser {
+    fn default() -> Self {
+        Parser::new()
+    }
+}
+
+impl Parser {
+    pub fn new() -> Parser {
+        Parser::with_limits(ParserLimits::default())
+    }
+
+    pub fn with_limits(limits: ParserLimits) -> Parser {
+        Parser {
+            state: State::Header,
+            id_size: 0,
+            header: None,
+            pos: 0,
+            carry: Vec::with_capacity(limits.initial_head.min(limits.max_head)),
+            elem_buf: [0; 8],
+            elem_len: 0,
+            limits,
+            failed: None,
+        }
+    }
+
+    /// The header, once read.
+    pub fn header(&self) -> Option<&Header> {
+        self.header.as_ref()
+    }
+
+    /// Bytes fed so far.
+    pub fn bytes_fed(&self) -> u64 {
+        self.pos + self.carry.len() as u64 + self.elem_len as u64
+    }
+
+    /// Feed the next chunk. After an error the parser stays failed and returns the same error.
+    pub fn feed<V: Visitor + ?Sized>(&mut self, data: &[u8], v: &mut V) -> Result<()> {
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
+        let r = self.feed_inner(data, v);
+        if let Err(e) = &r {
+            self.failed = Some(e.clone());
+        }
+        r
+    }
+
+    /// The input is complete: fails if it ended inside a record, or was empty.
+    pub fn finish(&mut self) -> Result<()> {
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
+        let end = self.bytes_fed();
+        let r = match self.state {
+            State::Header if end == 0 => Err(Error::new(0, "empty file: not an HPROF heap dump")),
+            State::Header => Err(Error::new(
+                end,
+                format!("truncated: the file header needs at least {HEADER_LEN} bytes, the file has {end}"),
+            )),
+            State::Record if self.carry.is_empty() => Ok(()),
+            State::Record => Err(Error::new(
+                end,
+                format!(
+                    "truncated: the record that starts at byte {} is cut off after {} bytes",
+                    self.pos,
+                    self.carry.len()
+                ),
+            )),
+            State::Sub { seg_end } | State::Array { seg_end, .. } => Err(Error::new(
+                end,
+                format!(
+                    "truncated: the heap dump segment should run to byte {seg_end}, the input ends {} bytes short",
+                    seg_end - end
+                ),
+            )),
+        };
+        if let Err(e) = &r {
+            self.failed = Some(e.clone());
+        }
+        r
+    }
+
+    fn feed_inner<V: Visitor + ?Sized>(&mut self, mut data: &[u8], v: &mut V) -> Result<()> {
+        while !data.is_empty() {
+            if let State::Array {
+                seg_end,
+                remaining,
+                elem,
+            } = self.state
+            {
+                data = self.stream_array(data, seg_end, remaining, elem, v)?;
+                continue;
+            }
+            if self.carry.is_empty() {
+                // Fast path: parse units in place while they lie whole in `data`.
+                match self.measure(data)? {
+                    Measure::Len(n) if n <= data.len() => {
+                        let (unit, rest) = data.split_at(n);
+                        self.unit(unit, v)?;
+                        self.pos += n as u64;
+                        data = rest;
+                    }
+                    Measure::Len(n) | Measure::Need(n) => {
+                        self.check_head(n)?;
+                        self.carry.extend_from_slice(data);
+                        return Ok(());
+                    }
+                }
+            } else {
+                // Gather the cut unit, a step at a time, without taking more than it needs.
+                loop {
+                    let m = self.measure(&self.carry)?;
+                    let n = match m {
+                        Measure::Len(n) | Measure::Need(n) => n,
+                    };
+                    self.check_head(n)?;
+                    if self.carry.len() >= n {
+                        if let Measure::Len(n) = m {
+                            debug_assert_eq!(n, self.carry.len());
+                            let unit = std::mem::take(&mut self.carry);
+                            let r = self.unit(&unit, v);
+                            self.carry = unit;
+                            self.carry.clear();
+                            r?;
+                            self.pos += n as u64;
+                            break;
+                        }
+                        unreachable!("measure asked for bytes it already has");
+                    }
+                    let take = (n - self.carry.len()).min(data.len());
+                    self.carry.extend_from_slice(&data[..take]);
+                    data = &data[take..];
+                    if self.carry.len() < n {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn check_head(&self, n: usize) -> Result<()> {
+        if n > self.limits.max_head {
+            return Err(Error::new(
+                self.pos,
+                format!(
+                    "a record head of at least {n} bytes exceeds the parser's limit of {} bytes",
+                    self.limits.max_head
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// How long the unit that starts at `b[0]` is, or how many bytes are needed to tell.
+    fn measure(&self, b: &[u8]) -> Result<Measure> {
+        match self.state {
+            State::Header => {
+                if b.len() < HEADER_LEN {
+                    // Reject garbage early, before waiting for more.
+                    if !b.iter().zip(b"JAVA PROFILE 1.0.".iter()).all(|(a, c)| a == c) {
+                        return Err(Error::new(0, "not an HPROF heap dump: the file does not start with \"JAVA PROFILE 1.0.\""));
+                    }
+                    return Ok(Measure::Need(HEADER_LEN));
+                }
+                Ok(Measure::Len(HEADER_LEN))
+            }
+            State::Record => {
+                if b.len() < 9 {
+                    return Ok(Measure::Need(9));
+                }
+                let t = b[0];
+                let len = read_u32(&b[5..]) as usize;
+                match t {
+                    tag::HEAP_DUMP | tag::HEAP_DUMP_SEGMENT => Ok(Measure::Len(9)),
+                    _ if tag::name(t).is_some() => Ok(Measure::Len(9 + len)),
+                    _ => Err(Error::new(
+                        self.pos,
+                        format!("unknown record tag 0x{t:02X}"),
+                    )),
+                }
+            }
+            State::Sub { seg_end } => {
+                let m = measure_sub(b, self.id_size, self.pos)?;
+                let n = match m {
+                    Measure::Len(n) | Measure::Need(n) => n,
+                };
+                if self.pos + n as u64 > seg_end {
+                    let what = sub::name(b[0]).unwrap_or("sub-record");
+                    return Err(Error::new(
+                        self.pos,
+                        format!(
+                            "{what} of at least {n} bytes runs past the end of its heap dump segment at byte {seg_end}"
+                        ),
+                    ));
+                }
+                Ok(m)
+            }
+            State::Array { .. } => unreachable!("arrays are streamed, not measured"),
+        }
+    }
+
+    /// Parse one whole unit and tell the visitor.
+    fn unit<V: Visitor + ?Sized>(&mut self, u: &[u8], v: &mut V) -> Result<()> {
+        let at = self.pos;
+        let vis = |r: std::result::Result<(), String>| r.map_err(|e| Error::new(at, e));
+        match self.state {
+            State::Header => {
+                let format = match &u[..MAGIC_LEN] {
+                    b"JAVA PROFILE 1.0.1" => Format::V101,
+                    b"JAVA PROFILE 1.0.2" => Format::V102,
+                    b"JAVA PROFILE 1.0.3" => Format::V103,
+                    _ => {
+                        return Err(Error::new(
+                            0,
+                            "not an HPROF heap dump: unknown format (expected JAVA PROFILE 1.0.1, 1.0.2 or 1.0.3)",
+                        ))
+                    }
+                };
+                if u[MAGIC_LEN] != 0 {
+                    return Err(Error::new(
+                        MAGIC_LEN as u64,
+                        "the format string is not NUL-terminated",
+                    ));
+                }
+                let id_size = read_u32(&u[MAGIC_LEN + 1..]);
+                if id_size != 4 && id_size != 8 {
+                    return Err(Error::new(
+                        MAGIC_LEN as u64 + 1,
+                        format!("identifier size {id_size} is not supported (only 4 and 8)"),
+                    ));
+                }
+                let ts = u64::from_be_bytes(u[MAGIC_LEN + 5..HEADER_LEN].try_into().unwrap());
+                let h = Header {
+                    format,
+                    id_size,
+                    timestamp_ms: ts,
+                };
+                self.id_size = id_size;
+                self.header = Some(h);
+                self.state = State::Record;
+                vis(v.header(&h, u))
+            }
+            State::Record => {
+                let t = u[0];
+                let time = read_u32(&u[1..]);
+                let len = read_u32(&u[5..]);
+                if t == tag::HEAP_DUMP || t == tag::HEAP_DUMP_SEGMENT {
+                    vis(v.heap_dump_start(at, t, len, u))?;
+                    if len == 0 {
+                        vis(v.heap_dump_end())
+                    } else {
+                        self.state = State::Sub {
+                            seg_end: at + 9 + len as u64,
+                        };
+                        Ok(())
+                    }
+                } else {
+                    let rec = Record {
+                        tag: t,
+                        time,
+                        body: &u[9..],
+                        id_size: self.id_size,
+                    };
+                    check_record(&rec).map_err(|e| Error::new(at, e))?;
+                    vis(v.record(at, &rec, u))
+                }
+            }
+            State::Sub { seg_end } => {
+                let n = self.id_size as usize;
+                let idsz = self.id_size;
+                let t = u[0];
+                let id = || read_id(&u[1..], idsz);
+                let s = match t {
+                    sub::CLASS_DUMP => Sub::Class(parse_class(u, idsz)),
+                    sub::INSTANCE_DUMP => Sub::Instance {
+                        id: id(),
+                        stack_serial: read_u32(&u[1 + n..]),
+                        class_id: read_id(&u[5 + n..], idsz),
+                        data: &u[9 + 2 * n..],
+                    },
+                    sub::OBJECT_ARRAY_DUMP => Sub::ObjectArray {
+                        id: id(),
+                        stack_serial: read_u32(&u[1 + n..]),
+                        len: read_u32(&u[5 + n..]),
+                        class_id: read_id(&u[9 + n..], idsz),
+                    },
+                    sub::PRIMITIVE_ARRAY_DUMP | sub::PRIMITIVE_ARRAY_NODATA_DUMP => {
+                        Sub::PrimitiveArray {
+                            id: id(),
+                            stack_serial: read_u32(&u[1 + n..]),
+                            len: read_u32(&u[5 + n..]),
+                            // measure_sub checked the type
+                            ty: BasicType::from_u8(u[9 + n]).unwrap_or(BasicType::Byte),
+                            nodata: t == sub::PRIMITIVE_ARRAY_NODATA_DUMP,
+                        }
+                    }
+                    sub::HEAP_DUMP_INFO => Sub::HeapDumpInfo {
+                        heap_type: read_u32(&u[1..]),
+                        name_id: read_id(&u[5..], idsz),
+                    },
+                    _ => Sub::Root {
+                        tag: t,
+                        id: id(),
+                        aux: &u[1 + n..],
+                    },
+                };
+                vis(v.sub(at, &s, u))?;
+                let end = at + u.len() as u64;
+                let (bytes, elem) = match s {
+                    Sub::ObjectArray { len, .. } => (len as u64 * idsz as u64, idsz as u8),
+                    Sub::PrimitiveArray {
+                        len,
+                        ty,
+                        nodata: false,
+                        ..
+                    } => (len as u64 * ty.size(idsz) as u64, ty.size(idsz) as u8),
+                    Sub::PrimitiveArray { nodata: true, .. } => (0, 1),
+                    _ => return self.after_sub(end, seg_end, v),
+                };
+                if bytes == 0 {
+                    vis(v.array_end())?;
+                    self.after_sub(end, seg_end, v)
+                } else {
+                    self.state = State::Array {
+                        seg_end,
+                        remaining: bytes,
+                        elem,
+                    };
+                    Ok(())
+                }
+            }
+            State::Array { .. } => unreachable!(),
+        }
+    }
+
+    /// After a sub-record that ends at `end`: close the segment if it ends there too.
+    fn after_sub<V: Visitor + ?Sized>(&mut self, end: u64, seg_end: u64, v: &mut V) -> Result<()> {
+        if end == seg_end {
+            self.state = State::Record;
+            v.heap_dump_end().map_err(|e| Error::new(end, e))
+        } else {
+            self.state = State::Sub { seg_end };
+            Ok(())
+        }
+    }
+
+    /// Hand array elements to the visitor; returns what is left of `data`.
+    fn stream_array<'d, V: Visitor + ?Sized>(
+        &mut self,
+        data: &'d [u8],
+        seg_end: u64,
+        mut remaining: u64,
+        elem: u8,
+        v: &mut V,
+    ) -> Result<&'d [u8]> {
+        let at = self.pos;
+        let vis = |r: std::result::Result<(), String>| r.map_err(|e| Error::new(at, e));
+        let take = (remaining.min(data.len() as u64)) as usize;
+        let (mut mine, rest) = data.split_at(take);
+        remaining -= take as u64;
+        let e = elem as usize;
+        if self.elem_len > 0 {
+            let k = (e - self.elem_len as usize).min(mine.len());
+            let l = self.elem_len as usize;
+            self.elem_buf[l..l + k].copy_from_slice(&mine[..k]);
+            self.elem_len += k as u8;
+            mine = &mine[k..];
+            if self.elem_len as usize == e {
+                self.elem_len = 0;
+                let b = self.elem_buf;
+                vis(v.array_data(&b[..e]))?;
+                self.pos += e as u64;
+            }
+        }
+        let whole = mine.len() / e * e;
+        if whole > 0 {
+            vis(v.array_data(&mine[..whole]))?;
+            self.pos += whole as u64;
+        }
+        let part = &mine[whole..];
+        if !part.is_empty() {
+            let l = self.elem_len as usize;
+            self.elem_buf[l..l + part.len()].copy_from_slice(part);
+            self.elem_len += part.len() as u8;
+        }
+        if remaining == 0 {
+            debug_assert_eq!(self.elem_len, 0);
+            vis(v.array_end())?;
+            self.after_sub(self.pos, seg_end, v)?;
+        } else {
+            self.state = State::Array {
+                seg_end,
+                remaining,
+                elem,
+            };
+        }
+        Ok(rest)
+    }
+}
+
+/// Check the body length of a known non-heap record.
+fn check_record(r: &Record<'_>) -> std::result::Result<(), String> {
+    let n = r.id_size as usize;
+    let len = r.body.len();
+    let want = match r.tag {
+        tag::UTF8 => {
+            if len < n {
+                return Err(format!("UTF8 record of {len} bytes is shorter than its id"));
+            }
+            return Ok(());
+        }
+        tag::LOAD_CLASS => 8 + 2 * n,
+        tag::UNLOAD_CLASS => 4,
+        tag::FRAME => 4 * n + 8,
+        tag::TRACE => {
+            if len < 12 {
+                return Err(format!("TRACE record of {len} bytes is shorter than 12"));
+            }
+            let frames = read_u32(&r.body[8..]) as usize;
+            12 + frames * n
+        }
+        tag::START_THREAD => 8 + 4 * n,
+        tag::END_THREAD => 4,
+        tag::HEAP_SUMMARY => 24,
+        tag::HEAP_DUMP_END => 0,
+        // ALLOC_SITES, CPU_SAMPLES, CONTROL_SETTINGS: rare, variable; taken as they come.
+        _ => return Ok(()),
+    };
+    if len != want {
+        let name = tag::name(r.tag).unwrap_or("record");
+        return Err(format!(
+            "{name} record has a body of {len} bytes, expected {want}"
+        ));
+    }
+    Ok(())
+}
+
+/// Measure a sub-record head starting at `b[0]`; `at` is its offset, for errors.
+fn measure_sub(b: &[u8], id_size: u32, at: u64) -> Result<Measure> {
+    let n = id_size as usize;
+    if b.is_empty() {
+        return Ok(Measure::Need(1));
+    }
+    let fixed = |len: usize| -> Result<Measure> {
+        Ok(if b.len() < len {
+            Measure::Need(len)
+        } else {
+            Measure::Len(len)
+        })
+    };
+    match b[0] {
+        sub::ROOT_UNKNOWN
+        | sub::ROOT_STICKY_CLASS
+        | sub::ROOT_MONITOR_USED
+        | sub::ROOT_INTERNED_STRING
+        | sub::ROOT_FINALIZING
+        | sub::ROOT_DEBUGGER
+        | sub::ROOT_REFERENCE_CLEANUP
+        | sub::ROOT_VM_INTERNAL
+        | sub::ROOT_UNREACHABLE => fixed(1 + n),
+        sub::ROOT_JNI_GLOBAL => fixed(1 + 2 * n),
+        sub::ROOT_JNI_LOCAL
+        | sub::ROOT_JAVA_FRAME
+        | sub::ROOT_THREAD_OBJECT
+        | sub::ROOT_JNI_MONITOR => fixed(1 + n + 8),
+        sub::ROOT_NATIVE_STACK | sub::ROOT_THREAD_BLOCK => fixed(1 + n + 4),
+        sub::HEAP_DUMP_INFO => fixed(1 + 4 + n),
+        sub::INSTANCE_DUMP => {
+            let h = 1 + 2 * n + 8;
+            if b.len() < h {
+                return Ok(Measure::Need(h));
+            }
+            fixed(h + read_u32(&b[h - 4..]) as usize)
+        }
+        sub::OBJECT_ARRAY_DUMP => fixed(1 + 2 * n + 8),
+        sub::PRIMITIVE_ARRAY_DUMP | sub::PRIMITIVE_ARRAY_NODATA_DUMP => {
+            let h = 1 + n + 9;
+            if b.len() < h {
+                return Ok(Measure::Need(h));
+            }
+            match BasicType::from_u8(b[h - 1]) {
+                Some(BasicType::Object) | None => Err(Error::new(
+                    at + h as u64 - 1,
+                    format!("primitive array has an invalid element type {}", b[h - 1]),
+                )),
+                Some(_) => Ok(Measure::Len(h)),
+            }
+        }
+        sub::CLASS_DUMP => measure_class(b, id_size, at),
+        t => Err(Error::new(at, format!("unknown heap dump sub-record tag 0x{t:02X}"))),
+    }
+}
+
+/// Walk a class dump as far as `b` allows.
+fn measure_class(b: &[u8], id_size: u32, at: u64) -> Result<Measure> {
+    let n = id_size as usize;
+    // tag, id, u4 stack, super, loader, signers, domain, reserved x2, u4 instance size, u2 cp count
+    let mut p = 1 + 7 * n + 8;
+    if b.len() < p + 2 {
+        return Ok(Measure::Need(p + 2));
+    }
+    let bad_type = |off: usize, ty: u8| {
+        Error::new(
+            at + off as u64,
+            format!("class dump has an invalid value type {ty}"),
+        )
+    };
+    let cp = read_u16(&b[p..]) as usize;
+    p += 2;
+    for _ in 0..cp {
+        if b.len() < p + 3 {
+            return Ok(Measure::Need(p + 3));
+        }
+        let ty = BasicType::from_u8(b[p + 2]).ok_or_else(|| bad_type(p + 2, b[p + 2]))?;
+        p += 3 + ty.size(id_size) as usize;
+    }
+    if b.len() < p + 2 {
+        return Ok(Measure::Need(p + 2));
+    }
+    let statics = read_u16(&b[p..]) as usize;
+    p += 2;
+    for _ in 0..statics {
+        if b.len() < p + n + 1 {
+            return Ok(Measure::Need(p + n + 1));
+        }
+        let ty = BasicType::from_u8(b[p + n]).ok_or_else(|| bad_type(p + n, b[p + n]))?;
+        p += n + 1 + ty.size(id_size) as usize;
+    }
+    if b.len() < p + 2 {
+        return Ok(Measure::Need(p + 2));
+    }
+    let fields = read_u16(&b[p..]) as usize;
+    p += 2;
+    let end = p + fields * (n + 1);
+    if b.len() < end {
+        return Ok(Measure::Need(end));
+    }
+    for i in 0..fields {
+        let off = p + i * (n + 1) + n;
+        if BasicType::from_u8(b[off]).is_none() {
+            return Err(bad_type(off, b[off]));
+        }
+    }
+    Ok(Measure::Len(end))
+}
+
+/// Parse a class dump that `measure_class` accepted.
+fn parse_class(b: &[u8], id_size: u32) -> ClassDump<'_> {
+    let n = id_size as usize;
+    let rid = |p: usize| read_id(&b[p..], id_size);
+    let id = rid(1);
+    let stack_serial = read_u32(&b[1 + n..]);
+    let super_id = rid(5 + n);
+    let loader_id = rid(5 + 2 * n);
+    let instance_size = read_u32(&b[5 + 6 * n..]);
+    let mut p = 1 + 7 * n + 8;
+    let constant_count = read_u16(&b[p..]);
+    p += 2;
+    for _ in 0..constant_count {
+        let ty = BasicType::from_u8(b[p + 2]).unwrap_or(BasicType::Byte);
+        p += 3 + ty.size(id_size) as usize;
+    }
+    let static_count = read_u16(&b[p..]);
+    p += 2;
+    let s0 = p;
+    for _ in 0..static_count {
+        let ty = BasicType::from_u8(b[p + n]).unwrap_or(BasicType::Byte);
+        p += n + 1 + ty.size(id_size) as usize;
+    }
+    let statics_raw = &b[s0..p];
+    let field_count = read_u16(&b[p..]);
+    p += 2;
+    ClassDump {
+        id,
+        stack_serial,
+        super_id,
+        loader_id,
+        instance_size,
+        constant_count,
+        static_count,
+        field_count,
+        statics_raw,
+        fields_raw: &b[p..],
+        id_size,
+    }
+}

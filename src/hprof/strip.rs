@@ -1,0 +1,367 @@
+//! The streaming stripper.
+//!
+//! It consumes a dump in chunks of any size and writes a smaller, still valid HPROF:
+//! - `none`: a validated, byte-identical copy;
+//! - `arrays`: every primitive array becomes a PRIMITIVE_ARRAY_NODATA (0xC3) record that keeps its
+//!   id, stack serial, length and element type, and no byte of its contents. The header says
+//!   `JAVA PROFILE 1.0.3`, the format that defines 0xC3, so the result is a valid file, not a
+//!   fragment. Each heap dump segment's length is patched once the segment is complete.
+//! - `app`: `arrays`, and the instances and arrays of the `zygote` and `image` heaps are dropped
+//!   with their HEAP_DUMP_INFO records. Their class dumps and GC roots stay: app objects are
+//!   instances of framework classes, and the analyser needs those classes' field layouts. A
+//!   dropped heap's HEAP_DUMP_INFO is written back only in front of the first class dump that
+//!   follows it, so every kept record stays in the heap it was in.
+//!
+//! The output is the same bytes whatever the chunking of the input. Output goes through a
+//! preallocated buffer to a [`Sink`]; after construction nothing is allocated while feeding
+//! (unless a record head outgrows the parser's preallocated buffer).
+
+use super::parser::{Parser, ParserLimits, Record, Sub, Visitor};
+use super::{sub, Error, Header, Result, VERSION_DIGIT_OFFSET};
+use std::fs::File;
+use std::io;
+
+/// How much to strip.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Level {
+    /// A validated copy.
+    None,
+    /// Primitive array contents removed.
+    #[default]
+    Arrays,
+    /// `arrays`, plus the zygote and image heaps' objects.
+    App,
+}
+
+impl std::str::FromStr for Level {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Level, String> {
+        match s {
+            "none" => Ok(Level::None),
+            "arrays" => Ok(Level::Arrays),
+            "app" => Ok(Level::App),
+            _ => Err(format!(
+                "unknown strip level {s:?} (expected none, arrays or app)"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for Level {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Level::None => "none",
+            Level::Arrays => "arrays",
+            Level::App => "app",
+        })
+    }
+}
+
+/// Where stripped (or restored) output goes: appends, plus patches of bytes already written.
+pub trait Sink {
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()>;
+    /// Overwrite bytes at `offset`, which is below the number of bytes written so far.
+    fn patch(&mut self, offset: u64, bytes: &[u8]) -> io::Result<()>;
+}
+
+impl Sink for Vec<u8> {
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        self.extend_from_slice(buf);
+        Ok(())
+    }
+    fn patch(&mut self, offset: u64, bytes: &[u8]) -> io::Result<()> {
+        let o = offset as usize;
+        self.get_mut(o..o + bytes.len())
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "patch past the end"))?
+            .copy_from_slice(bytes);
+        Ok(())
+    }
+}
+
+/// A file written by `write` and patched by `pwrite`.
+pub struct FileSink {
+    pub file: File,
+}
+
+impl Sink for FileSink {
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        io::Write::write_all(&mut self.file, buf)
+    }
+    fn patch(&mut self, offset: u64, bytes: &[u8]) -> io::Result<()> {
+        std::os::unix::fs::FileExt::write_all_at(&self.file, bytes, offset)
+    }
+}
+
+impl<S: Sink + ?Sized> Sink for &mut S {
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        (**self).write_all(buf)
+    }
+    fn patch(&mut self, offset: u64, bytes: &[u8]) -> io::Result<()> {
+        (**self).patch(offset, bytes)
+    }
+}
+
+/// Buffered output with patching, shared by the stripper and restore.
+pub(crate) struct Out<S: Sink> {
+    pub(crate) sink: S,
+    buf: Vec<u8>,
+    /// Bytes already handed to the sink.
+    flushed: u64,
+}
+
+impl<S: Sink> Out<S> {
+    pub(crate) fn new(sink: S, capacity: usize) -> Out<S> {
+        Out {
+            sink,
+            buf: Vec::with_capacity(capacity.max(64)),
+            flushed: 0,
+        }
+    }
+
+    /// Offset of the next byte written.
+    #[inline]
+    pub(crate) fn pos(&self) -> u64 {
+        self.flushed + self.buf.len() as u64
+    }
+
+    #[inline]
+    pub(crate) fn write(&mut self, b: &[u8]) -> std::result::Result<(), String> {
+        if self.buf.len() + b.len() > self.buf.capacity() {
+            self.flush()?;
+            if b.len() >= self.buf.capacity() {
+                self.flushed += b.len() as u64;
+                return self.sink.write_all(b).map_err(write_err);
+            }
+        }
+        self.buf.extend_from_slice(b);
+        Ok(())
+    }
+
+    pub(crate) fn patch(&mut self, offset: u64, b: &[u8]) -> std::result::Result<(), String> {
+        if offset >= self.flushed {
+            let o = (offset - self.flushed) as usize;
+            self.buf[o..o + b.len()].copy_from_slice(b);
+            Ok(())
+        } else if offset + b.len() as u64 <= self.flushed {
+            self.sink.patch(offset, b).map_err(write_err)
+        } else {
+            // Straddles the flushed boundary: flush, then patch in the sink.
+            self.flush()?;
+            self.sink.patch(offset, b).map_err(write_err)
+        }
+    }
+
+    pub(crate) fn flush(&mut self) -> std::result::Result<(), String> {
+        if !self.buf.is_empty() {
+            self.sink.write_all(&self.buf).map_err(write_err)?;
+            self.flushed += self.buf.len() as u64;
+            self.buf.clear();
+        }
+        Ok(())
+    }
+}
+
+fn write_err(e: io::Error) -> String {
+    format!("writing the output failed: {e}")
+}
+
+/// What a strip did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct StripStats {
+    pub input_bytes: u64,
+    pub output_bytes: u64,
+    /// Primitive arrays whose contents were removed.
+    pub arrays_stripped: u64,
+    /// Bytes of primitive array contents removed.
+    pub array_bytes_removed: u64,
+    /// Instances and arrays dropped with the zygote and image heaps (`app`).
+    pub objects_dropped: u64,
+}
+
+/// Most heap names the stripper tracks (ids of the strings "zygote" and "image").
+const MAX_DROP_NAMES: usize = 8;
+
+struct State<S: Sink> {
+    level: Level,
+    out: Out<S>,
+    /// Output offset of the current segment's record header.
+    seg_head: u64,
+    /// String ids whose text is a heap to drop.
+    drop_names: [u64; MAX_DROP_NAMES],
+    drop_name_count: usize,
+    /// The objects that follow are in a dropped heap.
+    dropping: bool,
+    /// Skip the current array's elements.
+    skip_array: bool,
+    /// A dropped heap's HEAP_DUMP_INFO, to write in front of a class dump that is kept.
+    pending_info: [u8; 13],
+    pending_info_len: usize,
+    stats: StripStats,
+}
+
+impl<S: Sink> Visitor for State<S> {
+    fn header(&mut self, _h: &Header, raw: &[u8]) -> std::result::Result<(), String> {
+        if self.level == Level::None {
+            return self.out.write(raw);
+        }
+        let mut h = [0u8; super::HEADER_LEN];
+        h.copy_from_slice(raw);
+        // 0xC3 is defined by 1.0.3: say so.
+        h[VERSION_DIGIT_OFFSET] = b'3';
+        self.out.write(&h)
+    }
+
+    fn record(&mut self, _at: u64, rec: &Record<'_>, raw: &[u8]) -> std::result::Result<(), String> {
+        if self.level == Level::App {
+            if let Some((id, text)) = rec.utf8() {
+                if (text == b"zygote" || text == b"image") && self.drop_name_count < MAX_DROP_NAMES
+                {
+                    self.drop_names[self.drop_name_count] = id;
+                    self.drop_name_count += 1;
+                }
+            }
+        }
+        self.out.write(raw)
+    }
+
+    fn heap_dump_start(
+        &mut self,
+        _at: u64,
+        _tag: u8,
+        _len: u32,
+        raw: &[u8],
+    ) -> std::result::Result<(), String> {
+        self.seg_head = self.out.pos();
+        self.out.write(raw)
+    }
+
+    fn heap_dump_end(&mut self) -> std::result::Result<(), String> {
+        let len = self.out.pos() - self.seg_head - 9;
+        let len = u32::try_from(len)
+            .map_err(|_| "a heap dump segment grew past 4 GiB".to_string())?;
+        self.out.patch(self.seg_head + 5, &len.to_be_bytes())
+    }
+
+    fn sub(&mut self, _at: u64, s: &Sub<'_>, raw: &[u8]) -> std::result::Result<(), String> {
+        self.skip_array = false;
+        match *s {
+            Sub::HeapDumpInfo { name_id, .. } if self.level == Level::App => {
+                self.dropping = self.drop_names[..self.drop_name_count].contains(&name_id);
+                if self.dropping {
+                    self.pending_info[..raw.len()].copy_from_slice(raw);
+                    self.pending_info_len = raw.len();
+                    Ok(())
+                } else {
+                    self.pending_info_len = 0;
+                    self.out.write(raw)
+                }
+            }
+            Sub::Instance { .. } | Sub::ObjectArray { .. } | Sub::PrimitiveArray { .. }
+                if self.dropping =>
+            {
+                self.stats.objects_dropped += 1;
+                self.skip_array = true;
+                Ok(())
+            }
+            Sub::PrimitiveArray {
+                nodata: false,
+                len,
+                ty,
+                ..
+            } if self.level != Level::None => {
+                self.skip_array = true;
+                self.stats.arrays_stripped += 1;
+                self.stats.array_bytes_removed += len as u64 * ty.size(4) as u64;
+                let mut h = [0u8; 18];
+                h[..raw.len()].copy_from_slice(raw);
+                h[0] = sub::PRIMITIVE_ARRAY_NODATA_DUMP;
+                self.out.write(&h[..raw.len()])
+            }
+            Sub::Class(_) if self.pending_info_len > 0 => {
+                let n = self.pending_info_len;
+                self.pending_info_len = 0;
+                let info = self.pending_info;
+                self.out.write(&info[..n])?;
+                self.out.write(raw)
+            }
+            _ => self.out.write(raw),
+        }
+    }
+
+    fn array_data(&mut self, data: &[u8]) -> std::result::Result<(), String> {
+        if self.skip_array {
+            Ok(())
+        } else {
+            self.out.write(data)
+        }
+    }
+}
+
+/// The streaming stripper. Feed it the dump in chunks, then call [`Stripper::finish`].
+pub struct Stripper<S: Sink> {
+    parser: Parser,
+    state: State<S>,
+}
+
+impl<S: Sink> Stripper<S> {
+    /// A stripper with default buffers (64 KiB of output buffer).
+    pub fn new(level: Level, sink: S) -> Stripper<S> {
+        Stripper::with_buffers(level, sink, ParserLimits::default(), 64 << 10)
+    }
+
+    /// A stripper whose parser and output buffers are fixed up front.
+    pub fn with_buffers(
+        level: Level,
+        sink: S,
+        limits: ParserLimits,
+        out_capacity: usize,
+    ) -> Stripper<S> {
+        Stripper {
+            parser: Parser::with_limits(limits),
+            state: State {
+                level,
+                out: Out::new(sink, out_capacity),
+                seg_head: 0,
+                drop_names: [0; MAX_DROP_NAMES],
+                drop_name_count: 0,
+                dropping: false,
+                skip_array: false,
+                pending_info: [0; 13],
+                pending_info_len: 0,
+                stats: StripStats::default(),
+            },
+        }
+    }
+
+    /// Feed the next chunk of the input.
+    pub fn feed(&mut self, data: &[u8]) -> Result<()> {
+        self.parser.feed(data, &mut self.state)
+    }
+
+    /// Input bytes fed so far.
+    pub fn bytes_fed(&self) -> u64 {
+        self.parser.bytes_fed()
+    }
+
+    /// The input is complete: check it ended cleanly, flush, and give back the sink.
+    pub fn finish(mut self) -> Result<(S, StripStats)> {
+        self.parser.finish()?;
+        let end = self.parser.bytes_fed();
+        self.state
+            .out
+            .flush()
+            .map_err(|e| Error::new(end, e))?;
+        let mut stats = self.state.stats;
+        stats.input_bytes = end;
+        stats.output_bytes = self.state.out.pos();
+        Ok((self.state.out.sink, stats))
+    }
+}
+
+/// Strip a whole in-memory dump.
+pub fn strip_bytes(input: &[u8], level: Level) -> Result<(Vec<u8>, StripStats)> {
+    let mut s = Stripper::new(level, Vec::with_capacity(input.len() / 4));
+    s.feed(input)?;
+    s.finish()
+}
