@@ -225,3 +225,314 @@ impl Writer {
         self.buf
     }
 }
+
+/// What an ART-style dump holds. See [`art_dump`].
+#[derive(Clone, Debug)]
+pub struct ArtSpec {
+    /// Seeds the pseudo-random sizes and links, so a spec always gives the same bytes.
+    pub seed: u64,
+    /// Objects (instances and arrays) in the `image` heap.
+    pub image_objects: u32,
+    /// Objects in the `zygote` heap.
+    pub zygote_objects: u32,
+    /// Objects in the `app` heap.
+    pub app_objects: u32,
+    /// Mean length of a primitive array's contents, in bytes.
+    pub mean_array_bytes: u32,
+    /// Strings planted in the app heap as `java.lang.String` instances: a Latin-1 string's value is
+    /// a compressed `byte[]`, any other string's a UTF-16 `char[]`, as ART 8+ writes them.
+    pub planted: Vec<String>,
+}
+
+impl Default for ArtSpec {
+    fn default() -> Self {
+        ArtSpec {
+            seed: 1,
+            image_objects: 2_000,
+            zygote_objects: 1_000,
+            app_objects: 3_000,
+            mean_array_bytes: 256,
+            planted: Vec::new(),
+        }
+    }
+}
+
+/// Well-known ids in an [`art_dump`], for tests.
+pub mod art_ids {
+    pub const CLASS_OBJECT: u64 = 0x7000_0008;
+    pub const CLASS_CLASS: u64 = 0x7000_0010;
+    pub const CLASS_STRING: u64 = 0x7000_0018;
+    pub const CLASS_REFERENCE: u64 = 0x7000_0020;
+    pub const CLASS_WEAK_REFERENCE: u64 = 0x7000_0028;
+    pub const CLASS_NODE: u64 = 0x7000_0030;
+    pub const CLASS_BYTE_ARRAY: u64 = 0x7000_0038;
+    pub const CLASS_CHAR_ARRAY: u64 = 0x7000_0040;
+    pub const CLASS_INT_ARRAY: u64 = 0x7000_0048;
+    pub const CLASS_OBJECT_ARRAY: u64 = 0x7000_0050;
+    /// First object id of each heap.
+    pub const IMAGE_BASE: u64 = 0x7010_0000;
+    pub const ZYGOTE_BASE: u64 = 0x12c0_0000;
+    pub const APP_BASE: u64 = 0x1400_0000;
+}
+
+/// A small deterministic generator (splitmix64), so dumps need no `rand` and never change.
+struct Mix(u64);
+impl Mix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        if n == 0 {
+            0
+        } else {
+            self.next() % n
+        }
+    }
+}
+
+/// An ART-style (Android 8+) heap dump, laid out as ART's `hprof.cc` writes one: a
+/// `JAVA PROFILE 1.0.3` header with 4-byte ids; the string table and LOAD_CLASS records first; a
+/// stack trace; then heap dump segments that start with the GC roots (ROOT_INTERNED_STRING 0x89,
+/// STICKY_CLASS, THREAD_OBJECT, JAVA_FRAME, JNI_GLOBAL, FINALIZING 0x8A, DEBUGGER 0x8B,
+/// REFERENCE_CLEANUP 0x8C, VM_INTERNAL 0x8D, JNI_MONITOR 0x8E, UNREACHABLE 0x90), followed by the
+/// objects of the `image`, `zygote` and `app` heaps, each run introduced by a HEAP_DUMP_INFO
+/// (0xFE) record. A `java.lang.String`'s characters are not inline: the instance has a `value`
+/// field that points at a separate `byte[]` (compressed, Latin-1) or `char[]` (UTF-16) dumped right
+/// after it, as ART does. Segments are cut every ~1 MiB.
+pub fn art_dump(spec: &ArtSpec) -> Vec<u8> {
+    use art_ids::*;
+    let mut m = Mix(spec.seed);
+    let mut w = Writer::new(Format::V103, 4, 1_700_000_000_000);
+    // Strings: 1.. are names.
+    let names: &[(u64, &str)] = &[
+        (1, "java.lang.Object"),
+        (2, "java.lang.Class"),
+        (3, "java.lang.String"),
+        (4, "java.lang.ref.Reference"),
+        (5, "java.lang.ref.WeakReference"),
+        (6, "com.example.app.Node"),
+        (7, "byte[]"),
+        (8, "char[]"),
+        (9, "int[]"),
+        (10, "java.lang.Object[]"),
+        (20, "count"),
+        (21, "hash"),
+        (22, "value"),
+        (23, "referent"),
+        (24, "next"),
+        (25, "payload"),
+        (26, "label"),
+        (27, "id"),
+        (28, "sInstances"),
+        (30, "image"),
+        (31, "zygote"),
+        (32, "app"),
+        (33, "main"),
+        (34, "run"),
+        (35, "()V"),
+        (36, "Main.java"),
+    ];
+    for (id, s) in names {
+        w.utf8(*id, s);
+    }
+    let classes: &[(u64, u64)] = &[
+        (CLASS_OBJECT, 1),
+        (CLASS_CLASS, 2),
+        (CLASS_STRING, 3),
+        (CLASS_REFERENCE, 4),
+        (CLASS_WEAK_REFERENCE, 5),
+        (CLASS_NODE, 6),
+        (CLASS_BYTE_ARRAY, 7),
+        (CLASS_CHAR_ARRAY, 8),
+        (CLASS_INT_ARRAY, 9),
+        (CLASS_OBJECT_ARRAY, 10),
+    ];
+    for (i, (cid, name)) in classes.iter().enumerate() {
+        w.load_class(i as u32 + 1, *cid, *name);
+    }
+    w.record(super::tag::FRAME, |w| {
+        w.id(0x1).id(34).id(35).id(36).u32(1).u32(42);
+    });
+    w.record(super::tag::TRACE, |w| {
+        w.u32(1).u32(1).u32(1).id(0x1);
+    });
+
+    // Plan objects per heap, so that references can point anywhere.
+    let total = (spec.image_objects + spec.zygote_objects + spec.app_objects) as u64;
+    let base_of = |h: usize| [IMAGE_BASE, ZYGOTE_BASE, APP_BASE][h];
+    let counts = [
+        spec.image_objects as u64,
+        spec.zygote_objects as u64,
+        spec.app_objects as u64,
+    ];
+    let obj_id = |h: usize, i: u64| base_of(h) + i * 16;
+    let any_obj = |m: &mut Mix| -> u64 {
+        if total == 0 {
+            return 0;
+        }
+        let mut k = m.below(total);
+        for (h, &c) in counts.iter().enumerate() {
+            if k < c {
+                return obj_id(h, k);
+            }
+            k -= c;
+        }
+        0
+    };
+
+    // Roots.
+    let thread = obj_id(2, 0);
+    w.segment(super::tag::HEAP_DUMP_SEGMENT);
+    w.root2(sub::ROOT_THREAD_OBJECT, thread, 1, 1);
+    w.root2(sub::ROOT_JAVA_FRAME, obj_id(2, 1 % counts[2].max(1)), 1, 0);
+    for (cid, _) in classes {
+        w.root(sub::ROOT_STICKY_CLASS, *cid);
+    }
+    for k in 0..16u64 {
+        let target = any_obj(&mut m);
+        match k % 8 {
+            0 => w.root(sub::ROOT_INTERNED_STRING, target),
+            1 => w.root(sub::ROOT_VM_INTERNAL, target),
+            2 => w.root(sub::ROOT_FINALIZING, target),
+            3 => w.root(sub::ROOT_DEBUGGER, target),
+            4 => w.root(sub::ROOT_REFERENCE_CLEANUP, target),
+            5 => w.root2(sub::ROOT_JNI_MONITOR, target, 1, 0),
+            6 => w.root_jni_global(target, 0x5000 + k),
+            _ => w.root(sub::ROOT_UNREACHABLE, target),
+        };
+    }
+
+    let int = |v: u32| v.to_be_bytes().to_vec();
+    let heap_types = [b'I' as u32, b'Z' as u32, b'A' as u32];
+    let heap_names = [30u64, 31, 32];
+    let mut planted = spec.planted.iter();
+    for h in 0..3 {
+        if counts[h] == 0 {
+            continue;
+        }
+        w.heap_info(heap_types[h], heap_names[h]);
+        if h == 0 {
+            // Framework classes live in the boot image.
+            let obj = 0u64;
+            w.class_dump(CLASS_OBJECT, 0, 0, 8, &[], &[]);
+            w.class_dump(CLASS_CLASS, CLASS_OBJECT, 0, 120, &[], &[]);
+            w.class_dump(
+                CLASS_STRING,
+                CLASS_OBJECT,
+                0,
+                16,
+                &[],
+                &[
+                    (20, BasicType::Int),
+                    (21, BasicType::Int),
+                    (22, BasicType::Object),
+                ],
+            );
+            w.class_dump(
+                CLASS_REFERENCE,
+                CLASS_OBJECT,
+                0,
+                24,
+                &[],
+                &[(23, BasicType::Object)],
+            );
+            w.class_dump(CLASS_WEAK_REFERENCE, CLASS_REFERENCE, 0, 24, &[], &[]);
+            for c in [
+                CLASS_BYTE_ARRAY,
+                CLASS_CHAR_ARRAY,
+                CLASS_INT_ARRAY,
+                CLASS_OBJECT_ARRAY,
+            ] {
+                w.class_dump(c, CLASS_OBJECT, obj, 0, &[], &[]);
+            }
+        }
+        if h == 2 {
+            // The app's own class, with a static that holds the first app object.
+            w.class_dump(
+                CLASS_NODE,
+                CLASS_OBJECT,
+                0x1300_0000,
+                20,
+                &[(
+                    28,
+                    BasicType::Object,
+                    (obj_id(2, 0) as u32).to_be_bytes().to_vec(),
+                )],
+                &[
+                    (24, BasicType::Object),
+                    (25, BasicType::Object),
+                    (26, BasicType::Object),
+                    (27, BasicType::Int),
+                ],
+            );
+        }
+        let mut i = 0u64;
+        while i < counts[h] {
+            let id = obj_id(h, i);
+            if w.seg.is_some_and(|s| w.buf.len() - s > (1 << 20)) {
+                w.end_segment();
+                w.segment(super::tag::HEAP_DUMP_SEGMENT);
+            }
+            // A planted string takes two slots: the String and its value array.
+            if h == 2 && i + 1 < counts[h] && i >= 2 {
+                if let Some(s) = planted.next() {
+                    let value = obj_id(h, i + 1);
+                    let latin1 = s.chars().all(|c| (c as u32) < 256);
+                    let mut v = int(s.chars().count() as u32 * 2 + u32::from(!latin1));
+                    v.extend(int(0));
+                    v.extend((value as u32).to_be_bytes());
+                    w.instance(id, CLASS_STRING, &v);
+                    if latin1 {
+                        let b: Vec<u8> = s.chars().map(|c| c as u8).collect();
+                        w.primitive_array(value, BasicType::Byte, b.len() as u32, &b);
+                    } else {
+                        let u: Vec<u16> = s.encode_utf16().collect();
+                        let b: Vec<u8> = u.iter().flat_map(|c| c.to_be_bytes()).collect();
+                        w.primitive_array(value, BasicType::Char, u.len() as u32, &b);
+                    }
+                    i += 2;
+                    continue;
+                }
+            }
+            match m.below(10) {
+                // Nodes: a linked structure with payload arrays.
+                0..=3 => {
+                    let mut v = Vec::with_capacity(16);
+                    v.extend(((any_obj(&mut m)) as u32).to_be_bytes());
+                    v.extend(((any_obj(&mut m)) as u32).to_be_bytes());
+                    v.extend(((any_obj(&mut m)) as u32).to_be_bytes());
+                    v.extend(int(i as u32));
+                    w.instance(id, CLASS_NODE, &v);
+                }
+                // Strings with a separate value array would need two slots: plain byte[] here.
+                4..=6 => {
+                    let n = m.below(2 * spec.mean_array_bytes as u64 + 1) as usize;
+                    let data: Vec<u8> = (0..n).map(|_| (m.next() & 0x7f) as u8).collect();
+                    w.primitive_array(id, BasicType::Byte, n as u32, &data);
+                }
+                7 => {
+                    let n = m.below(spec.mean_array_bytes as u64 / 2 + 1) as usize;
+                    let data: Vec<u8> = (0..n * 4).map(|_| m.next() as u8).collect();
+                    w.primitive_array(id, BasicType::Int, n as u32, &data);
+                }
+                8 => {
+                    let n = m.below(8) as usize;
+                    let elems: Vec<u64> = (0..n).map(|_| any_obj(&mut m)).collect();
+                    w.object_array(id, CLASS_OBJECT_ARRAY, &elems);
+                }
+                _ => {
+                    let mut v = (any_obj(&mut m) as u32).to_be_bytes().to_vec();
+                    v.truncate(4);
+                    w.instance(id, CLASS_WEAK_REFERENCE, &v);
+                }
+            }
+            i += 1;
+        }
+    }
+    w.heap_dump_end();
+    w.finish()
+}
