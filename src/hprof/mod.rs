@@ -255,7 +255,7 @@ impl Error {
 pub type Result<T> = std::result::Result<T, Error>;
 
 /// Read a big-endian identifier of `id_size` bytes (4 or 8) from the start of `b`.
-#[inline]
+#[inline(always)]
 pub fn read_id(b: &[u8], id_size: u32) -> u64 {
     if id_size == 4 {
         u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as u64
@@ -264,12 +264,12 @@ pub fn read_id(b: &[u8], id_size: u32) -> u64 {
     }
 }
 
-#[inline]
+#[inline(always)]
 pub fn read_u32(b: &[u8]) -> u32 {
     u32::from_be_bytes([b[0], b[1], b[2], b[3]])
 }
 
-#[inline]
+#[inline(always)]
 pub fn read_u16(b: &[u8]) -> u16 {
     u16::from_be_bytes([b[0], b[1]])
 }

@@ -327,6 +327,14 @@ impl Parser {
                 continue;
             }
             if self.carry.is_empty() {
+                if let State::Sub { seg_end } = self.state {
+                    // Fastest path: the common sub-records, whole in `data`.
+                    let k = self.fast_subs(data, seg_end, v)?;
+                    if k > 0 {
+                        data = &data[k..];
+                        continue;
+                    }
+                }
                 // Fast path: parse units in place while they lie whole in `data`.
                 match self.measure(data)? {
                     Measure::Len(n) if n <= data.len() => {
@@ -571,6 +579,100 @@ impl Parser {
             }
             State::Array { .. } => unreachable!(),
         }
+    }
+
+    /// Parse instance and array dumps that lie whole in `data` (and inside the segment) in one
+    /// tight loop, telling the visitor exactly what the general path would. Stops at the first
+    /// record that is cut, ends the segment, or is of another kind (or malformed: the general path
+    /// then reports it). Returns the bytes consumed.
+    fn fast_subs<V: Visitor + ?Sized>(
+        &mut self,
+        data: &[u8],
+        seg_end: u64,
+        v: &mut V,
+    ) -> Result<usize> {
+        let n = self.id_size as usize;
+        let idsz = self.id_size;
+        let limit = (seg_end - self.pos).min(data.len() as u64) as usize;
+        let d = &data[..limit];
+        let base = self.pos;
+        let mut p = 0usize;
+        let fail = |at: u64| move |e: String| Error::new(at, e);
+        while p < d.len() {
+            let b = &d[p..];
+            let at = base + p as u64;
+            match b[0] {
+                sub::INSTANCE_DUMP => {
+                    let h = 9 + 2 * n;
+                    if b.len() < h {
+                        break;
+                    }
+                    let len = h + read_u32(&b[h - 4..]) as usize;
+                    if b.len() < len {
+                        break;
+                    }
+                    let s = Sub::Instance {
+                        id: read_id(&b[1..], idsz),
+                        stack_serial: read_u32(&b[1 + n..]),
+                        class_id: read_id(&b[5 + n..], idsz),
+                        data: &b[h..len],
+                    };
+                    v.sub(at, &s, &b[..len]).map_err(fail(at))?;
+                    p += len;
+                }
+                t @ (sub::PRIMITIVE_ARRAY_DUMP | sub::OBJECT_ARRAY_DUMP) => {
+                    let h = if t == sub::OBJECT_ARRAY_DUMP {
+                        9 + 2 * n
+                    } else {
+                        10 + n
+                    };
+                    if b.len() < h {
+                        break;
+                    }
+                    let count = read_u32(&b[5 + n..]);
+                    let (s, elem) = if t == sub::OBJECT_ARRAY_DUMP {
+                        let s = Sub::ObjectArray {
+                            id: read_id(&b[1..], idsz),
+                            stack_serial: read_u32(&b[1 + n..]),
+                            len: count,
+                            class_id: read_id(&b[9 + n..], idsz),
+                        };
+                        (s, n)
+                    } else {
+                        let ty = match BasicType::from_u8(b[h - 1]) {
+                            Some(BasicType::Object) | None => break,
+                            Some(ty) => ty,
+                        };
+                        let s = Sub::PrimitiveArray {
+                            id: read_id(&b[1..], idsz),
+                            stack_serial: read_u32(&b[1 + n..]),
+                            len: count,
+                            ty,
+                            nodata: false,
+                        };
+                        (s, ty.size(idsz) as usize)
+                    };
+                    let end = h as u64 + count as u64 * elem as u64;
+                    if (b.len() as u64) < end {
+                        break;
+                    }
+                    let end = end as usize;
+                    v.sub(at, &s, &b[..h]).map_err(fail(at))?;
+                    if end > h {
+                        v.array_data(&b[h..end]).map_err(fail(at + h as u64))?;
+                    }
+                    v.array_end().map_err(fail(at))?;
+                    p += end;
+                }
+                _ => break,
+            }
+        }
+        self.pos += p as u64;
+        if p > 0 && self.pos == seg_end {
+            self.state = State::Record;
+            v.heap_dump_end().map_err(|e| Error::new(seg_end, e))?;
+        }
+        Ok(p)
     }
 
     /// After a sub-record that ends at `end`: close the segment if it ends there too.
@@ -825,5 +927,217 @@ fn parse_class(b: &[u8], id_size: u32) -> ClassDump<'_> {
         statics_raw,
         fields_raw: &b[p..],
         id_size,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hprof::writer::Writer;
+
+    /// Records what the parser reports, as text.
+    #[derive(Default)]
+    struct Log(Vec<String>);
+    impl Visitor for Log {
+        fn header(&mut self, h: &Header, _raw: &[u8]) -> std::result::Result<(), String> {
+            self.0.push(format!("header {} {}", h.format, h.id_size));
+            Ok(())
+        }
+        fn record(
+            &mut self,
+            at: u64,
+            r: &Record<'_>,
+            _raw: &[u8],
+        ) -> std::result::Result<(), String> {
+            self.0
+                .push(format!("record@{at} {:#x} {}", r.tag, r.body.len()));
+            Ok(())
+        }
+        fn heap_dump_start(
+            &mut self,
+            at: u64,
+            t: u8,
+            l: u32,
+            _raw: &[u8],
+        ) -> std::result::Result<(), String> {
+            self.0.push(format!("segment@{at} {t:#x} {l}"));
+            Ok(())
+        }
+        fn sub(&mut self, at: u64, s: &Sub<'_>, raw: &[u8]) -> std::result::Result<(), String> {
+            self.0.push(format!(
+                "sub@{at} {:#x} {}",
+                raw[0],
+                match s {
+                    Sub::Class(c) => format!(
+                        "class {} statics {} fields {}",
+                        c.id,
+                        c.statics().count(),
+                        c.fields().count()
+                    ),
+                    Sub::Instance { data, .. } => format!("instance {}", data.len()),
+                    _ => String::new(),
+                }
+            ));
+            Ok(())
+        }
+        fn array_data(&mut self, d: &[u8]) -> std::result::Result<(), String> {
+            self.0.push(format!("data {}", d.len()));
+            Ok(())
+        }
+        fn array_end(&mut self) -> std::result::Result<(), String> {
+            self.0.push("end".into());
+            Ok(())
+        }
+        fn heap_dump_end(&mut self) -> std::result::Result<(), String> {
+            self.0.push("segment end".into());
+            Ok(())
+        }
+    }
+
+    fn sample(id_size: u32) -> Vec<u8> {
+        let mut w = Writer::new(Format::V102, id_size, 7);
+        w.utf8(1, "a.B").load_class(1, 0x100, 1);
+        w.class_dump(
+            0x100,
+            0,
+            0,
+            8,
+            &[
+                (2, BasicType::Long, vec![0; 8]),
+                (3, BasicType::Object, vec![0; id_size as usize]),
+            ],
+            &[(4, BasicType::Int), (5, BasicType::Object)],
+        );
+        w.instance(0x200, 0x100, &[1; 12]);
+        w.primitive_array(0x300, BasicType::Char, 3, &[0, 65, 0, 66, 0, 67]);
+        w.primitive_array(0x310, BasicType::Int, 0, &[]);
+        w.object_array(0x400, 0x100, &[0x200, 0x300]);
+        w.root(crate::hprof::sub::ROOT_STICKY_CLASS, 0x100);
+        w.heap_dump_end();
+        w.finish()
+    }
+
+    fn parse_chunked(b: &[u8], step: usize) -> (Log, Result<()>) {
+        let mut log = Log::default();
+        let mut p = Parser::new();
+        for c in b.chunks(step) {
+            if let Err(e) = p.feed(c, &mut log) {
+                return (log, Err(e));
+            }
+        }
+        let r = p.finish();
+        (log, r)
+    }
+
+    #[test]
+    fn reports_the_same_events_whatever_the_chunking_except_array_pieces() {
+        for id in [4, 8] {
+            let b = sample(id);
+            let (whole, r) = parse_chunked(&b, b.len());
+            r.unwrap();
+            let text = whole.0.join("\n");
+            assert!(text.contains("class 256 statics 2 fields 2"), "{text}");
+            assert!(text.contains("instance 12"), "{text}");
+            assert!(text.contains("data 6"), "{text}");
+            for step in [1, 2, 3, 5, 7, 13] {
+                let (log, r) = parse_chunked(&b, step);
+                r.unwrap();
+                // Array contents may come in element-aligned pieces; everything else is identical.
+                let squash = |l: &Log| {
+                    l.0.iter()
+                        .filter(|s| !s.starts_with("data"))
+                        .cloned()
+                        .collect::<Vec<_>>()
+                };
+                assert_eq!(squash(&log), squash(&whole), "id {id} step {step}");
+                for d in log.0.iter().filter(|s| s.starts_with("data ")) {
+                    let n: usize = d[5..].parse().unwrap();
+                    assert!(
+                        n % 2 == 0 || n % id as usize == 0,
+                        "piece of {n} bytes is not aligned"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_record_head_over_the_limit_is_an_error_not_an_allocation() {
+        let mut w = Writer::new(Format::V102, 4, 0);
+        w.instance(1, 2, &vec![0; 4096]);
+        let b = w.finish();
+        let mut p = Parser::with_limits(ParserLimits {
+            max_head: 1024,
+            initial_head: 256,
+        });
+        // Fed in pieces, the instance would have to be gathered: refused.
+        let mut log = Log::default();
+        let r = b.chunks(100).try_for_each(|c| p.feed(c, &mut log));
+        let e = r.unwrap_err();
+        assert_eq!(e.offset, 40);
+        assert!(e.what.contains("exceeds the parser's limit of 1024"), "{e}");
+        // The parser stays failed.
+        assert_eq!(p.feed(&[0], &mut log).unwrap_err(), e);
+        assert_eq!(p.finish().unwrap_err(), e);
+    }
+
+    #[test]
+    fn big_arrays_stream_through_a_small_buffer() {
+        let mut w = Writer::new(Format::V102, 8, 0);
+        let data = vec![7u8; 8 << 20];
+        w.primitive_array(1, BasicType::Long, 1 << 20, &data);
+        let b = w.finish();
+        let mut p = Parser::with_limits(ParserLimits {
+            max_head: 64,
+            initial_head: 64,
+        });
+        let mut log = Log::default();
+        for c in b.chunks(1000) {
+            p.feed(c, &mut log).unwrap();
+        }
+        p.finish().unwrap();
+        let total: usize = log
+            .0
+            .iter()
+            .filter_map(|s| s.strip_prefix("data "))
+            .map(|n| n.parse::<usize>().unwrap())
+            .sum();
+        assert_eq!(total, 8 << 20);
+        assert!(p.carry.capacity() <= 64);
+    }
+
+    #[test]
+    fn header_errors_name_the_problem() {
+        let cases: &[(&[u8], &str)] = &[
+            (b"", "byte 0: empty file"),
+            (b"JAVA PROFILE 1.0.", "truncated: the file header"),
+            (b"GIF89a", "not an HPROF"),
+            (
+                b"JAVA PROFILE 1.0.9\0\0\0\0\x04\0\0\0\0\0\0\0\0",
+                "unknown format",
+            ),
+            (
+                b"JAVA PROFILE 1.0.2\0\0\0\0\x06\0\0\0\0\0\0\0\0",
+                "byte 19: identifier size 6",
+            ),
+        ];
+        for (b, want) in cases {
+            let (_, r) = parse_chunked(b, b.len().max(1));
+            let e = r.unwrap_err();
+            assert!(e.to_string().contains(want), "{e} should contain {want}");
+        }
+    }
+
+    #[test]
+    fn a_bad_primitive_type_is_reported_at_its_byte() {
+        let mut w = Writer::new(Format::V102, 4, 0);
+        w.primitive_array(1, BasicType::Byte, 1, &[0]);
+        let mut b = w.finish();
+        let type_at = 31 + 9 + 1 + 4 + 4 + 4;
+        b[type_at] = 3;
+        let (_, r) = parse_chunked(&b, b.len());
+        let e = r.unwrap_err();
+        assert_eq!(e.offset, type_at as u64);
+        assert!(e.what.contains("invalid element type 3"));
     }
 }

@@ -2,8 +2,8 @@
 
 use crate::Failure;
 use oomguard::hprof::{stats::Inspector, FileSink, Level, Restorer, Stripper};
+use oomguard::mapped::Mapped;
 use std::fs::File;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -38,6 +38,7 @@ pub struct RestoreArgs {
     output: PathBuf,
 }
 
+/// Feed size.
 const CHUNK: usize = 1 << 20;
 
 fn io_fail(path: &Path, what: &str, e: std::io::Error) -> Failure {
@@ -54,22 +55,17 @@ fn bad_input(path: &Path, e: oomguard::hprof::Error) -> Failure {
     }
 }
 
-/// Read `path` in chunks and hand each to `feed`. An input error is reported against `path`.
+/// Map `path` and hand it to `feed` in chunks of [`CHUNK`] bytes (small enough to stay in the CPU
+/// cache while they are parsed). An input error is reported against `path`.
 fn stream(
     path: &Path,
     mut feed: impl FnMut(&[u8]) -> Result<(), oomguard::hprof::Error>,
 ) -> Result<(), Failure> {
-    let mut f = File::open(path).map_err(|e| io_fail(path, "cannot open", e))?;
-    let mut buf = vec![0u8; CHUNK];
-    loop {
-        let n = match f.read(&mut buf) {
-            Ok(0) => return Ok(()),
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(io_fail(path, "read failed", e)),
-        };
-        feed(&buf[..n]).map_err(|e| bad_input(path, e))?;
+    let m = Mapped::open(path).map_err(|e| io_fail(path, "cannot open", e))?;
+    for c in m.bytes().chunks(CHUNK) {
+        feed(c).map_err(|e| bad_input(path, e))?;
     }
+    Ok(())
 }
 
 /// Write `out` through a temporary file beside it, renamed into place only on success; on any
@@ -78,6 +74,14 @@ fn write_atomically<T>(
     out: &Path,
     work: impl FnOnce(File) -> Result<(File, T), Failure>,
 ) -> Result<T, Failure> {
+    // A device or a pipe (say /dev/null) is written in place: renaming over it would replace it.
+    if std::fs::metadata(out).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(out)
+            .map_err(|e| io_fail(out, "cannot open", e))?;
+        return work(f).map(|(_, t)| t);
+    }
     let name = out
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())

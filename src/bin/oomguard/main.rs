@@ -3,6 +3,7 @@
 //! does is a library call.
 
 mod hprof_cmds;
+mod testdata_cmd;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -26,6 +27,9 @@ enum Cmd {
     Strip(hprof_cmds::StripArgs),
     /// Turn a stripped dump back into one that every HPROF tool opens.
     Restore(hprof_cmds::RestoreArgs),
+    /// Write a generated ART-style (Android 8+) heap dump, for benches and tests.
+    #[command(name = "testdata-art")]
+    TestdataArt(testdata_cmd::TestdataArgs),
 }
 
 /// A failure the command reports: exit code and message.
@@ -40,6 +44,7 @@ fn main() -> ExitCode {
         Cmd::Inspect(a) => hprof_cmds::inspect(a),
         Cmd::Strip(a) => hprof_cmds::strip(a),
         Cmd::Restore(a) => hprof_cmds::restore(a),
+        Cmd::TestdataArt(a) => testdata_cmd::run(a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,43 @@
+//! Drives the HPROF parser, stripper and restore with arbitrary bytes, cut into chunks at points
+//! taken from the input itself. Checks, beyond "no panic, no hang":
+//! - the stripped output is the same whatever the chunking;
+//! - whatever the stripper accepts, its output parses again and restores;
+//! - an input the stripper rejects is rejected at the same offset whatever the chunking.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use oomguard::hprof::{restore, stats::Inspector, strip_bytes, Level, Stripper};
+
+fuzz_target!(|data: &[u8]| {
+    if data.len() < 2 {
+        return;
+    }
+    let (ctl, input) = (data[0], &data[1..]);
+    let level = match ctl % 3 {
+        0 => Level::None,
+        1 => Level::Arrays,
+        _ => Level::App,
+    };
+    let step = (ctl as usize >> 2) + 1;
+    let whole = strip_bytes(input, level);
+    let mut s = Stripper::new(level, Vec::new());
+    let mut r = Ok(());
+    for c in input.chunks(step) {
+        r = s.feed(c);
+        if r.is_err() {
+            break;
+        }
+    }
+    let chunked = r.and_then(|_| s.finish());
+    match (&whole, &chunked) {
+        (Ok((a, _)), Ok((b, _))) => assert!(a == b, "chunking changed the output"),
+        (Err(a), Err(b)) => assert_eq!(a.offset, b.offset, "{a} vs {b}"),
+        _ => panic!("whole: {:?}, chunked: {:?}", whole.is_ok(), chunked.is_ok()),
+    }
+    if let Ok((out, _)) = whole {
+        let mut i = Inspector::new();
+        i.feed(&out).expect("stripped output parses");
+        i.finish().expect("stripped output is complete");
+        restore(&out).expect("stripped output restores");
+    }
+});

@@ -1,0 +1,28 @@
+# Helpers for scripts/bench/*.sh. Sourced.
+
+# The ≥ 500 MB Java 17 dump shared by the strip and analyze benches, made once and cached.
+BIG_DUMP=target/bench/big.hprof
+ensure_big_dump() {
+  [ -f "$BIG_DUMP" ] && return 0
+  mkdir -p target/bench/classes
+  javac -d target/bench/classes java/tools/MakeDump.java
+  echo "bench: making a Java 17 heap dump of at least 500 MB (once; cached at $BIG_DUMP)" >&2
+  java -Xmx3g -cp target/bench/classes MakeDump target/bench/big.tmp.hprof 420 >&2
+  mv target/bench/big.tmp.hprof "$BIG_DUMP"
+}
+
+# now: seconds since the epoch, with nanoseconds.
+now() { date +%s.%N; }
+
+# best_of N CMD...: the shortest wall time of N runs, in seconds.
+best_of() {
+  local n=$1; shift
+  local best=""
+  for _ in $(seq "$n"); do
+    local t0 t1 d
+    t0=$(now); "$@" >/dev/null; t1=$(now)
+    d=$(echo "$t1 - $t0" | bc -l)
+    if [ -z "$best" ] || [ "$(echo "$d < $best" | bc -l)" = 1 ]; then best=$d; fi
+  done
+  echo "$best"
+}
