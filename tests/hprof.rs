@@ -117,6 +117,26 @@ fn level_none_is_a_byte_identical_copy_of_every_fixture() {
 }
 
 #[test]
+fn the_mapped_stripper_writes_the_same_bytes_as_the_streaming_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut inputs: Vec<Vec<u8>> = common::fixtures().iter().map(|f| read(f)).collect();
+    inputs.push(art_dump(&ArtSpec::default()));
+    for (i, input) in inputs.iter().enumerate() {
+        for level in [Level::None, Level::Arrays, Level::App] {
+            let (want, want_stats) = strip_bytes(input, level).unwrap();
+            let (got, got_stats) = hprof::strip_mapped(input, level, Vec::new()).unwrap();
+            assert!(got == want, "input {i} level {level}");
+            assert_eq!(got_stats, want_stats);
+            // Through a real file, with writev and pwrite patches.
+            let path = dir.path().join(format!("{i}-{level}"));
+            let file = std::fs::File::create(&path).unwrap();
+            hprof::strip_mapped(input, level, hprof::FileSink { file }).unwrap();
+            assert!(read(&path) == want, "file: input {i} level {level}");
+        }
+    }
+}
+
+#[test]
 fn stripping_keeps_every_object_class_and_root() {
     for f in common::fixtures() {
         let input = read(&f);

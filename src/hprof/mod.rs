@@ -27,7 +27,7 @@ pub mod writer;
 
 pub use parser::{ClassDump, Parser, ParserLimits, Record, Sub, Visitor};
 pub use restore::{restore, Restorer};
-pub use strip::{strip_bytes, FileSink, Level, Sink, StripStats, Stripper};
+pub use strip::{strip_bytes, strip_mapped, FileSink, Level, Sink, StripStats, Stripper};
 
 use std::fmt;
 

@@ -63,6 +63,10 @@ impl std::fmt::Display for Level {
 /// Where stripped (or restored) output goes: appends, plus patches of bytes already written.
 pub trait Sink {
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()>;
+    /// Append several buffers in order (a sink over a file does it in one `writev`).
+    fn write_all_vectored(&mut self, bufs: &[&[u8]]) -> io::Result<()> {
+        bufs.iter().try_for_each(|b| self.write_all(b))
+    }
     /// Overwrite bytes at `offset`, which is below the number of bytes written so far.
     fn patch(&mut self, offset: u64, bytes: &[u8]) -> io::Result<()>;
 }
@@ -90,6 +94,19 @@ impl Sink for FileSink {
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
         io::Write::write_all(&mut self.file, buf)
     }
+    fn write_all_vectored(&mut self, bufs: &[&[u8]]) -> io::Result<()> {
+        let mut v: Vec<io::IoSlice<'_>> = bufs.iter().map(|b| io::IoSlice::new(b)).collect();
+        let mut rest = &mut v[..];
+        while !rest.is_empty() {
+            match io::Write::write_vectored(&mut self.file, rest) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => io::IoSlice::advance_slices(&mut rest, n),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
     fn patch(&mut self, offset: u64, bytes: &[u8]) -> io::Result<()> {
         std::os::unix::fs::FileExt::write_all_at(&self.file, bytes, offset)
     }
@@ -99,8 +116,39 @@ impl<S: Sink + ?Sized> Sink for &mut S {
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
         (**self).write_all(buf)
     }
+    fn write_all_vectored(&mut self, bufs: &[&[u8]]) -> io::Result<()> {
+        (**self).write_all_vectored(bufs)
+    }
     fn patch(&mut self, offset: u64, bytes: &[u8]) -> io::Result<()> {
         (**self).patch(offset, bytes)
+    }
+}
+
+/// Where the stripper's output goes. `raw` bytes are a verbatim slice of the input being parsed
+/// (an emitter over a mapped input may refer to them instead of copying); `lit` bytes are made up.
+pub(crate) trait Emit {
+    fn pos(&self) -> u64;
+    fn raw(&mut self, b: &[u8]) -> std::result::Result<(), String>;
+    fn lit(&mut self, b: &[u8]) -> std::result::Result<(), String>;
+    fn patch(&mut self, offset: u64, b: &[u8]) -> std::result::Result<(), String>;
+    fn flush(&mut self) -> std::result::Result<(), String>;
+}
+
+impl<S: Sink> Emit for Out<S> {
+    fn pos(&self) -> u64 {
+        Out::pos(self)
+    }
+    fn raw(&mut self, b: &[u8]) -> std::result::Result<(), String> {
+        self.write(b)
+    }
+    fn lit(&mut self, b: &[u8]) -> std::result::Result<(), String> {
+        self.write(b)
+    }
+    fn patch(&mut self, offset: u64, b: &[u8]) -> std::result::Result<(), String> {
+        Out::patch(self, offset, b)
+    }
+    fn flush(&mut self) -> std::result::Result<(), String> {
+        Out::flush(self)
     }
 }
 
@@ -164,6 +212,114 @@ impl<S: Sink> Out<S> {
     }
 }
 
+/// Output over an input that is whole in memory (a mapped file): verbatim input is referred to,
+/// not copied, and reaches the sink through `write_all_vectored`, so the kernel's copy is the only
+/// one.
+struct Gather<'a, S: Sink> {
+    sink: S,
+    base: &'a [u8],
+    pieces: Vec<Piece>,
+    lits: Vec<u8>,
+    /// Bytes handed to the sink.
+    flushed: u64,
+    /// Bytes in `pieces`.
+    pending: u64,
+}
+
+#[derive(Clone, Copy)]
+enum Piece {
+    Input { start: usize, len: usize },
+    Lit { start: usize, len: usize },
+}
+
+const GATHER_PIECES: usize = 1024;
+
+impl<S: Sink> Emit for Gather<'_, S> {
+    fn pos(&self) -> u64 {
+        self.flushed + self.pending
+    }
+    fn raw(&mut self, b: &[u8]) -> std::result::Result<(), String> {
+        let (bp, base) = (b.as_ptr() as usize, self.base.as_ptr() as usize);
+        if bp < base || bp + b.len() > base + self.base.len() {
+            return self.lit(b);
+        }
+        let start = bp - base;
+        match self.pieces.last_mut() {
+            Some(Piece::Input { start: s, len }) if *s + *len == start => *len += b.len(),
+            _ => self.pieces.push(Piece::Input {
+                start,
+                len: b.len(),
+            }),
+        }
+        self.pending += b.len() as u64;
+        self.maybe_flush()
+    }
+    fn lit(&mut self, b: &[u8]) -> std::result::Result<(), String> {
+        let start = self.lits.len();
+        self.lits.extend_from_slice(b);
+        self.pieces.push(Piece::Lit {
+            start,
+            len: b.len(),
+        });
+        self.pending += b.len() as u64;
+        self.maybe_flush()
+    }
+    fn patch(&mut self, offset: u64, b: &[u8]) -> std::result::Result<(), String> {
+        if offset < self.flushed {
+            return self.sink.patch(offset, b).map_err(write_err);
+        }
+        let mut at = self.flushed;
+        for p in &self.pieces {
+            let (len, lit) = match *p {
+                Piece::Input { len, .. } => (len, None),
+                Piece::Lit { start, len } => (len, Some(start)),
+            };
+            if offset < at + len as u64 {
+                let o = (offset - at) as usize;
+                return match lit {
+                    Some(start) if o + b.len() <= len => {
+                        self.lits[start + o..start + o + b.len()].copy_from_slice(b);
+                        Ok(())
+                    }
+                    _ => Err(format!(
+                        "internal: patch at {offset} is not in made-up bytes"
+                    )),
+                };
+            }
+            at += len as u64;
+        }
+        Err(format!("internal: patch at {offset} is past the output"))
+    }
+    fn flush(&mut self) -> std::result::Result<(), String> {
+        if self.pieces.is_empty() {
+            return Ok(());
+        }
+        let bufs: Vec<&[u8]> = self
+            .pieces
+            .iter()
+            .map(|p| match *p {
+                Piece::Input { start, len } => &self.base[start..start + len],
+                Piece::Lit { start, len } => &self.lits[start..start + len],
+            })
+            .collect();
+        self.sink.write_all_vectored(&bufs).map_err(write_err)?;
+        self.flushed += self.pending;
+        self.pending = 0;
+        self.pieces.clear();
+        self.lits.clear();
+        Ok(())
+    }
+}
+
+impl<S: Sink> Gather<'_, S> {
+    fn maybe_flush(&mut self) -> std::result::Result<(), String> {
+        if self.pieces.len() >= GATHER_PIECES {
+            self.flush()?;
+        }
+        Ok(())
+    }
+}
+
 fn write_err(e: io::Error) -> String {
     format!("writing the output failed: {e}")
 }
@@ -184,9 +340,9 @@ pub struct StripStats {
 /// Most heap names the stripper tracks (ids of the strings "zygote" and "image").
 const MAX_DROP_NAMES: usize = 8;
 
-struct State<S: Sink> {
+struct State<E: Emit> {
     level: Level,
-    out: Out<S>,
+    out: E,
     /// Output offset of the current segment's record header.
     seg_head: u64,
     /// String ids whose text is a heap to drop.
@@ -202,16 +358,41 @@ struct State<S: Sink> {
     stats: StripStats,
 }
 
-impl<S: Sink> Visitor for State<S> {
+impl<E: Emit> State<E> {
+    fn new(level: Level, out: E) -> State<E> {
+        State {
+            level,
+            out,
+            seg_head: 0,
+            drop_names: [0; MAX_DROP_NAMES],
+            drop_name_count: 0,
+            dropping: false,
+            skip_array: false,
+            pending_info: [0; 13],
+            pending_info_len: 0,
+            stats: StripStats::default(),
+        }
+    }
+
+    fn finish(mut self, end: u64) -> Result<(E, StripStats)> {
+        self.out.flush().map_err(|e| Error::new(end, e))?;
+        let mut stats = self.stats;
+        stats.input_bytes = end;
+        stats.output_bytes = self.out.pos();
+        Ok((self.out, stats))
+    }
+}
+
+impl<E: Emit> Visitor for State<E> {
     fn header(&mut self, _h: &Header, raw: &[u8]) -> std::result::Result<(), String> {
         if self.level == Level::None {
-            return self.out.write(raw);
+            return self.out.raw(raw);
         }
         let mut h = [0u8; super::HEADER_LEN];
         h.copy_from_slice(raw);
         // 0xC3 is defined by 1.0.3: say so.
         h[VERSION_DIGIT_OFFSET] = b'3';
-        self.out.write(&h)
+        self.out.lit(&h)
     }
 
     fn record(
@@ -229,7 +410,7 @@ impl<S: Sink> Visitor for State<S> {
                 }
             }
         }
-        self.out.write(raw)
+        self.out.raw(raw)
     }
 
     fn heap_dump_start(
@@ -240,7 +421,8 @@ impl<S: Sink> Visitor for State<S> {
         raw: &[u8],
     ) -> std::result::Result<(), String> {
         self.seg_head = self.out.pos();
-        self.out.write(raw)
+        // Written as made-up bytes: its length is patched when the segment ends.
+        self.out.lit(raw)
     }
 
     fn heap_dump_end(&mut self) -> std::result::Result<(), String> {
@@ -261,7 +443,7 @@ impl<S: Sink> Visitor for State<S> {
                     Ok(())
                 } else {
                     self.pending_info_len = 0;
-                    self.out.write(raw)
+                    self.out.raw(raw)
                 }
             }
             Sub::Instance { .. } | Sub::ObjectArray { .. } | Sub::PrimitiveArray { .. }
@@ -283,16 +465,16 @@ impl<S: Sink> Visitor for State<S> {
                 let mut h = [0u8; 18];
                 h[..raw.len()].copy_from_slice(raw);
                 h[0] = sub::PRIMITIVE_ARRAY_NODATA_DUMP;
-                self.out.write(&h[..raw.len()])
+                self.out.lit(&h[..raw.len()])
             }
             Sub::Class(_) if self.pending_info_len > 0 => {
                 let n = self.pending_info_len;
                 self.pending_info_len = 0;
                 let info = self.pending_info;
-                self.out.write(&info[..n])?;
-                self.out.write(raw)
+                self.out.lit(&info[..n])?;
+                self.out.raw(raw)
             }
-            _ => self.out.write(raw),
+            _ => self.out.raw(raw),
         }
     }
 
@@ -300,7 +482,7 @@ impl<S: Sink> Visitor for State<S> {
         if self.skip_array {
             Ok(())
         } else {
-            self.out.write(data)
+            self.out.raw(data)
         }
     }
 }
@@ -308,7 +490,7 @@ impl<S: Sink> Visitor for State<S> {
 /// The streaming stripper. Feed it the dump in chunks, then call [`Stripper::finish`].
 pub struct Stripper<S: Sink> {
     parser: Parser,
-    state: State<S>,
+    state: State<Out<S>>,
 }
 
 impl<S: Sink> Stripper<S> {
@@ -326,18 +508,7 @@ impl<S: Sink> Stripper<S> {
     ) -> Stripper<S> {
         Stripper {
             parser: Parser::with_limits(limits),
-            state: State {
-                level,
-                out: Out::new(sink, out_capacity),
-                seg_head: 0,
-                drop_names: [0; MAX_DROP_NAMES],
-                drop_name_count: 0,
-                dropping: false,
-                skip_array: false,
-                pending_info: [0; 13],
-                pending_info_len: 0,
-                stats: StripStats::default(),
-            },
+            state: State::new(level, Out::new(sink, out_capacity)),
         }
     }
 
@@ -355,12 +526,31 @@ impl<S: Sink> Stripper<S> {
     pub fn finish(mut self) -> Result<(S, StripStats)> {
         self.parser.finish()?;
         let end = self.parser.bytes_fed();
-        self.state.out.flush().map_err(|e| Error::new(end, e))?;
-        let mut stats = self.state.stats;
-        stats.input_bytes = end;
-        stats.output_bytes = self.state.out.pos();
-        Ok((self.state.out.sink, stats))
+        let (out, stats) = self.state.finish(end)?;
+        Ok((out.sink, stats))
     }
+}
+
+/// Strip an input that is whole in memory (typically a mapped file) to `sink`. The output is the
+/// same bytes [`Stripper`] writes, but verbatim input is handed to the sink by reference
+/// ([`Sink::write_all_vectored`]) instead of being copied through a buffer.
+pub fn strip_mapped<S: Sink>(input: &[u8], level: Level, sink: S) -> Result<(S, StripStats)> {
+    let mut parser = Parser::new();
+    let mut state = State::new(
+        level,
+        Gather {
+            sink,
+            base: input,
+            pieces: Vec::with_capacity(GATHER_PIECES),
+            lits: Vec::with_capacity(GATHER_PIECES * 18),
+            flushed: 0,
+            pending: 0,
+        },
+    );
+    parser.feed(input, &mut state)?;
+    parser.finish()?;
+    let (out, stats) = state.finish(input.len() as u64)?;
+    Ok((out.sink, stats))
 }
 
 /// Strip a whole in-memory dump.

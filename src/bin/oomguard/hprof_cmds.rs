@@ -1,7 +1,7 @@
 //! `inspect`, `strip` and `restore`.
 
 use crate::Failure;
-use oomguard::hprof::{stats::Inspector, FileSink, Level, Restorer, Stripper};
+use oomguard::hprof::{stats::Inspector, strip_mapped, FileSink, Level, Restorer};
 use oomguard::mapped::Mapped;
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -109,40 +109,41 @@ pub fn inspect(a: InspectArgs) -> Result<(), Failure> {
     stream(&a.file, |c| ins.feed(c))?;
     let st = ins.finish().map_err(|e| bad_input(&a.file, e))?;
     if a.json {
-        println!(
+        say!(
             "{}",
             serde_json::to_string_pretty(&st).expect("stats serialise")
         );
         return Ok(());
     }
-    println!("{}", a.file.display());
-    println!("  format     {}", st.format);
-    println!("  id size    {}", st.id_size);
-    println!("  timestamp  {} ms", st.timestamp_ms);
-    println!(
+    say!("{}", a.file.display());
+    say!("  format     {}", st.format);
+    say!("  id size    {}", st.id_size);
+    say!("  timestamp  {} ms", st.timestamp_ms);
+    say!(
         "  size       {} bytes ({:.1} MB)",
         st.file_bytes,
         mb(st.file_bytes)
     );
-    println!("  records");
+    say!("  records");
     for (name, c) in &st.records {
-        println!("    {name:<24} {:>10}  {:>12} bytes", c.count, c.bytes);
+        say!("    {name:<24} {:>10}  {:>12} bytes", c.count, c.bytes);
     }
-    println!("  heap sub-records");
+    say!("  heap sub-records");
     for (name, c) in &st.sub_records {
-        println!("    {name:<28} {:>10}  {:>12} bytes", c.count, c.bytes);
+        say!("    {name:<28} {:>10}  {:>12} bytes", c.count, c.bytes);
     }
     if !st.heaps.is_empty() {
-        println!("  heaps");
+        say!("  heaps");
         for (name, h) in &st.heaps {
-            println!(
+            say!(
                 "    {name:<24} {:>10} objects  {:>12} bytes",
-                h.objects, h.bytes
+                h.objects,
+                h.bytes
             );
         }
     }
     let b = &st.bytes;
-    println!("  bytes by category");
+    say!("  bytes by category");
     for (k, v) in [
         ("instances", b.instances),
         ("object arrays", b.object_arrays),
@@ -160,7 +161,7 @@ pub fn inspect(a: InspectArgs) -> Result<(), Failure> {
         ("segment headers", b.segment_headers),
         ("file header", b.header),
     ] {
-        println!(
+        say!(
             "    {k:<28} {v:>12}  {:>6.1} %",
             100.0 * v as f64 / st.file_bytes.max(1) as f64
         );
@@ -171,13 +172,13 @@ pub fn inspect(a: InspectArgs) -> Result<(), Failure> {
 pub fn strip(a: StripArgs) -> Result<(), Failure> {
     let t0 = Instant::now();
     let stats = write_atomically(&a.output, |f| {
-        let mut s = Stripper::new(a.level, FileSink { file: f });
-        stream(&a.input, |c| s.feed(c))?;
-        let (sink, stats) = s.finish().map_err(|e| bad_input(&a.input, e))?;
+        let m = Mapped::open(&a.input).map_err(|e| io_fail(&a.input, "cannot open", e))?;
+        let (sink, stats) = strip_mapped(m.bytes(), a.level, FileSink { file: f })
+            .map_err(|e| bad_input(&a.input, e))?;
         Ok((sink.file, stats))
     })?;
     let secs = t0.elapsed().as_secs_f64();
-    println!(
+    say!(
         "{} -> {} (level {}): {} -> {} bytes ({:.1} MB -> {:.1} MB), {:.1} % of the original, {:.0} MB/s",
         a.input.display(),
         a.output.display(),
@@ -189,7 +190,7 @@ pub fn strip(a: StripArgs) -> Result<(), Failure> {
         100.0 * stats.output_bytes as f64 / stats.input_bytes.max(1) as f64,
         mb(stats.input_bytes) / secs.max(1e-9)
     );
-    println!(
+    say!(
         "  {} primitive arrays emptied ({:.1} MB of contents), {} objects dropped",
         stats.arrays_stripped,
         mb(stats.array_bytes_removed),
@@ -205,7 +206,7 @@ pub fn restore(a: RestoreArgs) -> Result<(), Failure> {
         let (sink, stats) = r.finish().map_err(|e| bad_input(&a.input, e))?;
         Ok((sink.file, stats))
     })?;
-    println!(
+    say!(
         "{} -> {}: {} -> {} bytes, {} arrays restored with {} zero bytes ({})",
         a.input.display(),
         a.output.display(),

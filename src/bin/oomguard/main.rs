@@ -2,6 +2,14 @@
 //! collect, demo). It holds no logic of its own beyond reading files and printing: everything it
 //! does is a library call.
 
+/// `println!` that ignores a closed stdout (`oomguard inspect x | head` must not panic).
+macro_rules! say {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($t)*);
+    }};
+}
+
 mod hprof_cmds;
 mod testdata_cmd;
 

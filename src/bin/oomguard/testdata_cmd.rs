@@ -37,6 +37,6 @@ pub fn run(a: TestdataArgs) -> Result<(), Failure> {
         code: 1,
         message: format!("{}: cannot write: {e}", a.output.display()),
     })?;
-    println!("{}: {} bytes", a.output.display(), bytes.len());
+    say!("{}: {} bytes", a.output.display(), bytes.len());
     Ok(())
 }
