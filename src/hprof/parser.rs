@@ -552,7 +552,6 @@ impl Parser {
                         aux: &u[1 + n..],
                     },
                 };
-                vis(v.sub(at, &s, u))?;
                 let end = at + u.len() as u64;
                 let (bytes, elem) = match s {
                     Sub::ObjectArray { len, .. } => (len as u64 * idsz as u64, idsz as u8),
@@ -563,8 +562,21 @@ impl Parser {
                         ..
                     } => (len as u64 * ty.size(idsz) as u64, ty.size(idsz) as u8),
                     Sub::PrimitiveArray { nodata: true, .. } => (0, 1),
-                    _ => return self.after_sub(end, seg_end, v),
+                    _ => {
+                        vis(v.sub(at, &s, u))?;
+                        return self.after_sub(end, seg_end, v);
+                    }
                 };
+                if end + bytes > seg_end {
+                    return Err(Error::new(
+                        at,
+                        format!(
+                            "{} with {bytes} bytes of elements runs past the end of its heap dump segment at byte {seg_end}",
+                            sub::name(t).unwrap_or("array")
+                        ),
+                    ));
+                }
+                vis(v.sub(at, &s, u))?;
                 if bytes == 0 {
                     vis(v.array_end())?;
                     self.after_sub(end, seg_end, v)
@@ -1139,5 +1151,44 @@ mod tests {
         let e = r.unwrap_err();
         assert_eq!(e.offset, type_at as u64);
         assert!(e.what.contains("invalid element type 3"));
+    }
+}
+#[cfg(test)]
+mod fuzz_regressions {
+    use super::*;
+
+    struct Nop;
+    impl Visitor for Nop {}
+
+    /// Inputs the fuzzer found; each must give the same result fed whole and byte by byte.
+    #[test]
+    fn fuzz_found_inputs_parse_the_same_whole_and_bytewise() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data");
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if !p
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("fuzz-")
+            {
+                continue;
+            }
+            let d = std::fs::read(&p).unwrap();
+            let input = &d[1..];
+            let mut a = Parser::new();
+            let ra = a.feed(input, &mut Nop).and_then(|_| a.finish());
+            let mut b = Parser::new();
+            let rb = input
+                .chunks(1)
+                .try_for_each(|c| b.feed(c, &mut Nop))
+                .and_then(|_| b.finish());
+            assert_eq!(
+                ra.as_ref().map_err(|e| e.offset),
+                rb.as_ref().map_err(|e| e.offset),
+                "{}: {ra:?} vs {rb:?}",
+                p.display()
+            );
+        }
     }
 }
