@@ -374,6 +374,9 @@ impl Parser {
                     self.carry.extend_from_slice(&data[..take]);
                     data = &data[take..];
                     if self.carry.len() < n {
+                        // Judge what has come so far, so bad input fails as soon as it would
+                        // have fed whole.
+                        self.measure(&self.carry)?;
                         return Ok(());
                     }
                 }
