@@ -1181,17 +1181,19 @@ mod fuzz_regressions {
             let input = &d[1..];
             let mut a = Parser::new();
             let ra = a.feed(input, &mut Nop).and_then(|_| a.finish());
-            let mut b = Parser::new();
-            let rb = input
-                .chunks(1)
-                .try_for_each(|c| b.feed(c, &mut Nop))
-                .and_then(|_| b.finish());
-            assert_eq!(
-                ra.as_ref().map_err(|e| e.offset),
-                rb.as_ref().map_err(|e| e.offset),
-                "{}: {ra:?} vs {rb:?}",
-                p.display()
-            );
+            for step in [1, 2, 3, 5, 8, 13, 64, (d[0] as usize >> 2) + 1] {
+                let mut b = Parser::new();
+                let rb = input
+                    .chunks(step)
+                    .try_for_each(|c| b.feed(c, &mut Nop))
+                    .and_then(|_| b.finish());
+                assert_eq!(
+                    ra.as_ref().map_err(|e| e.offset),
+                    rb.as_ref().map_err(|e| e.offset),
+                    "{} step {step}: {ra:?} vs {rb:?}",
+                    p.display()
+                );
+            }
         }
     }
 }
