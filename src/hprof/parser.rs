@@ -431,6 +431,9 @@ impl Parser {
                 }
             }
             State::Sub { seg_end } => {
+                // Only the segment's own bytes count, however much input follows it.
+                let inside = (seg_end - self.pos).min(b.len() as u64) as usize;
+                let b = &b[..inside];
                 let m = measure_sub(b, self.id_size, self.pos)?;
                 let n = match m {
                     Measure::Len(n) | Measure::Need(n) => n,
