@@ -2,7 +2,9 @@
 //! collect, demo). It holds no logic of its own beyond reading files and printing: everything it
 //! does is a library call.
 
+mod collect_cmd;
 mod hprof_cmds;
+mod spool_worker_cmd;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -22,6 +24,11 @@ enum Cmd {
     Strip(hprof_cmds::StripArgs),
     /// Turn a stripped dump back into one that every HPROF tool opens.
     Restore(hprof_cmds::RestoreArgs),
+    /// A development tus receiver: stores incidents, verifies sha256, renders index.html.
+    Collect(collect_cmd::CollectArgs),
+    /// Test harness: drive the spool and uploader (for kill -9 tests).
+    #[command(hide = true)]
+    SpoolWorker(spool_worker_cmd::WorkerArgs),
 }
 
 /// A failure the command reports: exit code and message.
@@ -36,6 +43,8 @@ fn main() -> ExitCode {
         Cmd::Inspect(a) => hprof_cmds::inspect(a),
         Cmd::Strip(a) => hprof_cmds::strip(a),
         Cmd::Restore(a) => hprof_cmds::restore(a),
+        Cmd::Collect(a) => collect_cmd::collect(a),
+        Cmd::SpoolWorker(a) => spool_worker_cmd::run(a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
