@@ -288,6 +288,22 @@ impl Accounting {
             self.loss_records.push(l);
         }
     }
+    /// Add another accounting's counts and records (records stay capped).
+    pub fn merge(&mut self, o: Accounting) {
+        self.evictions += o.evictions;
+        self.evicted_bytes += o.evicted_bytes;
+        self.losses += o.losses;
+        for e in o.eviction_records {
+            if self.eviction_records.len() < MAX_RECORDS {
+                self.eviction_records.push(e);
+            }
+        }
+        for l in o.loss_records {
+            if self.loss_records.len() < MAX_RECORDS {
+                self.loss_records.push(l);
+            }
+        }
+    }
     pub fn is_empty(&self) -> bool {
         self.evictions == 0 && self.losses == 0
     }
@@ -1253,10 +1269,45 @@ impl<'a> SpoolGuard<'a> {
             } else {
                 continue;
             };
+            // Counts that were to travel with this incident's meta.json, not yet acknowledged,
+            // go back to pending so the next report carries them.
+            let carried = self
+                .spool
+                .read_incident(&it.id)
+                .ok()
+                .filter(|i| {
+                    !i.accounting.is_empty()
+                        && !i.uploads.iter().any(|u| u.kind == FileKind::Meta && u.acked)
+                })
+                .map(|i| i.accounting);
+            // Record the eviction before deleting: a crash in between leaves an incident that
+            // is reported as evicted and may still be uploaded, never one that vanished
+            // without a trace.
+            let ev = Eviction {
+                id: it.id.clone(),
+                quota: quota.to_string(),
+                bytes: it.bytes,
+                created_ms: it.created_ms,
+                at_ms: now,
+            };
+            if let Err(e) = self.spool.update_state(|s| {
+                if let Some(c) = carried {
+                    s.pending.merge(c);
+                }
+                s.pending.add_eviction(ev);
+                s.evictions_total += 1;
+            }) {
+                tracing::warn!("spool: cannot record the eviction of {}: {e}; kept", it.id);
+                continue;
+            }
             let r = if fs.stat(&it.path).map(|e| e.is_dir).unwrap_or(false) {
-                let trash = it
-                    .path
-                    .with_file_name(format!(".trash-{}", it.path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()));
+                let trash = it.path.with_file_name(format!(
+                    ".trash-{}",
+                    it.path
+                        .file_name()
+                        .map(|n| n.to_string_lossy())
+                        .unwrap_or_default()
+                ));
                 fs.rename(&it.path, &trash)
                     .and_then(|()| fs.remove_dir_all(&trash))
             } else {
@@ -1273,19 +1324,6 @@ impl<'a> SpoolGuard<'a> {
                     total -= it.bytes;
                     count -= 1;
                     evicted += 1;
-                    let ev = Eviction {
-                        id: it.id,
-                        quota: quota.to_string(),
-                        bytes: it.bytes,
-                        created_ms: it.created_ms,
-                        at_ms: now,
-                    };
-                    if let Err(e) = self.spool.update_state(|s| {
-                        s.pending.add_eviction(ev);
-                        s.evictions_total += 1;
-                    }) {
-                        tracing::warn!("spool: could not persist the eviction count: {e}");
-                    }
                 }
                 Err(e) => tracing::warn!("spool: evicting {}: {e}", it.path.display()),
             }

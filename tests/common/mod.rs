@@ -81,3 +81,24 @@ pub fn java_dump(mb: u32, marker: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&classes);
     out
 }
+
+/// A temporary directory on tmpfs when there is one (fsync is free there: for tests about
+/// process crashes, not power loss), else under the system temp dir.
+pub fn fast_tmp() -> tempfile::TempDir {
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir() {
+        if let Ok(d) = tempfile::tempdir_in(shm) {
+            return d;
+        }
+    }
+    tempfile::tempdir().unwrap()
+}
+
+/// A free TCP port on 127.0.0.1 (bound, then released).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
