@@ -11,8 +11,7 @@ use oomguard::upload::collector::{self, Collector, UploadInfo};
 use oomguard::upload::{self, Network, Stop};
 use rand::{Rng, SeedableRng};
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -137,47 +136,6 @@ fn uploads_complete_and_stored_files_match() {
     }
 }
 
-/// A TCP relay that forwards to `target` and cuts every connection once `cut_after` bytes of
-/// requests have passed, while `cutting` is set.
-fn relay(target: std::net::SocketAddr, cut_after: u64, cutting: Arc<AtomicBool>) -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = l.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for c in l.incoming() {
-            let Ok(mut client) = c else { return };
-            let Ok(mut server) = TcpStream::connect(target) else { return };
-            let cutting = cutting.clone();
-            let (mut c2, mut s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
-            std::thread::spawn(move || {
-                let _ = std::io::copy(&mut s2, &mut c2);
-                let _ = c2.shutdown(std::net::Shutdown::Both);
-            });
-            std::thread::spawn(move || {
-                let mut n = 0u64;
-                let mut buf = [0u8; 8192];
-                loop {
-                    let k = match client.read(&mut buf) {
-                        Ok(0) | Err(_) => break,
-                        Ok(k) => k,
-                    };
-                    let k = if cutting.load(Ordering::SeqCst) {
-                        (k as u64).min(cut_after.saturating_sub(n)) as usize
-                    } else {
-                        k
-                    };
-                    if k == 0 || server.write_all(&buf[..k]).is_err() {
-                        break;
-                    }
-                    n += k as u64;
-                }
-                let _ = server.shutdown(std::net::Shutdown::Both);
-                let _ = client.shutdown(std::net::Shutdown::Both);
-            });
-        }
-    });
-    port
-}
-
 #[test]
 fn upload_cut_short_resumes_from_the_server_offset() {
     let tmp = common::fast_tmp();
@@ -193,7 +151,7 @@ fn upload_cut_short_resumes_from_the_server_offset() {
     let mini = mini_bytes(7, 3_000_000);
     add(&spool, &format!("{T0}-big"), &mini);
     let cutting = Arc::new(AtomicBool::new(true));
-    let port = relay(col.addr(), 1_000_000, cutting.clone());
+    let port = common::relay(col.addr(), 1_000_000, cutting.clone(), Duration::ZERO);
     let mut c = cfg(&format!("http://127.0.0.1:{port}/files/"));
     c.chunk_size = 8 << 20; // one PATCH for the whole file: the cut lands inside it
     let s = upload::run_once(&spool, &c, Network::UNMETERED).unwrap();
