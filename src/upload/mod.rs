@@ -49,8 +49,12 @@ pub struct Config {
     /// The tus creation endpoint, e.g. `https://reports.example.com/files/`.
     pub endpoint: String,
     pub connect_timeout: Duration,
-    /// Read/write timeout of one request: a stalled server costs at most this.
+    /// Read/write timeout of one request: a stalled server costs at most this (plus the
+    /// body's time at `min_rate`).
     pub io_timeout: Duration,
+    /// Slowest link assumed, bytes per second: a PATCH of n bytes may take
+    /// `io_timeout + n / min_rate`.
+    pub min_rate: u64,
     /// Bytes per PATCH.
     pub chunk_size: u64,
     /// Failed attempts (408, 5xx, network) per incident before it is given up.
@@ -73,7 +77,8 @@ impl Default for Config {
             endpoint: String::new(),
             connect_timeout: Duration::from_secs(10),
             io_timeout: Duration::from_secs(30),
-            chunk_size: 4 * 1024 * 1024,
+            min_rate: 16 * 1024,
+            chunk_size: 1024 * 1024,
             max_attempts: 10,
             backoff_base: Duration::from_secs(30),
             backoff_cap: Duration::from_secs(6 * 3600),
@@ -217,7 +222,12 @@ pub fn run_once(spool: &Spool, cfg: &Config, net: Network) -> Result<Summary, Er
     if let Err(e) = guard.enforce_quotas(0, 0) {
         tracing::warn!("upload: quota enforcement failed: {e}");
     }
-    let client = Client::new(&cfg.endpoint, cfg.connect_timeout, cfg.io_timeout);
+    let client = Client::new(
+        &cfg.endpoint,
+        cfg.connect_timeout,
+        cfg.io_timeout,
+        cfg.min_rate,
+    );
     for inc in guard.incidents()? {
         if !matches!(inc.state, State::Analysed | State::Uploading) {
             continue;

@@ -146,10 +146,20 @@ fn read_small(r: ureq::Response) -> String {
 pub struct Client {
     agent: ureq::Agent,
     endpoint: String,
+    io_timeout: Duration,
+    min_rate: u64,
 }
 
 impl Client {
-    pub fn new(endpoint: &str, connect_timeout: Duration, io_timeout: Duration) -> Client {
+    /// A client; each request has a deadline of `io_timeout` plus its body at `min_rate`
+    /// bytes per second (ureq 2 drops the read timeout of pooled connections, a deadline it
+    /// keeps).
+    pub fn new(
+        endpoint: &str,
+        connect_timeout: Duration,
+        io_timeout: Duration,
+        min_rate: u64,
+    ) -> Client {
         let agent = ureq::AgentBuilder::new()
             .timeout_connect(connect_timeout)
             .timeout_read(io_timeout)
@@ -160,7 +170,13 @@ impl Client {
         Client {
             agent,
             endpoint: endpoint.to_string(),
+            io_timeout,
+            min_rate: min_rate.max(1),
         }
+    }
+
+    fn deadline(&self, body: u64) -> Duration {
+        self.io_timeout + Duration::from_millis(body.saturating_mul(1000) / self.min_rate)
     }
 
     pub fn endpoint(&self) -> &str {
@@ -197,6 +213,7 @@ impl Client {
         let r = self
             .agent
             .post(url)
+            .timeout(self.deadline(0))
             .set("Tus-Resumable", "1.0.0")
             .set("Upload-Length", &length.to_string())
             .set("Upload-Metadata", &encode_metadata(metadata))
@@ -226,6 +243,7 @@ impl Client {
         let r = match self
             .agent
             .head(url)
+            .timeout(self.deadline(0))
             .set("Tus-Resumable", "1.0.0")
             .call()
         {
@@ -264,6 +282,7 @@ impl Client {
         let r = self
             .agent
             .request("PATCH", url)
+            .timeout(self.deadline(len))
             .set("Tus-Resumable", "1.0.0")
             .set("Upload-Offset", &offset.to_string())
             .set("Content-Type", "application/offset+octet-stream")
