@@ -51,7 +51,13 @@ fn add(spool: &Spool, id: &str, mini: &[u8]) {
     std::fs::write(st.path(FileKind::MiniDump), mini).unwrap();
     std::fs::write(st.path(FileKind::Threads), "main\n").unwrap();
     spool
-        .commit(st, NewIncident { reason: "interop".into(), ..NewIncident::default() })
+        .commit(
+            st,
+            NewIncident {
+                reason: "interop".into(),
+                ..NewIncident::default()
+            },
+        )
         .unwrap();
     let g = spool.lock().unwrap();
     g.recover(&mut good).unwrap();
@@ -64,12 +70,16 @@ fn stored(store: &Path) -> Vec<((String, String), (String, u64))> {
     for e in std::fs::read_dir(store).unwrap() {
         let p = e.unwrap().path();
         if p.extension().is_some_and(|x| x == "json") {
-            let info: serde_json::Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+            let info: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
             let md = &info["metadata"];
             let data = p.with_extension("");
             let (sha, n) = oomguard::spool::hash_file(&RealFs, &data).unwrap();
             v.push((
-                (md["incident"].as_str().unwrap().to_string(), md["kind"].as_str().unwrap().to_string()),
+                (
+                    md["incident"].as_str().unwrap().to_string(),
+                    md["kind"].as_str().unwrap().to_string(),
+                ),
                 (sha, n),
             ));
             assert_eq!(md["sha256"].as_str().unwrap().len(), 64);
@@ -110,7 +120,10 @@ fn uploads_to_tus_server_and_stored_files_match() {
     let mut want = Vec::new();
     for inc in &planned {
         for u in &inc.uploads {
-            want.push(((inc.id.clone(), u.kind.upload_kind().to_string()), (u.sha256.clone(), u.size)));
+            want.push((
+                (inc.id.clone(), u.kind.upload_kind().to_string()),
+                (u.sha256.clone(), u.size),
+            ));
         }
     }
     want.sort();
@@ -131,7 +144,13 @@ fn tus_server_killed_mid_upload_then_restarted_resumes() {
         Duration::from_millis(4),
     );
     let clock = Arc::new(ManualClock::new(T0));
-    let spool = Spool::with(tmp.path().join("spool"), Quotas::default(), Arc::new(RealFs), clock.clone()).unwrap();
+    let spool = Spool::with(
+        tmp.path().join("spool"),
+        Quotas::default(),
+        Arc::new(RealFs),
+        clock.clone(),
+    )
+    .unwrap();
     let mut mini = vec![0u8; 4_000_000];
     rand::rngs::StdRng::seed_from_u64(9).fill(&mut mini[..]);
     let id = format!("{T0}-resume");
@@ -152,10 +171,15 @@ fn tus_server_killed_mid_upload_then_restarted_resumes() {
         let start = Instant::now();
         let mut node = node;
         loop {
-            let big = std::fs::read_dir(&store2).ok().into_iter().flatten().any(|e| {
-                let e = e.unwrap();
-                e.path().extension().is_none() && e.metadata().map(|m| m.len() > size / 4).unwrap_or(false)
-            });
+            let big = std::fs::read_dir(&store2)
+                .ok()
+                .into_iter()
+                .flatten()
+                .any(|e| {
+                    let e = e.unwrap();
+                    e.path().extension().is_none()
+                        && e.metadata().map(|m| m.len() > size / 4).unwrap_or(false)
+                });
             if big {
                 node.0.kill().unwrap();
                 node.0.wait().unwrap();
@@ -168,24 +192,46 @@ fn tus_server_killed_mid_upload_then_restarted_resumes() {
         }
     });
     let s = upload::run_once(&spool, &cfg, Network::UNMETERED).unwrap();
-    assert!(killer.join().unwrap(), "the upload never got far enough to cut");
+    assert!(
+        killer.join().unwrap(),
+        "the upload never got far enough to cut"
+    );
     assert!(s.acknowledged.is_empty(), "{s:?}");
-    let Some(Stop::Backoff { until_ms, .. }) = s.stopped else { panic!("{s:?}") };
+    let Some(Stop::Backoff { until_ms, .. }) = s.stopped else {
+        panic!("{s:?}")
+    };
     let partial = stored(&store)
         .into_iter()
         .find(|((_, k), _)| k == "mini.gz")
         .map(|(_, (_, n))| n)
         .unwrap();
-    assert!(partial > 0 && partial < size, "server kept {partial} of {size}");
+    assert!(
+        partial > 0 && partial < size,
+        "server kept {partial} of {size}"
+    );
     // Restart the server on the same store; a new process resumes after the backoff.
     let _node = start_node(port, &store);
-    let spool = Spool::with(tmp.path().join("spool"), Quotas::default(), Arc::new(RealFs), clock.clone()).unwrap();
+    let spool = Spool::with(
+        tmp.path().join("spool"),
+        Quotas::default(),
+        Arc::new(RealFs),
+        clock.clone(),
+    )
+    .unwrap();
     clock.set(until_ms);
     let s = upload::run_once(&spool, &config(port), Network::UNMETERED).unwrap();
     assert_eq!(s.acknowledged, vec![id.clone()], "{s:?}");
-    let resumed = s.resumed.iter().find(|r| r.1 == "mini.gz").expect("resumed with HEAD");
+    let resumed = s
+        .resumed
+        .iter()
+        .find(|r| r.1 == "mini.gz")
+        .expect("resumed with HEAD");
     assert_eq!(resumed.2, partial);
-    assert!(s.bytes_sent <= size - partial + 4096, "sent {} after the restart", s.bytes_sent);
+    assert!(
+        s.bytes_sent <= size - partial + 4096,
+        "sent {} after the restart",
+        s.bytes_sent
+    );
     let got = stored(&store);
     let mini_gz = got.iter().find(|((_, k), _)| k == "mini.gz").unwrap();
     assert_eq!(mini_gz.1, (gz.sha256.clone(), gz.size));

@@ -27,7 +27,9 @@ fn collector(dir: &Path) -> collector::Running {
 }
 
 fn good(job: &AnalysisJob) -> Result<(), String> {
-    let n = std::fs::metadata(job.mini_dump.as_ref().unwrap()).unwrap().len();
+    let n = std::fs::metadata(job.mini_dump.as_ref().unwrap())
+        .unwrap()
+        .len();
     let r = serde_json::json!({"gcPaths": [{"signature": format!("Leak{}", job.id), "leakReason": "t", "instanceCount": n}],
                                "dominators": [{"className": "byte[]", "retainedSize": n}]});
     std::fs::write(&job.report_out, r.to_string()).map_err(|e| e.to_string())
@@ -97,7 +99,9 @@ fn uploads_complete_and_stored_files_match() {
     let tmp = common::fast_tmp();
     let col = collector(&tmp.path().join("col"));
     let spool = Spool::open(tmp.path().join("spool"), Quotas::default()).unwrap();
-    let minis: Vec<Vec<u8>> = (0..3).map(|i| mini_bytes(i, 200_000 + i as usize)).collect();
+    let minis: Vec<Vec<u8>> = (0..3)
+        .map(|i| mini_bytes(i, 200_000 + i as usize))
+        .collect();
     for (i, m) in minis.iter().enumerate() {
         add(&spool, &format!("{}-inc-{i}", T0 + i as u64), m);
     }
@@ -115,12 +119,17 @@ fn uploads_complete_and_stored_files_match() {
     assert_eq!(s.stopped, None);
     assert!(spool.lock().unwrap().ids().unwrap().is_empty());
     let st = col.stats();
-    assert_eq!((st.files_completed, st.duplicates, st.corrupt, st.reports), (15, 0, 0, 3));
+    assert_eq!(
+        (st.files_completed, st.duplicates, st.corrupt, st.reports),
+        (15, 0, 0, 3)
+    );
     for (i, inc) in planned.iter().enumerate() {
         let d = col.dir().join("incidents").join(&inc.id);
         assert_eq!(gunzip(&d.join("mini.hprof.gz")), minis[i]);
         for u in &inc.uploads {
-            let (sha, n) = oomguard::spool::hash_file(&oomguard::spool::RealFs, &d.join(u.kind.file_name())).unwrap();
+            let (sha, n) =
+                oomguard::spool::hash_file(&oomguard::spool::RealFs, &d.join(u.kind.file_name()))
+                    .unwrap();
             assert_eq!((sha, n), (u.sha256.clone(), u.size));
         }
         let meta: serde_json::Value =
@@ -161,7 +170,12 @@ fn upload_cut_short_resumes_from_the_server_offset() {
     };
     let inc = spool.read_incident(&format!("{T0}-big")).unwrap();
     assert_eq!((inc.state, inc.upload_attempts), (State::Uploading, 1));
-    let gz = inc.uploads.iter().find(|u| u.kind == FileKind::MiniDumpGz).unwrap().clone();
+    let gz = inc
+        .uploads
+        .iter()
+        .find(|u| u.kind == FileKind::MiniDumpGz)
+        .unwrap()
+        .clone();
     assert!(gz.url.is_some(), "the upload URL is persisted");
     // Backoff holds: nothing is sent before it expires, even by a new process.
     cutting.store(false, Ordering::SeqCst);
@@ -178,11 +192,26 @@ fn upload_cut_short_resumes_from_the_server_offset() {
     clock.set(until_ms);
     let s = upload::run_once(&spool, &c, Network::UNMETERED).unwrap();
     assert_eq!(s.acknowledged.len(), 1, "{s:?}");
-    let resumed = s.resumed.iter().find(|r| r.1 == "mini.gz").expect("resumed");
+    let resumed = s
+        .resumed
+        .iter()
+        .find(|r| r.1 == "mini.gz")
+        .expect("resumed");
     assert!(resumed.2 > 0 && resumed.2 < gz.size, "{resumed:?}");
-    assert_eq!(gunzip(&col.dir().join("incidents").join(format!("{T0}-big")).join("mini.hprof.gz")), mini);
+    assert_eq!(
+        gunzip(
+            &col.dir()
+                .join("incidents")
+                .join(format!("{T0}-big"))
+                .join("mini.hprof.gz")
+        ),
+        mini
+    );
     for ((_, kind), (len, got)) in wire(col.dir()) {
-        assert!(got as f64 <= 1.1 * len as f64, "{kind}: {got} bytes over the wire for {len}");
+        assert!(
+            got as f64 <= 1.1 * len as f64,
+            "{kind}: {got} bytes over the wire for {len}"
+        );
     }
 }
 
@@ -191,12 +220,26 @@ fn refuses_plain_http_to_other_hosts_and_respects_network_state() {
     let tmp = common::fast_tmp();
     let spool = Spool::open(tmp.path().join("spool"), Quotas::default()).unwrap();
     add(&spool, &format!("{T0}-n"), &mini_bytes(1, 1000));
-    let e = upload::run_once(&spool, &cfg("http://example.com/files/"), Network::UNMETERED);
+    let e = upload::run_once(
+        &spool,
+        &cfg("http://example.com/files/"),
+        Network::UNMETERED,
+    );
     assert!(matches!(e, Err(upload::Error::Insecure(_))));
     let col = collector(&tmp.path().join("col"));
     let c = cfg(&col.endpoint());
-    assert_eq!(upload::run_once(&spool, &c, Network::OFFLINE).unwrap().stopped, Some(Stop::Offline));
-    assert_eq!(upload::run_once(&spool, &c, Network::METERED).unwrap().stopped, Some(Stop::Metered));
+    assert_eq!(
+        upload::run_once(&spool, &c, Network::OFFLINE)
+            .unwrap()
+            .stopped,
+        Some(Stop::Offline)
+    );
+    assert_eq!(
+        upload::run_once(&spool, &c, Network::METERED)
+            .unwrap()
+            .stopped,
+        Some(Stop::Metered)
+    );
     assert_eq!(col.stats().requests, 0);
     let mut metered_ok = c.clone();
     metered_ok.unmetered_only = false;
@@ -213,14 +256,29 @@ fn two_processes_on_one_data_dir_never_upload_twice() {
     let col = collector(&tmp.path().join("col"));
     let data = tmp.path().join("data");
     let st = Command::new(common::oomguard_bin())
-        .args(["spool-worker", "--new", "8", "--no-upload", "--endpoint", &col.endpoint(), "--dir"])
+        .args([
+            "spool-worker",
+            "--new",
+            "8",
+            "--no-upload",
+            "--endpoint",
+            &col.endpoint(),
+            "--dir",
+        ])
         .arg(&data)
         .status()
         .unwrap();
     assert!(st.success());
     let spawn = || {
         Command::new(common::oomguard_bin())
-            .args(["spool-worker", "--new", "0", "--endpoint", &col.endpoint(), "--dir"])
+            .args([
+                "spool-worker",
+                "--new",
+                "0",
+                "--endpoint",
+                &col.endpoint(),
+                "--dir",
+            ])
             .arg(&data)
             .stdout(Stdio::piped())
             .spawn()
@@ -245,7 +303,13 @@ fn faults_during_upload_never_corrupt_an_upload_or_lose_an_incident() {
         let fs = FaultFs::new();
         let clock = Arc::new(ManualClock::new(T0));
         let open = || {
-            Spool::with(tmp.path().join("spool"), Quotas::default(), Arc::new(fs.clone()), clock.clone()).unwrap()
+            Spool::with(
+                tmp.path().join("spool"),
+                Quotas::default(),
+                Arc::new(fs.clone()),
+                clock.clone(),
+            )
+            .unwrap()
         };
         let spool = open();
         let ids: Vec<String> = (0..2).map(|k| format!("{T0}-f{k}")).collect();
@@ -266,11 +330,20 @@ fn faults_during_upload_never_corrupt_an_upload_or_lose_an_incident() {
         clock.set(T0 + 3_600_000);
         let s = upload::run_once(&spool, &cfg(&col.endpoint()), Network::UNMETERED).unwrap();
         let st = col.stats();
-        assert_eq!((st.corrupt, st.duplicates), (0, 0), "point {i} {fault:?}: {st:?} {s:?}");
+        assert_eq!(
+            (st.corrupt, st.duplicates),
+            (0, 0),
+            "point {i} {fault:?}: {st:?} {s:?}"
+        );
         let left = spool.lock().unwrap().ids().unwrap();
         let loss = spool.state().losses_total;
         for id in &ids {
-            let arrived = col.dir().join("incidents").join(id).join("mini.hprof.gz").exists();
+            let arrived = col
+                .dir()
+                .join("incidents")
+                .join(id)
+                .join("mini.hprof.gz")
+                .exists();
             assert!(
                 arrived || left.contains(id) || loss > 0,
                 "point {i} {fault:?}: {id} neither uploaded, kept nor counted as lost"
@@ -319,19 +392,39 @@ fn collect_command_receives_renders_and_exits_cleanly_on_sigterm() {
     out.read_exact(&mut first).unwrap(); // it listens once it printed
     let endpoint = format!("http://127.0.0.1:{port}/files/");
     let st = Command::new(common::oomguard_bin())
-        .args(["spool-worker", "--new", "2", "--endpoint", &endpoint, "--dir"])
+        .args([
+            "spool-worker",
+            "--new",
+            "2",
+            "--endpoint",
+            &endpoint,
+            "--dir",
+        ])
         .arg(tmp.path().join("data"))
         .status()
         .unwrap();
     assert!(st.success());
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::SIGTERM).unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::SIGTERM,
+    )
+    .unwrap();
     let status = child.wait().unwrap();
     assert!(status.success(), "{status:?}");
     let mut rest = String::new();
     out.read_to_string(&mut rest).unwrap();
-    assert_eq!(rest.lines().filter(|l| l.starts_with("received report")).count(), 2, "{rest}");
+    assert_eq!(
+        rest.lines()
+            .filter(|l| l.starts_with("received report"))
+            .count(),
+        2,
+        "{rest}"
+    );
     let html = std::fs::read_to_string(dir.join("index.html")).unwrap();
-    assert!(html.contains("test.Leak") && html.contains("byte[]"), "{html}");
+    assert!(
+        html.contains("test.Leak") && html.contains("byte[]"),
+        "{html}"
+    );
 }
 
 /// Kill a process that is writing to the spool, analysing, uploading or evicting at random
@@ -350,9 +443,22 @@ fn kill_9_loop() {
     let start = Instant::now();
     let run = |round: u32, new: u32, max_count: u32, rng: &mut rand::rngs::StdRng| {
         Command::new(common::oomguard_bin())
-            .args(["spool-worker", "--endpoint", &col.endpoint(), "--chunk", "8192", "--analyse-ms", "3"])
+            .args([
+                "spool-worker",
+                "--endpoint",
+                &col.endpoint(),
+                "--chunk",
+                "8192",
+                "--analyse-ms",
+                "3",
+            ])
             .args(["--new", &new.to_string(), "--prefix", &format!("r{round}")])
-            .args(["--max-count", &max_count.to_string(), "--seed", &round.to_string()])
+            .args([
+                "--max-count",
+                &max_count.to_string(),
+                "--seed",
+                &round.to_string(),
+            ])
             .args(["--mini-bytes", &rng.gen_range(10_000..120_000).to_string()])
             .arg("--log")
             .arg(&log)
@@ -360,12 +466,22 @@ fn kill_9_loop() {
             .arg(&data)
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
-            .stderr(std::fs::OpenOptions::new().create(true).append(true).open(&errlog).unwrap())
+            .stderr(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&errlog)
+                    .unwrap(),
+            )
             .spawn()
             .unwrap()
     };
     for round in 0..rounds {
-        let (new, max_count) = if round % 10 == 9 { (4, 3) } else { (rng.gen_range(0..3), 10) };
+        let (new, max_count) = if round % 10 == 9 {
+            (4, 3)
+        } else {
+            (rng.gen_range(0..3), 10)
+        };
         let mut child = run(round, new, max_count, &mut rng);
         std::thread::sleep(Duration::from_micros(rng.gen_range(0..150_000)));
         if child.try_wait().unwrap().is_none() {
@@ -409,7 +525,10 @@ fn kill_9_loop() {
         received.iter().filter(|i| complete(i)).count(),
         evicted.len()
     );
-    assert!(killed >= rounds / 2, "only {killed} rounds killed a running worker");
+    assert!(
+        killed >= rounds / 2,
+        "only {killed} rounds killed a running worker"
+    );
     assert!(committed.len() >= 100, "{}", committed.len());
     assert_eq!((st.duplicates, st.corrupt), (0, 0), "{st:?}");
     for id in &committed {
@@ -419,17 +538,28 @@ fn kill_9_loop() {
             panic!("incident {id} lost; worker log lines about it: {mine:#?}");
         }
     }
-    assert!(!evicted.is_empty(), "the loop never evicted: it does not test eviction");
-    let spool_left: Vec<_> = std::fs::read_dir(data.join("spool/incidents")).unwrap().collect();
+    assert!(
+        !evicted.is_empty(),
+        "the loop never evicted: it does not test eviction"
+    );
+    let spool_left: Vec<_> = std::fs::read_dir(data.join("spool/incidents"))
+        .unwrap()
+        .collect();
     assert!(spool_left.is_empty(), "{spool_left:?} left in the spool");
     // Bytes over the wire, per file, over the whole loop.
     let mut total = (0u64, 0u64);
     for ((id, kind), (len, got)) in wire(col.dir()) {
         total.0 += len;
         total.1 += got;
-        assert!(got as f64 <= 1.1 * len as f64 + 0.5, "{id}/{kind}: {got} bytes sent for {len}");
+        assert!(
+            got as f64 <= 1.1 * len as f64 + 0.5,
+            "{id}/{kind}: {got} bytes sent for {len}"
+        );
     }
-    eprintln!("bytes over the wire {} for files of {} bytes", total.1, total.0);
+    eprintln!(
+        "bytes over the wire {} for files of {} bytes",
+        total.1, total.0
+    );
     assert!(elapsed < Duration::from_secs(120));
     let _: &AtomicU64 = &AtomicU64::new(0);
     let _: PathBuf = PathBuf::new();

@@ -4,7 +4,9 @@
 
 mod common;
 
-use oomguard::spool::{AnalysisJob, Clock, FileKind, ManualClock, NewIncident, Quotas, RealFs, Spool, State};
+use oomguard::spool::{
+    AnalysisJob, Clock, FileKind, ManualClock, NewIncident, Quotas, RealFs, Spool, State,
+};
 use oomguard::upload::http::{self, Body};
 use oomguard::upload::{self, Network, Stop};
 use std::collections::HashMap;
@@ -88,7 +90,9 @@ fn serve(c: TcpStream, st: &Mutex<State_>) {
     let mut w = c.try_clone().unwrap();
     let mut r = BufReader::new(c);
     loop {
-        let Ok(Some(req)) = http::read_request(&mut r, 16384) else { return };
+        let Ok(Some(req)) = http::read_request(&mut r, 16384) else {
+            return;
+        };
         let framing = req.framing().unwrap();
         let mut hit = Hit {
             method: req.method.clone(),
@@ -126,11 +130,17 @@ fn serve(c: TcpStream, st: &Mutex<State_>) {
             Act::Conflict(more) => {
                 let _ = body.drain(1 << 30);
                 let mut g = st.lock().unwrap();
-                let up = g.uploads.get_mut(req.path().trim_start_matches("/files/")).unwrap();
+                let up = g
+                    .uploads
+                    .get_mut(req.path().trim_start_matches("/files/"))
+                    .unwrap();
                 up.1 = (up.1 + more).min(up.0);
                 let off = up.1;
                 drop(g);
-                let hs = vec![("Tus-Resumable", "1.0.0".to_string()), ("Upload-Offset", off.to_string())];
+                let hs = vec![
+                    ("Tus-Resumable", "1.0.0".to_string()),
+                    ("Upload-Offset", off.to_string()),
+                ];
                 let _ = http::write_response(&mut w, 409, &hs, b"", true);
                 continue;
             }
@@ -150,7 +160,13 @@ fn serve(c: TcpStream, st: &Mutex<State_>) {
                 (201, vec![("Location", format!("/files/{id}"))])
             }
             "HEAD" => match g.uploads.get(req.path().trim_start_matches("/files/")) {
-                Some((len, off)) => (200, vec![("Upload-Offset", off.to_string()), ("Upload-Length", len.to_string())]),
+                Some((len, off)) => (
+                    200,
+                    vec![
+                        ("Upload-Offset", off.to_string()),
+                        ("Upload-Length", len.to_string()),
+                    ],
+                ),
                 None => (404, vec![]),
             },
             "PATCH" => match g.uploads.get_mut(req.path().trim_start_matches("/files/")) {
@@ -186,22 +202,44 @@ impl Env {
     fn new() -> Env {
         let tmp = common::fast_tmp();
         let root = tmp.path().join("spool");
-        let env = Env { _tmp: tmp, root, clock: Arc::new(ManualClock::new(T0)) };
+        let env = Env {
+            _tmp: tmp,
+            root,
+            clock: Arc::new(ManualClock::new(T0)),
+        };
         let s = env.spool();
         let st = s.stage_with_id(&format!("{T0}-m")).unwrap();
         let mut mini = vec![0u8; 200_000];
-        rand::Rng::fill(&mut <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(1), &mut mini[..]);
+        rand::Rng::fill(
+            &mut <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(1),
+            &mut mini[..],
+        );
         std::fs::write(st.path(FileKind::MiniDump), mini).unwrap();
-        s.commit(st, NewIncident { reason: "matrix".into(), ..NewIncident::default() }).unwrap();
+        s.commit(
+            st,
+            NewIncident {
+                reason: "matrix".into(),
+                ..NewIncident::default()
+            },
+        )
+        .unwrap();
         s.lock()
             .unwrap()
-            .recover(&mut |j: &AnalysisJob| std::fs::write(&j.report_out, b"{}").map_err(|e| e.to_string()))
+            .recover(&mut |j: &AnalysisJob| {
+                std::fs::write(&j.report_out, b"{}").map_err(|e| e.to_string())
+            })
             .unwrap();
         env
     }
     /// A new process on the same data dir.
     fn spool(&self) -> Spool {
-        Spool::with(&self.root, Quotas::default(), Arc::new(RealFs), self.clock.clone()).unwrap()
+        Spool::with(
+            &self.root,
+            Quotas::default(),
+            Arc::new(RealFs),
+            self.clock.clone(),
+        )
+        .unwrap()
     }
     fn incident(&self) -> oomguard::spool::Incident {
         self.spool().read_incident(&format!("{T0}-m")).unwrap()
@@ -228,12 +266,21 @@ fn run(env: &Env, s: &Scripted) -> upload::Summary {
 fn answers_200_201_204_complete_the_upload() {
     for patch_status in [204, 200] {
         let env = Env::new();
-        let s = Scripted::new(move |h, _| if h.method == "PATCH" { Act::NormalAs(patch_status) } else { Act::Normal });
+        let s = Scripted::new(move |h, _| {
+            if h.method == "PATCH" {
+                Act::NormalAs(patch_status)
+            } else {
+                Act::Normal
+            }
+        });
         let sum = run(&env, &s);
         assert_eq!(sum.acknowledged.len(), 1, "{sum:?}");
         let m = s.methods();
         assert_eq!(m.iter().filter(|x| *x == "POST").count(), 3); // meta, report, mini.hprof.gz
-        assert!(!m.contains(&"HEAD".to_string()), "fresh uploads need no HEAD: {m:?}");
+        assert!(
+            !m.contains(&"HEAD".to_string()),
+            "fresh uploads need no HEAD: {m:?}"
+        );
     }
 }
 
@@ -241,7 +288,13 @@ fn answers_200_201_204_complete_the_upload() {
 fn head_404_creates_the_upload_again() {
     let env = Env::new();
     // First pass: the connection resets in the first PATCH; URLs are persisted by then.
-    let s = Scripted::new(|h, _| if h.method == "PATCH" { Act::Reset } else { Act::Normal });
+    let s = Scripted::new(|h, _| {
+        if h.method == "PATCH" {
+            Act::Reset
+        } else {
+            Act::Normal
+        }
+    });
     let sum = run(&env, &s);
     assert!(matches!(sum.stopped, Some(Stop::Backoff { .. })), "{sum:?}");
     let inc = env.incident();
@@ -265,7 +318,11 @@ fn head_404_creates_the_upload_again() {
     assert_eq!(sum.acknowledged.len(), 1, "{sum:?}");
     let m = s2.methods();
     assert_eq!(&m[..2], &["HEAD", "POST"], "{m:?}");
-    assert!(s2.log().iter().filter(|h| h.method == "PATCH").all(|h| h.offset.is_some()));
+    assert!(s2
+        .log()
+        .iter()
+        .filter(|h| h.method == "PATCH")
+        .all(|h| h.offset.is_some()));
 }
 
 #[test]
@@ -284,17 +341,30 @@ fn patch_409_asks_head_and_resumes_from_the_server_offset() {
     let sum = run(&env, &s);
     assert_eq!(sum.acknowledged.len(), 1, "{sum:?}");
     let log = s.log();
-    let i = log.iter().position(|h| h.method == "PATCH" && h.body > 20_000).unwrap();
+    let i = log
+        .iter()
+        .position(|h| h.method == "PATCH" && h.body > 20_000)
+        .unwrap();
     assert_eq!(log[i + 1].method, "HEAD", "{log:#?}");
     assert_eq!(log[i + 2].method, "PATCH");
-    assert_eq!(log[i + 2].offset, Some(log[i].offset.unwrap() + 4096), "{log:#?}");
+    assert_eq!(
+        log[i + 2].offset,
+        Some(log[i].offset.unwrap() + 4096),
+        "{log:#?}"
+    );
 }
 
 #[test]
 fn status_413_and_other_4xx_reject_without_retry() {
     for code in [413, 403, 400] {
         let env = Env::new();
-        let s = Scripted::new(move |h, _| if h.method == "POST" { Act::Status(code, vec![]) } else { Act::Normal });
+        let s = Scripted::new(move |h, _| {
+            if h.method == "POST" {
+                Act::Status(code, vec![])
+            } else {
+                Act::Normal
+            }
+        });
         let sum = run(&env, &s);
         assert_eq!(sum.rejected.len(), 1, "{sum:?}");
         assert!(sum.rejected[0].1.contains(&code.to_string()), "{sum:?}");
@@ -304,7 +374,11 @@ fn status_413_and_other_4xx_reject_without_retry() {
         let n = s.log().len();
         env.clock.set(T0 + 7 * 24 * 3600 * 1000);
         let sum = run(&env, &s);
-        assert_eq!((sum.acknowledged.len(), s.log().len()), (0, n), "a rejected incident is not retried");
+        assert_eq!(
+            (sum.acknowledged.len(), s.log().len()),
+            (0, n),
+            "a rejected incident is not retried"
+        );
     }
 }
 
@@ -320,7 +394,11 @@ fn status_429_retry_after_is_obeyed_and_remembered_across_restarts() {
     });
     let sum = run(&env, &s);
     assert_eq!(sum.stopped, Some(Stop::RetryAfter(T0 + 120_000)));
-    assert_eq!(env.incident().upload_attempts, 0, "429 is not a failed attempt");
+    assert_eq!(
+        env.incident().upload_attempts,
+        0,
+        "429 is not a failed attempt"
+    );
     // A new process 119 s later sends nothing.
     env.clock.set(T0 + 119_000);
     let sum = run(&env, &s);
@@ -335,12 +413,20 @@ fn status_429_retry_after_is_obeyed_and_remembered_across_restarts() {
 fn status_500_and_408_retry_with_capped_backoff_then_give_up() {
     for code in [500, 503, 408] {
         let env = Env::new();
-        let s = Scripted::new(move |h, _| if h.method == "POST" { Act::Status(code, vec![]) } else { Act::Normal });
+        let s = Scripted::new(move |h, _| {
+            if h.method == "POST" {
+                Act::Status(code, vec![])
+            } else {
+                Act::Normal
+            }
+        });
         let mut delays = Vec::new();
         for attempt in 1..=4u32 {
             let sum = run(&env, &s);
             if attempt < 4 {
-                let Some(Stop::Backoff { until_ms, .. }) = sum.stopped else { panic!("{sum:?}") };
+                let Some(Stop::Backoff { until_ms, .. }) = sum.stopped else {
+                    panic!("{sum:?}")
+                };
                 let now = env.clock.now_ms();
                 delays.push(until_ms - now);
                 // Not before the backoff, even in a new process.
@@ -377,7 +463,10 @@ fn reset_connection_is_retried_and_resumes() {
         }
     });
     let sum = run(&env, &s);
-    assert!(matches!(&sum.stopped, Some(Stop::Backoff { error, .. }) if error.contains("network")), "{sum:?}");
+    assert!(
+        matches!(&sum.stopped, Some(Stop::Backoff { error, .. }) if error.contains("network")),
+        "{sum:?}"
+    );
     env.clock.set(env.incident().next_attempt_ms);
     let sum = run(&env, &s);
     assert_eq!(sum.acknowledged.len(), 1, "{sum:?}");
@@ -403,7 +492,10 @@ fn stalled_response_times_out_and_is_retried() {
     let sum = run(&env, &s);
     let took = t.elapsed();
     assert!(matches!(sum.stopped, Some(Stop::Backoff { .. })), "{sum:?}");
-    assert!(took < Duration::from_secs(4), "a stalled server held the uploader {took:?}");
+    assert!(
+        took < Duration::from_secs(4),
+        "a stalled server held the uploader {took:?}"
+    );
     env.clock.set(env.incident().next_attempt_ms);
     let sum = run(&env, &s);
     assert_eq!(sum.acknowledged.len(), 1, "{sum:?}");

@@ -476,6 +476,15 @@ impl Staging {
     }
 }
 
+/// The creation time a `Spool::stage` id starts with (`{ms:013}-...`).
+fn id_time(id: &str) -> Option<u64> {
+    let (t, rest) = id.split_at_checked(13)?;
+    if !rest.starts_with('-') || !t.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    t.parse().ok()
+}
+
 fn valid_id(id: &str) -> bool {
     !id.is_empty()
         && id.len() <= 100
@@ -592,7 +601,9 @@ impl Spool {
             });
         }
         let dir = self.root.join("staging").join(id);
-        self.fs.create_dir_all(&dir).map_err(io_err(&dir, "mkdir"))?;
+        self.fs
+            .create_dir_all(&dir)
+            .map_err(io_err(&dir, "mkdir"))?;
         let lp = dir.join(".lock");
         let lock = match try_flock(&lp) {
             Ok(Some(l)) => l,
@@ -1047,7 +1058,10 @@ impl<'a> SpoolGuard<'a> {
                 !has(FileKind::Report) && !has(FileKind::MiniDump) && !has(FileKind::MiniDumpGz)
             }
             State::Uploading => inc.uploads.iter().any(|u| {
-                !u.acked && !present.iter().any(|(k, len)| *k == u.kind && *len == u.size)
+                !u.acked
+                    && !present
+                        .iter()
+                        .any(|(k, len)| *k == u.kind && *len == u.size)
             }),
             State::Rejected => false,
         };
@@ -1211,6 +1225,14 @@ impl<'a> SpoolGuard<'a> {
             });
         }
         let _ = fs.remove_file(&mini);
+        // The plan added meta.json and the compressed copy: back under the quotas (this may
+        // evict the incident itself if it is the oldest and the spool is full).
+        if let Err(e) = self.enforce_quotas(0, 0) {
+            tracing::warn!("spool: quota enforcement failed: {e}");
+        }
+        if fs.stat(&dir).is_err() {
+            return Err(Error::NotFound(id.to_string()));
+        }
         Ok(inc)
     }
 
@@ -1227,9 +1249,14 @@ impl<'a> SpoolGuard<'a> {
                 continue;
             }
             let path = inc_dir.join(&e.name);
-            let created_ms = match self.spool.read_incident(&e.name) {
-                Ok(i) => i.created_ms,
-                Err(_) => e.mtime_ms,
+            // Ids made by `Spool::stage` start with their creation time: no need to parse
+            // incident.json for those.
+            let created_ms = match id_time(&e.name) {
+                Some(t) => t,
+                None => match self.spool.read_incident(&e.name) {
+                    Ok(i) => i.created_ms,
+                    Err(_) => e.mtime_ms,
+                },
             };
             items.push(Item {
                 bytes: fs::dir_size(fs, &path).unwrap_or(0),
@@ -1277,7 +1304,10 @@ impl<'a> SpoolGuard<'a> {
                 .ok()
                 .filter(|i| {
                     !i.accounting.is_empty()
-                        && !i.uploads.iter().any(|u| u.kind == FileKind::Meta && u.acked)
+                        && !i
+                            .uploads
+                            .iter()
+                            .any(|u| u.kind == FileKind::Meta && u.acked)
                 })
                 .map(|i| i.accounting);
             // Record the eviction before deleting: a crash in between leaves an incident that

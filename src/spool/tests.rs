@@ -100,7 +100,8 @@ fn lifecycle_dumped_analysed_uploading() {
     // The mini dump was replaced by its compressed copy, which decompresses to it.
     let d = spool.incident_dir(&id);
     assert!(!d.join("mini.hprof").exists());
-    let mut gz = flate2::read::GzDecoder::new(std::fs::File::open(d.join("mini.hprof.gz")).unwrap());
+    let mut gz =
+        flate2::read::GzDecoder::new(std::fs::File::open(d.join("mini.hprof.gz")).unwrap());
     let mut back = Vec::new();
     gz.read_to_end(&mut back).unwrap();
     assert_eq!(back.len(), 10_000);
@@ -185,7 +186,12 @@ fn unknown_files_are_quarantined_and_logged_never_deleted() {
     let q = names(&spool.quarantine_dir());
     assert_eq!(q.len(), 3, "{q:?}");
     assert!(q.iter().any(|n| n.ends_with("c1-surprise.bin")));
-    let kept = std::fs::read(spool.quarantine_dir().join(q.iter().find(|n| n.ends_with("surprise.bin")).unwrap())).unwrap();
+    let kept = std::fs::read(
+        spool
+            .quarantine_dir()
+            .join(q.iter().find(|n| n.ends_with("surprise.bin")).unwrap()),
+    )
+    .unwrap();
     assert_eq!(kept, b"keep me");
     assert_eq!(spool.state().pending.losses, 3);
     assert_eq!(spool.read_incident("c1").unwrap().state, State::Analysed);
@@ -222,7 +228,9 @@ fn flipped_bits_in_incident_json_are_detected_and_counted() {
     assert_eq!(rec.quarantined, 1);
     assert_eq!(g.ids().unwrap(), vec!["old".to_string()]);
     assert_eq!(spool.state().pending.losses, 1);
-    assert!(spool.state().pending.loss_records[0].what.contains("unreadable"));
+    assert!(spool.state().pending.loss_records[0]
+        .what
+        .contains("unreadable"));
     assert_eq!(spool.read_incident("old").unwrap().state, State::Analysed);
     let _ = old_before;
 }
@@ -236,7 +244,10 @@ fn torn_incident_json_is_corrupt_not_trusted() {
     let orig = std::fs::read(&p).unwrap();
     for cut in [0, 1, orig.len() / 3, orig.len() - 1] {
         std::fs::write(&p, &orig[..cut]).unwrap();
-        assert!(matches!(spool.read_incident("t1"), Err(Error::Corrupt { .. })));
+        assert!(matches!(
+            spool.read_incident("t1"),
+            Err(Error::Corrupt { .. })
+        ));
     }
 }
 
@@ -262,7 +273,8 @@ fn every_write_point(
                 }
                 add(&spool, "old-1", 3000);
                 setup(&spool, &env.clock);
-                let before0 = std::fs::read(spool.incident_dir("old-0").join("incident.json")).unwrap();
+                let before0 =
+                    std::fs::read(spool.incident_dir("old-0").join("incident.json")).unwrap();
                 env.fs.fail_at(i, fault, sticky);
                 let _ = op(&spool);
                 let tripped = env.fs.tripped();
@@ -276,20 +288,31 @@ fn every_write_point(
                     ids.contains(&"old-0".to_string()) && ids.contains(&"old-1".to_string()),
                     "{name} {fault:?} sticky={sticky} point {i}: old incidents lost: {ids:?}"
                 );
-                let after0 = std::fs::read(spool2.incident_dir("old-0").join("incident.json")).unwrap();
+                let after0 =
+                    std::fs::read(spool2.incident_dir("old-0").join("incident.json")).unwrap();
                 assert_eq!(before0, after0, "{name}: old-0 changed at point {i}");
                 for id in &ids {
                     let inc = spool2.read_incident(id).unwrap();
                     if inc.state == State::Uploading {
                         // Every planned file is present and matches its hash.
                         for u in &inc.uploads {
-                            let (sha, n) =
-                                hash_file(&RealFs, &spool2.incident_dir(id).join(u.kind.file_name())).unwrap();
-                            assert_eq!((sha, n), (u.sha256.clone(), u.size), "{name} {id} point {i}");
+                            let (sha, n) = hash_file(
+                                &RealFs,
+                                &spool2.incident_dir(id).join(u.kind.file_name()),
+                            )
+                            .unwrap();
+                            assert_eq!(
+                                (sha, n),
+                                (u.sha256.clone(), u.size),
+                                "{name} {id} point {i}"
+                            );
                         }
                     }
                     let plan = g.plan_upload(id);
-                    assert!(plan.is_ok() || inc.state == State::Rejected, "{name} {id}: {plan:?}");
+                    assert!(
+                        plan.is_ok() || inc.state == State::Rejected,
+                        "{name} {id}: {plan:?}"
+                    );
                 }
                 if !tripped {
                     break;
@@ -310,7 +333,9 @@ fn faults_at_every_write_point_of_commit() {
         |s| {
             let st = s.stage_with_id("new").map_err(|e| e.to_string())?;
             std::fs::write(st.path(FileKind::MiniDump), vec![7u8; 3000]).unwrap();
-            s.commit(st, info("new")).map(|_| ()).map_err(|e| e.to_string())
+            s.commit(st, info("new"))
+                .map(|_| ())
+                .map_err(|e| e.to_string())
         },
     );
 }
@@ -404,13 +429,19 @@ fn quotas_evict_oldest_first_and_count_it_in_the_next_report() {
     let st = spool.state();
     assert_eq!(st.pending.evictions, 6);
     assert!(st.pending.eviction_records.iter().any(|e| e.quota == "age"));
-    assert!(st.pending.eviction_records.iter().any(|e| e.quota == "bytes"));
+    assert!(st
+        .pending
+        .eviction_records
+        .iter()
+        .any(|e| e.quota == "bytes"));
     // The counts go out with the next planned report, then start again from zero.
     g.recover(&mut good).unwrap();
     let inc = g.plan_upload("fresh").unwrap();
     assert_eq!(inc.accounting.evictions, 6);
-    let meta: Value =
-        serde_json::from_slice(&std::fs::read(spool.incident_dir("fresh").join("meta.json")).unwrap()).unwrap();
+    let meta: Value = serde_json::from_slice(
+        &std::fs::read(spool.incident_dir("fresh").join("meta.json")).unwrap(),
+    )
+    .unwrap();
     assert_eq!(meta["evictions"], 6);
     assert_eq!(meta["evicted"][0]["id"], "q0");
     assert_eq!(spool.state().pending.evictions, 0);
@@ -418,7 +449,10 @@ fn quotas_evict_oldest_first_and_count_it_in_the_next_report() {
     // Too big for the spool at all: refused, counted.
     drop(g);
     let st = stage_files(&spool, "huge", 50_000);
-    assert!(matches!(spool.commit(st, info("x")), Err(Error::TooBig { .. })));
+    assert!(matches!(
+        spool.commit(st, info("x")),
+        Err(Error::TooBig { .. })
+    ));
     assert_eq!(spool.state().pending.losses, 1);
 }
 
@@ -440,9 +474,7 @@ fn one_lock_holder_at_a_time() {
 fn corrupt_spool_json_resets_and_counts() {
     let env = Env::new();
     let spool = env.spool(Quotas::default());
-    spool
-        .update_state(|s| s.retry_after_until_ms = 42)
-        .unwrap();
+    spool.update_state(|s| s.retry_after_until_ms = 42).unwrap();
     let p = env.root.join("spool.json");
     let mut b = std::fs::read(&p).unwrap();
     b[20] ^= 4;

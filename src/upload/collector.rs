@@ -173,8 +173,7 @@ fn safe_name(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 100
         && !s.starts_with('.')
-        && s
-            .bytes()
+        && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
 }
 
@@ -357,7 +356,9 @@ fn connection(stream: TcpStream, sh: &Shared) {
     let mut r = BufReader::with_capacity(64 * 1024, stream);
     loop {
         // Wait for the next request, checking the stop flag.
-        let _ = r.get_ref().set_read_timeout(Some(Duration::from_millis(100)));
+        let _ = r
+            .get_ref()
+            .set_read_timeout(Some(Duration::from_millis(100)));
         let idle = Instant::now();
         loop {
             match r.fill_buf() {
@@ -366,7 +367,9 @@ fn connection(stream: TcpStream, sh: &Shared) {
                 Err(e)
                     if matches!(
                         e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+                        io::ErrorKind::WouldBlock
+                            | io::ErrorKind::TimedOut
+                            | io::ErrorKind::Interrupted
                     ) =>
                 {
                     if sh.stop.load(Ordering::SeqCst) || idle.elapsed() > sh.cfg.idle_timeout {
@@ -475,7 +478,13 @@ fn handle<R: BufRead, W: Write>(
         ("GET", "/stats") => {
             let ok = Body::new(r, framing).drain(64 * 1024)?;
             let s = serde_json::to_vec(&sh.counters.snapshot()).unwrap_or_default();
-            respond(w, 200, &[("Content-Type", "application/json".into())], &s, ok)
+            respond(
+                w,
+                200,
+                &[("Content-Type", "application/json".into())],
+                &s,
+                ok,
+            )
         }
         ("POST", "/files" | "/files/") => create(req, framing, r, w, sh),
         ("HEAD", _) if safe_name(uid) => {
@@ -544,7 +553,11 @@ fn create<R: BufRead, W: Write>(
     if !safe_name(&incident) || !safe_name(&kind) {
         return respond(w, 400, &[], b"metadata needs incident and kind", ok);
     }
-    let uid = format!("{:016x}{:016x}", rand::random::<u64>(), rand::random::<u64>());
+    let uid = format!(
+        "{:016x}{:016x}",
+        rand::random::<u64>(),
+        rand::random::<u64>()
+    );
     let (ip, bp) = upload_paths(sh, &uid);
     std::fs::File::create(&bp)?;
     save_info(
@@ -593,7 +606,13 @@ fn patch<R: BufRead, W: Write>(
         std::fs::metadata(&bp).map(|m| m.len()).unwrap_or(0)
     };
     if offset != current {
-        return respond(w, 409, &[("Upload-Offset", current.to_string())], b"", false);
+        return respond(
+            w,
+            409,
+            &[("Upload-Offset", current.to_string())],
+            b"",
+            false,
+        );
     }
     if let Framing::Length(n) = framing {
         if offset + n > info.length {
@@ -606,7 +625,9 @@ fn patch<R: BufRead, W: Write>(
     let mut written = 0u64;
     let room = info.length - offset;
     let res: io::Result<()> = loop {
-        let want = buf.len().min((room - written + 1).min(buf.len() as u64) as usize);
+        let want = buf
+            .len()
+            .min((room - written + 1).min(buf.len() as u64) as usize);
         match body.read(&mut buf[..want]) {
             Ok(0) => break Ok(()),
             Ok(n) => {
@@ -620,7 +641,9 @@ fn patch<R: BufRead, W: Write>(
                     break Err(e);
                 }
                 written += n as u64;
-                sh.counters.patch_bytes.fetch_add(n as u64, Ordering::SeqCst);
+                sh.counters
+                    .patch_bytes
+                    .fetch_add(n as u64, Ordering::SeqCst);
             }
             Err(e) => break Err(e),
         }
@@ -733,7 +756,7 @@ pub fn top_leaks(report: &Value, n: usize) -> Vec<(String, String, u64)> {
                 .collect()
         })
         .unwrap_or_default();
-    v.sort_by(|a, b| b.2.cmp(&a.2));
+    v.sort_by_key(|e| std::cmp::Reverse(e.2));
     v.truncate(n);
     v
 }
@@ -757,7 +780,7 @@ pub fn top_dominators(report: &Value, n: usize) -> Vec<(String, u64)> {
                 .collect()
         })
         .unwrap_or_default();
-    v.sort_by(|a, b| b.1.cmp(&a.1));
+    v.sort_by_key(|e| std::cmp::Reverse(e.1));
     v.truncate(n);
     v
 }
@@ -830,10 +853,18 @@ pub fn render_index(dir: &Path) -> String {
             esc(&id),
             esc(reason)
         ));
-        if let Some(n) = meta.get("evictions").and_then(Value::as_u64).filter(|n| *n > 0) {
+        if let Some(n) = meta
+            .get("evictions")
+            .and_then(Value::as_u64)
+            .filter(|n| *n > 0)
+        {
             h.push_str(&format!("; {n} incident(s) evicted before this one"));
         }
-        if let Some(n) = meta.get("losses").and_then(Value::as_u64).filter(|n| *n > 0) {
+        if let Some(n) = meta
+            .get("losses")
+            .and_then(Value::as_u64)
+            .filter(|n| *n > 0)
+        {
             h.push_str(&format!("; {n} loss(es) on the device"));
         }
         h.push_str("</p>\n");
@@ -871,7 +902,11 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let inc = d.path().join("incidents/1-a");
         std::fs::create_dir_all(&inc).unwrap();
-        std::fs::write(inc.join("meta.json"), r#"{"reason":"heap <three strikes>"}"#).unwrap();
+        std::fs::write(
+            inc.join("meta.json"),
+            r#"{"reason":"heap <three strikes>"}"#,
+        )
+        .unwrap();
         std::fs::write(
             inc.join("report.json"),
             r#"{"gcPaths":[{"signature":"a.B","leakReason":"destroyed Activity","instanceCount":2},

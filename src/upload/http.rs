@@ -162,7 +162,8 @@ impl<'a, R: BufRead> Body<'a, R> {
         let line = read_line(self.r, &mut budget)?
             .ok_or_else(|| io::Error::new(io::ErrorKind::UnexpectedEof, "body cut short"))?;
         let size = line.split(';').next().unwrap_or("").trim();
-        let n = u64::from_str_radix(size, 16).map_err(|_| bad(format!("bad chunk size {line:?}")))?;
+        let n =
+            u64::from_str_radix(size, 16).map_err(|_| bad(format!("bad chunk size {line:?}")))?;
         if n == 0 {
             // Trailers until an empty line.
             loop {

@@ -125,7 +125,11 @@ pub enum Stop {
     /// The daily byte budget is spent.
     BudgetExhausted,
     /// A retryable failure; the incident waits until this time (ms since the epoch).
-    Backoff { id: String, until_ms: u64, error: String },
+    Backoff {
+        id: String,
+        until_ms: u64,
+        error: String,
+    },
 }
 
 /// What a pass did.
@@ -240,6 +244,7 @@ pub fn run_once(spool: &Spool, cfg: &Config, net: Network) -> Result<Summary, Er
         let mut inc = if inc.state == State::Analysed {
             match guard.plan_upload(&id) {
                 Ok(i) => i,
+                Err(SpoolError::NotFound(_)) => continue, // evicted by the quotas
                 Err(e) => {
                     tracing::warn!("upload: planning {id}: {e}");
                     continue;
@@ -262,7 +267,9 @@ pub fn run_once(spool: &Spool, cfg: &Config, net: Network) -> Result<Summary, Er
                     .unwrap_or(cfg.default_retry_after)
                     .min(cfg.max_retry_after);
                 let until = spool.now_ms() + wait.as_millis() as u64;
-                tracing::warn!("upload: 429 from the server; waiting {wait:?} (kept across restarts)");
+                tracing::warn!(
+                    "upload: 429 from the server; waiting {wait:?} (kept across restarts)"
+                );
                 if let Err(e) = spool.update_state(|s| s.retry_after_until_ms = until) {
                     tracing::warn!("upload: could not persist Retry-After: {e}");
                 }
@@ -284,7 +291,8 @@ pub fn run_once(spool: &Spool, cfg: &Config, net: Network) -> Result<Summary, Er
                     reject(&guard, &mut inc, reason, &mut sum);
                     continue;
                 }
-                let until_ms = spool.now_ms() + backoff(cfg, inc.upload_attempts).as_millis() as u64;
+                let until_ms =
+                    spool.now_ms() + backoff(cfg, inc.upload_attempts).as_millis() as u64;
                 inc.next_attempt_ms = until_ms;
                 tracing::warn!(
                     "upload: {id}: attempt {} of {} failed: {error}; next after {until_ms}",
@@ -357,7 +365,7 @@ fn upload_incident(
     // content goes out: a restart resumes them with HEAD.
     let mut fresh = vec![false; inc.uploads.len()];
     let mut created = Ok(());
-    for i in 0..inc.uploads.len() {
+    for (i, f) in fresh.iter_mut().enumerate() {
         let u = &inc.uploads[i];
         if u.acked || u.url.is_some() {
             continue;
@@ -365,7 +373,7 @@ fn upload_incident(
         match create(client, inc, i) {
             Ok(url) => {
                 inc.uploads[i].url = Some(url);
-                fresh[i] = true;
+                *f = true;
             }
             Err(e) => {
                 created = Err(e);
@@ -377,11 +385,11 @@ fn upload_incident(
         guard.save(inc)?;
     }
     created?;
-    for i in 0..inc.uploads.len() {
+    for (i, f) in fresh.into_iter().enumerate() {
         if inc.uploads[i].acked {
             continue;
         }
-        upload_file(guard, client, cfg, inc, i, fresh[i], sum)?;
+        upload_file(guard, client, cfg, inc, i, f, sum)?;
         // Kept in memory: persisted with the next save; after a crash, HEAD says it again.
         inc.uploads[i].acked = true;
     }

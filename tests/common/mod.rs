@@ -29,7 +29,11 @@ pub fn fixtures() -> Vec<PathBuf> {
         }
     }
     v.sort();
-    assert!(!v.is_empty(), "no fixtures found under {}", shared_dir().display());
+    assert!(
+        !v.is_empty(),
+        "no fixtures found under {}",
+        shared_dir().display()
+    );
     v
 }
 
@@ -65,7 +69,10 @@ pub fn java_dump(mb: u32, marker: &str) -> PathBuf {
     }
     let classes = dir.join(format!("classes-{}", std::process::id()));
     javac(&[&root().join("java/tools/MakeDump.java")], &classes);
-    let tmp = dir.join(format!("makedump-{mb}-{marker}.{}.tmp.hprof", std::process::id()));
+    let tmp = dir.join(format!(
+        "makedump-{mb}-{marker}.{}.tmp.hprof",
+        std::process::id()
+    ));
     let st = Command::new("java")
         .arg("-Xmx1g")
         .arg("-cp")
@@ -163,7 +170,9 @@ pub fn relay(
 pub fn tus_server_dir() -> PathBuf {
     let dir = root().join("target/tus-server");
     if !dir.join("node_modules/@tus/server/package.json").exists()
-        || !dir.join("node_modules/@tus/file-store/package.json").exists()
+        || !dir
+            .join("node_modules/@tus/file-store/package.json")
+            .exists()
     {
         let st = Command::new("bash")
             .arg("-c")
@@ -173,6 +182,10 @@ pub fn tus_server_dir() -> PathBuf {
             .expect("bash runs");
         assert!(st.success(), "setup_tus_server failed");
     }
-    std::fs::copy(root().join("tests/tus-server/server.mjs"), dir.join("server.mjs")).unwrap();
+    std::fs::copy(
+        root().join("tests/tus-server/server.mjs"),
+        dir.join("server.mjs"),
+    )
+    .unwrap();
     dir
 }

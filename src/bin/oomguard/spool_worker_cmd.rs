@@ -105,8 +105,11 @@ pub fn run(a: WorkerArgs) -> Result<(), Failure> {
             f.write_all(c).map_err(fail)?;
         }
         f.sync_all().map_err(fail)?;
-        std::fs::write(st.path(FileKind::Fds), format!("0 /dev/null\n1 pipe:[{i}]\n"))
-            .map_err(fail)?;
+        std::fs::write(
+            st.path(FileKind::Fds),
+            format!("0 /dev/null\n1 pipe:[{i}]\n"),
+        )
+        .map_err(fail)?;
         std::fs::write(st.path(FileKind::Threads), "main\nFinalizerDaemon\n").map_err(fail)?;
         let id = spool
             .commit(
