@@ -54,7 +54,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// How many eviction / loss records spool.json and meta.json keep (counters keep counting).
-const MAX_RECORDS: usize = 64;
+const MAX_RECORDS: usize = 20;
 
 /// Errors of the spool.
 #[derive(Debug, thiserror::Error)]
@@ -456,9 +456,9 @@ pub struct Spool {
     fs: Arc<dyn Fs>,
     clock: Arc<dyn Clock>,
     quotas: Quotas,
-    /// In-memory copy of spool.json (kept even when writing it fails, so counts survive
-    /// until the disk has room again).
-    state: Mutex<Option<SpoolState>>,
+    /// spool.json as last read or written, and whether it is newer than the disk (a write
+    /// failed: counts survive in memory until the disk has room again).
+    state: Mutex<Option<(SpoolState, bool)>>,
 }
 
 /// An incident being written: its directory and the lock that says its writer is alive.
@@ -770,7 +770,13 @@ impl Spool {
             Ok(g) => g,
             Err(p) => p.into_inner(),
         };
-        if let Some(s) = &*g {
+        self.load_state(&mut g)
+    }
+
+    /// The current state: the in-memory copy if it is newer than the disk, else spool.json
+    /// (re-read each time: another process sharing the data dir may have changed it).
+    fn load_state(&self, cache: &mut Option<(SpoolState, bool)>) -> SpoolState {
+        if let Some((s, true)) = cache {
             return s.clone();
         }
         let p = self.root.join("spool.json");
@@ -787,30 +793,35 @@ impl Spool {
                         at_ms: self.clock.now_ms(),
                     });
                     s.losses_total += 1;
-                    s
+                    // Newer than the disk: counted once, written with the next change.
+                    *cache = Some((s.clone(), true));
+                    return s;
                 }
             },
-            Err(_) => SpoolState::default(),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => SpoolState::default(),
+            Err(e) => {
+                tracing::warn!("spool: {}: {e}; using the last known state", p.display());
+                return cache.as_ref().map(|c| c.0.clone()).unwrap_or_default();
+            }
         };
-        *g = Some(s.clone());
+        *cache = Some((s.clone(), false));
         s
     }
 
     /// Change the spool-wide state and persist it (the in-memory copy changes even if the
     /// write fails; the write is retried with the next change).
     pub fn update_state(&self, f: impl FnOnce(&mut SpoolState)) -> Result<()> {
-        let mut s = self.state();
+        let mut g = match self.state.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        let mut s = self.load_state(&mut g);
         f(&mut s);
         let bytes = seal(&s);
-        {
-            let mut g = match self.state.lock() {
-                Ok(g) => g,
-                Err(p) => p.into_inner(),
-            };
-            *g = Some(s);
-        }
         let p = self.root.join("spool.json");
-        fs::write_atomic(&*self.fs, &p, &bytes).map_err(io_err(&p, "write"))
+        let r = fs::write_atomic(&*self.fs, &p, &bytes).map_err(io_err(&p, "write"));
+        *g = Some((s, r.is_err()));
+        r
     }
 
     fn record_loss(&self, l: Loss) {

@@ -14,7 +14,14 @@ struct Env {
 
 impl Env {
     fn new() -> Env {
-        let dir = tempfile::tempdir().unwrap();
+        // tmpfs when there is one: these tests are about error paths, not power loss, and
+        // thousands of fsyncs on a disk would make them slow.
+        let shm = Path::new("/dev/shm");
+        let dir = if shm.is_dir() {
+            tempfile::tempdir_in(shm).unwrap()
+        } else {
+            tempfile::tempdir().unwrap()
+        };
         let root = dir.path().join("spool");
         Env {
             _dir: dir,
