@@ -564,3 +564,63 @@ fn kill_9_loop() {
     let _: &AtomicU64 = &AtomicU64::new(0);
     let _: PathBuf = PathBuf::new();
 }
+
+#[test]
+fn collect_command_finishes_the_upload_in_flight_on_sigterm() {
+    let tmp = common::fast_tmp();
+    let port = common::free_port();
+    let dir = tmp.path().join("col");
+    let mut child = Command::new(common::oomguard_bin())
+        .args(["collect", "--listen", &format!("127.0.0.1:{port}"), "--dir"])
+        .arg(&dir)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = child.stdout.take().unwrap();
+    let mut first = [0u8; 20];
+    out.read_exact(&mut first).unwrap();
+    // A slow link, so that the signal lands inside the PATCH of the mini dump.
+    let relay = common::relay(
+        std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+        u64::MAX,
+        Arc::new(AtomicBool::new(false)),
+        Duration::from_millis(5),
+    );
+    let spool = Spool::open(tmp.path().join("spool"), Quotas::default()).unwrap();
+    let mut mini = vec![0u8; 3_000_000];
+    rand::rngs::StdRng::seed_from_u64(11).fill(&mut mini[..]);
+    let id = format!("{T0}-inflight");
+    add(&spool, &id, &mini);
+    let mut c = cfg(&format!("http://127.0.0.1:{relay}/files/"));
+    c.chunk_size = 64 << 20;
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    let uploads = dir.join("uploads");
+    let signaller = std::thread::spawn(move || {
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(30) {
+            let partial = std::fs::read_dir(&uploads).unwrap().any(|e| {
+                let p = e.unwrap().path();
+                p.extension().is_some_and(|x| x == "bin")
+                    && std::fs::metadata(&p)
+                        .map(|m| m.len() > 500_000)
+                        .unwrap_or(false)
+            });
+            if partial {
+                nix::sys::signal::kill(pid, nix::sys::signal::SIGTERM).unwrap();
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        false
+    });
+    let s = upload::run_once(&spool, &c, Network::UNMETERED).unwrap();
+    assert!(signaller.join().unwrap(), "the upload never got going");
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    // The PATCH in flight when the signal came was finished and stored whole.
+    assert_eq!(
+        gunzip(&dir.join("incidents").join(&id).join("mini.hprof.gz")),
+        mini
+    );
+    assert_eq!(s.acknowledged, vec![id], "{s:?}");
+}

@@ -500,3 +500,57 @@ fn stalled_response_times_out_and_is_retried() {
     let sum = run(&env, &s);
     assert_eq!(sum.acknowledged.len(), 1, "{sum:?}");
 }
+
+#[test]
+fn daily_byte_budget_spreads_an_upload_over_days_without_resending() {
+    let env = Env::new();
+    let s = Scripted::new(|_, _| Act::Normal);
+    let mut c = cfg(s.endpoint());
+    c.daily_byte_budget = 80_000;
+    let mut days = 0;
+    loop {
+        let sum = upload::run_once(&env.spool(), &c, Network::UNMETERED).unwrap();
+        let sent_today: u64 = s
+            .log()
+            .iter()
+            .filter(|h| h.method == "PATCH")
+            .map(|h| h.body)
+            .sum::<u64>();
+        assert!(
+            sent_today <= 80_000 * (days + 1),
+            "day {days}: {sent_today} bytes"
+        );
+        if !sum.acknowledged.is_empty() {
+            break;
+        }
+        assert_eq!(sum.stopped, Some(Stop::BudgetExhausted), "{sum:?}");
+        // Same day, new process: still nothing.
+        let n = s.log().len();
+        assert_eq!(
+            upload::run_once(&env.spool(), &c, Network::UNMETERED)
+                .unwrap()
+                .stopped,
+            Some(Stop::BudgetExhausted)
+        );
+        assert_eq!(s.log().len(), n);
+        days += 1;
+        env.clock.set(T0 + days * 24 * 3600 * 1000);
+        assert!(days < 10);
+    }
+    // The 200 kB mini dump (random, so it does not compress) needed three days.
+    assert_eq!(days, 2);
+    let patched: u64 = s
+        .log()
+        .iter()
+        .filter(|h| h.method == "PATCH")
+        .map(|h| h.body)
+        .sum();
+    // Nothing was sent twice: every PATCH continued where the previous one stopped.
+    let mut by_path: HashMap<String, u64> = HashMap::new();
+    for h in s.log().iter().filter(|h| h.method == "PATCH") {
+        let next = by_path.entry(h.path.clone()).or_insert(0);
+        assert_eq!(h.offset, Some(*next), "{h:?}");
+        *next += h.body;
+    }
+    assert_eq!(by_path.values().sum::<u64>(), patched);
+}

@@ -240,6 +240,10 @@ pub fn run_once(spool: &Spool, cfg: &Config, net: Network) -> Result<Summary, Er
             sum.waiting += 1;
             continue;
         }
+        if budget_left(spool, cfg) == 0 {
+            sum.stopped = Some(Stop::BudgetExhausted);
+            break;
+        }
         let id = inc.id.clone();
         let mut inc = if inc.state == State::Analysed {
             match guard.plan_upload(&id) {
@@ -409,16 +413,21 @@ fn create(client: &Client, inc: &Incident, i: usize) -> Result<String, Fail> {
     )?)
 }
 
-/// Reserve up to `want` bytes of today's budget; returns how many may be sent.
-fn reserve(spool: &Spool, cfg: &Config, want: u64) -> Result<u64, Fail> {
-    let day = spool.now_ms() / DAY_MS;
+/// Bytes left in today's budget.
+fn budget_left(spool: &Spool, cfg: &Config) -> u64 {
     let st = spool.state();
-    let used = if st.budget_day == day {
+    let used = if st.budget_day == spool.now_ms() / DAY_MS {
         st.bytes_sent_today
     } else {
         0
     };
-    let n = want.min(cfg.daily_byte_budget.saturating_sub(used));
+    cfg.daily_byte_budget.saturating_sub(used)
+}
+
+/// Reserve up to `want` bytes of today's budget; returns how many may be sent.
+fn reserve(spool: &Spool, cfg: &Config, want: u64) -> Result<u64, Fail> {
+    let day = spool.now_ms() / DAY_MS;
+    let n = want.min(budget_left(spool, cfg));
     if n == 0 {
         return Err(Fail::Budget);
     }
