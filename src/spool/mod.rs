@@ -54,7 +54,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// How many eviction / loss records spool.json and meta.json keep (counters keep counting).
-const MAX_RECORDS: usize = 20;
+const MAX_RECORDS: usize = 32;
 
 /// Errors of the spool.
 #[derive(Debug, thiserror::Error)]

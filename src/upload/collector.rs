@@ -486,6 +486,25 @@ fn handle<R: BufRead, W: Write>(
                 ok,
             )
         }
+        ("GET", p) if p.starts_with("/incidents/") => {
+            let ok = Body::new(r, framing).drain(64 * 1024)?;
+            let mut parts = p["/incidents/".len()..].split('/');
+            match (parts.next(), parts.next(), parts.next()) {
+                (Some(id), Some(f), None) if safe_name(id) && safe_name(f) => {
+                    match std::fs::read(sh.cfg.dir.join("incidents").join(id).join(f)) {
+                        Ok(b) => respond(
+                            w,
+                            200,
+                            &[("Content-Type", "application/octet-stream".into())],
+                            &b,
+                            ok,
+                        ),
+                        Err(_) => respond(w, 404, &[], b"not found", ok),
+                    }
+                }
+                _ => respond(w, 404, &[], b"not found", ok),
+            }
+        }
         ("POST", "/files" | "/files/") => create(req, framing, r, w, sh),
         ("HEAD", _) if safe_name(uid) => {
             let ok = Body::new(r, framing).drain(64 * 1024)?;
@@ -866,6 +885,23 @@ pub fn render_index(dir: &Path) -> String {
             .filter(|n| *n > 0)
         {
             h.push_str(&format!("; {n} loss(es) on the device"));
+        }
+        h.push_str("</p>\n<p>files:");
+        let mut files: Vec<String> = std::fs::read_dir(&d)
+            .map(|rd| {
+                rd.filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| safe_name(n))
+                    .collect()
+            })
+            .unwrap_or_default();
+        files.sort();
+        for f in files {
+            h.push_str(&format!(
+                " <a href=\"incidents/{0}/{1}\">{1}</a>",
+                esc(&id),
+                esc(&f)
+            ));
         }
         h.push_str("</p>\n");
         let Some(report) = report else {

@@ -334,6 +334,17 @@ fn reject(guard: &SpoolGuard<'_>, inc: &mut Incident, reason: String, sum: &mut 
     tracing::warn!("upload: incident {} rejected: {reason}", inc.id);
     inc.state = State::Rejected;
     inc.rejected = Some(reason.clone());
+    // Evictions and losses this incident's meta.json was to report go to the next one.
+    let meta_sent = inc
+        .uploads
+        .iter()
+        .any(|u| u.kind == FileKind::Meta && u.acked);
+    if !meta_sent && !inc.accounting.is_empty() {
+        let carried = std::mem::take(&mut inc.accounting);
+        if let Err(e) = guard.spool().update_state(|s| s.pending.merge(carried)) {
+            tracing::warn!("upload: could not carry the counts of {} over: {e}", inc.id);
+        }
+    }
     if let Err(e) = guard.save(inc) {
         tracing::warn!("upload: {}: could not persist the rejection: {e}", inc.id);
     }
