@@ -554,3 +554,23 @@ fn daily_byte_budget_spreads_an_upload_over_days_without_resending() {
     }
     assert_eq!(by_path.values().sum::<u64>(), patched);
 }
+
+#[test]
+fn a_clock_set_back_does_not_freeze_backoff_or_retry_after() {
+    let env = Env::new();
+    let fail = Arc::new(Mutex::new(true));
+    let f2 = fail.clone();
+    let s = Scripted::new(move |h, _| {
+        if h.method == "POST" && *f2.lock().unwrap() {
+            Act::Status(503, vec![])
+        } else {
+            Act::Normal
+        }
+    });
+    assert!(matches!(run(&env, &s).stopped, Some(Stop::Backoff { .. })));
+    // The user sets the phone's clock back a day: the stored backoff now looks a day long.
+    env.clock.set(T0 - 24 * 3600 * 1000);
+    *fail.lock().unwrap() = false;
+    let sum = run(&env, &s);
+    assert_eq!(sum.acknowledged.len(), 1, "{sum:?}");
+}

@@ -1065,9 +1065,8 @@ impl<'a> SpoolGuard<'a> {
         let has = |k: FileKind| present.iter().any(|(p, _)| *p == k);
         let bad = match inc.state {
             State::Dumped => !has(FileKind::MiniDump) && !has(FileKind::FullDump),
-            State::Analysed => {
-                !has(FileKind::Report) && !has(FileKind::MiniDump) && !has(FileKind::MiniDumpGz)
-            }
+            // Even without a report or a dump, the reason, samples and inventories go up.
+            State::Analysed => false,
             State::Uploading => inc.uploads.iter().any(|u| {
                 !u.acked
                     && !present

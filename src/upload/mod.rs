@@ -219,7 +219,8 @@ pub fn run_once(spool: &Spool, cfg: &Config, net: Network) -> Result<Summary, Er
     }
     let now = spool.now_ms();
     let until = spool.state().retry_after_until_ms;
-    if now < until {
+    // A wait longer than any we would accept means the clock was set back: ignore it.
+    if now < until && until - now <= cfg.max_retry_after.as_millis() as u64 {
         sum.stopped = Some(Stop::RetryAfter(until));
         return Ok(sum);
     }
@@ -236,7 +237,11 @@ pub fn run_once(spool: &Spool, cfg: &Config, net: Network) -> Result<Summary, Er
         if !matches!(inc.state, State::Analysed | State::Uploading) {
             continue;
         }
-        if inc.next_attempt_ms > spool.now_ms() {
+        let now = spool.now_ms();
+        // (A backoff longer than the cap means the clock was set back: it has expired.)
+        if inc.next_attempt_ms > now
+            && inc.next_attempt_ms - now <= cfg.backoff_cap.as_millis() as u64
+        {
             sum.waiting += 1;
             continue;
         }
