@@ -28,7 +28,7 @@ need_java() {
 
 setup_tus_server() {
   # A real tus server for the upload interop test: @tus/server + @tus/file-store from npm,
-  # pinned by tests/tus-server/package.json, installed into target/tus-server/.
+  # pinned by tests/tus-server/package{,-lock}.json, installed into target/tus-server/.
   local root dst
   root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
   dst="$root/target/tus-server"
@@ -36,12 +36,12 @@ setup_tus_server() {
   mkdir -p "$dst"
   cp "$root/tests/tus-server/server.mjs" "$dst/"
   if [ -f "$dst/node_modules/@tus/server/package.json" ] && [ -f "$dst/node_modules/@tus/file-store/package.json" ] \
-     && cmp -s "$root/tests/tus-server/package.json" "$dst/package.json"; then
+     && cmp -s "$root/tests/tus-server/package-lock.json" "$dst/package-lock.json"; then
     return 0
   fi
-  cp "$root/tests/tus-server/package.json" "$dst/"
-  echo "setup: npm install @tus/server @tus/file-store into target/tus-server"
-  (cd "$dst" && npm install --no-audit --no-fund --loglevel=error >/dev/null)
+  cp "$root/tests/tus-server/package.json" "$root/tests/tus-server/package-lock.json" "$dst/"
+  echo "setup: npm ci @tus/server @tus/file-store into target/tus-server"
+  (cd "$dst" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 }
 
 setup_test_deps() {
