@@ -491,3 +491,10 @@ fn corrupt_spool_json_resets_and_counts() {
     assert_eq!(st.retry_after_until_ms, 0);
     assert_eq!(st.pending.losses, 1);
 }
+
+#[test]
+fn spool_is_shared_between_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Spool>();
+    send_sync::<Quotas>();
+}

@@ -596,6 +596,35 @@ fn create<R: BufRead, W: Write>(
     respond(w, 201, &[("Location", format!("/files/{uid}"))], b"", ok)
 }
 
+/// Read and drop a refused PATCH's body (up to 16 MiB) so the client reads our answer rather
+/// than a reset; keep the connection only if the whole body was read. The bytes count as
+/// received (they crossed the wire) for the upload, if known.
+#[allow(clippy::too_many_arguments)]
+fn refuse<R: BufRead, W: Write>(
+    r: &mut R,
+    framing: Framing,
+    w: &mut W,
+    sh: &Shared,
+    info: Option<(&Path, &mut UploadInfo)>,
+    status: u16,
+    extra: &[(&'static str, String)],
+    body: &[u8],
+) -> io::Result<bool> {
+    let mut b = Body::new(r, framing);
+    let limit = 16u64 << 20;
+    let n = io::copy(&mut (&mut b).take(limit), &mut io::sink()).unwrap_or(0);
+    let mut one = [0u8; 1];
+    let whole = n < limit && matches!(b.read(&mut one), Ok(0));
+    sh.counters.patch_bytes.fetch_add(n, Ordering::SeqCst);
+    if let Some((ip, info)) = info {
+        if n > 0 {
+            info.received += n;
+            let _ = save_info(ip, info);
+        }
+    }
+    respond(w, status, extra, body, whole)
+}
+
 fn patch<R: BufRead, W: Write>(
     req: &Request,
     framing: Framing,
@@ -608,16 +637,17 @@ fn patch<R: BufRead, W: Write>(
     let _g = lock.lock().unwrap_or_else(|p| p.into_inner());
     let (ip, bp) = upload_paths(sh, uid);
     let Ok(mut info) = load_info(&ip) else {
-        return respond(w, 404, &[], b"", false);
+        return refuse(r, framing, w, sh, None, 404, &[], b"");
     };
     if req.header("content-type") != Some("application/offset+octet-stream") {
-        return respond(w, 415, &[], b"", false);
+        return refuse(r, framing, w, sh, Some((&ip, &mut info)), 415, &[], b"");
     }
     let Some(offset) = req
         .header("upload-offset")
         .and_then(|v| v.trim().parse::<u64>().ok())
     else {
-        return respond(w, 400, &[], b"Upload-Offset required", false);
+        let why = b"Upload-Offset required";
+        return refuse(r, framing, w, sh, Some((&ip, &mut info)), 400, &[], why);
     };
     let current = if info.complete {
         info.length
@@ -625,17 +655,13 @@ fn patch<R: BufRead, W: Write>(
         std::fs::metadata(&bp).map(|m| m.len()).unwrap_or(0)
     };
     if offset != current {
-        return respond(
-            w,
-            409,
-            &[("Upload-Offset", current.to_string())],
-            b"",
-            false,
-        );
+        let extra = [("Upload-Offset", current.to_string())];
+        return refuse(r, framing, w, sh, Some((&ip, &mut info)), 409, &extra, b"");
     }
     if let Framing::Length(n) = framing {
         if offset + n > info.length {
-            return respond(w, 413, &[], b"body past Upload-Length", false);
+            let why = b"body past Upload-Length";
+            return refuse(r, framing, w, sh, Some((&ip, &mut info)), 413, &[], why);
         }
     }
     let mut f = std::fs::OpenOptions::new().append(true).open(&bp)?;
@@ -932,6 +958,57 @@ pub fn render_index(dir: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::upload::tus::{Client, TusError};
+
+    #[test]
+    fn protocol_answers() {
+        let d = tempfile::tempdir().unwrap();
+        let run = Collector::bind("127.0.0.1:0", Config::new(d.path()))
+            .unwrap()
+            .spawn();
+        let t = Duration::from_secs(5);
+        let c = Client::new(&run.endpoint(), t, t, 1 << 20);
+        let data = vec![7u8; 2 << 20];
+        let sha = hex::encode(Sha256::digest(&data));
+        let md = [
+            ("incident", "i-1"),
+            ("kind", "mini.gz"),
+            ("sha256", &sha[..]),
+        ];
+        let url = c.create(data.len() as u64, &md).unwrap();
+        // A wrong offset with a large body: a clean 409, not a reset.
+        let e = c.patch(&url, 5, &mut &data[..], data.len() as u64 - 5);
+        assert!(
+            matches!(e, Err(TusError::Status { status: 409, .. })),
+            "{e:?}"
+        );
+        let p = c.patch(&url, 0, &mut &data[..1000], 1000).unwrap();
+        assert_eq!((p.offset, p.sha256), (1000, None));
+        let h = c.head(&url).unwrap().unwrap();
+        assert_eq!((h.offset, h.length), (1000, Some(data.len() as u64)));
+        let p = c
+            .patch(&url, 1000, &mut &data[1000..], data.len() as u64 - 1000)
+            .unwrap();
+        assert_eq!(p.offset, data.len() as u64);
+        assert_eq!(p.sha256.as_deref(), Some(&sha[..]));
+        assert!(d.path().join("incidents/i-1/mini.hprof.gz").exists());
+        // Unknown upload, oversized upload, bad metadata.
+        assert_eq!(c.head(&format!("{}nope", run.endpoint())).unwrap(), None);
+        let e = Client::new(&run.endpoint(), t, t, 1).create(2 << 30, &md);
+        assert!(
+            matches!(e, Err(TusError::Status { status: 413, .. })),
+            "{e:?}"
+        );
+        let e = c.create(1, &[("incident", "../x"), ("kind", "k")]);
+        assert!(
+            matches!(e, Err(TusError::Status { status: 400, .. })),
+            "{e:?}"
+        );
+        let st = run.stop();
+        assert_eq!((st.files_completed, st.corrupt, st.duplicates), (1, 0, 0));
+        // The refused body crossed the wire too: it is counted.
+        assert_eq!(st.patch_bytes, 2 * data.len() as u64 - 5);
+    }
 
     #[test]
     fn index_escapes_and_orders() {
