@@ -233,9 +233,17 @@ pub fn run_once(spool: &Spool, cfg: &Config, net: Network) -> Result<Summary, Er
         cfg.io_timeout,
         cfg.min_rate,
     );
-    for inc in guard.incidents()? {
-        if !matches!(inc.state, State::Analysed | State::Uploading) {
-            continue;
+    for (n, inc) in guard.incidents()?.into_iter().enumerate() {
+        if n > 0 {
+            // Incidents committed meanwhile (commits do not wait for this lock) count too.
+            if let Err(e) = guard.enforce_quotas(0, 0) {
+                tracing::warn!("upload: quota enforcement failed: {e}");
+            }
+        }
+        if !matches!(inc.state, State::Analysed | State::Uploading)
+            || spool.fs().stat(&spool.incident_dir(&inc.id)).is_err()
+        {
+            continue; // not ready, or evicted meanwhile
         }
         let now = spool.now_ms();
         // (A backoff longer than the cap means the clock was set back: it has expired.)
