@@ -458,7 +458,16 @@ pub struct Spool {
     quotas: Quotas,
     /// spool.json as last read or written, and whether it is newer than the disk (a write
     /// failed: counts survive in memory until the disk has room again).
-    state: Mutex<Option<(SpoolState, bool)>>,
+    state: Mutex<Option<CachedState>>,
+}
+
+/// spool.json as last read or written: the state, whether it is newer than the disk, and the
+/// bytes it was read from or written as (equal bytes on disk need no parsing).
+#[derive(Debug)]
+struct CachedState {
+    state: SpoolState,
+    dirty: bool,
+    raw: Vec<u8>,
 }
 
 /// An incident being written: its directory and the lock that says its writer is alive.
@@ -775,14 +784,17 @@ impl Spool {
 
     /// The current state: the in-memory copy if it is newer than the disk, else spool.json
     /// (re-read each time: another process sharing the data dir may have changed it).
-    fn load_state(&self, cache: &mut Option<(SpoolState, bool)>) -> SpoolState {
-        if let Some((s, true)) = cache {
-            return s.clone();
+    fn load_state(&self, cache: &mut Option<CachedState>) -> SpoolState {
+        if let Some(c) = cache.as_ref().filter(|c| c.dirty) {
+            return c.state.clone();
         }
         let p = self.root.join("spool.json");
-        let s = match self.fs.read(&p) {
+        let (s, raw) = match self.fs.read(&p) {
+            Ok(b) if cache.as_ref().is_some_and(|c| c.raw == b) => {
+                return cache.as_ref().map(|c| c.state.clone()).unwrap_or_default();
+            }
             Ok(b) => match unseal::<SpoolState>(&b) {
-                Ok(s) => s,
+                Ok(s) => (s, b),
                 Err(what) => {
                     tracing::warn!("spool: {}: {what}; starting from empty state", p.display());
                     let mut s = SpoolState::default();
@@ -794,17 +806,25 @@ impl Spool {
                     });
                     s.losses_total += 1;
                     // Newer than the disk: counted once, written with the next change.
-                    *cache = Some((s.clone(), true));
+                    *cache = Some(CachedState {
+                        state: s.clone(),
+                        dirty: true,
+                        raw: Vec::new(),
+                    });
                     return s;
                 }
             },
-            Err(e) if e.kind() == io::ErrorKind::NotFound => SpoolState::default(),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => (SpoolState::default(), Vec::new()),
             Err(e) => {
                 tracing::warn!("spool: {}: {e}; using the last known state", p.display());
-                return cache.as_ref().map(|c| c.0.clone()).unwrap_or_default();
+                return cache.as_ref().map(|c| c.state.clone()).unwrap_or_default();
             }
         };
-        *cache = Some((s.clone(), false));
+        *cache = Some(CachedState {
+            state: s.clone(),
+            dirty: false,
+            raw,
+        });
         s
     }
 
@@ -820,7 +840,11 @@ impl Spool {
         let bytes = seal(&s);
         let p = self.root.join("spool.json");
         let r = fs::write_atomic(&*self.fs, &p, &bytes).map_err(io_err(&p, "write"));
-        *g = Some((s, r.is_err()));
+        *g = Some(CachedState {
+            state: s,
+            dirty: r.is_err(),
+            raw: if r.is_ok() { bytes } else { Vec::new() },
+        });
         r
     }
 
