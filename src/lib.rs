@@ -5,3 +5,5 @@
 
 pub mod hprof;
 pub mod mapped;
+pub mod spool;
+pub mod upload;

@@ -26,9 +26,28 @@ need_java() {
   command -v javac >/dev/null && command -v java >/dev/null || apt_install openjdk-17-jdk-headless
 }
 
+setup_tus_server() {
+  # A real tus server for the upload interop test: @tus/server + @tus/file-store from npm,
+  # pinned by tests/tus-server/package{,-lock}.json, installed into target/tus-server/.
+  local root dst
+  root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+  dst="$root/target/tus-server"
+  command -v node >/dev/null && command -v npm >/dev/null || apt_install nodejs npm
+  mkdir -p "$dst"
+  cp "$root/tests/tus-server/server.mjs" "$dst/"
+  if [ -f "$dst/node_modules/@tus/server/package.json" ] && [ -f "$dst/node_modules/@tus/file-store/package.json" ] \
+     && cmp -s "$root/tests/tus-server/package-lock.json" "$dst/package-lock.json"; then
+    return 0
+  fi
+  cp "$root/tests/tus-server/package.json" "$root/tests/tus-server/package-lock.json" "$dst/"
+  echo "setup: npm ci @tus/server @tus/file-store into target/tus-server"
+  (cd "$dst" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+}
+
 setup_test_deps() {
   apt_install hprof-conv clang lld llvm-14
   need_java
+  setup_tus_server
   rust_target aarch64-linux-android
   rust_target armv7-linux-androideabi
   rustup component list --installed | grep -q '^clippy' || rustup component add clippy rustfmt

@@ -88,3 +88,104 @@ pub fn java_dump(mb: u32, marker: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&classes);
     out
 }
+
+/// A temporary directory on tmpfs when there is one (fsync is free there: for tests about
+/// process crashes, not power loss), else under the system temp dir.
+pub fn fast_tmp() -> tempfile::TempDir {
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir() {
+        if let Ok(d) = tempfile::tempdir_in(shm) {
+            return d;
+        }
+    }
+    tempfile::tempdir().unwrap()
+}
+
+/// A free TCP port on 127.0.0.1 (bound, then released).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A TCP relay on 127.0.0.1 to `target`. While `cutting` is set, each connection is cut once
+/// `cut_after` bytes of requests have passed. Each piece of up to 64 KiB client → server waits
+/// `pause` first (a slow link). Returns the relay's port; it runs until the test ends.
+pub fn relay(
+    target: std::net::SocketAddr,
+    cut_after: u64,
+    cutting: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    pause: std::time::Duration,
+) -> u16 {
+    use std::io::{Read, Write};
+    use std::net::{Shutdown, TcpListener, TcpStream};
+    use std::sync::atomic::Ordering;
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            let Ok(mut client) = c else { return };
+            let Ok(mut server) = TcpStream::connect(target) else {
+                continue;
+            };
+            let cutting = cutting.clone();
+            let (mut c2, mut s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut s2, &mut c2);
+                let _ = c2.shutdown(Shutdown::Both);
+            });
+            std::thread::spawn(move || {
+                let mut n = 0u64;
+                let mut buf = vec![0u8; 64 * 1024];
+                loop {
+                    let k = match client.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(k) => k,
+                    };
+                    let k = if cutting.load(Ordering::SeqCst) {
+                        (k as u64).min(cut_after.saturating_sub(n)) as usize
+                    } else {
+                        k
+                    };
+                    if !pause.is_zero() {
+                        std::thread::sleep(pause);
+                    }
+                    if k == 0 || server.write_all(&buf[..k]).is_err() {
+                        break;
+                    }
+                    n += k as u64;
+                }
+                let _ = server.shutdown(Shutdown::Both);
+                let _ = client.shutdown(Shutdown::Both);
+            });
+        }
+    });
+    port
+}
+
+/// `target/tus-server/` with `@tus/server` and `@tus/file-store` installed (by
+/// `setup_tus_server` in scripts/lib/setup.sh, run here if needed).
+pub fn tus_server_dir() -> PathBuf {
+    let dir = root().join("target/tus-server");
+    if !dir.join("node_modules/@tus/server/package.json").exists()
+        || !dir
+            .join("node_modules/@tus/file-store/package.json")
+            .exists()
+    {
+        let st = Command::new("bash")
+            .arg("-c")
+            .arg("source scripts/lib/setup.sh && setup_tus_server")
+            .current_dir(root())
+            .status()
+            .expect("bash runs");
+        assert!(st.success(), "setup_tus_server failed");
+    }
+    std::fs::copy(
+        root().join("tests/tus-server/server.mjs"),
+        dir.join("server.mjs"),
+    )
+    .unwrap();
+    dir
+}

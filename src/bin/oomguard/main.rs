@@ -10,7 +10,9 @@ macro_rules! say {
     }};
 }
 
+mod collect_cmd;
 mod hprof_cmds;
+mod spool_worker_cmd;
 mod testdata_cmd;
 
 use clap::{Parser, Subcommand};
@@ -38,6 +40,11 @@ enum Cmd {
     /// Write a generated ART-style (Android 8+) heap dump, for benches and tests.
     #[command(name = "testdata-art")]
     TestdataArt(testdata_cmd::TestdataArgs),
+    /// A development tus receiver: stores incidents, verifies sha256, renders index.html.
+    Collect(collect_cmd::CollectArgs),
+    /// Test harness: drive the spool and uploader (for kill -9 tests).
+    #[command(hide = true)]
+    SpoolWorker(spool_worker_cmd::WorkerArgs),
 }
 
 /// A failure the command reports: exit code and message.
@@ -53,6 +60,8 @@ fn main() -> ExitCode {
         Cmd::Strip(a) => hprof_cmds::strip(a),
         Cmd::Restore(a) => hprof_cmds::restore(a),
         Cmd::TestdataArt(a) => testdata_cmd::run(a),
+        Cmd::Collect(a) => collect_cmd::collect(a),
+        Cmd::SpoolWorker(a) => spool_worker_cmd::run(a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,500 @@
+//! Tests of the spool: states, recovery, analysis attempts, quarantine, faults, quotas, lock.
+
+use super::*;
+use std::sync::Arc;
+
+const T0: u64 = 1_800_000_000_000;
+
+struct Env {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    clock: Arc<ManualClock>,
+    fs: FaultFs,
+}
+
+impl Env {
+    fn new() -> Env {
+        // tmpfs when there is one: these tests are about error paths, not power loss, and
+        // thousands of fsyncs on a disk would make them slow.
+        let shm = Path::new("/dev/shm");
+        let dir = if shm.is_dir() {
+            tempfile::tempdir_in(shm).unwrap()
+        } else {
+            tempfile::tempdir().unwrap()
+        };
+        let root = dir.path().join("spool");
+        Env {
+            _dir: dir,
+            root,
+            clock: Arc::new(ManualClock::new(T0)),
+            fs: FaultFs::new(),
+        }
+    }
+    fn spool(&self, q: Quotas) -> Spool {
+        Spool::with(&self.root, q, Arc::new(self.fs.clone()), self.clock.clone()).unwrap()
+    }
+}
+
+fn stage_files(spool: &Spool, id: &str, mini: usize) -> Staging {
+    let st = spool.stage_with_id(id).unwrap();
+    let body: Vec<u8> = (0..mini).map(|i| (i * 31 % 251) as u8).collect();
+    std::fs::write(st.path(FileKind::MiniDump), body).unwrap();
+    std::fs::write(st.path(FileKind::Fds), b"0 /dev/null\n").unwrap();
+    std::fs::write(st.path(FileKind::Threads), b"main\n").unwrap();
+    st
+}
+
+fn info(reason: &str) -> NewIncident {
+    NewIncident {
+        reason: reason.into(),
+        samples: serde_json::json!([{"heap": 1.5, "fd": 3}]),
+        running_info: serde_json::json!({"pid": 1}),
+        policy_version: "p1".into(),
+    }
+}
+
+fn add(spool: &Spool, id: &str, mini: usize) -> String {
+    let st = stage_files(spool, id, mini);
+    spool.commit(st, info("heap")).unwrap()
+}
+
+fn good(job: &AnalysisJob) -> std::result::Result<(), String> {
+    std::fs::write(&job.report_out, br#"{"gcPaths":[],"dominators":[]}"#).map_err(|e| e.to_string())
+}
+
+fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+#[test]
+fn lifecycle_dumped_analysed_uploading() {
+    let env = Env::new();
+    let spool = env.spool(Quotas::default());
+    let id = add(&spool, "a1", 10_000);
+    assert_eq!(spool.read_incident(&id).unwrap().state, State::Dumped);
+    let g = spool.lock().unwrap();
+    let mut calls = 0;
+    let rec = g
+        .recover(&mut |j: &AnalysisJob| {
+            calls += 1;
+            assert!(j.mini_dump.is_some() && j.full_dump.is_none());
+            good(j)
+        })
+        .unwrap();
+    assert_eq!((rec.analysed, calls), (1, 1));
+    let inc = spool.read_incident(&id).unwrap();
+    assert_eq!((inc.state, inc.analysis_attempts), (State::Analysed, 1));
+    let inc = g.plan_upload(&id).unwrap();
+    assert_eq!(inc.state, State::Uploading);
+    let kinds: Vec<_> = inc.uploads.iter().map(|u| u.kind).collect();
+    assert_eq!(
+        kinds,
+        vec![
+            FileKind::Meta,
+            FileKind::Report,
+            FileKind::Fds,
+            FileKind::Threads,
+            FileKind::MiniDumpGz
+        ]
+    );
+    // The mini dump was replaced by its compressed copy, which decompresses to it.
+    let d = spool.incident_dir(&id);
+    assert!(!d.join("mini.hprof").exists());
+    let mut gz =
+        flate2::read::GzDecoder::new(std::fs::File::open(d.join("mini.hprof.gz")).unwrap());
+    let mut back = Vec::new();
+    gz.read_to_end(&mut back).unwrap();
+    assert_eq!(back.len(), 10_000);
+    assert_eq!(back[33], (33 * 31 % 251) as u8);
+    // Re-planning an uploading incident changes nothing (resume offsets stay valid).
+    assert_eq!(g.plan_upload(&id).unwrap(), inc);
+    g.delete(&id).unwrap();
+    assert!(names(&spool.incidents_dir()).is_empty());
+}
+
+#[test]
+fn half_written_dump_is_deleted_only_when_its_writer_is_gone() {
+    let env = Env::new();
+    let spool = env.spool(Quotas::default());
+    let live = stage_files(&spool, "live", 100);
+    let dead = stage_files(&spool, "dead", 100);
+    drop(dead); // the writer died: its lock is released
+    let g = spool.lock().unwrap();
+    let rec = g.recover(&mut good).unwrap();
+    assert_eq!(rec.half_written_deleted, 1);
+    assert_eq!(names(&env.root.join("staging")), vec!["live".to_string()]);
+    assert_eq!(spool.state().pending.losses, 1);
+    drop(g);
+    spool.commit(live, info("x")).unwrap();
+    assert!(spool.incident_dir("live").join("incident.json").exists());
+}
+
+#[test]
+fn analysis_attempts_count_across_launches_then_upload_without_report() {
+    let env = Env::new();
+    let q = Quotas {
+        max_analysis_attempts: 3,
+        ..Quotas::default()
+    };
+    add(&env.spool(q.clone()), "b1", 100);
+    let mut calls = 0;
+    for launch in 1..=5 {
+        let spool = env.spool(q.clone()); // a new process
+        let g = spool.lock().unwrap();
+        g.recover(&mut |_: &AnalysisJob| {
+            calls += 1;
+            Err("analyser crashed".to_string())
+        })
+        .unwrap();
+        let inc = spool.read_incident("b1").unwrap();
+        if launch < 3 {
+            assert_eq!((inc.state, inc.analysis_attempts), (State::Dumped, launch));
+        } else {
+            assert_eq!((inc.state, inc.analysis_attempts), (State::Analysed, 3));
+            assert_eq!(inc.analysis_error.as_deref(), Some("analyser crashed"));
+        }
+    }
+    assert_eq!(calls, 3);
+    // A crash *during* analysis (the attempt is counted before it starts).
+    add(&env.spool(q.clone()), "b2", 100);
+    let spool = env.spool(q.clone());
+    let g = spool.lock().unwrap();
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        g.recover(&mut |_: &AnalysisJob| -> std::result::Result<(), String> {
+            panic!("simulated crash inside the analyser")
+        })
+    }));
+    assert_eq!(spool.read_incident("b2").unwrap().analysis_attempts, 1);
+    let inc = g.plan_upload("b1").unwrap();
+    assert!(inc.uploads.iter().all(|u| u.kind != FileKind::Report));
+    assert!(inc.uploads.iter().any(|u| u.kind == FileKind::MiniDumpGz));
+}
+
+#[test]
+fn unknown_files_are_quarantined_and_logged_never_deleted() {
+    let env = Env::new();
+    let spool = env.spool(Quotas::default());
+    add(&spool, "c1", 100);
+    std::fs::write(spool.incident_dir("c1").join("surprise.bin"), b"keep me").unwrap();
+    std::fs::write(spool.incidents_dir().join("stray.txt"), b"stray").unwrap();
+    std::fs::create_dir_all(spool.incidents_dir().join("no-meta")).unwrap();
+    std::fs::write(spool.incidents_dir().join("no-meta/mini.hprof"), b"x").unwrap();
+    let g = spool.lock().unwrap();
+    let rec = g.recover(&mut good).unwrap();
+    assert_eq!(rec.quarantined, 2, "{rec:?}");
+    assert_eq!(names(&spool.incidents_dir()), vec!["c1".to_string()]);
+    let q = names(&spool.quarantine_dir());
+    assert_eq!(q.len(), 3, "{q:?}");
+    assert!(q.iter().any(|n| n.ends_with("c1-surprise.bin")));
+    let kept = std::fs::read(
+        spool
+            .quarantine_dir()
+            .join(q.iter().find(|n| n.ends_with("surprise.bin")).unwrap()),
+    )
+    .unwrap();
+    assert_eq!(kept, b"keep me");
+    assert_eq!(spool.state().pending.losses, 3);
+    assert_eq!(spool.read_incident("c1").unwrap().state, State::Analysed);
+}
+
+#[test]
+fn flipped_bits_in_incident_json_are_detected_and_counted() {
+    let env = Env::new();
+    let spool = env.spool(Quotas::default());
+    add(&spool, "old", 100);
+    add(&spool, "victim", 100);
+    let p = spool.incident_dir("victim").join("incident.json");
+    let orig = std::fs::read(&p).unwrap();
+    let old_before = std::fs::read(spool.incident_dir("old").join("incident.json")).unwrap();
+    let total_bits = orig.len() * 8;
+    let mut detected = 0;
+    for bit in (0..total_bits).step_by(3) {
+        let mut b = orig.clone();
+        b[bit / 8] ^= 1 << (bit % 8);
+        std::fs::write(&p, &b).unwrap();
+        match spool.read_incident("victim") {
+            Err(Error::Corrupt { .. }) => detected += 1,
+            Ok(i) => panic!("bit {bit} flipped and still read as {i:?}"),
+            Err(e) => panic!("bit {bit}: unexpected {e}"),
+        }
+    }
+    assert_eq!(detected, total_bits.div_ceil(3));
+    // Recovery moves the corrupt incident aside, counts the loss, leaves the old one intact.
+    let mut b = orig.clone();
+    b[orig.len() / 2] ^= 0x10;
+    std::fs::write(&p, &b).unwrap();
+    let g = spool.lock().unwrap();
+    let rec = g.recover(&mut good).unwrap();
+    assert_eq!(rec.quarantined, 1);
+    assert_eq!(g.ids().unwrap(), vec!["old".to_string()]);
+    assert_eq!(spool.state().pending.losses, 1);
+    assert!(spool.state().pending.loss_records[0]
+        .what
+        .contains("unreadable"));
+    assert_eq!(spool.read_incident("old").unwrap().state, State::Analysed);
+    let _ = old_before;
+}
+
+#[test]
+fn torn_incident_json_is_corrupt_not_trusted() {
+    let env = Env::new();
+    let spool = env.spool(Quotas::default());
+    add(&spool, "t1", 100);
+    let p = spool.incident_dir("t1").join("incident.json");
+    let orig = std::fs::read(&p).unwrap();
+    for cut in [0, 1, orig.len() / 3, orig.len() - 1] {
+        std::fs::write(&p, &orig[..cut]).unwrap();
+        assert!(matches!(
+            spool.read_incident("t1"),
+            Err(Error::Corrupt { .. })
+        ));
+    }
+}
+
+/// Run `op` with a fault at every write point it has; after each, a clean recovery must leave
+/// the old incidents intact and the spool consistent, and nothing may panic.
+fn every_write_point(
+    name: &str,
+    setup: impl Fn(&Spool, &ManualClock),
+    op: impl Fn(&Spool) -> std::result::Result<(), String>,
+) {
+    for fault in [Fault::NoSpace, Fault::Io, Fault::Torn] {
+        for sticky in [false, true] {
+            let mut i = 0;
+            loop {
+                let env = Env::new();
+                let q = Quotas::default();
+                let spool = env.spool(q.clone());
+                add(&spool, "old-0", 3000);
+                {
+                    let g = spool.lock().unwrap();
+                    g.recover(&mut good).unwrap();
+                    g.plan_upload("old-0").unwrap();
+                }
+                add(&spool, "old-1", 3000);
+                setup(&spool, &env.clock);
+                let before0 =
+                    std::fs::read(spool.incident_dir("old-0").join("incident.json")).unwrap();
+                env.fs.fail_at(i, fault, sticky);
+                let _ = op(&spool);
+                let tripped = env.fs.tripped();
+                env.fs.heal();
+                // A new launch on a healthy disk.
+                let spool2 = env.spool(q.clone());
+                let g = spool2.lock().unwrap();
+                g.recover(&mut good).unwrap();
+                let ids = g.ids().unwrap();
+                assert!(
+                    ids.contains(&"old-0".to_string()) && ids.contains(&"old-1".to_string()),
+                    "{name} {fault:?} sticky={sticky} point {i}: old incidents lost: {ids:?}"
+                );
+                let after0 =
+                    std::fs::read(spool2.incident_dir("old-0").join("incident.json")).unwrap();
+                assert_eq!(before0, after0, "{name}: old-0 changed at point {i}");
+                for id in &ids {
+                    let inc = spool2.read_incident(id).unwrap();
+                    if inc.state == State::Uploading {
+                        // Every planned file is present and matches its hash.
+                        for u in &inc.uploads {
+                            let (sha, n) = hash_file(
+                                &RealFs,
+                                &spool2.incident_dir(id).join(u.kind.file_name()),
+                            )
+                            .unwrap();
+                            assert_eq!(
+                                (sha, n),
+                                (u.sha256.clone(), u.size),
+                                "{name} {id} point {i}"
+                            );
+                        }
+                    }
+                    let plan = g.plan_upload(id);
+                    assert!(
+                        plan.is_ok() || inc.state == State::Rejected,
+                        "{name} {id}: {plan:?}"
+                    );
+                }
+                if !tripped {
+                    break;
+                }
+                i += 1;
+                assert!(i < 500, "{name}: too many write points");
+            }
+            assert!(i > 3, "{name}: only {i} write points found");
+        }
+    }
+}
+
+#[test]
+fn faults_at_every_write_point_of_commit() {
+    every_write_point(
+        "commit",
+        |_, _| {},
+        |s| {
+            let st = s.stage_with_id("new").map_err(|e| e.to_string())?;
+            std::fs::write(st.path(FileKind::MiniDump), vec![7u8; 3000]).unwrap();
+            s.commit(st, info("new"))
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        },
+    );
+}
+
+#[test]
+fn faults_at_every_write_point_of_recovery_and_analysis() {
+    every_write_point(
+        "recover",
+        |_, _| {},
+        |s| {
+            let g = s.lock().map_err(|e| e.to_string())?;
+            g.recover(&mut good).map(|_| ()).map_err(|e| e.to_string())
+        },
+    );
+}
+
+#[test]
+fn faults_at_every_write_point_of_planning_and_eviction() {
+    every_write_point(
+        "plan",
+        |s, clock| {
+            // An incident old enough for the age quota to evict.
+            clock.set(T0 - 15 * 24 * 3600 * 1000);
+            add(s, "ancient", 2000);
+            clock.set(T0);
+            let g = s.lock().unwrap();
+            g.recover(&mut good).unwrap();
+        },
+        |s| {
+            let g = s.lock().map_err(|e| e.to_string())?;
+            g.plan_upload("old-1").map_err(|e| e.to_string())?;
+            g.enforce_quotas(0, 0).map_err(|e| e.to_string())?;
+            Ok(())
+        },
+    );
+}
+
+#[test]
+fn commit_failure_counts_the_loss_and_keeps_old_incidents() {
+    let env = Env::new();
+    let spool = env.spool(Quotas::default());
+    add(&spool, "keep", 100);
+    let st = stage_files(&spool, "lost", 100);
+    env.fs.fail_at(0, Fault::NoSpace, true);
+    let e = spool.commit(st, info("x")).unwrap_err();
+    assert!(e.to_string().contains("No space left"), "{e}");
+    env.fs.heal();
+    // The loss is in memory even though spool.json could not be written then.
+    assert_eq!(spool.state().pending.losses, 1);
+    assert!(!env.root.join("staging/lost").exists());
+    let g = spool.lock().unwrap();
+    g.recover(&mut good).unwrap();
+    assert_eq!(g.ids().unwrap(), vec!["keep".to_string()]);
+    drop(g);
+    // Persisted with the next state change.
+    spool.update_state(|_| {}).unwrap();
+    let again = env.spool(Quotas::default());
+    assert_eq!(again.state().pending.losses, 1);
+}
+
+#[test]
+fn quotas_evict_oldest_first_and_count_it_in_the_next_report() {
+    let env = Env::new();
+    let q = Quotas {
+        max_count: 3,
+        max_total_bytes: 30_000,
+        ..Quotas::default()
+    };
+    let spool = env.spool(q);
+    for i in 0..5 {
+        add(&spool, &format!("q{i}"), 5000);
+        env.clock.advance(Duration::from_secs(60));
+    }
+    let g = spool.lock().unwrap();
+    assert_eq!(g.ids().unwrap(), vec!["q2", "q3", "q4"]);
+    let st = spool.state();
+    assert_eq!(st.pending.evictions, 2);
+    assert_eq!(st.pending.eviction_records[0].id, "q0");
+    assert_eq!(st.pending.eviction_records[0].quota, "count");
+    drop(g);
+    // Bytes: a 20 kB incident pushes out the two oldest.
+    add(&spool, "big", 20_000);
+    let g = spool.lock().unwrap();
+    assert_eq!(g.ids().unwrap(), vec!["big", "q4"]);
+    // Age: 14 days later everything older goes.
+    env.clock.advance(Duration::from_secs(14 * 24 * 3600 + 1));
+    drop(g);
+    add(&spool, "fresh", 100);
+    let g = spool.lock().unwrap();
+    assert_eq!(g.ids().unwrap(), vec!["fresh"]);
+    let st = spool.state();
+    assert_eq!(st.pending.evictions, 6);
+    assert!(st.pending.eviction_records.iter().any(|e| e.quota == "age"));
+    assert!(st
+        .pending
+        .eviction_records
+        .iter()
+        .any(|e| e.quota == "bytes"));
+    // The counts go out with the next planned report, then start again from zero.
+    g.recover(&mut good).unwrap();
+    let inc = g.plan_upload("fresh").unwrap();
+    assert_eq!(inc.accounting.evictions, 6);
+    let meta: Value = serde_json::from_slice(
+        &std::fs::read(spool.incident_dir("fresh").join("meta.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(meta["evictions"], 6);
+    assert_eq!(meta["evicted"][0]["id"], "q0");
+    assert_eq!(spool.state().pending.evictions, 0);
+    assert_eq!(spool.state().evictions_total, 6);
+    // Too big for the spool at all: refused, counted.
+    drop(g);
+    let st = stage_files(&spool, "huge", 50_000);
+    assert!(matches!(
+        spool.commit(st, info("x")),
+        Err(Error::TooBig { .. })
+    ));
+    assert_eq!(spool.state().pending.losses, 1);
+}
+
+#[test]
+fn one_lock_holder_at_a_time() {
+    let env = Env::new();
+    let a = env.spool(Quotas::default());
+    let b = env.spool(Quotas::default());
+    let g = a.lock().unwrap();
+    assert!(matches!(b.lock(), Err(Error::Locked(_))));
+    // Committing needs no lock.
+    add(&b, "while-locked", 10);
+    drop(g);
+    let g = b.lock().unwrap();
+    assert_eq!(g.ids().unwrap(), vec!["while-locked"]);
+}
+
+#[test]
+fn corrupt_spool_json_resets_and_counts() {
+    let env = Env::new();
+    let spool = env.spool(Quotas::default());
+    spool.update_state(|s| s.retry_after_until_ms = 42).unwrap();
+    let p = env.root.join("spool.json");
+    let mut b = std::fs::read(&p).unwrap();
+    b[20] ^= 4;
+    std::fs::write(&p, b).unwrap();
+    let again = env.spool(Quotas::default());
+    let st = again.state();
+    assert_eq!(st.retry_after_until_ms, 0);
+    assert_eq!(st.pending.losses, 1);
+}
+
+#[test]
+fn spool_is_shared_between_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Spool>();
+    send_sync::<Quotas>();
+}

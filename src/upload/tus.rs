@@ -1,0 +1,346 @@
+//! A tus 1.0 client over `ureq` (core protocol + creation): POST to create, HEAD for the offset,
+//! PATCH with `application/offset+octet-stream`.
+//!
+//! Invariants: every request carries `Tus-Resumable: 1.0.0`; no URL that is not HTTPS (or plain
+//! HTTP to a loopback address) is ever contacted; each response body is read (bounded) so that
+//! the connection can be reused; nothing panics on a malformed answer.
+
+use base64::Engine;
+use std::io::Read;
+use std::time::Duration;
+
+/// What went wrong talking to the server.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TusError {
+    #[error("HTTP {status} from {url}: {body}")]
+    Status {
+        status: u16,
+        url: String,
+        /// `Retry-After`, in seconds, when the server sent one we could read.
+        retry_after: Option<u64>,
+        body: String,
+    },
+    #[error("{url}: network: {what}")]
+    Network { url: String, what: String },
+    #[error("{url}: protocol: {what}")]
+    Protocol { url: String, what: String },
+    #[error("{0}: refused: only https:// or http:// to a loopback address")]
+    Insecure(String),
+}
+
+/// The answer to a HEAD.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Head {
+    pub offset: u64,
+    pub length: Option<u64>,
+    /// Hex SHA-256 of the stored bytes, when the server says it (`Upload-Sha256`, an oomguard
+    /// collector extension).
+    pub sha256: Option<String>,
+}
+
+/// The answer to a PATCH.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Patched {
+    pub offset: u64,
+    pub sha256: Option<String>,
+}
+
+/// Whether `url` may be contacted: https, or http to 127.0.0.0/8, localhost or [::1].
+pub fn allowed_url(url: &str) -> bool {
+    if let Some(rest) = url.strip_prefix("https://") {
+        return !rest.is_empty();
+    }
+    let Some(rest) = url.strip_prefix("http://") else {
+        return false;
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let authority = authority.rsplit('@').next().unwrap_or("");
+    let host = if let Some(v6) = authority.strip_prefix('[') {
+        v6.split(']').next().unwrap_or("")
+    } else {
+        authority.split(':').next().unwrap_or("")
+    };
+    if host.eq_ignore_ascii_case("localhost") || host == "::1" {
+        return true;
+    }
+    match host.parse::<std::net::Ipv4Addr>() {
+        Ok(ip) => ip.is_loopback(),
+        Err(_) => false,
+    }
+}
+
+/// `scheme://authority` of an absolute URL.
+fn origin(url: &str) -> &str {
+    let start = url.find("://").map(|i| i + 3).unwrap_or(0);
+    match url[start..].find('/') {
+        Some(i) => &url[..start + i],
+        None => url,
+    }
+}
+
+/// Resolve a `Location` header against the endpoint.
+pub fn resolve(endpoint: &str, location: &str) -> String {
+    if location.starts_with("http://") || location.starts_with("https://") {
+        location.to_string()
+    } else if let Some(rest) = location.strip_prefix("//") {
+        let scheme = endpoint.split("://").next().unwrap_or("https");
+        format!("{scheme}://{rest}")
+    } else if location.starts_with('/') {
+        format!("{}{location}", origin(endpoint))
+    } else {
+        let base = match endpoint.rfind('/') {
+            Some(i) if i + 1 > origin(endpoint).len() => &endpoint[..=i],
+            _ => endpoint,
+        };
+        if base.ends_with('/') {
+            format!("{base}{location}")
+        } else {
+            format!("{base}/{location}")
+        }
+    }
+}
+
+/// Encode tus `Upload-Metadata`: `key base64(value)` pairs separated by commas.
+pub fn encode_metadata(pairs: &[(&str, &str)]) -> String {
+    let b64 = base64::engine::general_purpose::STANDARD;
+    pairs
+        .iter()
+        .map(|(k, v)| format!("{k} {}", b64.encode(v.as_bytes())))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Decode tus `Upload-Metadata` (keys without values map to "").
+pub fn decode_metadata(s: &str) -> Option<Vec<(String, String)>> {
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let mut out = Vec::new();
+    for pair in s.split(',') {
+        let pair = pair.trim();
+        if pair.is_empty() {
+            continue;
+        }
+        let mut it = pair.splitn(2, ' ');
+        let k = it.next()?.to_string();
+        let v = match it.next() {
+            Some(v) => String::from_utf8(b64.decode(v.trim()).ok()?).ok()?,
+            None => String::new(),
+        };
+        out.push((k, v));
+    }
+    Some(out)
+}
+
+/// Parse `Retry-After` seconds (an HTTP-date is not parsed: the caller's default applies).
+fn retry_after(r: &ureq::Response) -> Option<u64> {
+    r.header("Retry-After")?.trim().parse().ok()
+}
+
+fn read_small(r: ureq::Response) -> String {
+    let mut s = String::new();
+    let _ = r.into_reader().take(4096).read_to_string(&mut s);
+    s.chars().take(300).collect()
+}
+
+/// A tus client.
+#[derive(Debug, Clone)]
+pub struct Client {
+    agent: ureq::Agent,
+    endpoint: String,
+    io_timeout: Duration,
+    min_rate: u64,
+}
+
+impl Client {
+    /// A client; each request has a deadline of `io_timeout` plus its body at `min_rate`
+    /// bytes per second (ureq 2 drops the read timeout of pooled connections, a deadline it
+    /// keeps).
+    pub fn new(
+        endpoint: &str,
+        connect_timeout: Duration,
+        io_timeout: Duration,
+        min_rate: u64,
+    ) -> Client {
+        let agent = ureq::AgentBuilder::new()
+            .timeout_connect(connect_timeout)
+            .timeout_read(io_timeout)
+            .timeout_write(io_timeout)
+            .redirects(0)
+            .user_agent(concat!("oomguard/", env!("CARGO_PKG_VERSION")))
+            .build();
+        Client {
+            agent,
+            endpoint: endpoint.to_string(),
+            io_timeout,
+            min_rate: min_rate.max(1),
+        }
+    }
+
+    fn deadline(&self, body: u64) -> Duration {
+        self.io_timeout + Duration::from_millis(body.saturating_mul(1000) / self.min_rate)
+    }
+
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    fn check(&self, url: &str) -> Result<(), TusError> {
+        if allowed_url(url) {
+            Ok(())
+        } else {
+            Err(TusError::Insecure(url.to_string()))
+        }
+    }
+
+    fn map(url: &str, e: ureq::Error) -> TusError {
+        match e {
+            ureq::Error::Status(status, r) => TusError::Status {
+                status,
+                url: url.to_string(),
+                retry_after: retry_after(&r),
+                body: read_small(r),
+            },
+            ureq::Error::Transport(t) => TusError::Network {
+                url: url.to_string(),
+                what: t.to_string(),
+            },
+        }
+    }
+
+    /// Create an upload of `length` bytes; returns its absolute URL.
+    pub fn create(&self, length: u64, metadata: &[(&str, &str)]) -> Result<String, TusError> {
+        let url = &self.endpoint;
+        self.check(url)?;
+        let r = self
+            .agent
+            .post(url)
+            .timeout(self.deadline(0))
+            .set("Tus-Resumable", "1.0.0")
+            .set("Upload-Length", &length.to_string())
+            .set("Upload-Metadata", &encode_metadata(metadata))
+            .set("Content-Length", "0")
+            .call()
+            .map_err(|e| Self::map(url, e))?;
+        if r.status() != 201 && r.status() != 200 {
+            return Err(TusError::Protocol {
+                url: url.clone(),
+                what: format!("creation answered {} instead of 201", r.status()),
+            });
+        }
+        let loc = r.header("Location").map(str::to_string);
+        let _ = read_small(r);
+        let loc = loc.ok_or_else(|| TusError::Protocol {
+            url: url.clone(),
+            what: "creation answer without Location".into(),
+        })?;
+        let abs = resolve(url, loc.trim());
+        self.check(&abs)?;
+        Ok(abs)
+    }
+
+    /// The server's offset for an upload; `None` if the server no longer knows it (404/410).
+    pub fn head(&self, url: &str) -> Result<Option<Head>, TusError> {
+        self.check(url)?;
+        let r = match self
+            .agent
+            .head(url)
+            .timeout(self.deadline(0))
+            .set("Tus-Resumable", "1.0.0")
+            .call()
+        {
+            Ok(r) => r,
+            Err(ureq::Error::Status(404 | 410, _)) => return Ok(None),
+            Err(e) => return Err(Self::map(url, e)),
+        };
+        let offset = r
+            .header("Upload-Offset")
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .ok_or_else(|| TusError::Protocol {
+                url: url.to_string(),
+                what: "HEAD answer without a valid Upload-Offset".into(),
+            })?;
+        let length = r
+            .header("Upload-Length")
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        let sha256 = r.header("Upload-Sha256").map(|s| s.trim().to_string());
+        let _ = read_small(r);
+        Ok(Some(Head {
+            offset,
+            length,
+            sha256,
+        }))
+    }
+
+    /// Send `len` bytes from `body` at `offset`.
+    pub fn patch(
+        &self,
+        url: &str,
+        offset: u64,
+        body: &mut dyn Read,
+        len: u64,
+    ) -> Result<Patched, TusError> {
+        self.check(url)?;
+        let r = self
+            .agent
+            .request("PATCH", url)
+            .timeout(self.deadline(len))
+            .set("Tus-Resumable", "1.0.0")
+            .set("Upload-Offset", &offset.to_string())
+            .set("Content-Type", "application/offset+octet-stream")
+            .set("Content-Length", &len.to_string())
+            .send(body.take(len))
+            .map_err(|e| Self::map(url, e))?;
+        let new = r
+            .header("Upload-Offset")
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .ok_or_else(|| TusError::Protocol {
+                url: url.to_string(),
+                what: format!("PATCH answer {} without a valid Upload-Offset", r.status()),
+            })?;
+        let sha256 = r.header("Upload-Sha256").map(|s| s.trim().to_string());
+        let _ = read_small(r);
+        Ok(Patched {
+            offset: new,
+            sha256,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_https_or_loopback() {
+        assert!(allowed_url("https://example.com/files/"));
+        assert!(allowed_url("http://127.0.0.1:8080/files/"));
+        assert!(allowed_url("http://127.3.2.1/files/"));
+        assert!(allowed_url("http://localhost:1/x"));
+        assert!(allowed_url("http://[::1]:9/x"));
+        assert!(!allowed_url("http://example.com/files/"));
+        assert!(!allowed_url("http://10.0.0.1/files/"));
+        assert!(!allowed_url("http://127.0.0.1.evil.com/x"));
+        assert!(!allowed_url("http://user@evil.com/x"));
+        assert!(!allowed_url("ftp://127.0.0.1/"));
+        assert!(!allowed_url("127.0.0.1/files"));
+    }
+
+    #[test]
+    fn locations_resolve() {
+        let e = "http://127.0.0.1:9/files/";
+        assert_eq!(resolve(e, "/files/abc"), "http://127.0.0.1:9/files/abc");
+        assert_eq!(resolve(e, "abc"), "http://127.0.0.1:9/files/abc");
+        assert_eq!(resolve(e, "https://x/y"), "https://x/y");
+        assert_eq!(resolve("http://127.0.0.1:9", "/a"), "http://127.0.0.1:9/a");
+    }
+
+    #[test]
+    fn metadata_round_trips() {
+        let m = encode_metadata(&[("incident", "123-4"), ("kind", "mini.gz"), ("e", "")]);
+        assert_eq!(m, "incident MTIzLTQ=,kind bWluaS5neg==,e ");
+        let d = decode_metadata(&m).unwrap();
+        assert_eq!(d[0], ("incident".into(), "123-4".into()));
+        assert_eq!(d[1], ("kind".into(), "mini.gz".into()));
+        assert_eq!(d[2], ("e".into(), "".into()));
+        assert!(decode_metadata("k !!!").is_none());
+    }
+}

@@ -1,0 +1,576 @@
+//! The server-answer matrix: a scripted tus server on 127.0.0.1 answers 200/201/204, 404 on
+//! HEAD, 409 offset mismatch, 413, 429 with Retry-After, 500, a reset connection and a stalled
+//! response, and each gives the behaviour the upload module promises.
+
+mod common;
+
+use oomguard::spool::{
+    AnalysisJob, Clock, FileKind, ManualClock, NewIncident, Quotas, RealFs, Spool, State,
+};
+use oomguard::upload::http::{self, Body};
+use oomguard::upload::{self, Network, Stop};
+use std::collections::HashMap;
+use std::io::{BufReader, Read};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const T0: u64 = 1_800_000_000_000;
+
+#[derive(Debug, Clone, PartialEq)]
+struct Hit {
+    method: String,
+    path: String,
+    offset: Option<u64>,
+    body: u64,
+}
+
+#[allow(dead_code)]
+enum Act {
+    /// Behave like a correct tus server.
+    Normal,
+    /// Answer this status (with headers) without touching the upload.
+    Status(u16, Vec<(&'static str, String)>),
+    /// Like Normal, but answer this status instead of 201/204.
+    NormalAs(u16),
+    /// Read a little of the body, then drop the connection with data unread (a reset).
+    Reset,
+    /// Read the request, then say nothing for this long.
+    Stall(Duration),
+    /// The server already holds this many more bytes than the client thinks: 409.
+    Conflict(u64),
+}
+
+type Rule = Box<dyn FnMut(&Hit, usize) -> Act + Send>;
+
+struct State_ {
+    uploads: HashMap<String, (u64, u64)>,
+    next: u32,
+    log: Vec<Hit>,
+    rule: Rule,
+}
+
+struct Scripted {
+    port: u16,
+    st: Arc<Mutex<State_>>,
+}
+
+impl Scripted {
+    fn new(rule: impl FnMut(&Hit, usize) -> Act + Send + 'static) -> Scripted {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let st = Arc::new(Mutex::new(State_ {
+            uploads: HashMap::new(),
+            next: 0,
+            log: Vec::new(),
+            rule: Box::new(rule),
+        }));
+        let st2 = st.clone();
+        std::thread::spawn(move || {
+            for c in l.incoming() {
+                let Ok(c) = c else { return };
+                let st = st2.clone();
+                std::thread::spawn(move || serve(c, &st));
+            }
+        });
+        Scripted { port, st }
+    }
+    fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}/files/", self.port)
+    }
+    fn log(&self) -> Vec<Hit> {
+        self.st.lock().unwrap().log.clone()
+    }
+    fn methods(&self) -> Vec<String> {
+        self.log().into_iter().map(|h| h.method).collect()
+    }
+}
+
+fn serve(c: TcpStream, st: &Mutex<State_>) {
+    let mut w = c.try_clone().unwrap();
+    let mut r = BufReader::new(c);
+    loop {
+        let Ok(Some(req)) = http::read_request(&mut r, 16384) else {
+            return;
+        };
+        let framing = req.framing().unwrap();
+        let mut hit = Hit {
+            method: req.method.clone(),
+            path: req.path().to_string(),
+            offset: req.header("upload-offset").and_then(|v| v.parse().ok()),
+            body: match framing {
+                http::Framing::Length(n) => n,
+                http::Framing::Chunked => 0,
+            },
+        };
+        let act = {
+            let mut g = st.lock().unwrap();
+            let n = g.log.len();
+            g.log.push(hit.clone());
+            (g.rule)(&hit, n)
+        };
+        let mut body = Body::new(&mut r, framing);
+        let normal_status = match act {
+            Act::Reset => {
+                let mut b = vec![0u8; 1000.min(hit.body as usize)];
+                let _ = body.read_exact(&mut b);
+                return; // dropped with unread data: the peer sees a reset
+            }
+            Act::Stall(d) => {
+                std::thread::sleep(d);
+                return;
+            }
+            Act::Status(code, h) => {
+                let _ = body.drain(1 << 30);
+                let mut hs = vec![("Tus-Resumable", "1.0.0".to_string())];
+                hs.extend(h);
+                let _ = http::write_response(&mut w, code, &hs, b"scripted", true);
+                continue;
+            }
+            Act::Conflict(more) => {
+                let _ = body.drain(1 << 30);
+                let mut g = st.lock().unwrap();
+                let up = g
+                    .uploads
+                    .get_mut(req.path().trim_start_matches("/files/"))
+                    .unwrap();
+                up.1 = (up.1 + more).min(up.0);
+                let off = up.1;
+                drop(g);
+                let hs = vec![
+                    ("Tus-Resumable", "1.0.0".to_string()),
+                    ("Upload-Offset", off.to_string()),
+                ];
+                let _ = http::write_response(&mut w, 409, &hs, b"", true);
+                continue;
+            }
+            Act::Normal => None,
+            Act::NormalAs(s) => Some(s),
+        };
+        let mut data = Vec::new();
+        body.read_to_end(&mut data).unwrap();
+        hit.body = data.len() as u64;
+        let mut g = st.lock().unwrap();
+        let (code, hs): (u16, Vec<(&str, String)>) = match req.method.as_str() {
+            "POST" => {
+                let len: u64 = req.header("upload-length").unwrap().parse().unwrap();
+                g.next += 1;
+                let id = format!("u{}", g.next);
+                g.uploads.insert(id.clone(), (len, 0));
+                (201, vec![("Location", format!("/files/{id}"))])
+            }
+            "HEAD" => match g.uploads.get(req.path().trim_start_matches("/files/")) {
+                Some((len, off)) => (
+                    200,
+                    vec![
+                        ("Upload-Offset", off.to_string()),
+                        ("Upload-Length", len.to_string()),
+                    ],
+                ),
+                None => (404, vec![]),
+            },
+            "PATCH" => match g.uploads.get_mut(req.path().trim_start_matches("/files/")) {
+                Some((len, off)) if Some(*off) == hit.offset && *off + hit.body <= *len => {
+                    *off += hit.body;
+                    (204, vec![("Upload-Offset", off.to_string())])
+                }
+                Some((_, off)) => (409, vec![("Upload-Offset", off.to_string())]),
+                None => (404, vec![]),
+            },
+            _ => (405, vec![]),
+        };
+        drop(g);
+        let code = match normal_status {
+            Some(s) if code < 300 => s,
+            _ => code,
+        };
+        let mut all = vec![("Tus-Resumable", "1.0.0".to_string())];
+        all.extend(hs);
+        if http::write_response(&mut w, code, &all, b"", true).is_err() {
+            return;
+        }
+    }
+}
+
+struct Env {
+    _tmp: tempfile::TempDir,
+    root: std::path::PathBuf,
+    clock: Arc<ManualClock>,
+}
+
+impl Env {
+    fn new() -> Env {
+        let tmp = common::fast_tmp();
+        let root = tmp.path().join("spool");
+        let env = Env {
+            _tmp: tmp,
+            root,
+            clock: Arc::new(ManualClock::new(T0)),
+        };
+        let s = env.spool();
+        let st = s.stage_with_id(&format!("{T0}-m")).unwrap();
+        let mut mini = vec![0u8; 200_000];
+        rand::Rng::fill(
+            &mut <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(1),
+            &mut mini[..],
+        );
+        std::fs::write(st.path(FileKind::MiniDump), mini).unwrap();
+        s.commit(
+            st,
+            NewIncident {
+                reason: "matrix".into(),
+                ..NewIncident::default()
+            },
+        )
+        .unwrap();
+        s.lock()
+            .unwrap()
+            .recover(&mut |j: &AnalysisJob| {
+                std::fs::write(&j.report_out, b"{}").map_err(|e| e.to_string())
+            })
+            .unwrap();
+        env
+    }
+    /// A new process on the same data dir.
+    fn spool(&self) -> Spool {
+        Spool::with(
+            &self.root,
+            Quotas::default(),
+            Arc::new(RealFs),
+            self.clock.clone(),
+        )
+        .unwrap()
+    }
+    fn incident(&self) -> oomguard::spool::Incident {
+        self.spool().read_incident(&format!("{T0}-m")).unwrap()
+    }
+}
+
+fn cfg(endpoint: String) -> upload::Config {
+    upload::Config {
+        endpoint,
+        io_timeout: Duration::from_millis(700),
+        chunk_size: 32 * 1024,
+        max_attempts: 4,
+        backoff_base: Duration::from_secs(10),
+        backoff_cap: Duration::from_secs(25),
+        ..upload::Config::default()
+    }
+}
+
+fn run(env: &Env, s: &Scripted) -> upload::Summary {
+    upload::run_once(&env.spool(), &cfg(s.endpoint()), Network::UNMETERED).unwrap()
+}
+
+#[test]
+fn answers_200_201_204_complete_the_upload() {
+    for patch_status in [204, 200] {
+        let env = Env::new();
+        let s = Scripted::new(move |h, _| {
+            if h.method == "PATCH" {
+                Act::NormalAs(patch_status)
+            } else {
+                Act::Normal
+            }
+        });
+        let sum = run(&env, &s);
+        assert_eq!(sum.acknowledged.len(), 1, "{sum:?}");
+        let m = s.methods();
+        assert_eq!(m.iter().filter(|x| *x == "POST").count(), 3); // meta, report, mini.hprof.gz
+        assert!(
+            !m.contains(&"HEAD".to_string()),
+            "fresh uploads need no HEAD: {m:?}"
+        );
+    }
+}
+
+#[test]
+fn head_404_creates_the_upload_again() {
+    let env = Env::new();
+    // First pass: the connection resets in the first PATCH; URLs are persisted by then.
+    let s = Scripted::new(|h, _| {
+        if h.method == "PATCH" {
+            Act::Reset
+        } else {
+            Act::Normal
+        }
+    });
+    let sum = run(&env, &s);
+    assert!(matches!(sum.stopped, Some(Stop::Backoff { .. })), "{sum:?}");
+    let inc = env.incident();
+    assert!(inc.uploads.iter().all(|u| u.url.is_some()));
+    // A new server that knows none of them: HEAD → 404 → POST again → upload from 0.
+    let s2 = Scripted::new(|_, _| Act::Normal);
+    let mut c = cfg(s2.endpoint());
+    // The persisted URLs point at the first server; re-point them to the second one.
+    let spool = env.spool();
+    {
+        let g = spool.lock().unwrap();
+        let mut inc = spool.read_incident(&inc.id).unwrap();
+        for u in &mut inc.uploads {
+            u.url = Some(format!("{}gone-{:?}", s2.endpoint(), u.kind));
+        }
+        g.save(&inc).unwrap();
+    }
+    env.clock.set(inc.next_attempt_ms);
+    c.endpoint = s2.endpoint();
+    let sum = upload::run_once(&spool, &c, Network::UNMETERED).unwrap();
+    assert_eq!(sum.acknowledged.len(), 1, "{sum:?}");
+    let m = s2.methods();
+    assert_eq!(&m[..2], &["HEAD", "POST"], "{m:?}");
+    assert!(s2
+        .log()
+        .iter()
+        .filter(|h| h.method == "PATCH")
+        .all(|h| h.offset.is_some()));
+}
+
+#[test]
+fn patch_409_asks_head_and_resumes_from_the_server_offset() {
+    let env = Env::new();
+    let first = Arc::new(Mutex::new(true));
+    let f2 = first.clone();
+    let s = Scripted::new(move |h, _| {
+        // The first PATCH of the mini dump meets a server that already has 4096 more bytes.
+        if h.method == "PATCH" && h.body > 20_000 && std::mem::take(&mut *f2.lock().unwrap()) {
+            Act::Conflict(4096)
+        } else {
+            Act::Normal
+        }
+    });
+    let sum = run(&env, &s);
+    assert_eq!(sum.acknowledged.len(), 1, "{sum:?}");
+    let log = s.log();
+    let i = log
+        .iter()
+        .position(|h| h.method == "PATCH" && h.body > 20_000)
+        .unwrap();
+    assert_eq!(log[i + 1].method, "HEAD", "{log:#?}");
+    assert_eq!(log[i + 2].method, "PATCH");
+    assert_eq!(
+        log[i + 2].offset,
+        Some(log[i].offset.unwrap() + 4096),
+        "{log:#?}"
+    );
+}
+
+#[test]
+fn status_413_and_other_4xx_reject_without_retry() {
+    for code in [413, 403, 400] {
+        let env = Env::new();
+        let s = Scripted::new(move |h, _| {
+            if h.method == "POST" {
+                Act::Status(code, vec![])
+            } else {
+                Act::Normal
+            }
+        });
+        let sum = run(&env, &s);
+        assert_eq!(sum.rejected.len(), 1, "{sum:?}");
+        assert!(sum.rejected[0].1.contains(&code.to_string()), "{sum:?}");
+        let inc = env.incident();
+        assert_eq!(inc.state, State::Rejected);
+        assert!(inc.rejected.unwrap().contains(&format!("HTTP {code}")));
+        let n = s.log().len();
+        env.clock.set(T0 + 7 * 24 * 3600 * 1000);
+        let sum = run(&env, &s);
+        assert_eq!(
+            (sum.acknowledged.len(), s.log().len()),
+            (0, n),
+            "a rejected incident is not retried"
+        );
+    }
+}
+
+#[test]
+fn status_429_retry_after_is_obeyed_and_remembered_across_restarts() {
+    let env = Env::new();
+    let s = Scripted::new(|h, n| {
+        if h.method == "POST" && n == 0 {
+            Act::Status(429, vec![("Retry-After", "120".into())])
+        } else {
+            Act::Normal
+        }
+    });
+    let sum = run(&env, &s);
+    assert_eq!(sum.stopped, Some(Stop::RetryAfter(T0 + 120_000)));
+    assert_eq!(
+        env.incident().upload_attempts,
+        0,
+        "429 is not a failed attempt"
+    );
+    // A new process 119 s later sends nothing.
+    env.clock.set(T0 + 119_000);
+    let sum = run(&env, &s);
+    assert_eq!(sum.stopped, Some(Stop::RetryAfter(T0 + 120_000)));
+    assert_eq!(s.log().len(), 1);
+    env.clock.set(T0 + 120_000);
+    let sum = run(&env, &s);
+    assert_eq!(sum.acknowledged.len(), 1, "{sum:?}");
+}
+
+#[test]
+fn status_500_and_408_retry_with_capped_backoff_then_give_up() {
+    for code in [500, 503, 408] {
+        let env = Env::new();
+        let s = Scripted::new(move |h, _| {
+            if h.method == "POST" {
+                Act::Status(code, vec![])
+            } else {
+                Act::Normal
+            }
+        });
+        let mut delays = Vec::new();
+        for attempt in 1..=4u32 {
+            let sum = run(&env, &s);
+            if attempt < 4 {
+                let Some(Stop::Backoff { until_ms, .. }) = sum.stopped else {
+                    panic!("{sum:?}")
+                };
+                let now = env.clock.now_ms();
+                delays.push(until_ms - now);
+                // Not before the backoff, even in a new process.
+                let n = s.log().len();
+                env.clock.set(until_ms - 1);
+                assert_eq!(run(&env, &s).waiting, 1);
+                assert_eq!(s.log().len(), n);
+                env.clock.set(until_ms);
+            } else {
+                assert_eq!(sum.rejected.len(), 1, "{sum:?}");
+                assert!(sum.rejected[0].1.contains("gave up after 4"));
+            }
+        }
+        // base 10 s doubling, capped at 25 s, jitter in [50 %, 100 %].
+        let caps = [10_000, 20_000, 25_000];
+        for (d, cap) in delays.iter().zip(caps) {
+            assert!(*d >= cap / 2 && *d <= cap, "{delays:?}");
+        }
+    }
+}
+
+#[test]
+fn reset_connection_is_retried_and_resumes() {
+    let env = Env::new();
+    let resets = Arc::new(Mutex::new(0));
+    let r2 = resets.clone();
+    let s = Scripted::new(move |h, _| {
+        let mut r = r2.lock().unwrap();
+        if h.method == "PATCH" && h.body > 20_000 && *r == 0 {
+            *r += 1;
+            Act::Reset
+        } else {
+            Act::Normal
+        }
+    });
+    let sum = run(&env, &s);
+    assert!(
+        matches!(&sum.stopped, Some(Stop::Backoff { error, .. }) if error.contains("network")),
+        "{sum:?}"
+    );
+    env.clock.set(env.incident().next_attempt_ms);
+    let sum = run(&env, &s);
+    assert_eq!(sum.acknowledged.len(), 1, "{sum:?}");
+    // It asked where to resume.
+    assert!(s.methods().contains(&"HEAD".to_string()));
+}
+
+#[test]
+fn stalled_response_times_out_and_is_retried() {
+    let env = Env::new();
+    let stalls = Arc::new(Mutex::new(0));
+    let s2 = stalls.clone();
+    let s = Scripted::new(move |h, _| {
+        let mut n = s2.lock().unwrap();
+        if h.method == "PATCH" && *n == 0 {
+            *n += 1;
+            Act::Stall(Duration::from_secs(10))
+        } else {
+            Act::Normal
+        }
+    });
+    let t = Instant::now();
+    let sum = run(&env, &s);
+    let took = t.elapsed();
+    assert!(matches!(sum.stopped, Some(Stop::Backoff { .. })), "{sum:?}");
+    assert!(
+        took < Duration::from_secs(4),
+        "a stalled server held the uploader {took:?}"
+    );
+    env.clock.set(env.incident().next_attempt_ms);
+    let sum = run(&env, &s);
+    assert_eq!(sum.acknowledged.len(), 1, "{sum:?}");
+}
+
+#[test]
+fn daily_byte_budget_spreads_an_upload_over_days_without_resending() {
+    let env = Env::new();
+    let s = Scripted::new(|_, _| Act::Normal);
+    let mut c = cfg(s.endpoint());
+    c.daily_byte_budget = 80_000;
+    let mut days = 0;
+    loop {
+        let sum = upload::run_once(&env.spool(), &c, Network::UNMETERED).unwrap();
+        let sent_today: u64 = s
+            .log()
+            .iter()
+            .filter(|h| h.method == "PATCH")
+            .map(|h| h.body)
+            .sum::<u64>();
+        assert!(
+            sent_today <= 80_000 * (days + 1),
+            "day {days}: {sent_today} bytes"
+        );
+        if !sum.acknowledged.is_empty() {
+            break;
+        }
+        assert_eq!(sum.stopped, Some(Stop::BudgetExhausted), "{sum:?}");
+        // Same day, new process: still nothing.
+        let n = s.log().len();
+        assert_eq!(
+            upload::run_once(&env.spool(), &c, Network::UNMETERED)
+                .unwrap()
+                .stopped,
+            Some(Stop::BudgetExhausted)
+        );
+        assert_eq!(s.log().len(), n);
+        days += 1;
+        env.clock.set(T0 + days * 24 * 3600 * 1000);
+        assert!(days < 10);
+    }
+    // The 200 kB mini dump (random, so it does not compress) needed three days.
+    assert_eq!(days, 2);
+    let patched: u64 = s
+        .log()
+        .iter()
+        .filter(|h| h.method == "PATCH")
+        .map(|h| h.body)
+        .sum();
+    // Nothing was sent twice: every PATCH continued where the previous one stopped.
+    let mut by_path: HashMap<String, u64> = HashMap::new();
+    for h in s.log().iter().filter(|h| h.method == "PATCH") {
+        let next = by_path.entry(h.path.clone()).or_insert(0);
+        assert_eq!(h.offset, Some(*next), "{h:?}");
+        *next += h.body;
+    }
+    assert_eq!(by_path.values().sum::<u64>(), patched);
+}
+
+#[test]
+fn a_clock_set_back_does_not_freeze_backoff_or_retry_after() {
+    let env = Env::new();
+    let fail = Arc::new(Mutex::new(true));
+    let f2 = fail.clone();
+    let s = Scripted::new(move |h, _| {
+        if h.method == "POST" && *f2.lock().unwrap() {
+            Act::Status(503, vec![])
+        } else {
+            Act::Normal
+        }
+    });
+    assert!(matches!(run(&env, &s).stopped, Some(Stop::Backoff { .. })));
+    // The user sets the phone's clock back a day: the stored backoff now looks a day long.
+    env.clock.set(T0 - 24 * 3600 * 1000);
+    *fail.lock().unwrap() = false;
+    let sum = run(&env, &s);
+    assert_eq!(sum.acknowledged.len(), 1, "{sum:?}");
+}
