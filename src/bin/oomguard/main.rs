@@ -2,6 +2,7 @@
 //! collect, demo). It holds no logic of its own beyond reading files and printing: everything it
 //! does is a library call.
 
+mod analyze_cmd;
 mod hprof_cmds;
 
 use clap::{Parser, Subcommand};
@@ -22,6 +23,8 @@ enum Cmd {
     Strip(hprof_cmds::StripArgs),
     /// Turn a stripped dump back into one that every HPROF tool opens.
     Restore(hprof_cmds::RestoreArgs),
+    /// Analyse a (full or stripped) dump: leaks, GC paths, dominators; writes a JSON report.
+    Analyze(analyze_cmd::AnalyzeArgs),
 }
 
 /// A failure the command reports: exit code and message.
@@ -36,6 +39,7 @@ fn main() -> ExitCode {
         Cmd::Inspect(a) => hprof_cmds::inspect(a),
         Cmd::Strip(a) => hprof_cmds::strip(a),
         Cmd::Restore(a) => hprof_cmds::restore(a),
+        Cmd::Analyze(a) => analyze_cmd::run(a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,941 @@
+//! The index of a dump: classes, objects and the strong reference graph, in compact arrays.
+//!
+//! Built in two streaming passes over the file (never held whole in memory):
+//! 1. strings, class names, class dumps, GC roots, and every object id (to be sorted);
+//! 2. per object: class, shallow size, outgoing strong edges (CSR, in file order, addressed by
+//!    `first`/`deg` per node), and the values the leak detectors need (read from the instance's
+//!    field bytes while they pass by).
+//!
+//! Invariants:
+//! - Node `i` is the object whose id is `ids[i]`; `ids` is sorted and without duplicates.
+//! - Every edge target is a node: references to ids the dump does not hold (stripped or simply
+//!   absent) are dropped and counted in [`IndexStats::missing_refs`].
+//! - `java.lang.ref.Reference.referent` is never an edge.
+//! - Memory per object: 8 (id) + 4 (class) + 4 (shallow) + 8 (edge range) bytes, plus 4 per edge.
+#![forbid(unsafe_code)]
+
+use crate::hprof::{read_id, sub, BasicType, ClassDump, Header, Record, Sub, Visitor};
+use std::collections::HashMap;
+
+/// "No node / no class".
+pub const NONE: u32 = u32::MAX;
+
+/// A string table: UTF8 records, sorted by id, text in one arena.
+#[derive(Default)]
+pub struct Strings {
+    ids: Vec<(u64, u32, u32)>,
+    arena: Vec<u8>,
+}
+
+impl Strings {
+    fn push(&mut self, id: u64, text: &[u8]) {
+        let at = self.arena.len() as u32;
+        self.arena.extend_from_slice(text);
+        self.ids.push((id, at, text.len() as u32));
+    }
+    fn finish(&mut self) {
+        self.ids.sort_unstable_by_key(|e| e.0);
+        self.ids.dedup_by_key(|e| e.0);
+    }
+    /// The text of string `id`, lossily decoded; `None` if the dump has no such string.
+    pub fn get(&self, id: u64) -> Option<String> {
+        let i = self.ids.binary_search_by_key(&id, |e| e.0).ok()?;
+        let (_, at, len) = self.ids[i];
+        Some(String::from_utf8_lossy(&self.arena[at as usize..(at + len) as usize]).into_owned())
+    }
+    fn get_or(&self, id: u64) -> String {
+        self.get(id).unwrap_or_else(|| format!("<string 0x{id:x}>"))
+    }
+}
+
+/// An instance field declared by a class.
+#[derive(Clone, Debug)]
+pub struct Field {
+    pub name: String,
+    pub ty: BasicType,
+}
+
+/// A static field holding an object reference.
+#[derive(Clone, Debug)]
+pub struct StaticRef {
+    pub name: String,
+    pub value: u64,
+}
+
+/// What a leak detector wants to read from instances of a class (offsets into the field bytes).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Role {
+    #[default]
+    None,
+    Activity {
+        destroyed: Option<u32>,
+        finished: Option<u32>,
+    },
+    Fragment {
+        manager: u32,
+        called: u32,
+    },
+    Bitmap {
+        width: u32,
+        height: u32,
+    },
+    Window,
+    NativeAllocationRegistry,
+    /// LeakCanary's `KeyedWeakReference`: the object it watches is a suspect if still strongly
+    /// reachable.
+    Watched {
+        referent: u32,
+    },
+}
+
+/// A class: from a class dump, or one of the pseudo-classes of primitive arrays.
+#[derive(Clone, Debug)]
+pub struct Class {
+    pub id: u64,
+    /// The class object's node (`NONE` for pseudo-classes).
+    pub node: u32,
+    /// Java name, dotted (`java.lang.String`, `int[]`, `java.lang.Object[]`).
+    pub name: String,
+    /// Index of the superclass in `Index::classes`, or `NONE`.
+    pub super_idx: u32,
+    pub super_id: u64,
+    pub loader_id: u64,
+    pub instance_size: u32,
+    /// Fields this class declares (not inherited), in dump order.
+    pub fields: Vec<Field>,
+    pub statics: Vec<StaticRef>,
+    /// Size of the static values in the dump (the class object's shallow size).
+    pub statics_bytes: u32,
+    /// Strong reference slots of an instance: (byte offset in the field data, declaring class,
+    /// field index in that class), over the whole superclass chain.
+    pub ref_slots: Vec<(u32, u32, u16)>,
+    /// Bytes of field data an instance has according to the layouts.
+    pub data_len: u32,
+    pub role: Role,
+    /// Instances (or arrays) of this class in the dump.
+    pub instances: u32,
+}
+
+/// A GC root as the dump lists it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Root {
+    pub node: u32,
+    pub tag: u8,
+}
+
+/// Something a detector flagged while the objects passed by (by id: some watched referents are
+/// resolved after the pass).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Flag {
+    pub node: u32,
+    pub reason: String,
+    pub detail: String,
+}
+
+/// Counts of what was tolerated.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct IndexStats {
+    pub objects: u64,
+    pub classes: u64,
+    pub instances: u64,
+    pub object_arrays: u64,
+    pub primitive_arrays: u64,
+    /// Primitive arrays whose contents were stripped (0xC3), counted at their full size.
+    pub stripped_arrays: u64,
+    pub edges: u64,
+    /// References to ids the dump does not contain (dropped).
+    pub missing_refs: u64,
+    /// Roots naming ids the dump does not contain (dropped).
+    pub missing_roots: u64,
+    pub duplicate_ids: u64,
+    /// Instances whose class the dump does not contain.
+    pub unknown_class: u64,
+    /// Instances whose field data is shorter than their class layout says.
+    pub short_instances: u64,
+}
+
+/// Thresholds the index needs while it passes over the objects.
+#[derive(Clone, Copy, Debug)]
+pub struct IndexLimits {
+    pub bitmap_min_pixels: u64,
+    pub array_min_bytes: u64,
+}
+
+/// The index. See the module documentation.
+pub struct Index {
+    pub header: Header,
+    pub ids: Vec<u64>,
+    pub id_map: IdMap,
+    pub class_of: Vec<u32>,
+    pub shallow: Vec<u32>,
+    pub first: Vec<u32>,
+    pub deg: Vec<u32>,
+    pub edges: Vec<u32>,
+    pub classes: Vec<Class>,
+    /// Class ids sorted, with their index in `classes`.
+    pub class_lookup: Vec<(u64, u32)>,
+    pub roots: Vec<Root>,
+    pub strings: Strings,
+    pub flags: Vec<Flag>,
+    pub stats: IndexStats,
+    /// Index of `java.lang.Class` (a pseudo-class if the dump lacks it).
+    pub class_class: u32,
+    /// Index of the first primitive-array pseudo-class (in `PRIMS` order).
+    pub prim_base: u32,
+}
+
+impl Index {
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+    /// The node of object `id`.
+    #[inline]
+    pub fn node(&self, id: u64) -> Option<u32> {
+        self.id_map.find(&self.ids, id)
+    }
+    /// The class index of class object `id`.
+    pub fn class_by_id(&self, id: u64) -> Option<u32> {
+        self.class_lookup
+            .binary_search_by_key(&id, |e| e.0)
+            .ok()
+            .map(|i| self.class_lookup[i].1)
+    }
+    /// If `node` is a class object, its class index.
+    pub fn class_of_node(&self, node: u32) -> Option<u32> {
+        if self.class_of[node as usize] != self.class_class {
+            return None;
+        }
+        self.class_by_id(self.ids[node as usize])
+    }
+    /// Outgoing strong edges of `node`.
+    pub fn succ(&self, node: u32) -> &[u32] {
+        let f = self.first[node as usize];
+        if f == NONE {
+            return &[];
+        }
+        &self.edges[f as usize..f as usize + self.deg[node as usize] as usize]
+    }
+    /// Display name of the class of `node` (for a class object: `class X`).
+    pub fn class_name(&self, node: u32) -> String {
+        if let Some(c) = self.class_of_node(node) {
+            return format!("class {}", self.classes[c as usize].name);
+        }
+        self.classes[self.class_of[node as usize] as usize]
+            .name
+            .clone()
+    }
+    /// Whether class `c` is `name` or a subclass of it.
+    pub fn is_subclass(&self, mut c: u32, name: &str) -> bool {
+        let mut hops = 0;
+        while c != NONE && hops < 256 {
+            if self.classes[c as usize].name == name {
+                return true;
+            }
+            c = self.classes[c as usize].super_idx;
+            hops += 1;
+        }
+        false
+    }
+    /// Drop the forward graph (after the reverse one has been built from it).
+    pub fn drop_edges(&mut self) {
+        self.first = Vec::new();
+        self.deg = Vec::new();
+        self.edges = Vec::new();
+    }
+}
+
+/// Turn a VM class name into a Java one: `java/lang/String` → `java.lang.String`,
+/// `[[I` → `int[][]`, `[Ljava/lang/Object;` → `java.lang.Object[]`.
+pub fn java_name(raw: &str) -> String {
+    let dims = raw.bytes().take_while(|&b| b == b'[').count();
+    if dims == 0 {
+        return raw.replace('/', ".");
+    }
+    let rest = &raw[dims..];
+    let base = match rest {
+        "Z" => "boolean".to_string(),
+        "C" => "char".to_string(),
+        "F" => "float".to_string(),
+        "D" => "double".to_string(),
+        "B" => "byte".to_string(),
+        "S" => "short".to_string(),
+        "I" => "int".to_string(),
+        "J" => "long".to_string(),
+        r if r.starts_with('L') && r.ends_with(';') => r[1..r.len() - 1].replace('/', "."),
+        r => r.replace('/', "."),
+    };
+    format!("{base}{}", "[]".repeat(dims))
+}
+
+fn prim_name(ty: BasicType) -> String {
+    format!("{}[]", ty.name())
+}
+
+const PRIMS: [BasicType; 8] = [
+    BasicType::Boolean,
+    BasicType::Char,
+    BasicType::Float,
+    BasicType::Double,
+    BasicType::Byte,
+    BasicType::Short,
+    BasicType::Int,
+    BasicType::Long,
+];
+
+/// Array header bytes counted in a shallow size (length word plus object header).
+pub fn array_header(id_size: u32) -> u64 {
+    if id_size == 4 {
+        12
+    } else {
+        16
+    }
+}
+
+/// Sorted object ids with a bucket table over their range, so finding an id costs a couple of
+/// memory accesses instead of a binary search over millions (ids are addresses: dense ranges).
+#[derive(Default)]
+pub struct IdMap {
+    min: u64,
+    shift: u32,
+    /// `starts[b]..starts[b + 1]` are the positions of the ids in bucket `b`.
+    starts: Vec<u32>,
+}
+
+impl IdMap {
+    /// About one bucket per two ids.
+    pub fn new(ids: &[u64]) -> IdMap {
+        let (Some(&min), Some(&max)) = (ids.first(), ids.last()) else {
+            return IdMap::default();
+        };
+        let want = (ids.len() / 2).max(1).next_power_of_two() as u64;
+        let span = max - min;
+        let mut shift = 0;
+        while (span >> shift) >= want {
+            shift += 1;
+        }
+        let nb = (span >> shift) as usize + 1;
+        let mut starts = vec![0u32; nb + 1];
+        for &id in ids {
+            starts[((id - min) >> shift) as usize + 1] += 1;
+        }
+        for b in 0..nb {
+            starts[b + 1] += starts[b];
+        }
+        IdMap { min, shift, starts }
+    }
+
+    /// The position of `id` in `ids` (the slice this map was built from).
+    #[inline]
+    pub fn find(&self, ids: &[u64], id: u64) -> Option<u32> {
+        if id < self.min || self.starts.is_empty() {
+            return None;
+        }
+        let b = ((id - self.min) >> self.shift) as usize;
+        if b + 1 >= self.starts.len() {
+            return None;
+        }
+        let (lo, hi) = (self.starts[b] as usize, self.starts[b + 1] as usize);
+        let s = &ids[lo..hi];
+        if s.len() <= 8 {
+            return s.iter().position(|&x| x == id).map(|i| (lo + i) as u32);
+        }
+        s.binary_search(&id).ok().map(|i| (lo + i) as u32)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pass 1
+
+struct RawClass {
+    id: u64,
+    super_id: u64,
+    loader_id: u64,
+    instance_size: u32,
+    fields: Vec<(u64, BasicType)>,
+    statics: Vec<(u64, u64)>,
+    statics_bytes: u32,
+}
+
+#[derive(Default)]
+pub(crate) struct Pass1 {
+    header: Option<Header>,
+    strings: Strings,
+    names: Vec<(u64, u64)>,
+    classes: Vec<RawClass>,
+    roots: Vec<(u64, u8)>,
+    ids: Vec<u64>,
+}
+
+impl Visitor for Pass1 {
+    fn header(&mut self, h: &Header, _raw: &[u8]) -> Result<(), String> {
+        self.header = Some(*h);
+        Ok(())
+    }
+    fn record(&mut self, _offset: u64, r: &Record<'_>, _raw: &[u8]) -> Result<(), String> {
+        if let Some((id, text)) = r.utf8() {
+            self.strings.push(id, text);
+        } else if let Some((_, class_id, _, name_id)) = r.load_class() {
+            self.names.push((class_id, name_id));
+        }
+        Ok(())
+    }
+    fn sub(&mut self, _offset: u64, s: &Sub<'_>, _raw: &[u8]) -> Result<(), String> {
+        match s {
+            Sub::Root { tag, id, .. } => {
+                // ART's "unreachable" objects are listed as roots but are not held by anything.
+                if *tag != sub::ROOT_UNREACHABLE && *id != 0 {
+                    self.roots.push((*id, *tag));
+                }
+            }
+            Sub::Class(c) => {
+                self.ids.push(c.id);
+                self.classes.push(raw_class(c));
+            }
+            Sub::Instance { id, .. }
+            | Sub::ObjectArray { id, .. }
+            | Sub::PrimitiveArray { id, .. } => self.ids.push(*id),
+            Sub::HeapDumpInfo { .. } => {}
+        }
+        Ok(())
+    }
+}
+
+fn raw_class(c: &ClassDump<'_>) -> RawClass {
+    RawClass {
+        id: c.id,
+        super_id: c.super_id,
+        loader_id: c.loader_id,
+        instance_size: c.instance_size,
+        fields: c.fields().collect(),
+        statics: c
+            .statics()
+            .filter(|(_, ty, _)| *ty == BasicType::Object)
+            .map(|(name, _, v)| (name, read_id(v, c.id_size)))
+            .collect(),
+        statics_bytes: c.statics_raw.len() as u32,
+    }
+}
+
+impl Pass1 {
+    /// Sort what pass 1 gathered and lay out the classes; returns the skeleton index.
+    pub(crate) fn finish(mut self) -> Result<Index, String> {
+        let header = self.header.ok_or("the dump has no header")?;
+        let mut stats = IndexStats::default();
+        self.strings.finish();
+        let mut ids = std::mem::take(&mut self.ids);
+        ids.sort_unstable();
+        let before = ids.len();
+        ids.dedup();
+        stats.duplicate_ids = (before - ids.len()) as u64;
+        ids.shrink_to_fit();
+        if ids.len() >= NONE as usize {
+            return Err(format!("{} objects: more than this analyser indexes", ids.len()));
+        }
+        self.names.sort_unstable();
+        self.names.dedup_by_key(|e| e.0);
+        let strings = self.strings;
+        let name_of = |id: u64| -> Option<String> {
+            let i = self.names.binary_search_by_key(&id, |e| e.0).ok()?;
+            Some(java_name(&strings.get_or(self.names[i].1)))
+        };
+        let mut raw = std::mem::take(&mut self.classes);
+        raw.sort_by_key(|c| c.id);
+        raw.dedup_by_key(|c| c.id);
+        let mut classes: Vec<Class> = raw
+            .iter()
+            .map(|c| Class {
+                id: c.id,
+                node: ids.binary_search(&c.id).map(|i| i as u32).unwrap_or(NONE),
+                name: name_of(c.id).unwrap_or_else(|| format!("<class 0x{:x}>", c.id)),
+                super_idx: NONE,
+                super_id: c.super_id,
+                loader_id: c.loader_id,
+                instance_size: c.instance_size,
+                fields: c
+                    .fields
+                    .iter()
+                    .map(|&(n, ty)| Field {
+                        name: strings.get_or(n),
+                        ty,
+                    })
+                    .collect(),
+                statics: c
+                    .statics
+                    .iter()
+                    .map(|&(n, value)| StaticRef {
+                        name: strings.get_or(n),
+                        value,
+                    })
+                    .collect(),
+                statics_bytes: c.statics_bytes,
+                ref_slots: Vec::new(),
+                data_len: 0,
+                role: Role::None,
+                instances: 0,
+            })
+            .collect();
+        drop(raw);
+        let mut class_lookup: Vec<(u64, u32)> = classes
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c.id, i as u32))
+            .collect();
+        class_lookup.sort_unstable();
+        for i in 0..classes.len() {
+            let s = classes[i].super_id;
+            if s != 0 {
+                if let Ok(j) = class_lookup.binary_search_by_key(&s, |e| e.0) {
+                    classes[i].super_idx = class_lookup[j].1;
+                }
+            }
+        }
+        // Pseudo-classes: primitive arrays, java.lang.Class if absent, unknown classes.
+        let prim_base = classes.len() as u32;
+        for ty in PRIMS {
+            classes.push(pseudo(prim_name(ty)));
+        }
+        let class_class = match classes.iter().position(|c| c.name == "java.lang.Class") {
+            Some(i) => i as u32,
+            None => {
+                classes.push(pseudo("java.lang.Class".into()));
+                (classes.len() - 1) as u32
+            }
+        };
+        classes.push(pseudo("<unknown class>".into()));
+        let id_size = header.id_size;
+        for i in 0..classes.len() {
+            let (slots, len) = layout(&classes, i as u32, id_size);
+            classes[i].ref_slots = slots;
+            classes[i].data_len = len;
+            classes[i].role = role(&classes, i as u32, id_size);
+        }
+        let mut roots = Vec::with_capacity(self.roots.len());
+        for &(id, tag) in &self.roots {
+            match ids.binary_search(&id) {
+                Ok(n) => roots.push(Root {
+                    node: n as u32,
+                    tag,
+                }),
+                Err(_) => stats.missing_roots += 1,
+            }
+        }
+        let n = ids.len();
+        stats.objects = n as u64;
+        Ok(Index {
+            header,
+            id_map: IdMap::new(&ids),
+            class_of: vec![NONE; n],
+            shallow: vec![0; n],
+            first: vec![NONE; n],
+            deg: vec![0; n],
+            edges: Vec::new(),
+            ids,
+            classes,
+            class_lookup,
+            roots,
+            strings,
+            flags: Vec::new(),
+            stats,
+            class_class,
+            prim_base,
+        })
+    }
+}
+
+fn pseudo(name: String) -> Class {
+    Class {
+        id: 0,
+        node: NONE,
+        name,
+        super_idx: NONE,
+        super_id: 0,
+        loader_id: 0,
+        instance_size: 0,
+        fields: Vec::new(),
+        statics: Vec::new(),
+        statics_bytes: 0,
+        ref_slots: Vec::new(),
+        data_len: 0,
+        role: Role::None,
+        instances: 0,
+    }
+}
+
+/// The chain of class `c` and its superclasses, most derived first (cycles cut).
+fn chain(classes: &[Class], mut c: u32) -> Vec<u32> {
+    let mut v = Vec::new();
+    while c != NONE && v.len() < 256 && !v.contains(&c) {
+        v.push(c);
+        c = classes[c as usize].super_idx;
+    }
+    v
+}
+
+/// Strong reference slots and data length of an instance of class `c`.
+fn layout(classes: &[Class], c: u32, id_size: u32) -> (Vec<(u32, u32, u16)>, u32) {
+    let mut off = 0u32;
+    let mut slots = Vec::new();
+    for k in chain(classes, c) {
+        let cl = &classes[k as usize];
+        let is_reference = cl.name == "java.lang.ref.Reference";
+        for (fi, f) in cl.fields.iter().enumerate() {
+            if f.ty == BasicType::Object && !(is_reference && f.name == "referent") {
+                slots.push((off, k, fi as u16));
+            }
+            off = off.saturating_add(f.ty.size(id_size));
+        }
+    }
+    (slots, off)
+}
+
+/// Offset in an instance of `c` of the field `name` declared by the class named `decl`.
+fn field_offset(classes: &[Class], c: u32, decl: &str, name: &str, id_size: u32) -> Option<u32> {
+    let mut off = 0u32;
+    for k in chain(classes, c) {
+        let cl = &classes[k as usize];
+        for f in &cl.fields {
+            if cl.name == decl && f.name == name {
+                return Some(off);
+            }
+            off = off.saturating_add(f.ty.size(id_size));
+        }
+    }
+    None
+}
+
+const FRAGMENTS: [&str; 3] = [
+    "androidx.fragment.app.Fragment",
+    "android.support.v4.app.Fragment",
+    "android.app.Fragment",
+];
+
+fn role(classes: &[Class], c: u32, id_size: u32) -> Role {
+    let ch = chain(classes, c);
+    let has = |n: &str| ch.iter().any(|&k| classes[k as usize].name == n);
+    let off = |decl: &str, name: &str| field_offset(classes, c, decl, name, id_size);
+    if has("android.app.Activity") {
+        let destroyed = off("android.app.Activity", "mDestroyed");
+        let finished = off("android.app.Activity", "mFinished");
+        if destroyed.is_some() || finished.is_some() {
+            return Role::Activity {
+                destroyed,
+                finished,
+            };
+        }
+    }
+    for f in FRAGMENTS {
+        if has(f) {
+            if let (Some(manager), Some(called)) = (off(f, "mFragmentManager"), off(f, "mCalled")) {
+                return Role::Fragment { manager, called };
+            }
+        }
+    }
+    if has("android.graphics.Bitmap") {
+        if let (Some(width), Some(height)) = (
+            off("android.graphics.Bitmap", "mWidth"),
+            off("android.graphics.Bitmap", "mHeight"),
+        ) {
+            return Role::Bitmap { width, height };
+        }
+    }
+    if has("android.view.Window") {
+        return Role::Window;
+    }
+    if has("libcore.util.NativeAllocationRegistry") {
+        return Role::NativeAllocationRegistry;
+    }
+    if let Some(&k) = ch
+        .iter()
+        .find(|&&k| classes[k as usize].name.ends_with(".KeyedWeakReference"))
+    {
+        let _ = k;
+        if let Some(referent) = off("java.lang.ref.Reference", "referent") {
+            return Role::Watched { referent };
+        }
+    }
+    Role::None
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pass 2
+
+pub(crate) struct Pass2<'a> {
+    pub ix: &'a mut Index,
+    pub limits: IndexLimits,
+    /// The object array whose elements are streaming, if it is being indexed.
+    cur: Option<u32>,
+    /// Watched referents by id, resolved to nodes after the pass.
+    pub watched: Vec<(u64, u32)>,
+    err: Option<String>,
+}
+
+impl<'a> Pass2<'a> {
+    pub(crate) fn new(ix: &'a mut Index, limits: IndexLimits) -> Self {
+        Pass2 {
+            ix,
+            limits,
+            cur: None,
+            watched: Vec::new(),
+            err: None,
+        }
+    }
+
+    /// Start node `id`'s edge list; `None` if the id is a duplicate already indexed.
+    fn begin(&mut self, id: u64) -> Option<u32> {
+        let n = self.ix.node(id)?;
+        if self.ix.first[n as usize] != NONE {
+            return None;
+        }
+        if self.ix.edges.len() >= NONE as usize {
+            self.err = Some("more than 4 billion references: too many for this analyser".into());
+            return None;
+        }
+        self.ix.first[n as usize] = self.ix.edges.len() as u32;
+        Some(n)
+    }
+
+    #[inline]
+    fn edge(&mut self, target: u64) {
+        if target == 0 {
+            return;
+        }
+        match self.ix.node(target) {
+            Some(t) => self.ix.edges.push(t),
+            None => self.ix.stats.missing_refs += 1,
+        }
+    }
+
+    fn end(&mut self, n: u32) {
+        let d = self.ix.edges.len() as u32 - self.ix.first[n as usize];
+        self.ix.deg[n as usize] = d;
+        self.ix.stats.edges += d as u64;
+    }
+
+    fn flag(&mut self, node: u32, reason: &str, detail: String) {
+        self.ix.flags.push(Flag {
+            node,
+            reason: reason.into(),
+            detail,
+        });
+    }
+
+    pub(crate) fn finish(self) -> Result<Vec<(u64, u32)>, String> {
+        match self.err {
+            Some(e) => Err(e),
+            None => Ok(self.watched),
+        }
+    }
+}
+
+fn byte_at(data: &[u8], off: Option<u32>) -> bool {
+    off.and_then(|o| data.get(o as usize)).is_some_and(|&b| b != 0)
+}
+
+fn int_at(data: &[u8], off: u32) -> Option<u32> {
+    let o = off as usize;
+    data.get(o..o + 4)
+        .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+fn id_at(data: &[u8], off: u32, id_size: u32) -> Option<u64> {
+    let o = off as usize;
+    data.get(o..o + id_size as usize)
+        .map(|b| read_id(b, id_size))
+}
+
+impl Visitor for Pass2<'_> {
+    fn sub(&mut self, _offset: u64, s: &Sub<'_>, _raw: &[u8]) -> Result<(), String> {
+        if let Some(e) = &self.err {
+            return Err(e.clone());
+        }
+        let id_size = self.ix.header.id_size;
+        match *s {
+            Sub::Root { .. } | Sub::HeapDumpInfo { .. } => {}
+            Sub::Class(ref c) => {
+                let Some(n) = self.begin(c.id) else {
+                    return Ok(());
+                };
+                self.ix.stats.classes += 1;
+                self.ix.class_of[n as usize] = self.ix.class_class;
+                self.ix.shallow[n as usize] = c.statics_raw.len() as u32;
+                for (_, ty, v) in c.statics() {
+                    if ty == BasicType::Object {
+                        self.edge(read_id(v, id_size));
+                    }
+                }
+                self.edge(c.super_id);
+                self.edge(c.loader_id);
+                self.end(n);
+            }
+            Sub::Instance {
+                id, class_id, data, ..
+            } => {
+                let Some(n) = self.begin(id) else {
+                    return Ok(());
+                };
+                self.ix.stats.instances += 1;
+                let ci = match self.ix.class_by_id(class_id) {
+                    Some(ci) => ci,
+                    None => {
+                        self.ix.stats.unknown_class += 1;
+                        (self.ix.classes.len() - 1) as u32
+                    }
+                };
+                self.ix.class_of[n as usize] = ci;
+                let cl = &self.ix.classes[ci as usize];
+                let size = if cl.instance_size > 0 {
+                    cl.instance_size
+                } else {
+                    data.len() as u32
+                };
+                self.ix.shallow[n as usize] = size;
+                if (data.len() as u32) < cl.data_len {
+                    self.ix.stats.short_instances += 1;
+                }
+                let role = cl.role;
+                // Instance -> its class (an instance keeps its class loaded).
+                self.edge(class_id);
+                let nslots = self.ix.classes[ci as usize].ref_slots.len();
+                for k in 0..nslots {
+                    let off = self.ix.classes[ci as usize].ref_slots[k].0;
+                    if let Some(t) = id_at(data, off, id_size) {
+                        self.edge(t);
+                    }
+                }
+                self.end(n);
+                self.ix.classes[ci as usize].instances += 1;
+                match role {
+                    Role::None | Role::Window | Role::NativeAllocationRegistry => {}
+                    Role::Activity {
+                        destroyed,
+                        finished,
+                    } => {
+                        let d = byte_at(data, destroyed);
+                        let f = byte_at(data, finished);
+                        if d || f {
+                            let why = if d { "mDestroyed" } else { "mFinished" };
+                            self.flag(n, "Activity Leak", format!("{why} is true"));
+                        }
+                    }
+                    Role::Fragment { manager, called } => {
+                        let fm = id_at(data, manager, id_size);
+                        if fm == Some(0) && byte_at(data, Some(called)) {
+                            self.flag(
+                                n,
+                                "Fragment Leak",
+                                "mFragmentManager is null and mCalled is true".into(),
+                            );
+                        }
+                    }
+                    Role::Bitmap { width, height } => {
+                        if let (Some(w), Some(h)) = (int_at(data, width), int_at(data, height)) {
+                            let px = w as u64 * h as u64;
+                            if w as i32 > 0 && h as i32 > 0 && px >= self.limits.bitmap_min_pixels
+                            {
+                                self.flag(
+                                    n,
+                                    "Bitmap Size Over Threshold",
+                                    format!("{w}x{h}"),
+                                );
+                            }
+                        }
+                    }
+                    Role::Watched { referent } => {
+                        if let Some(r) = id_at(data, referent, id_size) {
+                            if r != 0 {
+                                self.watched.push((r, n));
+                            }
+                        }
+                    }
+                }
+            }
+            Sub::ObjectArray {
+                id, len, class_id, ..
+            } => {
+                let Some(n) = self.begin(id) else {
+                    self.cur = None;
+                    return Ok(());
+                };
+                self.ix.stats.object_arrays += 1;
+                let ci = self
+                    .ix
+                    .class_by_id(class_id)
+                    .unwrap_or((self.ix.classes.len() - 1) as u32);
+                self.ix.class_of[n as usize] = ci;
+                self.ix.classes[ci as usize].instances += 1;
+                let bytes = len as u64 * id_size as u64 + array_header(id_size);
+                self.ix.shallow[n as usize] = bytes.min(u32::MAX as u64) as u32;
+                if bytes >= self.limits.array_min_bytes {
+                    let name = self.ix.classes[ci as usize].name.clone();
+                    self.flag(n, "Array Size Over Threshold", format!("{name} of {len}"));
+                }
+                self.edge(class_id);
+                self.cur = Some(n);
+            }
+            Sub::PrimitiveArray {
+                id, len, ty, nodata, ..
+            } => {
+                self.cur = None;
+                let Some(n) = self.begin(id) else {
+                    return Ok(());
+                };
+                self.ix.stats.primitive_arrays += 1;
+                if nodata {
+                    self.ix.stats.stripped_arrays += 1;
+                }
+                let pi = PRIMS.iter().position(|&p| p == ty).unwrap_or(4) as u32;
+                let ci = self.ix.prim_base + pi;
+                self.ix.class_of[n as usize] = ci;
+                self.ix.classes[ci as usize].instances += 1;
+                let bytes = len as u64 * ty.size(id_size) as u64 + array_header(id_size);
+                self.ix.shallow[n as usize] = bytes.min(u32::MAX as u64) as u32;
+                if bytes >= self.limits.array_min_bytes {
+                    self.flag(
+                        n,
+                        "Array Size Over Threshold",
+                        format!("{} of {len}", prim_name(ty)),
+                    );
+                }
+                self.end(n);
+            }
+        }
+        Ok(())
+    }
+
+    fn array_data(&mut self, data: &[u8]) -> Result<(), String> {
+        if self.cur.is_none() {
+            return Ok(());
+        }
+        let id_size = self.ix.header.id_size as usize;
+        for e in data.chunks_exact(id_size) {
+            self.edge(read_id(e, id_size as u32));
+        }
+        Ok(())
+    }
+
+    fn array_end(&mut self) -> Result<(), String> {
+        if let Some(n) = self.cur.take() {
+            self.end(n);
+        }
+        Ok(())
+    }
+}
+
+/// Resolve watched referents to nodes and flag them.
+pub(crate) fn flag_watched(ix: &mut Index, watched: Vec<(u64, u32)>) {
+    let mut seen: HashMap<u32, ()> = HashMap::new();
+    for (r, _wref) in watched {
+        if let Some(n) = ix.node(r) {
+            if seen.insert(n, ()).is_none() {
+                ix.flags.push(Flag {
+                    node: n,
+                    reason: "Watched Object Retained".into(),
+                    detail: "referent of a KeyedWeakReference".into(),
+                });
+            }
+        }
+    }
+}
