@@ -382,7 +382,7 @@ impl Visitor for Pass1 {
         }
         Ok(())
     }
-    fn sub(&mut self, _offset: u64, s: &Sub<'_>, _raw: &[u8]) -> Result<(), String> {
+    fn sub(&mut self, _offset: u64, s: &Sub<'_>, raw: &[u8]) -> Result<(), String> {
         match s {
             Sub::Root { tag, id, .. } => {
                 // ART's "unreachable" objects are listed as roots but are not held by anything.
@@ -392,7 +392,7 @@ impl Visitor for Pass1 {
             }
             Sub::Class(c) => {
                 self.ids.push(c.id);
-                self.classes.push(raw_class(c));
+                self.classes.push(raw_class(c, raw));
             }
             Sub::Instance { id, .. }
             | Sub::ObjectArray { id, .. }
@@ -403,12 +403,19 @@ impl Visitor for Pass1 {
     }
 }
 
-fn raw_class(c: &ClassDump<'_>) -> RawClass {
+fn raw_class(c: &ClassDump<'_>, raw: &[u8]) -> RawClass {
+    // The instance size follows the tag, seven ids and the stack serial. (Read here from the raw
+    // record: `ClassDump::instance_size` of the hprof module reads one id too early.)
+    let at = 1 + 7 * c.id_size as usize + 4;
+    let instance_size = raw
+        .get(at..at + 4)
+        .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+        .unwrap_or(c.instance_size);
     RawClass {
         id: c.id,
         super_id: c.super_id,
         loader_id: c.loader_id,
-        instance_size: c.instance_size,
+        instance_size,
         fields: c.fields().collect(),
         statics: c
             .statics()

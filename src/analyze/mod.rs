@@ -215,3 +215,144 @@ impl dominators::Graph for index::Index {
         index::Index::succ(self, v)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hprof::writer::Writer;
+    use crate::hprof::{sub, tag, BasicType, Format};
+
+    /// An Android-style dump (1.0.3, 4-byte ids) built by hand:
+    /// - class `com.app.MainActivity extends android.app.Activity` (fields mDestroyed, mFinished);
+    /// - `com.app.Leaks.sActivity` (static) -> destroyed activity 0x100 -> byte[] 0x200 (stripped,
+    ///   0xC3, 1000 bytes) and -> 0x999 (not in the dump);
+    /// - a WeakReference 0x300 whose referent is another destroyed activity 0x110 (not a leak);
+    /// - a thread-frame root on 0x300.
+    fn android_dump() -> Vec<u8> {
+        let mut w = Writer::new(Format::V103, 4, 0);
+        let s = |w: &mut Writer, id: u64, t: &str| {
+            w.utf8(id, t);
+        };
+        for (id, t) in [
+            (1, "java.lang.Object"),
+            (2, "android.app.Activity"),
+            (3, "com.app.MainActivity"),
+            (4, "mDestroyed"),
+            (5, "mFinished"),
+            (6, "mCache"),
+            (7, "com.app.Leaks"),
+            (8, "sActivity"),
+            (9, "java.lang.ref.Reference"),
+            (10, "referent"),
+            (11, "java.lang.ref.WeakReference"),
+            (12, "mMissing"),
+            (13, "java.lang.Class"),
+        ] {
+            s(&mut w, id, t);
+        }
+        w.load_class(1, 0x10, 1);
+        w.load_class(2, 0x20, 2);
+        w.load_class(3, 0x30, 3);
+        w.load_class(4, 0x40, 7);
+        w.load_class(5, 0x50, 9);
+        w.load_class(6, 0x60, 11);
+        w.load_class(7, 0x70, 13);
+        w.segment(tag::HEAP_DUMP_SEGMENT);
+        w.class_dump(0x10, 0, 0, 8, &[], &[]);
+        w.class_dump(0x70, 0x10, 0, 8, &[], &[]);
+        w.class_dump(
+            0x20,
+            0x10,
+            0,
+            10,
+            &[],
+            &[(4, BasicType::Boolean), (5, BasicType::Boolean)],
+        );
+        w.class_dump(
+            0x30,
+            0x20,
+            0,
+            18,
+            &[],
+            &[(6, BasicType::Object), (12, BasicType::Object)],
+        );
+        w.class_dump(
+            0x40,
+            0x10,
+            0,
+            8,
+            &[(8, BasicType::Object, 0x100u32.to_be_bytes().to_vec())],
+            &[],
+        );
+        w.class_dump(0x50, 0x10, 0, 12, &[], &[(10, BasicType::Object)]);
+        w.class_dump(0x60, 0x50, 0, 12, &[], &[]);
+        // Activity 0x100: own fields first (mCache, mMissing), then Activity's (destroyed, finished).
+        let mut v = Vec::new();
+        v.extend_from_slice(&0x200u32.to_be_bytes());
+        v.extend_from_slice(&0x999u32.to_be_bytes());
+        v.extend_from_slice(&[1, 0]);
+        w.instance(0x100, 0x30, &v);
+        let mut v2 = Vec::new();
+        v2.extend_from_slice(&0u32.to_be_bytes());
+        v2.extend_from_slice(&0u32.to_be_bytes());
+        v2.extend_from_slice(&[1, 1]);
+        w.instance(0x110, 0x30, &v2);
+        w.instance(0x300, 0x60, &0x110u32.to_be_bytes());
+        w.primitive_array_nodata(0x200, BasicType::Byte, 1000);
+        for c in [0x10, 0x20, 0x30, 0x40, 0x50, 0x60, 0x70] {
+            w.root(sub::ROOT_STICKY_CLASS, c);
+        }
+        w.root2(sub::ROOT_JAVA_FRAME, 0x300, 1, 0);
+        w.root(sub::ROOT_UNREACHABLE, 0x110);
+        w.end_segment();
+        w.heap_dump_end();
+        w.finish()
+    }
+
+    #[test]
+    fn android_style_dump_by_hand() {
+        let bytes = android_dump();
+        let r = analyze(Input::Bytes(&bytes), &Config::default(), serde_json::Value::Null).unwrap();
+        assert_eq!(r.analysis.id_size, 4);
+        assert_eq!(r.analysis.missing_references, 1, "0x999 is not in the dump");
+        assert_eq!(r.analysis.stripped_arrays, 1);
+        assert_eq!(r.gc_paths.len(), 1, "{:#?}", r.gc_paths);
+        let g = &r.gc_paths[0];
+        assert_eq!(g.leak_reason, "Activity Leak");
+        assert_eq!(g.class_name, "com.app.MainActivity");
+        assert_eq!(g.gc_root, "System Class");
+        assert_eq!(g.path[0].reference, "com.app.Leaks.sActivity");
+        assert_eq!(g.path[0].reference_type, "STATIC_FIELD");
+        // 18 (instance) + 1000 + 12 (the stripped byte[] at its full size).
+        assert_eq!(g.retained_size, 18 + 1000 + 12);
+        assert_eq!(r.leak_objects.len(), 1);
+        assert_eq!(r.leak_objects[0].object_id, 0x100);
+        // 0x110 is only weakly reachable: no leak, and not retained by the reference.
+        let weak = r
+            .dominators
+            .iter()
+            .find(|d| d.class_name == "java.lang.ref.WeakReference")
+            .expect("the weak reference is a top-level object");
+        assert_eq!(weak.retained_size, 12);
+        assert_eq!(weak.gc_root, "Java Frame");
+    }
+
+    #[test]
+    fn truncated_and_corrupt_dumps_are_errors_with_offsets() {
+        let bytes = android_dump();
+        for cut in [10, 40, bytes.len() / 2, bytes.len() - 3] {
+            let e = analyze(
+                Input::Bytes(&bytes[..cut]),
+                &Config::default(),
+                serde_json::Value::Null,
+            )
+            .unwrap_err();
+            assert!(matches!(e, Error::Input { .. }), "{e}");
+            assert!(e.to_string().starts_with("byte "), "{e}");
+        }
+        let mut bad = bytes.clone();
+        bad[crate::hprof::HEADER_LEN] = 0x77; // an unknown record tag
+        let e = analyze(Input::Bytes(&bad), &Config::default(), serde_json::Value::Null);
+        assert!(e.is_err());
+    }
+}

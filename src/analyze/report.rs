@@ -243,18 +243,28 @@ pub(crate) fn build(
     }
     let suspects = keep;
 
-    // --- Dominator candidates: objects dominated by the super-root or by a class object
-    // (a static field), class objects themselves left out (they only hold).
-    let is_class = |v: u32| ix.class_of[v as usize] == ix.class_class && ix.class_of_node(v).is_some();
+    // --- Dominator candidates. Class objects, and every object that dominates one (class
+    // loaders, their class lists), are "holders": static fields act as roots, as they do for
+    // LeakCanary. Candidates are the non-holders whose immediate dominator is the super-root or
+    // a holder: the tops of the dominator tree once it is cut at the classes.
+    let mut holder = vec![0u64; ix.len().div_ceil(64)];
+    let is_holder = |h: &[u64], v: u32| h[(v >> 6) as usize] >> (v & 63) & 1 == 1;
+    for c in &ix.classes {
+        let mut v = c.node;
+        while v != NONE && v != SUPER && v != UNREACHED && !is_holder(&holder, v) {
+            holder[(v >> 6) as usize] |= 1 << (v & 63);
+            v = dom.idom[v as usize];
+        }
+    }
     let want = cfg.top_n.saturating_mul(8).max(64);
     let mut heap: std::collections::BinaryHeap<std::cmp::Reverse<(u64, u32)>> =
         std::collections::BinaryHeap::with_capacity(want + 1);
     for v in 0..ix.len() as u32 {
         let d = dom.idom[v as usize];
-        if d == UNREACHED || is_class(v) {
+        if d == UNREACHED || is_holder(&holder, v) {
             continue;
         }
-        if d != SUPER && !is_class(d) {
+        if d != SUPER && !is_holder(&holder, d) {
             continue;
         }
         let r = dom.retained[v as usize];
