@@ -168,9 +168,21 @@ fn each_detector_finds_its_planted_leak_and_only_it() {
     assert_eq!(ci("LeakApp$SettingsActivity").leak_instance_count, 1);
     assert_eq!(ci("android.view.Window").instance_count, 60);
     assert_eq!(ci("libcore.util.NativeAllocationRegistry").instance_count, 70);
-    // With the default thresholds the counts are reported but are no leak.
-    let d = run(Input::File(leakapp_dump()), &Config::default());
+    // Under their thresholds the counts are reported but are no leak.
+    let cfg = Config {
+        window_max_count: 60,
+        native_allocation_registry_max_count: 70,
+        ..Config::default()
+    };
+    let d = run(Input::File(leakapp_dump()), &cfg);
     assert!(!findings(&d).iter().any(|e| e.0.contains("Count Over")));
+    assert_eq!(
+        d.class_infos
+            .iter()
+            .find(|c| c.class_name == "android.view.Window")
+            .map(|c| (c.instance_count, c.leak_instance_count)),
+        Some((60, 0))
+    );
 }
 
 #[test]

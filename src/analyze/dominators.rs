@@ -32,16 +32,26 @@ pub struct Dominators {
 }
 
 /// Compute dominators of `g` from a super-root whose children are `roots`, then those of `late`
-/// that the roots did not reach (e.g. class objects no root holds). `shallow[v]` is node `v`'s
-/// own size. `drop_graph` is called once the graph is no longer needed (so the caller can free
-/// it before the memory-hungry phase).
-pub fn compute<G: Graph>(
-    g: &mut G,
-    shallow: &dyn Fn(&G, u32) -> u64,
-    roots: &[u32],
-    late: &[u32],
-    drop_graph: impl FnOnce(&mut G),
-) -> Dominators {
+/// that the roots did not reach (e.g. class objects no root holds). `shallow(v)` is node `v`'s
+/// own size.
+pub fn compute<G: Graph>(g: &G, shallow: impl Fn(u32) -> u64, roots: &[u32], late: &[u32]) -> Dominators {
+    finish(prepare(g, roots, late), shallow)
+}
+
+/// The graph-dependent half: depth-first numbering and predecessor lists. After it, the caller
+/// may free the graph before [`finish`], the memory-hungry half.
+pub struct Prepared {
+    n: usize,
+    pre: Vec<u32>,
+    vertex: Vec<u32>,
+    parent: Vec<u32>,
+    rfirst: Vec<u32>,
+    redges: Vec<u32>,
+    roots_used: Vec<u32>,
+}
+
+/// See [`compute`].
+pub fn prepare<G: Graph>(g: &G, roots: &[u32], late: &[u32]) -> Prepared {
     let n = g.nodes();
     // --- Depth-first search: preorder numbers, spanning-tree parents. 0 is the super-root.
     let mut pre = vec![UNREACHED; n];
@@ -129,7 +139,29 @@ pub fn compute<G: Graph>(
         fill[p] += 1;
     }
     drop(fill);
-    drop_graph(g);
+    Prepared {
+        n,
+        pre,
+        vertex,
+        parent,
+        rfirst,
+        redges,
+        roots_used,
+    }
+}
+
+/// See [`compute`].
+pub fn finish(p: Prepared, shallow: impl Fn(u32) -> u64) -> Dominators {
+    let Prepared {
+        n,
+        pre,
+        vertex,
+        mut parent,
+        rfirst,
+        redges,
+        roots_used,
+    } = p;
+    let count = vertex.len();
 
     // --- Semi-dominators, with path compression over the forest of processed vertices.
     // `parent` doubles as the forest's ancestor links; `idom` keeps the tree parents.
@@ -164,7 +196,7 @@ pub fn compute<G: Graph>(
     // --- Retained sizes: children have larger preorder numbers than their dominators.
     let mut ret: Vec<u64> = vec![0; count];
     for k in 1..count {
-        ret[k] = shallow(g, vertex[k]);
+        ret[k] = shallow(vertex[k]);
     }
     for k in (1..count).rev() {
         let d = idom[k] as usize;
@@ -256,9 +288,8 @@ mod tests {
     use proptest::prelude::*;
 
     fn run(lists: &[Vec<u32>], sizes: &[u64], roots: &[u32]) -> Dominators {
-        let mut g = Csr::from_lists(lists);
-        let sz = sizes.to_vec();
-        compute(&mut g, &move |_, v| sz[v as usize], roots, &[], |_| {})
+        let g = Csr::from_lists(lists);
+        compute(&g, |v| sizes[v as usize], roots, &[])
     }
 
     /// Nodes reachable from `roots` without passing through `cut`.

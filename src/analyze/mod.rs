@@ -101,35 +101,74 @@ pub enum Input<'a> {
 }
 
 impl Input<'_> {
-    fn pass<V: Visitor>(&self, v: &mut V, buf: &mut Vec<u8>) -> Result<u64, Error> {
+    /// One pass over the whole input. A file is read by a second thread into a few recycled
+    /// buffers while this one parses (the copy out of the page cache overlaps the parsing).
+    fn pass<V: Visitor>(&self, v: &mut V) -> Result<u64, Error> {
         let mut p = Parser::new();
         match self {
             Input::Bytes(b) => p.feed(b, v)?,
             Input::File(path) => {
-                let mut f = std::fs::File::open(path).map_err(|source| Error::Io {
+                let f = std::fs::File::open(path).map_err(|source| Error::Io {
                     what: "cannot open",
                     source,
                 })?;
-                buf.resize(CHUNK, 0);
-                loop {
-                    let n = match f.read(buf) {
-                        Ok(0) => break,
-                        Ok(n) => n,
-                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                        Err(source) => {
-                            return Err(Error::Io {
-                                what: "read failed",
-                                source,
-                            })
-                        }
-                    };
-                    p.feed(&buf[..n], v)?;
-                }
+                read_ahead(f, |chunk| p.feed(chunk, v).map_err(Error::from))?;
             }
         }
         p.finish()?;
         Ok(p.bytes_fed())
     }
+}
+
+/// Read `f` to its end on a helper thread, handing each chunk to `eat` on this one.
+fn read_ahead(
+    mut f: std::fs::File,
+    mut eat: impl FnMut(&[u8]) -> Result<(), Error>,
+) -> Result<(), Error> {
+    use std::sync::mpsc;
+    const BUFFERS: usize = 3;
+    let (full_tx, full_rx) = mpsc::sync_channel::<std::io::Result<Vec<u8>>>(BUFFERS);
+    let (empty_tx, empty_rx) = mpsc::channel::<Vec<u8>>();
+    for _ in 0..BUFFERS {
+        let _ = empty_tx.send(vec![0u8; CHUNK]);
+    }
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            while let Ok(mut buf) = empty_rx.recv() {
+                buf.resize(CHUNK, 0);
+                let mut filled = 0;
+                while filled < CHUNK {
+                    match f.read(&mut buf[filled..]) {
+                        Ok(0) => break,
+                        Ok(n) => filled += n,
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                        Err(e) => {
+                            let _ = full_tx.send(Err(e));
+                            return;
+                        }
+                    }
+                }
+                buf.truncate(filled);
+                if full_tx.send(Ok(buf)).is_err() || filled == 0 {
+                    return;
+                }
+            }
+        });
+        // Moved in, so that an early return drops both ends and the reader stops.
+        let (full_rx, empty_tx) = (full_rx, empty_tx);
+        for msg in full_rx.iter() {
+            let buf = msg.map_err(|source| Error::Io {
+                what: "read failed",
+                source,
+            })?;
+            if buf.is_empty() {
+                break;
+            }
+            eat(&buf)?;
+            let _ = empty_tx.send(buf);
+        }
+        Ok(())
+    })
 }
 
 /// Timings of the phases, in milliseconds.
@@ -138,6 +177,7 @@ impl Input<'_> {
 pub struct Timings {
     pub scan_ms: u64,
     pub graph_ms: u64,
+    /// Shortest paths and the dominators' depth-first search, side by side.
     pub paths_ms: u64,
     pub dominators_ms: u64,
     pub report_ms: u64,
@@ -152,9 +192,8 @@ pub fn analyze(
 ) -> Result<Report, Error> {
     let t0 = Instant::now();
     let mut tm = Timings::default();
-    let mut buf = Vec::new();
     let mut p1 = index::Pass1::default();
-    let bytes = input.pass(&mut p1, &mut buf)?;
+    let bytes = input.pass(&mut p1)?;
     let mut ix = p1.finish().map_err(|what| Error::Input { offset: 0, what })?;
     tm.scan_ms = t0.elapsed().as_millis() as u64;
 
@@ -164,12 +203,14 @@ pub fn analyze(
         array_min_bytes: cfg.array_min_bytes,
     };
     let mut p2 = index::Pass2::new(&mut ix, limits);
-    input.pass(&mut p2, &mut buf)?;
+    input.pass(&mut p2)?;
     let watched = p2.finish().map_err(|what| Error::Input { offset: 0, what })?;
     index::flag_watched(&mut ix, watched);
     ix.edges.shrink_to_fit();
     tm.graph_ms = t.elapsed().as_millis() as u64;
 
+    // Shortest paths (BFS) and the dominators' depth-first half both need the forward graph:
+    // run them side by side, then free the graph before the dominators' second half.
     let t = Instant::now();
     let late: Vec<u32> = ix
         .classes
@@ -178,28 +219,25 @@ pub fn analyze(
         .map(|c| c.node)
         .collect();
     let root_nodes: Vec<u32> = ix.roots.iter().map(|r| r.node).collect();
-    let roots = ix.roots.clone();
-    // Late roots: only the class objects the real roots do not reach. Which those are is known
-    // after the dominator DFS; the BFS below uses the same list, filtered the same way.
+    let (bfs, prep) = std::thread::scope(|s| {
+        let ixr = &ix;
+        let h = s.spawn(|| paths::shortest(ixr, &ixr.roots, &late));
+        let prep = dominators::prepare(ixr, &root_nodes, &late);
+        let bfs = match h.join() {
+            Ok(b) => b,
+            Err(p) => std::panic::resume_unwind(p),
+        };
+        (bfs, prep)
+    });
     tm.paths_ms = t.elapsed().as_millis() as u64;
-
+    ix.drop_edges();
     let t = Instant::now();
-    // BFS needs the forward graph, dominators free it: do a reachability-free BFS first, with
-    // every class object as a low-priority late root (a class reached otherwise keeps its path).
-    let bfs = paths::shortest(&ix, &roots, &late);
-    tm.paths_ms += t.elapsed().as_millis() as u64;
-    let t = Instant::now();
-    let dom = dominators::compute(
-        &mut ix,
-        &|ix: &index::Index, v| ix.shallow[v as usize] as u64,
-        &root_nodes,
-        &late,
-        |ix| ix.drop_edges(),
-    );
+    let shallow = &ix.shallow;
+    let dom = dominators::finish(prep, |v| shallow[v as usize] as u64);
     tm.dominators_ms = t.elapsed().as_millis() as u64;
 
     let t = Instant::now();
-    let mut rep = report::build(&ix, &dom, &bfs, cfg, input, &mut buf, running_info)?;
+    let mut rep = report::build(&ix, &dom, &bfs, cfg, input, running_info)?;
     rep.analysis.input_bytes = bytes;
     tm.report_ms = t.elapsed().as_millis() as u64;
     tm.total_ms = t0.elapsed().as_millis() as u64;

@@ -180,6 +180,16 @@ pub(crate) struct Pass3<'a> {
     pub found: Vec<Option<Ref>>,
     /// The array streaming now: its first wanted index and the next element's index.
     cur: Option<(usize, u32)>,
+    /// A one-hash Bloom filter of the wanted parents (most objects are not, and are skipped
+    /// after one bit test).
+    bloom: Vec<u64>,
+}
+
+const BLOOM_BITS: u32 = 16;
+
+#[inline]
+fn bloom_bit(id: u64) -> usize {
+    (id.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - BLOOM_BITS)) as usize
 }
 
 impl<'a> Pass3<'a> {
@@ -187,14 +197,24 @@ impl<'a> Pass3<'a> {
         wanted.sort_unstable();
         wanted.dedup();
         let found = vec![None; wanted.len()];
+        let mut bloom = vec![0u64; (1 << BLOOM_BITS) / 64];
+        for &(p, _) in &wanted {
+            let b = bloom_bit(p);
+            bloom[b / 64] |= 1 << (b % 64);
+        }
         Pass3 {
             ix,
             wanted,
             found,
             cur: None,
+            bloom,
         }
     }
     fn range(&self, parent: u64) -> std::ops::Range<usize> {
+        let b = bloom_bit(parent);
+        if self.bloom[b / 64] >> (b % 64) & 1 == 0 {
+            return 0..0;
+        }
         let a = self.wanted.partition_point(|e| e.0 < parent);
         let b = self.wanted.partition_point(|e| e.0 <= parent);
         a..b

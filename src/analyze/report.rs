@@ -171,7 +171,6 @@ pub(crate) fn build(
     bfs: &Paths,
     cfg: &Config,
     input: Input<'_>,
-    buf: &mut Vec<u8>,
     running_info: serde_json::Value,
 ) -> Result<Report, Error> {
     let live = |v: u32| dom.idom[v as usize] != UNREACHED;
@@ -292,7 +291,7 @@ pub(crate) fn build(
         }
     }
     let mut p3 = Pass3::new(ix, wanted);
-    input.pass(&mut p3, buf)?;
+    input.pass(&mut p3)?;
     let mut named: HashMap<u32, Named> = HashMap::new();
     for (&v, chain) in &chains {
         named.insert(v, name_chain(ix, bfs, &p3, chain, v));
