@@ -71,7 +71,11 @@ fn findings(r: &Report) -> Vec<(String, String, u64)> {
             .find(|e| e.0 == g.leak_reason && e.1 == g.class_name)
         {
             Some(e) => e.2 += g.instance_count,
-            None => v.push((g.leak_reason.clone(), g.class_name.clone(), g.instance_count)),
+            None => v.push((
+                g.leak_reason.clone(),
+                g.class_name.clone(),
+                g.instance_count,
+            )),
         }
     }
     v.sort();
@@ -103,7 +107,12 @@ fn planted_static_leak_is_named_and_tops_the_dominators() {
     // It retains its 64 byte[65536] (each with a 16-byte header), an ArrayList, its
     // elementData, and itself: nothing else.
     let top = &r.dominators[0];
-    assert_eq!(top.class_name, "LeakApp$MainActivity", "{:#?}", &r.dominators[..3]);
+    assert_eq!(
+        top.class_name,
+        "LeakApp$MainActivity",
+        "{:#?}",
+        &r.dominators[..3]
+    );
     assert_eq!(top.count, 1);
     let arrays = 64 * (65536 + 16);
     assert!(
@@ -156,8 +165,16 @@ fn each_detector_finds_its_planted_leak_and_only_it() {
         .iter()
         .find(|g| g.leak_reason == "Fragment Leak")
         .unwrap();
-    assert!(refs(frag).contains(&"LeakApp$Holder.sThings"), "{:?}", refs(frag));
-    assert!(refs(frag).contains(&"java.lang.Object[][2]"), "{:?}", refs(frag));
+    assert!(
+        refs(frag).contains(&"LeakApp$Holder.sThings"),
+        "{:?}",
+        refs(frag)
+    );
+    assert!(
+        refs(frag).contains(&"java.lang.Object[][2]"),
+        "{:?}",
+        refs(frag)
+    );
     let ci = |name: &str| {
         r.class_infos
             .iter()
@@ -167,7 +184,10 @@ fn each_detector_finds_its_planted_leak_and_only_it() {
     };
     assert_eq!(ci("LeakApp$SettingsActivity").leak_instance_count, 1);
     assert_eq!(ci("android.view.Window").instance_count, 60);
-    assert_eq!(ci("libcore.util.NativeAllocationRegistry").instance_count, 70);
+    assert_eq!(
+        ci("libcore.util.NativeAllocationRegistry").instance_count,
+        70
+    );
     // Under their thresholds the counts are reported but are no leak.
     let cfg = Config {
         window_max_count: 60,
@@ -207,7 +227,11 @@ fn leak_service_binder_shows_the_service_path_from_a_gc_root() {
 }
 
 fn same_findings(name: &str, full: &Report, stripped: &Report) {
-    assert_eq!(findings(full), findings(stripped), "{name}: findings differ");
+    assert_eq!(
+        findings(full),
+        findings(stripped),
+        "{name}: findings differ"
+    );
     let sigs = |r: &Report| {
         let mut v: Vec<(String, String, u64, u64)> = r
             .gc_paths
@@ -235,9 +259,15 @@ fn same_findings(name: &str, full: &Report, stripped: &Report) {
         v
     };
     assert_eq!(objs(full), objs(stripped), "{name}: leak objects differ");
-    assert_eq!(full.dominators, stripped.dominators, "{name}: dominators differ");
+    assert_eq!(
+        full.dominators, stripped.dominators,
+        "{name}: dominators differ"
+    );
     assert_eq!(full.analysis.objects, stripped.analysis.objects);
-    assert_eq!(full.analysis.reachable_bytes, stripped.analysis.reachable_bytes);
+    assert_eq!(
+        full.analysis.reachable_bytes,
+        stripped.analysis.reachable_bytes
+    );
 }
 
 #[test]
@@ -276,7 +306,11 @@ fn cli_writes_the_report_and_prints_a_summary() {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "{text} {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "{text} {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     assert!(text.contains("Activity Leak"), "{text}");
     assert!(text.contains("LeakApp$MainActivity"), "{text}");
     assert!(text.contains("peak memory:"), "{text}");
@@ -294,7 +328,10 @@ fn cli_rejects_bad_and_truncated_input_with_exit_2_and_no_report() {
     let full = std::fs::read(common::fixture("jvm/heapdump_hashmap.hprof")).unwrap();
     let cases: Vec<(&str, Vec<u8>)> = vec![
         ("truncated.hprof", full[..full.len() * 2 / 3].to_vec()),
-        ("garbage.hprof", b"this is not a heap dump at all, not even close".to_vec()),
+        (
+            "garbage.hprof",
+            b"this is not a heap dump at all, not even close".to_vec(),
+        ),
         ("empty.hprof", Vec::new()),
     ];
     for (name, bytes) in cases {

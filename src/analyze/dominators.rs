@@ -34,7 +34,12 @@ pub struct Dominators {
 /// Compute dominators of `g` from a super-root whose children are `roots`, then those of `late`
 /// that the roots did not reach (e.g. class objects no root holds). `shallow(v)` is node `v`'s
 /// own size.
-pub fn compute<G: Graph>(g: &G, shallow: impl Fn(u32) -> u64, roots: &[u32], late: &[u32]) -> Dominators {
+pub fn compute<G: Graph>(
+    g: &G,
+    shallow: impl Fn(u32) -> u64,
+    roots: &[u32],
+    late: &[u32],
+) -> Dominators {
     finish(prepare(g, roots, late), shallow)
 }
 
@@ -62,11 +67,11 @@ pub fn prepare<G: Graph>(g: &G, roots: &[u32], late: &[u32]) -> Prepared {
     let mut stack: Vec<(u32, u32)> = Vec::new();
     let mut roots_used = Vec::new();
     let dfs_from = |r: u32,
-                        g: &G,
-                        pre: &mut Vec<u32>,
-                        vertex: &mut Vec<u32>,
-                        parent: &mut Vec<u32>,
-                        stack: &mut Vec<(u32, u32)>|
+                    g: &G,
+                    pre: &mut Vec<u32>,
+                    vertex: &mut Vec<u32>,
+                    parent: &mut Vec<u32>,
+                    stack: &mut Vec<(u32, u32)>|
      -> bool {
         if pre[r as usize] != UNREACHED {
             return false;
@@ -113,8 +118,8 @@ pub fn prepare<G: Graph>(g: &G, roots: &[u32], late: &[u32]) -> Prepared {
 
     // --- Predecessors in preorder numbers (CSR). The super-root precedes every root.
     let mut rfirst = vec![0u32; count + 1];
-    for k in 1..count {
-        for &w in g.succ(vertex[k]) {
+    for &v in &vertex[1..] {
+        for &w in g.succ(v) {
             rfirst[pre[w as usize] as usize + 1] += 1;
         }
     }

@@ -439,7 +439,10 @@ impl Pass1 {
         stats.duplicate_ids = (before - ids.len()) as u64;
         ids.shrink_to_fit();
         if ids.len() >= NONE as usize {
-            return Err(format!("{} objects: more than this analyser indexes", ids.len()));
+            return Err(format!(
+                "{} objects: more than this analyser indexes",
+                ids.len()
+            ));
         }
         self.names.sort_unstable();
         self.names.dedup_by_key(|e| e.0);
@@ -491,11 +494,10 @@ impl Pass1 {
             .map(|(i, c)| (c.id, i as u32))
             .collect();
         class_lookup.sort_unstable();
-        for i in 0..classes.len() {
-            let s = classes[i].super_id;
-            if s != 0 {
-                if let Ok(j) = class_lookup.binary_search_by_key(&s, |e| e.0) {
-                    classes[i].super_idx = class_lookup[j].1;
+        for c in classes.iter_mut() {
+            if c.super_id != 0 {
+                if let Ok(j) = class_lookup.binary_search_by_key(&c.super_id, |e| e.0) {
+                    c.super_idx = class_lookup[j].1;
                 }
             }
         }
@@ -738,7 +740,8 @@ impl<'a> Pass2<'a> {
 }
 
 fn byte_at(data: &[u8], off: Option<u32>) -> bool {
-    off.and_then(|o| data.get(o as usize)).is_some_and(|&b| b != 0)
+    off.and_then(|o| data.get(o as usize))
+        .is_some_and(|&b| b != 0)
 }
 
 fn int_at(data: &[u8], off: u32) -> Option<u32> {
@@ -840,13 +843,8 @@ impl Visitor for Pass2<'_> {
                     Role::Bitmap { width, height } => {
                         if let (Some(w), Some(h)) = (int_at(data, width), int_at(data, height)) {
                             let px = w as u64 * h as u64;
-                            if w as i32 > 0 && h as i32 > 0 && px >= self.limits.bitmap_min_pixels
-                            {
-                                self.flag(
-                                    n,
-                                    "Bitmap Size Over Threshold",
-                                    format!("{w}x{h}"),
-                                );
+                            if w as i32 > 0 && h as i32 > 0 && px >= self.limits.bitmap_min_pixels {
+                                self.flag(n, "Bitmap Size Over Threshold", format!("{w}x{h}"));
                             }
                         }
                     }
@@ -883,7 +881,11 @@ impl Visitor for Pass2<'_> {
                 self.cur = Some(n);
             }
             Sub::PrimitiveArray {
-                id, len, ty, nodata, ..
+                id,
+                len,
+                ty,
+                nodata,
+                ..
             } => {
                 self.cur = None;
                 let Some(n) = self.begin(id) else {

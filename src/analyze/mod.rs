@@ -194,7 +194,9 @@ pub fn analyze(
     let mut tm = Timings::default();
     let mut p1 = index::Pass1::default();
     let bytes = input.pass(&mut p1)?;
-    let mut ix = p1.finish().map_err(|what| Error::Input { offset: 0, what })?;
+    let mut ix = p1
+        .finish()
+        .map_err(|what| Error::Input { offset: 0, what })?;
     tm.scan_ms = t0.elapsed().as_millis() as u64;
 
     let t = Instant::now();
@@ -204,7 +206,9 @@ pub fn analyze(
     };
     let mut p2 = index::Pass2::new(&mut ix, limits);
     input.pass(&mut p2)?;
-    let watched = p2.finish().map_err(|what| Error::Input { offset: 0, what })?;
+    let watched = p2
+        .finish()
+        .map_err(|what| Error::Input { offset: 0, what })?;
     index::flag_watched(&mut ix, watched);
     ix.edges.shrink_to_fit();
     tm.graph_ms = t.elapsed().as_millis() as u64;
@@ -350,7 +354,12 @@ mod tests {
     #[test]
     fn android_style_dump_by_hand() {
         let bytes = android_dump();
-        let r = analyze(Input::Bytes(&bytes), &Config::default(), serde_json::Value::Null).unwrap();
+        let r = analyze(
+            Input::Bytes(&bytes),
+            &Config::default(),
+            serde_json::Value::Null,
+        )
+        .unwrap();
         assert_eq!(r.analysis.id_size, 4);
         assert_eq!(r.analysis.missing_references, 1, "0x999 is not in the dump");
         assert_eq!(r.analysis.stripped_arrays, 1);
@@ -390,7 +399,11 @@ mod tests {
         }
         let mut bad = bytes.clone();
         bad[crate::hprof::HEADER_LEN] = 0x77; // an unknown record tag
-        let e = analyze(Input::Bytes(&bad), &Config::default(), serde_json::Value::Null);
+        let e = analyze(
+            Input::Bytes(&bad),
+            &Config::default(),
+            serde_json::Value::Null,
+        );
         assert!(e.is_err());
     }
 }

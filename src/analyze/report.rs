@@ -281,7 +281,11 @@ pub(crate) fn build(
 
     // --- Name the paths (pass 3 over the file for the references along them).
     let mut chains: HashMap<u32, Vec<u32>> = HashMap::new();
-    for v in suspects.iter().map(|s| s.node).chain(cands.iter().map(|c| c.1)) {
+    for v in suspects
+        .iter()
+        .map(|s| s.node)
+        .chain(cands.iter().map(|c| c.1))
+    {
         chains.entry(v).or_insert_with(|| bfs.chain(v));
     }
     let mut wanted = Vec::new();
@@ -407,7 +411,9 @@ pub(crate) fn build(
                 e.1 += leaks;
             }
             Role::NativeAllocationRegistry => {
-                let e = agg.entry("libcore.util.NativeAllocationRegistry").or_default();
+                let e = agg
+                    .entry("libcore.util.NativeAllocationRegistry")
+                    .or_default();
                 e.0 += c.instances as u64;
                 e.1 += leaks;
             }
@@ -442,7 +448,11 @@ pub(crate) fn build(
             reachable_objects: dom.reachable,
             references: st.edges,
             gc_roots: dom.roots_used.len() as u64,
-            reachable_bytes: dom.roots_used.iter().map(|&r| dom.retained[r as usize]).sum(),
+            reachable_bytes: dom
+                .roots_used
+                .iter()
+                .map(|&r| dom.retained[r as usize])
+                .sum(),
             missing_references: st.missing_refs,
             missing_roots: st.missing_roots,
             stripped_arrays: st.stripped_arrays,

@@ -31,7 +31,14 @@ pub fn run(a: AnalyzeArgs) -> Result<(), Failure> {
             let text = std::fs::read(p)
                 .map_err(|e| fail(1, format!("{}: cannot read: {e}", p.display())))?;
             serde_json::from_slice(&text).map_err(|e| {
-                fail(2, format!("{}: byte {}: not JSON: {e}", p.display(), json_offset(&text, &e)))
+                fail(
+                    2,
+                    format!(
+                        "{}: byte {}: not JSON: {e}",
+                        p.display(),
+                        json_offset(&text, &e)
+                    ),
+                )
             })?
         }
     };
@@ -39,10 +46,11 @@ pub fn run(a: AnalyzeArgs) -> Result<(), Failure> {
         top_n: a.top,
         ..Config::default()
     };
-    let report = analyze::analyze(Input::File(&a.input), &cfg, running_info).map_err(|e| match e {
-        analyze::Error::Input { .. } => fail(2, format!("{}: {e}", a.input.display())),
-        analyze::Error::Io { .. } => fail(1, format!("{}: {e}", a.input.display())),
-    })?;
+    let report =
+        analyze::analyze(Input::File(&a.input), &cfg, running_info).map_err(|e| match e {
+            analyze::Error::Input { .. } => fail(2, format!("{}: {e}", a.input.display())),
+            analyze::Error::Io { .. } => fail(1, format!("{}: {e}", a.input.display())),
+        })?;
     let json = serde_json::to_vec_pretty(&report).map_err(|e| fail(1, format!("report: {e}")))?;
     write_atomically(&a.output, &json)?;
     print!("{}", Summary(&report));
