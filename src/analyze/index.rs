@@ -382,7 +382,7 @@ impl Visitor for Pass1 {
         }
         Ok(())
     }
-    fn sub(&mut self, _offset: u64, s: &Sub<'_>, raw: &[u8]) -> Result<(), String> {
+    fn sub(&mut self, _offset: u64, s: &Sub<'_>, _raw: &[u8]) -> Result<(), String> {
         match s {
             Sub::Root { tag, id, .. } => {
                 // ART's "unreachable" objects are listed as roots but are not held by anything.
@@ -392,7 +392,7 @@ impl Visitor for Pass1 {
             }
             Sub::Class(c) => {
                 self.ids.push(c.id);
-                self.classes.push(raw_class(c, raw));
+                self.classes.push(raw_class(c));
             }
             Sub::Instance { id, .. }
             | Sub::ObjectArray { id, .. }
@@ -403,19 +403,12 @@ impl Visitor for Pass1 {
     }
 }
 
-fn raw_class(c: &ClassDump<'_>, raw: &[u8]) -> RawClass {
-    // The instance size follows the tag, seven ids and the stack serial. (Read here from the raw
-    // record: `ClassDump::instance_size` of the hprof module reads one id too early.)
-    let at = 1 + 7 * c.id_size as usize + 4;
-    let instance_size = raw
-        .get(at..at + 4)
-        .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
-        .unwrap_or(c.instance_size);
+fn raw_class(c: &ClassDump<'_>) -> RawClass {
     RawClass {
         id: c.id,
         super_id: c.super_id,
         loader_id: c.loader_id,
-        instance_size,
+        instance_size: c.instance_size,
         fields: c.fields().collect(),
         statics: c
             .statics()
@@ -679,7 +672,11 @@ pub(crate) struct Pass2<'a> {
     /// Watched referents by id, resolved to nodes after the pass.
     pub watched: Vec<(u64, u32)>,
     err: Option<String>,
+    /// Direct-mapped cache of class id -> class index (instances of a few classes dominate).
+    class_cache: Vec<(u64, u32)>,
 }
+
+const CLASS_CACHE: usize = 1024;
 
 impl<'a> Pass2<'a> {
     pub(crate) fn new(ix: &'a mut Index, limits: IndexLimits) -> Self {
@@ -689,7 +686,20 @@ impl<'a> Pass2<'a> {
             cur: None,
             watched: Vec::new(),
             err: None,
+            class_cache: vec![(0, NONE); CLASS_CACHE],
         }
+    }
+
+    #[inline]
+    fn class_index(&mut self, class_id: u64) -> Option<u32> {
+        let slot = (class_id.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 54) as usize % CLASS_CACHE;
+        let (id, ci) = self.class_cache[slot];
+        if id == class_id && ci != NONE {
+            return Some(ci);
+        }
+        let ci = self.ix.class_by_id(class_id)?;
+        self.class_cache[slot] = (class_id, ci);
+        Some(ci)
     }
 
     /// Start node `id`'s edge list; `None` if the id is a duplicate already indexed.
@@ -787,7 +797,7 @@ impl Visitor for Pass2<'_> {
                     return Ok(());
                 };
                 self.ix.stats.instances += 1;
-                let ci = match self.ix.class_by_id(class_id) {
+                let ci = match self.class_index(class_id) {
                     Some(ci) => ci,
                     None => {
                         self.ix.stats.unknown_class += 1;
@@ -866,8 +876,7 @@ impl Visitor for Pass2<'_> {
                 };
                 self.ix.stats.object_arrays += 1;
                 let ci = self
-                    .ix
-                    .class_by_id(class_id)
+                    .class_index(class_id)
                     .unwrap_or((self.ix.classes.len() - 1) as u32);
                 self.ix.class_of[n as usize] = ci;
                 self.ix.classes[ci as usize].instances += 1;
