@@ -364,7 +364,10 @@ fn cli_rejects_bad_and_truncated_input_with_exit_2_and_no_report() {
 fn corrupted_dumps_give_errors_or_reports_never_panics() {
     use rand::{Rng, SeedableRng};
     let mut rng = rand::rngs::StdRng::seed_from_u64(0x00C0_FFEE);
-    for f in ["jvm/slurp_hprof-32.hprof", "android/leak_service_binder.hprof"] {
+    for f in [
+        "jvm/slurp_hprof-32.hprof",
+        "android/leak_service_binder.hprof",
+    ] {
         let orig = std::fs::read(common::fixture(f)).unwrap();
         for _ in 0..40 {
             let mut b = orig.clone();
@@ -377,7 +380,11 @@ fn corrupted_dumps_give_errors_or_reports_never_panics() {
                 b.truncate(cut);
             }
             // Either outcome is fine; a panic fails the test.
-            let _ = analyze::analyze(Input::Bytes(&b), &Config::default(), serde_json::Value::Null);
+            let _ = analyze::analyze(
+                Input::Bytes(&b),
+                &Config::default(),
+                serde_json::Value::Null,
+            );
         }
     }
 }

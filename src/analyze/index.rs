@@ -116,6 +116,18 @@ pub struct Class {
     pub instances: u32,
 }
 
+/// A heap dump segment (or 1.0.1 heap dump record): where it is, and the range of object ids in
+/// it, so that a later pass can parse only the segments that hold the objects it wants.
+#[derive(Clone, Copy, Debug)]
+pub struct Segment {
+    /// Offset of the record header.
+    pub offset: u64,
+    /// Bytes including the 9-byte record header.
+    pub len: u64,
+    pub min_id: u64,
+    pub max_id: u64,
+}
+
 /// A GC root as the dump lists it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Root {
@@ -182,6 +194,8 @@ pub struct Index {
     pub class_class: u32,
     /// Index of the first primitive-array pseudo-class (in `PRIMS` order).
     pub prim_base: u32,
+    /// Heap dump segments in file order.
+    pub segments: Vec<Segment>,
 }
 
 impl Index {
@@ -543,6 +557,7 @@ impl Pass1 {
             stats,
             class_class,
             prim_base,
+            segments: Vec::new(),
         })
     }
 }
@@ -767,9 +782,36 @@ fn id_at(data: &[u8], off: u32, id_size: u32) -> Option<u64> {
 }
 
 impl Visitor for Pass2<'_> {
+    fn heap_dump_start(
+        &mut self,
+        offset: u64,
+        _tag: u8,
+        len: u32,
+        _raw: &[u8],
+    ) -> Result<(), String> {
+        self.ix.segments.push(Segment {
+            offset,
+            len: 9 + len as u64,
+            min_id: u64::MAX,
+            max_id: 0,
+        });
+        Ok(())
+    }
+
     fn sub(&mut self, _offset: u64, s: &Sub<'_>, _raw: &[u8]) -> Result<(), String> {
         if let Some(e) = &self.err {
             return Err(e.clone());
+        }
+        let id = match *s {
+            Sub::Class(ref c) => c.id,
+            Sub::Instance { id, .. } | Sub::ObjectArray { id, .. } => id,
+            _ => 0,
+        };
+        if id != 0 {
+            if let Some(seg) = self.ix.segments.last_mut() {
+                seg.min_id = seg.min_id.min(id);
+                seg.max_id = seg.max_id.max(id);
+            }
         }
         let id_size = self.ix.header.id_size;
         match *s {

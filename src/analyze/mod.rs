@@ -120,6 +120,67 @@ impl Input<'_> {
     }
 }
 
+impl Input<'_> {
+    /// Parse only the header and the heap dump segments that may hold one of `ids` (sorted):
+    /// those whose id range covers one. Falls back to a whole pass if the segments are unknown.
+    fn pass_segments<V: Visitor>(
+        &self,
+        segments: &[index::Segment],
+        ids: &[u64],
+        v: &mut V,
+    ) -> Result<(), Error> {
+        if segments.is_empty() {
+            return self.pass(v).map(|_| ());
+        }
+        let pick: Vec<&index::Segment> = segments
+            .iter()
+            .filter(|s| {
+                let i = ids.partition_point(|&x| x < s.min_id);
+                i < ids.len() && ids[i] <= s.max_id
+            })
+            .collect();
+        let mut p = Parser::new();
+        let fix = |e: hprof::Error, base: u64| Error::Input {
+            offset: e.offset.saturating_sub(hprof::HEADER_LEN as u64) + base,
+            what: e.what,
+        };
+        match self {
+            Input::Bytes(b) => {
+                let h = b.get(..hprof::HEADER_LEN).unwrap_or(b);
+                p.feed(h, v)?;
+                for s in pick {
+                    let r = b
+                        .get(s.offset as usize..(s.offset + s.len) as usize)
+                        .unwrap_or(&[]);
+                    p.feed(r, v).map_err(|e| fix(e, s.offset))?;
+                }
+            }
+            Input::File(path) => {
+                use std::os::unix::fs::FileExt;
+                let io = |what, source| Error::Io { what, source };
+                let f = std::fs::File::open(path).map_err(|e| io("cannot open", e))?;
+                let mut buf = vec![0u8; hprof::HEADER_LEN];
+                f.read_exact_at(&mut buf, 0)
+                    .map_err(|e| io("read failed", e))?;
+                p.feed(&buf, v)?;
+                buf.resize(CHUNK, 0);
+                for s in pick {
+                    let mut at = s.offset;
+                    let end = s.offset + s.len;
+                    while at < end {
+                        let n = ((end - at) as usize).min(CHUNK);
+                        f.read_exact_at(&mut buf[..n], at)
+                            .map_err(|e| io("read failed", e))?;
+                        p.feed(&buf[..n], v).map_err(|e| fix(e, s.offset))?;
+                        at += n as u64;
+                    }
+                }
+            }
+        }
+        p.finish().map_err(|e| fix(e, 0))
+    }
+}
+
 /// Read `f` to its end on a helper thread, handing each chunk to `eat` on this one.
 fn read_ahead(
     mut f: std::fs::File,

@@ -294,8 +294,11 @@ pub(crate) fn build(
             wanted.push((ix.ids[w[0] as usize], ix.ids[w[1] as usize]));
         }
     }
+    let mut parents: Vec<u64> = wanted.iter().map(|w| w.0).collect();
+    parents.sort_unstable();
+    parents.dedup();
     let mut p3 = Pass3::new(ix, wanted);
-    input.pass(&mut p3)?;
+    input.pass_segments(&ix.segments, &parents, &mut p3)?;
     let mut named: HashMap<u32, Named> = HashMap::new();
     for (&v, chain) in &chains {
         named.insert(v, name_chain(ix, bfs, &p3, chain, v));

@@ -53,22 +53,24 @@ pub fn run(a: AnalyzeArgs) -> Result<(), Failure> {
         })?;
     let json = serde_json::to_vec_pretty(&report).map_err(|e| fail(1, format!("report: {e}")))?;
     write_atomically(&a.output, &json)?;
-    print!("{}", Summary(&report));
+    // The report is written; a closed stdout (`| head`) must not turn that into a panic.
     let t = &report.analysis.timings;
-    println!(
-        "time: {:.2} s (scan {} ms, graph {} ms, paths {} ms, dominators {} ms, report {} ms)",
+    let peak = match peak_rss_kb() {
+        Some(kb) => format!("peak memory: {:.1} MB (VmHWM)", kb as f64 / 1024.0),
+        None => "peak memory: unknown (/proc/self/status has no VmHWM)".to_string(),
+    };
+    let text = format!(
+        "{}time: {:.2} s (scan {} ms, graph {} ms, paths {} ms, dominators {} ms, report {} ms)\n{peak}\nreport: {}\n",
+        Summary(&report),
         t.total_ms as f64 / 1000.0,
         t.scan_ms,
         t.graph_ms,
         t.paths_ms,
         t.dominators_ms,
-        t.report_ms
+        t.report_ms,
+        a.output.display()
     );
-    match peak_rss_kb() {
-        Some(kb) => println!("peak memory: {:.1} MB (VmHWM)", kb as f64 / 1024.0),
-        None => println!("peak memory: unknown (/proc/self/status has no VmHWM)"),
-    }
-    println!("report: {}", a.output.display());
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
     Ok(())
 }
 
