@@ -327,7 +327,7 @@ impl IdMap {
         let want = (ids.len() / 2).max(1).next_power_of_two() as u64;
         let span = max - min;
         let mut shift = 0;
-        while (span >> shift) >= want {
+        while shift < 63 && (span >> shift) >= want {
             shift += 1;
         }
         let nb = (span >> shift) as usize + 1;
@@ -997,5 +997,58 @@ pub(crate) fn flag_watched(ix: &mut Index, watched: Vec<(u64, u32)>) {
                 });
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn java_names() {
+        assert_eq!(java_name("java/lang/String"), "java.lang.String");
+        assert_eq!(java_name("[[I"), "int[][]");
+        assert_eq!(java_name("[Ljava/lang/Object;"), "java.lang.Object[]");
+        assert_eq!(java_name("android.app.Activity"), "android.app.Activity");
+        assert_eq!(java_name("java.lang.Object[]"), "java.lang.Object[]");
+        assert_eq!(java_name("["), "[]");
+    }
+
+    proptest! {
+        /// The bucket map finds exactly the ids it was built from, however they cluster
+        /// (ART puts its image, zygote and app spaces far apart).
+        #[test]
+        fn id_map_finds_exactly_the_ids(
+            clusters in proptest::collection::vec((any::<u64>(), 1usize..300, 1u64..64), 1..4),
+            probes in proptest::collection::vec(any::<u64>(), 0..200),
+        ) {
+            let mut ids = Vec::new();
+            for (base, n, step) in clusters {
+                for i in 0..n as u64 {
+                    ids.push(base.wrapping_add(i * step * 8));
+                }
+            }
+            ids.sort_unstable();
+            ids.dedup();
+            let m = IdMap::new(&ids);
+            for (i, &id) in ids.iter().enumerate() {
+                prop_assert_eq!(m.find(&ids, id), Some(i as u32));
+            }
+            for p in probes {
+                prop_assert_eq!(m.find(&ids, p), ids.binary_search(&p).ok().map(|i| i as u32));
+            }
+            prop_assert_eq!(IdMap::new(&[]).find(&[], 5), None);
+        }
+    }
+
+    #[test]
+    fn id_map_spans_the_whole_u64_range() {
+        let ids = [1u64, u64::MAX - 1];
+        let m = IdMap::new(&ids);
+        assert_eq!(m.find(&ids, 1), Some(0));
+        assert_eq!(m.find(&ids, u64::MAX - 1), Some(1));
+        assert_eq!(m.find(&ids, u64::MAX), None);
+        assert_eq!(m.find(&ids, 0), None);
     }
 }
