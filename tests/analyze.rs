@@ -388,3 +388,58 @@ fn corrupted_dumps_give_errors_or_reports_never_panics() {
         }
     }
 }
+
+/// The report without its timings.
+fn comparable(r: &Report) -> serde_json::Value {
+    let mut v = serde_json::to_value(r).unwrap();
+    v["analysis"]["timings"] = serde_json::Value::Null;
+    v
+}
+
+#[test]
+fn parsing_in_parts_side_by_side_gives_the_same_report() {
+    let mut inputs = common::fixtures();
+    inputs.push(leakapp_dump().to_path_buf());
+    let one = Config {
+        threads: 1,
+        ..test_config()
+    };
+    let mut split = 0;
+    let total = inputs.len();
+    for p in inputs {
+        let a = run(Input::File(&p), &one);
+        for threads in [2, 3] {
+            let cfg = Config {
+                threads,
+                parallel_min_bytes: 0,
+                ..test_config()
+            };
+            let mut b = run(Input::File(&p), &cfg);
+            if b.analysis.parse_parts >= 2 {
+                split += 1;
+            }
+            b.analysis.parse_parts = 1;
+            assert_eq!(
+                comparable(&a),
+                comparable(&b),
+                "{} in {threads} parts",
+                p.display()
+            );
+            let bytes = std::fs::read(&p).unwrap();
+            let mut c = run(Input::Bytes(&bytes), &cfg);
+            c.analysis.parse_parts = 1;
+            assert_eq!(
+                comparable(&a),
+                comparable(&c),
+                "{} in {threads} parts",
+                p.display()
+            );
+        }
+    }
+    // Files with one heap dump record and nothing after it cannot be cut; most can.
+    assert!(
+        split > total,
+        "only {split} of {} runs were split",
+        total * 2
+    );
+}

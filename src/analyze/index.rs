@@ -434,6 +434,21 @@ fn raw_class(c: &ClassDump<'_>) -> RawClass {
 }
 
 impl Pass1 {
+    /// Add what another worker gathered over a later part of the file.
+    pub(crate) fn merge(&mut self, o: Pass1) {
+        if self.header.is_none() {
+            self.header = o.header;
+        }
+        for &(id, at, len) in &o.strings.ids {
+            self.strings
+                .push(id, &o.strings.arena[at as usize..(at + len) as usize]);
+        }
+        self.names.extend(o.names);
+        self.classes.extend(o.classes);
+        self.roots.extend(o.roots);
+        self.ids.extend(o.ids);
+    }
+
     /// Sort what pass 1 gathered and lay out the classes; returns the skeleton index.
     pub(crate) fn finish(mut self) -> Result<Index, String> {
         let header = self.header.ok_or("the dump has no header")?;
@@ -679,29 +694,50 @@ fn role(classes: &[Class], c: u32, id_size: u32) -> Role {
 // ---------------------------------------------------------------------------------------------
 // Pass 2
 
+/// What a pass-2 worker produced over its part of the file, applied to the index afterwards
+/// (workers only read the index, so two can run side by side).
+#[derive(Default)]
+pub(crate) struct Out {
+    edges: Vec<u32>,
+    /// Per object, in file order: node, class, shallow size, first edge in `edges`, degree.
+    nodes: Vec<[u32; 5]>,
+    stats: IndexStats,
+    /// Per class index: instances seen.
+    instances: Vec<u32>,
+    flags: Vec<Flag>,
+    segments: Vec<Segment>,
+    /// Watched referents by id (resolved to nodes after the pass) and their reference's node.
+    watched: Vec<(u64, u32)>,
+}
+
 pub(crate) struct Pass2<'a> {
-    pub ix: &'a mut Index,
-    pub limits: IndexLimits,
-    /// The object array whose elements are streaming, if it is being indexed.
-    cur: Option<u32>,
-    /// Watched referents by id, resolved to nodes after the pass.
-    pub watched: Vec<(u64, u32)>,
+    ix: &'a Index,
+    limits: IndexLimits,
+    /// Added to the parser's offsets to get file offsets (a worker's parser starts at its part).
+    delta: u64,
+    /// An object array's elements are streaming into the last entry of `out.nodes`.
+    in_array: bool,
     err: Option<String>,
     /// Direct-mapped cache of class id -> class index (instances of a few classes dominate).
     class_cache: Vec<(u64, u32)>,
+    out: Out,
 }
 
 const CLASS_CACHE: usize = 1024;
 
 impl<'a> Pass2<'a> {
-    pub(crate) fn new(ix: &'a mut Index, limits: IndexLimits) -> Self {
+    pub(crate) fn new(ix: &'a Index, limits: IndexLimits, delta: u64) -> Self {
         Pass2 {
             ix,
             limits,
-            cur: None,
-            watched: Vec::new(),
+            delta,
+            in_array: false,
             err: None,
             class_cache: vec![(0, NONE); CLASS_CACHE],
+            out: Out {
+                instances: vec![0; ix.classes.len()],
+                ..Out::default()
+            },
         }
     }
 
@@ -717,17 +753,18 @@ impl<'a> Pass2<'a> {
         Some(ci)
     }
 
-    /// Start node `id`'s edge list; `None` if the id is a duplicate already indexed.
-    fn begin(&mut self, id: u64) -> Option<u32> {
+    /// Start object `id`'s entry; `None` if the id is not indexed.
+    fn begin(&mut self, id: u64, class: u32, shallow: u64) -> Option<u32> {
         let n = self.ix.node(id)?;
-        if self.ix.first[n as usize] != NONE {
-            return None;
-        }
-        if self.ix.edges.len() >= NONE as usize {
+        if self.out.edges.len() >= NONE as usize {
             self.err = Some("more than 4 billion references: too many for this analyser".into());
             return None;
         }
-        self.ix.first[n as usize] = self.ix.edges.len() as u32;
+        let sh = shallow.min(u32::MAX as u64) as u32;
+        self.out
+            .nodes
+            .push([n, class, sh, self.out.edges.len() as u32, 0]);
+        self.out.instances[class as usize] += 1;
         Some(n)
     }
 
@@ -737,31 +774,86 @@ impl<'a> Pass2<'a> {
             return;
         }
         match self.ix.node(target) {
-            Some(t) => self.ix.edges.push(t),
-            None => self.ix.stats.missing_refs += 1,
+            Some(t) => self.out.edges.push(t),
+            None => self.out.stats.missing_refs += 1,
         }
     }
 
-    fn end(&mut self, n: u32) {
-        let d = self.ix.edges.len() as u32 - self.ix.first[n as usize];
-        self.ix.deg[n as usize] = d;
-        self.ix.stats.edges += d as u64;
+    /// Close the last entry's edge list.
+    fn end(&mut self) {
+        let len = self.out.edges.len() as u32;
+        if let Some(e) = self.out.nodes.last_mut() {
+            e[4] = len - e[3];
+            self.out.stats.edges += e[4] as u64;
+        }
     }
 
     fn flag(&mut self, node: u32, reason: &str, detail: String) {
-        self.ix.flags.push(Flag {
+        self.out.flags.push(Flag {
             node,
             reason: reason.into(),
             detail,
         });
     }
 
-    pub(crate) fn finish(self) -> Result<Vec<(u64, u32)>, String> {
+    pub(crate) fn finish(self) -> Result<Out, String> {
         match self.err {
             Some(e) => Err(e),
-            None => Ok(self.watched),
+            None => Ok(self.out),
         }
     }
+}
+
+impl IndexStats {
+    fn add(&mut self, o: &IndexStats) {
+        self.classes += o.classes;
+        self.instances += o.instances;
+        self.object_arrays += o.object_arrays;
+        self.primitive_arrays += o.primitive_arrays;
+        self.stripped_arrays += o.stripped_arrays;
+        self.edges += o.edges;
+        self.missing_refs += o.missing_refs;
+        self.unknown_class += o.unknown_class;
+        self.short_instances += o.short_instances;
+    }
+}
+
+/// Apply the workers' outputs, in file order, to the index; returns the watched referents.
+pub(crate) fn apply(ix: &mut Index, outs: Vec<Out>) -> Result<Vec<(u64, u32)>, String> {
+    let total: u64 = outs.iter().map(|o| o.edges.len() as u64).sum();
+    if total >= NONE as u64 {
+        return Err("more than 4 billion references: too many for this analyser".into());
+    }
+    let mut watched = Vec::new();
+    for mut o in outs {
+        let base = ix.edges.len() as u32;
+        if ix.edges.is_empty() {
+            ix.edges = std::mem::take(&mut o.edges);
+        } else {
+            ix.edges.extend_from_slice(&o.edges);
+            o.edges = Vec::new();
+        }
+        for &[n, c, sh, f, d] in &o.nodes {
+            let n = n as usize;
+            if ix.first[n] != NONE {
+                ix.stats.duplicate_ids += 1;
+                continue;
+            }
+            ix.class_of[n] = c;
+            ix.shallow[n] = sh;
+            ix.first[n] = base + f;
+            ix.deg[n] = d;
+        }
+        drop(o.nodes);
+        ix.stats.add(&o.stats);
+        for (c, k) in ix.classes.iter_mut().zip(&o.instances) {
+            c.instances += k;
+        }
+        ix.flags.extend(o.flags);
+        ix.segments.extend(o.segments);
+        watched.extend(o.watched);
+    }
+    Ok(watched)
 }
 
 fn byte_at(data: &[u8], off: Option<u32>) -> bool {
@@ -789,8 +881,8 @@ impl Visitor for Pass2<'_> {
         len: u32,
         _raw: &[u8],
     ) -> Result<(), String> {
-        self.ix.segments.push(Segment {
-            offset,
+        self.out.segments.push(Segment {
+            offset: offset.wrapping_add(self.delta),
             len: 9 + len as u64,
             min_id: u64::MAX,
             max_id: 0,
@@ -808,21 +900,20 @@ impl Visitor for Pass2<'_> {
             _ => 0,
         };
         if id != 0 {
-            if let Some(seg) = self.ix.segments.last_mut() {
+            if let Some(seg) = self.out.segments.last_mut() {
                 seg.min_id = seg.min_id.min(id);
                 seg.max_id = seg.max_id.max(id);
             }
         }
         let id_size = self.ix.header.id_size;
+        let ix = self.ix;
         match *s {
             Sub::Root { .. } | Sub::HeapDumpInfo { .. } => {}
             Sub::Class(ref c) => {
-                let Some(n) = self.begin(c.id) else {
+                let Some(_) = self.begin(c.id, ix.class_class, c.statics_raw.len() as u64) else {
                     return Ok(());
                 };
-                self.ix.stats.classes += 1;
-                self.ix.class_of[n as usize] = self.ix.class_class;
-                self.ix.shallow[n as usize] = c.statics_raw.len() as u32;
+                self.out.stats.classes += 1;
                 for (_, ty, v) in c.statics() {
                     if ty == BasicType::Object {
                         self.edge(read_id(v, id_size));
@@ -830,46 +921,40 @@ impl Visitor for Pass2<'_> {
                 }
                 self.edge(c.super_id);
                 self.edge(c.loader_id);
-                self.end(n);
+                self.end();
             }
             Sub::Instance {
                 id, class_id, data, ..
             } => {
-                let Some(n) = self.begin(id) else {
-                    return Ok(());
-                };
-                self.ix.stats.instances += 1;
                 let ci = match self.class_index(class_id) {
                     Some(ci) => ci,
                     None => {
-                        self.ix.stats.unknown_class += 1;
-                        (self.ix.classes.len() - 1) as u32
+                        self.out.stats.unknown_class += 1;
+                        (ix.classes.len() - 1) as u32
                     }
                 };
-                self.ix.class_of[n as usize] = ci;
-                let cl = &self.ix.classes[ci as usize];
+                let cl = &ix.classes[ci as usize];
                 let size = if cl.instance_size > 0 {
                     cl.instance_size
                 } else {
                     data.len() as u32
                 };
-                self.ix.shallow[n as usize] = size;
+                let Some(n) = self.begin(id, ci, size as u64) else {
+                    return Ok(());
+                };
+                self.out.stats.instances += 1;
                 if (data.len() as u32) < cl.data_len {
-                    self.ix.stats.short_instances += 1;
+                    self.out.stats.short_instances += 1;
                 }
-                let role = cl.role;
                 // Instance -> its class (an instance keeps its class loaded).
                 self.edge(class_id);
-                let nslots = self.ix.classes[ci as usize].ref_slots.len();
-                for k in 0..nslots {
-                    let off = self.ix.classes[ci as usize].ref_slots[k].0;
+                for &(off, _, _) in &cl.ref_slots {
                     if let Some(t) = id_at(data, off, id_size) {
                         self.edge(t);
                     }
                 }
-                self.end(n);
-                self.ix.classes[ci as usize].instances += 1;
-                match role {
+                self.end();
+                match cl.role {
                     Role::None | Role::Window | Role::NativeAllocationRegistry => {}
                     Role::Activity {
                         destroyed,
@@ -903,7 +988,7 @@ impl Visitor for Pass2<'_> {
                     Role::Watched { referent } => {
                         if let Some(r) = id_at(data, referent, id_size) {
                             if r != 0 {
-                                self.watched.push((r, n));
+                                self.out.watched.push((r, n));
                             }
                         }
                     }
@@ -912,24 +997,21 @@ impl Visitor for Pass2<'_> {
             Sub::ObjectArray {
                 id, len, class_id, ..
             } => {
-                let Some(n) = self.begin(id) else {
-                    self.cur = None;
-                    return Ok(());
-                };
-                self.ix.stats.object_arrays += 1;
+                self.in_array = false;
                 let ci = self
                     .class_index(class_id)
-                    .unwrap_or((self.ix.classes.len() - 1) as u32);
-                self.ix.class_of[n as usize] = ci;
-                self.ix.classes[ci as usize].instances += 1;
+                    .unwrap_or((ix.classes.len() - 1) as u32);
                 let bytes = len as u64 * id_size as u64 + array_header(id_size);
-                self.ix.shallow[n as usize] = bytes.min(u32::MAX as u64) as u32;
+                let Some(n) = self.begin(id, ci, bytes) else {
+                    return Ok(());
+                };
+                self.out.stats.object_arrays += 1;
                 if bytes >= self.limits.array_min_bytes {
-                    let name = self.ix.classes[ci as usize].name.clone();
+                    let name = ix.classes[ci as usize].name.clone();
                     self.flag(n, "Array Size Over Threshold", format!("{name} of {len}"));
                 }
                 self.edge(class_id);
-                self.cur = Some(n);
+                self.in_array = true;
             }
             Sub::PrimitiveArray {
                 id,
@@ -938,20 +1020,17 @@ impl Visitor for Pass2<'_> {
                 nodata,
                 ..
             } => {
-                self.cur = None;
-                let Some(n) = self.begin(id) else {
+                self.in_array = false;
+                let pi = PRIMS.iter().position(|&p| p == ty).unwrap_or(4) as u32;
+                let ci = ix.prim_base + pi;
+                let bytes = len as u64 * ty.size(id_size) as u64 + array_header(id_size);
+                let Some(n) = self.begin(id, ci, bytes) else {
                     return Ok(());
                 };
-                self.ix.stats.primitive_arrays += 1;
+                self.out.stats.primitive_arrays += 1;
                 if nodata {
-                    self.ix.stats.stripped_arrays += 1;
+                    self.out.stats.stripped_arrays += 1;
                 }
-                let pi = PRIMS.iter().position(|&p| p == ty).unwrap_or(4) as u32;
-                let ci = self.ix.prim_base + pi;
-                self.ix.class_of[n as usize] = ci;
-                self.ix.classes[ci as usize].instances += 1;
-                let bytes = len as u64 * ty.size(id_size) as u64 + array_header(id_size);
-                self.ix.shallow[n as usize] = bytes.min(u32::MAX as u64) as u32;
                 if bytes >= self.limits.array_min_bytes {
                     self.flag(
                         n,
@@ -959,14 +1038,14 @@ impl Visitor for Pass2<'_> {
                         format!("{} of {len}", prim_name(ty)),
                     );
                 }
-                self.end(n);
+                self.end();
             }
         }
         Ok(())
     }
 
     fn array_data(&mut self, data: &[u8]) -> Result<(), String> {
-        if self.cur.is_none() {
+        if !self.in_array {
             return Ok(());
         }
         let id_size = self.ix.header.id_size as usize;
@@ -977,8 +1056,9 @@ impl Visitor for Pass2<'_> {
     }
 
     fn array_end(&mut self) -> Result<(), String> {
-        if let Some(n) = self.cur.take() {
-            self.end(n);
+        if self.in_array {
+            self.in_array = false;
+            self.end();
         }
         Ok(())
     }

@@ -53,6 +53,11 @@ pub struct Config {
     pub max_paths_per_class: usize,
     /// Suspects per class whose paths are computed (the others are counted).
     pub max_suspects_per_class: usize,
+    /// Threads that parse parts of the file side by side (0: as many as the machine has, at
+    /// most 4; 1: none).
+    pub threads: usize,
+    /// Inputs smaller than this are parsed by one thread.
+    pub parallel_min_bytes: u64,
 }
 
 impl Default for Config {
@@ -66,6 +71,8 @@ impl Default for Config {
             large_retained_bytes: 64 << 20,
             max_paths_per_class: 45,
             max_suspects_per_class: 1000,
+            threads: 0,
+            parallel_min_bytes: 32 << 20,
         }
     }
 }
@@ -181,6 +188,149 @@ impl Input<'_> {
     }
 }
 
+impl Input<'_> {
+    fn len(&self) -> Result<u64, Error> {
+        match self {
+            Input::Bytes(b) => Ok(b.len() as u64),
+            Input::File(p) => std::fs::metadata(p)
+                .map(|m| m.len())
+                .map_err(|source| Error::Io {
+                    what: "cannot stat",
+                    source,
+                }),
+        }
+    }
+
+    /// Read `buf.len()` bytes at `at`.
+    fn read_at(&self, f: Option<&std::fs::File>, at: u64, buf: &mut [u8]) -> Result<(), Error> {
+        use std::os::unix::fs::FileExt;
+        match (self, f) {
+            (Input::Bytes(b), _) => {
+                let src =
+                    b.get(at as usize..at as usize + buf.len())
+                        .ok_or_else(|| Error::Input {
+                            offset: at,
+                            what: "past the end".into(),
+                        })?;
+                buf.copy_from_slice(src);
+                Ok(())
+            }
+            (Input::File(_), Some(f)) => f.read_exact_at(buf, at).map_err(|source| Error::Io {
+                what: "read failed",
+                source,
+            }),
+            (Input::File(_), None) => Err(Error::Io {
+                what: "read failed",
+                source: std::io::Error::other("file not open"),
+            }),
+        }
+    }
+
+    fn open(&self) -> Result<Option<std::fs::File>, Error> {
+        match self {
+            Input::Bytes(_) => Ok(None),
+            Input::File(p) => std::fs::File::open(p)
+                .map(Some)
+                .map_err(|source| Error::Io {
+                    what: "cannot open",
+                    source,
+                }),
+        }
+    }
+
+    /// Cut the record list into about `parts` ranges of whole records, each `[start, end)`.
+    /// `None` if the input is small, has one heap dump record, or its record list does not add
+    /// up (a pass in one piece then reports the problem).
+    fn split(&self, parts: usize, min_bytes: u64) -> Option<Vec<(u64, u64)>> {
+        let len = self.len().ok()?;
+        if len < min_bytes.max(hprof::HEADER_LEN as u64 + 9) || parts < 2 {
+            return None;
+        }
+        let f = self.open().ok()?;
+        let mut starts = Vec::new();
+        let mut pos = hprof::HEADER_LEN as u64;
+        let mut h = [0u8; 9];
+        while pos < len {
+            self.read_at(f.as_ref(), pos, &mut h).ok()?;
+            hprof::tag::name(h[0])?;
+            starts.push(pos);
+            pos += 9 + hprof::read_u32(&h[5..]) as u64;
+        }
+        if pos != len || starts.len() < 2 {
+            return None;
+        }
+        let mut cuts = vec![hprof::HEADER_LEN as u64];
+        for k in 1..parts as u64 {
+            let target = len * k / parts as u64;
+            let i = starts.partition_point(|&s| s < target);
+            if let Some(&c) = starts.get(i) {
+                if c > *cuts.last()? {
+                    cuts.push(c);
+                }
+            }
+        }
+        cuts.push(len);
+        let ranges: Vec<(u64, u64)> = cuts.windows(2).map(|w| (w[0], w[1])).collect();
+        (ranges.len() > 1).then_some(ranges)
+    }
+
+    /// Parse each range with its own parser and visitor, side by side. Each parser is fed the
+    /// file header first, so its offsets are `HEADER_LEN + (offset - start)`.
+    fn pass_parts<V: Visitor + Send>(
+        &self,
+        parts: &[(u64, u64)],
+        mut vs: Vec<V>,
+    ) -> Result<Vec<V>, Error> {
+        let f = self.open()?;
+        let mut header = [0u8; hprof::HEADER_LEN];
+        self.read_at(f.as_ref(), 0, &mut header)?;
+        let results: Vec<Result<(), Error>> = std::thread::scope(|s| {
+            let hs: Vec<_> = parts
+                .iter()
+                .zip(vs.iter_mut())
+                .map(|(&(a, b), v)| {
+                    let f = f.as_ref();
+                    let header = &header;
+                    s.spawn(move || -> Result<(), Error> {
+                        let mut p = Parser::new();
+                        p.feed(header, v)?;
+                        let fix = |e: hprof::Error| Error::Input {
+                            offset: e.offset.saturating_sub(hprof::HEADER_LEN as u64) + a,
+                            what: e.what,
+                        };
+                        match self {
+                            Input::Bytes(bytes) => {
+                                p.feed(&bytes[a as usize..b as usize], v).map_err(fix)?
+                            }
+                            Input::File(_) => {
+                                let mut buf = vec![0u8; CHUNK];
+                                let mut at = a;
+                                while at < b {
+                                    let n = ((b - at) as usize).min(CHUNK);
+                                    self.read_at(f, at, &mut buf[..n])?;
+                                    p.feed(&buf[..n], v).map_err(fix)?;
+                                    at += n as u64;
+                                }
+                            }
+                        }
+                        p.finish().map_err(fix)
+                    })
+                })
+                .collect();
+            hs.into_iter()
+                .map(|h| match h.join() {
+                    Ok(r) => r,
+                    Err(p) => std::panic::resume_unwind(p),
+                })
+                .collect()
+        });
+        for r in results {
+            r?;
+        }
+        Ok(vs)
+    }
+}
+
 /// Read `f` to its end on a helper thread, handing each chunk to `eat` on this one.
 fn read_ahead(
     mut f: std::fs::File,
@@ -253,8 +403,39 @@ pub fn analyze(
 ) -> Result<Report, Error> {
     let t0 = Instant::now();
     let mut tm = Timings::default();
-    let mut p1 = index::Pass1::default();
-    let bytes = input.pass(&mut p1)?;
+    let threads = match cfg.threads {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get().min(4)),
+        n => n,
+    };
+    let parts = if threads > 1 {
+        input.split(threads, cfg.parallel_min_bytes)
+    } else {
+        None
+    };
+    // Pass 1, in parts side by side if the file splits; any failure there is re-run in one
+    // piece, which reports it at its exact offset.
+    let mut merged = None;
+    if let Some(parts) = &parts {
+        let vs = (0..parts.len()).map(|_| index::Pass1::default()).collect();
+        if let Ok(vs) = input.pass_parts(parts, vs) {
+            let mut it = vs.into_iter();
+            if let Some(mut first) = it.next() {
+                for v in it {
+                    first.merge(v);
+                }
+                merged = Some(first);
+            }
+        }
+    }
+    let (p1, parts) = match merged {
+        Some(p1) => (p1, parts),
+        None => {
+            let mut p1 = index::Pass1::default();
+            input.pass(&mut p1)?;
+            (p1, None)
+        }
+    };
+    let bytes = input.len()?;
     let mut ix = p1
         .finish()
         .map_err(|what| Error::Input { offset: 0, what })?;
@@ -265,11 +446,26 @@ pub fn analyze(
         bitmap_min_pixels: cfg.bitmap_min_pixels,
         array_min_bytes: cfg.array_min_bytes,
     };
-    let mut p2 = index::Pass2::new(&mut ix, limits);
-    input.pass(&mut p2)?;
-    let watched = p2
-        .finish()
+    let outs = match &parts {
+        Some(parts) => {
+            let vs = parts
+                .iter()
+                .map(|&(a, _)| index::Pass2::new(&ix, limits, a - hprof::HEADER_LEN as u64))
+                .collect();
+            input.pass_parts(parts, vs)?
+        }
+        None => {
+            let mut p2 = index::Pass2::new(&ix, limits, 0);
+            input.pass(&mut p2)?;
+            vec![p2]
+        }
+    };
+    let outs = outs
+        .into_iter()
+        .map(|p| p.finish())
+        .collect::<Result<Vec<_>, _>>()
         .map_err(|what| Error::Input { offset: 0, what })?;
+    let watched = index::apply(&mut ix, outs).map_err(|what| Error::Input { offset: 0, what })?;
     index::flag_watched(&mut ix, watched);
     ix.edges.shrink_to_fit();
     tm.graph_ms = t.elapsed().as_millis() as u64;
@@ -304,6 +500,7 @@ pub fn analyze(
     let t = Instant::now();
     let mut rep = report::build(&ix, &dom, &bfs, cfg, input, running_info)?;
     rep.analysis.input_bytes = bytes;
+    rep.analysis.parse_parts = parts.as_ref().map_or(1, |p| p.len() as u64);
     tm.report_ms = t.elapsed().as_millis() as u64;
     tm.total_ms = t0.elapsed().as_millis() as u64;
     rep.analysis.timings = tm;

@@ -48,6 +48,8 @@ pub struct AnalysisInfo {
     pub duplicate_ids: u64,
     pub unknown_class_instances: u64,
     pub short_instances: u64,
+    /// Parts of the file parsed side by side (1: in one piece).
+    pub parse_parts: u64,
     pub timings: Timings,
 }
 
@@ -462,6 +464,7 @@ pub(crate) fn build(
             duplicate_ids: st.duplicate_ids,
             unknown_class_instances: st.unknown_class,
             short_instances: st.short_instances,
+            parse_parts: 1,
             timings: Timings::default(),
         },
         class_infos,

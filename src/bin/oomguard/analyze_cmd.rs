@@ -18,6 +18,9 @@ pub struct AnalyzeArgs {
     /// The incident's running info (JSON), copied into the report's `runningInfo`.
     #[arg(long)]
     running_info: Option<PathBuf>,
+    /// Threads parsing parts of the file side by side (0: one per core, at most 4).
+    #[arg(long, default_value_t = 0)]
+    threads: usize,
 }
 
 fn fail(code: u8, message: String) -> Failure {
@@ -44,6 +47,7 @@ pub fn run(a: AnalyzeArgs) -> Result<(), Failure> {
     };
     let cfg = Config {
         top_n: a.top,
+        threads: a.threads,
         ..Config::default()
     };
     let report =
