@@ -11,7 +11,12 @@
 //! - Every edge target is a node: references to ids the dump does not hold (stripped or simply
 //!   absent) are dropped and counted in [`IndexStats::missing_refs`].
 //! - `java.lang.ref.Reference.referent` is never an edge.
-//! - Memory per object: 8 (id) + 4 (class) + 4 (shallow) + 8 (edge range) bytes, plus 4 per edge.
+//! - Memory per object: 8 (id) + 4 (class) + 4 (shallow) + 8 (edge range) bytes, plus 4 per edge
+//!   and a bucket table of 2 bytes per object for id lookups; pass 2's workers buffer 20 bytes
+//!   per object until their output is applied.
+//! - Shallow sizes: an instance counts its class's instance size as the dump states it (HotSpot:
+//!   the field bytes; ART: the object size); an array counts length × element size plus a 12- or
+//!   16-byte header, also when its contents were stripped (0xC3); a class counts its statics.
 #![forbid(unsafe_code)]
 
 use crate::hprof::{read_id, sub, BasicType, ClassDump, Header, Record, Sub, Visitor};
