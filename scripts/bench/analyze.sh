@@ -34,30 +34,44 @@ fi
 # Warm the page cache so every tool reads from memory.
 cat "$BIG" "$MINI" >/dev/null
 
-measure() { # measure NAME INPUT CMD... -> a table row; sets WALL and RSS_KB
-  local name=$1 input=$2; shift 2
-  local tf; tf=$(mktemp)
-  /usr/bin/time -f '%e %U %S %M' -o "$tf" "$@" >/dev/null 2>&1 || { echo "bench: $name failed" >&2; cat "$tf" >&2; exit 1; }
-  read -r WALL USER SYS RSS_KB <"$tf"; rm -f "$tf"
-  local size; size=$(stat -c %s "$input")
-  printf '%-26s %10.1f %9.2f %9.2f %11.1f %10.2f\n' "$name" "$(echo "$size/1048576" | bc -l)" \
-    "$WALL" "$(echo "$USER+$SYS" | bc -l)" "$(echo "$RSS_KB/1024" | bc -l)" \
-    "$(echo "$RSS_KB*1024/$size" | bc -l)"
+RUNS="${RUNS:-3}"
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+
+one() { # one NAME CMD... : append "wall cpu rss_kb" to $tmp/NAME
+  local name=$1; shift
+  /usr/bin/time -f '%e %U %S %M' -o "$tmp/t" "$@" >/dev/null 2>&1 || { echo "bench: $name failed" >&2; cat "$tmp/t" >&2; exit 1; }
+  read -r w u s m <"$tmp/t"
+  echo "$w $(echo "$u+$s" | bc -l) $m" >>"$tmp/$name"
 }
 
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-printf '\n%-26s %10s %9s %9s %11s %10s\n' "run" "input MB" "wall s" "cpu s" "peak RSS MB" "RSS/input"
-measure "hprof-slurp (histogram)" "$BIG" "$SLURP" "$BIG" -t 10
-slurp_wall=$WALL
-measure "oomguard analyze (full)" "$BIG" "$BIN" analyze "$BIG" -o "$tmp/full.json"
-full_wall=$WALL; full_rss=$RSS_KB
-measure "oomguard analyze (stripped)" "$MINI" "$BIN" analyze "$MINI" -o "$tmp/mini.json"
-mini_rss=$RSS_KB
+# Interleaved runs, so that a busy machine slows every tool alike; the median run is reported.
+for _ in $(seq "$RUNS"); do
+  one slurp "$SLURP" "$BIG" -t 10
+  one full "$BIN" analyze "$BIG" -o "$tmp/full.json"
+  one mini "$BIN" analyze "$MINI" -o "$tmp/mini.json"
+done
+
+median() { sort -n "$tmp/$1" | awk -v c="$2" '{a[NR]=$c} END {print a[int((NR+1)/2)]}'; }
+row() { # row LABEL NAME INPUT
+  local size; size=$(stat -c %s "$3")
+  printf '%-28s %9.1f %8.2f %8.2f %8.2f %12.1f %10.2f\n' "$1" "$(echo "$size/1048576" | bc -l)" \
+    "$(median "$2" 1)" "$(sort -n "$tmp/$2" | head -1 | cut -d' ' -f1)" "$(median "$2" 2)" \
+    "$(echo "$(sort -k3 -n "$tmp/$2" | tail -1 | cut -d' ' -f3)/1024" | bc -l)" \
+    "$(echo "$(sort -k3 -n "$tmp/$2" | tail -1 | cut -d' ' -f3)*1024/$size" | bc -l)"
+}
+printf '\n%d interleaved runs each; wall and cpu are those of the median-wall run, peak RSS the largest seen\n' "$RUNS"
+printf '%-28s %9s %8s %8s %8s %12s %10s\n' "run" "input MB" "wall s" "min s" "cpu s" "peak RSS MB" "RSS/input"
+row "hprof-slurp (histogram)" slurp "$BIG"
+row "oomguard analyze (full)" full "$BIG"
+row "oomguard analyze (stripped)" mini "$MINI"
 big_size=$(stat -c %s "$BIG")
+full_rss=$(sort -k3 -n "$tmp/full" | tail -1 | cut -d' ' -f3)
+mini_rss=$(sort -k3 -n "$tmp/mini" | tail -1 | cut -d' ' -f3)
 echo
-printf 'time ratio  ours(full) / hprof-slurp  = %.2f   (target <= 1.00)\n' "$(echo "$full_wall/$slurp_wall" | bc -l)"
-printf 'memory      peak RSS(full) / input    = %.2f   (target <= 0.50)\n' "$(echo "$full_rss*1024/$big_size" | bc -l)"
-printf 'memory      peak RSS(stripped) / full input = %.2f\n' "$(echo "$mini_rss*1024/$big_size" | bc -l)"
+printf 'time ratio  ours(full) / hprof-slurp, median wall = %.2f   (target <= 1.00)\n' "$(echo "$(median full 1)/$(median slurp 1)" | bc -l)"
+printf 'time ratio  ours(full) / hprof-slurp, cpu         = %.2f\n' "$(echo "$(median full 2)/$(median slurp 2)" | bc -l)"
+printf 'memory      peak RSS(full) / input                = %.2f   (target <= 0.50)\n' "$(echo "$full_rss*1024/$big_size" | bc -l)"
+printf 'memory      peak RSS(stripped) / full input       = %.2f\n' "$(echo "$mini_rss*1024/$big_size" | bc -l)"
 if cmp -s <(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(sorted((g["signature"],g["instanceCount"],g["retainedSize"]) for g in r["gcPaths"]))' "$tmp/full.json") \
           <(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(sorted((g["signature"],g["instanceCount"],g["retainedSize"]) for g in r["gcPaths"]))' "$tmp/mini.json"); then
   echo "findings    full and stripped reports agree"

@@ -451,7 +451,31 @@ impl Pass1 {
         self.names.extend(o.names);
         self.classes.extend(o.classes);
         self.roots.extend(o.roots);
-        self.ids.extend(o.ids);
+        if self.ids.is_sorted() && o.ids.is_sorted() {
+            // Two sorted runs: merge them in linear time.
+            let (a, b) = (std::mem::take(&mut self.ids), o.ids);
+            let mut m = Vec::with_capacity(a.len() + b.len());
+            let (mut i, mut j) = (0, 0);
+            while i < a.len() && j < b.len() {
+                if a[i] <= b[j] {
+                    m.push(a[i]);
+                    i += 1;
+                } else {
+                    m.push(b[j]);
+                    j += 1;
+                }
+            }
+            m.extend_from_slice(&a[i..]);
+            m.extend_from_slice(&b[j..]);
+            self.ids = m;
+        } else {
+            self.ids.extend(o.ids);
+        }
+    }
+
+    /// Sort the ids gathered so far (each worker sorts its own, side by side).
+    pub(crate) fn sort_ids(&mut self) {
+        self.ids.sort_unstable();
     }
 
     /// Sort what pass 1 gathered and lay out the classes; returns the skeleton index.
@@ -460,7 +484,9 @@ impl Pass1 {
         let mut stats = IndexStats::default();
         self.strings.finish();
         let mut ids = std::mem::take(&mut self.ids);
-        ids.sort_unstable();
+        if !ids.is_sorted() {
+            ids.sort_unstable();
+        }
         let before = ids.len();
         ids.dedup();
         stats.duplicate_ids = (before - ids.len()) as u64;

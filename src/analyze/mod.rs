@@ -428,7 +428,12 @@ pub fn analyze(
     let mut merged = None;
     if let Some(parts) = &parts {
         let vs = (0..parts.len()).map(|_| index::Pass1::default()).collect();
-        if let Ok(vs) = input.pass_parts(parts, vs) {
+        if let Ok(mut vs) = input.pass_parts(parts, vs) {
+            std::thread::scope(|s| {
+                for v in vs.iter_mut() {
+                    s.spawn(move || v.sort_ids());
+                }
+            });
             let mut it = vs.into_iter();
             if let Some(mut first) = it.next() {
                 for v in it {
