@@ -50,6 +50,7 @@ fn test_config() -> Config {
     Config {
         window_max_count: 50,
         native_allocation_registry_max_count: 64,
+        large_retained_bytes: 2 << 20,
         ..Config::default()
     }
 }
@@ -149,6 +150,13 @@ fn each_detector_finds_its_planted_leak_and_only_it() {
     has("Bitmap Size Over Threshold", "android.graphics.Bitmap", 1); // 1080x1920, not 100x100
     has("Array Size Over Threshold", "byte[]", 1); // 300 KB; 64 KB ones are not
     has("Window Count Over Threshold", "LeakApp$PhoneWindow", 60);
+    // The generic top-N detector: the only group retaining 2 MB or more.
+    has("Large Retained Size", "LeakApp$MainActivity", 1);
+    assert_eq!(
+        f.iter().filter(|e| e.0 == "Large Retained Size").count(),
+        1,
+        "{f:#?}"
+    );
     has(
         "NativeAllocationRegistry Count Over Threshold",
         "libcore.util.NativeAllocationRegistry",

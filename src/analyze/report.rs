@@ -128,6 +128,14 @@ impl std::fmt::Display for Summary<'_> {
             e.0 += 1;
             e.1 += o.retained_size;
         }
+        // Groups of the generic top-N detector have no leakObjects entries of their own.
+        for g in &r.gc_paths {
+            if g.leak_reason == LARGE_RETAINED {
+                let e = by.entry(&g.leak_reason).or_default();
+                e.0 += g.instance_count;
+                e.1 += g.retained_size;
+            }
+        }
         if by.is_empty() {
             writeln!(f, "leaks: none found")?;
         } else {
@@ -149,6 +157,9 @@ impl std::fmt::Display for Summary<'_> {
         Ok(())
     }
 }
+
+/// The reason given to top-N groups that retain at least `Config::large_retained_bytes`.
+pub const LARGE_RETAINED: &str = "Large Retained Size";
 
 fn mb(b: u64) -> f64 {
     b as f64 / (1024.0 * 1024.0)
@@ -375,13 +386,13 @@ pub(crate) fn build(
     for d in &dgroups {
         if d.retained_size >= cfg.large_retained_bytes {
             groups
-                .entry(("Large Retained Size".into(), d.class_name.clone()))
+                .entry((LARGE_RETAINED.into(), d.class_name.clone()))
                 .or_default()
                 .insert(
                     d.signature.clone(),
                     GcPath {
                         instance_count: d.count,
-                        leak_reason: "Large Retained Size".into(),
+                        leak_reason: LARGE_RETAINED.into(),
                         gc_root: d.gc_root.clone(),
                         signature: d.signature.clone(),
                         path: d.path.clone(),
