@@ -5,7 +5,8 @@
 //! - No recursion: the depth-first search and the path compression use explicit stacks, so a
 //!   linked list of millions of objects cannot overflow the thread's stack.
 //! - Work is near-linear in nodes + edges; memory is seven `u32` per reachable node plus one per
-//!   edge (the predecessor lists), on top of the graph itself.
+//!   edge (the predecessor lists), on top of the graph itself (which the caller can free between
+//!   [`prepare`] and [`finish`]).
 //! - `idom[v]` is [`SUPER`] for objects dominated only by the super-root and [`UNREACHED`] for
 //!   objects no root reaches strongly; their retained size is 0.
 #![forbid(unsafe_code)]
@@ -117,33 +118,35 @@ pub fn prepare<G: Graph>(g: &G, roots: &[u32], late: &[u32]) -> Prepared {
     let count = vertex.len();
 
     // --- Predecessors in preorder numbers (CSR). The super-root precedes every root.
-    let mut rfirst = vec![0u32; count + 1];
+    // Counts go to index p + 2, so that after the prefix sums `rfirst[p + 1]` is where p's list
+    // starts; filling advances it to where p's list ends, which is `rfirst[p + 1]` as the
+    // finished CSR wants it (no second cursor array).
+    let mut rfirst = vec![0u32; count + 2];
     for &v in &vertex[1..] {
         for &w in g.succ(v) {
-            rfirst[pre[w as usize] as usize + 1] += 1;
+            rfirst[pre[w as usize] as usize + 2] += 1;
         }
     }
     for &r in &roots_used {
-        rfirst[pre[r as usize] as usize + 1] += 1;
+        rfirst[pre[r as usize] as usize + 2] += 1;
     }
-    for k in 0..count {
+    for k in 0..count + 1 {
         rfirst[k + 1] += rfirst[k];
     }
-    let mut fill = rfirst.clone();
-    let mut redges = vec![0u32; rfirst[count] as usize];
+    let mut redges = vec![0u32; rfirst[count + 1] as usize];
     for (k, &v) in vertex.iter().enumerate().skip(1) {
         for &w in g.succ(v) {
-            let p = pre[w as usize] as usize;
-            redges[fill[p] as usize] = k as u32;
-            fill[p] += 1;
+            let c = &mut rfirst[pre[w as usize] as usize + 1];
+            redges[*c as usize] = k as u32;
+            *c += 1;
         }
     }
     for &r in &roots_used {
-        let p = pre[r as usize] as usize;
-        redges[fill[p] as usize] = 0;
-        fill[p] += 1;
+        let c = &mut rfirst[pre[r as usize] as usize + 1];
+        redges[*c as usize] = 0;
+        *c += 1;
     }
-    drop(fill);
+    rfirst.truncate(count + 1);
     Prepared {
         n,
         pre,

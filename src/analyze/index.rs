@@ -12,7 +12,7 @@
 //!   absent) are dropped and counted in [`IndexStats::missing_refs`].
 //! - `java.lang.ref.Reference.referent` is never an edge.
 //! - Memory per object: 8 (id) + 4 (class) + 4 (shallow) + 8 (edge range) bytes, plus 4 per edge
-//!   and a bucket table of 2 bytes per object for id lookups; pass 2's workers buffer 20 bytes
+//!   and a bucket table of 1 to 2 bytes per object for id lookups; pass 2's workers buffer 16 bytes
 //!   per object until their output is applied.
 //! - Shallow sizes: an instance counts its class's instance size as the dump states it (HotSpot:
 //!   the field bytes; ART: the object size); an array counts length × element size plus a 12- or
@@ -324,12 +324,12 @@ pub struct IdMap {
 }
 
 impl IdMap {
-    /// About one bucket per two ids.
+    /// About one bucket per two to four ids.
     pub fn new(ids: &[u64]) -> IdMap {
         let (Some(&min), Some(&max)) = (ids.first(), ids.last()) else {
             return IdMap::default();
         };
-        let want = (ids.len() / 2).max(1).next_power_of_two() as u64;
+        let want = (ids.len() / 4).max(1).next_power_of_two() as u64;
         let span = max - min;
         let mut shift = 0;
         while shift < 63 && (span >> shift) >= want {
@@ -730,8 +730,9 @@ fn role(classes: &[Class], c: u32, id_size: u32) -> Role {
 #[derive(Default)]
 pub(crate) struct Out {
     edges: Vec<u32>,
-    /// Per object, in file order: node, class, shallow size, first edge in `edges`, degree.
-    nodes: Vec<[u32; 5]>,
+    /// Per object, in file order: node, class, shallow size, degree (its edges follow those of
+    /// the objects before it in `edges`).
+    nodes: Vec<[u32; 4]>,
     stats: IndexStats,
     /// Per class index: instances seen.
     instances: Vec<u32>,
@@ -748,6 +749,8 @@ pub(crate) struct Pass2<'a> {
     delta: u64,
     /// An object array's elements are streaming into the last entry of `out.nodes`.
     in_array: bool,
+    /// Where the last entry's edges start in `out.edges`.
+    start: u32,
     err: Option<String>,
     /// Direct-mapped cache of class id -> class index (instances of a few classes dominate).
     class_cache: Vec<(u64, u32)>,
@@ -763,6 +766,7 @@ impl<'a> Pass2<'a> {
             limits,
             delta,
             in_array: false,
+            start: 0,
             err: None,
             class_cache: vec![(0, NONE); CLASS_CACHE],
             out: Out {
@@ -792,9 +796,8 @@ impl<'a> Pass2<'a> {
             return None;
         }
         let sh = shallow.min(u32::MAX as u64) as u32;
-        self.out
-            .nodes
-            .push([n, class, sh, self.out.edges.len() as u32, 0]);
+        self.start = self.out.edges.len() as u32;
+        self.out.nodes.push([n, class, sh, 0]);
         self.out.instances[class as usize] += 1;
         Some(n)
     }
@@ -812,10 +815,10 @@ impl<'a> Pass2<'a> {
 
     /// Close the last entry's edge list.
     fn end(&mut self) {
-        let len = self.out.edges.len() as u32;
+        let d = self.out.edges.len() as u32 - self.start;
         if let Some(e) = self.out.nodes.last_mut() {
-            e[4] = len - e[3];
-            self.out.stats.edges += e[4] as u64;
+            e[3] = d;
+            self.out.stats.edges += d as u64;
         }
     }
 
@@ -864,15 +867,18 @@ pub(crate) fn apply(ix: &mut Index, outs: Vec<Out>) -> Result<Vec<(u64, u32)>, S
             ix.edges.extend_from_slice(&o.edges);
             o.edges = Vec::new();
         }
-        for &[n, c, sh, f, d] in &o.nodes {
+        let mut f = base;
+        for &[n, c, sh, d] in &o.nodes {
             let n = n as usize;
+            let at = f;
+            f += d;
             if ix.first[n] != NONE {
                 ix.stats.duplicate_ids += 1;
                 continue;
             }
             ix.class_of[n] = c;
             ix.shallow[n] = sh;
-            ix.first[n] = base + f;
+            ix.first[n] = at;
             ix.deg[n] = d;
         }
         drop(o.nodes);
