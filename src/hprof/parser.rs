@@ -305,7 +305,7 @@ impl Parser {
                 end,
                 format!(
                     "truncated: the heap dump segment should run to byte {seg_end}, the input ends {} bytes short",
-                    seg_end - end
+                    seg_end.saturating_sub(end)
                 ),
             )),
         };
@@ -915,7 +915,7 @@ fn parse_class(b: &[u8], id_size: u32) -> ClassDump<'_> {
     let stack_serial = read_u32(&b[1 + n..]);
     let super_id = rid(5 + n);
     let loader_id = rid(5 + 2 * n);
-    let instance_size = read_u32(&b[5 + 6 * n..]);
+    let instance_size = read_u32(&b[5 + 7 * n..]);
     let mut p = 1 + 7 * n + 8;
     let constant_count = read_u16(&b[p..]);
     p += 2;

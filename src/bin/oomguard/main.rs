@@ -10,6 +10,7 @@ macro_rules! say {
     }};
 }
 
+mod analyze_cmd;
 mod collect_cmd;
 mod hprof_cmds;
 mod spool_worker_cmd;
@@ -45,6 +46,8 @@ enum Cmd {
     /// Test harness: drive the spool and uploader (for kill -9 tests).
     #[command(hide = true)]
     SpoolWorker(spool_worker_cmd::WorkerArgs),
+    /// Analyse a (full or stripped) dump: leaks, GC paths, dominators; writes a JSON report.
+    Analyze(analyze_cmd::AnalyzeArgs),
 }
 
 /// A failure the command reports: exit code and message.
@@ -62,6 +65,7 @@ fn main() -> ExitCode {
         Cmd::TestdataArt(a) => testdata_cmd::run(a),
         Cmd::Collect(a) => collect_cmd::collect(a),
         Cmd::SpoolWorker(a) => spool_worker_cmd::run(a),
+        Cmd::Analyze(a) => analyze_cmd::run(a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

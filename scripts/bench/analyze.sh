@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# The analyser on a >= 500 MB Java 17 dump, full and stripped, beside hprof-slurp (an outside
+# reference that only computes a class histogram). Prints wall time, CPU time and peak RSS.
+# Targets: our full analysis takes no longer than hprof-slurp; our peak RSS <= 0.5 x input size.
+# Usage: scripts/bench.sh analyze        (BIG_MB=560 by default; the dump is cached under target/)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+source scripts/lib/setup.sh
+need_java
+command -v /usr/bin/time >/dev/null 2>&1 || apt_install time
+
+BIG=target/bench/big.hprof
+MINI=target/bench/big.stripped.hprof
+BIG_MB="${BIG_MB:-560}"
+SLURP=target/hprof-slurp/bin/hprof-slurp
+mkdir -p target/bench
+
+if [ ! -f "$BIG" ]; then
+  echo "bench: making $BIG (${BIG_MB} MB of live Java 17 heap)"
+  javac -d target/bench/classes java/tools/MakeDump.java
+  java -Xmx2g -cp target/bench/classes MakeDump target/bench/big.tmp.hprof "$BIG_MB" >/dev/null
+  mv target/bench/big.tmp.hprof "$BIG"
+fi
+cargo build --release --quiet
+BIN=target/release/oomguard
+if [ ! -f "$MINI" ] || [ "$MINI" -ot "$BIG" ]; then
+  "$BIN" strip "$BIG" -o "$MINI" >/dev/null
+fi
+if [ ! -x "$SLURP" ]; then
+  echo "bench: cargo install --root target/hprof-slurp hprof-slurp"
+  cargo install --quiet --root target/hprof-slurp hprof-slurp
+fi
+
+# Warm the page cache so every tool reads from memory.
+cat "$BIG" "$MINI" >/dev/null
+
+RUNS="${RUNS:-3}"
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+
+one() { # one NAME CMD... : append "wall cpu rss_kb" to $tmp/NAME
+  local name=$1; shift
+  /usr/bin/time -f '%e %U %S %M' -o "$tmp/t" "$@" >/dev/null 2>&1 || { echo "bench: $name failed" >&2; cat "$tmp/t" >&2; exit 1; }
+  read -r w u s m <"$tmp/t"
+  echo "$w $(echo "$u+$s" | bc -l) $m" >>"$tmp/$name"
+}
+
+# Interleaved runs, so that a busy machine slows every tool alike; the median run is reported.
+for _ in $(seq "$RUNS"); do
+  one slurp "$SLURP" "$BIG" -t 10
+  one full "$BIN" analyze "$BIG" -o "$tmp/full.json"
+  one mini "$BIN" analyze "$MINI" -o "$tmp/mini.json"
+done
+
+median() { sort -n "$tmp/$1" | awk -v c="$2" '{a[NR]=$c} END {print a[int((NR+1)/2)]}'; }
+row() { # row LABEL NAME INPUT
+  local size; size=$(stat -c %s "$3")
+  printf '%-28s %9.1f %8.2f %8.2f %8.2f %12.1f %10.2f\n' "$1" "$(echo "$size/1048576" | bc -l)" \
+    "$(median "$2" 1)" "$(sort -n "$tmp/$2" | head -1 | cut -d' ' -f1)" "$(median "$2" 2)" \
+    "$(echo "$(sort -k3 -n "$tmp/$2" | tail -1 | cut -d' ' -f3)/1024" | bc -l)" \
+    "$(echo "$(sort -k3 -n "$tmp/$2" | tail -1 | cut -d' ' -f3)*1024/$size" | bc -l)"
+}
+printf '\n%d interleaved runs each; wall and cpu are those of the median-wall run, peak RSS the largest seen\n' "$RUNS"
+printf '%-28s %9s %8s %8s %8s %12s %10s\n' "run" "input MB" "wall s" "min s" "cpu s" "peak RSS MB" "RSS/input"
+row "hprof-slurp (histogram)" slurp "$BIG"
+row "oomguard analyze (full)" full "$BIG"
+row "oomguard analyze (stripped)" mini "$MINI"
+big_size=$(stat -c %s "$BIG")
+full_rss=$(sort -k3 -n "$tmp/full" | tail -1 | cut -d' ' -f3)
+mini_rss=$(sort -k3 -n "$tmp/mini" | tail -1 | cut -d' ' -f3)
+echo
+printf 'time ratio  ours(full) / hprof-slurp, median wall = %.2f   (target <= 1.00)\n' "$(echo "$(median full 1)/$(median slurp 1)" | bc -l)"
+printf 'time ratio  ours(full) / hprof-slurp, cpu         = %.2f\n' "$(echo "$(median full 2)/$(median slurp 2)" | bc -l)"
+printf 'memory      peak RSS(full) / input                = %.2f   (target <= 0.50)\n' "$(echo "$full_rss*1024/$big_size" | bc -l)"
+printf 'memory      peak RSS(stripped) / full input       = %.2f\n' "$(echo "$mini_rss*1024/$big_size" | bc -l)"
+if cmp -s <(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(sorted((g["signature"],g["instanceCount"],g["retainedSize"]) for g in r["gcPaths"]))' "$tmp/full.json") \
+          <(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(sorted((g["signature"],g["instanceCount"],g["retainedSize"]) for g in r["gcPaths"]))' "$tmp/mini.json"); then
+  echo "findings    full and stripped reports agree"
+else
+  echo "findings    full and stripped reports DIFFER"
+fi

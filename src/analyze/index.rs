@@ -1,0 +1,1171 @@
+//! The index of a dump: classes, objects and the strong reference graph, in compact arrays.
+//!
+//! Built in two streaming passes over the file (never held whole in memory):
+//! 1. strings, class names, class dumps, GC roots, and every object id (to be sorted);
+//! 2. per object: class, shallow size, outgoing strong edges (CSR, in file order, addressed by
+//!    `first`/`deg` per node), and the values the leak detectors need (read from the instance's
+//!    field bytes while they pass by).
+//!
+//! Invariants:
+//! - Node `i` is the object whose id is `ids[i]`; `ids` is sorted and without duplicates.
+//! - Every edge target is a node: references to ids the dump does not hold (stripped or simply
+//!   absent) are dropped and counted in [`IndexStats::missing_refs`].
+//! - `java.lang.ref.Reference.referent` is never an edge.
+//! - Memory per object: 8 (id) + 4 (class) + 4 (shallow) + 8 (edge range) bytes, plus 4 per edge
+//!   and a bucket table of 1 to 2 bytes per object for id lookups; pass 2's workers buffer 16 bytes
+//!   per object until their output is applied.
+//! - Shallow sizes: an instance counts its class's instance size as the dump states it (HotSpot:
+//!   the field bytes; ART: the object size); an array counts length × element size plus a 12- or
+//!   16-byte header, also when its contents were stripped (0xC3); a class counts its statics.
+#![forbid(unsafe_code)]
+
+use crate::hprof::{read_id, sub, BasicType, ClassDump, Header, Record, Sub, Visitor};
+use std::collections::HashMap;
+
+/// "No node / no class".
+pub const NONE: u32 = u32::MAX;
+
+/// A string table: UTF8 records, sorted by id, text in one arena.
+#[derive(Default)]
+pub struct Strings {
+    ids: Vec<(u64, u32, u32)>,
+    arena: Vec<u8>,
+}
+
+impl Strings {
+    fn push(&mut self, id: u64, text: &[u8]) {
+        let at = self.arena.len() as u32;
+        self.arena.extend_from_slice(text);
+        self.ids.push((id, at, text.len() as u32));
+    }
+    fn finish(&mut self) {
+        self.ids.sort_unstable_by_key(|e| e.0);
+        self.ids.dedup_by_key(|e| e.0);
+    }
+    /// The text of string `id`, lossily decoded; `None` if the dump has no such string.
+    pub fn get(&self, id: u64) -> Option<String> {
+        let i = self.ids.binary_search_by_key(&id, |e| e.0).ok()?;
+        let (_, at, len) = self.ids[i];
+        Some(String::from_utf8_lossy(&self.arena[at as usize..(at + len) as usize]).into_owned())
+    }
+    fn get_or(&self, id: u64) -> String {
+        self.get(id).unwrap_or_else(|| format!("<string 0x{id:x}>"))
+    }
+}
+
+/// An instance field declared by a class.
+#[derive(Clone, Debug)]
+pub struct Field {
+    pub name: String,
+    pub ty: BasicType,
+}
+
+/// A static field holding an object reference.
+#[derive(Clone, Debug)]
+pub struct StaticRef {
+    pub name: String,
+    pub value: u64,
+}
+
+/// What a leak detector wants to read from instances of a class (offsets into the field bytes).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Role {
+    #[default]
+    None,
+    Activity {
+        destroyed: Option<u32>,
+        finished: Option<u32>,
+    },
+    Fragment {
+        manager: u32,
+        called: u32,
+    },
+    Bitmap {
+        width: u32,
+        height: u32,
+    },
+    Window,
+    NativeAllocationRegistry,
+    /// LeakCanary's `KeyedWeakReference`: the object it watches is a suspect if still strongly
+    /// reachable.
+    Watched {
+        referent: u32,
+    },
+}
+
+/// A class: from a class dump, or one of the pseudo-classes of primitive arrays.
+#[derive(Clone, Debug)]
+pub struct Class {
+    pub id: u64,
+    /// The class object's node (`NONE` for pseudo-classes).
+    pub node: u32,
+    /// Java name, dotted (`java.lang.String`, `int[]`, `java.lang.Object[]`).
+    pub name: String,
+    /// Index of the superclass in `Index::classes`, or `NONE`.
+    pub super_idx: u32,
+    pub super_id: u64,
+    pub loader_id: u64,
+    pub instance_size: u32,
+    /// Fields this class declares (not inherited), in dump order.
+    pub fields: Vec<Field>,
+    pub statics: Vec<StaticRef>,
+    /// Size of the static values in the dump (the class object's shallow size).
+    pub statics_bytes: u32,
+    /// Strong reference slots of an instance: (byte offset in the field data, declaring class,
+    /// field index in that class), over the whole superclass chain.
+    pub ref_slots: Vec<(u32, u32, u16)>,
+    /// Bytes of field data an instance has according to the layouts.
+    pub data_len: u32,
+    pub role: Role,
+    /// Instances (or arrays) of this class in the dump.
+    pub instances: u32,
+}
+
+/// A heap dump segment (or 1.0.1 heap dump record): where it is, and the range of object ids in
+/// it, so that a later pass can parse only the segments that hold the objects it wants.
+#[derive(Clone, Copy, Debug)]
+pub struct Segment {
+    /// Offset of the record header.
+    pub offset: u64,
+    /// Bytes including the 9-byte record header.
+    pub len: u64,
+    pub min_id: u64,
+    pub max_id: u64,
+}
+
+/// A GC root as the dump lists it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Root {
+    pub node: u32,
+    pub tag: u8,
+}
+
+/// Something a detector flagged while the objects passed by (by id: some watched referents are
+/// resolved after the pass).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Flag {
+    pub node: u32,
+    pub reason: String,
+    pub detail: String,
+}
+
+/// Counts of what was tolerated.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct IndexStats {
+    pub objects: u64,
+    pub classes: u64,
+    pub instances: u64,
+    pub object_arrays: u64,
+    pub primitive_arrays: u64,
+    /// Primitive arrays whose contents were stripped (0xC3), counted at their full size.
+    pub stripped_arrays: u64,
+    pub edges: u64,
+    /// References to ids the dump does not contain (dropped).
+    pub missing_refs: u64,
+    /// Roots naming ids the dump does not contain (dropped).
+    pub missing_roots: u64,
+    pub duplicate_ids: u64,
+    /// Instances whose class the dump does not contain.
+    pub unknown_class: u64,
+    /// Instances whose field data is shorter than their class layout says.
+    pub short_instances: u64,
+}
+
+/// Thresholds the index needs while it passes over the objects.
+#[derive(Clone, Copy, Debug)]
+pub struct IndexLimits {
+    pub bitmap_min_pixels: u64,
+    pub array_min_bytes: u64,
+}
+
+/// The index. See the module documentation.
+pub struct Index {
+    pub header: Header,
+    pub ids: Vec<u64>,
+    pub id_map: IdMap,
+    pub class_of: Vec<u32>,
+    pub shallow: Vec<u32>,
+    pub first: Vec<u32>,
+    pub deg: Vec<u32>,
+    pub edges: Vec<u32>,
+    pub classes: Vec<Class>,
+    /// Class ids sorted, with their index in `classes`.
+    pub class_lookup: Vec<(u64, u32)>,
+    pub roots: Vec<Root>,
+    pub strings: Strings,
+    pub flags: Vec<Flag>,
+    pub stats: IndexStats,
+    /// Index of `java.lang.Class` (a pseudo-class if the dump lacks it).
+    pub class_class: u32,
+    /// Index of the first primitive-array pseudo-class (in `PRIMS` order).
+    pub prim_base: u32,
+    /// Heap dump segments in file order.
+    pub segments: Vec<Segment>,
+}
+
+impl Index {
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+    /// The node of object `id`.
+    #[inline]
+    pub fn node(&self, id: u64) -> Option<u32> {
+        self.id_map.find(&self.ids, id)
+    }
+    /// The class index of class object `id`.
+    pub fn class_by_id(&self, id: u64) -> Option<u32> {
+        self.class_lookup
+            .binary_search_by_key(&id, |e| e.0)
+            .ok()
+            .map(|i| self.class_lookup[i].1)
+    }
+    /// If `node` is a class object, its class index.
+    pub fn class_of_node(&self, node: u32) -> Option<u32> {
+        if self.class_of[node as usize] != self.class_class {
+            return None;
+        }
+        self.class_by_id(self.ids[node as usize])
+    }
+    /// Outgoing strong edges of `node`.
+    pub fn succ(&self, node: u32) -> &[u32] {
+        let f = self.first[node as usize];
+        if f == NONE {
+            return &[];
+        }
+        &self.edges[f as usize..f as usize + self.deg[node as usize] as usize]
+    }
+    /// Display name of the class of `node` (for a class object: `class X`).
+    pub fn class_name(&self, node: u32) -> String {
+        if let Some(c) = self.class_of_node(node) {
+            return format!("class {}", self.classes[c as usize].name);
+        }
+        self.classes[self.class_of[node as usize] as usize]
+            .name
+            .clone()
+    }
+    /// Whether class `c` is `name` or a subclass of it.
+    pub fn is_subclass(&self, mut c: u32, name: &str) -> bool {
+        let mut hops = 0;
+        while c != NONE && hops < 256 {
+            if self.classes[c as usize].name == name {
+                return true;
+            }
+            c = self.classes[c as usize].super_idx;
+            hops += 1;
+        }
+        false
+    }
+    /// Drop the forward graph (after the reverse one has been built from it).
+    pub fn drop_edges(&mut self) {
+        self.first = Vec::new();
+        self.deg = Vec::new();
+        self.edges = Vec::new();
+    }
+}
+
+/// Turn a VM class name into a Java one: `java/lang/String` → `java.lang.String`,
+/// `[[I` → `int[][]`, `[Ljava/lang/Object;` → `java.lang.Object[]`.
+pub fn java_name(raw: &str) -> String {
+    let dims = raw.bytes().take_while(|&b| b == b'[').count();
+    if dims == 0 {
+        return raw.replace('/', ".");
+    }
+    let rest = &raw[dims..];
+    let base = match rest {
+        "Z" => "boolean".to_string(),
+        "C" => "char".to_string(),
+        "F" => "float".to_string(),
+        "D" => "double".to_string(),
+        "B" => "byte".to_string(),
+        "S" => "short".to_string(),
+        "I" => "int".to_string(),
+        "J" => "long".to_string(),
+        r if r.starts_with('L') && r.ends_with(';') => r[1..r.len() - 1].replace('/', "."),
+        r => r.replace('/', "."),
+    };
+    format!("{base}{}", "[]".repeat(dims))
+}
+
+fn prim_name(ty: BasicType) -> String {
+    format!("{}[]", ty.name())
+}
+
+const PRIMS: [BasicType; 8] = [
+    BasicType::Boolean,
+    BasicType::Char,
+    BasicType::Float,
+    BasicType::Double,
+    BasicType::Byte,
+    BasicType::Short,
+    BasicType::Int,
+    BasicType::Long,
+];
+
+/// Array header bytes counted in a shallow size (length word plus object header).
+pub fn array_header(id_size: u32) -> u64 {
+    if id_size == 4 {
+        12
+    } else {
+        16
+    }
+}
+
+/// Sorted object ids with a bucket table over their range, so finding an id costs a couple of
+/// memory accesses instead of a binary search over millions (ids are addresses: dense ranges).
+#[derive(Default)]
+pub struct IdMap {
+    min: u64,
+    shift: u32,
+    /// `starts[b]..starts[b + 1]` are the positions of the ids in bucket `b`.
+    starts: Vec<u32>,
+}
+
+impl IdMap {
+    /// About one bucket per two to four ids.
+    pub fn new(ids: &[u64]) -> IdMap {
+        let (Some(&min), Some(&max)) = (ids.first(), ids.last()) else {
+            return IdMap::default();
+        };
+        let want = (ids.len() / 4).max(1).next_power_of_two() as u64;
+        let span = max - min;
+        let mut shift = 0;
+        while shift < 63 && (span >> shift) >= want {
+            shift += 1;
+        }
+        let nb = (span >> shift) as usize + 1;
+        let mut starts = vec![0u32; nb + 1];
+        for &id in ids {
+            starts[((id - min) >> shift) as usize + 1] += 1;
+        }
+        for b in 0..nb {
+            starts[b + 1] += starts[b];
+        }
+        IdMap { min, shift, starts }
+    }
+
+    /// The position of `id` in `ids` (the slice this map was built from).
+    #[inline]
+    pub fn find(&self, ids: &[u64], id: u64) -> Option<u32> {
+        if id < self.min || self.starts.is_empty() {
+            return None;
+        }
+        let b = ((id - self.min) >> self.shift) as usize;
+        if b + 1 >= self.starts.len() {
+            return None;
+        }
+        let (lo, hi) = (self.starts[b] as usize, self.starts[b + 1] as usize);
+        let s = &ids[lo..hi];
+        if s.len() <= 8 {
+            return s.iter().position(|&x| x == id).map(|i| (lo + i) as u32);
+        }
+        s.binary_search(&id).ok().map(|i| (lo + i) as u32)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pass 1
+
+struct RawClass {
+    id: u64,
+    super_id: u64,
+    loader_id: u64,
+    instance_size: u32,
+    fields: Vec<(u64, BasicType)>,
+    statics: Vec<(u64, u64)>,
+    statics_bytes: u32,
+}
+
+#[derive(Default)]
+pub(crate) struct Pass1 {
+    header: Option<Header>,
+    strings: Strings,
+    names: Vec<(u64, u64)>,
+    classes: Vec<RawClass>,
+    roots: Vec<(u64, u8)>,
+    ids: Vec<u64>,
+}
+
+impl Visitor for Pass1 {
+    fn header(&mut self, h: &Header, _raw: &[u8]) -> Result<(), String> {
+        self.header = Some(*h);
+        Ok(())
+    }
+    fn record(&mut self, _offset: u64, r: &Record<'_>, _raw: &[u8]) -> Result<(), String> {
+        if let Some((id, text)) = r.utf8() {
+            self.strings.push(id, text);
+        } else if let Some((_, class_id, _, name_id)) = r.load_class() {
+            self.names.push((class_id, name_id));
+        }
+        Ok(())
+    }
+    fn sub(&mut self, _offset: u64, s: &Sub<'_>, _raw: &[u8]) -> Result<(), String> {
+        match s {
+            Sub::Root { tag, id, .. } => {
+                // ART's "unreachable" objects are listed as roots but are not held by anything.
+                if *tag != sub::ROOT_UNREACHABLE && *id != 0 {
+                    self.roots.push((*id, *tag));
+                }
+            }
+            Sub::Class(c) => {
+                self.ids.push(c.id);
+                self.classes.push(raw_class(c));
+            }
+            Sub::Instance { id, .. }
+            | Sub::ObjectArray { id, .. }
+            | Sub::PrimitiveArray { id, .. } => self.ids.push(*id),
+            Sub::HeapDumpInfo { .. } => {}
+        }
+        Ok(())
+    }
+}
+
+fn raw_class(c: &ClassDump<'_>) -> RawClass {
+    RawClass {
+        id: c.id,
+        super_id: c.super_id,
+        loader_id: c.loader_id,
+        instance_size: c.instance_size,
+        fields: c.fields().collect(),
+        statics: c
+            .statics()
+            .filter(|(_, ty, _)| *ty == BasicType::Object)
+            .map(|(name, _, v)| (name, read_id(v, c.id_size)))
+            .collect(),
+        statics_bytes: c.statics_raw.len() as u32,
+    }
+}
+
+impl Pass1 {
+    /// Add what another worker gathered over a later part of the file.
+    pub(crate) fn merge(&mut self, o: Pass1) {
+        if self.header.is_none() {
+            self.header = o.header;
+        }
+        for &(id, at, len) in &o.strings.ids {
+            self.strings
+                .push(id, &o.strings.arena[at as usize..(at + len) as usize]);
+        }
+        self.names.extend(o.names);
+        self.classes.extend(o.classes);
+        self.roots.extend(o.roots);
+        if self.ids.is_sorted() && o.ids.is_sorted() {
+            // Two sorted runs: merge them in linear time.
+            let (a, b) = (std::mem::take(&mut self.ids), o.ids);
+            let mut m = Vec::with_capacity(a.len() + b.len());
+            let (mut i, mut j) = (0, 0);
+            while i < a.len() && j < b.len() {
+                if a[i] <= b[j] {
+                    m.push(a[i]);
+                    i += 1;
+                } else {
+                    m.push(b[j]);
+                    j += 1;
+                }
+            }
+            m.extend_from_slice(&a[i..]);
+            m.extend_from_slice(&b[j..]);
+            self.ids = m;
+        } else {
+            self.ids.extend(o.ids);
+        }
+    }
+
+    /// Sort the ids gathered so far (each worker sorts its own, side by side).
+    pub(crate) fn sort_ids(&mut self) {
+        self.ids.sort_unstable();
+    }
+
+    /// Sort what pass 1 gathered and lay out the classes; returns the skeleton index.
+    pub(crate) fn finish(mut self) -> Result<Index, String> {
+        let header = self.header.ok_or("the dump has no header")?;
+        let mut stats = IndexStats::default();
+        self.strings.finish();
+        let mut ids = std::mem::take(&mut self.ids);
+        if !ids.is_sorted() {
+            ids.sort_unstable();
+        }
+        let before = ids.len();
+        ids.dedup();
+        stats.duplicate_ids = (before - ids.len()) as u64;
+        ids.shrink_to_fit();
+        if ids.len() >= NONE as usize {
+            return Err(format!(
+                "{} objects: more than this analyser indexes",
+                ids.len()
+            ));
+        }
+        self.names.sort_unstable();
+        self.names.dedup_by_key(|e| e.0);
+        let strings = self.strings;
+        let name_of = |id: u64| -> Option<String> {
+            let i = self.names.binary_search_by_key(&id, |e| e.0).ok()?;
+            Some(java_name(&strings.get_or(self.names[i].1)))
+        };
+        let mut raw = std::mem::take(&mut self.classes);
+        raw.sort_by_key(|c| c.id);
+        raw.dedup_by_key(|c| c.id);
+        let mut classes: Vec<Class> = raw
+            .iter()
+            .map(|c| Class {
+                id: c.id,
+                node: ids.binary_search(&c.id).map(|i| i as u32).unwrap_or(NONE),
+                name: name_of(c.id).unwrap_or_else(|| format!("<class 0x{:x}>", c.id)),
+                super_idx: NONE,
+                super_id: c.super_id,
+                loader_id: c.loader_id,
+                instance_size: c.instance_size,
+                fields: c
+                    .fields
+                    .iter()
+                    .map(|&(n, ty)| Field {
+                        name: strings.get_or(n),
+                        ty,
+                    })
+                    .collect(),
+                statics: c
+                    .statics
+                    .iter()
+                    .map(|&(n, value)| StaticRef {
+                        name: strings.get_or(n),
+                        value,
+                    })
+                    .collect(),
+                statics_bytes: c.statics_bytes,
+                ref_slots: Vec::new(),
+                data_len: 0,
+                role: Role::None,
+                instances: 0,
+            })
+            .collect();
+        drop(raw);
+        let mut class_lookup: Vec<(u64, u32)> = classes
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c.id, i as u32))
+            .collect();
+        class_lookup.sort_unstable();
+        for c in classes.iter_mut() {
+            if c.super_id != 0 {
+                if let Ok(j) = class_lookup.binary_search_by_key(&c.super_id, |e| e.0) {
+                    c.super_idx = class_lookup[j].1;
+                }
+            }
+        }
+        // Pseudo-classes: primitive arrays, java.lang.Class if absent, unknown classes.
+        let prim_base = classes.len() as u32;
+        for ty in PRIMS {
+            classes.push(pseudo(prim_name(ty)));
+        }
+        let class_class = match classes.iter().position(|c| c.name == "java.lang.Class") {
+            Some(i) => i as u32,
+            None => {
+                classes.push(pseudo("java.lang.Class".into()));
+                (classes.len() - 1) as u32
+            }
+        };
+        classes.push(pseudo("<unknown class>".into()));
+        let id_size = header.id_size;
+        for i in 0..classes.len() {
+            let (slots, len) = layout(&classes, i as u32, id_size);
+            classes[i].ref_slots = slots;
+            classes[i].data_len = len;
+            classes[i].role = role(&classes, i as u32, id_size);
+        }
+        let mut roots = Vec::with_capacity(self.roots.len());
+        for &(id, tag) in &self.roots {
+            match ids.binary_search(&id) {
+                Ok(n) => roots.push(Root {
+                    node: n as u32,
+                    tag,
+                }),
+                Err(_) => stats.missing_roots += 1,
+            }
+        }
+        let n = ids.len();
+        stats.objects = n as u64;
+        Ok(Index {
+            header,
+            id_map: IdMap::new(&ids),
+            class_of: vec![NONE; n],
+            shallow: vec![0; n],
+            first: vec![NONE; n],
+            deg: vec![0; n],
+            edges: Vec::new(),
+            ids,
+            classes,
+            class_lookup,
+            roots,
+            strings,
+            flags: Vec::new(),
+            stats,
+            class_class,
+            prim_base,
+            segments: Vec::new(),
+        })
+    }
+}
+
+fn pseudo(name: String) -> Class {
+    Class {
+        id: 0,
+        node: NONE,
+        name,
+        super_idx: NONE,
+        super_id: 0,
+        loader_id: 0,
+        instance_size: 0,
+        fields: Vec::new(),
+        statics: Vec::new(),
+        statics_bytes: 0,
+        ref_slots: Vec::new(),
+        data_len: 0,
+        role: Role::None,
+        instances: 0,
+    }
+}
+
+/// The chain of class `c` and its superclasses, most derived first (cycles cut).
+fn chain(classes: &[Class], mut c: u32) -> Vec<u32> {
+    let mut v = Vec::new();
+    while c != NONE && v.len() < 256 && !v.contains(&c) {
+        v.push(c);
+        c = classes[c as usize].super_idx;
+    }
+    v
+}
+
+/// Strong reference slots and data length of an instance of class `c`.
+fn layout(classes: &[Class], c: u32, id_size: u32) -> (Vec<(u32, u32, u16)>, u32) {
+    let mut off = 0u32;
+    let mut slots = Vec::new();
+    for k in chain(classes, c) {
+        let cl = &classes[k as usize];
+        let is_reference = cl.name == "java.lang.ref.Reference";
+        for (fi, f) in cl.fields.iter().enumerate() {
+            if f.ty == BasicType::Object && !(is_reference && f.name == "referent") {
+                slots.push((off, k, fi as u16));
+            }
+            off = off.saturating_add(f.ty.size(id_size));
+        }
+    }
+    (slots, off)
+}
+
+/// Offset in an instance of `c` of the field `name` declared by the class named `decl`.
+fn field_offset(classes: &[Class], c: u32, decl: &str, name: &str, id_size: u32) -> Option<u32> {
+    let mut off = 0u32;
+    for k in chain(classes, c) {
+        let cl = &classes[k as usize];
+        for f in &cl.fields {
+            if cl.name == decl && f.name == name {
+                return Some(off);
+            }
+            off = off.saturating_add(f.ty.size(id_size));
+        }
+    }
+    None
+}
+
+const FRAGMENTS: [&str; 3] = [
+    "androidx.fragment.app.Fragment",
+    "android.support.v4.app.Fragment",
+    "android.app.Fragment",
+];
+
+fn role(classes: &[Class], c: u32, id_size: u32) -> Role {
+    let ch = chain(classes, c);
+    let has = |n: &str| ch.iter().any(|&k| classes[k as usize].name == n);
+    let off = |decl: &str, name: &str| field_offset(classes, c, decl, name, id_size);
+    if has("android.app.Activity") {
+        let destroyed = off("android.app.Activity", "mDestroyed");
+        let finished = off("android.app.Activity", "mFinished");
+        if destroyed.is_some() || finished.is_some() {
+            return Role::Activity {
+                destroyed,
+                finished,
+            };
+        }
+    }
+    for f in FRAGMENTS {
+        if has(f) {
+            if let (Some(manager), Some(called)) = (off(f, "mFragmentManager"), off(f, "mCalled")) {
+                return Role::Fragment { manager, called };
+            }
+        }
+    }
+    if has("android.graphics.Bitmap") {
+        if let (Some(width), Some(height)) = (
+            off("android.graphics.Bitmap", "mWidth"),
+            off("android.graphics.Bitmap", "mHeight"),
+        ) {
+            return Role::Bitmap { width, height };
+        }
+    }
+    if has("android.view.Window") {
+        return Role::Window;
+    }
+    if has("libcore.util.NativeAllocationRegistry") {
+        return Role::NativeAllocationRegistry;
+    }
+    if let Some(&k) = ch
+        .iter()
+        .find(|&&k| classes[k as usize].name.ends_with(".KeyedWeakReference"))
+    {
+        let _ = k;
+        if let Some(referent) = off("java.lang.ref.Reference", "referent") {
+            return Role::Watched { referent };
+        }
+    }
+    Role::None
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pass 2
+
+/// What a pass-2 worker produced over its part of the file, applied to the index afterwards
+/// (workers only read the index, so two can run side by side).
+#[derive(Default)]
+pub(crate) struct Out {
+    edges: Vec<u32>,
+    /// Per object, in file order: node, class, shallow size, degree (its edges follow those of
+    /// the objects before it in `edges`).
+    nodes: Vec<[u32; 4]>,
+    stats: IndexStats,
+    /// Per class index: instances seen.
+    instances: Vec<u32>,
+    flags: Vec<Flag>,
+    segments: Vec<Segment>,
+    /// Watched referents by id (resolved to nodes after the pass) and their reference's node.
+    watched: Vec<(u64, u32)>,
+}
+
+pub(crate) struct Pass2<'a> {
+    ix: &'a Index,
+    limits: IndexLimits,
+    /// Added to the parser's offsets to get file offsets (a worker's parser starts at its part).
+    delta: u64,
+    /// An object array's elements are streaming into the last entry of `out.nodes`.
+    in_array: bool,
+    /// Where the last entry's edges start in `out.edges`.
+    start: u32,
+    err: Option<String>,
+    /// Direct-mapped cache of class id -> class index (instances of a few classes dominate).
+    class_cache: Vec<(u64, u32)>,
+    out: Out,
+}
+
+const CLASS_CACHE: usize = 1024;
+
+impl<'a> Pass2<'a> {
+    pub(crate) fn new(ix: &'a Index, limits: IndexLimits, delta: u64) -> Self {
+        Pass2 {
+            ix,
+            limits,
+            delta,
+            in_array: false,
+            start: 0,
+            err: None,
+            class_cache: vec![(0, NONE); CLASS_CACHE],
+            out: Out {
+                instances: vec![0; ix.classes.len()],
+                ..Out::default()
+            },
+        }
+    }
+
+    #[inline]
+    fn class_index(&mut self, class_id: u64) -> Option<u32> {
+        let slot = (class_id.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 54) as usize % CLASS_CACHE;
+        let (id, ci) = self.class_cache[slot];
+        if id == class_id && ci != NONE {
+            return Some(ci);
+        }
+        let ci = self.ix.class_by_id(class_id)?;
+        self.class_cache[slot] = (class_id, ci);
+        Some(ci)
+    }
+
+    /// Start object `id`'s entry; `None` if the id is not indexed.
+    fn begin(&mut self, id: u64, class: u32, shallow: u64) -> Option<u32> {
+        let n = self.ix.node(id)?;
+        if self.out.edges.len() >= NONE as usize {
+            self.err = Some("more than 4 billion references: too many for this analyser".into());
+            return None;
+        }
+        let sh = shallow.min(u32::MAX as u64) as u32;
+        self.start = self.out.edges.len() as u32;
+        self.out.nodes.push([n, class, sh, 0]);
+        self.out.instances[class as usize] += 1;
+        Some(n)
+    }
+
+    #[inline]
+    fn edge(&mut self, target: u64) {
+        if target == 0 {
+            return;
+        }
+        match self.ix.node(target) {
+            Some(t) => self.out.edges.push(t),
+            None => self.out.stats.missing_refs += 1,
+        }
+    }
+
+    /// Close the last entry's edge list.
+    fn end(&mut self) {
+        let d = self.out.edges.len() as u32 - self.start;
+        if let Some(e) = self.out.nodes.last_mut() {
+            e[3] = d;
+            self.out.stats.edges += d as u64;
+        }
+    }
+
+    fn flag(&mut self, node: u32, reason: &str, detail: String) {
+        self.out.flags.push(Flag {
+            node,
+            reason: reason.into(),
+            detail,
+        });
+    }
+
+    pub(crate) fn finish(self) -> Result<Out, String> {
+        match self.err {
+            Some(e) => Err(e),
+            None => Ok(self.out),
+        }
+    }
+}
+
+impl IndexStats {
+    fn add(&mut self, o: &IndexStats) {
+        self.classes += o.classes;
+        self.instances += o.instances;
+        self.object_arrays += o.object_arrays;
+        self.primitive_arrays += o.primitive_arrays;
+        self.stripped_arrays += o.stripped_arrays;
+        self.edges += o.edges;
+        self.missing_refs += o.missing_refs;
+        self.unknown_class += o.unknown_class;
+        self.short_instances += o.short_instances;
+    }
+}
+
+/// Apply the workers' outputs, in file order, to the index; returns the watched referents.
+pub(crate) fn apply(ix: &mut Index, outs: Vec<Out>) -> Result<Vec<(u64, u32)>, String> {
+    let total: u64 = outs.iter().map(|o| o.edges.len() as u64).sum();
+    if total >= NONE as u64 {
+        return Err("more than 4 billion references: too many for this analyser".into());
+    }
+    let mut watched = Vec::new();
+    for mut o in outs {
+        let base = ix.edges.len() as u32;
+        if ix.edges.is_empty() {
+            ix.edges = std::mem::take(&mut o.edges);
+        } else {
+            ix.edges.extend_from_slice(&o.edges);
+            o.edges = Vec::new();
+        }
+        let mut f = base;
+        for &[n, c, sh, d] in &o.nodes {
+            let n = n as usize;
+            let at = f;
+            f += d;
+            if ix.first[n] != NONE {
+                ix.stats.duplicate_ids += 1;
+                continue;
+            }
+            ix.class_of[n] = c;
+            ix.shallow[n] = sh;
+            ix.first[n] = at;
+            ix.deg[n] = d;
+        }
+        drop(o.nodes);
+        ix.stats.add(&o.stats);
+        for (c, k) in ix.classes.iter_mut().zip(&o.instances) {
+            c.instances += k;
+        }
+        ix.flags.extend(o.flags);
+        ix.segments.extend(o.segments);
+        watched.extend(o.watched);
+    }
+    Ok(watched)
+}
+
+fn byte_at(data: &[u8], off: Option<u32>) -> bool {
+    off.and_then(|o| data.get(o as usize))
+        .is_some_and(|&b| b != 0)
+}
+
+fn int_at(data: &[u8], off: u32) -> Option<u32> {
+    let o = off as usize;
+    data.get(o..o + 4)
+        .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+fn id_at(data: &[u8], off: u32, id_size: u32) -> Option<u64> {
+    let o = off as usize;
+    data.get(o..o + id_size as usize)
+        .map(|b| read_id(b, id_size))
+}
+
+impl Visitor for Pass2<'_> {
+    fn heap_dump_start(
+        &mut self,
+        offset: u64,
+        _tag: u8,
+        len: u32,
+        _raw: &[u8],
+    ) -> Result<(), String> {
+        self.out.segments.push(Segment {
+            offset: offset.wrapping_add(self.delta),
+            len: 9 + len as u64,
+            min_id: u64::MAX,
+            max_id: 0,
+        });
+        Ok(())
+    }
+
+    fn sub(&mut self, _offset: u64, s: &Sub<'_>, _raw: &[u8]) -> Result<(), String> {
+        if let Some(e) = &self.err {
+            return Err(e.clone());
+        }
+        let id = match *s {
+            Sub::Class(ref c) => c.id,
+            Sub::Instance { id, .. } | Sub::ObjectArray { id, .. } => id,
+            _ => 0,
+        };
+        if id != 0 {
+            if let Some(seg) = self.out.segments.last_mut() {
+                seg.min_id = seg.min_id.min(id);
+                seg.max_id = seg.max_id.max(id);
+            }
+        }
+        let id_size = self.ix.header.id_size;
+        let ix = self.ix;
+        match *s {
+            Sub::Root { .. } | Sub::HeapDumpInfo { .. } => {}
+            Sub::Class(ref c) => {
+                let Some(_) = self.begin(c.id, ix.class_class, c.statics_raw.len() as u64) else {
+                    return Ok(());
+                };
+                self.out.stats.classes += 1;
+                for (_, ty, v) in c.statics() {
+                    if ty == BasicType::Object {
+                        self.edge(read_id(v, id_size));
+                    }
+                }
+                self.edge(c.super_id);
+                self.edge(c.loader_id);
+                self.end();
+            }
+            Sub::Instance {
+                id, class_id, data, ..
+            } => {
+                let ci = match self.class_index(class_id) {
+                    Some(ci) => ci,
+                    None => {
+                        self.out.stats.unknown_class += 1;
+                        (ix.classes.len() - 1) as u32
+                    }
+                };
+                let cl = &ix.classes[ci as usize];
+                let size = if cl.instance_size > 0 {
+                    cl.instance_size
+                } else {
+                    data.len() as u32
+                };
+                let Some(n) = self.begin(id, ci, size as u64) else {
+                    return Ok(());
+                };
+                self.out.stats.instances += 1;
+                if (data.len() as u32) < cl.data_len {
+                    self.out.stats.short_instances += 1;
+                }
+                // Instance -> its class (an instance keeps its class loaded).
+                self.edge(class_id);
+                for &(off, _, _) in &cl.ref_slots {
+                    if let Some(t) = id_at(data, off, id_size) {
+                        self.edge(t);
+                    }
+                }
+                self.end();
+                match cl.role {
+                    Role::None | Role::Window | Role::NativeAllocationRegistry => {}
+                    Role::Activity {
+                        destroyed,
+                        finished,
+                    } => {
+                        let d = byte_at(data, destroyed);
+                        let f = byte_at(data, finished);
+                        if d || f {
+                            let why = if d { "mDestroyed" } else { "mFinished" };
+                            self.flag(n, "Activity Leak", format!("{why} is true"));
+                        }
+                    }
+                    Role::Fragment { manager, called } => {
+                        let fm = id_at(data, manager, id_size);
+                        if fm == Some(0) && byte_at(data, Some(called)) {
+                            self.flag(
+                                n,
+                                "Fragment Leak",
+                                "mFragmentManager is null and mCalled is true".into(),
+                            );
+                        }
+                    }
+                    Role::Bitmap { width, height } => {
+                        if let (Some(w), Some(h)) = (int_at(data, width), int_at(data, height)) {
+                            let px = w as u64 * h as u64;
+                            if w as i32 > 0 && h as i32 > 0 && px >= self.limits.bitmap_min_pixels {
+                                self.flag(n, "Bitmap Size Over Threshold", format!("{w}x{h}"));
+                            }
+                        }
+                    }
+                    Role::Watched { referent } => {
+                        if let Some(r) = id_at(data, referent, id_size) {
+                            if r != 0 {
+                                self.out.watched.push((r, n));
+                            }
+                        }
+                    }
+                }
+            }
+            Sub::ObjectArray {
+                id, len, class_id, ..
+            } => {
+                self.in_array = false;
+                let ci = self
+                    .class_index(class_id)
+                    .unwrap_or((ix.classes.len() - 1) as u32);
+                let bytes = len as u64 * id_size as u64 + array_header(id_size);
+                let Some(n) = self.begin(id, ci, bytes) else {
+                    return Ok(());
+                };
+                self.out.stats.object_arrays += 1;
+                if bytes >= self.limits.array_min_bytes {
+                    let name = ix.classes[ci as usize].name.clone();
+                    self.flag(n, "Array Size Over Threshold", format!("{name} of {len}"));
+                }
+                self.edge(class_id);
+                self.in_array = true;
+            }
+            Sub::PrimitiveArray {
+                id,
+                len,
+                ty,
+                nodata,
+                ..
+            } => {
+                self.in_array = false;
+                let pi = PRIMS.iter().position(|&p| p == ty).unwrap_or(4) as u32;
+                let ci = ix.prim_base + pi;
+                let bytes = len as u64 * ty.size(id_size) as u64 + array_header(id_size);
+                let Some(n) = self.begin(id, ci, bytes) else {
+                    return Ok(());
+                };
+                self.out.stats.primitive_arrays += 1;
+                if nodata {
+                    self.out.stats.stripped_arrays += 1;
+                }
+                if bytes >= self.limits.array_min_bytes {
+                    self.flag(
+                        n,
+                        "Array Size Over Threshold",
+                        format!("{} of {len}", prim_name(ty)),
+                    );
+                }
+                self.end();
+            }
+        }
+        Ok(())
+    }
+
+    fn array_data(&mut self, data: &[u8]) -> Result<(), String> {
+        if !self.in_array {
+            return Ok(());
+        }
+        let id_size = self.ix.header.id_size as usize;
+        for e in data.chunks_exact(id_size) {
+            self.edge(read_id(e, id_size as u32));
+        }
+        Ok(())
+    }
+
+    fn array_end(&mut self) -> Result<(), String> {
+        if self.in_array {
+            self.in_array = false;
+            self.end();
+        }
+        Ok(())
+    }
+}
+
+/// Resolve watched referents to nodes and flag them.
+pub(crate) fn flag_watched(ix: &mut Index, watched: Vec<(u64, u32)>) {
+    let mut seen: HashMap<u32, ()> = HashMap::new();
+    for (r, _wref) in watched {
+        if let Some(n) = ix.node(r) {
+            if seen.insert(n, ()).is_none() {
+                ix.flags.push(Flag {
+                    node: n,
+                    reason: "Watched Object Retained".into(),
+                    detail: "referent of a KeyedWeakReference".into(),
+                });
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn java_names() {
+        assert_eq!(java_name("java/lang/String"), "java.lang.String");
+        assert_eq!(java_name("[[I"), "int[][]");
+        assert_eq!(java_name("[Ljava/lang/Object;"), "java.lang.Object[]");
+        assert_eq!(java_name("android.app.Activity"), "android.app.Activity");
+        assert_eq!(java_name("java.lang.Object[]"), "java.lang.Object[]");
+        assert_eq!(java_name("["), "[]");
+    }
+
+    proptest! {
+        /// The bucket map finds exactly the ids it was built from, however they cluster
+        /// (ART puts its image, zygote and app spaces far apart).
+        #[test]
+        fn id_map_finds_exactly_the_ids(
+            clusters in proptest::collection::vec((any::<u64>(), 1usize..300, 1u64..64), 1..4),
+            probes in proptest::collection::vec(any::<u64>(), 0..200),
+        ) {
+            let mut ids = Vec::new();
+            for (base, n, step) in clusters {
+                for i in 0..n as u64 {
+                    ids.push(base.wrapping_add(i * step * 8));
+                }
+            }
+            ids.sort_unstable();
+            ids.dedup();
+            let m = IdMap::new(&ids);
+            for (i, &id) in ids.iter().enumerate() {
+                prop_assert_eq!(m.find(&ids, id), Some(i as u32));
+            }
+            for p in probes {
+                prop_assert_eq!(m.find(&ids, p), ids.binary_search(&p).ok().map(|i| i as u32));
+            }
+            prop_assert_eq!(IdMap::new(&[]).find(&[], 5), None);
+        }
+    }
+
+    #[test]
+    fn id_map_spans_the_whole_u64_range() {
+        let ids = [1u64, u64::MAX - 1];
+        let m = IdMap::new(&ids);
+        assert_eq!(m.find(&ids, 1), Some(0));
+        assert_eq!(m.find(&ids, u64::MAX - 1), Some(1));
+        assert_eq!(m.find(&ids, u64::MAX), None);
+        assert_eq!(m.find(&ids, 0), None);
+    }
+}

@@ -1,0 +1,683 @@
+//! The heap analyser: from a (full or stripped) HPROF dump to a leak report.
+//!
+//! Owns:
+//! - [`index`]: classes, objects and the strong reference graph of a dump, in compact arrays,
+//!   built in two streaming passes (the file is never held whole in memory, nor mapped);
+//! - [`dominators`]: the dominator tree from a super-root over all GC roots, and retained sizes;
+//! - [`paths`]: shortest strong paths from GC roots, and the names of their references;
+//! - [`report`]: the leak detectors' findings grouped into KOOM's report schema, plus our
+//!   `dominators[]`.
+//!
+//! How: pass 1 gathers strings, classes, roots and object ids; pass 2 builds the graph and runs
+//! the per-instance detectors (both passes cut the file at record boundaries and parse the parts
+//! side by side when it is large); then the BFS for shortest paths runs beside the dominators'
+//! depth-first search, the forward graph is freed, the semi-NCA finishes, and a last pass parses
+//! only the heap dump segments that hold objects on reported paths, to name their references.
+//!
+//! Invariants:
+//! - Pure: no unsafe code, no network, nothing read from the analysing process (the report's
+//!   `runningInfo` is whatever the caller passes in, taken from the incident).
+//! - The file is read in chunks of [`CHUNK`] bytes, never mapped (mapped pages count in the
+//!   process's RSS) nor held whole. Memory is a constant number of bytes per object and per
+//!   reference: about 70 per object and 8 per reference at the peak (the dominators' phase).
+//! - Bad or truncated input is an [`Error::Input`] naming the byte offset; nothing panics on it,
+//!   and nothing is reported from a dump that did not parse to its end.
+//! - `java.lang.ref.Reference.referent` is not a strong reference: objects only weakly, softly or
+//!   phantom reachable are neither retained nor reported.
+//! - Static fields act as roots for the dominator ranking: class objects and whatever dominates
+//!   them (class loaders) are holders, never entries of `dominators[]`.
+#![forbid(unsafe_code)]
+
+pub mod dominators;
+pub mod index;
+pub mod paths;
+pub mod report;
+
+pub use report::{Report, Summary};
+
+use crate::hprof::{self, Parser, Visitor};
+use std::io::Read;
+use std::path::Path;
+use std::time::Instant;
+
+/// Bytes read from the file at a time.
+pub const CHUNK: usize = 4 << 20;
+
+/// Thresholds and limits of the analysis. Defaults follow KOOM's and Probe's rules; the policy
+/// maps its fields onto these.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct Config {
+    /// A Bitmap of at least this many pixels is reported (768 × 1366).
+    pub bitmap_min_pixels: u64,
+    /// A primitive or object array of at least this many bytes is reported (256 KB).
+    pub array_min_bytes: u64,
+    /// More live `android.view.Window` instances than this are reported.
+    pub window_max_count: u64,
+    /// More live `libcore.util.NativeAllocationRegistry` instances than this are reported.
+    pub native_allocation_registry_max_count: u64,
+    /// Groups kept in `dominators[]` (the generic top-N detector).
+    pub top_n: usize,
+    /// A top-N group is also reported as a leak when it retains at least this many bytes.
+    pub large_retained_bytes: u64,
+    /// Distinct paths (signatures) kept per leaking class.
+    pub max_paths_per_class: usize,
+    /// Suspects per class whose paths are computed (the others are counted).
+    pub max_suspects_per_class: usize,
+    /// Threads that parse parts of the file side by side (0: as many as the machine has, at
+    /// most 4; 1: none).
+    pub threads: usize,
+    /// Inputs smaller than this are parsed by one thread.
+    pub parallel_min_bytes: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            bitmap_min_pixels: 768 * 1366,
+            array_min_bytes: 256 * 1024,
+            window_max_count: 50,
+            native_allocation_registry_max_count: 50_000,
+            top_n: 20,
+            large_retained_bytes: 64 << 20,
+            max_paths_per_class: 45,
+            max_suspects_per_class: 1000,
+            threads: 0,
+            parallel_min_bytes: 32 << 20,
+        }
+    }
+}
+
+/// Why an analysis failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The dump is malformed or truncated at `offset`; no report was made.
+    #[error("byte {offset}: {what}")]
+    Input { offset: u64, what: String },
+    /// The file could not be read.
+    #[error("{what}: {source}")]
+    Io {
+        what: &'static str,
+        source: std::io::Error,
+    },
+}
+
+impl From<hprof::Error> for Error {
+    fn from(e: hprof::Error) -> Self {
+        Error::Input {
+            offset: e.offset,
+            what: e.what,
+        }
+    }
+}
+
+/// Where the dump comes from: a file (read three times) or bytes already in memory (tests).
+#[derive(Clone, Copy)]
+pub enum Input<'a> {
+    File(&'a Path),
+    Bytes(&'a [u8]),
+}
+
+impl Input<'_> {
+    /// One pass over the whole input. A file is read by a second thread into a few recycled
+    /// buffers while this one parses (the copy out of the page cache overlaps the parsing).
+    fn pass<V: Visitor>(&self, v: &mut V) -> Result<u64, Error> {
+        let mut p = Parser::new();
+        match self {
+            Input::Bytes(b) => p.feed(b, v)?,
+            Input::File(path) => {
+                let f = std::fs::File::open(path).map_err(|source| Error::Io {
+                    what: "cannot open",
+                    source,
+                })?;
+                read_ahead(f, |chunk| p.feed(chunk, v).map_err(Error::from))?;
+            }
+        }
+        p.finish()?;
+        Ok(p.bytes_fed())
+    }
+}
+
+impl Input<'_> {
+    /// Parse only the header and the heap dump segments that may hold one of `ids` (sorted):
+    /// those whose id range covers one. Falls back to a whole pass if the segments are unknown.
+    fn pass_segments<V: Visitor>(
+        &self,
+        segments: &[index::Segment],
+        ids: &[u64],
+        v: &mut V,
+    ) -> Result<(), Error> {
+        if segments.is_empty() {
+            return self.pass(v).map(|_| ());
+        }
+        let pick: Vec<&index::Segment> = segments
+            .iter()
+            .filter(|s| {
+                let i = ids.partition_point(|&x| x < s.min_id);
+                i < ids.len() && ids[i] <= s.max_id
+            })
+            .collect();
+        let mut p = Parser::new();
+        let fix = |e: hprof::Error, base: u64| Error::Input {
+            offset: e.offset.saturating_sub(hprof::HEADER_LEN as u64) + base,
+            what: e.what,
+        };
+        match self {
+            Input::Bytes(b) => {
+                let h = b.get(..hprof::HEADER_LEN).unwrap_or(b);
+                p.feed(h, v)?;
+                for s in pick {
+                    let r = b
+                        .get(s.offset as usize..(s.offset + s.len) as usize)
+                        .unwrap_or(&[]);
+                    p.feed(r, v).map_err(|e| fix(e, s.offset))?;
+                }
+            }
+            Input::File(path) => {
+                use std::os::unix::fs::FileExt;
+                let io = |what, source| Error::Io { what, source };
+                let f = std::fs::File::open(path).map_err(|e| io("cannot open", e))?;
+                let mut buf = vec![0u8; hprof::HEADER_LEN];
+                f.read_exact_at(&mut buf, 0)
+                    .map_err(|e| io("read failed", e))?;
+                p.feed(&buf, v)?;
+                buf.resize(CHUNK, 0);
+                for s in pick {
+                    let mut at = s.offset;
+                    let end = s.offset + s.len;
+                    while at < end {
+                        let n = ((end - at) as usize).min(CHUNK);
+                        f.read_exact_at(&mut buf[..n], at)
+                            .map_err(|e| io("read failed", e))?;
+                        p.feed(&buf[..n], v).map_err(|e| fix(e, s.offset))?;
+                        at += n as u64;
+                    }
+                }
+            }
+        }
+        p.finish().map_err(|e| fix(e, 0))
+    }
+}
+
+impl Input<'_> {
+    fn len(&self) -> Result<u64, Error> {
+        match self {
+            Input::Bytes(b) => Ok(b.len() as u64),
+            Input::File(p) => std::fs::metadata(p)
+                .map(|m| m.len())
+                .map_err(|source| Error::Io {
+                    what: "cannot stat",
+                    source,
+                }),
+        }
+    }
+
+    /// Read `buf.len()` bytes at `at`.
+    fn read_at(&self, f: Option<&std::fs::File>, at: u64, buf: &mut [u8]) -> Result<(), Error> {
+        use std::os::unix::fs::FileExt;
+        match (self, f) {
+            (Input::Bytes(b), _) => {
+                let src =
+                    b.get(at as usize..at as usize + buf.len())
+                        .ok_or_else(|| Error::Input {
+                            offset: at,
+                            what: "past the end".into(),
+                        })?;
+                buf.copy_from_slice(src);
+                Ok(())
+            }
+            (Input::File(_), Some(f)) => f.read_exact_at(buf, at).map_err(|source| Error::Io {
+                what: "read failed",
+                source,
+            }),
+            (Input::File(_), None) => Err(Error::Io {
+                what: "read failed",
+                source: std::io::Error::other("file not open"),
+            }),
+        }
+    }
+
+    fn open(&self) -> Result<Option<std::fs::File>, Error> {
+        match self {
+            Input::Bytes(_) => Ok(None),
+            Input::File(p) => std::fs::File::open(p)
+                .map(Some)
+                .map_err(|source| Error::Io {
+                    what: "cannot open",
+                    source,
+                }),
+        }
+    }
+
+    /// Cut the record list into about `parts` ranges of whole records, each `[start, end)`.
+    /// `None` if the input is small, has one heap dump record, or its record list does not add
+    /// up (a pass in one piece then reports the problem).
+    fn split(&self, parts: usize, min_bytes: u64) -> Option<Vec<(u64, u64)>> {
+        let len = self.len().ok()?;
+        if len < min_bytes.max(hprof::HEADER_LEN as u64 + 9) || parts < 2 {
+            return None;
+        }
+        let f = self.open().ok()?;
+        let mut starts = Vec::new();
+        let mut pos = hprof::HEADER_LEN as u64;
+        let mut h = [0u8; 9];
+        while pos < len {
+            self.read_at(f.as_ref(), pos, &mut h).ok()?;
+            hprof::tag::name(h[0])?;
+            starts.push(pos);
+            pos += 9 + hprof::read_u32(&h[5..]) as u64;
+        }
+        if pos != len || starts.len() < 2 {
+            return None;
+        }
+        let mut cuts = vec![hprof::HEADER_LEN as u64];
+        for k in 1..parts as u64 {
+            let target = len * k / parts as u64;
+            let i = starts.partition_point(|&s| s < target);
+            if let Some(&c) = starts.get(i) {
+                if c > *cuts.last()? {
+                    cuts.push(c);
+                }
+            }
+        }
+        cuts.push(len);
+        let ranges: Vec<(u64, u64)> = cuts.windows(2).map(|w| (w[0], w[1])).collect();
+        (ranges.len() > 1).then_some(ranges)
+    }
+
+    /// Parse each range with its own parser and visitor, side by side. Each parser is fed the
+    /// file header first, so its offsets are `HEADER_LEN + (offset - start)`.
+    fn pass_parts<V: Visitor + Send>(
+        &self,
+        parts: &[(u64, u64)],
+        mut vs: Vec<V>,
+    ) -> Result<Vec<V>, Error> {
+        let f = self.open()?;
+        let mut header = [0u8; hprof::HEADER_LEN];
+        self.read_at(f.as_ref(), 0, &mut header)?;
+        let results: Vec<Result<(), Error>> = std::thread::scope(|s| {
+            let hs: Vec<_> = parts
+                .iter()
+                .zip(vs.iter_mut())
+                .map(|(&(a, b), v)| {
+                    let f = f.as_ref();
+                    let header = &header;
+                    s.spawn(move || -> Result<(), Error> {
+                        let mut p = Parser::new();
+                        p.feed(header, v)?;
+                        let fix = |e: hprof::Error| Error::Input {
+                            offset: e.offset.saturating_sub(hprof::HEADER_LEN as u64) + a,
+                            what: e.what,
+                        };
+                        match self {
+                            Input::Bytes(bytes) => {
+                                p.feed(&bytes[a as usize..b as usize], v).map_err(fix)?
+                            }
+                            Input::File(_) => {
+                                let mut buf = vec![0u8; CHUNK];
+                                let mut at = a;
+                                while at < b {
+                                    let n = ((b - at) as usize).min(CHUNK);
+                                    self.read_at(f, at, &mut buf[..n])?;
+                                    p.feed(&buf[..n], v).map_err(fix)?;
+                                    at += n as u64;
+                                }
+                            }
+                        }
+                        p.finish().map_err(fix)
+                    })
+                })
+                .collect();
+            hs.into_iter()
+                .map(|h| match h.join() {
+                    Ok(r) => r,
+                    Err(p) => std::panic::resume_unwind(p),
+                })
+                .collect()
+        });
+        for r in results {
+            r?;
+        }
+        Ok(vs)
+    }
+}
+
+/// Read `f` to its end on a helper thread, handing each chunk to `eat` on this one.
+fn read_ahead(
+    mut f: std::fs::File,
+    mut eat: impl FnMut(&[u8]) -> Result<(), Error>,
+) -> Result<(), Error> {
+    use std::sync::mpsc;
+    const BUFFERS: usize = 3;
+    let (full_tx, full_rx) = mpsc::sync_channel::<std::io::Result<Vec<u8>>>(BUFFERS);
+    let (empty_tx, empty_rx) = mpsc::channel::<Vec<u8>>();
+    for _ in 0..BUFFERS {
+        let _ = empty_tx.send(vec![0u8; CHUNK]);
+    }
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            while let Ok(mut buf) = empty_rx.recv() {
+                buf.resize(CHUNK, 0);
+                let mut filled = 0;
+                while filled < CHUNK {
+                    match f.read(&mut buf[filled..]) {
+                        Ok(0) => break,
+                        Ok(n) => filled += n,
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                        Err(e) => {
+                            let _ = full_tx.send(Err(e));
+                            return;
+                        }
+                    }
+                }
+                buf.truncate(filled);
+                if full_tx.send(Ok(buf)).is_err() || filled == 0 {
+                    return;
+                }
+            }
+        });
+        // Moved in, so that an early return drops both ends and the reader stops.
+        let (full_rx, empty_tx) = (full_rx, empty_tx);
+        for msg in full_rx.iter() {
+            let buf = msg.map_err(|source| Error::Io {
+                what: "read failed",
+                source,
+            })?;
+            if buf.is_empty() {
+                break;
+            }
+            eat(&buf)?;
+            let _ = empty_tx.send(buf);
+        }
+        Ok(())
+    })
+}
+
+/// Timings of the phases, in milliseconds.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Timings {
+    pub scan_ms: u64,
+    pub graph_ms: u64,
+    /// Shortest paths and the dominators' depth-first search, side by side.
+    pub paths_ms: u64,
+    pub dominators_ms: u64,
+    pub report_ms: u64,
+    pub total_ms: u64,
+}
+
+/// Analyse a dump. `running_info` is copied into the report as it is.
+pub fn analyze(
+    input: Input<'_>,
+    cfg: &Config,
+    running_info: serde_json::Value,
+) -> Result<Report, Error> {
+    let t0 = Instant::now();
+    let mut tm = Timings::default();
+    let threads = match cfg.threads {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get().min(4)),
+        n => n,
+    };
+    let parts = if threads > 1 {
+        input.split(threads, cfg.parallel_min_bytes)
+    } else {
+        None
+    };
+    // Pass 1, in parts side by side if the file splits; any failure there is re-run in one
+    // piece, which reports it at its exact offset.
+    let mut merged = None;
+    if let Some(parts) = &parts {
+        let vs = (0..parts.len()).map(|_| index::Pass1::default()).collect();
+        if let Ok(mut vs) = input.pass_parts(parts, vs) {
+            std::thread::scope(|s| {
+                for v in vs.iter_mut() {
+                    s.spawn(move || v.sort_ids());
+                }
+            });
+            let mut it = vs.into_iter();
+            if let Some(mut first) = it.next() {
+                for v in it {
+                    first.merge(v);
+                }
+                merged = Some(first);
+            }
+        }
+    }
+    let (p1, parts) = match merged {
+        Some(p1) => (p1, parts),
+        None => {
+            let mut p1 = index::Pass1::default();
+            input.pass(&mut p1)?;
+            (p1, None)
+        }
+    };
+    let bytes = input.len()?;
+    let mut ix = p1
+        .finish()
+        .map_err(|what| Error::Input { offset: 0, what })?;
+    tm.scan_ms = t0.elapsed().as_millis() as u64;
+
+    let t = Instant::now();
+    let limits = index::IndexLimits {
+        bitmap_min_pixels: cfg.bitmap_min_pixels,
+        array_min_bytes: cfg.array_min_bytes,
+    };
+    let outs = match &parts {
+        Some(parts) => {
+            let vs = parts
+                .iter()
+                .map(|&(a, _)| index::Pass2::new(&ix, limits, a - hprof::HEADER_LEN as u64))
+                .collect();
+            input.pass_parts(parts, vs)?
+        }
+        None => {
+            let mut p2 = index::Pass2::new(&ix, limits, 0);
+            input.pass(&mut p2)?;
+            vec![p2]
+        }
+    };
+    let outs = outs
+        .into_iter()
+        .map(|p| p.finish())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|what| Error::Input { offset: 0, what })?;
+    let watched = index::apply(&mut ix, outs).map_err(|what| Error::Input { offset: 0, what })?;
+    index::flag_watched(&mut ix, watched);
+    ix.edges.shrink_to_fit();
+    tm.graph_ms = t.elapsed().as_millis() as u64;
+
+    // Shortest paths (BFS) and the dominators' depth-first half both need the forward graph:
+    // run them side by side, then free the graph before the dominators' second half.
+    let t = Instant::now();
+    let late: Vec<u32> = ix
+        .classes
+        .iter()
+        .filter(|c| c.node != index::NONE)
+        .map(|c| c.node)
+        .collect();
+    let root_nodes: Vec<u32> = ix.roots.iter().map(|r| r.node).collect();
+    let (bfs, prep) = std::thread::scope(|s| {
+        let ixr = &ix;
+        let h = s.spawn(|| paths::shortest(ixr, &ixr.roots, &late));
+        let prep = dominators::prepare(ixr, &root_nodes, &late);
+        let bfs = match h.join() {
+            Ok(b) => b,
+            Err(p) => std::panic::resume_unwind(p),
+        };
+        (bfs, prep)
+    });
+    tm.paths_ms = t.elapsed().as_millis() as u64;
+    ix.drop_edges();
+    let t = Instant::now();
+    let shallow = &ix.shallow;
+    let dom = dominators::finish(prep, |v| shallow[v as usize] as u64);
+    tm.dominators_ms = t.elapsed().as_millis() as u64;
+
+    let t = Instant::now();
+    let mut rep = report::build(&ix, &dom, &bfs, cfg, input, running_info)?;
+    rep.analysis.input_bytes = bytes;
+    rep.analysis.parse_parts = parts.as_ref().map_or(1, |p| p.len() as u64);
+    tm.report_ms = t.elapsed().as_millis() as u64;
+    tm.total_ms = t0.elapsed().as_millis() as u64;
+    rep.analysis.timings = tm;
+    Ok(rep)
+}
+
+impl dominators::Graph for index::Index {
+    fn nodes(&self) -> usize {
+        self.len()
+    }
+    fn succ(&self, v: u32) -> &[u32] {
+        index::Index::succ(self, v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hprof::writer::Writer;
+    use crate::hprof::{sub, tag, BasicType, Format};
+
+    /// An Android-style dump (1.0.3, 4-byte ids) built by hand:
+    /// - class `com.app.MainActivity extends android.app.Activity` (fields mDestroyed, mFinished);
+    /// - `com.app.Leaks.sActivity` (static) -> destroyed activity 0x100 -> byte[] 0x200 (stripped,
+    ///   0xC3, 1000 bytes) and -> 0x999 (not in the dump);
+    /// - a WeakReference 0x300 whose referent is another destroyed activity 0x110 (not a leak);
+    /// - a thread-frame root on 0x300.
+    fn android_dump() -> Vec<u8> {
+        let mut w = Writer::new(Format::V103, 4, 0);
+        let s = |w: &mut Writer, id: u64, t: &str| {
+            w.utf8(id, t);
+        };
+        for (id, t) in [
+            (1, "java.lang.Object"),
+            (2, "android.app.Activity"),
+            (3, "com.app.MainActivity"),
+            (4, "mDestroyed"),
+            (5, "mFinished"),
+            (6, "mCache"),
+            (7, "com.app.Leaks"),
+            (8, "sActivity"),
+            (9, "java.lang.ref.Reference"),
+            (10, "referent"),
+            (11, "java.lang.ref.WeakReference"),
+            (12, "mMissing"),
+            (13, "java.lang.Class"),
+        ] {
+            s(&mut w, id, t);
+        }
+        w.load_class(1, 0x10, 1);
+        w.load_class(2, 0x20, 2);
+        w.load_class(3, 0x30, 3);
+        w.load_class(4, 0x40, 7);
+        w.load_class(5, 0x50, 9);
+        w.load_class(6, 0x60, 11);
+        w.load_class(7, 0x70, 13);
+        w.segment(tag::HEAP_DUMP_SEGMENT);
+        w.class_dump(0x10, 0, 0, 8, &[], &[]);
+        w.class_dump(0x70, 0x10, 0, 8, &[], &[]);
+        w.class_dump(
+            0x20,
+            0x10,
+            0,
+            10,
+            &[],
+            &[(4, BasicType::Boolean), (5, BasicType::Boolean)],
+        );
+        w.class_dump(
+            0x30,
+            0x20,
+            0,
+            18,
+            &[],
+            &[(6, BasicType::Object), (12, BasicType::Object)],
+        );
+        w.class_dump(
+            0x40,
+            0x10,
+            0,
+            8,
+            &[(8, BasicType::Object, 0x100u32.to_be_bytes().to_vec())],
+            &[],
+        );
+        w.class_dump(0x50, 0x10, 0, 12, &[], &[(10, BasicType::Object)]);
+        w.class_dump(0x60, 0x50, 0, 12, &[], &[]);
+        // Activity 0x100: own fields first (mCache, mMissing), then Activity's (destroyed, finished).
+        let mut v = Vec::new();
+        v.extend_from_slice(&0x200u32.to_be_bytes());
+        v.extend_from_slice(&0x999u32.to_be_bytes());
+        v.extend_from_slice(&[1, 0]);
+        w.instance(0x100, 0x30, &v);
+        let mut v2 = Vec::new();
+        v2.extend_from_slice(&0u32.to_be_bytes());
+        v2.extend_from_slice(&0u32.to_be_bytes());
+        v2.extend_from_slice(&[1, 1]);
+        w.instance(0x110, 0x30, &v2);
+        w.instance(0x300, 0x60, &0x110u32.to_be_bytes());
+        w.primitive_array_nodata(0x200, BasicType::Byte, 1000);
+        for c in [0x10, 0x20, 0x30, 0x40, 0x50, 0x60, 0x70] {
+            w.root(sub::ROOT_STICKY_CLASS, c);
+        }
+        w.root2(sub::ROOT_JAVA_FRAME, 0x300, 1, 0);
+        w.root(sub::ROOT_UNREACHABLE, 0x110);
+        w.end_segment();
+        w.heap_dump_end();
+        w.finish()
+    }
+
+    #[test]
+    fn android_style_dump_by_hand() {
+        let bytes = android_dump();
+        let r = analyze(
+            Input::Bytes(&bytes),
+            &Config::default(),
+            serde_json::Value::Null,
+        )
+        .unwrap();
+        assert_eq!(r.analysis.id_size, 4);
+        assert_eq!(r.analysis.missing_references, 1, "0x999 is not in the dump");
+        assert_eq!(r.analysis.stripped_arrays, 1);
+        assert_eq!(r.gc_paths.len(), 1, "{:#?}", r.gc_paths);
+        let g = &r.gc_paths[0];
+        assert_eq!(g.leak_reason, "Activity Leak");
+        assert_eq!(g.class_name, "com.app.MainActivity");
+        assert_eq!(g.gc_root, "System Class");
+        assert_eq!(g.path[0].reference, "com.app.Leaks.sActivity");
+        assert_eq!(g.path[0].reference_type, "STATIC_FIELD");
+        // 18 (instance) + 1000 + 12 (the stripped byte[] at its full size).
+        assert_eq!(g.retained_size, 18 + 1000 + 12);
+        assert_eq!(r.leak_objects.len(), 1);
+        assert_eq!(r.leak_objects[0].object_id, 0x100);
+        // 0x110 is only weakly reachable: no leak, and not retained by the reference.
+        let weak = r
+            .dominators
+            .iter()
+            .find(|d| d.class_name == "java.lang.ref.WeakReference")
+            .expect("the weak reference is a top-level object");
+        assert_eq!(weak.retained_size, 12);
+        assert_eq!(weak.gc_root, "Java Frame");
+    }
+
+    #[test]
+    fn truncated_and_corrupt_dumps_are_errors_with_offsets() {
+        let bytes = android_dump();
+        for cut in [10, 40, bytes.len() / 2, bytes.len() - 3] {
+            let e = analyze(
+                Input::Bytes(&bytes[..cut]),
+                &Config::default(),
+                serde_json::Value::Null,
+            )
+            .unwrap_err();
+            assert!(matches!(e, Error::Input { .. }), "{e}");
+            assert!(e.to_string().starts_with("byte "), "{e}");
+        }
+        let mut bad = bytes.clone();
+        bad[crate::hprof::HEADER_LEN] = 0x77; // an unknown record tag
+        let e = analyze(
+            Input::Bytes(&bad),
+            &Config::default(),
+            serde_json::Value::Null,
+        );
+        assert!(e.is_err());
+    }
+}

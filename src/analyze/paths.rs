@@ -1,0 +1,337 @@
+//! Shortest strong paths from the GC roots (breadth-first, two priorities), and the names of the
+//! references along them (found in a last streaming pass over the few objects on the paths).
+//!
+//! Invariants:
+//! - Roots that hold objects for the life of the process (classes, JNI globals, threads,
+//!   monitors, …) are searched before transient ones (stack frames, JNI locals, native stacks,
+//!   unknown): a path goes through a transient root only if no other root reaches the object.
+//! - One `u32` per node (the BFS parent) plus two queues of nodes.
+#![forbid(unsafe_code)]
+
+use super::dominators::{SUPER, UNREACHED};
+use super::index::{Index, Root, NONE};
+use crate::hprof::{read_id, sub, Sub, Visitor};
+
+/// Whether objects this root holds are reached first.
+pub fn high_priority(tag: u8) -> bool {
+    !matches!(
+        tag,
+        sub::ROOT_JAVA_FRAME
+            | sub::ROOT_JNI_LOCAL
+            | sub::ROOT_NATIVE_STACK
+            | sub::ROOT_THREAD_BLOCK
+            | sub::ROOT_UNKNOWN
+    )
+}
+
+/// A readable name of a root type (LeakCanary's words where it has some).
+pub fn root_name(tag: u8) -> &'static str {
+    match tag {
+        sub::ROOT_JNI_GLOBAL => "JNI Global",
+        sub::ROOT_JNI_LOCAL => "JNI Local",
+        sub::ROOT_JAVA_FRAME => "Java Frame",
+        sub::ROOT_NATIVE_STACK => "Native Stack",
+        sub::ROOT_STICKY_CLASS => "System Class",
+        sub::ROOT_THREAD_BLOCK => "Thread Block",
+        sub::ROOT_MONITOR_USED => "Monitor Used",
+        sub::ROOT_THREAD_OBJECT => "Thread Object",
+        sub::ROOT_INTERNED_STRING => "Interned String",
+        sub::ROOT_FINALIZING => "Finalizing",
+        sub::ROOT_DEBUGGER => "Debugger",
+        sub::ROOT_REFERENCE_CLEANUP => "Reference Cleanup",
+        sub::ROOT_VM_INTERNAL => "VM Internal",
+        sub::ROOT_JNI_MONITOR => "JNI Monitor",
+        sub::ROOT_UNKNOWN => "Unknown",
+        LATE_ROOT => "Class (unreferenced)",
+        _ => "Unknown",
+    }
+}
+
+/// The pseudo root tag of class objects that no root reaches (treated as roots).
+pub const LATE_ROOT: u8 = 0;
+
+/// BFS parents: `parent[v]` is the previous node on a shortest path, [`SUPER`] for a root,
+/// [`UNREACHED`] if no root reaches `v`. `root_tag` holds the preferred tag of each root node.
+pub struct Paths {
+    pub parent: Vec<u32>,
+    pub root_tags: Vec<(u32, u8)>,
+}
+
+impl Paths {
+    pub fn root_tag(&self, node: u32) -> u8 {
+        match self.root_tags.binary_search_by_key(&node, |e| e.0) {
+            Ok(i) => self.root_tags[i].1,
+            Err(_) => sub::ROOT_UNKNOWN,
+        }
+    }
+
+    /// Nodes from the root to `v` (inclusive); empty if unreachable.
+    pub fn chain(&self, v: u32) -> Vec<u32> {
+        let mut c = Vec::new();
+        let mut x = v;
+        while x != SUPER && x != UNREACHED && c.len() < 100_000 {
+            c.push(x);
+            x = self.parent[x as usize];
+        }
+        if x == UNREACHED {
+            return Vec::new();
+        }
+        c.reverse();
+        c
+    }
+}
+
+/// Breadth-first search from the roots over strong edges; then, one at a time, from each of
+/// `late` (class objects) that nothing reached before it.
+pub fn shortest(ix: &Index, roots: &[Root], late: &[u32]) -> Paths {
+    let n = ix.len();
+    let mut parent = vec![UNREACHED; n];
+    let mut tags: Vec<(u32, u8)> = roots.iter().map(|r| (r.node, r.tag)).collect();
+    // Per node, keep the most telling tag: high priority first, then the smaller tag.
+    tags.sort_unstable_by_key(|&(v, t)| (v, !high_priority(t), t));
+    tags.dedup_by_key(|e| e.0);
+    let mut order: Vec<(bool, u8, u32)> = tags
+        .iter()
+        .map(|&(v, t)| (!high_priority(t), t, v))
+        .collect();
+    order.sort_unstable();
+    // All high-priority roots first; a low-priority root is a path's start only if no
+    // high-priority root reaches it.
+    let mut q = Queues::default();
+    for low in [false, true] {
+        for &(l, _, v) in &order {
+            if l == low && parent[v as usize] == UNREACHED {
+                parent[v as usize] = SUPER;
+                q.push(v, low);
+            }
+        }
+        q.run(ix, &mut parent);
+    }
+    let mut late_used = Vec::new();
+    for &v in late {
+        if parent[v as usize] == UNREACHED {
+            parent[v as usize] = SUPER;
+            late_used.push((v, LATE_ROOT));
+            q.push(v, false);
+            q.run(ix, &mut parent);
+        }
+    }
+    if !late_used.is_empty() {
+        tags.extend(late_used);
+        tags.sort_unstable();
+    }
+    Paths {
+        parent,
+        root_tags: tags,
+    }
+}
+
+#[derive(Default)]
+struct Queues {
+    hi: std::collections::VecDeque<u32>,
+    lo: std::collections::VecDeque<u32>,
+}
+
+impl Queues {
+    fn push(&mut self, v: u32, low: bool) {
+        if low {
+            self.lo.push_back(v)
+        } else {
+            self.hi.push_back(v)
+        }
+    }
+    fn run(&mut self, ix: &Index, parent: &mut [u32]) {
+        loop {
+            let (v, low) = if let Some(v) = self.hi.pop_front() {
+                (v, false)
+            } else if let Some(v) = self.lo.pop_front() {
+                (v, true)
+            } else {
+                return;
+            };
+            for &w in ix.succ(v) {
+                if parent[w as usize] == UNREACHED {
+                    parent[w as usize] = v;
+                    self.push(w, low);
+                }
+            }
+        }
+    }
+}
+
+/// How one object refers to the next on a path.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Ref {
+    /// (declaring class index, field index)
+    Field(u32, u16),
+    Static(String),
+    Element(u32),
+    ClassOf,
+    Super,
+    Loader,
+    Unknown,
+}
+
+/// Pass 3: for each wanted (parent id, child id), how the parent refers to the child.
+pub(crate) struct Pass3<'a> {
+    pub ix: &'a Index,
+    /// Sorted by parent id.
+    pub wanted: Vec<(u64, u64)>,
+    pub found: Vec<Option<Ref>>,
+    /// The array streaming now: its first wanted index and the next element's index.
+    cur: Option<(usize, u32)>,
+    /// A one-hash Bloom filter of the wanted parents (most objects are not, and are skipped
+    /// after one bit test).
+    bloom: Vec<u64>,
+}
+
+const BLOOM_BITS: u32 = 16;
+
+#[inline]
+fn bloom_bit(id: u64) -> usize {
+    (id.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - BLOOM_BITS)) as usize
+}
+
+impl<'a> Pass3<'a> {
+    pub(crate) fn new(ix: &'a Index, mut wanted: Vec<(u64, u64)>) -> Self {
+        wanted.sort_unstable();
+        wanted.dedup();
+        let found = vec![None; wanted.len()];
+        let mut bloom = vec![0u64; (1 << BLOOM_BITS) / 64];
+        for &(p, _) in &wanted {
+            let b = bloom_bit(p);
+            bloom[b / 64] |= 1 << (b % 64);
+        }
+        Pass3 {
+            ix,
+            wanted,
+            found,
+            cur: None,
+            bloom,
+        }
+    }
+    fn range(&self, parent: u64) -> std::ops::Range<usize> {
+        let b = bloom_bit(parent);
+        if self.bloom[b / 64] >> (b % 64) & 1 == 0 {
+            return 0..0;
+        }
+        let a = self.wanted.partition_point(|e| e.0 < parent);
+        let b = self.wanted.partition_point(|e| e.0 <= parent);
+        a..b
+    }
+    pub(crate) fn get(&self, parent: u64, child: u64) -> Ref {
+        match self.wanted.binary_search(&(parent, child)) {
+            Ok(i) => self.found[i].clone().unwrap_or(Ref::Unknown),
+            Err(_) => Ref::Unknown,
+        }
+    }
+}
+
+impl Visitor for Pass3<'_> {
+    fn sub(&mut self, _offset: u64, s: &Sub<'_>, _raw: &[u8]) -> Result<(), String> {
+        self.cur = None;
+        let id_size = self.ix.header.id_size;
+        match *s {
+            Sub::Class(ref c) => {
+                for k in self.range(c.id) {
+                    if self.found[k].is_some() {
+                        continue;
+                    }
+                    let child = self.wanted[k].1;
+                    let st = c.statics().find(|(_, ty, v)| {
+                        *ty == crate::hprof::BasicType::Object && read_id(v, id_size) == child
+                    });
+                    self.found[k] = Some(if let Some((name, _, _)) = st {
+                        Ref::Static(
+                            self.ix
+                                .strings
+                                .get(name)
+                                .unwrap_or_else(|| format!("<string 0x{name:x}>")),
+                        )
+                    } else if c.super_id == child {
+                        Ref::Super
+                    } else if c.loader_id == child {
+                        Ref::Loader
+                    } else {
+                        Ref::Unknown
+                    });
+                }
+            }
+            Sub::Instance {
+                id, class_id, data, ..
+            } => {
+                let r = self.range(id);
+                if r.is_empty() {
+                    return Ok(());
+                }
+                let ci = self.ix.class_by_id(class_id);
+                for k in r {
+                    if self.found[k].is_some() {
+                        continue;
+                    }
+                    let child = self.wanted[k].1;
+                    let mut got = None;
+                    if let Some(ci) = ci {
+                        for &(off, decl, fi) in &self.ix.classes[ci as usize].ref_slots {
+                            let o = off as usize;
+                            if let Some(b) = data.get(o..o + id_size as usize) {
+                                if read_id(b, id_size) == child {
+                                    got = Some(Ref::Field(decl, fi));
+                                    break;
+                                }
+                            }
+                        }
+                    }
+                    if got.is_none() && class_id == child {
+                        got = Some(Ref::ClassOf);
+                    }
+                    self.found[k] = Some(got.unwrap_or(Ref::Unknown));
+                }
+            }
+            Sub::ObjectArray { id, class_id, .. } => {
+                let r = self.range(id);
+                if !r.is_empty() {
+                    for k in r.clone() {
+                        if self.wanted[k].1 == class_id && self.found[k].is_none() {
+                            self.found[k] = Some(Ref::ClassOf);
+                        }
+                    }
+                    self.cur = Some((r.start, 0));
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn array_data(&mut self, data: &[u8]) -> Result<(), String> {
+        let Some((start, mut i)) = self.cur else {
+            return Ok(());
+        };
+        let id_size = self.ix.header.id_size;
+        let parent = self.wanted[start].0;
+        for e in data.chunks_exact(id_size as usize) {
+            let v = read_id(e, id_size);
+            if v != 0 {
+                let mut k = start;
+                while k < self.wanted.len() && self.wanted[k].0 == parent {
+                    if self.wanted[k].1 == v && self.found[k].is_none() {
+                        self.found[k] = Some(Ref::Element(i));
+                    }
+                    k += 1;
+                }
+            }
+            i += 1;
+        }
+        self.cur = Some((start, i));
+        Ok(())
+    }
+
+    fn array_end(&mut self) -> Result<(), String> {
+        self.cur = None;
+        Ok(())
+    }
+}
+
+/// Make sure `NONE` and `UNREACHED` agree (both mean "nothing").
+const _: () = assert!(NONE == UNREACHED);

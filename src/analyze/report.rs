@@ -1,0 +1,579 @@
+//! The leak report: detectors' findings grouped by reference-path signature, in KOOM's schema
+//! (`runningInfo`, `classInfos[]`, `gcPaths[]`, `leakObjects[]`), plus `dominators[]` (the
+//! generic top-N retained detector) and `analysis` (what was read and tolerated, and timings).
+//!
+//! Invariants:
+//! - Numbers are JSON numbers (bytes, counts, ids), never strings with units.
+//! - Only strongly reachable objects are reported: one held only through weak, soft, phantom or
+//!   finalizer references is not a leak.
+//! - A `signature` is the sha1 of the root type, the chain of `class.field` steps (array indices
+//!   left out, so every element of an array has the same shape) and the leaking class.
+#![forbid(unsafe_code)]
+
+use super::dominators::{Dominators, SUPER, UNREACHED};
+use super::index::{Index, Role, NONE};
+use super::paths::{root_name, Pass3, Paths, Ref};
+use super::{Config, Error, Input, Timings};
+use serde::Serialize;
+use sha1::{Digest, Sha1};
+use std::collections::{BTreeMap, HashMap};
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    /// The incident's running info, as the caller gave it.
+    pub running_info: serde_json::Value,
+    pub analysis: AnalysisInfo,
+    pub class_infos: Vec<ClassInfo>,
+    pub gc_paths: Vec<GcPath>,
+    pub leak_objects: Vec<LeakObject>,
+    pub dominators: Vec<DominatorGroup>,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AnalysisInfo {
+    pub format: String,
+    pub id_size: u32,
+    pub input_bytes: u64,
+    pub objects: u64,
+    pub reachable_objects: u64,
+    pub references: u64,
+    pub gc_roots: u64,
+    /// Bytes retained by all roots together.
+    pub reachable_bytes: u64,
+    pub missing_references: u64,
+    pub missing_roots: u64,
+    pub stripped_arrays: u64,
+    pub duplicate_ids: u64,
+    pub unknown_class_instances: u64,
+    pub short_instances: u64,
+    /// Parts of the file parsed side by side (1: in one piece).
+    pub parse_parts: u64,
+    pub timings: Timings,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ClassInfo {
+    pub class_name: String,
+    pub instance_count: u64,
+    pub leak_instance_count: u64,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct PathItem {
+    pub reference: String,
+    pub reference_type: String,
+    pub declared_class: String,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct GcPath {
+    pub instance_count: u64,
+    pub leak_reason: String,
+    pub gc_root: String,
+    pub signature: String,
+    pub path: Vec<PathItem>,
+    /// Our additions: the leaking class and what the instances on this path retain together.
+    pub class_name: String,
+    pub retained_size: u64,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct LeakObject {
+    pub class_name: String,
+    /// Shallow size in bytes.
+    pub size: u64,
+    pub retained_size: u64,
+    pub object_id: u64,
+    pub leak_reason: String,
+    pub ext_detail: String,
+    pub signature: String,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct DominatorGroup {
+    pub class_name: String,
+    pub retained_size: u64,
+    pub count: u64,
+    pub gc_root: String,
+    pub signature: String,
+    pub path: Vec<PathItem>,
+}
+
+/// The short human summary the command line prints.
+pub struct Summary<'a>(pub &'a Report);
+
+impl std::fmt::Display for Summary<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let r = self.0;
+        let a = &r.analysis;
+        writeln!(
+            f,
+            "{} objects ({} reachable, {:.1} MB retained by roots), {} references, {} missing",
+            a.objects,
+            a.reachable_objects,
+            mb(a.reachable_bytes),
+            a.references,
+            a.missing_references
+        )?;
+        let mut by: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+        for o in &r.leak_objects {
+            let e = by.entry(&o.leak_reason).or_default();
+            e.0 += 1;
+            e.1 += o.retained_size;
+        }
+        // Groups of the generic top-N detector have no leakObjects entries of their own.
+        for g in &r.gc_paths {
+            if g.leak_reason == LARGE_RETAINED {
+                let e = by.entry(&g.leak_reason).or_default();
+                e.0 += g.instance_count;
+                e.1 += g.retained_size;
+            }
+        }
+        if by.is_empty() {
+            writeln!(f, "leaks: none found")?;
+        } else {
+            writeln!(f, "leaks by reason:")?;
+            for (reason, (n, ret)) in by {
+                writeln!(f, "  {reason:<32} {n:>7}  {:>10.2} MB retained", mb(ret))?;
+            }
+        }
+        writeln!(f, "top dominators (retained MB, count, class):")?;
+        for d in r.dominators.iter().take(10) {
+            writeln!(
+                f,
+                "  {:>10.2} {:>7}  {}",
+                mb(d.retained_size),
+                d.count,
+                d.class_name
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// The reason given to top-N groups that retain at least `Config::large_retained_bytes`.
+pub const LARGE_RETAINED: &str = "Large Retained Size";
+
+fn mb(b: u64) -> f64 {
+    b as f64 / (1024.0 * 1024.0)
+}
+
+struct Suspect {
+    node: u32,
+    reason: String,
+    detail: String,
+}
+
+/// A named path: the root's tag name, the items, and the signature.
+struct Named {
+    gc_root: String,
+    items: Vec<PathItem>,
+    signature: String,
+}
+
+pub(crate) fn build(
+    ix: &Index,
+    dom: &Dominators,
+    bfs: &Paths,
+    cfg: &Config,
+    input: Input<'_>,
+    running_info: serde_json::Value,
+) -> Result<Report, Error> {
+    let live = |v: u32| dom.idom[v as usize] != UNREACHED;
+    // --- Suspects from the detectors (reachable ones only).
+    let mut suspects: Vec<Suspect> = ix
+        .flags
+        .iter()
+        .filter(|f| live(f.node))
+        .map(|f| Suspect {
+            node: f.node,
+            reason: f.reason.clone(),
+            detail: f.detail.clone(),
+        })
+        .collect();
+    // Counted roles: windows and native allocation registries.
+    let mut windows = Vec::new();
+    let mut registries = Vec::new();
+    for v in 0..ix.len() as u32 {
+        let c = ix.class_of[v as usize];
+        if c == NONE || !live(v) {
+            continue;
+        }
+        match ix.classes[c as usize].role {
+            Role::Window => windows.push(v),
+            Role::NativeAllocationRegistry => registries.push(v),
+            _ => {}
+        }
+    }
+    if windows.len() as u64 > cfg.window_max_count {
+        let d = format!("{} live windows", windows.len());
+        for &v in &windows {
+            suspects.push(Suspect {
+                node: v,
+                reason: "Window Count Over Threshold".into(),
+                detail: d.clone(),
+            });
+        }
+    }
+    if registries.len() as u64 > cfg.native_allocation_registry_max_count {
+        let d = format!("{} live registries", registries.len());
+        for &v in &registries {
+            suspects.push(Suspect {
+                node: v,
+                reason: "NativeAllocationRegistry Count Over Threshold".into(),
+                detail: d.clone(),
+            });
+        }
+    }
+    // Per (reason, class): the largest first, at most max_suspects_per_class get paths.
+    suspects.sort_by(|a, b| {
+        (&a.reason, ix.class_of[a.node as usize])
+            .cmp(&(&b.reason, ix.class_of[b.node as usize]))
+            .then(dom.retained[b.node as usize].cmp(&dom.retained[a.node as usize]))
+            .then(a.node.cmp(&b.node))
+    });
+    let mut keep = Vec::with_capacity(suspects.len());
+    let mut last: Option<(String, u32)> = None;
+    let mut run = 0usize;
+    for s in suspects {
+        let key = (s.reason.clone(), ix.class_of[s.node as usize]);
+        if last.as_ref() != Some(&key) {
+            last = Some(key);
+            run = 0;
+        }
+        run += 1;
+        if run <= cfg.max_suspects_per_class {
+            keep.push(s);
+        }
+    }
+    let suspects = keep;
+
+    // --- Dominator candidates. Class objects, and every object that dominates one (class
+    // loaders, their class lists), are "holders": static fields act as roots, as they do for
+    // LeakCanary. Candidates are the non-holders whose immediate dominator is the super-root or
+    // a holder: the tops of the dominator tree once it is cut at the classes.
+    let mut holder = vec![0u64; ix.len().div_ceil(64)];
+    let is_holder = |h: &[u64], v: u32| h[(v >> 6) as usize] >> (v & 63) & 1 == 1;
+    for c in &ix.classes {
+        let mut v = c.node;
+        while v != NONE && v != SUPER && v != UNREACHED && !is_holder(&holder, v) {
+            holder[(v >> 6) as usize] |= 1 << (v & 63);
+            v = dom.idom[v as usize];
+        }
+    }
+    let want = cfg.top_n.saturating_mul(8).max(64);
+    let mut heap: std::collections::BinaryHeap<std::cmp::Reverse<(u64, u32)>> =
+        std::collections::BinaryHeap::with_capacity(want + 1);
+    for v in 0..ix.len() as u32 {
+        let d = dom.idom[v as usize];
+        if d == UNREACHED || is_holder(&holder, v) {
+            continue;
+        }
+        if d != SUPER && !is_holder(&holder, d) {
+            continue;
+        }
+        let r = dom.retained[v as usize];
+        if heap.len() < want {
+            heap.push(std::cmp::Reverse((r, v)));
+        } else if let Some(top) = heap.peek() {
+            if top.0 .0 < r {
+                heap.pop();
+                heap.push(std::cmp::Reverse((r, v)));
+            }
+        }
+    }
+    let mut cands: Vec<(u64, u32)> = heap.into_iter().map(|r| r.0).collect();
+    cands.sort_unstable_by(|a, b| b.cmp(a));
+
+    // --- Name the paths (pass 3 over the file for the references along them).
+    let mut chains: HashMap<u32, Vec<u32>> = HashMap::new();
+    for v in suspects
+        .iter()
+        .map(|s| s.node)
+        .chain(cands.iter().map(|c| c.1))
+    {
+        chains.entry(v).or_insert_with(|| bfs.chain(v));
+    }
+    let mut wanted = Vec::new();
+    for c in chains.values() {
+        for w in c.windows(2) {
+            wanted.push((ix.ids[w[0] as usize], ix.ids[w[1] as usize]));
+        }
+    }
+    let mut parents: Vec<u64> = wanted.iter().map(|w| w.0).collect();
+    parents.sort_unstable();
+    parents.dedup();
+    let mut p3 = Pass3::new(ix, wanted);
+    input.pass_segments(&ix.segments, &parents, &mut p3)?;
+    let mut named: HashMap<u32, Named> = HashMap::new();
+    for (&v, chain) in &chains {
+        named.insert(v, name_chain(ix, bfs, &p3, chain, v));
+    }
+
+    // --- gcPaths and leakObjects.
+    let mut groups: BTreeMap<(String, String), BTreeMap<String, GcPath>> = BTreeMap::new();
+    let mut leak_objects = Vec::new();
+    let mut leak_counts: HashMap<u32, u64> = HashMap::new();
+    for s in &suspects {
+        let nm = &named[&s.node];
+        let cname = ix.class_name(s.node);
+        *leak_counts.entry(ix.class_of[s.node as usize]).or_default() += 1;
+        let ret = dom.retained[s.node as usize];
+        let g = groups
+            .entry((s.reason.clone(), cname.clone()))
+            .or_default()
+            .entry(nm.signature.clone())
+            .or_insert_with(|| GcPath {
+                instance_count: 0,
+                leak_reason: s.reason.clone(),
+                gc_root: nm.gc_root.clone(),
+                signature: nm.signature.clone(),
+                path: nm.items.clone(),
+                class_name: cname.clone(),
+                retained_size: 0,
+            });
+        g.instance_count += 1;
+        g.retained_size += ret;
+        leak_objects.push(LeakObject {
+            class_name: cname,
+            size: ix.shallow[s.node as usize] as u64,
+            retained_size: ret,
+            object_id: ix.ids[s.node as usize],
+            leak_reason: s.reason.clone(),
+            ext_detail: s.detail.clone(),
+            signature: nm.signature.clone(),
+        });
+    }
+
+    // --- dominators[]: candidates grouped by class and path shape.
+    let mut dgroups: Vec<DominatorGroup> = Vec::new();
+    let mut dindex: HashMap<(String, String), usize> = HashMap::new();
+    for &(r, v) in &cands {
+        let nm = &named[&v];
+        let cname = ix.class_name(v);
+        let key = (cname.clone(), nm.signature.clone());
+        match dindex.get(&key) {
+            Some(&i) => {
+                dgroups[i].retained_size += r;
+                dgroups[i].count += 1;
+            }
+            None => {
+                dindex.insert(key, dgroups.len());
+                dgroups.push(DominatorGroup {
+                    class_name: cname,
+                    retained_size: r,
+                    count: 1,
+                    gc_root: nm.gc_root.clone(),
+                    signature: nm.signature.clone(),
+                    path: nm.items.clone(),
+                });
+            }
+        }
+    }
+    dgroups.sort_by(|a, b| {
+        b.retained_size
+            .cmp(&a.retained_size)
+            .then(a.class_name.cmp(&b.class_name))
+    });
+    dgroups.truncate(cfg.top_n);
+    for d in &dgroups {
+        if d.retained_size >= cfg.large_retained_bytes {
+            groups
+                .entry((LARGE_RETAINED.into(), d.class_name.clone()))
+                .or_default()
+                .insert(
+                    d.signature.clone(),
+                    GcPath {
+                        instance_count: d.count,
+                        leak_reason: LARGE_RETAINED.into(),
+                        gc_root: d.gc_root.clone(),
+                        signature: d.signature.clone(),
+                        path: d.path.clone(),
+                        class_name: d.class_name.clone(),
+                        retained_size: d.retained_size,
+                    },
+                );
+        }
+    }
+    let mut gc_paths = Vec::new();
+    for (_, sigs) in groups {
+        let mut v: Vec<GcPath> = sigs.into_values().collect();
+        v.sort_by(|a, b| {
+            b.instance_count
+                .cmp(&a.instance_count)
+                .then(b.retained_size.cmp(&a.retained_size))
+        });
+        v.truncate(cfg.max_paths_per_class);
+        gc_paths.extend(v);
+    }
+
+    // --- classInfos: every class a detector looks at, with its live and leaking counts.
+    let mut class_infos = Vec::new();
+    let mut agg: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+    for (ci, c) in ix.classes.iter().enumerate() {
+        let leaks = leak_counts.get(&(ci as u32)).copied().unwrap_or(0);
+        match c.role {
+            Role::None | Role::Watched { .. } if leaks == 0 => continue,
+            Role::Window => {
+                let e = agg.entry("android.view.Window").or_default();
+                e.0 += c.instances as u64;
+                e.1 += leaks;
+            }
+            Role::NativeAllocationRegistry => {
+                let e = agg
+                    .entry("libcore.util.NativeAllocationRegistry")
+                    .or_default();
+                e.0 += c.instances as u64;
+                e.1 += leaks;
+            }
+            _ => {}
+        }
+        if c.instances > 0 || leaks > 0 {
+            class_infos.push(ClassInfo {
+                class_name: c.name.clone(),
+                instance_count: c.instances as u64,
+                leak_instance_count: leaks,
+            });
+        }
+    }
+    for (name, (n, l)) in agg {
+        if !class_infos.iter().any(|c| c.class_name == name) {
+            class_infos.push(ClassInfo {
+                class_name: name.into(),
+                instance_count: n,
+                leak_instance_count: l,
+            });
+        }
+    }
+
+    let st = &ix.stats;
+    Ok(Report {
+        running_info,
+        analysis: AnalysisInfo {
+            format: ix.header.format.to_string(),
+            id_size: ix.header.id_size,
+            input_bytes: 0,
+            objects: st.objects,
+            reachable_objects: dom.reachable,
+            references: st.edges,
+            gc_roots: dom.roots_used.len() as u64,
+            reachable_bytes: dom
+                .roots_used
+                .iter()
+                .map(|&r| dom.retained[r as usize])
+                .sum(),
+            missing_references: st.missing_refs,
+            missing_roots: st.missing_roots,
+            stripped_arrays: st.stripped_arrays,
+            duplicate_ids: st.duplicate_ids,
+            unknown_class_instances: st.unknown_class,
+            short_instances: st.short_instances,
+            parse_parts: 1,
+            timings: Timings::default(),
+        },
+        class_infos,
+        gc_paths,
+        leak_objects,
+        dominators: dgroups,
+    })
+}
+
+/// Describe the chain of nodes from a root to `v`.
+fn name_chain(ix: &Index, bfs: &Paths, p3: &Pass3<'_>, chain: &[u32], v: u32) -> Named {
+    let mut items = Vec::new();
+    let mut shape = Vec::new();
+    let gc_root = match chain.first() {
+        Some(&r) => root_name(bfs.root_tag(r)).to_string(),
+        None => "Unreachable".to_string(),
+    };
+    shape.push(gc_root.clone());
+    for w in chain.windows(2) {
+        let (x, y) = (w[0], w[1]);
+        let owner = ix.class_name(x);
+        let r = p3.get(ix.ids[x as usize], ix.ids[y as usize]);
+        let (reference, kind, declared, step) = match r {
+            Ref::Field(decl, fi) => {
+                let dc = &ix.classes[decl as usize];
+                let f = &dc.fields[fi as usize].name;
+                (
+                    format!("{owner}.{f}"),
+                    "INSTANCE_FIELD",
+                    dc.name.clone(),
+                    format!("{}.{f}", dc.name),
+                )
+            }
+            Ref::Static(name) => {
+                let cname = ix
+                    .class_of_node(x)
+                    .map(|c| ix.classes[c as usize].name.clone())
+                    .unwrap_or_else(|| owner.clone());
+                (
+                    format!("{cname}.{name}"),
+                    "STATIC_FIELD",
+                    cname.clone(),
+                    format!("{cname}.{name}"),
+                )
+            }
+            Ref::Element(i) => (
+                format!("{owner}[{i}]"),
+                "ARRAY_ENTRY",
+                owner.clone(),
+                format!("{owner}[]"),
+            ),
+            Ref::ClassOf => (
+                format!("{owner}.<class>"),
+                "CLASS",
+                owner.clone(),
+                format!("{owner}.<class>"),
+            ),
+            Ref::Super => (
+                format!("{owner}.<super>"),
+                "SUPERCLASS",
+                owner.clone(),
+                format!("{owner}.<super>"),
+            ),
+            Ref::Loader => (
+                format!("{owner}.<loader>"),
+                "CLASS_LOADER",
+                owner.clone(),
+                format!("{owner}.<loader>"),
+            ),
+            Ref::Unknown => (
+                format!("{owner}.?"),
+                "UNKNOWN",
+                owner.clone(),
+                format!("{owner}.?"),
+            ),
+        };
+        shape.push(step);
+        items.push(PathItem {
+            reference,
+            reference_type: kind.into(),
+            declared_class: declared,
+        });
+    }
+    let leak = ix.class_name(v);
+    shape.push(leak.clone());
+    items.push(PathItem {
+        reference: leak.clone(),
+        reference_type: "LEAKING_INSTANCE".into(),
+        declared_class: leak,
+    });
+    let mut h = Sha1::new();
+    for s in &shape {
+        h.update(s.as_bytes());
+        h.update(b"\n");
+    }
+    Named {
+        gc_root,
+        items,
+        signature: hex::encode(h.finalize()),
+    }
+}

@@ -1,0 +1,453 @@
+//! The heap analyser on real dumps: a real Java 17 program that plants every leak the detectors
+//! know, LeakCanary's Android fixture, stripped twins of every fixture, and bad input on the
+//! command line.
+
+mod common;
+
+use oomguard::analyze::{self, Config, Input, Report};
+use oomguard::hprof::{strip_bytes, Level};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// The dump of `tests/java/leakapp/LeakApp.java`, made once per test run.
+fn leakapp_dump() -> &'static Path {
+    static DUMP: OnceLock<PathBuf> = OnceLock::new();
+    DUMP.get_or_init(|| {
+        let dir = common::root().join(format!("target/test-dumps/leakapp-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let src = common::root().join("tests/java/leakapp");
+        let mut sources = Vec::new();
+        let mut stack = vec![src];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else if p.extension().is_some_and(|x| x == "java") {
+                    sources.push(p);
+                }
+            }
+        }
+        let refs: Vec<&Path> = sources.iter().map(|p| p.as_path()).collect();
+        let classes = dir.join("classes");
+        common::javac(&refs, &classes);
+        let out = dir.join("leakapp.hprof");
+        let st = Command::new("java")
+            .arg("-Xmx256m")
+            .arg("-cp")
+            .arg(&classes)
+            .arg("LeakApp")
+            .arg(&out)
+            .status()
+            .expect("java runs");
+        assert!(st.success(), "LeakApp failed");
+        out
+    })
+}
+
+fn test_config() -> Config {
+    Config {
+        window_max_count: 50,
+        native_allocation_registry_max_count: 64,
+        large_retained_bytes: 2 << 20,
+        ..Config::default()
+    }
+}
+
+fn run(input: Input<'_>, cfg: &Config) -> Report {
+    analyze::analyze(input, cfg, serde_json::json!({"incident": "test"})).expect("analysis")
+}
+
+fn refs(p: &analyze::report::GcPath) -> Vec<&str> {
+    p.path.iter().map(|i| i.reference.as_str()).collect()
+}
+
+/// (reason, class) -> instances, from the report's gcPaths.
+fn findings(r: &Report) -> Vec<(String, String, u64)> {
+    let mut v: Vec<(String, String, u64)> = Vec::new();
+    for g in &r.gc_paths {
+        match v
+            .iter_mut()
+            .find(|e| e.0 == g.leak_reason && e.1 == g.class_name)
+        {
+            Some(e) => e.2 += g.instance_count,
+            None => v.push((
+                g.leak_reason.clone(),
+                g.class_name.clone(),
+                g.instance_count,
+            )),
+        }
+    }
+    v.sort();
+    v
+}
+
+#[test]
+fn planted_static_leak_is_named_and_tops_the_dominators() {
+    let r = run(Input::File(leakapp_dump()), &test_config());
+    assert_eq!(r.running_info, serde_json::json!({"incident": "test"}));
+    // The destroyed activity, held by the static field LeakApp$Registry.sLeaked.
+    let g = r
+        .gc_paths
+        .iter()
+        .find(|g| g.class_name == "LeakApp$MainActivity")
+        .expect("a gcPath for the destroyed activity");
+    assert_eq!(g.leak_reason, "Activity Leak");
+    assert_eq!(g.instance_count, 1);
+    let item = g
+        .path
+        .iter()
+        .find(|i| i.reference == "LeakApp$Registry.sLeaked")
+        .unwrap_or_else(|| panic!("path names the static field: {:?}", refs(g)));
+    assert_eq!(item.reference_type, "STATIC_FIELD");
+    assert_eq!(item.declared_class, "LeakApp$Registry");
+    assert_eq!(g.path.last().unwrap().reference, "LeakApp$MainActivity");
+    assert_eq!(g.signature.len(), 40);
+
+    // It retains its 64 byte[65536] (each with a 16-byte header), an ArrayList, its
+    // elementData, and itself: nothing else.
+    let top = &r.dominators[0];
+    assert_eq!(
+        top.class_name,
+        "LeakApp$MainActivity",
+        "{:#?}",
+        &r.dominators[..3]
+    );
+    assert_eq!(top.count, 1);
+    let arrays = 64 * (65536 + 16);
+    assert!(
+        top.retained_size >= arrays && top.retained_size < arrays + 2048,
+        "retained {} vs {arrays} of arrays",
+        top.retained_size
+    );
+    assert!(top
+        .path
+        .iter()
+        .any(|i| i.reference == "LeakApp$Registry.sLeaked"));
+    let lo = r
+        .leak_objects
+        .iter()
+        .find(|o| o.class_name == "LeakApp$MainActivity")
+        .unwrap();
+    assert_eq!(lo.retained_size, top.retained_size);
+    assert_eq!(lo.ext_detail, "mDestroyed is true");
+}
+
+#[test]
+fn each_detector_finds_its_planted_leak_and_only_it() {
+    let r = run(Input::File(leakapp_dump()), &test_config());
+    let f = findings(&r);
+    let has = |reason: &str, class: &str, n: u64| {
+        assert!(
+            f.iter().any(|e| e.0 == reason && e.1 == class && e.2 == n),
+            "want {n} x {reason} {class} in {f:#?}"
+        )
+    };
+    has("Activity Leak", "LeakApp$MainActivity", 1);
+    has("Activity Leak", "LeakApp$SettingsActivity", 1); // finished; the live one is not
+    has("Fragment Leak", "LeakApp$DetailFragment", 1); // detached; the attached one is not
+    has("Bitmap Size Over Threshold", "android.graphics.Bitmap", 1); // 1080x1920, not 100x100
+    has("Array Size Over Threshold", "byte[]", 1); // 300 KB; 64 KB ones are not
+    has("Window Count Over Threshold", "LeakApp$PhoneWindow", 60);
+    // The generic top-N detector: the only group retaining 2 MB or more.
+    has("Large Retained Size", "LeakApp$MainActivity", 1);
+    assert_eq!(
+        f.iter().filter(|e| e.0 == "Large Retained Size").count(),
+        1,
+        "{f:#?}"
+    );
+    has(
+        "NativeAllocationRegistry Count Over Threshold",
+        "libcore.util.NativeAllocationRegistry",
+        70,
+    );
+    let bm = r
+        .leak_objects
+        .iter()
+        .find(|o| o.leak_reason == "Bitmap Size Over Threshold")
+        .unwrap();
+    assert_eq!(bm.ext_detail, "1080x1920");
+    let frag = r
+        .gc_paths
+        .iter()
+        .find(|g| g.leak_reason == "Fragment Leak")
+        .unwrap();
+    assert!(
+        refs(frag).contains(&"LeakApp$Holder.sThings"),
+        "{:?}",
+        refs(frag)
+    );
+    assert!(
+        refs(frag).contains(&"java.lang.Object[][2]"),
+        "{:?}",
+        refs(frag)
+    );
+    let ci = |name: &str| {
+        r.class_infos
+            .iter()
+            .find(|c| c.class_name == name)
+            .unwrap_or_else(|| panic!("classInfo {name}"))
+            .clone()
+    };
+    assert_eq!(ci("LeakApp$SettingsActivity").leak_instance_count, 1);
+    assert_eq!(ci("android.view.Window").instance_count, 60);
+    assert_eq!(
+        ci("libcore.util.NativeAllocationRegistry").instance_count,
+        70
+    );
+    // Under their thresholds the counts are reported but are no leak.
+    let cfg = Config {
+        window_max_count: 60,
+        native_allocation_registry_max_count: 70,
+        ..Config::default()
+    };
+    let d = run(Input::File(leakapp_dump()), &cfg);
+    assert!(!findings(&d).iter().any(|e| e.0.contains("Count Over")));
+    assert_eq!(
+        d.class_infos
+            .iter()
+            .find(|c| c.class_name == "android.view.Window")
+            .map(|c| (c.instance_count, c.leak_instance_count)),
+        Some((60, 0))
+    );
+}
+
+#[test]
+fn leak_service_binder_shows_the_service_path_from_a_gc_root() {
+    let path = common::fixture("android/leak_service_binder.hprof");
+    let r = run(Input::File(&path), &Config::default());
+    let g = r
+        .gc_paths
+        .iter()
+        .find(|g| g.class_name == "com.example.leakcanary.LeakyService")
+        .unwrap_or_else(|| panic!("no path for the service: {:#?}", r.gc_paths));
+    assert_eq!(g.gc_root, "JNI Global");
+    assert_eq!(
+        refs(g),
+        [
+            "com.example.leakcanary.LeakyService$MyBinder.service",
+            "com.example.leakcanary.LeakyService"
+        ]
+    );
+    assert_eq!(r.analysis.format, "JAVA PROFILE 1.0.3");
+    assert_eq!(r.analysis.id_size, 4);
+}
+
+fn same_findings(name: &str, full: &Report, stripped: &Report) {
+    assert_eq!(
+        findings(full),
+        findings(stripped),
+        "{name}: findings differ"
+    );
+    let sigs = |r: &Report| {
+        let mut v: Vec<(String, String, u64, u64)> = r
+            .gc_paths
+            .iter()
+            .map(|g| {
+                (
+                    g.signature.clone(),
+                    g.leak_reason.clone(),
+                    g.instance_count,
+                    g.retained_size,
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(sigs(full), sigs(stripped), "{name}: paths differ");
+    let objs = |r: &Report| {
+        let mut v: Vec<(u64, String, u64)> = r
+            .leak_objects
+            .iter()
+            .map(|o| (o.object_id, o.leak_reason.clone(), o.retained_size))
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(objs(full), objs(stripped), "{name}: leak objects differ");
+    assert_eq!(
+        full.dominators, stripped.dominators,
+        "{name}: dominators differ"
+    );
+    assert_eq!(full.analysis.objects, stripped.analysis.objects);
+    assert_eq!(
+        full.analysis.reachable_bytes,
+        stripped.analysis.reachable_bytes
+    );
+}
+
+#[test]
+fn stripped_twin_of_every_fixture_gives_the_same_findings() {
+    let mut inputs = common::fixtures();
+    inputs.push(leakapp_dump().to_path_buf());
+    let cfg = test_config();
+    for p in inputs {
+        let name = p.display().to_string();
+        let full = std::fs::read(&p).unwrap();
+        let (mini, stats) = strip_bytes(&full, Level::Arrays).unwrap();
+        assert!(mini.len() < full.len(), "{name}: stripping removed nothing");
+        let a = run(Input::Bytes(&full), &cfg);
+        let b = run(Input::Bytes(&mini), &cfg);
+        assert!(
+            b.analysis.stripped_arrays > 0 || a.analysis.stripped_arrays == 0,
+            "{name}: {stats:?}"
+        );
+        same_findings(&name, &a, &b);
+    }
+}
+
+#[test]
+fn cli_writes_the_report_and_prints_a_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report.json");
+    let info = dir.path().join("info.json");
+    std::fs::write(&info, br#"{"appVersion":"1.2.3","usageSeconds":42}"#).unwrap();
+    let o = Command::new(common::oomguard_bin())
+        .arg("analyze")
+        .arg(leakapp_dump())
+        .arg("-o")
+        .arg(&out)
+        .args(["--top", "5", "--running-info"])
+        .arg(&info)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{text} {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(text.contains("Activity Leak"), "{text}");
+    assert!(text.contains("LeakApp$MainActivity"), "{text}");
+    assert!(text.contains("peak memory:"), "{text}");
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(v["runningInfo"]["appVersion"], "1.2.3");
+    assert_eq!(v["dominators"].as_array().unwrap().len(), 5);
+    assert!(v["dominators"][0]["retainedSize"].is_u64());
+    assert!(v["classInfos"][0]["instanceCount"].is_u64());
+    assert!(v["gcPaths"][0]["path"][0]["referenceType"].is_string());
+}
+
+#[test]
+fn cli_rejects_bad_and_truncated_input_with_exit_2_and_no_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let full = std::fs::read(common::fixture("jvm/heapdump_hashmap.hprof")).unwrap();
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("truncated.hprof", full[..full.len() * 2 / 3].to_vec()),
+        (
+            "garbage.hprof",
+            b"this is not a heap dump at all, not even close".to_vec(),
+        ),
+        ("empty.hprof", Vec::new()),
+    ];
+    for (name, bytes) in cases {
+        let input = dir.path().join(name);
+        std::fs::write(&input, &bytes).unwrap();
+        let out = dir.path().join(format!("{name}.json"));
+        let o = Command::new(common::oomguard_bin())
+            .arg("analyze")
+            .arg(&input)
+            .arg("-o")
+            .arg(&out)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{name}: {err}");
+        let want = format!("{}: byte ", input.display());
+        assert!(err.contains(&want), "{name}: {err}");
+        assert!(!err.contains("panicked"), "{name}: {err}");
+        assert!(!out.exists(), "{name}: a report was written");
+        let left: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().contains(".tmp"))
+            .collect();
+        assert!(left.is_empty(), "{name}: temporary files left");
+    }
+}
+
+#[test]
+fn corrupted_dumps_give_errors_or_reports_never_panics() {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(0x00C0_FFEE);
+    for f in [
+        "jvm/slurp_hprof-32.hprof",
+        "android/leak_service_binder.hprof",
+    ] {
+        let orig = std::fs::read(common::fixture(f)).unwrap();
+        for _ in 0..40 {
+            let mut b = orig.clone();
+            for _ in 0..rng.gen_range(1..8) {
+                let at = rng.gen_range(0..b.len());
+                b[at] = rng.gen();
+            }
+            if rng.gen_bool(0.3) {
+                let cut = rng.gen_range(0..b.len());
+                b.truncate(cut);
+            }
+            // Either outcome is fine; a panic fails the test.
+            let _ = analyze::analyze(
+                Input::Bytes(&b),
+                &Config::default(),
+                serde_json::Value::Null,
+            );
+        }
+    }
+}
+
+/// The report without its timings.
+fn comparable(r: &Report) -> serde_json::Value {
+    let mut v = serde_json::to_value(r).unwrap();
+    v["analysis"]["timings"] = serde_json::Value::Null;
+    v
+}
+
+#[test]
+fn parsing_in_parts_side_by_side_gives_the_same_report() {
+    let mut inputs = common::fixtures();
+    inputs.push(leakapp_dump().to_path_buf());
+    let one = Config {
+        threads: 1,
+        ..test_config()
+    };
+    let mut split = 0;
+    let total = inputs.len();
+    for p in inputs {
+        let a = run(Input::File(&p), &one);
+        for threads in [2, 3] {
+            let cfg = Config {
+                threads,
+                parallel_min_bytes: 0,
+                ..test_config()
+            };
+            let mut b = run(Input::File(&p), &cfg);
+            if b.analysis.parse_parts >= 2 {
+                split += 1;
+            }
+            b.analysis.parse_parts = 1;
+            assert_eq!(
+                comparable(&a),
+                comparable(&b),
+                "{} in {threads} parts",
+                p.display()
+            );
+            let bytes = std::fs::read(&p).unwrap();
+            let mut c = run(Input::Bytes(&bytes), &cfg);
+            c.analysis.parse_parts = 1;
+            assert_eq!(
+                comparable(&a),
+                comparable(&c),
+                "{} in {threads} parts",
+                p.display()
+            );
+        }
+    }
+    // Files with one heap dump record and nothing after it cannot be cut; most can.
+    assert!(
+        split > total,
+        "only {split} of {} runs were split",
+        total * 2
+    );
+}
