@@ -4,3 +4,4 @@
 //! `hook`, `dump` and `jni`. The pure modules forbid unsafe code with a module attribute.
 
 pub mod hprof;
+pub mod policy;
