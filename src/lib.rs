@@ -5,3 +5,5 @@
 
 pub mod hprof;
 pub mod policy;
+pub mod sample;
+pub mod trigger;
