@@ -97,6 +97,11 @@ impl Shared {
         }
     }
 
+    /// Replace the status snapshot (used by `jni` when the agent could not start).
+    pub fn set_status_json(&self, json: String) {
+        self.set_status(json);
+    }
+
     fn set_status(&self, json: String) {
         match self.status.lock() {
             Ok(mut s) => *s = json,

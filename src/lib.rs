@@ -5,6 +5,7 @@
 
 pub mod agent;
 pub mod hprof;
+pub mod jni;
 pub mod policy;
 pub mod sample;
 pub mod trigger;
