@@ -186,6 +186,30 @@ pub struct QueueSummary {
     pub pending: u64,
 }
 
+/// What sampling costs, measured around every [`Sampler::take`] (two clock reads per poll).
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct SampleCost {
+    pub samples: u64,
+    pub last_ns: u64,
+    pub min_ns: u64,
+    pub max_ns: u64,
+    pub total_ns: u64,
+}
+
+impl SampleCost {
+    fn add(&mut self, ns: u64) {
+        self.min_ns = if self.samples == 0 {
+            ns
+        } else {
+            self.min_ns.min(ns)
+        };
+        self.samples += 1;
+        self.last_ns = ns;
+        self.max_ns = self.max_ns.max(ns);
+        self.total_ns = self.total_ns.saturating_add(ns);
+    }
+}
+
 /// Everything `status.json` holds.
 #[derive(Debug, Clone, Serialize)]
 pub struct Status {
@@ -207,6 +231,7 @@ pub struct Status {
     pub errors: u64,
     pub last_error: Option<String>,
     pub panics: u64,
+    pub sample_cost: SampleCost,
 }
 
 fn now_ms() -> u64 {
@@ -276,6 +301,7 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
             errors: 0,
             last_error: None,
             panics: 0,
+            sample_cost: SampleCost::default(),
         };
         let test_panic = if cfg!(debug_assertions) {
             std::env::var("OOMGUARD_TEST_PANIC").ok()
@@ -324,7 +350,10 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
         if self.status.polls >= 1 {
             self.maybe_panic("poll");
         }
-        let s = match self.sampler.take(&mut self.heap, now) {
+        let t0 = std::time::Instant::now();
+        let taken = self.sampler.take(&mut self.heap, now);
+        self.status.sample_cost.add(t0.elapsed().as_nanos() as u64);
+        let s = match taken {
             Ok(s) => s,
             Err(e) => {
                 self.note_error(e.to_string());
@@ -445,7 +474,7 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
     /// Refresh the policy from its remote URL if due. Blocks for at most the fetch timeout.
     pub fn refresh_policy(&mut self, now: u64) {
         match self.refresher.refresh(&self.policy, now) {
-            Ok(Outcome::Activated(parsed)) => self.activate(parsed, "remote"),
+            Ok(Outcome::Activated(parsed)) => self.activate(*parsed, "remote"),
             Ok(Outcome::NotModified) => debug!("policy not modified"),
             Ok(Outcome::Unchanged) => debug!("policy unchanged"),
             Ok(Outcome::Disabled | Outcome::NotDue { .. }) => {}

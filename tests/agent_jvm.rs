@@ -293,3 +293,98 @@ fn bad_policies_at_start_are_rejected_with_the_reason() {
     assert_eq!(r.status["policy_version"], 3);
     done(r);
 }
+
+/// One scripted HTTP response from a server on 127.0.0.1; returns the URL.
+fn serve_once(body: String, signature: Option<String>) -> String {
+    use std::io::{BufRead, BufReader, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/policy.json", l.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let Ok((mut s, _)) = l.accept() else { return };
+        let mut r = BufReader::new(s.try_clone().unwrap());
+        loop {
+            let mut line = String::new();
+            if r.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                break;
+            }
+        }
+        let mut out = format!(
+            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nETag: \"e1\"\r\nConnection: close\r\n",
+            body.len()
+        );
+        if let Some(sig) = signature {
+            out.push_str(&format!("X-Oomguard-Signature: {sig}\r\n"));
+        }
+        out.push_str("\r\n");
+        out.push_str(&body);
+        let _ = s.write_all(out.as_bytes());
+    });
+    url
+}
+
+#[test]
+fn remote_policy_must_be_signed_newer_and_valid() {
+    use base64::Engine as _;
+    use ed25519_dalek::{Signer, SigningKey};
+    let key = SigningKey::from_bytes(&[42u8; 32]);
+    let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+    let public = b64(&key.verifying_key().to_bytes());
+    let sign = |body: &str| Some(b64(&key.sign(body.as_bytes()).to_bytes()));
+    let remote_body = |version: u32| {
+        format!(r#"{{"version":{version},"poll_interval_ms":150,"heap":{{"strikes":4}}}}"#)
+    };
+
+    // (what the server sends, the log line expected, the policy version active at the end)
+    let good = remote_body(7);
+    let older = remote_body(1);
+    let cases: Vec<(String, Option<String>, &str, u64)> = vec![
+        (good.clone(), None, "policy signature is missing", 2),
+        (
+            remote_body(8),
+            sign(&good),
+            "policy signature does not match the body",
+            2,
+        ),
+        (
+            older.clone(),
+            sign(&older),
+            "policy version 1 is not newer than the active version 2",
+            2,
+        ),
+        (
+            r#"{"version":9,"heap":{"strikes":0}}"#.into(),
+            sign(r#"{"version":9,"heap":{"strikes":0}}"#),
+            "heap.strikes: 0 is out of range",
+            2,
+        ),
+        (
+            good.clone(),
+            sign(&good),
+            "policy v7 active (from remote, was v2)",
+            7,
+        ),
+    ];
+    for (body, sig, line, version) in cases {
+        let url = serve_once(body, sig);
+        let start = format!(r#"{{"version":2,"poll_interval_ms":200,"remote":{{"url":"{url}"}}}}"#);
+        let r = run_leaky("idle", Some(&start), Some(&public), 1, None, &[]);
+        assert_eq!(r.code, Some(0));
+        assert!(
+            r.stderr.contains(line),
+            "expected {line:?} in:\n{}",
+            r.stderr
+        );
+        assert_eq!(r.status["policy_version"], version, "{}", r.status);
+        let cached = r.data_dir.join("policy.json");
+        if version == 7 {
+            assert_eq!(r.status["policy_source"], "remote");
+            assert_eq!(r.status["poll_interval_ms"], 150);
+            assert!(std::fs::read_to_string(&cached)
+                .unwrap()
+                .contains("\"version\":7"));
+        } else {
+            assert!(!cached.exists(), "a rejected policy was cached");
+        }
+        done(r);
+    }
+}

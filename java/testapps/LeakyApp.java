@@ -35,6 +35,15 @@ public class LeakyApp {
         }
     }
 
+    static long rssKb() throws java.io.IOException {
+        for (String line : Files.readAllLines(Paths.get("/proc/self/status"))) {
+            if (line.startsWith("VmRSS:")) {
+                return Long.parseLong(line.replaceAll("[^0-9]", ""));
+            }
+        }
+        return -1;
+    }
+
     public static void main(String[] args) throws Exception {
         String mode = args[0];
         String dataDir = args[1];
@@ -42,8 +51,14 @@ public class LeakyApp {
         String key = args.length > 3 && !args[3].equals("-") ? args[3] : null;
         long seconds = args.length > 4 ? Long.parseLong(args[4]) : 20;
 
+        if (mode.equals("bench")) {
+            System.out.println("rss-kb before-load=" + rssKb());
+            OomGuard.status(); // loads liboomguard.so
+            System.out.println("rss-kb after-load=" + rssKb());
+        }
+        boolean noAgent = System.getenv("LEAKY_NO_AGENT") != null;
         long t0 = System.nanoTime();
-        int rc = OomGuard.start(policy, dataDir, "9.9.9", key);
+        int rc = noAgent ? -1 : OomGuard.start(policy, dataDir, "9.9.9", key);
         long t1 = System.nanoTime();
         System.out.println("start rc=" + rc + " ns=" + (t1 - t0));
         System.out.println("second start rc=" + OomGuard.start(policy, dataDir, "9.9.9", key));
@@ -101,6 +116,25 @@ public class LeakyApp {
                     KEEP.add(t);
                 }
                 waitVerdict(seconds * 1000);
+                break;
+            }
+            case "bench": {
+                Thread.sleep(1000);
+                System.out.println("rss-kb started-1s=" + rssKb());
+                // Hold N open fds (default 1000) and let the agent poll for SECONDS.
+                File f = new File(dataDir, "bench-fd.dat");
+                Files.write(f.toPath(), new byte[] {1});
+                int target = Integer.parseInt(System.getProperty("leaky.fds", "1000"));
+                String[] fds = new File("/proc/self/fd").list();
+                for (int n = fds == null ? 0 : fds.length; n < target; n++) {
+                    KEEP.add(new FileInputStream(f));
+                }
+                System.out.println("fds now=" + new File("/proc/self/fd").list().length);
+                Thread.sleep(2000);
+                System.out.println("rss-kb running-2s=" + rssKb());
+                System.out.println("bench-ready");
+                Thread.sleep(seconds * 1000);
+                System.out.println("rss-kb running-end=" + rssKb());
                 break;
             }
             case "idle":

@@ -197,7 +197,7 @@ pub enum Outcome {
     /// The server sent the active policy again.
     Unchanged,
     /// A newer valid policy: now cached; the caller activates it.
-    Activated(Parsed),
+    Activated(Box<Parsed>),
 }
 
 /// Fetches, validates and caches remote policies.
@@ -293,7 +293,7 @@ impl Refresher {
                 self.meta.etag = etag;
                 self.meta.signature = sig;
                 self.cache.save(&body, &self.meta)?;
-                Ok(Outcome::Activated(parsed))
+                Ok(Outcome::Activated(Box::new(parsed)))
             }
         }
     }
@@ -360,8 +360,10 @@ mod tests {
     }
 
     fn active_with(url: &str, version: u64) -> Policy {
-        let mut p = Policy::default();
-        p.version = version;
+        let mut p = Policy {
+            version,
+            ..Policy::default()
+        };
         p.remote.url = Some(url.to_string());
         p
     }

@@ -147,7 +147,7 @@ pub fn stack_groups(stacks: Vec<JavaStack>) -> Vec<StackGroup> {
             }),
         }
     }
-    out.sort_by(|a, b| b.count.cmp(&a.count));
+    out.sort_by_key(|g| std::cmp::Reverse(g.count));
     out
 }
 

@@ -362,6 +362,7 @@ fn limit_str(l: u64) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::type_complexity)]
 mod tests {
     use super::*;
 
