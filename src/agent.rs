@@ -10,8 +10,9 @@
 //!   `jni` implements; so the whole loop is tested on Linux with fakes.
 //! - One log line per verdict and one per policy change; per poll only at debug level.
 //! - `status.json` in the data dir is rewritten atomically (tmp, fsync, rename) whenever the
-//!   strike counts, the policy or the last verdict change, and at least once a minute while
-//!   sampling, so the last sample is never more than a minute old.
+//!   strike counts, the policy or the last verdict change, and otherwise at most every ten
+//!   minutes (so its last sample is at most ten minutes old without wearing flash with a write
+//!   per poll); `status()` over JNI is always current.
 //! - A panic inside a poll or a command is caught, logged at error level and counted; after
 //!   [`MAX_PANICS`] consecutive panics the agent stops sampling (state `disabled`) but keeps
 //!   answering `status` and `stop`. Nothing propagates to the host.
@@ -37,7 +38,7 @@ use tracing::{debug, error, info, warn};
 pub const MAX_PANICS: u32 = 3;
 
 /// How often `status.json` is rewritten when nothing else changed.
-const STATUS_REFRESH_MS: u64 = 60_000;
+const STATUS_REFRESH_MS: u64 = 600_000;
 
 /// Errors of this module.
 #[derive(Debug, thiserror::Error)]

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{run_leaky, LeakyRun};
+use common::{run_leaky, run_leaky_jvm, LeakyRun};
 use serde_json::Value;
 
 fn verdict(r: &LeakyRun) -> &Value {

@@ -145,6 +145,19 @@ pub fn run_leaky(
     nofile: Option<u32>,
     env: &[(&str, &str)],
 ) -> LeakyRun {
+    run_leaky_jvm(&[], mode, policy, key, seconds, nofile, env)
+}
+
+/// [`run_leaky`] with extra JVM options (e.g. `-Xcheck:jni`).
+pub fn run_leaky_jvm(
+    jvm_args: &[&str],
+    mode: &str,
+    policy: Option<&str>,
+    key: Option<&str>,
+    seconds: u32,
+    nofile: Option<u32>,
+    env: &[(&str, &str)],
+) -> LeakyRun {
     let classes = agent_classes();
     let work = tempfile::Builder::new()
         .prefix("oomguard-agent-")
@@ -168,7 +181,8 @@ pub fn run_leaky(
         }
         None => Command::new("java"),
     };
-    cmd.arg("-XX:+UseG1GC")
+    cmd.args(jvm_args)
+        .arg("-XX:+UseG1GC")
         .arg("-Xmx256m")
         .arg(format!("-Djava.library.path={}", cdylib_dir().display()))
         .arg("-cp")
