@@ -127,7 +127,15 @@ public final class OomGuard {
         }
     }
 
+    /** True on Android (ART reports itself as Dalvik); elsewhere no reflection is attempted. */
+    private static boolean onAndroid() {
+        return "Dalvik".equals(System.getProperty("java.vm.name"));
+    }
+
     private static String manufacturer() {
+        if (!onAndroid()) {
+            return "";
+        }
         try {
             Object v = Class.forName("android.os.Build").getField("MANUFACTURER").get(null);
             return v != null ? v.toString() : "";
@@ -137,6 +145,9 @@ public final class OomGuard {
     }
 
     private static int apiLevel() {
+        if (!onAndroid()) {
+            return 0;
+        }
         try {
             return Class.forName("android.os.Build$VERSION").getField("SDK_INT").getInt(null);
         } catch (Throwable t) {
