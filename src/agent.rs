@@ -195,6 +195,8 @@ pub struct SampleCost {
     pub min_ns: u64,
     pub max_ns: u64,
     pub total_ns: u64,
+    /// Of `total_ns`, the time spent asking the VM for heap numbers.
+    pub heap_total_ns: u64,
 }
 
 impl SampleCost {
@@ -354,6 +356,7 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
         let t0 = std::time::Instant::now();
         let taken = self.sampler.take(&mut self.heap, now);
         self.status.sample_cost.add(t0.elapsed().as_nanos() as u64);
+        self.status.sample_cost.heap_total_ns += self.sampler.last_heap_ns();
         let s = match taken {
             Ok(s) => s,
             Err(e) => {

@@ -28,7 +28,7 @@ status_of "$tmp/fast.out" > "$tmp/fast.json.out"
 
 # 2. CPU of the oomguard thread at the default 5 s interval.
 echo '{"fd":{"max":100000}}' > "$tmp/slow.json"
-jrun bench "$tmp/d2" "$tmp/slow.json" - "$run_s" > "$tmp/slow.out" 2> "$tmp/slow.err" &
+jrun bench "$tmp/d2" "$tmp/slow.json" - "$((run_s + 5))" > "$tmp/slow.out" 2> "$tmp/slow.err" &
 jpid=$!
 for _ in $(seq 200); do grep -q bench-ready "$tmp/slow.out" 2>/dev/null && break; sleep 0.1; done
 pid="$(pgrep -P "$jpid" java || echo "$jpid")"

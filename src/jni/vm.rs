@@ -3,7 +3,8 @@
 //!
 //! Invariants:
 //! - Method ids and the `Runtime`/`Thread` references are looked up once, in [`JniVm::new`]; a
-//!   heap poll is three `Call…MethodA` calls and nothing else (no lookup by name, no local ref).
+//!   heap poll is two `CallLongMethodA` calls (three when the max heap is re-read) and nothing
+//!   else (no lookup by name, no local ref).
 //! - Every local reference made while listing stacks lives in a local frame that is popped
 //!   before returning, so nothing piles up on the long-lived agent thread.
 //! - Any pending Java exception we caused is cleared before returning an error.
@@ -175,8 +176,18 @@ impl HeapSource for &JniVm<'_> {
     fn heap(&mut self) -> Result<Heap, SampleError> {
         Ok(Heap {
             max: self.long("Runtime.maxMemory", self.max_memory)?,
-            total: self.long("Runtime.totalMemory", self.total_memory)?,
-            free: self.long("Runtime.freeMemory", self.free_memory)?,
+            ..self.usage()?
+        })
+    }
+
+    fn usage(&mut self) -> Result<Heap, SampleError> {
+        // total before free, as Runtime's own accounting does: used = total - free.
+        let total = self.long("Runtime.totalMemory", self.total_memory)?;
+        let free = self.long("Runtime.freeMemory", self.free_memory)?;
+        Ok(Heap {
+            max: 0,
+            total,
+            free,
         })
     }
 }

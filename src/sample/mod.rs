@@ -10,6 +10,8 @@
 //!   syscall, ~1 µs whatever the count); on older kernels (size 0) the directory, opened once and
 //!   kept, is rewound and its entries counted from a stack `dirent`, never materialised (about
 //!   0.3 µs per open fd). The text files are read into one preallocated buffer.
+//! - The max heap and the soft fd limit change rarely (never, for the max heap): they are read
+//!   on the first sample and every [`SLOW_EVERY`] samples; `status` is read on every sample.
 //! - Every parse of `/proc` text tolerates missing or malformed lines (the field reads as 0 /
 //!   unknown); nothing here panics on input from the kernel.
 #![forbid(unsafe_code)]
@@ -51,8 +53,15 @@ impl Heap {
 
 /// Where heap numbers come from.
 pub trait HeapSource {
-    /// One reading; must be cheap (about a microsecond) and allocate nothing.
+    /// All three numbers; must be cheap (about a microsecond per number) and allocate nothing.
     fn heap(&mut self) -> Result<Heap, SampleError>;
+
+    /// `total` and `free` only, with `max` 0 when the source skips it (the max heap is fixed
+    /// for the life of a VM, so the sampler asks for it only every [`SLOW_EVERY`] polls).
+    /// Defaults to [`HeapSource::heap`].
+    fn usage(&mut self) -> Result<Heap, SampleError> {
+        self.heap()
+    }
 }
 
 /// One Java thread's stack, as `StackTraceElement.toString()` lines.
@@ -200,6 +209,10 @@ fn first_number(b: &[u8]) -> u64 {
     n
 }
 
+/// Every this many samples the slow-changing numbers (max heap, soft fd limit) are read again;
+/// in between the last reading is reused.
+pub const SLOW_EVERY: u64 = 12;
+
 const STATUS: &str = "/proc/self/status";
 const LIMITS: &str = "/proc/self/limits";
 const FD_DIR: &str = "/proc/self/fd";
@@ -221,6 +234,9 @@ pub struct Sampler {
     buf: Vec<u8>,
     threads_max: u64,
     seq: u64,
+    last_heap_ns: u64,
+    heap_max: u64,
+    fd_soft_limit: u64,
 }
 
 impl std::fmt::Debug for Sampler {
@@ -239,8 +255,20 @@ fn proc_err(path: &'static str, e: impl std::fmt::Display) -> SampleError {
 impl Sampler {
     pub fn new() -> Result<Self, SampleError> {
         // The fast path needs no open directory; a size of 0 means an older kernel.
-        let fd_dir = if fd_count_by_stat()? > 0 { None } else { Some(open_fd_dir()?) };
-        let mut s = Sampler { fd_dir, buf: Vec::with_capacity(8192), threads_max: 0, seq: 0 };
+        let fd_dir = if fd_count_by_stat()? > 0 {
+            None
+        } else {
+            Some(open_fd_dir()?)
+        };
+        let mut s = Sampler {
+            fd_dir,
+            buf: Vec::with_capacity(8192),
+            threads_max: 0,
+            seq: 0,
+            last_heap_ns: 0,
+            heap_max: 0,
+            fd_soft_limit: 0,
+        };
         s.threads_max = s.read(THREADS_MAX).map(first_number).unwrap_or(0);
         Ok(s)
     }
@@ -252,6 +280,11 @@ impl Sampler {
             s.fd_dir = Some(open_fd_dir()?);
         }
         Ok(s)
+    }
+
+    /// Time the last [`HeapSource::heap`] call took, ns (part of the sample's cost).
+    pub fn last_heap_ns(&self) -> u64 {
+        self.last_heap_ns
     }
 
     /// The method this sampler uses for the fd count.
@@ -273,7 +306,9 @@ impl Sampler {
 
     /// Open file descriptors, not counting the one this sampler may hold on `/proc/self/fd`.
     pub fn count_fds(&mut self) -> Result<u64, SampleError> {
-        let Some(dir) = self.fd_dir.as_mut() else { return fd_count_by_stat() };
+        let Some(dir) = self.fd_dir.as_mut() else {
+            return fd_count_by_stat();
+        };
         let mut n: u64 = 0;
         for e in dir.iter() {
             let e = e.map_err(|e| proc_err(FD_DIR, e))?;
@@ -287,16 +322,25 @@ impl Sampler {
 
     /// One full sample: heap, fds, limits, status. Allocates nothing.
     pub fn take(&mut self, heap: &mut dyn HeapSource, now_ms: u64) -> Result<Sample, SampleError> {
-        let h = heap.heap()?;
+        let slow = self.seq % SLOW_EVERY == 0 || self.heap_max == 0;
+        let t0 = std::time::Instant::now();
+        let h = if slow { heap.heap()? } else { heap.usage()? };
+        self.last_heap_ns = t0.elapsed().as_nanos() as u64;
+        if h.max != 0 {
+            self.heap_max = h.max;
+        }
         let fds = self.count_fds()?;
         let st = parse_status(self.read(STATUS)?);
-        let limit = parse_fd_soft_limit(self.read(LIMITS)?);
+        if slow {
+            self.fd_soft_limit = parse_fd_soft_limit(self.read(LIMITS)?);
+        }
+        let limit = self.fd_soft_limit;
         self.seq += 1;
         Ok(Sample {
             seq: self.seq,
             at_ms: now_ms,
             heap_used: h.used(),
-            heap_max: h.max,
+            heap_max: self.heap_max,
             fds,
             fd_soft_limit: limit,
             threads: st.threads,
@@ -308,13 +352,19 @@ impl Sampler {
 }
 
 fn open_fd_dir() -> Result<Dir, SampleError> {
-    Dir::open(FD_DIR, OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC, Mode::empty())
-        .map_err(|e| proc_err(FD_DIR, e))
+    Dir::open(
+        FD_DIR,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| proc_err(FD_DIR, e))
 }
 
 /// `st_size` of `/proc/self/fd`: the number of open fds on Linux ≥ 6.2, 0 before.
 fn fd_count_by_stat() -> Result<u64, SampleError> {
-    std::fs::metadata(FD_DIR).map(|m| m.len()).map_err(|e| proc_err(FD_DIR, e))
+    std::fs::metadata(FD_DIR)
+        .map(|m| m.len())
+        .map_err(|e| proc_err(FD_DIR, e))
 }
 
 /// The target of every open fd (`readlink /proc/self/fd/N`), for an fd inventory. Allocates;
@@ -427,13 +477,19 @@ mod tests {
         let mut fast = Sampler::new().unwrap();
         let mut slow = Sampler::with_readdir().unwrap();
         assert_eq!(slow.fd_count_method(), FdCountMethod::Readdir);
-        let _files: Vec<_> = (0..100).map(|_| std::fs::File::open("/proc/self/status").unwrap()).collect();
+        let _files: Vec<_> = (0..100)
+            .map(|_| std::fs::File::open("/proc/self/status").unwrap())
+            .collect();
         // Other tests open and close files concurrently: retry until two reads agree.
         let agreed = (0..50).any(|_| {
             let (a, b) = (fast.count_fds().unwrap(), slow.count_fds().unwrap());
             // The slow sampler's own directory fd is excluded by `count_fds`, but the fast
             // count sees it.
-            let b = if fast.fd_count_method() == FdCountMethod::StatSize { b + 1 } else { b };
+            let b = if fast.fd_count_method() == FdCountMethod::StatSize {
+                b + 1
+            } else {
+                b
+            };
             a == b && a >= 100
         });
         assert!(agreed);
@@ -457,6 +513,45 @@ mod tests {
         let names = thread_names().unwrap();
         assert!(names.iter().any(|n| n == "probe-thread-42"), "{names:?}");
         h.join().unwrap();
+    }
+
+    /// Counts which method the sampler called.
+    struct Counting {
+        full: u32,
+        usage: u32,
+    }
+
+    impl HeapSource for Counting {
+        fn heap(&mut self) -> Result<Heap, SampleError> {
+            self.full += 1;
+            Ok(Heap {
+                max: 1000 + u64::from(self.full),
+                total: 10,
+                free: 5,
+            })
+        }
+        fn usage(&mut self) -> Result<Heap, SampleError> {
+            self.usage += 1;
+            Ok(Heap {
+                max: 0,
+                total: 10,
+                free: 5,
+            })
+        }
+    }
+
+    #[test]
+    fn max_heap_and_limit_are_reread_every_slow_every_samples() {
+        let mut s = Sampler::new().unwrap();
+        let mut h = Counting { full: 0, usage: 0 };
+        let maxes: Vec<u64> = (0..2 * SLOW_EVERY + 1)
+            .map(|i| s.take(&mut h, i).unwrap().heap_max)
+            .collect();
+        assert_eq!((h.full, h.usage), (3, 2 * SLOW_EVERY as u32 - 2));
+        assert_eq!(maxes[0], 1001);
+        assert_eq!(maxes[SLOW_EVERY as usize - 1], 1001);
+        assert_eq!(maxes[SLOW_EVERY as usize], 1002);
+        assert_eq!(maxes[2 * SLOW_EVERY as usize], 1003);
     }
 
     #[test]
