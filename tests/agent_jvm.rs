@@ -128,7 +128,10 @@ fn fd_verdict_names_the_planted_kind_under_a_lowered_limit() {
 
 #[test]
 fn thread_verdict_names_leaky_worker_n_with_java_stacks() {
-    let r = run_leaky(
+    // -Xcheck:jni: HotSpot warns about leaked local references, unchecked exceptions and bad
+    // JNI use; the stack listing on 800 threads must cause none of it.
+    let r = run_leaky_jvm(
+        &["-Xcheck:jni"],
         "threads",
         Some(r#"{"poll_interval_ms":200}"#),
         None,
@@ -137,6 +140,13 @@ fn thread_verdict_names_leaky_worker_n_with_java_stacks() {
         &[],
     );
     assert_clean_run(&r);
+    let jni_warnings: Vec<&str> = r
+        .stdout
+        .lines()
+        .chain(r.stderr.lines())
+        .filter(|l| l.contains("WARNING") && l.contains("JNI"))
+        .collect();
+    assert!(jni_warnings.is_empty(), "{jni_warnings:?}");
     let v = verdict(&r);
     assert_eq!(v["kind"], "threads", "{}\n{}", r.status, r.stderr);
     assert_eq!(v["threshold"], 750);
