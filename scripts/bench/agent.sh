@@ -43,6 +43,9 @@ t1="$(date +%s%N)"
 wait "$jpid"
 status_of "$tmp/slow.out" > "$tmp/slow.json.out"
 
+# Calibration: the same sample outside the VM (no JNI), 100 ms apart, in a plain process.
+cargo run -q --release --example sample_cost -- 1000 cold > "$tmp/cold.out"
+
 # 3. RSS: agent run above vs a control run without start.
 LEAKY_NO_AGENT=1 jrun bench "$tmp/d3" "$tmp/slow.json" - 1 > "$tmp/ctl.out" 2> "$tmp/ctl.err"
 
@@ -64,9 +67,12 @@ ra, rc = rss(f"{tmp}/slow.out"), rss(f"{tmp}/ctl.out")
 lib_kb = ra["after-load"] - ra["before-load"]
 agent_kb = (ra["started-1s"] - ra["after-load"]) - (rc["started-1s"] - rc["after-load"])
 start_ns = int(re.search(r"start rc=0 ns=(\d+)", open(f"{tmp}/slow.out").read()).group(1))
+cold = dict(re.findall(r"(min|median)=([0-9.]+)", open(f"{tmp}/cold.out").read()))
 rows = [
     ("one full sample, 100 ms polling, warm (mean)", f"{fc['total_ns']/fc['samples']/1000:.1f} µs", f"{fc['samples']} samples, {fds} open fds, min {fc['min_ns']/1000:.1f} µs, max {fc['max_ns']/1000:.1f} µs", "< 50 µs"),
     ("one full sample, 5 s polling, cold (mean)", f"{sc['total_ns']/max(sc['samples'],1)/1000:.1f} µs", f"{sc['samples']} samples, min {sc['min_ns']/1000:.1f} µs, max {sc['max_ns']/1000:.1f} µs", "< 50 µs"),
+    ("  of which JNI heap calls (mean)", f"{fc['heap_total_ns']/fc['samples']/1000:.1f} µs", "Runtime.totalMemory + freeMemory (+ maxMemory every 12th)", ""),
+    ("  same sample without JNI, plain process", f"{cold['median']} µs", f"median of 40 samples 100 ms apart (min {cold['min']} µs): the machine's cold /proc cost", ""),
     ("oomguard thread CPU at 5 s polling", f"{pct:.5f} % of a core", f"{cpu*1e6:.0f} µs CPU in {wall:.1f} s wall; 10 min extrapolated: {cpu*600/wall*1e3:.2f} ms", "< 0.01 %"),
     ("RSS added by the running agent", f"{agent_kb} kB", f"agent run {ra['started-1s']-ra['after-load']} kB minus control {rc['started-1s']-rc['after-load']} kB (JVM drift)", "< 2048 kB"),
     ("RSS of loading liboomguard.so (release)", f"{lib_kb} kB", "file-backed pages mapped by System.loadLibrary", "(info)"),
