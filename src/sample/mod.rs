@@ -9,7 +9,8 @@
 //!   `stat("/proc/self/fd").st_size`, which Linux ≥ 6.2 sets to the number of open fds (one
 //!   syscall, ~1 µs whatever the count); on older kernels (size 0) the directory, opened once and
 //!   kept, is rewound and its entries counted from a stack `dirent`, never materialised (about
-//!   0.3 µs per open fd). The text files are read into one preallocated buffer.
+//!   0.3 µs per open fd). `/proc/self/{status,limits}` are opened once and re-read with `pread`
+//!   at offset 0 into one preallocated buffer.
 //! - The max heap and the soft fd limit change rarely (never, for the max heap): they are read
 //!   on the first sample and every [`SLOW_EVERY`] samples; `status` is read on every sample.
 //! - Every parse of `/proc` text tolerates missing or malformed lines (the field reads as 0 /
@@ -20,7 +21,7 @@ use nix::dir::Dir;
 use nix::fcntl::OFlag;
 use nix::sys::stat::Mode;
 use serde::Serialize;
-use std::io::Read;
+use std::os::unix::fs::FileExt;
 
 /// Errors of this module.
 #[derive(Debug, thiserror::Error)]
@@ -218,6 +219,12 @@ const LIMITS: &str = "/proc/self/limits";
 const FD_DIR: &str = "/proc/self/fd";
 const THREADS_MAX: &str = "/proc/sys/kernel/threads-max";
 
+#[derive(Clone, Copy)]
+enum ProcFile {
+    Status,
+    Limits,
+}
+
 /// How the fd count is obtained on this kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -231,6 +238,10 @@ pub enum FdCountMethod {
 /// Takes samples. Holds the open fd directory (old kernels only) and a reusable buffer.
 pub struct Sampler {
     fd_dir: Option<Dir>,
+    /// `/proc/self/status` and `/proc/self/limits`, opened once and re-read with `pread` at
+    /// offset 0 (procfs regenerates them), which saves the path walk of an open per poll.
+    status_file: std::fs::File,
+    limits_file: std::fs::File,
     buf: Vec<u8>,
     threads_max: u64,
     seq: u64,
@@ -260,16 +271,21 @@ impl Sampler {
         } else {
             Some(open_fd_dir()?)
         };
+        let open = |path: &'static str| std::fs::File::open(path).map_err(|e| proc_err(path, e));
         let mut s = Sampler {
             fd_dir,
-            buf: Vec::with_capacity(8192),
+            status_file: open(STATUS)?,
+            limits_file: open(LIMITS)?,
+            buf: vec![0; 8192],
             threads_max: 0,
             seq: 0,
             last_heap_ns: 0,
             heap_max: 0,
             fd_soft_limit: 0,
         };
-        s.threads_max = s.read(THREADS_MAX).map(first_number).unwrap_or(0);
+        s.threads_max = std::fs::read(THREADS_MAX)
+            .map(|b| first_number(&b))
+            .unwrap_or(0);
         Ok(s)
     }
 
@@ -296,12 +312,26 @@ impl Sampler {
         }
     }
 
-    fn read(&mut self, path: &'static str) -> Result<&[u8], SampleError> {
-        self.buf.clear();
-        let mut f = std::fs::File::open(path).map_err(|e| proc_err(path, e))?;
-        f.read_to_end(&mut self.buf)
-            .map_err(|e| proc_err(path, e))?;
-        Ok(&self.buf)
+    /// Re-read a kept `/proc` file from offset 0 into the buffer (grown only if a file ever
+    /// outgrows it).
+    fn reread(&mut self, which: ProcFile) -> Result<&[u8], SampleError> {
+        let (file, path) = match which {
+            ProcFile::Status => (&self.status_file, STATUS),
+            ProcFile::Limits => (&self.limits_file, LIMITS),
+        };
+        let mut len = 0;
+        loop {
+            if len == self.buf.len() {
+                self.buf.resize(self.buf.len() * 2, 0);
+            }
+            match file.read_at(&mut self.buf[len..], len as u64) {
+                Ok(0) => break,
+                Ok(n) => len += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(proc_err(path, e)),
+            }
+        }
+        Ok(&self.buf[..len])
     }
 
     /// Open file descriptors, not counting the one this sampler may hold on `/proc/self/fd`.
@@ -330,9 +360,9 @@ impl Sampler {
             self.heap_max = h.max;
         }
         let fds = self.count_fds()?;
-        let st = parse_status(self.read(STATUS)?);
+        let st = parse_status(self.reread(ProcFile::Status)?);
         if slow {
-            self.fd_soft_limit = parse_fd_soft_limit(self.read(LIMITS)?);
+            self.fd_soft_limit = parse_fd_soft_limit(self.reread(ProcFile::Limits)?);
         }
         let limit = self.fd_soft_limit;
         self.seq += 1;
@@ -446,6 +476,29 @@ mod tests {
         // Other test threads may open files concurrently; ours are certainly there.
         assert!(b.fds + 8 >= a.fds + 40, "{} -> {}", a.fds, b.fds);
         drop(files);
+        // The kept status fd yields fresh numbers: 20 new threads show up (other tests' threads
+        // may come and go meanwhile, hence the margin).
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let rx = std::sync::Arc::new(std::sync::Mutex::new(rx));
+        let threads: Vec<_> = (0..20)
+            .map(|_| {
+                let rx = rx.clone();
+                std::thread::spawn(move || {
+                    let _ = rx.lock().map(|r| r.recv());
+                })
+            })
+            .collect();
+        let with_threads = s.take(&mut heap, 3).unwrap();
+        assert!(
+            with_threads.threads >= b.threads + 10,
+            "{} -> {}",
+            b.threads,
+            with_threads.threads
+        );
+        drop(tx);
+        for t in threads {
+            t.join().unwrap();
+        }
         assert_eq!((a.seq, b.seq), (1, 2));
         assert_eq!(a.heap_used, 50);
         assert!(a.threads >= 1 && a.vm_size_kb > 0 && a.vm_rss_kb > 0);
