@@ -3,8 +3,13 @@
 //! The map of the crate is `../shared/DESIGN.md`: one module per concern, unsafe code only in
 //! `hook`, `dump` and `jni`. The pure modules forbid unsafe code with a module attribute.
 
+pub mod agent;
 pub mod analyze;
 pub mod hprof;
+pub mod jni;
 pub mod mapped;
+pub mod policy;
+pub mod sample;
 pub mod spool;
+pub mod trigger;
 pub mod upload;

@@ -189,3 +189,129 @@ pub fn tus_server_dir() -> PathBuf {
     .unwrap();
     dir
 }
+/// The directory holding the `liboomguard.so` cargo built for this test run (`target/debug`).
+pub fn cdylib_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test exe path");
+    // target/debug/deps/<test> → target/debug
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target dir")
+        .to_path_buf();
+    assert!(
+        dir.join("liboomguard.so").exists(),
+        "no liboomguard.so in {}",
+        dir.display()
+    );
+    dir
+}
+
+/// Compile the Java facade and the leaky test program once per test process; returns the
+/// classes directory.
+pub fn agent_classes() -> PathBuf {
+    static ONCE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    ONCE.get_or_init(|| {
+        let out = root().join(format!("target/test-java/agent-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&out);
+        javac(
+            &[
+                &root().join("java/dev/oomguard/OomGuard.java"),
+                &root().join("java/testapps/LeakyApp.java"),
+            ],
+            &out,
+        );
+        out
+    })
+    .clone()
+}
+
+/// What one run of `LeakyApp` printed.
+pub struct LeakyRun {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    /// The JSON `OomGuard.status()` returned at the end.
+    pub status: serde_json::Value,
+    pub data_dir: PathBuf,
+}
+
+/// Run `java -Xmx256m LeakyApp MODE DATA_DIR POLICY KEY SECONDS` on the real JVM with the agent.
+/// `nofile` runs it under `prlimit --nofile=N:N`; `env` adds environment variables.
+pub fn run_leaky(
+    mode: &str,
+    policy: Option<&str>,
+    key: Option<&str>,
+    seconds: u32,
+    nofile: Option<u32>,
+    env: &[(&str, &str)],
+) -> LeakyRun {
+    run_leaky_jvm(&[], mode, policy, key, seconds, nofile, env)
+}
+
+/// [`run_leaky`] with extra JVM options (e.g. `-Xcheck:jni`).
+pub fn run_leaky_jvm(
+    jvm_args: &[&str],
+    mode: &str,
+    policy: Option<&str>,
+    key: Option<&str>,
+    seconds: u32,
+    nofile: Option<u32>,
+    env: &[(&str, &str)],
+) -> LeakyRun {
+    let classes = agent_classes();
+    let work = tempfile::Builder::new()
+        .prefix("oomguard-agent-")
+        .tempdir()
+        .unwrap()
+        .keep();
+    let data_dir = work.join("data");
+    let policy_arg = match policy {
+        Some(p) => {
+            let f = work.join("policy.json");
+            std::fs::write(&f, p).unwrap();
+            f.display().to_string()
+        }
+        None => "-".to_string(),
+    };
+    let mut cmd = match nofile {
+        Some(n) => {
+            let mut c = Command::new("prlimit");
+            c.arg(format!("--nofile={n}:{n}")).arg("java");
+            c
+        }
+        None => Command::new("java"),
+    };
+    cmd.args(jvm_args)
+        .arg("-XX:+UseG1GC")
+        .arg("-Xmx256m")
+        .arg(format!("-Djava.library.path={}", cdylib_dir().display()))
+        .arg("-cp")
+        .arg(&classes)
+        .arg("LeakyApp")
+        .arg(mode)
+        .arg(&data_dir)
+        .arg(policy_arg)
+        .arg(key.unwrap_or("-"))
+        .arg(seconds.to_string());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("java runs");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let json = stdout
+        .split("STATUS-BEGIN\n")
+        .nth(1)
+        .and_then(|s| s.split("\nSTATUS-END").next())
+        .unwrap_or("null");
+    let status = serde_json::from_str(json).unwrap_or_else(|e| {
+        panic!("status is not JSON ({e}): {json}\nstdout:\n{stdout}\nstderr:\n{stderr}")
+    });
+    LeakyRun {
+        code: out.status.code(),
+        stdout,
+        stderr,
+        status,
+        data_dir,
+    }
+}

@@ -1,0 +1,168 @@
+package dev.oomguard;
+
+/**
+ * The app's handle on oomguard, the out-of-memory guard that runs inside this process.
+ *
+ * <p>Call {@link #start} once from {@code Application.onCreate} (or {@code main} on a JVM). It
+ * returns at once: the agent runs on its own daemon thread named {@code oomguard}. No method here
+ * ever throws: each returns a code ({@link #OK} on success) and the reason is in the log
+ * ({@code adb logcat -s OomGuard} on Android, stderr on a JVM).
+ *
+ * <p>Plain Java with no Android dependency, so the same file compiles with {@code javac} and in
+ * an Android build; device facts are read from {@code android.os.Build} by reflection when it
+ * exists.
+ */
+public final class OomGuard {
+    /** Success. */
+    public static final int OK = 0;
+    /** {@code start} while the agent already runs. */
+    public static final int ALREADY_RUNNING = 1;
+    /** {@code stop}/{@code dumpNow} while the agent does not run. */
+    public static final int NOT_RUNNING = 2;
+    /** A required argument was null or empty. */
+    public static final int BAD_ARGUMENT = 3;
+    /** The native side caught a panic (logged); the app is unaffected. */
+    public static final int INTERNAL_ERROR = 4;
+    /** Another native error (logged). */
+    public static final int ERROR = 5;
+    /** {@code liboomguard.so} could not be loaded. */
+    public static final int LOAD_FAILED = 6;
+
+    private static final Object LOCK = new Object();
+    private static volatile boolean loaded;
+
+    private OomGuard() {}
+
+    private static boolean load() {
+        if (loaded) {
+            return true;
+        }
+        synchronized (LOCK) {
+            if (!loaded) {
+                try {
+                    System.loadLibrary("oomguard");
+                    loaded = true;
+                } catch (Throwable t) {
+                    System.err.println("OomGuard: cannot load liboomguard: " + t);
+                    return false;
+                }
+            }
+            return true;
+        }
+    }
+
+    /**
+     * Start the agent.
+     *
+     * @param policyJson the policy the app ships, or null/empty for the built-in default
+     * @param dataDir a private directory for {@code status.json} and the policy cache
+     * @param appVersion the app's version name
+     * @return {@link #OK}, or a code saying why not
+     */
+    public static int start(String policyJson, String dataDir, String appVersion) {
+        return start(policyJson, dataDir, appVersion, null);
+    }
+
+    /**
+     * Start the agent, requiring remote policies to be signed with {@code publicKeyBase64}
+     * (ed25519, 32 bytes, base64).
+     */
+    public static int start(String policyJson, String dataDir, String appVersion, String publicKeyBase64) {
+        if (!load()) {
+            return LOAD_FAILED;
+        }
+        try {
+            return nativeStart(policyJson, dataDir, appVersion, publicKeyBase64, manufacturer(), apiLevel());
+        } catch (Throwable t) {
+            return ERROR;
+        }
+    }
+
+    /** Stop the agent and wait for its thread to end. */
+    public static int stop() {
+        if (!load()) {
+            return LOAD_FAILED;
+        }
+        try {
+            return nativeStop();
+        } catch (Throwable t) {
+            return ERROR;
+        }
+    }
+
+    /** Act now, as if a trigger had fired, with {@code reason} recorded. */
+    public static int dumpNow(String reason) {
+        if (!load()) {
+            return LOAD_FAILED;
+        }
+        try {
+            return nativeDumpNow(reason);
+        } catch (Throwable t) {
+            return ERROR;
+        }
+    }
+
+    /** The agent's state as JSON (last sample, strikes, policy version, last verdict, queue). */
+    public static String status() {
+        if (!load()) {
+            return "{\"state\":\"load_failed\"}";
+        }
+        try {
+            String s = nativeStatus();
+            return s != null ? s : "{\"state\":\"error\"}";
+        } catch (Throwable t) {
+            return "{\"state\":\"error\"}";
+        }
+    }
+
+    /** Tell the agent which screen is showing; recorded with the next verdict. */
+    public static int setCurrentPage(String page) {
+        if (!load()) {
+            return LOAD_FAILED;
+        }
+        try {
+            return nativeSetCurrentPage(page);
+        } catch (Throwable t) {
+            return ERROR;
+        }
+    }
+
+    /** True on Android (ART reports itself as Dalvik); elsewhere no reflection is attempted. */
+    private static boolean onAndroid() {
+        return "Dalvik".equals(System.getProperty("java.vm.name"));
+    }
+
+    private static String manufacturer() {
+        if (!onAndroid()) {
+            return "";
+        }
+        try {
+            Object v = Class.forName("android.os.Build").getField("MANUFACTURER").get(null);
+            return v != null ? v.toString() : "";
+        } catch (Throwable t) {
+            return "";
+        }
+    }
+
+    private static int apiLevel() {
+        if (!onAndroid()) {
+            return 0;
+        }
+        try {
+            return Class.forName("android.os.Build$VERSION").getField("SDK_INT").getInt(null);
+        } catch (Throwable t) {
+            return 0;
+        }
+    }
+
+    private static native int nativeStart(
+            String policyJson, String dataDir, String appVersion, String publicKey, String manufacturer, int apiLevel);
+
+    private static native int nativeStop();
+
+    private static native int nativeDumpNow(String reason);
+
+    private static native String nativeStatus();
+
+    private static native int nativeSetCurrentPage(String page);
+}

@@ -1,0 +1,828 @@
+//! The agent: one thread named `oomguard` running a tokio current-thread runtime that loads the
+//! policy, samples every `poll_interval_ms`, feeds the triggers, and hands each verdict to an
+//! [`Actions`] implementation.
+//!
+//! Owns the loop, the active policy and its refresh, the verdict log line, `status.json`, and
+//! the panic fence around every poll.
+//!
+//! Invariants:
+//! - No JNI here: the VM is reached only through `sample::{HeapSource, StackSource}`, which
+//!   `jni` implements; so the whole loop is tested on Linux with fakes.
+//! - One log line per verdict and one per policy change; per poll only at debug level.
+//! - `status.json` in the data dir is rewritten atomically (tmp, fsync, rename) whenever the
+//!   strike counts, the policy or the last verdict change, and otherwise at most every ten
+//!   minutes (so its last sample is at most ten minutes old without wearing flash with a write
+//!   per poll); `status()` over JNI is always current.
+//! - A panic inside a poll or a command is caught, logged at error level and counted; after
+//!   [`MAX_PANICS`] consecutive panics the agent stops sampling (state `disabled`) but keeps
+//!   answering `status` and `stop`. Nothing propagates to the host.
+//! - After a verdict of some kind, that kind is muted for the rest of the process when
+//!   `dump.once_per_process` is set (the dumper could not act on it again anyway).
+#![forbid(unsafe_code)]
+
+use crate::policy::remote::{self, Cache, Outcome, Refresher};
+use crate::policy::{Parsed, Policy};
+use crate::sample::{HeapSource, Sample, Sampler, StackSource};
+use crate::trigger::{
+    self, inventory, Device, Inventory, Kind, Strikes, Thresholds, Triggers, Verdict,
+};
+use serde::Serialize;
+use std::collections::HashSet;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tracing::{debug, error, info, warn};
+
+/// Consecutive panics after which the agent stops sampling.
+pub const MAX_PANICS: u32 = 3;
+
+/// How often `status.json` is rewritten when nothing else changed.
+const STATUS_REFRESH_MS: u64 = 600_000;
+
+/// Errors of this module.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// The data directory cannot be created.
+    #[error("data dir {path}: {what}; the agent does not start")]
+    DataDir { path: String, what: String },
+    /// The sampler could not open `/proc`.
+    #[error("{0}; the agent does not start")]
+    Sample(#[from] crate::sample::SampleError),
+    /// The public key given at start is unusable.
+    #[error("{0}; the agent does not start")]
+    Key(crate::policy::PolicyError),
+    /// The tokio runtime could not be built.
+    #[error("building the agent's runtime: {0}; the agent does not start")]
+    Runtime(String),
+}
+
+/// What `start` was given.
+#[derive(Debug, Clone, Default)]
+pub struct Config {
+    /// The policy the app ships (empty: the built-in default).
+    pub policy_json: String,
+    /// Where `status.json` and the policy cache live (`files/oomguard` on Android).
+    pub data_dir: PathBuf,
+    /// The app's version name, for quotas and reports.
+    pub app_version: String,
+    /// Base64 ed25519 public key; when given, remote policies must be signed with it.
+    pub public_key: Option<String>,
+    /// Manufacturer, API level, bitness.
+    pub device: Device,
+}
+
+/// Commands sent to the agent thread.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    /// Act now, as on a verdict of kind `manual`.
+    DumpNow(String),
+    /// Leave the loop.
+    Stop,
+}
+
+/// State shared between the agent thread and the callers of `status` / `setCurrentPage`.
+#[derive(Debug, Default)]
+pub struct Shared {
+    status: Mutex<String>,
+    page: Mutex<String>,
+}
+
+impl Shared {
+    /// The last status, as JSON.
+    pub fn status_json(&self) -> String {
+        match self.status.lock() {
+            Ok(s) if !s.is_empty() => s.clone(),
+            Ok(_) => r#"{"state":"starting"}"#.to_string(),
+            Err(p) => p.into_inner().clone(),
+        }
+    }
+
+    /// Replace the status snapshot (used by `jni` when the agent could not start).
+    pub fn set_status_json(&self, json: String) {
+        self.set_status(json);
+    }
+
+    fn set_status(&self, json: String) {
+        match self.status.lock() {
+            Ok(mut s) => *s = json,
+            Err(p) => *p.into_inner() = json,
+        }
+    }
+
+    /// The page (screen) the app says it is showing, recorded with each verdict.
+    pub fn set_page(&self, page: &str) {
+        let mut g = self.page.lock().unwrap_or_else(|p| p.into_inner());
+        g.clear();
+        g.push_str(page);
+    }
+
+    pub fn page(&self) -> String {
+        self.page.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+/// What the agent knows when it asks for action.
+#[derive(Debug)]
+pub struct ActionContext<'a> {
+    pub policy: &'a Policy,
+    pub data_dir: &'a Path,
+    pub app_version: &'a str,
+    pub page: &'a str,
+    pub device: &'a Device,
+}
+
+/// What an [`Actions`] implementation did, shown in `status.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ActionRecord {
+    /// Short name: `recorded`, `dumped`, `skipped`...
+    pub action: String,
+    /// One line of detail.
+    pub detail: String,
+}
+
+/// The seam where the agent acts on a verdict: dump, enqueue, upload. Runs on the agent thread.
+pub trait Actions {
+    fn on_verdict(
+        &mut self,
+        v: &Verdict,
+        inv: Option<&Inventory>,
+        cx: &ActionContext<'_>,
+    ) -> ActionRecord;
+}
+
+/// The implementation used until the dumper and the spool are wired in: the verdict is logged
+/// (by the agent) and recorded in `status.json`; no dump, no incident.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RecordOnly;
+
+impl Actions for RecordOnly {
+    fn on_verdict(
+        &mut self,
+        _: &Verdict,
+        _: Option<&Inventory>,
+        _: &ActionContext<'_>,
+    ) -> ActionRecord {
+        ActionRecord {
+            action: "recorded".into(),
+            detail: "no dumper wired in this build: verdict recorded in status.json only".into(),
+        }
+    }
+}
+
+/// A verdict as kept in `status.json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct VerdictRecord {
+    pub at_ms: u64,
+    pub page: String,
+    pub verdict: Verdict,
+    pub inventory: Option<Inventory>,
+    pub action: ActionRecord,
+}
+
+/// The queue summary in `status.json` (filled by the spool once wired).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct QueueSummary {
+    pub wired: bool,
+    pub pending: u64,
+}
+
+/// What sampling costs, measured around every [`Sampler::take`] (two clock reads per poll).
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct SampleCost {
+    pub samples: u64,
+    pub last_ns: u64,
+    pub min_ns: u64,
+    pub max_ns: u64,
+    pub total_ns: u64,
+    /// Of `total_ns`, the time spent asking the VM for heap numbers.
+    pub heap_total_ns: u64,
+}
+
+impl SampleCost {
+    fn add(&mut self, ns: u64) {
+        self.min_ns = if self.samples == 0 {
+            ns
+        } else {
+            self.min_ns.min(ns)
+        };
+        self.samples += 1;
+        self.last_ns = ns;
+        self.max_ns = self.max_ns.max(ns);
+        self.total_ns = self.total_ns.saturating_add(ns);
+    }
+}
+
+/// Everything `status.json` holds.
+#[derive(Debug, Clone, Serialize)]
+pub struct Status {
+    pub state: &'static str,
+    pub pid: u32,
+    pub app_version: String,
+    pub policy_version: u64,
+    pub policy_source: String,
+    pub poll_interval_ms: u64,
+    pub polls: u64,
+    pub last_sample: Option<Sample>,
+    pub strikes: Strikes,
+    pub thresholds: Thresholds,
+    pub verdicts: u64,
+    pub muted: Vec<Kind>,
+    pub last_verdict: Option<VerdictRecord>,
+    pub queue: QueueSummary,
+    pub page: String,
+    pub errors: u64,
+    pub last_error: Option<String>,
+    pub panics: u64,
+    pub sample_cost: SampleCost,
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// The agent's state. Generic over where heap numbers and stacks come from and how it acts.
+pub struct Agent<H, S, A> {
+    policy: Policy,
+    device: Device,
+    data_dir: PathBuf,
+    app_version: String,
+    sampler: Sampler,
+    heap: H,
+    stacks: S,
+    actions: A,
+    triggers: Triggers,
+    refresher: Refresher,
+    shared: Arc<Shared>,
+    status: Status,
+    muted: HashSet<Kind>,
+    last_status_write_ms: u64,
+    consecutive_panics: u32,
+    test_panic: Option<String>,
+}
+
+impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
+    /// Load the policy (shipped → last good on disk) and open the sampler. No network here.
+    pub fn new(
+        cfg: Config,
+        heap: H,
+        stacks: S,
+        actions: A,
+        shared: Arc<Shared>,
+    ) -> Result<Self, AgentError> {
+        std::fs::create_dir_all(&cfg.data_dir).map_err(|e| AgentError::DataDir {
+            path: cfg.data_dir.display().to_string(),
+            what: e.to_string(),
+        })?;
+        let key = match cfg.public_key.as_deref().filter(|k| !k.trim().is_empty()) {
+            Some(k) => Some(remote::parse_public_key(k).map_err(AgentError::Key)?),
+            None => None,
+        };
+        let sampler = Sampler::new()?;
+        let refresher = Refresher::new(Cache::new(&cfg.data_dir), key);
+        let (policy, source) = initial_policy(&cfg.policy_json, refresher.cache(), refresher.key());
+        info!(version = policy.version, source = %source, poll_ms = policy.poll_interval_ms, "policy v{} active (from {source})", policy.version);
+        let status = Status {
+            state: "running",
+            pid: std::process::id(),
+            app_version: cfg.app_version.clone(),
+            policy_version: policy.version,
+            policy_source: source,
+            poll_interval_ms: policy.poll_interval_ms,
+            polls: 0,
+            last_sample: None,
+            strikes: Strikes::default(),
+            thresholds: Thresholds::default(),
+            verdicts: 0,
+            muted: Vec::new(),
+            last_verdict: None,
+            queue: QueueSummary::default(),
+            page: String::new(),
+            errors: 0,
+            last_error: None,
+            panics: 0,
+            sample_cost: SampleCost::default(),
+        };
+        let test_panic = if cfg!(debug_assertions) {
+            std::env::var("OOMGUARD_TEST_PANIC").ok()
+        } else {
+            None
+        };
+        let mut a = Agent {
+            policy,
+            device: cfg.device,
+            data_dir: cfg.data_dir,
+            app_version: cfg.app_version,
+            sampler,
+            heap,
+            stacks,
+            actions,
+            triggers: Triggers::new(),
+            refresher,
+            shared,
+            status,
+            muted: HashSet::new(),
+            last_status_write_ms: 0,
+            consecutive_panics: 0,
+            test_panic,
+        };
+        a.publish(true);
+        Ok(a)
+    }
+
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    pub fn status(&self) -> &Status {
+        &self.status
+    }
+
+    /// Test-only: panic at `site` when `OOMGUARD_TEST_PANIC` names it (debug builds only).
+    fn maybe_panic(&self, site: &str) {
+        if self.test_panic.as_deref() == Some(site) {
+            panic!("forced panic at {site} (OOMGUARD_TEST_PANIC)");
+        }
+    }
+
+    /// One poll: sample, observe, act on a verdict, publish. Returns the verdict acted upon.
+    pub fn poll(&mut self, now: u64) -> Option<Verdict> {
+        if self.status.polls >= 1 {
+            self.maybe_panic("poll");
+        }
+        let t0 = std::time::Instant::now();
+        let taken = self.sampler.take(&mut self.heap, now);
+        self.status.sample_cost.add(t0.elapsed().as_nanos() as u64);
+        self.status.sample_cost.heap_total_ns += self.sampler.last_heap_ns();
+        let s = match taken {
+            Ok(s) => s,
+            Err(e) => {
+                self.note_error(e.to_string());
+                return None;
+            }
+        };
+        let before = self.triggers.strikes();
+        let verdict = self.triggers.observe(&s, &self.policy, &self.device);
+        self.status.polls += 1;
+        self.status.last_sample = Some(s);
+        self.status.strikes = self.triggers.strikes();
+        self.status.thresholds = Thresholds {
+            heap_percent: trigger::heap_threshold(&self.policy, &s),
+            fd: trigger::fd_threshold(&self.policy, &s),
+            threads: trigger::thread_threshold(&self.policy, &self.device, &s),
+        };
+        debug!(seq = s.seq, heap_used = s.heap_used, heap_max = s.heap_max, fds = s.fds, threads = s.threads, strikes = ?self.status.strikes, "poll");
+        let mut changed = self.status.strikes != before;
+        let acted = match verdict {
+            Some(v) if self.muted.contains(&v.kind) => {
+                debug!(kind = v.kind.as_str(), "verdict muted: {}", v.reason);
+                None
+            }
+            Some(v) => {
+                changed = true;
+                self.act(v, now)
+            }
+            None => None,
+        };
+        self.publish(changed || now.saturating_sub(self.last_status_write_ms) >= STATUS_REFRESH_MS);
+        acted
+    }
+
+    /// Act as on a verdict of kind `manual`.
+    pub fn dump_now(&mut self, reason: &str, now: u64) -> Option<Verdict> {
+        let v = Verdict {
+            kind: Kind::Manual,
+            reason: format!("dump requested by the app: {reason}"),
+            threshold: 0,
+            evidence: self.status.last_sample.into_iter().collect(),
+        };
+        let r = self.act(v, now);
+        self.publish(true);
+        r
+    }
+
+    fn act(&mut self, v: Verdict, now: u64) -> Option<Verdict> {
+        let inv = match v.kind {
+            Kind::Fd => match crate::sample::fd_targets() {
+                Ok(t) => Some(inventory::fds(&t)),
+                Err(e) => {
+                    self.note_error(e.to_string());
+                    None
+                }
+            },
+            Kind::Threads => match crate::sample::thread_names() {
+                Ok(names) => {
+                    let mut inv = inventory::threads(&names);
+                    if let Some(top) = inv.groups.first().map(|g| g.name.clone()) {
+                        let wanted = |java_name: &str| comm_fold(java_name) == top;
+                        match self.stacks.stacks(&wanted, 256, 32) {
+                            Ok(st) => inv.java_stacks = inventory::stack_groups(st),
+                            Err(e) => self.note_error(e.to_string()),
+                        }
+                    }
+                    Some(inv)
+                }
+                Err(e) => {
+                    self.note_error(e.to_string());
+                    None
+                }
+            },
+            _ => None,
+        };
+        let top = inv
+            .as_ref()
+            .map(|i| {
+                let g: Vec<String> = i
+                    .groups
+                    .iter()
+                    .take(5)
+                    .map(|g| format!("{} ×{}", g.name, g.count))
+                    .collect();
+                format!("; top: {}", g.join(", "))
+            })
+            .unwrap_or_default();
+        warn!(
+            kind = v.kind.as_str(),
+            "verdict {}: {}{top}",
+            v.kind.as_str(),
+            v.reason
+        );
+        let page = self.shared.page();
+        let cx = ActionContext {
+            policy: &self.policy,
+            data_dir: &self.data_dir,
+            app_version: &self.app_version,
+            page: &page,
+            device: &self.device,
+        };
+        let action = self.actions.on_verdict(&v, inv.as_ref(), &cx);
+        if v.kind != Kind::Manual && self.policy.dump.once_per_process && self.muted.insert(v.kind)
+        {
+            self.status.muted.push(v.kind);
+        }
+        self.status.verdicts += 1;
+        self.status.page = page.clone();
+        self.status.last_verdict = Some(VerdictRecord {
+            at_ms: now,
+            page,
+            verdict: v.clone(),
+            inventory: inv,
+            action,
+        });
+        Some(v)
+    }
+
+    /// Refresh the policy from its remote URL if due. Blocks for at most the fetch timeout.
+    pub fn refresh_policy(&mut self, now: u64) {
+        match self.refresher.refresh(&self.policy, now) {
+            Ok(Outcome::Activated(parsed)) => self.activate(*parsed, "remote"),
+            Ok(Outcome::NotModified) => debug!("policy not modified"),
+            Ok(Outcome::Unchanged) => debug!("policy unchanged"),
+            Ok(Outcome::Disabled | Outcome::NotDue { .. }) => {}
+            Err(e) => {
+                warn!("{e}");
+                self.status.errors += 1;
+                self.status.last_error = Some(e.to_string());
+                self.publish(true);
+            }
+        }
+    }
+
+    fn activate(&mut self, parsed: Parsed, source: &str) {
+        for u in &parsed.unknown {
+            warn!("policy field {u} is unknown to this agent; ignored");
+        }
+        let old = self.policy.version;
+        self.policy = parsed.policy;
+        self.triggers.reset();
+        self.status.policy_version = self.policy.version;
+        self.status.policy_source = source.to_string();
+        self.status.poll_interval_ms = self.policy.poll_interval_ms;
+        info!(
+            version = self.policy.version,
+            "policy v{} active (from {source}, was v{old})", self.policy.version
+        );
+        self.publish(true);
+    }
+
+    fn note_error(&mut self, what: String) {
+        warn!("{what}");
+        self.status.errors += 1;
+        self.status.last_error = Some(what);
+    }
+
+    /// Update the shared snapshot; rewrite `status.json` when `write`.
+    fn publish(&mut self, write: bool) {
+        let json = serde_json::to_string_pretty(&self.status).unwrap_or_default();
+        if write {
+            let path = self.data_dir.join("status.json");
+            match remote::write_atomic(&path, json.as_bytes()) {
+                Ok(()) => self.last_status_write_ms = now_ms(),
+                Err(e) => {
+                    // Counted, logged at debug only: a full disk must not flood the log.
+                    self.status.errors += 1;
+                    debug!("{}: {e}", path.display());
+                }
+            }
+        }
+        self.shared.set_status(json);
+    }
+
+    /// Run `f` with a panic fence. Returns false when it panicked.
+    fn fenced(&mut self, what: &str, f: impl FnOnce(&mut Self)) -> bool {
+        match catch_unwind(AssertUnwindSafe(|| f(self))) {
+            Ok(()) => {
+                self.consecutive_panics = 0;
+                true
+            }
+            Err(p) => {
+                let msg = panic_message(&*p);
+                self.consecutive_panics += 1;
+                self.status.panics += 1;
+                self.status.last_error = Some(format!("panic in {what}: {msg}"));
+                if self.consecutive_panics >= MAX_PANICS {
+                    self.status.state = "disabled";
+                    error!("agent {what} panicked: {msg}; {MAX_PANICS} panics in a row, sampling stopped (the app is unaffected)");
+                } else {
+                    error!("agent {what} panicked: {msg}; caught, the app is unaffected");
+                }
+                self.publish(true);
+                false
+            }
+        }
+    }
+
+    /// The loop, until `Stop` or the sender is dropped. Builds its own current-thread runtime.
+    pub fn run(
+        mut self,
+        mut rx: tokio::sync::mpsc::UnboundedReceiver<Command>,
+    ) -> Result<(), AgentError> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .map_err(|e| AgentError::Runtime(e.to_string()))?;
+        rt.block_on(async {
+            let mut next = tokio::time::Instant::now();
+            loop {
+                let sleeping = self.status.state != "running";
+                tokio::select! {
+                    cmd = rx.recv() => match cmd {
+                        None | Some(Command::Stop) => break,
+                        Some(Command::DumpNow(reason)) => {
+                            self.fenced("dumpNow", |a| { a.dump_now(&reason, now_ms()); });
+                        }
+                    },
+                    _ = tokio::time::sleep_until(next), if !sleeping => {
+                        self.fenced("poll", |a| {
+                            let now = now_ms();
+                            a.refresh_policy(now);
+                            a.poll(now);
+                        });
+                        let interval = Duration::from_millis(self.policy.poll_interval_ms);
+                        let t = tokio::time::Instant::now();
+                        next += interval;
+                        if next <= t {
+                            next = t + interval;
+                        }
+                    }
+                }
+            }
+        });
+        self.status.state = "stopped";
+        self.publish(true);
+        info!("agent stopped after {} polls", self.status.polls);
+        Ok(())
+    }
+}
+
+/// A Java thread name as the kernel shows it (`comm`: at most 15 bytes), folded.
+fn comm_fold(java_name: &str) -> String {
+    let mut end = java_name.len().min(15);
+    while !java_name.is_char_boundary(end) {
+        end -= 1;
+    }
+    inventory::fold_name(&java_name[..end])
+}
+
+/// The text of a panic payload.
+pub fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "(non-string panic payload)".to_string()
+    }
+}
+
+/// The shipped policy (or the default), replaced by the last good cached one when that is at
+/// least as new. Every rejection is logged; something valid always comes out.
+fn initial_policy(
+    shipped: &str,
+    cache: &Cache,
+    key: Option<&ed25519_dalek::VerifyingKey>,
+) -> (Policy, String) {
+    let (mut policy, mut source) = if shipped.trim().is_empty() {
+        (Policy::default(), "built-in default".to_string())
+    } else {
+        match Policy::parse(shipped.as_bytes()) {
+            Ok(p) => {
+                for u in &p.unknown {
+                    warn!("policy field {u} is unknown to this agent; ignored");
+                }
+                (p.policy, "start".to_string())
+            }
+            Err(e) => {
+                warn!("policy given at start: {e}");
+                (
+                    Policy::default(),
+                    "built-in default (the policy given at start was rejected)".to_string(),
+                )
+            }
+        }
+    };
+    match cache.load(key) {
+        Ok(Some(p)) if p.policy.version >= policy.version => {
+            policy = p.policy;
+            source = "last good on disk".to_string();
+        }
+        Ok(_) => {}
+        Err(e) => warn!("cached policy: {e}"),
+    }
+    (policy, source)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sample::{Heap, NoStacks, ScriptedHeap};
+
+    const MB: u64 = 1 << 20;
+
+    fn heap(used_mb: u64) -> Heap {
+        Heap {
+            max: 256 * MB,
+            total: used_mb * MB,
+            free: 0,
+        }
+    }
+
+    fn agent(
+        dir: &Path,
+        policy: &str,
+        script: Vec<Heap>,
+    ) -> Agent<ScriptedHeap, NoStacks, RecordOnly> {
+        let cfg = Config {
+            policy_json: policy.into(),
+            data_dir: dir.into(),
+            app_version: "1.2.3".into(),
+            ..Config::default()
+        };
+        Agent::new(
+            cfg,
+            ScriptedHeap::new(script),
+            NoStacks,
+            RecordOnly,
+            Arc::new(Shared::default()),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn heap_verdict_after_three_ascending_polls_and_status_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut a = agent(
+            dir.path(),
+            "",
+            vec![
+                heap(100),
+                heap(218),
+                heap(219),
+                heap(220),
+                heap(221),
+                heap(222),
+                heap(223),
+            ],
+        );
+        let mut fired = Vec::new();
+        for i in 1..=7 {
+            if let Some(v) = a.poll(i * 1000) {
+                fired.push((i, v.kind));
+            }
+        }
+        // Muted after the first (once per process).
+        assert_eq!(fired, vec![(4, Kind::Heap)]);
+        let st: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.path().join("status.json")).unwrap())
+                .unwrap();
+        assert_eq!(st["verdicts"], 1);
+        assert_eq!(st["last_verdict"]["verdict"]["kind"], "heap");
+        assert_eq!(
+            st["last_verdict"]["verdict"]["evidence"]
+                .as_array()
+                .unwrap()
+                .len(),
+            3
+        );
+        assert_eq!(st["last_verdict"]["action"]["action"], "recorded");
+        assert_eq!(st["app_version"], "1.2.3");
+        assert_eq!(st["policy_version"], 1);
+        assert_eq!(st["muted"][0], "heap");
+        assert!(st["last_sample"]["fds"].as_u64().unwrap() > 0);
+    }
+
+    #[test]
+    fn bad_start_policy_falls_back_and_cache_wins_when_newer() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = agent(
+            dir.path(),
+            r#"{"version":2,"heap":{"strikes":0}}"#,
+            vec![heap(1)],
+        );
+        assert_eq!(a.policy(), &Policy::default());
+        assert!(a.status().policy_source.contains("rejected"));
+        let cached = r#"{"version":5,"poll_interval_ms":1000}"#;
+        Cache::new(dir.path())
+            .save(cached.as_bytes(), &remote::Meta::default())
+            .unwrap();
+        let a = agent(dir.path(), r#"{"version":3}"#, vec![heap(1)]);
+        assert_eq!((a.policy().version, a.policy().poll_interval_ms), (5, 1000));
+        let a = agent(dir.path(), r#"{"version":6}"#, vec![heap(1)]);
+        assert_eq!(a.policy().version, 6);
+    }
+
+    #[test]
+    fn loop_runs_dump_now_and_stops_and_survives_panics() {
+        let dir = tempfile::tempdir().unwrap();
+        let shared = Arc::new(Shared::default());
+        let cfg = Config {
+            policy_json: r#"{"poll_interval_ms":100}"#.into(),
+            data_dir: dir.path().into(),
+            ..Config::default()
+        };
+        let a = Agent::new(
+            cfg,
+            ScriptedHeap::new(vec![heap(10)]),
+            NoStacks,
+            RecordOnly,
+            shared.clone(),
+        )
+        .unwrap();
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let h = std::thread::spawn(move || a.run(rx));
+        std::thread::sleep(Duration::from_millis(350));
+        shared.set_page("CheckoutActivity");
+        tx.send(Command::DumpNow("button".into())).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        tx.send(Command::Stop).unwrap();
+        h.join().unwrap().unwrap();
+        let st: serde_json::Value = serde_json::from_str(&shared.status_json()).unwrap();
+        assert_eq!(st["state"], "stopped");
+        assert!(st["polls"].as_u64().unwrap() >= 3, "{st}");
+        assert_eq!(st["last_verdict"]["verdict"]["kind"], "manual");
+        assert_eq!(st["last_verdict"]["page"], "CheckoutActivity");
+
+        // A panicking action is fenced.
+        struct Boom;
+        impl Actions for Boom {
+            fn on_verdict(
+                &mut self,
+                _: &Verdict,
+                _: Option<&Inventory>,
+                _: &ActionContext<'_>,
+            ) -> ActionRecord {
+                panic!("boom")
+            }
+        }
+        let cfg = Config {
+            data_dir: dir.path().into(),
+            ..Config::default()
+        };
+        let mut a = Agent::new(
+            cfg,
+            ScriptedHeap::new(vec![heap(10)]),
+            NoStacks,
+            Boom,
+            Arc::new(Shared::default()),
+        )
+        .unwrap();
+        for i in 0..MAX_PANICS {
+            assert!(!a.fenced("dumpNow", |a| {
+                a.dump_now("x", 1);
+            }));
+            assert_eq!(a.status().panics, u64::from(i) + 1);
+        }
+        assert_eq!(a.status().state, "disabled");
+        assert!(a.status().last_error.as_deref().unwrap().contains("boom"));
+    }
+
+    #[test]
+    fn comm_folding_matches_kernel_truncation() {
+        assert_eq!(comm_fold("leaky-worker-123"), "leaky-worker-N");
+        assert_eq!(comm_fold("OkHttp ConnectionPool"), "OkHttp Connecti");
+        assert_eq!(comm_fold("ééééééééé"), "ééééééé");
+    }
+}

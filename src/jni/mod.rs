@@ -1,0 +1,291 @@
+//! Every `Java_…` export of the library, and the guard that keeps panics and errors from
+//! crossing into the VM.
+//!
+//! Holds no logic: each entry converts its arguments, calls `agent`, and converts the result.
+//!
+//! Invariants:
+//! - Every entry runs inside [`guard`]: a panic becomes [`CODE_PANIC`] (or `null`) plus an
+//!   error log line; no Java exception is ever left pending by us.
+//! - `nativeStart` does no I/O and no policy work on the caller's thread: it reads its string
+//!   arguments, spawns the `oomguard` thread and returns (well under 1 ms). A second start while
+//!   the agent runs is refused with [`CODE_ALREADY_RUNNING`].
+//! - `nativeStop` asks the agent to leave its loop and joins the thread.
+//! - Logging is set up once, here: `tracing-android` (tag `OomGuard`) on Android, stderr
+//!   elsewhere; the level comes from `OOMGUARD_LOG` (default `info`).
+//! - The test-only panic hook (`OOMGUARD_TEST_PANIC=<entry>`) exists in debug builds only.
+
+mod vm;
+
+use crate::agent::{panic_message, Agent, Command, Config, RecordOnly, Shared};
+use crate::trigger::Device;
+use jni::objects::{JClass, JString};
+use jni::sys::{jint, jstring};
+use jni::JNIEnv;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Arc, Mutex, Once};
+use tracing::{error, info, warn};
+
+pub use vm::JniVm;
+
+/// Success.
+pub const CODE_OK: jint = 0;
+/// `start` while the agent runs.
+pub const CODE_ALREADY_RUNNING: jint = 1;
+/// `stop`/`dumpNow` while the agent does not run.
+pub const CODE_NOT_RUNNING: jint = 2;
+/// A required argument is null or empty.
+pub const CODE_BAD_ARGUMENT: jint = 3;
+/// A panic was caught.
+pub const CODE_PANIC: jint = 4;
+/// Another error (logged).
+pub const CODE_ERROR: jint = 5;
+
+struct Running {
+    tx: tokio::sync::mpsc::UnboundedSender<Command>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+static RUNNING: Mutex<Option<Running>> = Mutex::new(None);
+static SHARED: Mutex<Option<Arc<Shared>>> = Mutex::new(None);
+
+/// Set up `tracing` once for the process.
+pub fn init_logging() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let filter = tracing_subscriber::EnvFilter::try_from_env("OOMGUARD_LOG")
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        #[cfg(target_os = "android")]
+        {
+            use tracing_subscriber::layer::SubscriberExt as _;
+            use tracing_subscriber::util::SubscriberInitExt as _;
+            if let Ok(layer) = tracing_android::layer("OomGuard") {
+                let _ = tracing_subscriber::registry()
+                    .with(filter)
+                    .with(layer)
+                    .try_init();
+            }
+        }
+        #[cfg(not(target_os = "android"))]
+        {
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(filter)
+                .with_writer(std::io::stderr)
+                .with_ansi(false)
+                .with_target(false)
+                .with_thread_names(true)
+                .try_init();
+        }
+    });
+}
+
+/// Run one JNI entry with a panic fence: a panic returns `on_panic` and logs an error.
+fn guard<T>(entry: &'static str, on_panic: T, f: impl FnOnce() -> T) -> T {
+    init_logging();
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(v) => v,
+        Err(p) => {
+            error!(
+                "{entry} panicked: {}; returned an error to the app, which is unaffected",
+                panic_message(&*p)
+            );
+            on_panic
+        }
+    }
+}
+
+/// Test-only: panic in `entry` when `OOMGUARD_TEST_PANIC` names it (debug builds only).
+fn maybe_panic(entry: &str) {
+    if cfg!(debug_assertions) && std::env::var("OOMGUARD_TEST_PANIC").is_ok_and(|v| v == entry) {
+        panic!("forced panic in {entry} (OOMGUARD_TEST_PANIC)");
+    }
+}
+
+/// A Java string argument; `None` for null. Clears any exception it caused.
+fn string_arg(env: &mut JNIEnv, s: &JString) -> Option<String> {
+    if s.is_null() {
+        return None;
+    }
+    match env.get_string(s) {
+        Ok(js) => Some(js.into()),
+        Err(_) => {
+            let _ = env.exception_clear();
+            None
+        }
+    }
+}
+
+fn shared() -> Option<Arc<Shared>> {
+    SHARED.lock().unwrap_or_else(|p| p.into_inner()).clone()
+}
+
+/// `OomGuard.nativeStart(policyJson, dataDir, appVersion, publicKey, manufacturer, apiLevel)`.
+#[no_mangle]
+pub extern "system" fn Java_dev_oomguard_OomGuard_nativeStart<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    policy_json: JString<'l>,
+    data_dir: JString<'l>,
+    app_version: JString<'l>,
+    public_key: JString<'l>,
+    manufacturer: JString<'l>,
+    api_level: jint,
+) -> jint {
+    guard("start", CODE_PANIC, || {
+        maybe_panic("start");
+        let mut running = RUNNING.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(r) = running.as_ref() {
+            if !r.thread.is_finished() {
+                warn!("start refused: the agent is already running");
+                return CODE_ALREADY_RUNNING;
+            }
+        }
+        if let Some(old) = running.take() {
+            let _ = old.thread.join();
+        }
+        let Some(data_dir) = string_arg(&mut env, &data_dir).filter(|d| !d.is_empty()) else {
+            warn!("start refused: dataDir is null or empty");
+            return CODE_BAD_ARGUMENT;
+        };
+        let cfg = Config {
+            policy_json: string_arg(&mut env, &policy_json).unwrap_or_default(),
+            data_dir: data_dir.into(),
+            app_version: string_arg(&mut env, &app_version).unwrap_or_default(),
+            public_key: string_arg(&mut env, &public_key),
+            device: Device::this(
+                &string_arg(&mut env, &manufacturer).unwrap_or_default(),
+                u32::try_from(api_level).unwrap_or(0),
+            ),
+        };
+        let jvm = match env.get_java_vm() {
+            Ok(vm) => vm,
+            Err(e) => {
+                error!("start failed: no JavaVM: {e}");
+                return CODE_ERROR;
+            }
+        };
+        let shared = Arc::new(Shared::default());
+        *SHARED.lock().unwrap_or_else(|p| p.into_inner()) = Some(shared.clone());
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let spawned = std::thread::Builder::new()
+            .name("oomguard".into())
+            .spawn(move || agent_thread(jvm, cfg, shared, rx));
+        match spawned {
+            Ok(thread) => {
+                *running = Some(Running { tx, thread });
+                CODE_OK
+            }
+            Err(e) => {
+                error!("start failed: cannot spawn the oomguard thread: {e}");
+                CODE_ERROR
+            }
+        }
+    })
+}
+
+/// The body of the `oomguard` thread: attach as a daemon, build the VM handles, run the agent.
+fn agent_thread(
+    jvm: jni::JavaVM,
+    cfg: Config,
+    shared: Arc<Shared>,
+    rx: tokio::sync::mpsc::UnboundedReceiver<Command>,
+) {
+    let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<(), String> {
+        let env = jvm
+            .attach_current_thread_as_daemon()
+            .map_err(|e| format!("attaching to the VM: {e}"))?;
+        let vm = JniVm::new(env).map_err(|e| format!("looking up Runtime/Thread methods: {e}"))?;
+        let agent =
+            Agent::new(cfg, &vm, &vm, RecordOnly, shared.clone()).map_err(|e| e.to_string())?;
+        info!("agent started");
+        agent.run(rx).map_err(|e| e.to_string())
+    }));
+    let failure = match outcome {
+        Ok(Ok(())) => None,
+        Ok(Err(e)) => Some(e),
+        Err(p) => Some(format!("panicked: {}", panic_message(&*p))),
+    };
+    if let Some(e) = failure {
+        error!("agent failed: {e}; it is not running, the app is unaffected");
+        let json = serde_json::json!({ "state": "failed", "error": e }).to_string();
+        shared.set_status_json(json);
+    }
+}
+
+/// `OomGuard.nativeStop()`: stop the loop and join the thread.
+#[no_mangle]
+pub extern "system" fn Java_dev_oomguard_OomGuard_nativeStop<'l>(
+    _env: JNIEnv<'l>,
+    _class: JClass<'l>,
+) -> jint {
+    guard("stop", CODE_PANIC, || {
+        maybe_panic("stop");
+        let taken = RUNNING.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let Some(r) = taken else {
+            return CODE_NOT_RUNNING;
+        };
+        let _ = r.tx.send(Command::Stop);
+        match r.thread.join() {
+            Ok(()) => CODE_OK,
+            Err(_) => CODE_ERROR,
+        }
+    })
+}
+
+/// `OomGuard.nativeDumpNow(reason)`: act now, on the agent thread.
+#[no_mangle]
+pub extern "system" fn Java_dev_oomguard_OomGuard_nativeDumpNow<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    reason: JString<'l>,
+) -> jint {
+    guard("dumpNow", CODE_PANIC, || {
+        maybe_panic("dumpNow");
+        let reason = string_arg(&mut env, &reason).unwrap_or_default();
+        let running = RUNNING.lock().unwrap_or_else(|p| p.into_inner());
+        match running.as_ref() {
+            Some(r) if r.tx.send(Command::DumpNow(reason)).is_ok() => CODE_OK,
+            _ => CODE_NOT_RUNNING,
+        }
+    })
+}
+
+/// `OomGuard.nativeStatus()`: the status JSON, or `null` if something went wrong.
+#[no_mangle]
+pub extern "system" fn Java_dev_oomguard_OomGuard_nativeStatus<'l>(
+    env: JNIEnv<'l>,
+    _class: JClass<'l>,
+) -> jstring {
+    guard("status", std::ptr::null_mut(), || {
+        maybe_panic("status");
+        let json = shared()
+            .map(|s| s.status_json())
+            .unwrap_or_else(|| r#"{"state":"not_started"}"#.to_string());
+        match env.new_string(json) {
+            Ok(s) => s.into_raw(),
+            Err(_) => {
+                let _ = env.exception_clear();
+                std::ptr::null_mut()
+            }
+        }
+    })
+}
+
+/// `OomGuard.nativeSetCurrentPage(page)`: remembered and recorded with the next verdict.
+#[no_mangle]
+pub extern "system" fn Java_dev_oomguard_OomGuard_nativeSetCurrentPage<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    page: JString<'l>,
+) -> jint {
+    guard("setCurrentPage", CODE_PANIC, || {
+        maybe_panic("setCurrentPage");
+        let page = string_arg(&mut env, &page).unwrap_or_default();
+        match shared() {
+            Some(s) => {
+                s.set_page(&page);
+                CODE_OK
+            }
+            None => CODE_NOT_RUNNING,
+        }
+    })
+}

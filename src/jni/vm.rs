@@ -1,0 +1,211 @@
+//! The VM seen from the agent thread: `Runtime` heap numbers through cached method ids and a
+//! `GlobalRef`, and Java stacks through `Thread.getAllStackTraces`.
+//!
+//! Invariants:
+//! - Method ids and the `Runtime`/`Thread` references are looked up once, in [`JniVm::new`]; a
+//!   heap poll is two `CallLongMethodA` calls (three when the max heap is re-read) and nothing
+//!   else (no lookup by name, no local ref).
+//! - Every local reference made while listing stacks lives in a local frame that is popped
+//!   before returning, so nothing piles up on the long-lived agent thread.
+//! - Any pending Java exception we caused is cleared before returning an error.
+
+use crate::sample::{Heap, HeapSource, JavaStack, SampleError, StackSource};
+use jni::objects::{GlobalRef, JClass, JMethodID, JObjectArray, JStaticMethodID, JString};
+use jni::signature::{Primitive, ReturnType};
+use jni::JNIEnv;
+use std::cell::RefCell;
+
+/// Handles to the VM for one attached thread. Implements both sample traits through `&JniVm`.
+pub struct JniVm<'l> {
+    env: RefCell<JNIEnv<'l>>,
+    runtime: GlobalRef,
+    max_memory: JMethodID,
+    total_memory: JMethodID,
+    free_memory: JMethodID,
+    thread_class: GlobalRef,
+    get_all_stack_traces: JStaticMethodID,
+}
+
+impl<'l> JniVm<'l> {
+    /// Look everything up once. Must run on the thread `env` belongs to.
+    pub fn new(mut env: JNIEnv<'l>) -> jni::errors::Result<Self> {
+        let r = Self::lookup(&mut env);
+        if r.is_err() {
+            let _ = env.exception_clear();
+        }
+        let (runtime, max_memory, total_memory, free_memory, thread_class, get_all_stack_traces) =
+            r?;
+        Ok(JniVm {
+            env: RefCell::new(env),
+            runtime,
+            max_memory,
+            total_memory,
+            free_memory,
+            thread_class,
+            get_all_stack_traces,
+        })
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn lookup(
+        env: &mut JNIEnv<'l>,
+    ) -> jni::errors::Result<(
+        GlobalRef,
+        JMethodID,
+        JMethodID,
+        JMethodID,
+        GlobalRef,
+        JStaticMethodID,
+    )> {
+        env.with_local_frame(8, |env| {
+            let rt_class = env.find_class("java/lang/Runtime")?;
+            let rt = env
+                .call_static_method(&rt_class, "getRuntime", "()Ljava/lang/Runtime;", &[])?
+                .l()?;
+            let runtime = env.new_global_ref(&rt)?;
+            let max = env.get_method_id(&rt_class, "maxMemory", "()J")?;
+            let total = env.get_method_id(&rt_class, "totalMemory", "()J")?;
+            let free = env.get_method_id(&rt_class, "freeMemory", "()J")?;
+            let th_class = env.find_class("java/lang/Thread")?;
+            let get_all =
+                env.get_static_method_id(&th_class, "getAllStackTraces", "()Ljava/util/Map;")?;
+            let thread_class = env.new_global_ref(&th_class)?;
+            Ok((runtime, max, total, free, thread_class, get_all))
+        })
+    }
+
+    fn long(&self, what: &'static str, mid: JMethodID) -> Result<u64, SampleError> {
+        let mut env = self.env.borrow_mut();
+        // SAFETY: `mid` was looked up on java.lang.Runtime with signature "()J" (no arguments,
+        // returns long) and `self.runtime` is a global reference to a java.lang.Runtime.
+        let r = unsafe {
+            env.call_method_unchecked(
+                &self.runtime,
+                mid,
+                ReturnType::Primitive(Primitive::Long),
+                &[],
+            )
+        };
+        match r.and_then(|v| v.j()) {
+            Ok(v) => Ok(u64::try_from(v).unwrap_or(0)),
+            Err(e) => {
+                let _ = env.exception_clear();
+                Err(SampleError::Vm {
+                    what,
+                    why: e.to_string(),
+                })
+            }
+        }
+    }
+
+    fn list_stacks(
+        &self,
+        wanted: &dyn Fn(&str) -> bool,
+        max_threads: usize,
+        max_frames: usize,
+    ) -> jni::errors::Result<Vec<JavaStack>> {
+        let mut env = self.env.borrow_mut();
+        let class: &JClass = <&JClass>::from(self.thread_class.as_obj());
+        let get_all = self.get_all_stack_traces;
+        env.with_local_frame(16, |env| {
+            // SAFETY: `get_all` is Thread.getAllStackTraces, looked up on `class` (java.lang.Thread)
+            // with signature "()Ljava/util/Map;": static, no arguments, returns an object.
+            let map = unsafe {
+                env.call_static_method_unchecked(class, get_all, ReturnType::Object, &[])
+            }?
+            .l()?;
+            let set = env
+                .call_method(&map, "entrySet", "()Ljava/util/Set;", &[])?
+                .l()?;
+            let arr = JObjectArray::from(
+                env.call_method(&set, "toArray", "()[Ljava/lang/Object;", &[])?
+                    .l()?,
+            );
+            let n = env.get_array_length(&arr)?;
+            let mut out = Vec::new();
+            for i in 0..n {
+                if out.len() >= max_threads {
+                    break;
+                }
+                let one =
+                    env.with_local_frame(16, |env| -> jni::errors::Result<Option<JavaStack>> {
+                        let entry = env.get_object_array_element(&arr, i)?;
+                        let thread = env
+                            .call_method(&entry, "getKey", "()Ljava/lang/Object;", &[])?
+                            .l()?;
+                        let name = JString::from(
+                            env.call_method(&thread, "getName", "()Ljava/lang/String;", &[])?
+                                .l()?,
+                        );
+                        let name: String = env.get_string(&name)?.into();
+                        if !wanted(&name) {
+                            return Ok(None);
+                        }
+                        let frames = JObjectArray::from(
+                            env.call_method(&entry, "getValue", "()Ljava/lang/Object;", &[])?
+                                .l()?,
+                        );
+                        let k = env.get_array_length(&frames)?.max(0) as usize;
+                        let mut lines = Vec::with_capacity(k.min(max_frames));
+                        for j in 0..k.min(max_frames) {
+                            let el = env.get_object_array_element(&frames, j as i32)?;
+                            let s = JString::from(
+                                env.call_method(&el, "toString", "()Ljava/lang/String;", &[])?
+                                    .l()?,
+                            );
+                            lines.push(env.get_string(&s)?.into());
+                            env.delete_local_ref(s)?;
+                            env.delete_local_ref(el)?;
+                        }
+                        if k > max_frames {
+                            lines.push(format!("... {} more", k - max_frames));
+                        }
+                        Ok(Some(JavaStack {
+                            thread: name,
+                            frames: lines,
+                        }))
+                    })?;
+                out.extend(one);
+            }
+            Ok(out)
+        })
+    }
+}
+
+impl HeapSource for &JniVm<'_> {
+    fn heap(&mut self) -> Result<Heap, SampleError> {
+        Ok(Heap {
+            max: self.long("Runtime.maxMemory", self.max_memory)?,
+            ..self.usage()?
+        })
+    }
+
+    fn usage(&mut self) -> Result<Heap, SampleError> {
+        // total before free, as Runtime's own accounting does: used = total - free.
+        let total = self.long("Runtime.totalMemory", self.total_memory)?;
+        let free = self.long("Runtime.freeMemory", self.free_memory)?;
+        Ok(Heap {
+            max: 0,
+            total,
+            free,
+        })
+    }
+}
+
+impl StackSource for &JniVm<'_> {
+    fn stacks(
+        &mut self,
+        wanted: &dyn Fn(&str) -> bool,
+        max_threads: usize,
+        max_frames: usize,
+    ) -> Result<Vec<JavaStack>, SampleError> {
+        self.list_stacks(wanted, max_threads, max_frames)
+            .map_err(|e| {
+                let _ = self.env.borrow_mut().exception_clear();
+                SampleError::Vm {
+                    what: "Thread.getAllStackTraces",
+                    why: e.to_string(),
+                }
+            })
+    }
+}

@@ -1,0 +1,629 @@
+//! Reading the numbers: one [`Sample`] per poll, and the raw lists behind an inventory.
+//!
+//! Owns the reads of `/proc/self/{fd,status,limits,task}` and `/proc/sys/kernel/threads-max`,
+//! and the [`HeapSource`] / [`StackSource`] traits through which the VM is asked (JNI in the app,
+//! scripted fakes in tests). It decides nothing: thresholds live in `trigger`.
+//!
+//! Invariants:
+//! - [`Sampler::take`] allocates nothing after [`Sampler::new`]. The fd count comes from
+//!   `stat("/proc/self/fd").st_size`, which Linux ≥ 6.2 sets to the number of open fds (one
+//!   syscall, ~1 µs whatever the count); on older kernels (size 0) the directory, opened once and
+//!   kept, is rewound and its entries counted from a stack `dirent`, never materialised (about
+//!   0.3 µs per open fd). `/proc/self/{status,limits}` are opened once and re-read with `pread`
+//!   at offset 0 into one preallocated buffer.
+//! - The max heap and the soft fd limit change rarely (never, for the max heap): they are read
+//!   on the first sample and every [`SLOW_EVERY`] samples; `status` is read on every sample.
+//! - Every parse of `/proc` text tolerates missing or malformed lines (the field reads as 0 /
+//!   unknown); nothing here panics on input from the kernel.
+#![forbid(unsafe_code)]
+
+use nix::dir::Dir;
+use nix::fcntl::OFlag;
+use nix::sys::stat::Mode;
+use serde::Serialize;
+use std::os::unix::fs::FileExt;
+
+/// Errors of this module.
+#[derive(Debug, thiserror::Error)]
+pub enum SampleError {
+    /// A `/proc` file could not be opened or read.
+    #[error("{path}: {what}; this sample is skipped")]
+    Proc { path: &'static str, what: String },
+    /// The VM could not answer (pending exception, detached thread...).
+    #[error("asking the VM for {what} failed: {why}; this sample is skipped")]
+    Vm { what: &'static str, why: String },
+}
+
+/// The Java heap as the VM reports it (`Runtime.maxMemory/totalMemory/freeMemory`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Heap {
+    /// The most the heap may grow to, bytes.
+    pub max: u64,
+    /// The heap currently reserved, bytes.
+    pub total: u64,
+    /// Free bytes within `total`.
+    pub free: u64,
+}
+
+impl Heap {
+    /// Used bytes: `total - free`.
+    pub fn used(&self) -> u64 {
+        self.total.saturating_sub(self.free)
+    }
+}
+
+/// Where heap numbers come from.
+pub trait HeapSource {
+    /// All three numbers; must be cheap (about a microsecond per number) and allocate nothing.
+    fn heap(&mut self) -> Result<Heap, SampleError>;
+
+    /// `total` and `free` only, with `max` 0 when the source skips it (the max heap is fixed
+    /// for the life of a VM, so the sampler asks for it only every [`SLOW_EVERY`] polls).
+    /// Defaults to [`HeapSource::heap`].
+    fn usage(&mut self) -> Result<Heap, SampleError> {
+        self.heap()
+    }
+}
+
+/// One Java thread's stack, as `StackTraceElement.toString()` lines.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct JavaStack {
+    pub thread: String,
+    pub frames: Vec<String>,
+}
+
+/// Where Java stacks come from (`Thread.getAllStackTraces` in the app).
+pub trait StackSource {
+    /// Stacks of the live threads whose name satisfies `wanted`, at most `max_threads` of them,
+    /// each cut to `max_frames` frames.
+    fn stacks(
+        &mut self,
+        wanted: &dyn Fn(&str) -> bool,
+        max_threads: usize,
+        max_frames: usize,
+    ) -> Result<Vec<JavaStack>, SampleError>;
+}
+
+/// A [`HeapSource`] that replays a script, then repeats its last entry. For tests and benches.
+#[derive(Debug, Clone, Default)]
+pub struct ScriptedHeap {
+    script: Vec<Heap>,
+    next: usize,
+}
+
+impl ScriptedHeap {
+    pub fn new(script: Vec<Heap>) -> Self {
+        ScriptedHeap { script, next: 0 }
+    }
+}
+
+impl HeapSource for ScriptedHeap {
+    fn heap(&mut self) -> Result<Heap, SampleError> {
+        let h = self.script.get(self.next).or(self.script.last()).copied();
+        self.next += 1;
+        h.ok_or(SampleError::Vm {
+            what: "heap",
+            why: "the script is empty".into(),
+        })
+    }
+}
+
+/// A [`StackSource`] with no threads (where no VM is at hand).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoStacks;
+
+impl StackSource for NoStacks {
+    fn stacks(
+        &mut self,
+        _: &dyn Fn(&str) -> bool,
+        _: usize,
+        _: usize,
+    ) -> Result<Vec<JavaStack>, SampleError> {
+        Ok(Vec::new())
+    }
+}
+
+/// One poll's numbers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Sample {
+    /// Poll number, from 1.
+    pub seq: u64,
+    /// Wall-clock ms.
+    pub at_ms: u64,
+    /// Java heap used, bytes.
+    pub heap_used: u64,
+    /// Java heap max, bytes.
+    pub heap_max: u64,
+    /// Open file descriptors.
+    pub fds: u64,
+    /// Soft `Max open files`; `u64::MAX` when unlimited, 0 when unknown.
+    pub fd_soft_limit: u64,
+    /// Threads of the process.
+    pub threads: u64,
+    /// `/proc/sys/kernel/threads-max`, 0 when unknown.
+    pub threads_max: u64,
+    /// `VmSize`, kB.
+    pub vm_size_kb: u64,
+    /// `VmRSS`, kB.
+    pub vm_rss_kb: u64,
+}
+
+/// Fields of `/proc/self/status` we use.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Status {
+    pub threads: u64,
+    pub vm_size_kb: u64,
+    pub vm_rss_kb: u64,
+}
+
+/// Parse `/proc/PID/status` text; missing fields read as 0.
+pub fn parse_status(text: &[u8]) -> Status {
+    let mut s = Status::default();
+    for line in text.split(|&b| b == b'\n') {
+        if let Some(v) = line.strip_prefix(b"Threads:") {
+            s.threads = first_number(v);
+        } else if let Some(v) = line.strip_prefix(b"VmSize:") {
+            s.vm_size_kb = first_number(v);
+        } else if let Some(v) = line.strip_prefix(b"VmRSS:") {
+            s.vm_rss_kb = first_number(v);
+        }
+    }
+    s
+}
+
+/// The soft `Max open files` from `/proc/PID/limits` text: `u64::MAX` for `unlimited`, 0 when
+/// the line is missing.
+pub fn parse_fd_soft_limit(text: &[u8]) -> u64 {
+    for line in text.split(|&b| b == b'\n') {
+        if let Some(rest) = line.strip_prefix(b"Max open files") {
+            let rest = trim_start(rest);
+            if rest.starts_with(b"unlimited") {
+                return u64::MAX;
+            }
+            return first_number(rest);
+        }
+    }
+    0
+}
+
+fn trim_start(mut b: &[u8]) -> &[u8] {
+    while let [c, rest @ ..] = b {
+        if c.is_ascii_whitespace() {
+            b = rest;
+        } else {
+            break;
+        }
+    }
+    b
+}
+
+/// The first run of decimal digits after optional blanks; 0 if none (saturating on overflow).
+fn first_number(b: &[u8]) -> u64 {
+    let b = trim_start(b);
+    let mut n: u64 = 0;
+    for &c in b {
+        if !c.is_ascii_digit() {
+            break;
+        }
+        n = n.saturating_mul(10).saturating_add(u64::from(c - b'0'));
+    }
+    n
+}
+
+/// Every this many samples the slow-changing numbers (max heap, soft fd limit) are read again;
+/// in between the last reading is reused.
+pub const SLOW_EVERY: u64 = 12;
+
+const STATUS: &str = "/proc/self/status";
+const LIMITS: &str = "/proc/self/limits";
+const FD_DIR: &str = "/proc/self/fd";
+const THREADS_MAX: &str = "/proc/sys/kernel/threads-max";
+
+#[derive(Clone, Copy)]
+enum ProcFile {
+    Status,
+    Limits,
+}
+
+/// How the fd count is obtained on this kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FdCountMethod {
+    /// `st_size` of `/proc/self/fd` (Linux ≥ 6.2).
+    StatSize,
+    /// Counting directory entries.
+    Readdir,
+}
+
+/// Takes samples. Holds the open fd directory (old kernels only) and a reusable buffer.
+pub struct Sampler {
+    fd_dir: Option<Dir>,
+    /// `/proc/self/status` and `/proc/self/limits`, opened once and re-read with `pread` at
+    /// offset 0 (procfs regenerates them), which saves the path walk of an open per poll.
+    status_file: std::fs::File,
+    limits_file: std::fs::File,
+    buf: Vec<u8>,
+    threads_max: u64,
+    seq: u64,
+    last_heap_ns: u64,
+    heap_max: u64,
+    fd_soft_limit: u64,
+}
+
+impl std::fmt::Debug for Sampler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sampler").field("seq", &self.seq).finish()
+    }
+}
+
+fn proc_err(path: &'static str, e: impl std::fmt::Display) -> SampleError {
+    SampleError::Proc {
+        path,
+        what: e.to_string(),
+    }
+}
+
+impl Sampler {
+    pub fn new() -> Result<Self, SampleError> {
+        // The fast path needs no open directory; a size of 0 means an older kernel.
+        let fd_dir = if fd_count_by_stat()? > 0 {
+            None
+        } else {
+            Some(open_fd_dir()?)
+        };
+        let open = |path: &'static str| std::fs::File::open(path).map_err(|e| proc_err(path, e));
+        let mut s = Sampler {
+            fd_dir,
+            status_file: open(STATUS)?,
+            limits_file: open(LIMITS)?,
+            buf: vec![0; 8192],
+            threads_max: 0,
+            seq: 0,
+            last_heap_ns: 0,
+            heap_max: 0,
+            fd_soft_limit: 0,
+        };
+        s.threads_max = std::fs::read(THREADS_MAX)
+            .map(|b| first_number(&b))
+            .unwrap_or(0);
+        Ok(s)
+    }
+
+    /// Force the readdir method (to compare both in tests and benches).
+    pub fn with_readdir() -> Result<Self, SampleError> {
+        let mut s = Self::new()?;
+        if s.fd_dir.is_none() {
+            s.fd_dir = Some(open_fd_dir()?);
+        }
+        Ok(s)
+    }
+
+    /// Time the last [`HeapSource::heap`] call took, ns (part of the sample's cost).
+    pub fn last_heap_ns(&self) -> u64 {
+        self.last_heap_ns
+    }
+
+    /// The method this sampler uses for the fd count.
+    pub fn fd_count_method(&self) -> FdCountMethod {
+        if self.fd_dir.is_some() {
+            FdCountMethod::Readdir
+        } else {
+            FdCountMethod::StatSize
+        }
+    }
+
+    /// Re-read a kept `/proc` file from offset 0 into the buffer (grown only if a file ever
+    /// outgrows it).
+    fn reread(&mut self, which: ProcFile) -> Result<&[u8], SampleError> {
+        let (file, path) = match which {
+            ProcFile::Status => (&self.status_file, STATUS),
+            ProcFile::Limits => (&self.limits_file, LIMITS),
+        };
+        let mut len = 0;
+        loop {
+            if len == self.buf.len() {
+                self.buf.resize(self.buf.len() * 2, 0);
+            }
+            match file.read_at(&mut self.buf[len..], len as u64) {
+                Ok(0) => break,
+                Ok(n) => len += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(proc_err(path, e)),
+            }
+        }
+        Ok(&self.buf[..len])
+    }
+
+    /// Open file descriptors, not counting the one this sampler may hold on `/proc/self/fd`.
+    pub fn count_fds(&mut self) -> Result<u64, SampleError> {
+        let Some(dir) = self.fd_dir.as_mut() else {
+            return fd_count_by_stat();
+        };
+        let mut n: u64 = 0;
+        for e in dir.iter() {
+            let e = e.map_err(|e| proc_err(FD_DIR, e))?;
+            let name = e.file_name().to_bytes();
+            if name != b"." && name != b".." {
+                n += 1;
+            }
+        }
+        Ok(n.saturating_sub(1))
+    }
+
+    /// One full sample: heap, fds, limits, status. Allocates nothing.
+    pub fn take(&mut self, heap: &mut dyn HeapSource, now_ms: u64) -> Result<Sample, SampleError> {
+        let slow = self.seq % SLOW_EVERY == 0 || self.heap_max == 0;
+        let t0 = std::time::Instant::now();
+        let h = if slow { heap.heap()? } else { heap.usage()? };
+        self.last_heap_ns = t0.elapsed().as_nanos() as u64;
+        if h.max != 0 {
+            self.heap_max = h.max;
+        }
+        let fds = self.count_fds()?;
+        let st = parse_status(self.reread(ProcFile::Status)?);
+        if slow {
+            self.fd_soft_limit = parse_fd_soft_limit(self.reread(ProcFile::Limits)?);
+        }
+        let limit = self.fd_soft_limit;
+        self.seq += 1;
+        Ok(Sample {
+            seq: self.seq,
+            at_ms: now_ms,
+            heap_used: h.used(),
+            heap_max: self.heap_max,
+            fds,
+            fd_soft_limit: limit,
+            threads: st.threads,
+            threads_max: self.threads_max,
+            vm_size_kb: st.vm_size_kb,
+            vm_rss_kb: st.vm_rss_kb,
+        })
+    }
+}
+
+fn open_fd_dir() -> Result<Dir, SampleError> {
+    Dir::open(
+        FD_DIR,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| proc_err(FD_DIR, e))
+}
+
+/// `st_size` of `/proc/self/fd`: the number of open fds on Linux ≥ 6.2, 0 before.
+fn fd_count_by_stat() -> Result<u64, SampleError> {
+    std::fs::metadata(FD_DIR)
+        .map(|m| m.len())
+        .map_err(|e| proc_err(FD_DIR, e))
+}
+
+/// The target of every open fd (`readlink /proc/self/fd/N`), for an fd inventory. Allocates;
+/// only called on a verdict.
+pub fn fd_targets() -> Result<Vec<String>, SampleError> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(FD_DIR).map_err(|e| proc_err(FD_DIR, e))? {
+        let Ok(e) = e else { continue };
+        // An fd closed between readdir and readlink is simply skipped.
+        if let Ok(t) = std::fs::read_link(e.path()) {
+            out.push(t.to_string_lossy().into_owned());
+        }
+    }
+    Ok(out)
+}
+
+/// The name (`comm`) of every thread of the process, for a thread inventory. Allocates; only
+/// called on a verdict.
+pub fn thread_names() -> Result<Vec<String>, SampleError> {
+    const TASK: &str = "/proc/self/task";
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(TASK).map_err(|e| proc_err(TASK, e))? {
+        let Ok(e) = e else { continue };
+        if let Ok(name) = std::fs::read_to_string(e.path().join("comm")) {
+            out.push(name.trim_end_matches('\n').to_string());
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_status() {
+        let t = b"Name:\tjava\nVmPeak:\t 100 kB\nVmSize:\t  3742000 kB\nVmRSS:\t   51234 kB\nThreads:\t812\nSigQ:\t0/1\n";
+        assert_eq!(
+            parse_status(t),
+            Status {
+                threads: 812,
+                vm_size_kb: 3_742_000,
+                vm_rss_kb: 51_234
+            }
+        );
+        assert_eq!(parse_status(b"garbage\n\nThreads:\tx\n"), Status::default());
+        assert_eq!(
+            parse_status(b"Threads:\t99999999999999999999999999\n").threads,
+            u64::MAX
+        );
+    }
+
+    #[test]
+    fn parses_limits() {
+        let t = b"Limit                     Soft Limit           Hard Limit           Units     \nMax processes             63321                63321                processes \nMax open files            512                  1048576              files     \n";
+        assert_eq!(parse_fd_soft_limit(t), 512);
+        assert_eq!(
+            parse_fd_soft_limit(
+                b"Max open files            unlimited            unlimited            files\n"
+            ),
+            u64::MAX
+        );
+        assert_eq!(parse_fd_soft_limit(b"nothing"), 0);
+    }
+
+    #[test]
+    fn real_proc_sample_sees_new_fds_and_threads() {
+        let mut s = Sampler::new().unwrap();
+        let mut heap = ScriptedHeap::new(vec![Heap {
+            max: 100,
+            total: 80,
+            free: 30,
+        }]);
+        let a = s.take(&mut heap, 1).unwrap();
+        let files: Vec<_> = (0..40)
+            .map(|_| std::fs::File::open("/proc/self/status").unwrap())
+            .collect();
+        let b = s.take(&mut heap, 2).unwrap();
+        // Other test threads may open files concurrently; ours are certainly there.
+        assert!(b.fds + 8 >= a.fds + 40, "{} -> {}", a.fds, b.fds);
+        drop(files);
+        // The kept status fd yields fresh numbers: 20 new threads show up (other tests' threads
+        // may come and go meanwhile, hence the margin).
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let rx = std::sync::Arc::new(std::sync::Mutex::new(rx));
+        let threads: Vec<_> = (0..20)
+            .map(|_| {
+                let rx = rx.clone();
+                std::thread::spawn(move || {
+                    let _ = rx.lock().map(|r| r.recv());
+                })
+            })
+            .collect();
+        let with_threads = s.take(&mut heap, 3).unwrap();
+        assert!(
+            with_threads.threads >= b.threads + 10,
+            "{} -> {}",
+            b.threads,
+            with_threads.threads
+        );
+        drop(tx);
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!((a.seq, b.seq), (1, 2));
+        assert_eq!(a.heap_used, 50);
+        assert!(a.threads >= 1 && a.vm_size_kb > 0 && a.vm_rss_kb > 0);
+        assert!(a.fd_soft_limit > 0);
+        let lim = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+            .unwrap()
+            .0;
+        assert_eq!(
+            a.fd_soft_limit,
+            if lim == nix::sys::resource::RLIM_INFINITY {
+                u64::MAX
+            } else {
+                lim
+            }
+        );
+        // Matches the count of a plain directory listing (minus the listing's own fd).
+        let listed = std::fs::read_dir("/proc/self/fd").unwrap().count() as u64;
+        let c = s.take(&mut heap, 3).unwrap();
+        assert!(
+            c.fds.abs_diff(listed - 1) <= 8,
+            "{} vs {}",
+            c.fds,
+            listed - 1
+        );
+    }
+
+    #[test]
+    fn both_fd_count_methods_agree() {
+        let mut fast = Sampler::new().unwrap();
+        let mut slow = Sampler::with_readdir().unwrap();
+        assert_eq!(slow.fd_count_method(), FdCountMethod::Readdir);
+        let _files: Vec<_> = (0..100)
+            .map(|_| std::fs::File::open("/proc/self/status").unwrap())
+            .collect();
+        // Other tests open and close files concurrently: retry until two reads agree.
+        let agreed = (0..50).any(|_| {
+            let (a, b) = (fast.count_fds().unwrap(), slow.count_fds().unwrap());
+            // The slow sampler's own directory fd is excluded by `count_fds`, but the fast
+            // count sees it.
+            let b = if fast.fd_count_method() == FdCountMethod::StatSize {
+                b + 1
+            } else {
+                b
+            };
+            a == b && a >= 100
+        });
+        assert!(agreed);
+    }
+
+    #[test]
+    fn inventories_read_real_proc() {
+        let f = std::fs::File::open("/proc/self/limits").unwrap();
+        let t = fd_targets().unwrap();
+        assert!(
+            t.iter()
+                .any(|x| x == "/proc/self/limits" || x.ends_with("/limits")),
+            "{t:?}"
+        );
+        drop(f);
+        let h = std::thread::Builder::new()
+            .name("probe-thread-42".into())
+            .spawn(|| std::thread::sleep(std::time::Duration::from_millis(300)))
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let names = thread_names().unwrap();
+        assert!(names.iter().any(|n| n == "probe-thread-42"), "{names:?}");
+        h.join().unwrap();
+    }
+
+    /// Counts which method the sampler called.
+    struct Counting {
+        full: u32,
+        usage: u32,
+    }
+
+    impl HeapSource for Counting {
+        fn heap(&mut self) -> Result<Heap, SampleError> {
+            self.full += 1;
+            Ok(Heap {
+                max: 1000 + u64::from(self.full),
+                total: 10,
+                free: 5,
+            })
+        }
+        fn usage(&mut self) -> Result<Heap, SampleError> {
+            self.usage += 1;
+            Ok(Heap {
+                max: 0,
+                total: 10,
+                free: 5,
+            })
+        }
+    }
+
+    #[test]
+    fn max_heap_and_limit_are_reread_every_slow_every_samples() {
+        let mut s = Sampler::new().unwrap();
+        let mut h = Counting { full: 0, usage: 0 };
+        let maxes: Vec<u64> = (0..2 * SLOW_EVERY + 1)
+            .map(|i| s.take(&mut h, i).unwrap().heap_max)
+            .collect();
+        assert_eq!((h.full, h.usage), (3, 2 * SLOW_EVERY as u32 - 2));
+        assert_eq!(maxes[0], 1001);
+        assert_eq!(maxes[SLOW_EVERY as usize - 1], 1001);
+        assert_eq!(maxes[SLOW_EVERY as usize], 1002);
+        assert_eq!(maxes[2 * SLOW_EVERY as usize], 1003);
+    }
+
+    #[test]
+    fn scripted_heap_repeats_last() {
+        let mut h = ScriptedHeap::new(vec![
+            Heap {
+                max: 1,
+                total: 1,
+                free: 0,
+            },
+            Heap {
+                max: 2,
+                total: 2,
+                free: 0,
+            },
+        ]);
+        assert_eq!(h.heap().unwrap().max, 1);
+        assert_eq!(h.heap().unwrap().max, 2);
+        assert_eq!(h.heap().unwrap().max, 2);
+        assert!(ScriptedHeap::default().heap().is_err());
+    }
+}

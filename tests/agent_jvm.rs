@@ -1,0 +1,400 @@
+//! The agent inside a real Java 17 JVM: `java/dev/oomguard/OomGuard.java` and
+//! `java/testapps/LeakyApp.java` compiled with javac, run with `-Xmx256m` and the
+//! `liboomguard.so` of this build.
+
+mod common;
+
+use common::{run_leaky, run_leaky_jvm, LeakyRun};
+use serde_json::Value;
+
+fn verdict(r: &LeakyRun) -> &Value {
+    &r.status["last_verdict"]["verdict"]
+}
+
+fn done(r: LeakyRun) {
+    if let Some(p) = r.data_dir.parent() {
+        let _ = std::fs::remove_dir_all(p);
+    }
+}
+
+fn assert_clean_run(r: &LeakyRun) {
+    assert_eq!(
+        r.code,
+        Some(0),
+        "stdout:\n{}\nstderr:\n{}",
+        r.stdout,
+        r.stderr
+    );
+    assert!(r.stdout.contains("start rc=0"), "{}", r.stdout);
+    assert!(r.stdout.contains("second start rc=1"), "{}", r.stdout);
+    assert!(
+        r.stderr
+            .contains("start refused: the agent is already running"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stdout.contains("stop rc=0") && r.stdout.contains("stop again rc=2"),
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
+fn heap_verdict_after_exactly_three_ascending_polls_over_85_percent() {
+    let r = run_leaky(
+        "heap",
+        Some(r#"{"poll_interval_ms":200}"#),
+        None,
+        20,
+        None,
+        &[],
+    );
+    assert_clean_run(&r);
+    let v = verdict(&r);
+    assert_eq!(v["kind"], "heap", "{}\n{}", r.status, r.stderr);
+    assert_eq!(v["threshold"], 85);
+    let ev = v["evidence"].as_array().unwrap();
+    assert_eq!(ev.len(), 3, "{v}");
+    let max = ev[0]["heap_max"].as_u64().unwrap();
+    assert_eq!(max, 256 << 20, "-Xmx256m on G1 reports 256 MB");
+    let mut prev = 0;
+    for (i, s) in ev.iter().enumerate() {
+        let used = s["heap_used"].as_u64().unwrap();
+        assert!(used * 100 > 85 * max, "sample {i} not over 85%: {s}");
+        assert!(
+            used * 100 <= 90 * max,
+            "sample {i} over the fast-huge 90%: {s}"
+        );
+        assert!(used >= prev, "sample {i} fell: {v}");
+        prev = used;
+        if i > 0 {
+            assert_eq!(
+                s["seq"].as_u64().unwrap(),
+                ev[i - 1]["seq"].as_u64().unwrap() + 1,
+                "polls not consecutive"
+            );
+        }
+    }
+    // The verdict fired on the third strike: its poll is the last evidence poll.
+    assert_eq!(r.status["verdicts"], 1);
+    assert_eq!(r.status["last_verdict"]["page"], "LeakyActivity");
+    assert_eq!(r.stderr.matches("verdict heap:").count(), 1, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("for 3 polls without falling"),
+        "{}",
+        r.stderr
+    );
+    // status.json on disk, rewritten atomically, says the same (state "stopped" after stop).
+    let disk: Value =
+        serde_json::from_slice(&std::fs::read(r.data_dir.join("status.json")).unwrap()).unwrap();
+    assert_eq!(disk["state"], "stopped");
+    assert_eq!(disk["last_verdict"]["verdict"], *v);
+    assert!(!r.data_dir.join("status.json.tmp").exists());
+    done(r);
+}
+
+#[test]
+fn fd_verdict_names_the_planted_kind_under_a_lowered_limit() {
+    let r = run_leaky(
+        "fd",
+        Some(r#"{"poll_interval_ms":200}"#),
+        None,
+        20,
+        Some(512),
+        &[],
+    );
+    assert_clean_run(&r);
+    let v = verdict(&r);
+    assert_eq!(v["kind"], "fd", "{}\n{}", r.status, r.stderr);
+    // 95 % of the soft limit 512, lower than 1000.
+    assert_eq!(v["threshold"], 486);
+    assert_eq!(v["evidence"].as_array().unwrap().len(), 3);
+    let inv = &r.status["last_verdict"]["inventory"];
+    assert_eq!(inv["kind"], "fd");
+    let top = &inv["groups"][0];
+    assert!(
+        top["name"].as_str().unwrap().ends_with("/planted-leak.dat"),
+        "{inv}"
+    );
+    assert!(top["count"].as_u64().unwrap() > 450, "{inv}");
+    assert!(
+        r.stderr.contains("verdict fd:") && r.stderr.contains("planted-leak.dat ×"),
+        "{}",
+        r.stderr
+    );
+    done(r);
+}
+
+#[test]
+fn thread_verdict_names_leaky_worker_n_with_java_stacks() {
+    // -Xcheck:jni: HotSpot warns about leaked local references, unchecked exceptions and bad
+    // JNI use; the stack listing on 800 threads must cause none of it.
+    let r = run_leaky_jvm(
+        &["-Xcheck:jni"],
+        "threads",
+        Some(r#"{"poll_interval_ms":200}"#),
+        None,
+        20,
+        None,
+        &[],
+    );
+    assert_clean_run(&r);
+    let jni_warnings: Vec<&str> = r
+        .stdout
+        .lines()
+        .chain(r.stderr.lines())
+        .filter(|l| l.contains("WARNING") && l.contains("JNI"))
+        .collect();
+    assert!(jni_warnings.is_empty(), "{jni_warnings:?}");
+    let v = verdict(&r);
+    assert_eq!(v["kind"], "threads", "{}\n{}", r.status, r.stderr);
+    assert_eq!(v["threshold"], 750);
+    let inv = &r.status["last_verdict"]["inventory"];
+    assert_eq!(inv["groups"][0]["name"], "leaky-worker-N", "{inv}");
+    assert_eq!(inv["groups"][0]["count"], 800, "{inv}");
+    let stacks = inv["java_stacks"].as_array().unwrap();
+    assert!(!stacks.is_empty(), "{inv}");
+    assert!(stacks[0]["example_thread"]
+        .as_str()
+        .unwrap()
+        .starts_with("leaky-worker-"));
+    let frames: Vec<&str> = stacks[0]["frames"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_str().unwrap())
+        .collect();
+    assert!(frames.iter().any(|f| f.contains("LeakyApp")), "{frames:?}");
+    assert!(
+        r.stderr.contains("top: leaky-worker-N ×800"),
+        "{}",
+        r.stderr
+    );
+    done(r);
+}
+
+#[test]
+fn dump_now_is_a_manual_verdict() {
+    let r = run_leaky(
+        "dump",
+        Some(r#"{"poll_interval_ms":200}"#),
+        None,
+        10,
+        None,
+        &[],
+    );
+    assert_clean_run(&r);
+    assert!(r.stdout.contains("dumpNow rc=0"));
+    assert_eq!(verdict(&r)["kind"], "manual");
+    assert!(verdict(&r)["reason"]
+        .as_str()
+        .unwrap()
+        .contains("button pressed"));
+    done(r);
+}
+
+#[test]
+fn panic_in_the_agent_loop_leaves_the_jvm_running() {
+    let r = run_leaky(
+        "idle",
+        Some(r#"{"poll_interval_ms":100}"#),
+        None,
+        2,
+        None,
+        &[("OOMGUARD_TEST_PANIC", "poll")],
+    );
+    assert_eq!(r.code, Some(0), "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("ALIVE after idle"));
+    assert!(
+        r.stderr
+            .contains("agent poll panicked: forced panic at poll"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr
+            .contains("sampling stopped (the app is unaffected)"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(r.status["state"], "disabled");
+    assert_eq!(r.status["panics"], 3);
+    assert!(r.stdout.contains("stop rc=0"));
+    done(r);
+}
+
+#[test]
+fn panic_in_jni_entries_becomes_an_error_code() {
+    let r = run_leaky(
+        "idle",
+        None,
+        None,
+        1,
+        None,
+        &[("OOMGUARD_TEST_PANIC", "status")],
+    );
+    assert_eq!(r.code, Some(0), "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(r.status, serde_json::json!({"state": "error"}));
+    assert!(
+        r.stderr.contains("status panicked: forced panic in status"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stdout.contains("ALIVE after idle") && r.stdout.contains("stop rc=0"));
+    done(r);
+
+    let r = run_leaky(
+        "idle",
+        None,
+        None,
+        1,
+        None,
+        &[("OOMGUARD_TEST_PANIC", "start")],
+    );
+    assert_eq!(r.code, Some(0), "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("start rc=4"), "{}", r.stdout);
+    assert!(r.stdout.contains("stop rc=2"), "{}", r.stdout);
+    assert!(r.stderr.contains("start panicked"), "{}", r.stderr);
+    done(r);
+}
+
+#[test]
+fn bad_policies_at_start_are_rejected_with_the_reason() {
+    let cases = [
+        (r#"{"version": 2, "heap": {"strikes": 3"#, "policy is not a valid JSON object: EOF while parsing"),
+        (r#"{"heap": {"ascending": "yes"}}"#, "heap.ascending: expected true or false, found a string"),
+        (r#"{"fd": {"max": 3}, "poll_interval_ms": 0}"#, "poll_interval_ms: 0 is out of range 100..=600000; fd.max: 3 is out of range 16..=1048576"),
+    ];
+    for (policy, reason) in cases {
+        let r = run_leaky("idle", Some(policy), None, 1, None, &[]);
+        assert_eq!(r.code, Some(0));
+        assert!(r.stderr.contains(reason), "{policy}: {}", r.stderr);
+        assert!(
+            r.stderr.contains("the last good policy stays active"),
+            "{}",
+            r.stderr
+        );
+        assert_eq!(
+            r.status["policy_version"], 1,
+            "the built-in default is active"
+        );
+        assert!(r.status["policy_source"]
+            .as_str()
+            .unwrap()
+            .contains("rejected"));
+        done(r);
+    }
+    // Unknown fields are logged and ignored.
+    let r = run_leaky(
+        "idle",
+        Some(r#"{"version": 3, "shiny": true}"#),
+        None,
+        1,
+        None,
+        &[],
+    );
+    assert!(
+        r.stderr
+            .contains("policy field shiny is unknown to this agent; ignored"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(r.status["policy_version"], 3);
+    done(r);
+}
+
+/// One scripted HTTP response from a server on 127.0.0.1; returns the URL.
+fn serve_once(body: String, signature: Option<String>) -> String {
+    use std::io::{BufRead, BufReader, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/policy.json", l.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let Ok((mut s, _)) = l.accept() else { return };
+        let mut r = BufReader::new(s.try_clone().unwrap());
+        loop {
+            let mut line = String::new();
+            if r.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                break;
+            }
+        }
+        let mut out = format!(
+            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nETag: \"e1\"\r\nConnection: close\r\n",
+            body.len()
+        );
+        if let Some(sig) = signature {
+            out.push_str(&format!("X-Oomguard-Signature: {sig}\r\n"));
+        }
+        out.push_str("\r\n");
+        out.push_str(&body);
+        let _ = s.write_all(out.as_bytes());
+    });
+    url
+}
+
+#[test]
+fn remote_policy_must_be_signed_newer_and_valid() {
+    use base64::Engine as _;
+    use ed25519_dalek::{Signer, SigningKey};
+    let key = SigningKey::from_bytes(&[42u8; 32]);
+    let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+    let public = b64(&key.verifying_key().to_bytes());
+    let sign = |body: &str| Some(b64(&key.sign(body.as_bytes()).to_bytes()));
+    let remote_body = |version: u32| {
+        format!(r#"{{"version":{version},"poll_interval_ms":150,"heap":{{"strikes":4}}}}"#)
+    };
+
+    // (what the server sends, the log line expected, the policy version active at the end)
+    let good = remote_body(7);
+    let older = remote_body(1);
+    let cases: Vec<(String, Option<String>, &str, u64)> = vec![
+        (good.clone(), None, "policy signature is missing", 2),
+        (
+            remote_body(8),
+            sign(&good),
+            "policy signature does not match the body",
+            2,
+        ),
+        (
+            older.clone(),
+            sign(&older),
+            "policy version 1 is not newer than the active version 2",
+            2,
+        ),
+        (
+            r#"{"version":9,"heap":{"strikes":0}}"#.into(),
+            sign(r#"{"version":9,"heap":{"strikes":0}}"#),
+            "heap.strikes: 0 is out of range",
+            2,
+        ),
+        (
+            good.clone(),
+            sign(&good),
+            "policy v7 active (from remote, was v2)",
+            7,
+        ),
+    ];
+    for (body, sig, line, version) in cases {
+        let url = serve_once(body, sig);
+        let start = format!(r#"{{"version":2,"poll_interval_ms":200,"remote":{{"url":"{url}"}}}}"#);
+        let r = run_leaky("idle", Some(&start), Some(&public), 1, None, &[]);
+        assert_eq!(r.code, Some(0));
+        assert!(
+            r.stderr.contains(line),
+            "expected {line:?} in:\n{}",
+            r.stderr
+        );
+        assert_eq!(r.status["policy_version"], version, "{}", r.status);
+        let cached = r.data_dir.join("policy.json");
+        if version == 7 {
+            assert_eq!(r.status["policy_source"], "remote");
+            assert_eq!(r.status["poll_interval_ms"], 150);
+            assert!(std::fs::read_to_string(&cached)
+                .unwrap()
+                .contains("\"version\":7"));
+        } else {
+            assert!(!cached.exists(), "a rejected policy was cached");
+        }
+        done(r);
+    }
+}
