@@ -4,3 +4,6 @@
 //! `hook`, `dump` and `jni`. The pure modules forbid unsafe code with a module attribute.
 
 pub mod hprof;
+pub mod dump;
+pub mod hook;
+pub mod jni;

@@ -1,0 +1,2 @@
+//! JNI exports.
+pub mod probe;
