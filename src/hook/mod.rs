@@ -79,3 +79,11 @@ pub(crate) fn dl_fn(so: &std::path::Path, sym: &str) -> usize {
     assert!(!f.is_null(), "dlsym {sym}");
     f as usize
 }
+
+/// Test support: a fixture dump from `../shared/fixtures/hprof/`.
+#[cfg(test)]
+pub(crate) fn tests_fixture(rel: &str) -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/fixtures/hprof")
+        .join(rel)
+}

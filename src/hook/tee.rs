@@ -537,3 +537,142 @@ impl Tee {
         first.map_or(Ok(()), Err)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hprof::strip_bytes;
+
+    /// A stand-in for the VM's dumper: opens the path with open64 and writes the bytes in
+    /// chunks of varying size from several threads, one after the other (as HotSpot's writer
+    /// threads do), then closes. `other` is written at the same time by an unrelated thread.
+    const SRC: &str = r#"
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <pthread.h>
+#include <unistd.h>
+#include <string.h>
+struct job { int fd; const char *buf; size_t len; size_t pos; pthread_mutex_t mu; int chunk; };
+static void *worker(void *p) {
+    struct job *j = p;
+    for (;;) {
+        pthread_mutex_lock(&j->mu);
+        if (j->pos >= j->len) { pthread_mutex_unlock(&j->mu); return 0; }
+        size_t n = (size_t)(j->chunk = j->chunk * 7 % 65521 + 1);
+        if (n > j->len - j->pos) n = j->len - j->pos;
+        while (n > 0) {
+            ssize_t w = write(j->fd, j->buf + j->pos, n);
+            if (w <= 0) { pthread_mutex_unlock(&j->mu); return 0; }
+            j->pos += w; n -= w;
+        }
+        pthread_mutex_unlock(&j->mu);
+    }
+}
+static void *noise(void *p) {
+    int fd = *(int *)p;
+    for (int i = 0; i < 2000; i++) write(fd, "x", 1);
+    return 0;
+}
+int vm_dump(const char *path, const char *buf, size_t len, int other) {
+    int fd = open64(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) return -1;
+    struct job j = { fd, buf, len, 0, PTHREAD_MUTEX_INITIALIZER, 3 };
+    pthread_t t[3], n;
+    pthread_create(&n, 0, noise, &other);
+    for (int i = 0; i < 3; i++) pthread_create(&t[i], 0, worker, &j);
+    for (int i = 0; i < 3; i++) pthread_join(t[i], 0);
+    pthread_join(n, 0);
+    return close(fd);
+}
+"#;
+
+    type DumpFn = extern "C" fn(*const c_char, *const u8, usize, c_int) -> c_int;
+
+    #[test]
+    fn tee_copies_the_dump_and_strips_it_while_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let so = crate::hook::build_c_lib(dir.path(), "libteevm", SRC, &["-Wl,-z,now", "-pthread"]);
+        // SAFETY: `vm_dump` has this signature in SRC.
+        let vm_dump: DumpFn = unsafe { std::mem::transmute(crate::hook::dl_fn(&so, "vm_dump")) };
+        let input = std::fs::read(crate::hook::tests_fixture("jvm/heapdump_hashmap.hprof")).unwrap();
+        let (want_mini, _) = strip_bytes(&input, Level::Arrays).unwrap();
+
+        let tee = Tee::install(&["libnot-loaded.so", "libteevm.so"]).unwrap();
+        assert!(matches!(Tee::install(&["libteevm.so"]), Err(Error::AlreadyInstalled)));
+        assert_eq!(tee.libraries().len(), 1);
+        for round in 0..3 {
+            let full = dir.path().join(format!("full{round}.hprof"));
+            let mini = dir.path().join(format!("mini{round}.hprof"));
+            let other = dir.path().join(format!("other{round}"));
+            let cfg = TeeConfig {
+                full_path: full.clone(),
+                mini_path: Some(mini.clone()),
+                level: Level::Arrays,
+                keep_full: true,
+            };
+            tee.arm(&cfg).unwrap();
+            assert!(tee.arm(&cfg).is_err());
+            let of = std::fs::File::create(&other).unwrap();
+            let cpath = CString::new(full.to_str().unwrap()).unwrap();
+            use std::os::fd::AsRawFd;
+            assert_eq!(vm_dump(cpath.as_ptr(), input.as_ptr(), input.len(), of.as_raw_fd()), 0);
+            let rep = tee.disarm(Some(&mini));
+            assert!(rep.opened && rep.closed, "{rep:?}");
+            assert_eq!(rep.caught_by.len(), 1, "{rep:?}");
+            assert!(rep.caught_by[0].ends_with("/libteevm.so"));
+            assert_eq!(rep.full_bytes, input.len() as u64);
+            let stats = rep.mini.unwrap().unwrap();
+            assert!(stats.arrays_stripped > 0);
+            assert!(std::fs::read(&full).unwrap() == input, "full file differs");
+            assert!(std::fs::read(&mini).unwrap() == want_mini, "mini file differs");
+            assert_eq!(std::fs::read(&other).unwrap(), vec![b'x'; 2000]);
+        }
+
+        // A dump the stripper cannot parse: the mini file is abandoned, the full file is intact.
+        let sink = std::fs::File::create(dir.path().join("noise")).unwrap();
+        use std::os::fd::AsRawFd;
+        let noise = sink.as_raw_fd();
+        let full = dir.path().join("bad.hprof");
+        let mini = dir.path().join("bad.mini.hprof");
+        let mut bad = input.clone();
+        bad[31] = 0x77; // an unknown top-level tag right after the 31-byte header
+        tee.arm(&TeeConfig {
+            full_path: full.clone(),
+            mini_path: Some(mini.clone()),
+            level: Level::Arrays,
+            keep_full: true,
+        })
+        .unwrap();
+        let cpath = CString::new(full.to_str().unwrap()).unwrap();
+        assert_eq!(vm_dump(cpath.as_ptr(), bad.as_ptr(), bad.len(), noise), 0);
+        let rep = tee.disarm(Some(&mini));
+        let why = rep.mini.unwrap().unwrap_err();
+        assert!(why.contains("stripper"), "{why}");
+        assert!(!mini.exists());
+        assert!(std::fs::read(&full).unwrap() == bad);
+
+        // Not keeping the full file: the VM's file stays empty, the mini file is complete.
+        let full = dir.path().join("nofull.hprof");
+        let mini = dir.path().join("nofull.mini.hprof");
+        tee.arm(&TeeConfig {
+            full_path: full.clone(),
+            mini_path: Some(mini.clone()),
+            level: Level::Arrays,
+            keep_full: false,
+        })
+        .unwrap();
+        let cpath = CString::new(full.to_str().unwrap()).unwrap();
+        assert_eq!(vm_dump(cpath.as_ptr(), input.as_ptr(), input.len(), noise), 0);
+        let rep = tee.disarm(Some(&mini));
+        assert!(rep.mini.unwrap().is_ok());
+        assert_eq!(std::fs::metadata(&full).unwrap().len(), 0);
+        assert!(std::fs::read(&mini).unwrap() == want_mini);
+
+        // After uninstall nothing is teed.
+        tee.uninstall().unwrap();
+        let full = dir.path().join("after.hprof");
+        let cpath = CString::new(full.to_str().unwrap()).unwrap();
+        assert_eq!(vm_dump(cpath.as_ptr(), input.as_ptr(), input.len(), noise), 0);
+        assert!(std::fs::read(&full).unwrap() == input);
+    }
+}
