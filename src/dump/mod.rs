@@ -1,1 +1,146 @@
-//! placeholder
+//! Taking a heap dump without freezing the app: the dumpers, the guards before any dump, the
+//! fork mechanics, and analysis in a separate process.
+//!
+//! Owns:
+//! - [`Dumper`]: one implementation per runtime. [`hotspot::HotSpotDumper`] dumps in process
+//!   through `HotSpotDiagnosticMXBean.dumpHeap` with the tee on `libjvm.so`;
+//!   [`art::ArtForkDumper`] suspends ART, forks, resumes, and lets the child dump (Android).
+//! - [`guard::Guards`]: free disk, once per process, per-version quota and window, one dump at a
+//!   time. [`take`] checks them before every dump: no caller can skip them.
+//! - [`fork`]: fork a child that runs a closure against the copy-on-write snapshot, with a
+//!   deadline, a watchdog kill, `waitpid` retried on EINTR and no zombie left.
+//! - [`elfsym`]: symbols from an ELF file's `.dynsym`/`.symtab` (no `dlopen`).
+//! - [`analysis`]: fork+exec of the analyser with `oom_score_adj` raised, nice 19, `RLIMIT_AS`
+//!   and a deadline; attempts counted on disk.
+//!
+//! Invariants: a failed dump leaves no partial file behind and is never handed to analysis;
+//! every refusal and failure is logged once with its reason; no JNI in a forked child.
+
+pub mod analysis;
+pub mod art;
+pub mod elfsym;
+pub mod fork;
+pub mod guard;
+pub mod hotspot;
+
+use crate::hprof::{Level, StripStats};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// What went wrong with a dump.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("dump refused: {0}")]
+    Refused(String),
+    #[error("dump unsupported on this runtime: {0}")]
+    Unsupported(String),
+    #[error("the VM's dumper failed: {0}; partial files removed")]
+    Vm(String),
+    #[error("dump child {0}; partial files removed")]
+    Child(String),
+    #[error("hook: {0}")]
+    Hook(#[from] crate::hook::Error),
+    #[error("{what} {path}: {err}")]
+    Io {
+        what: &'static str,
+        path: String,
+        err: std::io::Error,
+    },
+    #[error("{0}")]
+    Sys(String),
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// One dump to take.
+#[derive(Clone, Debug)]
+pub struct DumpRequest {
+    /// Where the VM writes the full dump (must end in `.hprof` on HotSpot).
+    pub full_path: PathBuf,
+    /// Where the stripped copy goes, written while the VM dumps; `None`: no tee.
+    pub mini_path: Option<PathBuf>,
+    pub level: Level,
+    /// Keep the full file (for local analysis); if not, only the mini file is written.
+    pub keep_full: bool,
+    /// How long the dump may take before it is abandoned (fork dumpers: the child is killed).
+    pub deadline: Duration,
+}
+
+/// What a dump produced.
+#[derive(Clone, Debug)]
+pub struct DumpOutcome {
+    pub dumper: &'static str,
+    /// The full file, if kept.
+    pub full: Option<PathBuf>,
+    pub full_bytes: u64,
+    /// The mini file's stats, or why it was abandoned.
+    pub mini: Option<std::result::Result<StripStats, String>>,
+    /// Libraries whose hooks caught the dump.
+    pub caught_by: Vec<String>,
+    /// How long the app's threads were stopped.
+    pub pause: Duration,
+    /// Wall time of the whole dump.
+    pub total: Duration,
+}
+
+/// A way to dump the heap of the runtime we are in.
+pub trait Dumper {
+    fn name(&self) -> &'static str;
+    /// Say why this dumper cannot work here, before anything is stopped or forked.
+    fn check(&mut self) -> Result<()>;
+    /// Dump. Called by [`take`] after the guards allowed it.
+    fn dump(&mut self, req: &DumpRequest) -> Result<DumpOutcome>;
+}
+
+/// Remove what a failed dump left.
+pub(crate) fn remove_partial(req: &DumpRequest) {
+    let _ = std::fs::remove_file(&req.full_path);
+    if let Some(m) = &req.mini_path {
+        let _ = std::fs::remove_file(m);
+    }
+}
+
+/// Take a dump: the guards, then the dumper; the fallback dumper when the first one says it is
+/// unsupported here (policy: `None` means skip).
+pub fn take(
+    guards: &guard::Guards,
+    heap_bytes: u64,
+    dumper: &mut dyn Dumper,
+    fallback: Option<&mut dyn Dumper>,
+    req: &DumpRequest,
+) -> Result<DumpOutcome> {
+    let dir = req
+        .full_path
+        .parent()
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("."));
+    let permit = guards.allow(&dir, heap_bytes).inspect_err(|e| {
+        tracing::warn!(reason = %e, "heap dump refused");
+    })?;
+    let chosen: &mut dyn Dumper = match dumper.check() {
+        Ok(()) => dumper,
+        Err(e) => match fallback {
+            Some(f) => {
+                tracing::warn!(dumper = dumper.name(), fallback = f.name(), reason = %e, "dumper unsupported, falling back");
+                f.check()?;
+                f
+            }
+            None => {
+                tracing::warn!(dumper = dumper.name(), reason = %e, "dumper unsupported, dump skipped by policy");
+                return Err(e);
+            }
+        },
+    };
+    let r = chosen.dump(req);
+    match &r {
+        Ok(o) => {
+            permit.succeeded();
+            tracing::info!(dumper = o.dumper, bytes = o.full_bytes, pause_ms = o.pause.as_millis() as u64, "heap dump taken");
+        }
+        Err(e) => {
+            remove_partial(req);
+            tracing::warn!(dumper = chosen.name(), error = %e, "heap dump failed");
+        }
+    }
+    r
+}

@@ -93,6 +93,21 @@ pub fn loaded_libraries() -> Vec<String> {
     out
 }
 
+/// The path and load bias of the loaded library whose file name is `lib`.
+pub fn find_loaded(lib: &str) -> Option<(String, usize)> {
+    let mut out = None;
+    iterate(|info| {
+        let name = info_name(info);
+        if base_name(&name) == lib {
+            out = Some((name, info.dlpi_addr as usize));
+            true
+        } else {
+            false
+        }
+    });
+    out
+}
+
 /// The file name part of a path.
 fn base_name(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
