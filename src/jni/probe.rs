@@ -1,1 +1,100 @@
-//! probe
+//! Test-support exports for class `dev.oomguard.testing.DumpProbe`: take a HotSpot dump through
+//! the tee (or without any hook) from a real JVM, so that tests can compare the files.
+//!
+//! `static native String dump(String fullPath, String miniPath, String level, boolean hooked)`
+//! dumps the heap (`live`) to `fullPath`; if `hooked`, with the tee on `libjvm.so` writing the
+//! mini file, else with every hook removed. The files are then renamed to
+//! `fullPath.N.hooked|plain` and `miniPath.N` (N counts the calls), so that the Java side passes
+//! the same strings every time and the heaps of consecutive dumps stay alike. It returns a JSON
+//! report, or `{"error": …}`. Nothing panics across this boundary.
+
+use crate::dump::hotspot::HotSpotDumper;
+use crate::dump::{DumpRequest, Dumper};
+use crate::hprof::Level;
+use jni::objects::{JClass, JString};
+use jni::sys::{jboolean, jstring};
+use jni::JNIEnv;
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::Duration;
+
+static DUMPER: Mutex<Option<HotSpotDumper>> = Mutex::new(None);
+static COUNT: Mutex<u64> = Mutex::new(0);
+
+fn run(
+    env: &mut JNIEnv,
+    full: &JString,
+    mini: &JString,
+    level: &JString,
+    hooked: bool,
+) -> Result<serde_json::Value, String> {
+    let full: String = env.get_string(full).map_err(|e| e.to_string())?.into();
+    let mini: String = env.get_string(mini).map_err(|e| e.to_string())?.into();
+    let level: Level = String::from(env.get_string(level).map_err(|e| e.to_string())?).parse()?;
+    let mut guard = DUMPER.lock().map_err(|_| "probe state poisoned".to_string())?;
+    if guard.is_none() {
+        let vm = env.get_java_vm().map_err(|e| e.to_string())?;
+        *guard = Some(HotSpotDumper::new(vm));
+    }
+    let d = guard.as_mut().ok_or("no dumper")?;
+    if !hooked {
+        d.unhook().map_err(|e| e.to_string())?;
+    }
+    let req = DumpRequest {
+        full_path: PathBuf::from(&full),
+        mini_path: hooked.then(|| PathBuf::from(&mini)),
+        level,
+        keep_full: true,
+        deadline: Duration::from_secs(600),
+    };
+    let out = d.dump(&req).map_err(|e| e.to_string())?;
+    let n = {
+        let mut c = COUNT.lock().map_err(|_| "probe counter poisoned".to_string())?;
+        *c += 1;
+        *c
+    };
+    let full_to = format!("{full}.{n}.{}", if hooked { "hooked" } else { "plain" });
+    std::fs::rename(&full, &full_to).map_err(|e| format!("rename {full}: {e}"))?;
+    let mini_to = format!("{mini}.{n}");
+    let mini_json = match &out.mini {
+        Some(Ok(s)) => {
+            std::fs::rename(&mini, &mini_to).map_err(|e| format!("rename {mini}: {e}"))?;
+            serde_json::json!({"ok": true, "path": mini_to, "output_bytes": s.output_bytes,
+                "arrays_stripped": s.arrays_stripped})
+        }
+        Some(Err(why)) => serde_json::json!({"ok": false, "error": why}),
+        None => serde_json::Value::Null,
+    };
+    Ok(serde_json::json!({
+        "n": n,
+        "hooked": hooked,
+        "full": full_to,
+        "full_bytes": out.full_bytes,
+        "mini": mini_json,
+        "caught_by": out.caught_by,
+        "pause_ms": out.pause.as_secs_f64() * 1000.0,
+    }))
+}
+
+/// `DumpProbe.dump(String fullPath, String miniPath, String level, boolean hooked)`.
+#[no_mangle]
+pub extern "system" fn Java_dev_oomguard_testing_DumpProbe_dump<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    full: JString<'l>,
+    mini: JString<'l>,
+    level: JString<'l>,
+    hooked: jboolean,
+) -> jstring {
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        run(&mut env, &full, &mini, &level, hooked != 0)
+    }));
+    let v = match r {
+        Ok(Ok(v)) => v,
+        Ok(Err(e)) => serde_json::json!({ "error": e }),
+        Err(_) => serde_json::json!({ "error": "panic in the probe" }),
+    };
+    env.new_string(v.to_string())
+        .map(|s| s.into_raw())
+        .unwrap_or(std::ptr::null_mut())
+}
