@@ -3,7 +3,7 @@
 //! The map of the crate is `../shared/DESIGN.md`: one module per concern, unsafe code only in
 //! `hook`, `dump` and `jni`. The pure modules forbid unsafe code with a module attribute.
 
-pub mod hprof;
 pub mod dump;
 pub mod hook;
+pub mod hprof;
 pub mod jni;

@@ -208,13 +208,22 @@ int (*volatile keep)(int) = hidden_helper;
         let so = crate::hook::build_c_lib(dir.path(), "libsyms", SRC, &[]);
         let e = ElfSymbols::open(&so).unwrap();
         assert!(e.has_symtab());
-        let r = e.lookup_many(&["art_like_suspend", "exported_counter", "hidden_helper", "absent"]);
+        let r = e.lookup_many(&[
+            "art_like_suspend",
+            "exported_counter",
+            "hidden_helper",
+            "absent",
+        ]);
         let f = r[0].unwrap();
         assert_eq!(f.table, Table::Dynsym);
         assert_eq!(r[1].unwrap().table, Table::Dynsym);
         assert_eq!(r[1].unwrap().size, 4);
         let h = r[2].unwrap();
-        assert_eq!(h.table, Table::Symtab, "static functions are only in .symtab");
+        assert_eq!(
+            h.table,
+            Table::Symtab,
+            "static functions are only in .symtab"
+        );
         assert!(r[3].is_none());
         // The address from the file plus the load bias is the function dlsym finds.
         let addr = crate::hook::dl_fn(&so, "art_like_suspend");
@@ -222,7 +231,11 @@ int (*volatile keep)(int) = hidden_helper;
         assert_eq!(bias + f.value as usize, addr);
         // SAFETY: the resolved address of `int art_like_suspend(int)`.
         let g: extern "C" fn(i32) -> i32 = unsafe { std::mem::transmute(bias + h.value as usize) };
-        assert_eq!(g(5), 15, "the .symtab-only static function is callable at bias + value");
+        assert_eq!(
+            g(5),
+            15,
+            "the .symtab-only static function is callable at bias + value"
+        );
 
         // Stripped: .symtab gone, .dynsym stays.
         let stripped = dir.path().join("libsyms-stripped.so");

@@ -146,11 +146,8 @@ impl Child {
             if now >= end_at {
                 break;
             }
-            let left = (end_at - now).min(Duration::from_millis(if fd.is_some() {
-                1000
-            } else {
-                20
-            }));
+            let left =
+                (end_at - now).min(Duration::from_millis(if fd.is_some() { 1000 } else { 20 }));
             match fd {
                 Some(fd) => {
                     let mut p = libc::pollfd {
@@ -250,7 +247,11 @@ mod tests {
         }
         // SAFETY: a valid path and buffer.
         unsafe {
-            let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC, 0o644);
+            let fd = libc::open(
+                path.as_ptr(),
+                libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC,
+                0o644,
+            );
             if fd < 0 {
                 return 3;
             }
@@ -291,7 +292,9 @@ mod tests {
                             vm.parked.fetch_sub(1, Ordering::AcqRel);
                         }
                         for _ in 0..1000 {
-                            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                            x = x
+                                .wrapping_mul(6364136223846793005)
+                                .wrapping_add(1442695040888963407);
                             let i = (x >> 20) as usize % vm.heap.len();
                             vm.heap[i].store(x, Ordering::Relaxed);
                         }
@@ -322,7 +325,11 @@ mod tests {
             vm.suspend.store(false, Ordering::Release);
             let pause = t0.elapsed();
             std::thread::sleep(Duration::from_millis(30));
-            assert_ne!(checksum(&vm.heap), expect, "the parent's threads kept writing");
+            assert_ne!(
+                checksum(&vm.heap),
+                expect,
+                "the parent's threads kept writing"
+            );
             let pid = child.pid;
             finish(&mut child, Duration::from_secs(20), &[]).unwrap();
             let got = std::fs::read_to_string(&out).unwrap();

@@ -259,7 +259,11 @@ mod tests {
         let mut p = policy();
         p.min_free_bytes = free.saturating_mul(4);
         let g = Guards::new(p, d.path(), "v");
-        assert!(g.allow(d.path(), 1).unwrap_err().to_string().contains("need"));
+        assert!(g
+            .allow(d.path(), 1)
+            .unwrap_err()
+            .to_string()
+            .contains("need"));
         // Refusals do not count against the quota.
         assert_eq!(g.counted(), 0);
         let g = Guards::new(policy(), d.path(), "v");

@@ -139,7 +139,9 @@ impl Dumper for HotSpotDumper {
         let pause = start.elapsed();
         let full_bytes = match &report {
             Some(rep) => rep.full_bytes,
-            None => std::fs::metadata(&req.full_path).map(|m| m.len()).unwrap_or(0),
+            None => std::fs::metadata(&req.full_path)
+                .map(|m| m.len())
+                .unwrap_or(0),
         };
         if let Some(rep) = &report {
             if !rep.opened {

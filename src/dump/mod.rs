@@ -135,7 +135,12 @@ pub fn take(
     match &r {
         Ok(o) => {
             permit.succeeded();
-            tracing::info!(dumper = o.dumper, bytes = o.full_bytes, pause_ms = o.pause.as_millis() as u64, "heap dump taken");
+            tracing::info!(
+                dumper = o.dumper,
+                bytes = o.full_bytes,
+                pause_ms = o.pause.as_millis() as u64,
+                "heap dump taken"
+            );
         }
         Err(e) => {
             remove_partial(req);

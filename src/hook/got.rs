@@ -227,7 +227,11 @@ fn dlsym_default(name: &str) -> Option<usize> {
 ///
 /// # Safety
 /// `info` must describe an object that stays mapped for the duration of the call.
-unsafe fn scan(info: &libc::dl_phdr_info, name: String, imports: &[Import]) -> Result<Found, Error> {
+unsafe fn scan(
+    info: &libc::dl_phdr_info,
+    name: String,
+    imports: &[Import],
+) -> Result<Found, Error> {
     let bias = info.dlpi_addr as usize;
     // SAFETY: the loader's program header table has `dlpi_phnum` entries.
     let phdrs: &[Phdr] =
@@ -251,7 +255,13 @@ unsafe fn scan(info: &libc::dl_phdr_info, name: String, imports: &[Import]) -> R
     })?;
     // d_ptr values are already relocated by glibc and are not by bionic (or glibc on some
     // arches): an address inside the mapped range is taken as is, anything else gets the bias.
-    let addr = |v: usize| if v >= lo && v < hi { v } else { v.wrapping_add(bias) };
+    let addr = |v: usize| {
+        if v >= lo && v < hi {
+            v
+        } else {
+            v.wrapping_add(bias)
+        }
+    };
     let (mut strtab, mut strsz, mut symtab) = (0usize, 0usize, 0usize);
     let (mut jmprel, mut pltrelsz, mut pltrel) = (0usize, 0usize, DT_RELA as usize);
     let (mut rela, mut relasz, mut rel, mut relsz) = (0usize, 0usize, 0usize, 0usize);
@@ -439,14 +449,19 @@ wfn write_ptr(void) { return &write; }
     static CALLS: AtomicUsize = AtomicUsize::new(0);
     static REAL_WRITE: AtomicUsize = AtomicUsize::new(0);
 
-    unsafe extern "C" fn counting_write(fd: libc::c_int, buf: *const libc::c_void, n: usize) -> isize {
+    unsafe extern "C" fn counting_write(
+        fd: libc::c_int,
+        buf: *const libc::c_void,
+        n: usize,
+    ) -> isize {
         CALLS.fetch_add(1, Ordering::SeqCst);
         let f = REAL_WRITE.load(Ordering::SeqCst);
         // SAFETY: the real write recorded by `on_real` before the slot was patched.
         unsafe {
-            std::mem::transmute::<usize, unsafe extern "C" fn(libc::c_int, *const libc::c_void, usize) -> isize>(f)(
-                fd, buf, n,
-            )
+            std::mem::transmute::<
+                usize,
+                unsafe extern "C" fn(libc::c_int, *const libc::c_void, usize) -> isize,
+            >(f)(fd, buf, n)
         }
     }
 
@@ -474,7 +489,9 @@ wfn write_ptr(void) { return &write; }
         let mut fds = [0; 2];
         // SAFETY: a two-int array for pipe.
         assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
-        assert!(loaded_libraries().iter().any(|l| l.ends_with(&format!("/{name}.so"))));
+        assert!(loaded_libraries()
+            .iter()
+            .any(|l| l.ends_with(&format!("/{name}.so"))));
         // Before hooking: the library calls libc directly.
         CALLS.store(0, Ordering::SeqCst);
         assert_eq!(say(fds[1]), 5);
@@ -529,7 +546,8 @@ wfn write_ptr(void) { return &write; }
         let e = patch_library("libnot-there-at-all.so", &[], &mut |_, _| {}).unwrap_err();
         assert!(matches!(e, Error::NotLoaded(_)), "{e}");
         let dir = tempfile::tempdir().unwrap();
-        let so = crate::hook::build_c_lib(dir.path(), "libgot_none", "int f(int x){return x+1;}", &[]);
+        let so =
+            crate::hook::build_c_lib(dir.path(), "libgot_none", "int f(int x){return x+1;}", &[]);
         crate::hook::dl_fn(&so, "f");
         let imports = [Import {
             name: "write",

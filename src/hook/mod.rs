@@ -51,7 +51,12 @@ pub enum Error {
 
 /// Test support: build a shared library from C source with the machine's `cc`.
 #[cfg(test)]
-pub(crate) fn build_c_lib(dir: &std::path::Path, name: &str, src: &str, flags: &[&str]) -> std::path::PathBuf {
+pub(crate) fn build_c_lib(
+    dir: &std::path::Path,
+    name: &str,
+    src: &str,
+    flags: &[&str],
+) -> std::path::PathBuf {
     let c = dir.join(format!("{name}.c"));
     std::fs::write(&c, src).unwrap();
     let so = dir.join(format!("{name}.so"));

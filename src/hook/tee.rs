@@ -138,7 +138,11 @@ fn opened(path: *const c_char, fd: c_int) {
     });
 }
 
-unsafe extern "C" fn h_open<const L: usize>(path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
+unsafe extern "C" fn h_open<const L: usize>(
+    path: *const c_char,
+    flags: c_int,
+    mode: c_uint,
+) -> c_int {
     let f = real(L, OPEN);
     // SAFETY: REAL holds the resolved `open` (set before the slot was patched); the mode argument
     // is passed in the same register whether or not the caller used the variadic form.
@@ -157,7 +161,11 @@ unsafe extern "C" fn h_open<const L: usize>(path: *const c_char, flags: c_int, m
     fd
 }
 
-unsafe extern "C" fn h_open64<const L: usize>(path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
+unsafe extern "C" fn h_open64<const L: usize>(
+    path: *const c_char,
+    flags: c_int,
+    mode: c_uint,
+) -> c_int {
     let f = real(L, OPEN64);
     // SAFETY: as in `h_open`.
     let fd = unsafe {
@@ -282,7 +290,10 @@ unsafe extern "C" fn h_write<const L: usize>(fd: c_int, buf: *const c_void, coun
                 if pos >= 0 && pos as u64 != a.bytes {
                     a.stripper = None;
                     a.abandoned.get_or_insert_with(|| {
-                        format!("the VM wrote at offset {pos}, expected {}: not a sequential write", a.bytes)
+                        format!(
+                            "the VM wrote at offset {pos}, expected {}: not a sequential write",
+                            a.bytes
+                        )
                     });
                 }
             }
@@ -594,11 +605,15 @@ int vm_dump(const char *path, const char *buf, size_t len, int other) {
         let so = crate::hook::build_c_lib(dir.path(), "libteevm", SRC, &["-Wl,-z,now", "-pthread"]);
         // SAFETY: `vm_dump` has this signature in SRC.
         let vm_dump: DumpFn = unsafe { std::mem::transmute(crate::hook::dl_fn(&so, "vm_dump")) };
-        let input = std::fs::read(crate::hook::tests_fixture("jvm/heapdump_hashmap.hprof")).unwrap();
+        let input =
+            std::fs::read(crate::hook::tests_fixture("jvm/heapdump_hashmap.hprof")).unwrap();
         let (want_mini, _) = strip_bytes(&input, Level::Arrays).unwrap();
 
         let tee = Tee::install(&["libnot-loaded.so", "libteevm.so"]).unwrap();
-        assert!(matches!(Tee::install(&["libteevm.so"]), Err(Error::AlreadyInstalled)));
+        assert!(matches!(
+            Tee::install(&["libteevm.so"]),
+            Err(Error::AlreadyInstalled)
+        ));
         assert_eq!(tee.libraries().len(), 1);
         for round in 0..3 {
             let full = dir.path().join(format!("full{round}.hprof"));
@@ -615,7 +630,10 @@ int vm_dump(const char *path, const char *buf, size_t len, int other) {
             let of = std::fs::File::create(&other).unwrap();
             let cpath = CString::new(full.to_str().unwrap()).unwrap();
             use std::os::fd::AsRawFd;
-            assert_eq!(vm_dump(cpath.as_ptr(), input.as_ptr(), input.len(), of.as_raw_fd()), 0);
+            assert_eq!(
+                vm_dump(cpath.as_ptr(), input.as_ptr(), input.len(), of.as_raw_fd()),
+                0
+            );
             let rep = tee.disarm(Some(&mini));
             assert!(rep.opened && rep.closed, "{rep:?}");
             assert_eq!(rep.caught_by.len(), 1, "{rep:?}");
@@ -624,7 +642,10 @@ int vm_dump(const char *path, const char *buf, size_t len, int other) {
             let stats = rep.mini.unwrap().unwrap();
             assert!(stats.arrays_stripped > 0);
             assert!(std::fs::read(&full).unwrap() == input, "full file differs");
-            assert!(std::fs::read(&mini).unwrap() == want_mini, "mini file differs");
+            assert!(
+                std::fs::read(&mini).unwrap() == want_mini,
+                "mini file differs"
+            );
             assert_eq!(std::fs::read(&other).unwrap(), vec![b'x'; 2000]);
         }
 
@@ -662,7 +683,10 @@ int vm_dump(const char *path, const char *buf, size_t len, int other) {
         })
         .unwrap();
         let cpath = CString::new(full.to_str().unwrap()).unwrap();
-        assert_eq!(vm_dump(cpath.as_ptr(), input.as_ptr(), input.len(), noise), 0);
+        assert_eq!(
+            vm_dump(cpath.as_ptr(), input.as_ptr(), input.len(), noise),
+            0
+        );
         let rep = tee.disarm(Some(&mini));
         assert!(rep.mini.unwrap().is_ok());
         assert_eq!(std::fs::metadata(&full).unwrap().len(), 0);
@@ -672,7 +696,10 @@ int vm_dump(const char *path, const char *buf, size_t len, int other) {
         tee.uninstall().unwrap();
         let full = dir.path().join("after.hprof");
         let cpath = CString::new(full.to_str().unwrap()).unwrap();
-        assert_eq!(vm_dump(cpath.as_ptr(), input.as_ptr(), input.len(), noise), 0);
+        assert_eq!(
+            vm_dump(cpath.as_ptr(), input.as_ptr(), input.len(), noise),
+            0
+        );
         assert!(std::fs::read(&full).unwrap() == input);
     }
 }

@@ -21,8 +21,8 @@
 
 mod parser;
 pub mod restore;
-mod strip;
 pub mod stats;
+mod strip;
 pub mod writer;
 
 pub use parser::{ClassDump, Parser, ParserLimits, Record, Sub, Visitor};

@@ -5,8 +5,9 @@
 //! dumps the heap (`live`) to `fullPath`; if `hooked`, with the tee on `libjvm.so` writing the
 //! mini file, else with every hook removed. The files are then renamed to
 //! `fullPath.N.hooked|plain` and `miniPath.N` (N counts the calls), so that the Java side passes
-//! the same strings every time and the heaps of consecutive dumps stay alike. It returns a JSON
-//! report, or `{"error": …}`. Nothing panics across this boundary.
+//! the same strings every time and the heaps of consecutive dumps stay alike. It appends a JSON
+//! report to `reports.jsonl` in the dump's directory and returns null, or the report if it is an
+//! error (`{"error": …}`). Nothing panics across this boundary.
 
 use crate::dump::hotspot::HotSpotDumper;
 use crate::dump::{DumpRequest, Dumper};
@@ -31,7 +32,9 @@ fn run(
     let full: String = env.get_string(full).map_err(|e| e.to_string())?.into();
     let mini: String = env.get_string(mini).map_err(|e| e.to_string())?.into();
     let level: Level = String::from(env.get_string(level).map_err(|e| e.to_string())?).parse()?;
-    let mut guard = DUMPER.lock().map_err(|_| "probe state poisoned".to_string())?;
+    let mut guard = DUMPER
+        .lock()
+        .map_err(|_| "probe state poisoned".to_string())?;
     if guard.is_none() {
         let vm = env.get_java_vm().map_err(|e| e.to_string())?;
         *guard = Some(HotSpotDumper::new(vm));
@@ -49,7 +52,9 @@ fn run(
     };
     let out = d.dump(&req).map_err(|e| e.to_string())?;
     let n = {
-        let mut c = COUNT.lock().map_err(|_| "probe counter poisoned".to_string())?;
+        let mut c = COUNT
+            .lock()
+            .map_err(|_| "probe counter poisoned".to_string())?;
         *c += 1;
         *c
     };
@@ -76,6 +81,21 @@ fn run(
     }))
 }
 
+/// Append a report line to `reports.jsonl` beside the dump (outside the Java heap, so that
+/// reports do not change the heap between dumps).
+fn log_report(full: &str, v: &serde_json::Value) {
+    let dir = std::path::Path::new(full)
+        .parent()
+        .unwrap_or(std::path::Path::new("."));
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("reports.jsonl"))
+    {
+        let _ = std::io::Write::write_all(&mut f, format!("{v}\n").as_bytes());
+    }
+}
+
 /// `DumpProbe.dump(String fullPath, String miniPath, String level, boolean hooked)`.
 #[no_mangle]
 pub extern "system" fn Java_dev_oomguard_testing_DumpProbe_dump<'l>(
@@ -94,6 +114,13 @@ pub extern "system" fn Java_dev_oomguard_testing_DumpProbe_dump<'l>(
         Ok(Err(e)) => serde_json::json!({ "error": e }),
         Err(_) => serde_json::json!({ "error": "panic in the probe" }),
     };
+    if let Ok(f) = env.get_string(&full) {
+        log_report(&String::from(f), &v);
+    }
+    if v.get("error").is_none() {
+        // Success allocates nothing in the Java heap: the two dumps compared see the same heap.
+        return std::ptr::null_mut();
+    }
     env.new_string(v.to_string())
         .map(|s| s.into_raw())
         .unwrap_or(std::ptr::null_mut())

@@ -11,10 +11,11 @@ import java.util.Map;
  * <p>{@code java -cp CLASSES dev.oomguard.testing.DumpProbe LIB DIR N [MB]} loads LIB
  * (liboomguard.so), builds a fixed heap of about MB megabytes, then dumps it 2N+1 times from one
  * call site, alternating hooked (the tee on libjvm.so, with a mini file) and plain (no hook), the
- * first one a warm-up. Each report is printed as one line of JSON. A fifth argument "p" makes
+ * first one a warm-up. Reports go to DIR/reports.jsonl, one JSON line per dump. A fifth argument "p" makes
  * the first dump the plain one (to compare the first dumps of two fresh, identical JVMs).
  */
 public final class DumpProbe {
+    /** Returns null on success, else the error report; every report goes to DIR/reports.jsonl. */
     public static native String dump(String fullPath, String miniPath, String level, boolean hooked);
 
     static final List<Object> KEEP = new ArrayList<>();
@@ -42,8 +43,19 @@ public final class DumpProbe {
         String level = "arrays";
         int first = args.length > 4 && args[4].equals("p") ? 1 : 0;
         for (int i = 0; i < 2 * n + 1; i++) {
-            String r = dump(full, mini, level, (i + first) % 2 == 0);
-            System.out.println(r);
+            // Let the reference handler and cleaner threads finish with what the previous full
+            // GC found, so that they do not change the heap during the next dump.
+            try {
+                Thread.sleep(150);
+            } catch (InterruptedException e) {
+                return;
+            }
+            // The report goes to DIR/reports.jsonl. It is not kept in a local or printed here:
+            // either would change the heap (a live String, System.out's buffers) between the
+            // dumps being compared.
+            if (dump(full, mini, level, (i + first) % 2 == 0) != null) {
+                System.exit(3);
+            }
         }
     }
 }
