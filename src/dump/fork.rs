@@ -121,6 +121,11 @@ fn pidfd(pid: libc::pid_t) -> Option<libc::c_int> {
 }
 
 impl Child {
+    /// Time since the fork.
+    pub fn elapsed(&self) -> Duration {
+        self.started.elapsed()
+    }
+
     /// Wait until the child ends or `deadline` after it was forked; at the deadline, kill it.
     pub fn wait(&mut self, deadline: Duration) -> Result<ChildEnd> {
         let end_at = self.started + deadline;
