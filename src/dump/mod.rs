@@ -149,3 +149,97 @@ pub fn take(
     }
     r
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use guard::{GuardPolicy, Guards};
+
+    /// A dumper that is unsupported, or writes a fixed file, or fails after writing part of it.
+    struct Fake {
+        supported: bool,
+        fail: bool,
+        calls: u32,
+    }
+
+    impl Dumper for Fake {
+        fn name(&self) -> &'static str {
+            "fake"
+        }
+        fn check(&mut self) -> Result<()> {
+            if self.supported {
+                Ok(())
+            } else {
+                Err(Error::Unsupported("fake runtime".into()))
+            }
+        }
+        fn dump(&mut self, req: &DumpRequest) -> Result<DumpOutcome> {
+            self.calls += 1;
+            std::fs::write(&req.full_path, b"partial").unwrap();
+            if self.fail {
+                return Err(Error::Child("fake child crashed".into()));
+            }
+            Ok(DumpOutcome {
+                dumper: "fake",
+                full: Some(req.full_path.clone()),
+                full_bytes: 7,
+                mini: None,
+                caught_by: vec![],
+                pause: Duration::ZERO,
+                total: Duration::ZERO,
+            })
+        }
+    }
+
+    fn req(dir: &std::path::Path) -> DumpRequest {
+        DumpRequest {
+            full_path: dir.join("d.hprof"),
+            mini_path: Some(dir.join("d.mini.hprof")),
+            level: Level::Arrays,
+            keep_full: true,
+            deadline: Duration::from_secs(5),
+        }
+    }
+
+    #[test]
+    fn take_checks_guards_falls_back_and_cleans_up_failures() {
+        let d = tempfile::tempdir().unwrap();
+        let policy = GuardPolicy {
+            min_free_bytes: 1,
+            once_per_process: false,
+            quota_per_version: 3,
+            ..GuardPolicy::default()
+        };
+        let g = Guards::new(policy, d.path(), "1");
+        let mut unsupported = Fake {
+            supported: false,
+            fail: false,
+            calls: 0,
+        };
+        let mut ok = Fake {
+            supported: true,
+            fail: false,
+            calls: 0,
+        };
+        // Unsupported without fallback: skipped (policy "skip"), nothing written.
+        let e = take(&g, 1, &mut unsupported, None, &req(d.path())).unwrap_err();
+        assert!(matches!(e, Error::Unsupported(_)), "{e}");
+        assert_eq!(unsupported.calls, 0);
+        // Unsupported with fallback: the fallback dumps.
+        let o = take(&g, 1, &mut unsupported, Some(&mut ok), &req(d.path())).unwrap();
+        assert_eq!(o.full_bytes, 7);
+        assert_eq!(ok.calls, 1);
+        // A failing dumper: its partial file is removed.
+        let mut bad = Fake {
+            supported: true,
+            fail: true,
+            calls: 0,
+        };
+        assert!(take(&g, 1, &mut bad, None, &req(d.path())).is_err());
+        assert!(!d.path().join("d.hprof").exists());
+        // Quota (3) used up: refused before the dumper is called.
+        let e = take(&g, 1, &mut ok, None, &req(d.path())).unwrap_err();
+        assert!(matches!(e, Error::Refused(_)), "{e}");
+        assert_eq!(ok.calls, 1);
+    }
+}

@@ -535,6 +535,61 @@ impl Tee {
         }
     }
 
+    /// In a forked dump child, after the VM's dumper returned: finish the mini file this
+    /// process's copy of the tee was writing. Returns 0 if the mini file is complete, 1 if it
+    /// was abandoned (the caller then removes it), 2 if there was no mini file or no dump was
+    /// seen. Nothing is freed (the memory goes with the child): `free` in a forked child of a
+    /// multi-threaded process could wait for a lock held by a thread that does not exist here.
+    pub fn finish_in_child(&self) -> i32 {
+        let armed = with_state(|st| {
+            ARMED.store(false, Ordering::Release);
+            DUMP_FD.store(-1, Ordering::Release);
+            st.take()
+        });
+        let Some(mut a) = armed else {
+            return 2;
+        };
+        let code = match (a.stripper.take(), a.abandoned.is_some(), a.opened) {
+            (Some(s), false, true) => match s.finish() {
+                Ok((sink, _stats)) => {
+                    let ok = sink.file.sync_all().is_ok();
+                    std::mem::forget(sink);
+                    if ok {
+                        0
+                    } else {
+                        1
+                    }
+                }
+                Err(e) => {
+                    std::mem::forget(e);
+                    1
+                }
+            },
+            (Some(s), _, _) => {
+                std::mem::forget(s);
+                1
+            }
+            (None, true, _) => 1,
+            (None, false, _) => 2,
+        };
+        std::mem::forget(a);
+        code
+    }
+
+    /// In the parent of a fork dumper: drop the armed state without touching the mini file
+    /// (the child wrote it).
+    pub fn discard(&self) {
+        let armed = with_state(|st| {
+            ARMED.store(false, Ordering::Release);
+            DUMP_FD.store(-1, Ordering::Release);
+            st.take()
+        });
+        if let Some(mut a) = armed {
+            // Dropping the stripper would drop its FileSink: fine, it only closes our fd.
+            a.stripper = None;
+        }
+    }
+
     /// Put every original import back.
     pub fn uninstall(self) -> Result<(), Error> {
         let mut first = None;
