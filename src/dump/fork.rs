@@ -352,7 +352,8 @@ mod tests {
     fn crash_nonzero_exit_and_hang_are_failures_and_files_are_removed() {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("partial.hprof");
-        let cases: Vec<(Box<dyn FnOnce() -> i32 + Send>, &str)> = vec![
+        type Body = Box<dyn FnOnce() -> i32 + Send>;
+        let cases: Vec<(Body, &str)> = vec![
             (
                 // SAFETY: abort in the child only.
                 Box::new(|| unsafe { libc::abort() }),
@@ -372,7 +373,12 @@ mod tests {
             let t0 = Instant::now();
             let mut child = spawn(DUMP_CHILD_NAME, 60, body).unwrap();
             let pid = child.pid;
-            let e = finish(&mut child, Duration::from_millis(400), &[f.clone()]).unwrap_err();
+            let e = finish(
+                &mut child,
+                Duration::from_millis(400),
+                std::slice::from_ref(&f),
+            )
+            .unwrap_err();
             let waited = t0.elapsed();
             assert!(e.to_string().contains(want), "{e} (want {want})");
             assert!(!f.exists(), "partial file removed");

@@ -100,8 +100,8 @@ pub(crate) fn remove_partial(req: &DumpRequest) {
     }
 }
 
-/// Take a dump: the guards, then the dumper; the fallback dumper when the first one says it is
-/// unsupported here (policy: `None` means skip).
+/// Take a dump: pick the dumper (the fallback when the first one says it is unsupported here;
+/// policy: `None` means skip), then the guards (an unsupported runtime uses no quota), then dump.
 pub fn take(
     guards: &guard::Guards,
     heap_bytes: u64,
@@ -114,9 +114,6 @@ pub fn take(
         .parent()
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("."));
-    let permit = guards.allow(&dir, heap_bytes).inspect_err(|e| {
-        tracing::warn!(reason = %e, "heap dump refused");
-    })?;
     let chosen: &mut dyn Dumper = match dumper.check() {
         Ok(()) => dumper,
         Err(e) => match fallback {
@@ -131,6 +128,9 @@ pub fn take(
             }
         },
     };
+    let permit = guards.allow(&dir, heap_bytes).inspect_err(|e| {
+        tracing::warn!(reason = %e, "heap dump refused");
+    })?;
     let r = chosen.dump(req);
     match &r {
         Ok(o) => {
@@ -207,7 +207,7 @@ mod tests {
         let policy = GuardPolicy {
             min_free_bytes: 1,
             once_per_process: false,
-            quota_per_version: 3,
+            quota_per_version: 2,
             ..GuardPolicy::default()
         };
         let g = Guards::new(policy, d.path(), "1");
@@ -237,7 +237,7 @@ mod tests {
         };
         assert!(take(&g, 1, &mut bad, None, &req(d.path())).is_err());
         assert!(!d.path().join("d.hprof").exists());
-        // Quota (3) used up: refused before the dumper is called.
+        // Quota (2) used up (the unsupported attempt did not count): refused before the dumper is called.
         let e = take(&g, 1, &mut ok, None, &req(d.path())).unwrap_err();
         assert!(matches!(e, Error::Refused(_)), "{e}");
         assert_eq!(ok.calls, 1);
