@@ -125,3 +125,69 @@ pub extern "system" fn Java_dev_oomguard_testing_DumpProbe_dump<'l>(
         .map(|s| s.into_raw())
         .unwrap_or(std::ptr::null_mut())
 }
+
+/// `DumpProbe.forkFrozen(int seconds)`: fork a child that only waits (a frozen copy-on-write
+/// snapshot of this JVM, for an outside dumper such as `jhsdb jmap --binaryheap`), killed by
+/// `alarm` after `seconds`. Returns `{"pid": …, "fork_us": …}` (the parent's pause), or
+/// `{"error": …}`. The child runs no JNI and no Java: it sleeps in `pause()`.
+#[no_mangle]
+pub extern "system" fn Java_dev_oomguard_testing_DumpProbe_forkFrozen<'l>(
+    env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    seconds: jni::sys::jint,
+) -> jstring {
+    let r = std::panic::catch_unwind(|| {
+        let t0 = std::time::Instant::now();
+        let child = crate::dump::fork::spawn(
+            crate::dump::fork::DUMP_CHILD_NAME,
+            seconds.max(1) as u32,
+            || loop {
+                // SAFETY: a plain system call; the alarm ends the child.
+                unsafe { libc::pause() };
+            },
+        );
+        let us = t0.elapsed().as_secs_f64() * 1e6;
+        match child {
+            Ok(c) => {
+                let pid = c.pid;
+                // The caller (a benchmark) kills and reaps it through its pid; keep the Child
+                // from killing it on drop.
+                std::mem::forget(c);
+                serde_json::json!({ "pid": pid, "fork_us": us })
+            }
+            Err(e) => serde_json::json!({ "error": e.to_string() }),
+        }
+    })
+    .unwrap_or_else(|_| serde_json::json!({ "error": "panic in the probe" }));
+    env.new_string(r.to_string())
+        .map(|s| s.into_raw())
+        .unwrap_or(std::ptr::null_mut())
+}
+
+/// `DumpProbe.reap(int pid)`: kill (SIGKILL) and reap a child made by `forkFrozen`. Returns
+/// true if it was ours and is gone.
+#[no_mangle]
+pub extern "system" fn Java_dev_oomguard_testing_DumpProbe_reap<'l>(
+    _env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    pid: jni::sys::jint,
+) -> jboolean {
+    if pid <= 0 {
+        return 0;
+    }
+    // SAFETY: signalling and waiting for one pid this process forked.
+    let ok = unsafe {
+        libc::kill(pid, libc::SIGKILL);
+        let mut st = 0;
+        loop {
+            let r = libc::waitpid(pid, &mut st, 0);
+            if r == pid {
+                break true;
+            }
+            if r < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+                break false;
+            }
+        }
+    };
+    ok as jboolean
+}

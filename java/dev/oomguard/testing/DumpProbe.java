@@ -18,6 +18,12 @@ public final class DumpProbe {
     /** Returns null on success, else the error report; every report goes to DIR/reports.jsonl. */
     public static native String dump(String fullPath, String miniPath, String level, boolean hooked);
 
+    /** Fork a frozen child (see src/jni/probe.rs); returns {"pid":…,"fork_us":…}. */
+    public static native String forkFrozen(int seconds);
+
+    /** Kill and reap a child made by forkFrozen. */
+    public static native boolean reap(int pid);
+
     static final List<Object> KEEP = new ArrayList<>();
 
     static void build(int mb) {
