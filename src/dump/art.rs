@@ -235,6 +235,8 @@ impl Dumper for ArtForkDumper {
                     mini_path: req.mini_path.clone(),
                     level: req.level,
                     keep_full: req.keep_full,
+                    // the child has no thread but the dumping one: strip inside the hook
+                    ring_bytes: 0,
                 })?;
             }
         }

@@ -11,6 +11,11 @@ use jni::objects::{JObject, JValue};
 use jni::{JNIEnv, JavaVM};
 use std::time::Instant;
 
+/// The stripper runs on a thread of its own, fed through a ring of this size: during the
+/// dump's safepoint every Java thread is stopped, so it has a core to itself, and the VM's
+/// writing thread only pays for a copy.
+pub const RING_BYTES: usize = 16 << 20;
+
 /// Call `HotSpotDiagnosticMXBean.dumpHeap(path, live)`; a Java exception becomes an error with
 /// its `toString()`, and is cleared.
 pub fn dump_heap(env: &mut JNIEnv, path: &str, live: bool) -> Result<()> {
@@ -124,6 +129,7 @@ impl Dumper for HotSpotDumper {
                     mini_path: req.mini_path.clone(),
                     level: req.level,
                     keep_full: req.keep_full,
+                    ring_bytes: RING_BYTES,
                 })?;
             }
         }

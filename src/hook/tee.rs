@@ -21,7 +21,8 @@ use crate::hprof::{FileSink, Level, ParserLimits, StripStats, Stripper};
 use std::cell::UnsafeCell;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 
 /// Most libraries hooked at once.
 pub const MAX_LIBS: usize = 8;
@@ -61,11 +62,122 @@ struct Cell(UnsafeCell<Option<Armed>>);
 unsafe impl Sync for Cell {}
 static STATE: Cell = Cell(UnsafeCell::new(None));
 
+/// A single-producer single-consumer byte ring from the write hook to the stripper thread.
+/// The producer (a hook, under our spin flag) writes only to `[head, tail + cap)`, the consumer
+/// reads only `[tail, head)`; both counters only grow.
+struct Ring {
+    buf: UnsafeCell<Box<[u8]>>,
+    head: AtomicU64,
+    tail: AtomicU64,
+    /// No more bytes will come (set by `disarm`).
+    closed: AtomicBool,
+    /// The stripper thread stopped (error or panic): the producer must not wait for it.
+    failed: AtomicBool,
+}
+
+// SAFETY: the regions each side touches are disjoint by the head/tail protocol above.
+unsafe impl Sync for Ring {}
+// SAFETY: as above.
+unsafe impl Send for Ring {}
+
+impl Ring {
+    fn new(cap: usize) -> Ring {
+        Ring {
+            buf: UnsafeCell::new(vec![0u8; cap.max(4096)].into_boxed_slice()),
+            head: AtomicU64::new(0),
+            tail: AtomicU64::new(0),
+            closed: AtomicBool::new(false),
+            failed: AtomicBool::new(false),
+        }
+    }
+
+    fn cap(&self) -> u64 {
+        // SAFETY: the length of the box never changes.
+        unsafe { (&*self.buf.get()).len() as u64 }
+    }
+
+    fn base(&self) -> *mut u8 {
+        // SAFETY: a raw pointer to the buffer; accesses follow the protocol.
+        unsafe { (*self.buf.get()).as_mut_ptr() }
+    }
+
+    /// Copy `data` in, waiting (spin, then yield) while the ring is full. `false` if the
+    /// consumer has stopped. Allocates nothing.
+    fn push(&self, mut data: &[u8]) -> bool {
+        let cap = self.cap();
+        let mut spins = 0u32;
+        while !data.is_empty() {
+            if self.failed.load(Ordering::Acquire) {
+                return false;
+            }
+            let head = self.head.load(Ordering::Relaxed);
+            let tail = self.tail.load(Ordering::Acquire);
+            let free = cap - (head - tail);
+            if free == 0 {
+                spins += 1;
+                if spins < 128 {
+                    std::hint::spin_loop();
+                } else {
+                    std::thread::yield_now();
+                }
+                continue;
+            }
+            let at = head % cap;
+            let n = (free.min(data.len() as u64)).min(cap - at) as usize;
+            // SAFETY: [at, at + n) is free space owned by the producer (see the protocol).
+            unsafe {
+                std::ptr::copy_nonoverlapping(data.as_ptr(), self.base().add(at as usize), n)
+            };
+            self.head.store(head + n as u64, Ordering::Release);
+            data = &data[n..];
+        }
+        true
+    }
+
+    /// The stripper thread: feed everything that arrives until closed and drained.
+    fn run(&self, mut s: Stripper<FileSink>) -> Result<Stripper<FileSink>, String> {
+        let cap = self.cap();
+        loop {
+            let tail = self.tail.load(Ordering::Relaxed);
+            let head = self.head.load(Ordering::Acquire);
+            if head == tail {
+                if self.closed.load(Ordering::Acquire) && self.head.load(Ordering::Acquire) == tail
+                {
+                    return Ok(s);
+                }
+                std::thread::sleep(std::time::Duration::from_micros(50));
+                continue;
+            }
+            let at = tail % cap;
+            let n = (head - tail).min(cap - at) as usize;
+            // SAFETY: [at, at + n) holds bytes the producer published with `head`.
+            let chunk = unsafe { std::slice::from_raw_parts(self.base().add(at as usize), n) };
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| s.feed(chunk)));
+            match r {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    self.failed.store(true, Ordering::Release);
+                    return Err(format!("stripper: {e}"));
+                }
+                Err(_) => {
+                    self.failed.store(true, Ordering::Release);
+                    return Err("stripper panicked".into());
+                }
+            }
+            self.tail.store(tail + n as u64, Ordering::Release);
+        }
+    }
+}
+
 /// What the hooks share while armed.
 struct Armed {
     path: CString,
     keep_full: bool,
+    /// The stripper, when it runs inside the hook (no helper thread: a forked child).
     stripper: Option<Stripper<FileSink>>,
+    /// The ring to the stripper thread, when stripping is offloaded.
+    ring: Option<Arc<Ring>>,
+    worker: Option<std::thread::JoinHandle<Result<Stripper<FileSink>, String>>>,
     /// Why the mini file was abandoned (the first reason).
     abandoned: Option<String>,
     opened: bool,
@@ -283,7 +395,7 @@ unsafe extern "C" fn h_write<const L: usize>(fd: c_int, buf: *const c_void, coun
             return;
         }
         if a.keep_full {
-            if a.stripper.is_some() {
+            if a.abandoned.is_none() && (a.stripper.is_some() || a.ring.is_some()) {
                 // The tee is only right if the VM writes the file front to back.
                 // SAFETY: lseek on the VM's open fd only reads its position.
                 let pos = unsafe { libc::lseek(fd, 0, libc::SEEK_CUR) };
@@ -307,6 +419,13 @@ unsafe extern "C" fn h_write<const L: usize>(fd: c_int, buf: *const c_void, coun
         if ret > 0 {
             let n = ret as usize;
             a.bytes += n as u64;
+            if let (Some(r), None) = (a.ring.as_ref(), a.abandoned.as_ref()) {
+                // SAFETY: `buf` holds `count >= n` readable bytes (the VM's write buffer).
+                let data = unsafe { std::slice::from_raw_parts(buf as *const u8, n) };
+                if !r.push(data) {
+                    a.abandoned = Some("the stripper thread stopped".into());
+                }
+            }
             if let Some(s) = a.stripper.as_mut() {
                 // SAFETY: `buf` holds `count >= n` readable bytes (the VM's write buffer).
                 let data = unsafe { std::slice::from_raw_parts(buf as *const u8, n) };
@@ -363,6 +482,10 @@ pub struct TeeConfig {
     /// Whether the VM's own file is written; if not, writes on it are swallowed (the VM still
     /// creates it, empty: the caller removes it).
     pub keep_full: bool,
+    /// Strip on a thread of our own, fed through a ring of this many bytes (the hook only
+    /// copies); 0 strips inside the hook (the only choice in a forked child, which has no
+    /// other thread).
+    pub ring_bytes: usize,
 }
 
 /// What the tee saw of one dump.
@@ -457,10 +580,27 @@ impl Tee {
             }
             None => None,
         };
+        let (stripper, ring, worker) = match stripper {
+            Some(st) if cfg.ring_bytes > 0 => {
+                let ring = Arc::new(Ring::new(cfg.ring_bytes));
+                let r2 = ring.clone();
+                let worker = std::thread::Builder::new()
+                    .name("oomguard-strip".into())
+                    .spawn(move || r2.run(st))
+                    .map_err(|err| Error::MiniFile {
+                        path: "(stripper thread)".into(),
+                        err,
+                    })?;
+                (None, Some(ring), Some(worker))
+            }
+            other => (other, None, None),
+        };
         let armed = Armed {
             path: c,
             keep_full: cfg.keep_full,
             stripper,
+            ring,
+            worker,
             abandoned: None,
             opened: false,
             closed: false,
@@ -505,6 +645,23 @@ impl Tee {
                 mini: None,
             };
         };
+        let mut a = a;
+        if let Some(r) = &a.ring {
+            r.closed.store(true, Ordering::Release);
+        }
+        if let Some(w) = a.worker.take() {
+            match w.join() {
+                Ok(Ok(st)) => a.stripper = Some(st),
+                Ok(Err(why)) => {
+                    // The thread's own reason says more than the hook's "thread stopped".
+                    a.abandoned = Some(why);
+                }
+                Err(_) => {
+                    a.abandoned
+                        .get_or_insert("the stripper thread panicked".into());
+                }
+            }
+        }
         let mini = match (a.stripper, a.abandoned) {
             (_, Some(why)) => Some(Err(why)),
             (None, None) => None,
@@ -549,6 +706,11 @@ impl Tee {
         let Some(mut a) = armed else {
             return 2;
         };
+        if a.ring.is_some() {
+            // The stripper thread was not forked with us: the mini file cannot be finished.
+            std::mem::forget(a);
+            return 1;
+        }
         let code = match (a.stripper.take(), a.abandoned.is_some(), a.opened) {
             (Some(s), false, true) => match s.finish() {
                 Ok((sink, _stats)) => {
@@ -585,7 +747,13 @@ impl Tee {
             st.take()
         });
         if let Some(mut a) = armed {
-            // Dropping the stripper would drop its FileSink: fine, it only closes our fd.
+            if let Some(r) = &a.ring {
+                r.closed.store(true, Ordering::Release);
+            }
+            if let Some(w) = a.worker.take() {
+                let _ = w.join();
+            }
+            // Dropping the stripper drops its FileSink: that only closes our fd.
             a.stripper = None;
         }
     }
@@ -674,11 +842,13 @@ int vm_dump(const char *path, const char *buf, size_t len, int other) {
             let full = dir.path().join(format!("full{round}.hprof"));
             let mini = dir.path().join(format!("mini{round}.hprof"));
             let other = dir.path().join(format!("other{round}"));
+            // Inline, then through rings small enough to wrap and fill many times.
             let cfg = TeeConfig {
                 full_path: full.clone(),
                 mini_path: Some(mini.clone()),
                 level: Level::Arrays,
                 keep_full: true,
+                ring_bytes: [0, 4096, 256 << 10][round],
             };
             tee.arm(&cfg).unwrap();
             assert!(tee.arm(&cfg).is_err());
@@ -717,13 +887,14 @@ int vm_dump(const char *path, const char *buf, size_t len, int other) {
             mini_path: Some(mini.clone()),
             level: Level::Arrays,
             keep_full: true,
+            ring_bytes: 8192,
         })
         .unwrap();
         let cpath = CString::new(full.to_str().unwrap()).unwrap();
         assert_eq!(vm_dump(cpath.as_ptr(), bad.as_ptr(), bad.len(), noise), 0);
         let rep = tee.disarm(Some(&mini));
         let why = rep.mini.unwrap().unwrap_err();
-        assert!(why.contains("stripper"), "{why}");
+        assert!(why.starts_with("stripper: byte 31"), "{why}");
         assert!(!mini.exists());
         assert!(std::fs::read(&full).unwrap() == bad);
 
@@ -735,6 +906,7 @@ int vm_dump(const char *path, const char *buf, size_t len, int other) {
             mini_path: Some(mini.clone()),
             level: Level::Arrays,
             keep_full: false,
+            ring_bytes: 1 << 20,
         })
         .unwrap();
         let cpath = CString::new(full.to_str().unwrap()).unwrap();
