@@ -13,7 +13,9 @@ need_java
 MB="${DUMP_BENCH_MB:-1024}"
 ROUNDS="${DUMP_BENCH_ROUNDS:-3}"
 JHSDB_TIMEOUT="${DUMP_BENCH_JHSDB_TIMEOUT:-1800}"
-HEAP="-Xms$((MB * 3))m -Xmx$((MB * 3))m"
+# Extra JVM flags, e.g. DUMP_BENCH_JAVA_OPTS=-XX:+UseTransparentHugePages (fewer page tables
+# for fork to copy).
+HEAP="-Xms$((MB * 3))m -Xmx$((MB * 3))m ${DUMP_BENCH_JAVA_OPTS:-}"
 
 cargo build --release --lib --bins -q
 LIB="$PWD/target/release/liboomguard.so"
