@@ -5,6 +5,8 @@
 
 pub mod agent;
 pub mod analyze;
+pub mod dump;
+pub mod hook;
 pub mod hprof;
 pub mod jni;
 pub mod mapped;

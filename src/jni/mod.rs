@@ -14,6 +14,7 @@
 //!   elsewhere; the level comes from `OOMGUARD_LOG` (default `info`).
 //! - The test-only panic hook (`OOMGUARD_TEST_PANIC=<entry>`) exists in debug builds only.
 
+pub mod probe;
 mod vm;
 
 use crate::agent::{panic_message, Agent, Command, Config, RecordOnly, Shared};

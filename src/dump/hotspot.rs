@@ -1,0 +1,173 @@
+//! The HotSpot dumper: `HotSpotDiagnosticMXBean.dumpHeap` through JNI, in process (the VM stops
+//! every Java thread for the dump), with the tee hooked into `libjvm.so`'s `open64`/`write`.
+//!
+//! This is the test bed for the tee on a real VM. HotSpot cannot be forked and dumped by the
+//! child (its dumper needs a safepoint, worker threads and the VM thread, which a forked child
+//! does not have); see `scripts/bench/dump.sh` for what an outside dump of a frozen fork costs.
+
+use super::{DumpOutcome, DumpRequest, Dumper, Error, Result};
+use crate::hook::{tee::HOTSPOT_LIBS, Tee, TeeConfig};
+use jni::objects::{JObject, JValue};
+use jni::{JNIEnv, JavaVM};
+use std::time::Instant;
+
+/// The stripper runs on a thread of its own, fed through a ring of this size: during the
+/// dump's safepoint every Java thread is stopped, so it has a core to itself, and the VM's
+/// writing thread only pays for a copy.
+pub const RING_BYTES: usize = 16 << 20;
+
+/// Call `HotSpotDiagnosticMXBean.dumpHeap(path, live)`; a Java exception becomes an error with
+/// its `toString()`, and is cleared.
+pub fn dump_heap(env: &mut JNIEnv, path: &str, live: bool) -> Result<()> {
+    let r = (|| -> jni::errors::Result<()> {
+        let diag = env.find_class("com/sun/management/HotSpotDiagnosticMXBean")?;
+        let bean = env
+            .call_static_method(
+                "java/lang/management/ManagementFactory",
+                "getPlatformMXBean",
+                "(Ljava/lang/Class;)Ljava/lang/management/PlatformManagedObject;",
+                &[JValue::Object(&diag)],
+            )?
+            .l()?;
+        let jpath = env.new_string(path)?;
+        env.call_method(
+            &bean,
+            "dumpHeap",
+            "(Ljava/lang/String;Z)V",
+            &[JValue::Object(&jpath), JValue::Bool(live as u8)],
+        )?;
+        Ok(())
+    })();
+    match r {
+        Ok(()) => Ok(()),
+        Err(jni::errors::Error::JavaException) => Err(Error::Vm(take_exception(env))),
+        Err(e) => Err(Error::Vm(format!("JNI: {e}"))),
+    }
+}
+
+/// Describe and clear the pending Java exception.
+fn take_exception(env: &mut JNIEnv) -> String {
+    let Ok(ex) = env.exception_occurred() else {
+        return "a Java exception".into();
+    };
+    let _ = env.exception_clear();
+    let text = env
+        .call_method(&ex, "toString", "()Ljava/lang/String;", &[])
+        .and_then(|v| v.l())
+        .and_then(|s| {
+            let s: JObject = s;
+            env.get_string(&s.into()).map(String::from)
+        });
+    let _ = env.exception_clear();
+    text.unwrap_or_else(|_| "a Java exception".into())
+}
+
+/// In-process HotSpot dumps, teed when a mini file is asked for.
+pub struct HotSpotDumper {
+    vm: JavaVM,
+    tee: Option<Tee>,
+    /// `dumpHeap(live)`: a full GC first, so only reachable objects are dumped.
+    pub live: bool,
+}
+
+impl HotSpotDumper {
+    pub fn new(vm: JavaVM) -> HotSpotDumper {
+        HotSpotDumper {
+            vm,
+            tee: None,
+            live: true,
+        }
+    }
+
+    /// Remove the hooks from `libjvm.so`.
+    pub fn unhook(&mut self) -> Result<()> {
+        if let Some(t) = self.tee.take() {
+            t.uninstall()?;
+        }
+        Ok(())
+    }
+
+    /// The hooked libraries (empty until a teed dump installed the hooks).
+    pub fn hooked(&self) -> Vec<String> {
+        self.tee.as_ref().map(|t| t.libraries()).unwrap_or_default()
+    }
+}
+
+impl Dumper for HotSpotDumper {
+    fn name(&self) -> &'static str {
+        "hotspot-in-process"
+    }
+
+    fn check(&mut self) -> Result<()> {
+        let mut env = self
+            .vm
+            .attach_current_thread()
+            .map_err(|e| Error::Unsupported(format!("cannot attach to the JVM: {e}")))?;
+        match env.find_class("com/sun/management/HotSpotDiagnosticMXBean") {
+            Ok(_) => Ok(()),
+            Err(_) => {
+                let _ = env.exception_clear();
+                Err(Error::Unsupported(
+                    "no com.sun.management.HotSpotDiagnosticMXBean (not HotSpot)".into(),
+                ))
+            }
+        }
+    }
+
+    fn dump(&mut self, req: &DumpRequest) -> Result<DumpOutcome> {
+        let start = Instant::now();
+        let _ = std::fs::remove_file(&req.full_path); // dumpHeap refuses an existing file
+        let teed = req.mini_path.is_some() || !req.keep_full;
+        if teed && self.tee.is_none() {
+            self.tee = Some(Tee::install(HOTSPOT_LIBS)?);
+        }
+        let path = req.full_path.to_string_lossy().into_owned();
+        if teed {
+            if let Some(t) = &self.tee {
+                t.arm(&TeeConfig {
+                    full_path: req.full_path.clone(),
+                    mini_path: req.mini_path.clone(),
+                    level: req.level,
+                    keep_full: req.keep_full,
+                    ring_bytes: RING_BYTES,
+                })?;
+            }
+        }
+        let r = match self.vm.attach_current_thread() {
+            Ok(mut env) => dump_heap(&mut env, &path, self.live),
+            Err(e) => Err(Error::Vm(format!("cannot attach to the JVM: {e}"))),
+        };
+        let report = match (&self.tee, teed) {
+            (Some(t), true) => Some(t.disarm(req.mini_path.as_deref())),
+            _ => None,
+        };
+        r?;
+        let pause = start.elapsed();
+        let full_bytes = match &report {
+            Some(rep) => rep.full_bytes,
+            None => std::fs::metadata(&req.full_path)
+                .map(|m| m.len())
+                .unwrap_or(0),
+        };
+        if let Some(rep) = &report {
+            if !rep.opened {
+                tracing::warn!("the tee saw no open of the dump path in libjvm.so");
+            }
+        }
+        let full = if req.keep_full {
+            Some(req.full_path.clone())
+        } else {
+            let _ = std::fs::remove_file(&req.full_path);
+            None
+        };
+        Ok(DumpOutcome {
+            dumper: self.name(),
+            full,
+            full_bytes,
+            mini: report.as_ref().and_then(|r| r.mini.clone()),
+            caught_by: report.map(|r| r.caught_by).unwrap_or_default(),
+            pause,
+            total: start.elapsed(),
+        })
+    }
+}

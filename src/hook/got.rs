@@ -1,0 +1,559 @@
+//! Patching the global offset table of one loaded library.
+//!
+//! [`patch_library`] finds the library with `dl_iterate_phdr` (by file name), reads its
+//! `PT_DYNAMIC`, walks its `DT_JMPREL` and `DT_RELA`/`DT_REL` tables for `JUMP_SLOT` and
+//! `GLOB_DAT` relocations whose symbol is one of the named imports, and stores the replacement in
+//! each such slot. A slot on a read-only page (full RELRO) is made writable for the store and its
+//! protection, read from `/proc/self/maps`, is put back at once. [`Patched::unpatch`] stores the
+//! original values back.
+//!
+//! Invariants:
+//! - Every slot store is a single aligned atomic pointer store, so a thread calling through the
+//!   slot at the same moment sees the old or the new function, never a torn pointer.
+//! - The function a hook must forward to ([`Patched::real`]) is the value the slot held, unless
+//!   that value points back into the library itself (a lazy-binding PLT stub, which would
+//!   overwrite our hook when called): then it is resolved with `dlsym(RTLD_DEFAULT)`.
+//! - Nothing here runs inside a hook: it allocates freely.
+
+use super::elf::*;
+use super::Error;
+use std::ffi::{CStr, CString};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// One import to redirect.
+#[derive(Clone, Copy, Debug)]
+pub struct Import {
+    /// The imported symbol's name, e.g. `"write"`.
+    pub name: &'static str,
+    /// The address of the replacement function.
+    pub replacement: usize,
+}
+
+/// One GOT slot we changed.
+#[derive(Clone, Debug)]
+pub struct PatchedSlot {
+    pub symbol: &'static str,
+    /// Address of the slot.
+    pub addr: usize,
+    /// What the slot held before.
+    pub original: usize,
+    pub replacement: usize,
+    /// `true` for `JUMP_SLOT`, `false` for `GLOB_DAT`.
+    pub jump_slot: bool,
+}
+
+/// A library whose slots are patched. Dropping it does not unpatch: call [`Patched::unpatch`].
+#[derive(Debug)]
+pub struct Patched {
+    /// The path the loader knows the library by.
+    pub library: String,
+    pub slots: Vec<PatchedSlot>,
+    /// The function each import must forward to, by import name.
+    pub reals: Vec<(&'static str, usize)>,
+}
+
+impl Patched {
+    /// The real function behind `name`, if `name` was patched.
+    pub fn real(&self, name: &str) -> Option<usize> {
+        self.reals.iter().find(|(n, _)| *n == name).map(|&(_, a)| a)
+    }
+
+    /// Store the original values back. A slot that no longer holds our replacement (someone
+    /// hooked it after us) is left alone and reported.
+    pub fn unpatch(self) -> Result<(), Error> {
+        let mut changed = Vec::new();
+        for s in &self.slots {
+            // SAFETY: `s.addr` is a GOT slot of a library that is still loaded (we never unpatch a
+            // library after dlclose: libraries we hook are the VM's, never unloaded), pointer-aligned.
+            let now = unsafe { (*(s.addr as *const AtomicUsize)).load(Ordering::SeqCst) };
+            if now != s.replacement {
+                changed.push(s.symbol);
+                continue;
+            }
+            store_slot(s.addr, s.original)?;
+        }
+        if changed.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::SlotChanged {
+                library: self.library,
+                symbols: changed.join(","),
+            })
+        }
+    }
+}
+
+/// The libraries currently loaded, as the loader names them.
+pub fn loaded_libraries() -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    iterate(|info| {
+        out.push(info_name(info));
+        false
+    });
+    out
+}
+
+/// The path and load bias of the loaded library whose file name is `lib`.
+pub fn find_loaded(lib: &str) -> Option<(String, usize)> {
+    let mut out = None;
+    iterate(|info| {
+        let name = info_name(info);
+        if base_name(&name) == lib {
+            out = Some((name, info.dlpi_addr as usize));
+            true
+        } else {
+            false
+        }
+    });
+    out
+}
+
+/// The file name part of a path.
+fn base_name(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+fn info_name(info: &libc::dl_phdr_info) -> String {
+    if info.dlpi_name.is_null() {
+        return String::new();
+    }
+    // SAFETY: the loader gives a NUL-terminated name that lives while the library is loaded.
+    unsafe { CStr::from_ptr(info.dlpi_name) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Call `f` for each loaded object until it returns `true`.
+fn iterate<F: FnMut(&libc::dl_phdr_info) -> bool>(mut f: F) {
+    unsafe extern "C" fn cb<F: FnMut(&libc::dl_phdr_info) -> bool>(
+        info: *mut libc::dl_phdr_info,
+        _size: libc::size_t,
+        data: *mut libc::c_void,
+    ) -> libc::c_int {
+        // SAFETY: `data` is the `&mut F` passed below, alive for the whole dl_iterate_phdr call;
+        // `info` is valid for this callback. A panic must not unwind into the loader.
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| unsafe {
+            let f = &mut *(data as *mut F);
+            f(&*info)
+        }));
+        matches!(r, Ok(true)) as libc::c_int
+    }
+    // SAFETY: the callback only dereferences what the loader passes and our closure.
+    unsafe {
+        libc::dl_iterate_phdr(Some(cb::<F>), &mut f as *mut F as *mut libc::c_void);
+    }
+}
+
+/// What we learn about a library while the loader lock is held.
+struct Found {
+    name: String,
+    /// (slot address, symbol index in `imports`, jump slot?)
+    slots: Vec<(usize, usize, bool)>,
+    /// Range of the library's loadable segments in memory.
+    lo: usize,
+    hi: usize,
+}
+
+/// Redirect `imports` of the loaded library whose file name is `lib` (e.g. `"libjvm.so"`).
+///
+/// `on_real(name, address)` is called with the function each import must forward to before the
+/// first slot of that import is changed, so a hook never runs before it knows where to forward.
+pub fn patch_library(
+    lib: &str,
+    imports: &[Import],
+    on_real: &mut dyn FnMut(&'static str, usize),
+) -> Result<Patched, Error> {
+    let mut found: Option<Result<Found, Error>> = None;
+    iterate(|info| {
+        let name = info_name(info);
+        if base_name(&name) != lib {
+            return false;
+        }
+        // SAFETY: `info` describes an object the loader holds mapped during this callback.
+        found = Some(unsafe { scan(info, name, imports) });
+        true
+    });
+    let found = found.ok_or_else(|| Error::NotLoaded(lib.to_string()))??;
+    if found.slots.is_empty() {
+        return Err(Error::NoImports {
+            library: found.name,
+            imports: imports.iter().map(|i| i.name).collect::<Vec<_>>().join(","),
+        });
+    }
+    let mut patched = Patched {
+        library: found.name.clone(),
+        slots: Vec::new(),
+        reals: Vec::new(),
+    };
+    for &(addr, which, jump_slot) in &found.slots {
+        let imp = imports[which];
+        // SAFETY: `addr` is a pointer-aligned GOT slot inside the library's mapped RW/RELRO data.
+        let original = unsafe { (*(addr as *const AtomicUsize)).load(Ordering::SeqCst) };
+        if original == imp.replacement {
+            continue; // already ours (patched twice)
+        }
+        if patched.real(imp.name).is_none() {
+            let real = if original == 0 || (original >= found.lo && original < found.hi) {
+                dlsym_default(imp.name).ok_or_else(|| Error::Unresolved(imp.name.to_string()))?
+            } else {
+                original
+            };
+            on_real(imp.name, real);
+            patched.reals.push((imp.name, real));
+        }
+        if let Err(e) = store_slot(addr, imp.replacement) {
+            let _ = patched.unpatch();
+            return Err(e);
+        }
+        patched.slots.push(PatchedSlot {
+            symbol: imp.name,
+            addr,
+            original,
+            replacement: imp.replacement,
+            jump_slot,
+        });
+    }
+    Ok(patched)
+}
+
+fn dlsym_default(name: &str) -> Option<usize> {
+    let c = CString::new(name).ok()?;
+    // SAFETY: a valid C string; RTLD_DEFAULT searches the global scope.
+    let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c.as_ptr()) };
+    (!p.is_null()).then_some(p as usize)
+}
+
+/// Read the dynamic section of a loaded object and list the slots of `imports`.
+///
+/// # Safety
+/// `info` must describe an object that stays mapped for the duration of the call.
+unsafe fn scan(
+    info: &libc::dl_phdr_info,
+    name: String,
+    imports: &[Import],
+) -> Result<Found, Error> {
+    let bias = info.dlpi_addr as usize;
+    // SAFETY: the loader's program header table has `dlpi_phnum` entries.
+    let phdrs: &[Phdr] =
+        unsafe { std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize) };
+    let mut lo = usize::MAX;
+    let mut hi = 0usize;
+    let mut dynamic = None;
+    for p in phdrs {
+        match p.p_type {
+            PT_LOAD => {
+                lo = lo.min(bias + p.p_vaddr as usize);
+                hi = hi.max(bias + (p.p_vaddr + p.p_memsz) as usize);
+            }
+            PT_DYNAMIC => dynamic = Some(bias + p.p_vaddr as usize),
+            _ => {}
+        }
+    }
+    let dynamic = dynamic.ok_or_else(|| Error::Malformed {
+        library: name.clone(),
+        what: "no PT_DYNAMIC segment".into(),
+    })?;
+    // d_ptr values are already relocated by glibc and are not by bionic (or glibc on some
+    // arches): an address inside the mapped range is taken as is, anything else gets the bias.
+    let addr = |v: usize| {
+        if v >= lo && v < hi {
+            v
+        } else {
+            v.wrapping_add(bias)
+        }
+    };
+    let (mut strtab, mut strsz, mut symtab) = (0usize, 0usize, 0usize);
+    let (mut jmprel, mut pltrelsz, mut pltrel) = (0usize, 0usize, DT_RELA as usize);
+    let (mut rela, mut relasz, mut rel, mut relsz) = (0usize, 0usize, 0usize, 0usize);
+    let mut d = dynamic as *const Dyn;
+    for _ in 0..4096 {
+        // SAFETY: PT_DYNAMIC is an array of Dyn ending with DT_NULL, mapped readable.
+        let e = unsafe { *d };
+        match e.d_tag {
+            DT_NULL => break,
+            DT_STRTAB => strtab = addr(e.d_val),
+            DT_STRSZ => strsz = e.d_val,
+            DT_SYMTAB => symtab = addr(e.d_val),
+            DT_JMPREL => jmprel = addr(e.d_val),
+            DT_PLTRELSZ => pltrelsz = e.d_val,
+            DT_PLTREL => pltrel = e.d_val,
+            DT_RELA => rela = addr(e.d_val),
+            DT_RELASZ => relasz = e.d_val,
+            DT_REL => rel = addr(e.d_val),
+            DT_RELSZ => relsz = e.d_val,
+            _ => {}
+        }
+        // SAFETY: still inside the table (we stop at DT_NULL).
+        d = unsafe { d.add(1) };
+    }
+    if strtab == 0 || symtab == 0 {
+        return Err(Error::Malformed {
+            library: name,
+            what: "no DT_STRTAB or DT_SYMTAB".into(),
+        });
+    }
+    let (jump, glob) = SLOT_RELOCS;
+    let mut slots = Vec::new();
+    let mut consider = |offset: usize, info: Addr| {
+        let ty = r_type(info);
+        if ty != jump && ty != glob {
+            return;
+        }
+        let si = r_sym(info);
+        if si == 0 {
+            return;
+        }
+        // SAFETY: the symbol index comes from the library's own relocation, inside DT_SYMTAB.
+        let sym = unsafe { *(symtab as *const Sym).add(si) };
+        let off = sym.st_name as usize;
+        if strsz != 0 && off >= strsz {
+            return;
+        }
+        // SAFETY: st_name is an offset into DT_STRTAB, whose strings are NUL-terminated.
+        let sname = unsafe { CStr::from_ptr((strtab + off) as *const libc::c_char) }.to_bytes();
+        if let Some(i) = imports.iter().position(|i| i.name.as_bytes() == sname) {
+            let slot = bias.wrapping_add(offset);
+            if slot >= lo && slot < hi && slot % std::mem::size_of::<usize>() == 0 {
+                slots.push((slot, i, ty == jump));
+            }
+        }
+    };
+    let mut walk_rela = |base: usize, size: usize| {
+        let n = size / std::mem::size_of::<Rela>();
+        for i in 0..n {
+            // SAFETY: `base` points at `size` bytes of relocation entries named by PT_DYNAMIC.
+            let r = unsafe { *(base as *const Rela).add(i) };
+            consider(r.r_offset as usize, r.r_info);
+        }
+    };
+    if jmprel != 0 && pltrel == DT_RELA as usize {
+        walk_rela(jmprel, pltrelsz);
+    }
+    if rela != 0 {
+        walk_rela(rela, relasz);
+    }
+    let mut walk_rel = |base: usize, size: usize| {
+        let n = size / std::mem::size_of::<Rel>();
+        for i in 0..n {
+            // SAFETY: as above, for REL entries.
+            let r = unsafe { *(base as *const Rel).add(i) };
+            consider(r.r_offset as usize, r.r_info);
+        }
+    };
+    if jmprel != 0 && pltrel == DT_REL as usize {
+        walk_rel(jmprel, pltrelsz);
+    }
+    if rel != 0 {
+        walk_rel(rel, relsz);
+    }
+    slots.sort_unstable();
+    slots.dedup();
+    Ok(Found {
+        name,
+        slots,
+        lo,
+        hi,
+    })
+}
+
+/// The protection of the page holding `addr`, from `/proc/self/maps`.
+fn page_protection(addr: usize) -> Result<libc::c_int, Error> {
+    let maps = std::fs::read_to_string("/proc/self/maps").map_err(Error::Maps)?;
+    for line in maps.lines() {
+        let mut parts = line.split_whitespace();
+        let (Some(range), Some(perms)) = (parts.next(), parts.next()) else {
+            continue;
+        };
+        let Some((a, b)) = range.split_once('-') else {
+            continue;
+        };
+        let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16)) else {
+            continue;
+        };
+        if addr >= a && addr < b {
+            let p = perms.as_bytes();
+            let mut prot = 0;
+            if p.first() == Some(&b'r') {
+                prot |= libc::PROT_READ;
+            }
+            if p.get(1) == Some(&b'w') {
+                prot |= libc::PROT_WRITE;
+            }
+            if p.get(2) == Some(&b'x') {
+                prot |= libc::PROT_EXEC;
+            }
+            return Ok(prot);
+        }
+    }
+    Err(Error::Maps(std::io::Error::new(
+        std::io::ErrorKind::NotFound,
+        format!("address {addr:#x} is in no mapping of /proc/self/maps"),
+    )))
+}
+
+/// Store `value` into the slot at `addr`, making its page writable for the store if needed.
+fn store_slot(addr: usize, value: usize) -> Result<(), Error> {
+    let prot = page_protection(addr)?;
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+    let start = addr & !(page - 1);
+    let writable = prot & libc::PROT_WRITE != 0;
+    if !writable {
+        // SAFETY: `start` is the page-aligned start of a mapping page that holds the slot.
+        let r = unsafe {
+            libc::mprotect(
+                start as *mut libc::c_void,
+                page,
+                prot | libc::PROT_READ | libc::PROT_WRITE,
+            )
+        };
+        if r != 0 {
+            return Err(Error::Protect {
+                addr,
+                err: std::io::Error::last_os_error(),
+            });
+        }
+    }
+    // SAFETY: the page is now writable and `addr` is a pointer-aligned slot of that page.
+    unsafe { (*(addr as *const AtomicUsize)).store(value, Ordering::SeqCst) };
+    if !writable {
+        // SAFETY: as above; puts back the protection the page had.
+        let r = unsafe { libc::mprotect(start as *mut libc::c_void, page, prot) };
+        if r != 0 {
+            return Err(Error::Protect {
+                addr,
+                err: std::io::Error::last_os_error(),
+            });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+
+    /// Calls through the PLT: a JUMP_SLOT relocation.
+    const SRC_CALL: &str = r#"
+#include <unistd.h>
+long say(int fd) { return write(fd, "hello", 5); }
+"#;
+    /// Takes write's address in PIC code: a GLOB_DAT relocation.
+    const SRC_PTR: &str = r#"
+#include <unistd.h>
+typedef ssize_t (*wfn)(int, const void *, size_t);
+wfn write_ptr(void) { return &write; }
+"#;
+
+    static CALLS: AtomicUsize = AtomicUsize::new(0);
+    static REAL_WRITE: AtomicUsize = AtomicUsize::new(0);
+
+    unsafe extern "C" fn counting_write(
+        fd: libc::c_int,
+        buf: *const libc::c_void,
+        n: usize,
+    ) -> isize {
+        CALLS.fetch_add(1, Ordering::SeqCst);
+        let f = REAL_WRITE.load(Ordering::SeqCst);
+        // SAFETY: the real write recorded by `on_real` before the slot was patched.
+        unsafe {
+            std::mem::transmute::<
+                usize,
+                unsafe extern "C" fn(libc::c_int, *const libc::c_void, usize) -> isize,
+            >(f)(fd, buf, n)
+        }
+    }
+
+    fn pipe_read(r: libc::c_int) -> Vec<u8> {
+        let mut b = [0u8; 64];
+        // SAFETY: a pipe we own, with bytes waiting.
+        let n = unsafe { libc::read(r, b.as_mut_ptr() as *mut libc::c_void, b.len()) };
+        b[..n.max(0) as usize].to_vec()
+    }
+
+    type WriteFn = unsafe extern "C" fn(libc::c_int, *const libc::c_void, usize) -> isize;
+
+    fn run(flags: &[&str], name: &str) {
+        let dir = tempfile::tempdir().unwrap();
+        let so = crate::hook::build_c_lib(dir.path(), name, SRC_CALL, flags);
+        let so_ptr = crate::hook::build_c_lib(dir.path(), &format!("{name}_ptr"), SRC_PTR, flags);
+        let say: extern "C" fn(libc::c_int) -> libc::c_long =
+            // SAFETY: `say` has this signature in SRC_CALL.
+            unsafe { std::mem::transmute(crate::hook::dl_fn(&so, "say")) };
+        let write_ptr: extern "C" fn() -> WriteFn =
+            // SAFETY: `write_ptr` has this signature in SRC_PTR.
+            unsafe { std::mem::transmute(crate::hook::dl_fn(&so_ptr, "write_ptr")) };
+        // SAFETY: the pointer the library's GOT gives for write.
+        let say_ptr = |fd| unsafe { write_ptr()(fd, b"ptr!".as_ptr() as *const libc::c_void, 4) };
+        let mut fds = [0; 2];
+        // SAFETY: a two-int array for pipe.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        assert!(loaded_libraries()
+            .iter()
+            .any(|l| l.ends_with(&format!("/{name}.so"))));
+        // Before hooking: the library calls libc directly.
+        CALLS.store(0, Ordering::SeqCst);
+        assert_eq!(say(fds[1]), 5);
+        assert_eq!(pipe_read(fds[0]), b"hello");
+        assert_eq!(CALLS.load(Ordering::SeqCst), 0);
+
+        let imports = [Import {
+            name: "write",
+            replacement: counting_write as *const () as usize,
+        }];
+        let p = patch_library(&format!("{name}.so"), &imports, &mut |n, a| {
+            assert_eq!(n, "write");
+            REAL_WRITE.store(a, Ordering::SeqCst);
+        })
+        .unwrap();
+        assert!(p.slots.iter().all(|s| s.jump_slot), "{p:?}");
+        assert_eq!(p.real("write"), Some(libc::write as *const () as usize));
+        let p2 = patch_library(&format!("{name}_ptr.so"), &imports, &mut |_, a| {
+            assert_eq!(a, libc::write as *const () as usize);
+        })
+        .unwrap();
+        assert!(p2.slots.iter().any(|s| !s.jump_slot), "{p2:?}");
+        assert_eq!(say(fds[1]), 5);
+        assert_eq!(pipe_read(fds[0]), b"hello");
+        assert_eq!(say_ptr(fds[1]), 4);
+        assert_eq!(pipe_read(fds[0]), b"ptr!");
+        assert_eq!(CALLS.load(Ordering::SeqCst), 2);
+
+        p.unpatch().unwrap();
+        p2.unpatch().unwrap();
+        assert_eq!(say(fds[1]), 5);
+        assert_eq!(say_ptr(fds[1]), 4);
+        assert_eq!(pipe_read(fds[0]), b"helloptr!");
+        assert_eq!(CALLS.load(Ordering::SeqCst), 2);
+        // SAFETY: our pipe.
+        unsafe {
+            libc::close(fds[0]);
+            libc::close(fds[1]);
+        }
+    }
+
+    #[test]
+    fn hooks_and_unhooks_write_in_full_relro_and_lazy_libraries() {
+        // Full RELRO: the GOT is read-only after loading, mprotect is needed.
+        run(&["-Wl,-z,now", "-Wl,-z,relro"], "libgot_now");
+        // Lazy binding: the JUMP_SLOT holds a PLT stub; the real write comes from dlsym.
+        run(&["-Wl,-z,lazy", "-Wl,-z,norelro"], "libgot_lazy");
+    }
+
+    #[test]
+    fn unknown_library_and_missing_imports_are_errors() {
+        let e = patch_library("libnot-there-at-all.so", &[], &mut |_, _| {}).unwrap_err();
+        assert!(matches!(e, Error::NotLoaded(_)), "{e}");
+        let dir = tempfile::tempdir().unwrap();
+        let so =
+            crate::hook::build_c_lib(dir.path(), "libgot_none", "int f(int x){return x+1;}", &[]);
+        crate::hook::dl_fn(&so, "f");
+        let imports = [Import {
+            name: "write",
+            replacement: counting_write as *const () as usize,
+        }];
+        let e = patch_library("libgot_none.so", &imports, &mut |_, _| {}).unwrap_err();
+        assert!(matches!(e, Error::NoImports { .. }), "{e}");
+    }
+}
