@@ -143,6 +143,9 @@ pub struct ActionRecord {
 
 /// The seam where the agent acts on a verdict: dump, enqueue, upload. Runs on the agent thread.
 pub trait Actions {
+    /// Called once on the agent thread after the policy is loaded, before the first poll:
+    /// resume what earlier launches left.
+    fn started(&mut self, _cx: &ActionContext<'_>) {}
     fn on_verdict(
         &mut self,
         v: &Verdict,
@@ -564,6 +567,17 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
             .enable_time()
             .build()
             .map_err(|e| AgentError::Runtime(e.to_string()))?;
+        self.fenced("start", |a| {
+            let page = a.shared.page();
+            let cx = ActionContext {
+                policy: &a.policy,
+                data_dir: &a.data_dir,
+                app_version: &a.app_version,
+                page: &page,
+                device: &a.device,
+            };
+            a.actions.started(&cx);
+        });
         rt.block_on(async {
             let mut next = tokio::time::Instant::now();
             loop {
