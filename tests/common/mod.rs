@@ -29,11 +29,7 @@ pub fn fixtures() -> Vec<PathBuf> {
         }
     }
     v.sort();
-    assert!(
-        !v.is_empty(),
-        "no fixtures found under {}",
-        shared_dir().display()
-    );
+    assert!(!v.is_empty(), "no fixtures found under {}", shared_dir().display());
     v
 }
 
@@ -69,10 +65,7 @@ pub fn java_dump(mb: u32, marker: &str) -> PathBuf {
     }
     let classes = dir.join(format!("classes-{}", std::process::id()));
     javac(&[&root().join("java/tools/MakeDump.java")], &classes);
-    let tmp = dir.join(format!(
-        "makedump-{mb}-{marker}.{}.tmp.hprof",
-        std::process::id()
-    ));
+    let tmp = dir.join(format!("makedump-{mb}-{marker}.{}.tmp.hprof", std::process::id()));
     let st = Command::new("java")
         .arg("-Xmx1g")
         .arg("-cp")

@@ -105,21 +105,14 @@ pub fn inspect(a: InspectArgs) -> Result<(), Failure> {
     stream(&a.file, |c| ins.feed(c))?;
     let st = ins.finish().map_err(|e| bad_input(&a.file, e))?;
     if a.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&st).expect("stats serialise")
-        );
+        println!("{}", serde_json::to_string_pretty(&st).expect("stats serialise"));
         return Ok(());
     }
     println!("{}", a.file.display());
     println!("  format     {}", st.format);
     println!("  id size    {}", st.id_size);
     println!("  timestamp  {} ms", st.timestamp_ms);
-    println!(
-        "  size       {} bytes ({:.1} MB)",
-        st.file_bytes,
-        mb(st.file_bytes)
-    );
+    println!("  size       {} bytes ({:.1} MB)", st.file_bytes, mb(st.file_bytes));
     println!("  records");
     for (name, c) in &st.records {
         println!("    {name:<24} {:>10}  {:>12} bytes", c.count, c.bytes);
@@ -131,10 +124,7 @@ pub fn inspect(a: InspectArgs) -> Result<(), Failure> {
     if !st.heaps.is_empty() {
         println!("  heaps");
         for (name, h) in &st.heaps {
-            println!(
-                "    {name:<24} {:>10} objects  {:>12} bytes",
-                h.objects, h.bytes
-            );
+            println!("    {name:<24} {:>10} objects  {:>12} bytes", h.objects, h.bytes);
         }
     }
     let b = &st.bytes;
@@ -143,10 +133,7 @@ pub fn inspect(a: InspectArgs) -> Result<(), Failure> {
         ("instances", b.instances),
         ("object arrays", b.object_arrays),
         ("primitive array contents", b.primitive_array_contents),
-        (
-            "  (stripped, not in file)",
-            b.primitive_array_contents_stripped,
-        ),
+        ("  (stripped, not in file)", b.primitive_array_contents_stripped),
         ("primitive array heads", b.primitive_array_heads),
         ("classes", b.classes),
         ("strings", b.strings),
@@ -156,10 +143,7 @@ pub fn inspect(a: InspectArgs) -> Result<(), Failure> {
         ("segment headers", b.segment_headers),
         ("file header", b.header),
     ] {
-        println!(
-            "    {k:<28} {v:>12}  {:>6.1} %",
-            100.0 * v as f64 / st.file_bytes.max(1) as f64
-        );
+        println!("    {k:<28} {v:>12}  {:>6.1} %", 100.0 * v as f64 / st.file_bytes.max(1) as f64);
     }
     Ok(())
 }
@@ -209,11 +193,7 @@ pub fn restore(a: RestoreArgs) -> Result<(), Failure> {
         stats.output_bytes,
         stats.arrays_restored,
         stats.zero_bytes_written,
-        if stats.android {
-            "JAVA PROFILE 1.0.3"
-        } else {
-            "JAVA PROFILE 1.0.2"
-        }
+        if stats.android { "JAVA PROFILE 1.0.3" } else { "JAVA PROFILE 1.0.2" }
     );
     Ok(())
 }

@@ -8,11 +8,7 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(
-    name = "oomguard",
-    version,
-    about = "An out-of-memory guard: heap dump tools"
-)]
+#[command(name = "oomguard", version, about = "An out-of-memory guard: heap dump tools")]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
