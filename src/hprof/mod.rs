@@ -21,8 +21,8 @@
 
 mod parser;
 pub mod restore;
-pub mod stats;
 mod strip;
+pub mod stats;
 pub mod writer;
 
 pub use parser::{ClassDump, Parser, ParserLimits, Record, Sub, Visitor};

@@ -104,9 +104,9 @@ impl<'a> ClassDump<'a> {
     pub fn fields(&self) -> impl Iterator<Item = (u64, BasicType)> + 'a {
         let n = self.id_size as usize;
         let id_size = self.id_size;
-        self.fields_raw
-            .chunks_exact(n + 1)
-            .filter_map(move |c| Some((read_id(c, id_size), BasicType::from_u8(c[n])?)))
+        self.fields_raw.chunks_exact(n + 1).filter_map(move |c| {
+            Some((read_id(c, id_size), BasicType::from_u8(c[n])?))
+        })
     }
 }
 
@@ -114,11 +114,7 @@ impl<'a> ClassDump<'a> {
 #[derive(Clone, Copy, Debug)]
 pub enum Sub<'a> {
     /// A GC root. `aux` holds what follows the id (thread serials, frame numbers, a JNI ref id).
-    Root {
-        tag: u8,
-        id: u64,
-        aux: &'a [u8],
-    },
+    Root { tag: u8, id: u64, aux: &'a [u8] },
     Class(ClassDump<'a>),
     Instance {
         id: u64,
@@ -144,10 +140,7 @@ pub enum Sub<'a> {
         nodata: bool,
     },
     /// Android: the objects that follow are in heap `heap_type` named by string `name_id`.
-    HeapDumpInfo {
-        heap_type: u32,
-        name_id: u64,
-    },
+    HeapDumpInfo { heap_type: u32, name_id: u64 },
 }
 
 /// Receives what the parser finds. Every method has a default that does nothing. Returning an
@@ -393,11 +386,7 @@ impl Parser {
             State::Header => {
                 if b.len() < HEADER_LEN {
                     // Reject garbage early, before waiting for more.
-                    if !b
-                        .iter()
-                        .zip(b"JAVA PROFILE 1.0.".iter())
-                        .all(|(a, c)| a == c)
-                    {
+                    if !b.iter().zip(b"JAVA PROFILE 1.0.".iter()).all(|(a, c)| a == c) {
                         return Err(Error::new(0, "not an HPROF heap dump: the file does not start with \"JAVA PROFILE 1.0.\""));
                     }
                     return Ok(Measure::Need(HEADER_LEN));
@@ -727,10 +716,7 @@ fn measure_sub(b: &[u8], id_size: u32, at: u64) -> Result<Measure> {
             }
         }
         sub::CLASS_DUMP => measure_class(b, id_size, at),
-        t => Err(Error::new(
-            at,
-            format!("unknown heap dump sub-record tag 0x{t:02X}"),
-        )),
+        t => Err(Error::new(at, format!("unknown heap dump sub-record tag 0x{t:02X}"))),
     }
 }
 

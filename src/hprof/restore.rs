@@ -35,8 +35,7 @@ static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
 impl<S: Sink> State<S> {
     fn close_segment(&mut self) -> std::result::Result<(), String> {
         let len = self.out.pos() - self.seg_head - 9;
-        let len =
-            u32::try_from(len).map_err(|_| "a heap dump segment outgrew 4 GiB".to_string())?;
+        let len = u32::try_from(len).map_err(|_| "a heap dump segment outgrew 4 GiB".to_string())?;
         self.out.patch(self.seg_head + 5, &len.to_be_bytes())
     }
 

@@ -94,13 +94,7 @@ impl Visitor for Counter {
         }
         Ok(())
     }
-    fn heap_dump_start(
-        &mut self,
-        _at: u64,
-        t: u8,
-        _l: u32,
-        raw: &[u8],
-    ) -> std::result::Result<(), String> {
+    fn heap_dump_start(&mut self, _at: u64, t: u8, _l: u32, raw: &[u8]) -> std::result::Result<(), String> {
         let e = &mut self.rec[t as usize];
         e.0 += 1;
         e.1 += raw.len() as u64;
@@ -121,9 +115,7 @@ impl Visitor for Counter {
             Sub::Class(_) => b.classes += n,
             Sub::Instance { .. } => b.instances += n,
             Sub::ObjectArray { .. } => b.object_arrays += n,
-            Sub::PrimitiveArray {
-                nodata, len, ty, ..
-            } => {
+            Sub::PrimitiveArray { nodata, len, ty, .. } => {
                 b.primitive_array_heads += n;
                 if nodata {
                     let id = self.header.map_or(4, |h| h.id_size);

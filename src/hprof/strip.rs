@@ -22,9 +22,7 @@ use std::fs::File;
 use std::io;
 
 /// How much to strip.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
-)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Level {
     /// A validated copy.
@@ -214,12 +212,7 @@ impl<S: Sink> Visitor for State<S> {
         self.out.write(&h)
     }
 
-    fn record(
-        &mut self,
-        _at: u64,
-        rec: &Record<'_>,
-        raw: &[u8],
-    ) -> std::result::Result<(), String> {
+    fn record(&mut self, _at: u64, rec: &Record<'_>, raw: &[u8]) -> std::result::Result<(), String> {
         if self.level == Level::App {
             if let Some((id, text)) = rec.utf8() {
                 if (text == b"zygote" || text == b"image") && self.drop_name_count < MAX_DROP_NAMES
@@ -245,8 +238,8 @@ impl<S: Sink> Visitor for State<S> {
 
     fn heap_dump_end(&mut self) -> std::result::Result<(), String> {
         let len = self.out.pos() - self.seg_head - 9;
-        let len =
-            u32::try_from(len).map_err(|_| "a heap dump segment grew past 4 GiB".to_string())?;
+        let len = u32::try_from(len)
+            .map_err(|_| "a heap dump segment grew past 4 GiB".to_string())?;
         self.out.patch(self.seg_head + 5, &len.to_be_bytes())
     }
 
@@ -355,7 +348,10 @@ impl<S: Sink> Stripper<S> {
     pub fn finish(mut self) -> Result<(S, StripStats)> {
         self.parser.finish()?;
         let end = self.parser.bytes_fed();
-        self.state.out.flush().map_err(|e| Error::new(end, e))?;
+        self.state
+            .out
+            .flush()
+            .map_err(|e| Error::new(end, e))?;
         let mut stats = self.state.stats;
         stats.input_bytes = end;
         stats.output_bytes = self.state.out.pos();
