@@ -135,7 +135,10 @@ fn io_pass(cfg: &IoConfig) {
     let spool = match Spool::open(&cfg.spool_root, cfg.quotas.clone()) {
         Ok(s) => s,
         Err(e) => {
-            warn!("spool {}: {e}; nothing analysed or uploaded", cfg.spool_root.display());
+            warn!(
+                "spool {}: {e}; nothing analysed or uploaded",
+                cfg.spool_root.display()
+            );
             return;
         }
     };

@@ -224,6 +224,7 @@ mod tests {
 
     #[test]
     fn child_runs_with_raised_oom_score_lowest_priority_and_limited_memory() {
+        let _serial = crate::dump::fork_test_lock();
         let d = tempfile::tempdir().unwrap();
         let out = d.path().join("out");
         let lim = AnalysisLimits {
@@ -251,6 +252,7 @@ mod tests {
 
     #[test]
     fn failures_are_reported_counted_and_capped() {
+        let _serial = crate::dump::fork_test_lock();
         let d = tempfile::tempdir().unwrap();
         let lim = AnalysisLimits {
             deadline: Duration::from_millis(500),
@@ -272,6 +274,7 @@ mod tests {
 
     #[test]
     fn memory_limit_stops_a_greedy_child() {
+        let _serial = crate::dump::fork_test_lock();
         let d = tempfile::tempdir().unwrap();
         let lim = AnalysisLimits {
             address_space: 256 << 20,
@@ -293,6 +296,7 @@ mod tests {
 
     #[test]
     fn analyze_removes_partial_output_and_keeps_the_dump() {
+        let _serial = crate::dump::fork_test_lock();
         let d = tempfile::tempdir().unwrap();
         let input = d.path().join("in.hprof");
         std::fs::write(&input, b"dump").unwrap();

@@ -277,6 +277,7 @@ mod tests {
 
     #[test]
     fn child_sees_the_snapshot_as_of_the_fork_while_threads_write() {
+        let _serial = crate::dump::fork_test_lock();
         let vm = Arc::new(Vm {
             heap: (0..(4 << 20)).map(AtomicU64::new).collect(),
             suspend: AtomicBool::new(false),
@@ -350,6 +351,7 @@ mod tests {
 
     #[test]
     fn crash_nonzero_exit_and_hang_are_failures_and_files_are_removed() {
+        let _serial = crate::dump::fork_test_lock();
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("partial.hprof");
         type Body = Box<dyn FnOnce() -> i32 + Send>;
@@ -390,6 +392,7 @@ mod tests {
 
     #[test]
     fn the_alarm_ends_a_child_whose_parent_stopped_waiting() {
+        let _serial = crate::dump::fork_test_lock();
         let mut child = spawn(DUMP_CHILD_NAME, 1, || loop {
             // SAFETY: plain syscall.
             unsafe { libc::pause() };

@@ -92,6 +92,17 @@ pub trait Dumper {
     fn dump(&mut self, req: &DumpRequest) -> Result<DumpOutcome>;
 }
 
+/// Tests that fork long-lived children and tests that exec a file they just wrote must not
+/// overlap: a forked child holds copies of every open fd, and exec of a file still open for
+/// writing elsewhere fails with ETXTBSY.
+#[cfg(test)]
+pub(crate) static FORK_TEST_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+#[cfg(test)]
+pub(crate) fn fork_test_lock() -> std::sync::MutexGuard<'static, ()> {
+    FORK_TEST_LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Remove what a failed dump left.
 pub(crate) fn remove_partial(req: &DumpRequest) {
     let _ = std::fs::remove_file(&req.full_path);
