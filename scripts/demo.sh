@@ -1,39 +1,81 @@
 #!/usr/bin/env bash
-# The main job, on a fresh machine: build, make a real heap dump with the machine's Java 17, then
-# inspect, strip, restore and re-inspect it, printing sizes.
-# Usage: scripts/demo.sh [WORKDIR]
+# The main job, on a fresh machine: one whole incident, for real.
+#   1. builds oomguard (the JNI library and the command line);
+#   2. starts the development collector (a tus receiver) on loopback;
+#   3. runs a leaky Java 17 app with the agent started as Application.onCreate would;
+#   4. the heap trigger fires (three ascending polls over 85 % of a 256 MB heap);
+#   5. the agent dumps the heap in process, stripped while HotSpot writes it (GOT hook on libjvm);
+#   6. the dump is analysed in a separate process (oomguard analyze, nice 19, memory-limited);
+#   7. the report, inventories and the compressed mini dump are uploaded (tus, resumable);
+#   8. prints the received report's leaks and where to open the HTML page.
+# Then, as a second act, it shows the HPROF tools on the received dump (inspect, restore).
+# Usage: scripts/demo.sh [WORKDIR]      (default target/demo; takes about a minute)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/setup.sh
 need_java
 
-work="${1:-target/demo}"
-mkdir -p "$work/classes"
-echo "== build"
-cargo build --release --quiet
-bin=target/release/oomguard
+work="$(realpath -m "${1:-target/demo}")"
+rm -rf "$work"
+mkdir -p "$work/classes" "$work/app-data" "$work/collected"
 
-echo "== a real heap dump from Java 17"
-javac -d "$work/classes" java/tools/MakeDump.java
-java -Xmx1g -cp "$work/classes" MakeDump "$work/app.hprof" 64 "DEMO-SECRET-token-0042"
+echo "== 1. build"
+cargo build --release --quiet --lib --bins
+bin="$PWD/target/release/oomguard"
+javac -d "$work/classes" -sourcepath java:tests/java/leakapp java/demo/DemoApp.java java/dev/oomguard/OomGuard.java
 
-echo "== inspect"
-"$bin" inspect "$work/app.hprof"
+echo "== 2. the collector"
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+"$bin" collect --listen "127.0.0.1:$port" --dir "$work/collected" >"$work/collector.log" 2>&1 &
+collector=$!
+trap 'kill $collector 2>/dev/null || true; wait $collector 2>/dev/null || true' EXIT
+for _ in $(seq 50); do grep -q "collector listening" "$work/collector.log" && break; sleep 0.1; done
+head -1 "$work/collector.log"
+endpoint=$(grep -o 'tus endpoint [^ ]*' "$work/collector.log" | awk '{print $3}')
 
-echo "== strip (arrays)"
-"$bin" strip "$work/app.hprof" -o "$work/app.mini.hprof" --level arrays
-if grep -q "DEMO-SECRET-token-0042" "$work/app.mini.hprof"; then
-  echo "demo: the planted secret survived stripping" >&2; exit 1
-fi
-echo "   the planted string DEMO-SECRET-token-0042 is in the full dump: $(grep -c DEMO-SECRET-token-0042 "$work/app.hprof" || true) hit(s); in the stripped one: 0"
-
-echo "== restore"
-"$bin" restore "$work/app.mini.hprof" -o "$work/app.restored.hprof"
-
-echo "== re-inspect the restored dump"
-"$bin" inspect "$work/app.restored.hprof" | sed -n '1,6p'
-
-printf '\n%-28s %14s\n' "file" "bytes"
-for f in app.hprof app.mini.hprof app.restored.hprof; do
-  printf '%-28s %14d\n' "$f" "$(stat -c %s "$work/$f")"
+echo "== 3-7. the leaky app, with the agent (default policy; polls every 500 ms for the demo)"
+cat >"$work/policy.json" <<JSON
+{ "version": 1, "poll_interval_ms": 500, "upload": { "url": "$endpoint", "unmetered_only": false } }
+JSON
+OOMGUARD_BIN="$bin" RUST_LOG="${RUST_LOG:-info}" java -Xmx256m -XX:+UseG1GC \
+  -Djava.library.path="$PWD/target/release" -cp "$work/classes" \
+  DemoApp "$work/app-data" "$work/policy.json" "$work/done" 120 2>&1 | tee "$work/app.log" &
+app=$!
+# Wait until the collector has the report and the app's spool is empty (every file acknowledged).
+ok=""
+for _ in $(seq 600); do
+  if grep -q "received report" "$work/collector.log" && [ -d "$work/app-data/spool/incidents" ] \
+     && [ -z "$(ls -A "$work/app-data/spool/incidents")" ]; then ok=1; break; fi
+  kill -0 $app 2>/dev/null || break
+  sleep 0.2
 done
+touch "$work/done"
+wait $app || true
+[ -n "$ok" ] || { echo "demo: the incident did not reach the collector; see $work/app.log and $work/collector.log" >&2; exit 1; }
+
+echo "== 8. what the server received"
+grep "received report" "$work/collector.log"
+report=$(find "$work/collected" -name report.json | head -1)
+python3 - "$report" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+print("leaks:")
+for p in r.get("gcPaths", [])[:5]:
+    chain = " -> ".join(s.get("reference", "?") for s in p.get("path", []))
+    print(f"  {p.get('leakReason')}: {p.get('instanceCount')} instance(s) via {p.get('gcRoot')}: {chain}")
+print("top dominators:")
+for d in r.get("dominators", [])[:5]:
+    print(f"  {d.get('className')}: {d.get('retainedSize', 0) / 1048576:.1f} MB retained")
+print("runningInfo:", json.dumps({k: r.get("runningInfo", {}).get(k) for k in ("appVersion", "currentPage", "dumper", "pauseMs")}))
+PY
+echo "HTML index: file://$work/collected/index.html"
+
+echo "== the HPROF tools on the received mini dump"
+mini=$(find "$work/collected" -name 'mini.hprof.gz' | head -1)
+if [ -n "$mini" ]; then
+  gunzip -c "$mini" >"$work/mini.hprof"
+  "$bin" inspect "$work/mini.hprof" | sed -n '1,6p'
+  "$bin" restore "$work/mini.hprof" -o "$work/restored.hprof"
+  printf '%-22s %12s\n' file bytes
+  for f in "$mini" "$work/mini.hprof" "$work/restored.hprof"; do printf '%-22s %12d\n' "$(basename "$f")" "$(stat -c %s "$f")"; done
+fi

@@ -107,14 +107,26 @@ enum Work {
 /// The `oomguard-io` thread: analysis and upload, off the agent thread.
 struct IoThread {
     tx: mpsc::Sender<Work>,
+    /// Says when the thread has ended.
+    done: mpsc::Receiver<()>,
     handle: Option<std::thread::JoinHandle<()>>,
 }
+
+/// How long `stop` waits for an analysis or upload pass in flight.
+const IO_STOP_WAIT: Duration = Duration::from_secs(3);
 
 impl Drop for IoThread {
     fn drop(&mut self) {
         let _ = self.tx.send(Work::Stop);
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
+        match self.done.recv_timeout(IO_STOP_WAIT) {
+            Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) => {
+                if let Some(h) = self.handle.take() {
+                    let _ = h.join();
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                info!("an analysis or upload pass is still running; it finishes in the background, or resumes on the next launch");
+            }
         }
     }
 }
@@ -321,15 +333,20 @@ impl Pipeline {
                 retry_every: Duration::from_secs(60),
             };
             let (tx, rx) = mpsc::channel();
+            let (done_tx, done) = mpsc::channel();
             let handle = std::thread::Builder::new()
                 .name("oomguard-io".into())
-                .spawn(move || io_thread(cfg, rx))
+                .spawn(move || {
+                    io_thread(cfg, rx);
+                    let _ = done_tx.send(());
+                })
                 .map_err(|e| format!("cannot start the oomguard-io thread: {e}"))?;
             self.live = Some(Live {
                 spool,
                 guards: Guards::new(guard_policy(policy), &self.data_dir, &self.app_version),
                 io: IoThread {
                     tx,
+                    done,
                     handle: Some(handle),
                 },
             });

@@ -17,7 +17,8 @@
 pub mod probe;
 mod vm;
 
-use crate::agent::{panic_message, Agent, Command, Config, RecordOnly, Shared};
+use crate::agent::{panic_message, Agent, Command, Config, Shared};
+use crate::incident::Pipeline;
 use crate::trigger::Device;
 use jni::objects::{JClass, JString};
 use jni::sys::{jint, jstring};
@@ -183,6 +184,39 @@ pub extern "system" fn Java_dev_oomguard_OomGuard_nativeStart<'l>(
     })
 }
 
+/// The dumper for the runtime we run in: ART's fork dumper on Android (API level known), the
+/// in-process HotSpot dumper with the tee on `libjvm.so` elsewhere.
+fn runtime_dumper(jvm: &jni::JavaVM, api_level: u32) -> Box<dyn crate::dump::Dumper> {
+    if api_level > 0 {
+        return Box::new(crate::dump::art::ArtForkDumper::new(api_level));
+    }
+    // SAFETY: the pointer comes from a live JavaVM, which outlives the process's agent; the
+    // dumper only attaches the current thread through it.
+    let vm = unsafe { jni::JavaVM::from_raw(jvm.get_java_vm_pointer()) };
+    match vm {
+        Ok(vm) => Box::new(crate::dump::hotspot::HotSpotDumper::new(vm)),
+        Err(e) => Box::new(NoDumper(format!("no JavaVM handle for the dumper: {e}"))),
+    }
+}
+
+/// A runtime where no dumper could be set up: every dump is refused with the reason.
+struct NoDumper(String);
+
+impl crate::dump::Dumper for NoDumper {
+    fn name(&self) -> &'static str {
+        "none"
+    }
+    fn check(&mut self) -> crate::dump::Result<()> {
+        Err(crate::dump::Error::Unsupported(self.0.clone()))
+    }
+    fn dump(
+        &mut self,
+        _: &crate::dump::DumpRequest,
+    ) -> crate::dump::Result<crate::dump::DumpOutcome> {
+        Err(crate::dump::Error::Unsupported(self.0.clone()))
+    }
+}
+
 /// The body of the `oomguard` thread: attach as a daemon, build the VM handles, run the agent.
 fn agent_thread(
     jvm: jni::JavaVM,
@@ -195,8 +229,14 @@ fn agent_thread(
             .attach_current_thread_as_daemon()
             .map_err(|e| format!("attaching to the VM: {e}"))?;
         let vm = JniVm::new(env).map_err(|e| format!("looking up Runtime/Thread methods: {e}"))?;
+        let pipeline = Pipeline::new(
+            &cfg.data_dir,
+            &cfg.app_version,
+            runtime_dumper(&jvm, cfg.device.api_level),
+            None,
+        );
         let agent =
-            Agent::new(cfg, &vm, &vm, RecordOnly, shared.clone()).map_err(|e| e.to_string())?;
+            Agent::new(cfg, &vm, &vm, pipeline, shared.clone()).map_err(|e| e.to_string())?;
         info!("agent started");
         agent.run(rx).map_err(|e| e.to_string())
     }));
