@@ -16,7 +16,8 @@ source scripts/lib/setup.sh
 need_java
 
 work="$(realpath -m "${1:-target/demo}")"
-rm -rf "$work"
+# Only what this script makes is removed, never WORKDIR itself.
+rm -rf "$work/classes" "$work/app-data" "$work/collected" "$work/done" "$work"/*.log "$work"/*.hprof
 mkdir -p "$work/classes" "$work/app-data" "$work/collected"
 
 echo "== 1. build"
