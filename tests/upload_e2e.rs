@@ -461,6 +461,7 @@ fn kill_9_loop() {
     let mut rng = rand::rngs::StdRng::seed_from_u64(0x0dd_ba11);
     let rounds = 200;
     let mut killed = 0;
+    let mut max_sleep_us: u64 = 150_000;
     let start = Instant::now();
     let run = |round: u32, new: u32, max_count: u32, rng: &mut rand::rngs::StdRng| {
         Command::new(common::oomguard_bin())
@@ -504,9 +505,14 @@ fn kill_9_loop() {
             (rng.gen_range(0..3), 10)
         };
         let mut child = run(round, new, max_count, &mut rng);
-        std::thread::sleep(Duration::from_micros(rng.gen_range(0..150_000)));
+        std::thread::sleep(Duration::from_micros(rng.gen_range(0..max_sleep_us)));
+        // The kill point adapts to how fast workers run on this machine right now: mostly
+        // inside a run, whatever the load.
         if child.try_wait().unwrap().is_none() {
             killed += 1;
+            max_sleep_us = (max_sleep_us * 21 / 20).min(150_000);
+        } else {
+            max_sleep_us = (max_sleep_us * 3 / 4).max(2_000);
         }
         let _ = child.kill(); // SIGKILL
         child.wait().unwrap();
