@@ -521,3 +521,23 @@ fn cli_strip_restore_inspect_round_trip() {
             > 0
     );
 }
+
+#[test]
+fn a_full_disk_names_the_output_and_exits_1() {
+    let full = Path::new("/dev/full");
+    assert!(full.exists(), "/dev/full is missing");
+    let input = common::fixture("jvm/slurp_hprof-32.hprof");
+    for cmd in ["strip", "restore"] {
+        let (code, err) = run(&[
+            cmd.as_ref(),
+            input.as_os_str(),
+            "-o".as_ref(),
+            full.as_os_str(),
+        ]);
+        assert_eq!(code, 1, "{cmd}: {err}");
+        assert!(
+            err.starts_with("oomguard: /dev/full: writing the output failed: No space left"),
+            "{cmd}: {err}"
+        );
+    }
+}

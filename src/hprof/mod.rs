@@ -254,6 +254,16 @@ impl Error {
 
 pub type Result<T> = std::result::Result<T, Error>;
 
+/// How the message of an [`Error`] caused by the output (a full disk), not the input, begins.
+pub const OUTPUT_FAILED: &str = "writing the output failed: ";
+
+impl Error {
+    /// The error came from writing the output, not from the input.
+    pub fn is_output(&self) -> bool {
+        self.what.starts_with(OUTPUT_FAILED)
+    }
+}
+
 /// Read a big-endian identifier of `id_size` bytes (4 or 8) from the start of `b`.
 #[inline(always)]
 pub fn read_id(b: &[u8], id_size: u32) -> u64 {

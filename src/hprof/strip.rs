@@ -20,6 +20,7 @@ use super::parser::{Parser, ParserLimits, Record, Sub, Visitor};
 use super::{sub, Error, Header, Result, VERSION_DIGIT_OFFSET};
 use std::fs::File;
 use std::io;
+use std::sync::mpsc;
 
 /// How much to strip.
 #[derive(
@@ -213,14 +214,16 @@ impl<S: Sink> Out<S> {
 }
 
 /// Output over an input that is whole in memory (a mapped file): verbatim input is referred to,
-/// not copied, and reaches the sink through `write_all_vectored`, so the kernel's copy is the only
-/// one.
-struct Gather<'a, S: Sink> {
-    sink: S,
+/// not copied, and batches of pieces go to a writer thread that hands them to the sink with
+/// `write_all_vectored`, so the kernel's copy is the only one and it overlaps the parsing.
+struct Gather<'a> {
+    tx: mpsc::SyncSender<Msg>,
+    /// Emptied batches coming back from the writer, for reuse.
+    recycle: mpsc::Receiver<(Vec<Piece>, Vec<u8>)>,
     base: &'a [u8],
     pieces: Vec<Piece>,
     lits: Vec<u8>,
-    /// Bytes handed to the sink.
+    /// Bytes handed to the writer.
     flushed: u64,
     /// Bytes in `pieces`.
     pending: u64,
@@ -232,9 +235,18 @@ enum Piece {
     Lit { start: usize, len: usize },
 }
 
-const GATHER_PIECES: usize = 1024;
+/// What the parsing thread sends the writer thread, in output order.
+enum Msg {
+    Batch(Vec<Piece>, Vec<u8>),
+    Patch(u64, Vec<u8>),
+}
 
-impl<S: Sink> Emit for Gather<'_, S> {
+const GATHER_PIECES: usize = 1024;
+/// Batches in flight between the two threads (bounds the memory to a few hundred KB).
+const GATHER_QUEUE: usize = 4;
+const WRITER_GONE: &str = "writing the output failed: the writer stopped";
+
+impl Emit for Gather<'_> {
     fn pos(&self) -> u64 {
         self.flushed + self.pending
     }
@@ -266,7 +278,10 @@ impl<S: Sink> Emit for Gather<'_, S> {
     }
     fn patch(&mut self, offset: u64, b: &[u8]) -> std::result::Result<(), String> {
         if offset < self.flushed {
-            return self.sink.patch(offset, b).map_err(write_err);
+            return self
+                .tx
+                .send(Msg::Patch(offset, b.to_vec()))
+                .map_err(|_| WRITER_GONE.to_string());
         }
         let mut at = self.flushed;
         for p in &self.pieces {
@@ -294,24 +309,24 @@ impl<S: Sink> Emit for Gather<'_, S> {
         if self.pieces.is_empty() {
             return Ok(());
         }
-        let bufs: Vec<&[u8]> = self
-            .pieces
-            .iter()
-            .map(|p| match *p {
-                Piece::Input { start, len } => &self.base[start..start + len],
-                Piece::Lit { start, len } => &self.lits[start..start + len],
-            })
-            .collect();
-        self.sink.write_all_vectored(&bufs).map_err(write_err)?;
+        let (p, l) = self.recycle.try_recv().unwrap_or_else(|_| {
+            (
+                Vec::with_capacity(GATHER_PIECES),
+                Vec::with_capacity(GATHER_PIECES * 18),
+            )
+        });
+        let pieces = std::mem::replace(&mut self.pieces, p);
+        let lits = std::mem::replace(&mut self.lits, l);
+        self.tx
+            .send(Msg::Batch(pieces, lits))
+            .map_err(|_| WRITER_GONE.to_string())?;
         self.flushed += self.pending;
         self.pending = 0;
-        self.pieces.clear();
-        self.lits.clear();
         Ok(())
     }
 }
 
-impl<S: Sink> Gather<'_, S> {
+impl Gather<'_> {
     fn maybe_flush(&mut self) -> std::result::Result<(), String> {
         if self.pieces.len() >= GATHER_PIECES {
             self.flush()?;
@@ -320,8 +335,37 @@ impl<S: Sink> Gather<'_, S> {
     }
 }
 
+/// The writer thread of [`strip_mapped`]: writes batches and patches in order.
+fn gather_writer<S: Sink>(
+    mut sink: S,
+    base: &[u8],
+    rx: mpsc::Receiver<Msg>,
+    recycle: mpsc::Sender<(Vec<Piece>, Vec<u8>)>,
+) -> io::Result<S> {
+    for m in rx {
+        match m {
+            Msg::Batch(mut pieces, mut lits) => {
+                let bufs: Vec<&[u8]> = pieces
+                    .iter()
+                    .map(|p| match *p {
+                        Piece::Input { start, len } => &base[start..start + len],
+                        Piece::Lit { start, len } => &lits[start..start + len],
+                    })
+                    .collect();
+                sink.write_all_vectored(&bufs)?;
+                drop(bufs);
+                pieces.clear();
+                lits.clear();
+                let _ = recycle.send((pieces, lits));
+            }
+            Msg::Patch(offset, b) => sink.patch(offset, &b)?,
+        }
+    }
+    Ok(sink)
+}
+
 fn write_err(e: io::Error) -> String {
-    format!("writing the output failed: {e}")
+    format!("{}{e}", super::OUTPUT_FAILED)
 }
 
 /// What a strip did.
@@ -533,24 +577,53 @@ impl<S: Sink> Stripper<S> {
 
 /// Strip an input that is whole in memory (typically a mapped file) to `sink`. The output is the
 /// same bytes [`Stripper`] writes, but verbatim input is handed to the sink by reference
-/// ([`Sink::write_all_vectored`]) instead of being copied through a buffer.
-pub fn strip_mapped<S: Sink>(input: &[u8], level: Level, sink: S) -> Result<(S, StripStats)> {
-    let mut parser = Parser::new();
-    let mut state = State::new(
-        level,
-        Gather {
-            sink,
-            base: input,
-            pieces: Vec::with_capacity(GATHER_PIECES),
-            lits: Vec::with_capacity(GATHER_PIECES * 18),
-            flushed: 0,
-            pending: 0,
-        },
-    );
-    parser.feed(input, &mut state)?;
-    parser.finish()?;
-    let (out, stats) = state.finish(input.len() as u64)?;
-    Ok((out.sink, stats))
+/// ([`Sink::write_all_vectored`]) instead of being copied through a buffer, from a second thread,
+/// so writing overlaps parsing.
+pub fn strip_mapped<S: Sink + Send>(
+    input: &[u8],
+    level: Level,
+    sink: S,
+) -> Result<(S, StripStats)> {
+    let end = input.len() as u64;
+    std::thread::scope(|scope| {
+        let (tx, rx) = mpsc::sync_channel(GATHER_QUEUE);
+        let (rtx, rrx) = mpsc::channel();
+        let writer = std::thread::Builder::new()
+            .name("oomguard-write".into())
+            .spawn_scoped(scope, move || gather_writer(sink, input, rx, rtx))
+            .map_err(|e| Error::new(0, format!("cannot start the writer thread: {e}")))?;
+        let mut parser = Parser::new();
+        let mut state = State::new(
+            level,
+            Gather {
+                tx,
+                recycle: rrx,
+                base: input,
+                pieces: Vec::with_capacity(GATHER_PIECES),
+                lits: Vec::with_capacity(GATHER_PIECES * 18),
+                flushed: 0,
+                pending: 0,
+            },
+        );
+        let parsed = parser
+            .feed(input, &mut state)
+            .and_then(|_| parser.finish())
+            .and_then(|_| state.finish(end));
+        // Dropping the emitter closes the channel: the writer drains what is queued and ends.
+        let stats = parsed.map(|(out, stats)| {
+            drop(out);
+            stats
+        });
+        let written = writer
+            .join()
+            .map_err(|_| Error::new(end, "the writer thread panicked"))?;
+        match (stats, written) {
+            (Ok(stats), Ok(sink)) => Ok((sink, stats)),
+            // A failed write is the cause of whatever the parser then reported.
+            (_, Err(e)) => Err(Error::new(end, write_err(e))),
+            (Err(e), Ok(_)) => Err(e),
+        }
+    })
 }
 
 /// Strip a whole in-memory dump.

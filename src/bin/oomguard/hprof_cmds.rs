@@ -55,15 +55,29 @@ fn bad_input(path: &Path, e: oomguard::hprof::Error) -> Failure {
     }
 }
 
-/// Map `path` and hand it to `feed` in chunks of [`CHUNK`] bytes (small enough to stay in the CPU
-/// cache while they are parsed). An input error is reported against `path`.
+/// An error of a command that reads `input` and writes `output`: a failed write (a full disk)
+/// names the output and exits 1; anything else is the input's fault, exit 2.
+fn in_or_out(input: &Path, output: &Path, e: oomguard::hprof::Error) -> Failure {
+    if e.is_output() {
+        Failure {
+            code: 1,
+            message: format!("{}: {}", output.display(), e.what),
+        }
+    } else {
+        bad_input(input, e)
+    }
+}
+
+/// Map `path` and hand it to `feed` in chunks of [`CHUNK`] bytes; `fail` turns a parse error
+/// into the command's failure.
 fn stream(
     path: &Path,
     mut feed: impl FnMut(&[u8]) -> Result<(), oomguard::hprof::Error>,
+    fail: impl Fn(oomguard::hprof::Error) -> Failure,
 ) -> Result<(), Failure> {
     let m = Mapped::open(path).map_err(|e| io_fail(path, "cannot open", e))?;
     for c in m.bytes().chunks(CHUNK) {
-        feed(c).map_err(|e| bad_input(path, e))?;
+        feed(c).map_err(&fail)?;
     }
     Ok(())
 }
@@ -106,7 +120,7 @@ fn mb(b: u64) -> f64 {
 
 pub fn inspect(a: InspectArgs) -> Result<(), Failure> {
     let mut ins = Inspector::new();
-    stream(&a.file, |c| ins.feed(c))?;
+    stream(&a.file, |c| ins.feed(c), |e| bad_input(&a.file, e))?;
     let st = ins.finish().map_err(|e| bad_input(&a.file, e))?;
     if a.json {
         say!(
@@ -174,7 +188,7 @@ pub fn strip(a: StripArgs) -> Result<(), Failure> {
     let stats = write_atomically(&a.output, |f| {
         let m = Mapped::open(&a.input).map_err(|e| io_fail(&a.input, "cannot open", e))?;
         let (sink, stats) = strip_mapped(m.bytes(), a.level, FileSink { file: f })
-            .map_err(|e| bad_input(&a.input, e))?;
+            .map_err(|e| in_or_out(&a.input, &a.output, e))?;
         Ok((sink.file, stats))
     })?;
     let secs = t0.elapsed().as_secs_f64();
@@ -202,8 +216,12 @@ pub fn strip(a: StripArgs) -> Result<(), Failure> {
 pub fn restore(a: RestoreArgs) -> Result<(), Failure> {
     let stats = write_atomically(&a.output, |f| {
         let mut r = Restorer::new(FileSink { file: f });
-        stream(&a.input, |c| r.feed(c))?;
-        let (sink, stats) = r.finish().map_err(|e| bad_input(&a.input, e))?;
+        stream(
+            &a.input,
+            |c| r.feed(c),
+            |e| in_or_out(&a.input, &a.output, e),
+        )?;
+        let (sink, stats) = r.finish().map_err(|e| in_or_out(&a.input, &a.output, e))?;
         Ok((sink.file, stats))
     })?;
     say!(
