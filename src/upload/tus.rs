@@ -132,7 +132,88 @@ pub fn decode_metadata(s: &str) -> Option<Vec<(String, String)>> {
 
 /// Parse `Retry-After` seconds (an HTTP-date is not parsed: the caller's default applies).
 fn retry_after(r: &ureq::Response) -> Option<u64> {
-    r.header("Retry-After")?.trim().parse().ok()
+    let v = r.header("Retry-After")?.trim();
+    if let Ok(secs) = v.parse() {
+        return Some(secs);
+    }
+    // The other form RFC 9110 allows: an HTTP-date.
+    let at = http_date(v)?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?
+        .as_secs();
+    Some(at.saturating_sub(now))
+}
+
+/// Seconds since the epoch of an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), the HTTP-date
+/// form servers send; `None` for anything else.
+pub(crate) fn http_date(s: &str) -> Option<u64> {
+    let mut it = s.split_whitespace();
+    let _weekday = it.next()?;
+    let day: u64 = it.next()?.parse().ok()?;
+    let month = match it.next()? {
+        "Jan" => 1,
+        "Feb" => 2,
+        "Mar" => 3,
+        "Apr" => 4,
+        "May" => 5,
+        "Jun" => 6,
+        "Jul" => 7,
+        "Aug" => 8,
+        "Sep" => 9,
+        "Oct" => 10,
+        "Nov" => 11,
+        "Dec" => 12,
+        _ => return None,
+    };
+    let year: i64 = it.next()?.parse().ok()?;
+    let mut hms = it.next()?.split(':').map(|x| x.parse::<u64>().ok());
+    let (h, m, sec) = (hms.next()??, hms.next()??, hms.next()??);
+    if it.next()? != "GMT" || !(1..=31).contains(&day) || h > 23 || m > 59 || sec > 60 {
+        return None;
+    }
+    // Days from 1970-01-01 to the civil date (Howard Hinnant's algorithm).
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day as i64 - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    u64::try_from(days)
+        .ok()
+        .map(|d| d * 86_400 + h * 3600 + m * 60 + sec)
+}
+
+#[cfg(test)]
+mod date_tests {
+    use super::http_date;
+
+    #[test]
+    fn http_dates_parse_to_epoch_seconds() {
+        assert_eq!(
+            http_date("Sun, 06 Nov 1994 08:49:37 GMT"),
+            Some(784_111_777)
+        );
+        assert_eq!(http_date("Thu, 01 Jan 1970 00:00:00 GMT"), Some(0));
+        assert_eq!(
+            http_date("Sun, 22 Nov 2026 02:30:00 GMT"),
+            Some(1_795_314_600)
+        );
+        assert_eq!(
+            http_date("Tue, 29 Feb 2028 12:00:00 GMT"),
+            Some(1_835_438_400)
+        );
+        for bad in [
+            "",
+            "120",
+            "Sun, 06 Foo 1994 08:49:37 GMT",
+            "Sun, 06 Nov 1994 08:49 GMT",
+            "Sun, 06 Nov 1994 08:49:37 PST",
+        ] {
+            assert_eq!(http_date(bad), None, "{bad}");
+        }
+    }
 }
 
 fn read_small(r: ureq::Response) -> String {
