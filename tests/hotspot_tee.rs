@@ -162,6 +162,7 @@ fn hotspot_dumps_through_the_tee_equal_plain_dumps_and_their_strip_50_times() {
             assert!(r.get("error").is_none(), "{r}");
         }
         // Every hooked dump: caught by libjvm.so, mini == `oomguard strip` of the full file.
+        let mut analysed = batch > 0;
         for r in reports.iter().filter(|r| r["hooked"] == true) {
             let caught = r["caught_by"].as_array().unwrap();
             assert!(
@@ -196,6 +197,35 @@ fn hotspot_dumps_through_the_tee_equal_plain_dumps_and_their_strip_50_times() {
             impl Visitor for Nop {}
             p.feed(&mini, &mut Nop).expect("mini parses");
             p.finish().expect("mini complete");
+            // Both files open with `oomguard analyze`, and say the same about the heap.
+            if !analysed {
+                analysed = true;
+                let mut found = Vec::new();
+                for (name, path) in [("full", r["full"].as_str().unwrap()), ("mini", mini_path)] {
+                    let out = dir.path().join(format!("report-{name}.json"));
+                    let o = Command::new(common::oomguard_bin())
+                        .arg("analyze")
+                        .arg(path)
+                        .arg("-o")
+                        .arg(&out)
+                        .output()
+                        .unwrap();
+                    assert!(
+                        o.status.success(),
+                        "analyze {name}: {}",
+                        String::from_utf8_lossy(&o.stderr)
+                    );
+                    let rep: serde_json::Value =
+                        serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+                    assert!(!rep["dominators"].as_array().unwrap().is_empty(), "{name}");
+                    found.push((rep["gcPaths"].clone(), rep["classInfos"].clone()));
+                    std::fs::remove_file(&out).unwrap();
+                }
+                assert_eq!(
+                    found[0], found[1],
+                    "full and mini dumps analyse differently"
+                );
+            }
         }
         // Each plain dump against the hooked dump that follows it (same heap, same call site).
         for w in reports.windows(2) {
