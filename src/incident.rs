@@ -201,14 +201,19 @@ fn io_pass(cfg: &IoConfig) {
 
 /// One analysis, in a child process; the spool counts the attempts.
 fn analyse_out_of_process(cfg: &IoConfig, job: &AnalysisJob) -> Result<(), String> {
-    let Some(bin) = &cfg.analyser else {
-        return Err("no analyser executable (set OOMGUARD_BIN, or ship oomguard beside liboomguard.so); the dump waits for a later launch".into());
-    };
     let input = job
         .full_dump
         .as_ref()
         .or(job.mini_dump.as_ref())
         .ok_or("the incident holds no dump")?;
+    let running = std::fs::read(job.dir.join("incident.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .map(|v| v["body"]["runningInfo"].clone())
+        .unwrap_or_default();
+    let Some(bin) = &cfg.analyser else {
+        return analyse_in_fork(cfg, job, input, running);
+    };
     std::fs::create_dir_all(&cfg.analysis_dir)
         .map_err(|e| format!("{}: {e}", cfg.analysis_dir.display()))?;
     let log = cfg.analysis_dir.join(format!("{}.log", job.id));
@@ -220,12 +225,8 @@ fn analyse_out_of_process(cfg: &IoConfig, job: &AnalysisJob) -> Result<(), Strin
         job.report_out.as_os_str(),
     ];
     let info = cfg.analysis_dir.join(format!("{}.running.json", job.id));
-    let incident = std::fs::read(job.dir.join("incident.json")).ok();
-    let running = incident
-        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-        .map(|v| v["body"]["runningInfo"].clone());
-    if let Some(r) = running.filter(|r| !r.is_null()) {
-        if std::fs::write(&info, r.to_string()).is_ok() {
+    if !running.is_null() {
+        if std::fs::write(&info, running.to_string()).is_ok() {
             args.push(OsStr::new("--running-info"));
             args.push(info.as_os_str());
         }
@@ -254,6 +255,41 @@ fn analyse_out_of_process(cfg: &IoConfig, job: &AnalysisJob) -> Result<(), Strin
             log.display()
         )),
         Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Where no analyser executable is shipped: the analyser runs in a forked child (pure Rust, no
+/// JNI, no logging), under the same limits.
+fn analyse_in_fork(
+    cfg: &IoConfig,
+    job: &AnalysisJob,
+    input: &Path,
+    running: serde_json::Value,
+) -> Result<(), String> {
+    let out = job.report_out.clone();
+    let input = input.to_path_buf();
+    let acfg = crate::analyze::Config {
+        threads: 1,
+        ..crate::analyze::Config::default()
+    };
+    let r = crate::dump::analysis::run_forked(&cfg.limits, move || {
+        let Ok(report) =
+            crate::analyze::analyze(crate::analyze::Input::File(&input), &acfg, running)
+        else {
+            return 2;
+        };
+        match serde_json::to_vec(&report) {
+            Ok(b) if std::fs::write(&out, &b).is_ok() => 0,
+            _ => 1,
+        }
+    })
+    .map_err(|e| e.to_string())?;
+    if r.end.ok() {
+        info!(incident = %job.id, ms = r.elapsed.as_millis() as u64, "analysis done in a forked child (no analyser executable shipped)");
+        Ok(())
+    } else {
+        let _ = std::fs::remove_file(&job.report_out);
+        Err(format!("analysis child (forked, no executable) {}", r.end))
     }
 }
 
@@ -317,7 +353,7 @@ impl Pipeline {
                 .map_err(|e| format!("spool {}: {e}", spool_root.display()))?;
             let analyser = find_analyser();
             if analyser.is_none() {
-                warn!("no oomguard analyser executable found (OOMGUARD_BIN, or beside liboomguard.so): dumps wait unanalysed");
+                info!("no oomguard analyser executable (OOMGUARD_BIN, or beside liboomguard.so): dumps are analysed in a forked child");
             }
             let cfg = IoConfig {
                 spool_root,
@@ -465,5 +501,108 @@ impl Actions for Pipeline {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spool::State;
+
+    fn fixture() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../shared/fixtures/hprof/android/leak_service_binder.hprof")
+    }
+
+    /// A dumped incident in a fresh spool, its mini dump made by the stripper.
+    fn dumped(root: &Path) -> String {
+        let spool = Spool::open(root.join(SPOOL_DIR), Quotas::default()).unwrap();
+        let staging = spool.stage().unwrap();
+        let input = std::fs::read(fixture()).unwrap();
+        let (mini, _) = crate::hprof::strip_bytes(&input, Level::Arrays).unwrap();
+        std::fs::write(staging.path(FileKind::MiniDump), mini).unwrap();
+        spool
+            .commit(
+                staging,
+                NewIncident {
+                    reason: "test".into(),
+                    running_info: serde_json::json!({"appVersion": "t-1"}),
+                    ..NewIncident::default()
+                },
+            )
+            .unwrap()
+    }
+
+    fn io_config(root: &Path, analyser: Option<PathBuf>) -> IoConfig {
+        IoConfig {
+            spool_root: root.join(SPOOL_DIR),
+            quotas: Quotas::default(),
+            analysis_dir: root.join(ANALYSIS_DIR),
+            analyser,
+            limits: AnalysisLimits {
+                deadline: Duration::from_secs(60),
+                ..AnalysisLimits::default()
+            },
+            upload: None,
+            retry_every: Duration::from_secs(60),
+        }
+    }
+
+    fn analysed_report(root: &Path, id: &str) -> serde_json::Value {
+        let spool = Spool::open(root.join(SPOOL_DIR), Quotas::default()).unwrap();
+        let inc = spool.read_incident(id).unwrap();
+        assert_eq!(inc.state, State::Analysed, "{inc:?}");
+        let b = std::fs::read(spool.incident_dir(id).join("report.json")).unwrap();
+        serde_json::from_slice(&b).unwrap()
+    }
+
+    #[test]
+    fn without_an_executable_the_dump_is_analysed_in_a_forked_child() {
+        let dir = tempfile::tempdir().unwrap();
+        let id = dumped(dir.path());
+        io_pass(&io_config(dir.path(), None));
+        let report = analysed_report(dir.path(), &id);
+        // The running info comes from the incident, not from the analysing process.
+        assert_eq!(report["runningInfo"]["appVersion"], "t-1");
+        assert!(
+            !report["gcPaths"].as_array().unwrap().is_empty(),
+            "{report}"
+        );
+        // Nothing of ours is left in the incident for the spool to move aside.
+        let names: Vec<String> = std::fs::read_dir(dir.path().join(ANALYSIS_DIR))
+            .map(|d| {
+                d.filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        assert!(names.is_empty(), "{names:?}");
+    }
+
+    #[test]
+    fn a_crashing_analyser_is_counted_and_the_dump_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let id = dumped(dir.path());
+        // An "analyser" that dies like an OOM-killed process would.
+        let bad = dir.path().join("crash.sh");
+        std::fs::write(&bad, "#!/bin/sh\nkill -9 $$\n").unwrap();
+        std::fs::set_permissions(&bad, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        io_pass(&io_config(dir.path(), Some(bad)));
+        let spool = Spool::open(dir.path().join(SPOOL_DIR), Quotas::default()).unwrap();
+        let inc = spool.read_incident(&id).unwrap();
+        assert_eq!(inc.state, State::Dumped);
+        assert_eq!(inc.analysis_attempts, 1);
+        assert!(
+            inc.analysis_error
+                .as_deref()
+                .unwrap_or("")
+                .contains("signal 9"),
+            "{inc:?}"
+        );
+        assert!(spool.incident_dir(&id).join("mini.hprof").exists());
+        // The next launch, with a working analyser (the fork fallback), finishes it.
+        io_pass(&io_config(dir.path(), None));
+        analysed_report(dir.path(), &id);
     }
 }
