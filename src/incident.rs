@@ -225,11 +225,9 @@ fn analyse_out_of_process(cfg: &IoConfig, job: &AnalysisJob) -> Result<(), Strin
         job.report_out.as_os_str(),
     ];
     let info = cfg.analysis_dir.join(format!("{}.running.json", job.id));
-    if !running.is_null() {
-        if std::fs::write(&info, running.to_string()).is_ok() {
-            args.push(OsStr::new("--running-info"));
-            args.push(info.as_os_str());
-        }
+    if !running.is_null() && std::fs::write(&info, running.to_string()).is_ok() {
+        args.push(OsStr::new("--running-info"));
+        args.push(info.as_os_str());
     }
     // The spool counts attempts across launches; the runner's own counter is kept out of the
     // incident directory and never stops a run.

@@ -203,6 +203,51 @@ pub fn analyze(
     }
 }
 
+/// Where no `oomguard` executable is shipped: run `f` (pure Rust, no JNI, no logging through
+/// the app's logger) in a forked child with the same limits as [`run_limited`]: `oom_score_adj`
+/// raised, nice 19, `RLIMIT_AS`, a deadline. `f` returns the child's exit code.
+///
+/// A child forked from a multi-threaded process may find a lock held by a thread that does not
+/// exist in it. glibc and bionic reinitialise malloc's locks across `fork`, so `f` may allocate;
+/// it must not touch the VM or any lock of the app's. A child that hangs anyway is killed at the
+/// deadline, and the dump stays queued for the next launch.
+pub fn run_forked<F: FnOnce() -> i32>(limits: &AnalysisLimits, f: F) -> Result<RunOutcome> {
+    let adj = format!("{}\n", limits.oom_score_adj.clamp(-1000, 1000));
+    let adj_path = cstr(b"/proc/self/oom_score_adj")?;
+    let nice = limits.nice;
+    let as_limit = limits.address_space;
+    let alarm = limits
+        .deadline
+        .as_secs()
+        .saturating_add(5)
+        .min(u32::MAX as u64) as u32;
+    let mut child = super::fork::spawn("oomguard-analyze", alarm, move || {
+        // SAFETY: system calls on data built before the fork.
+        unsafe {
+            let fd = libc::open(adj_path.as_ptr(), libc::O_WRONLY);
+            if fd >= 0 {
+                libc::write(fd, adj.as_ptr() as *const libc::c_void, adj.len());
+                libc::close(fd);
+            }
+            libc::setpriority(libc::PRIO_PROCESS, 0, nice);
+            if as_limit > 0 {
+                let rl = libc::rlimit {
+                    rlim_cur: as_limit as libc::rlim_t,
+                    rlim_max: as_limit as libc::rlim_t,
+                };
+                libc::setrlimit(libc::RLIMIT_AS, &rl);
+            }
+        }
+        f()
+    })?;
+    let end = child.wait(limits.deadline)?;
+    Ok(RunOutcome {
+        end,
+        elapsed: child.elapsed(),
+        attempt: 0,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -320,49 +365,4 @@ mod tests {
         assert!(output.exists());
         assert_eq!(attempts(&input), 0);
     }
-}
-
-/// Where no `oomguard` executable is shipped: run `f` (pure Rust, no JNI, no logging through
-/// the app's logger) in a forked child with the same limits as [`run_limited`]: `oom_score_adj`
-/// raised, nice 19, `RLIMIT_AS`, a deadline. `f` returns the child's exit code.
-///
-/// A child forked from a multi-threaded process may find a lock held by a thread that does not
-/// exist in it. glibc and bionic reinitialise malloc's locks across `fork`, so `f` may allocate;
-/// it must not touch the VM or any lock of the app's. A child that hangs anyway is killed at the
-/// deadline, and the dump stays queued for the next launch.
-pub fn run_forked<F: FnOnce() -> i32>(limits: &AnalysisLimits, f: F) -> Result<RunOutcome> {
-    let adj = format!("{}\n", limits.oom_score_adj.clamp(-1000, 1000));
-    let adj_path = cstr(b"/proc/self/oom_score_adj")?;
-    let nice = limits.nice;
-    let as_limit = limits.address_space;
-    let alarm = limits
-        .deadline
-        .as_secs()
-        .saturating_add(5)
-        .min(u32::MAX as u64) as u32;
-    let mut child = super::fork::spawn("oomguard-analyze", alarm, move || {
-        // SAFETY: system calls on data built before the fork.
-        unsafe {
-            let fd = libc::open(adj_path.as_ptr(), libc::O_WRONLY);
-            if fd >= 0 {
-                libc::write(fd, adj.as_ptr() as *const libc::c_void, adj.len());
-                libc::close(fd);
-            }
-            libc::setpriority(libc::PRIO_PROCESS, 0, nice);
-            if as_limit > 0 {
-                let rl = libc::rlimit {
-                    rlim_cur: as_limit as libc::rlim_t,
-                    rlim_max: as_limit as libc::rlim_t,
-                };
-                libc::setrlimit(libc::RLIMIT_AS, &rl);
-            }
-        }
-        f()
-    })?;
-    let end = child.wait(limits.deadline)?;
-    Ok(RunOutcome {
-        end,
-        elapsed: child.elapsed(),
-        attempt: 0,
-    })
 }
