@@ -229,6 +229,7 @@ fn agent_thread(
             .attach_current_thread_as_daemon()
             .map_err(|e| format!("attaching to the VM: {e}"))?;
         let vm = JniVm::new(env).map_err(|e| format!("looking up Runtime/Thread methods: {e}"))?;
+        info!("heap numbers read through {}", vm.heap_method());
         let pipeline = Pipeline::new(
             &cfg.data_dir,
             &cfg.app_version,
