@@ -20,6 +20,7 @@
 //!   `dump.once_per_process` is set (the dumper could not act on it again anyway).
 #![forbid(unsafe_code)]
 
+use crate::incident::NetworkState;
 use crate::policy::remote::{self, Cache, Outcome, Refresher};
 use crate::policy::{Parsed, Policy};
 use crate::sample::{HeapSource, Sample, SampleParts, Sampler, StackSource};
@@ -81,14 +82,29 @@ pub enum Command {
     Stop,
 }
 
-/// State shared between the agent thread and the callers of `status` / `setCurrentPage`.
+/// State shared between the agent thread and the callers of `status` / `setCurrentPage` /
+/// `setNetwork`.
 #[derive(Debug, Default)]
 pub struct Shared {
     status: Mutex<String>,
     page: Mutex<String>,
+    network: Arc<NetworkState>,
 }
 
 impl Shared {
+    /// Shared state whose network reports go to `network` (which may outlive one start).
+    pub fn with_network(network: Arc<NetworkState>) -> Shared {
+        Shared {
+            network,
+            ..Shared::default()
+        }
+    }
+
+    /// The app's network reports, read by the uploads.
+    pub fn network(&self) -> &Arc<NetworkState> {
+        &self.network
+    }
+
     /// The last status, as JSON.
     pub fn status_json(&self) -> String {
         match self.status.lock() {

@@ -9,6 +9,12 @@
 //! then uploads what is analysed. The same pass runs once at start-up, so whatever a previous
 //! launch left (a dump not analysed, an upload cut short) resumes.
 //!
+//! Uploads go by the app's latest word on the network ([`NetworkState`], set through
+//! `OomGuard.setNetwork(connected, metered)`). Until the app says anything, the network counts
+//! as connected and unmetered on a JVM (where nobody calls it), and as connected but metered on
+//! Android (API level > 0), so that an app which never reports its network never spends mobile
+//! data under `unmetered_only`. A change to a connected network wakes the I/O thread for a pass.
+//!
 //! Invariants: the agent thread never analyses or uploads; a failed dump leaves no incident; an
 //! incident is deleted only by the uploader after the server acknowledged every file.
 
@@ -23,7 +29,8 @@ use crate::trigger::{Inventory, Verdict};
 use crate::upload::{self, Network};
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 use tracing::{info, warn};
 
@@ -97,6 +104,61 @@ pub fn find_analyser() -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// The network as the app last reported it, shared by the JNI facade (any thread) and the
+/// `oomguard-io` thread. Lock-free to read; setting it may wake the I/O thread.
+#[derive(Debug, Default)]
+pub struct NetworkState {
+    /// 0: never set; else `SET | CONNECTED? | METERED?`.
+    bits: AtomicU8,
+    /// The I/O thread's queue, once it runs.
+    waker: Mutex<Option<mpsc::Sender<Work>>>,
+}
+
+const NET_SET: u8 = 1;
+const NET_CONNECTED: u8 = 2;
+const NET_METERED: u8 = 4;
+
+impl NetworkState {
+    /// The network the app last reported; `None` if it never did.
+    pub fn get(&self) -> Option<Network> {
+        let b = self.bits.load(Ordering::Acquire);
+        (b & NET_SET != 0).then_some(Network {
+            connected: b & NET_CONNECTED != 0,
+            metered: b & NET_METERED != 0,
+        })
+    }
+
+    /// Record the app's report. A change to a connected network wakes the I/O thread for a
+    /// pass (what it may upload on a metered one is the policy's call, in that pass).
+    pub fn set(&self, n: Network) {
+        let b = NET_SET
+            | if n.connected { NET_CONNECTED } else { 0 }
+            | if n.metered { NET_METERED } else { 0 };
+        let old = self.bits.swap(b, Ordering::AcqRel);
+        if old != b && n.connected {
+            let w = self.waker.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(tx) = w.as_ref() {
+                let _ = tx.send(Work::Pass);
+            }
+        }
+    }
+
+    fn set_waker(&self, tx: mpsc::Sender<Work>) {
+        *self.waker.lock().unwrap_or_else(|p| p.into_inner()) = Some(tx);
+    }
+}
+
+/// The network assumed until the app reports one: unmetered on a JVM (nobody calls
+/// `setNetwork` there), metered on Android (`api_level > 0`), where an app that never reports
+/// must not spend the user's mobile data.
+pub fn default_network(api_level: u32) -> Network {
+    if api_level > 0 {
+        Network::METERED
+    } else {
+        Network::UNMETERED
+    }
+}
+
 /// What the I/O thread is asked to do.
 enum Work {
     /// Analyse what is dumped, upload what is analysed.
@@ -141,6 +203,9 @@ struct IoConfig {
     upload: Option<upload::Config>,
     /// How long to wait before another pass while work is pending (backoff, no network).
     retry_every: Duration,
+    /// The app's latest report, and what to assume before one.
+    network: Arc<NetworkState>,
+    default_network: Network,
 }
 
 fn io_pass(cfg: &IoConfig) {
@@ -183,7 +248,8 @@ fn io_pass(cfg: &IoConfig) {
     let Some(up) = &cfg.upload else {
         return;
     };
-    match upload::run_once(&spool, up, Network::UNMETERED) {
+    let net = cfg.network.get().unwrap_or(cfg.default_network);
+    match upload::run_once(&spool, up, net) {
         Ok(s) => {
             for id in &s.acknowledged {
                 info!(incident = %id, "report acknowledged by the server; incident deleted");
@@ -282,6 +348,8 @@ pub struct Pipeline {
     dumper: Box<dyn Dumper>,
     fallback: Option<Box<dyn Dumper>>,
     live: Option<Live>,
+    network: Arc<NetworkState>,
+    analyser: Option<Option<PathBuf>>,
 }
 
 struct Live {
@@ -305,17 +373,31 @@ impl Pipeline {
             dumper,
             fallback,
             live: None,
+            network: Arc::new(NetworkState::default()),
+            analyser: None,
         }
+    }
+
+    /// Take uploads' network state from `network` (the one `OomGuard.setNetwork` feeds).
+    pub fn with_network(mut self, network: Arc<NetworkState>) -> Pipeline {
+        self.network = network;
+        self
+    }
+
+    /// Use `analyser` (or none) instead of [`find_analyser`].
+    pub fn with_analyser(mut self, analyser: Option<PathBuf>) -> Pipeline {
+        self.analyser = Some(analyser);
+        self
     }
 
     /// Open the spool and start the `oomguard-io` thread, whose first pass resumes what
     /// earlier launches left.
-    fn start(&mut self, policy: &Policy) -> Result<&mut Live, String> {
+    fn start(&mut self, policy: &Policy, api_level: u32) -> Result<&mut Live, String> {
         if self.live.is_none() {
             let spool_root = self.data_dir.join(SPOOL_DIR);
             let spool = Spool::open(&spool_root, quotas(policy))
                 .map_err(|e| format!("spool {}: {e}", spool_root.display()))?;
-            let analyser = find_analyser();
+            let analyser = self.analyser.clone().unwrap_or_else(find_analyser);
             if analyser.is_none() {
                 warn!("no oomguard analyser executable found (OOMGUARD_BIN, or beside liboomguard.so): dumps wait unanalysed");
             }
@@ -331,8 +413,11 @@ impl Pipeline {
                 },
                 upload: upload_config(policy),
                 retry_every: Duration::from_secs(60),
+                network: self.network.clone(),
+                default_network: default_network(api_level),
             };
             let (tx, rx) = mpsc::channel();
+            self.network.set_waker(tx.clone());
             let (done_tx, done) = mpsc::channel();
             let handle = std::thread::Builder::new()
                 .name("oomguard-io".into())
@@ -361,7 +446,7 @@ impl Pipeline {
         cx: &ActionContext<'_>,
     ) -> Result<String, String> {
         let p = cx.policy;
-        self.start(p)?;
+        self.start(p, cx.device.api_level)?;
         let live = self.live.as_mut().expect("started");
         let staging = live.spool.stage().map_err(|e| e.to_string())?;
         let lvl = level(p.dump.strip_level);
@@ -438,7 +523,7 @@ impl Pipeline {
 
 impl Actions for Pipeline {
     fn started(&mut self, cx: &ActionContext<'_>) {
-        if let Err(e) = self.start(cx.policy) {
+        if let Err(e) = self.start(cx.policy, cx.device.api_level) {
             warn!("incident pipeline not started: {e}; verdicts will be recorded only");
         }
     }
