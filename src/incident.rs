@@ -552,3 +552,137 @@ impl Actions for Pipeline {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::ActionContext;
+    use crate::trigger::Device;
+    use crate::upload::collector::{Collector, Config as CollectorConfig};
+    use std::time::Instant;
+
+    /// A runtime without a dumper: these tests start from an incident already in the spool.
+    struct Refuse;
+
+    impl Dumper for Refuse {
+        fn name(&self) -> &'static str {
+            "refuse"
+        }
+        fn check(&mut self) -> dump::Result<()> {
+            Err(dump::Error::Unsupported("test".into()))
+        }
+        fn dump(&mut self, _: &DumpRequest) -> dump::Result<dump::DumpOutcome> {
+            Err(dump::Error::Unsupported("test".into()))
+        }
+    }
+
+    fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
+        let t0 = Instant::now();
+        while !f() {
+            assert!(t0.elapsed() < limit, "timed out waiting for {what}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    #[test]
+    fn network_state_defaults_and_wakes_only_on_a_change_to_connected() {
+        assert_eq!(default_network(0), Network::UNMETERED);
+        assert_eq!(default_network(34), Network::METERED);
+        let n = NetworkState::default();
+        assert_eq!(n.get(), None);
+        let (tx, rx) = mpsc::channel();
+        n.set_waker(tx);
+        n.set(Network::METERED);
+        assert_eq!(n.get(), Some(Network::METERED));
+        assert!(matches!(rx.try_recv(), Ok(Work::Pass)));
+        n.set(Network::METERED);
+        n.set(Network::OFFLINE);
+        assert_eq!(n.get(), Some(Network::OFFLINE));
+        assert!(
+            rx.try_recv().is_err(),
+            "no pass for an unchanged or offline network"
+        );
+        n.set(Network::UNMETERED);
+        assert!(matches!(rx.try_recv(), Ok(Work::Pass)));
+    }
+
+    /// A real pipeline, a real collector on loopback, an analyser child process: with
+    /// `unmetered_only`, the analysed incident stays in the spool while the app reports a metered
+    /// network, and goes up as soon as it reports an unmetered one (well before the 60 s retry).
+    #[test]
+    fn uploads_wait_while_metered_and_go_once_unmetered() {
+        // This test writes a script and executes it: see FORK_TEST_LOCK.
+        let _fork = dump::FORK_TEST_LOCK
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let data = tempfile::tempdir().unwrap();
+        let received = tempfile::tempdir().unwrap();
+        let collector = Collector::bind("127.0.0.1:0", CollectorConfig::new(received.path()))
+            .unwrap()
+            .spawn();
+        let analyser = data.path().join("analyser.sh");
+        std::fs::write(
+            &analyser,
+            "#!/bin/sh\n# analyze INPUT -o OUT ...\nprintf '{\"gcPaths\":[],\"dominators\":[]}' > \"$4\"\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(
+            &analyser,
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+        let mut policy = Policy::default();
+        policy.upload.url = Some(collector.endpoint());
+        policy.upload.unmetered_only = true;
+
+        // An incident as a verdict leaves it: dumped, not yet analysed.
+        let spool = Spool::open(data.path().join(SPOOL_DIR), quotas(&policy)).unwrap();
+        let staging = spool.stage().unwrap();
+        std::fs::write(staging.path(FileKind::MiniDump), vec![42u8; 64 << 10]).unwrap();
+        let id = spool
+            .commit(
+                staging,
+                NewIncident {
+                    reason: "test".into(),
+                    samples: serde_json::json!([]),
+                    running_info: serde_json::json!({}),
+                    policy_version: "1".into(),
+                },
+            )
+            .unwrap();
+        let report = spool.incident_dir(&id).join(FileKind::Report.file_name());
+
+        let network = Arc::new(NetworkState::default());
+        network.set(Network::METERED);
+        let mut pipeline = Pipeline::new(data.path(), "1.0", Box::new(Refuse), None)
+            .with_network(network.clone())
+            .with_analyser(Some(analyser));
+        let device = Device::default();
+        pipeline.started(&ActionContext {
+            policy: &policy,
+            data_dir: data.path(),
+            app_version: "1.0",
+            page: "",
+            device: &device,
+        });
+        // The first pass analyses, then stops uploading because the network is metered.
+        wait_for("the analysis", Duration::from_secs(20), || report.exists());
+        std::thread::sleep(Duration::from_millis(1500));
+        assert_eq!(
+            collector.stats().files_completed,
+            0,
+            "uploaded while metered"
+        );
+        assert!(spool.incident_dir(&id).exists());
+
+        // Unmetered: the I/O thread is woken and uploads every file, then deletes the incident.
+        network.set(Network::UNMETERED);
+        wait_for("the upload", Duration::from_secs(20), || {
+            !spool.incident_dir(&id).exists()
+        });
+        drop(pipeline);
+        let st = collector.stop();
+        assert!(st.files_completed >= 2, "{st:?}");
+        assert_eq!((st.corrupt, st.duplicates), (0, 0));
+    }
+}
