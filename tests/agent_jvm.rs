@@ -27,6 +27,7 @@ fn assert_clean_run(r: &LeakyRun) {
     );
     assert!(r.stdout.contains("start rc=0"), "{}", r.stdout);
     assert!(r.stdout.contains("second start rc=1"), "{}", r.stdout);
+    assert!(r.stdout.contains("network rc=0"), "{}", r.stdout);
     assert!(
         r.stderr
             .contains("start refused: the agent is already running"),
@@ -256,6 +257,20 @@ fn panic_in_jni_entries_becomes_an_error_code() {
     assert!(r.stdout.contains("start rc=4"), "{}", r.stdout);
     assert!(r.stdout.contains("stop rc=2"), "{}", r.stdout);
     assert!(r.stderr.contains("start panicked"), "{}", r.stderr);
+    done(r);
+
+    let r = run_leaky(
+        "idle",
+        None,
+        None,
+        1,
+        None,
+        &[("OOMGUARD_TEST_PANIC", "setNetwork")],
+    );
+    assert_eq!(r.code, Some(0), "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("network rc=4"), "{}", r.stdout);
+    assert!(r.stdout.contains("ALIVE after idle") && r.stdout.contains("stop rc=0"));
+    assert!(r.stderr.contains("setNetwork panicked"), "{}", r.stderr);
     done(r);
 }
 
