@@ -1,18 +1,25 @@
 //! Reading the numbers: one [`Sample`] per poll, and the raw lists behind an inventory.
 //!
-//! Owns the reads of `/proc/self/{fd,status,limits,task}` and `/proc/sys/kernel/threads-max`,
+//! Owns the reads of `/proc/self/{fd,status,statm,limits,task}` and `/proc/sys/kernel/threads-max`,
 //! and the [`HeapSource`] / [`StackSource`] traits through which the VM is asked (JNI in the app,
 //! scripted fakes in tests). It decides nothing: thresholds live in `trigger`.
 //!
 //! Invariants:
-//! - [`Sampler::take`] allocates nothing after [`Sampler::new`]. The fd count comes from
-//!   `stat("/proc/self/fd").st_size`, which Linux ≥ 6.2 sets to the number of open fds (one
-//!   syscall, ~1 µs whatever the count); on older kernels (size 0) the directory, opened once and
-//!   kept, is rewound and its entries counted from a stack `dirent`, never materialised (about
-//!   0.3 µs per open fd). `/proc/self/{status,limits}` are opened once and re-read with `pread`
-//!   at offset 0 into one preallocated buffer.
+//! - [`Sampler::take`] allocates nothing after [`Sampler::new`], and makes three system calls
+//!   (plus one every [`SLOW_EVERY`] polls) besides the heap source:
+//!   - the fd count is `st_size` of `/proc/self/fd`, which Linux ≥ 6.2 sets to the number of open
+//!     fds, read by `fstat` on the directory kept open (one syscall, no path walk, whatever the
+//!     count); on older kernels (size 0) the kept directory is rewound and its entries counted
+//!     from a stack `dirent`, never materialised (about 0.3 µs per open fd);
+//!   - the thread count is `st_nlink` of `/proc/self/task` minus 2 (procfs adds a link per
+//!     thread), by `fstat` on the kept directory, and `VmSize`/`VmRSS` come from
+//!     `/proc/self/statm` (pages × page size), re-read with `pread`: no walk of the task list and
+//!     no formatting of `status`'s ~55 lines. The link count is checked against `status`'s
+//!     `Threads` at start; where they disagree, `status` is used instead.
+//!   - Every kept `/proc` file is re-read with `pread` at offset 0 into one preallocated buffer.
+//!   - The fds this sampler holds count as the process's, except the `/proc/self/fd` directory.
 //! - The max heap and the soft fd limit change rarely (never, for the max heap): they are read
-//!   on the first sample and every [`SLOW_EVERY`] samples; `status` is read on every sample.
+//!   on the first sample and every [`SLOW_EVERY`] samples; threads and memory on every sample.
 //! - Every parse of `/proc` text tolerates missing or malformed lines (the field reads as 0 /
 //!   unknown); nothing here panics on input from the kernel.
 #![forbid(unsafe_code)]
