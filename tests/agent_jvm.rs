@@ -43,15 +43,31 @@ fn assert_clean_run(r: &LeakyRun) {
 
 #[test]
 fn heap_verdict_after_exactly_three_ascending_polls_over_85_percent() {
+    heap_verdict(&[], "hotspot");
+}
+
+/// The same through JNI `CallLongMethodA` on `Runtime`, the path ART uses.
+#[test]
+fn heap_verdict_with_heap_numbers_through_jni() {
+    heap_verdict(&[("OOMGUARD_HEAP_VIA_JNI", "1")], "jni");
+}
+
+fn heap_verdict(env: &[(&str, &str)], method: &str) {
     let r = run_leaky(
         "heap",
         Some(r#"{"poll_interval_ms":200}"#),
         None,
         20,
         None,
-        &[],
+        env,
     );
     assert_clean_run(&r);
+    assert!(
+        r.stderr
+            .contains(&format!("heap numbers read through {method}")),
+        "{}",
+        r.stderr
+    );
     let v = verdict(&r);
     assert_eq!(v["kind"], "heap", "{}\n{}", r.status, r.stderr);
     assert_eq!(v["threshold"], 85);

@@ -487,6 +487,7 @@ impl Sampler {
     /// One full sample: heap, fds, limits, threads and memory. Allocates nothing.
     pub fn take(&mut self, heap: &mut dyn HeapSource, now_ms: u64) -> Result<Sample, SampleError> {
         let slow = self.seq % SLOW_EVERY == 0 || self.heap_max == 0;
+        self.parts = SampleParts::default();
         let t0 = std::time::Instant::now();
         let h = if slow { heap.heap()? } else { heap.usage()? };
         let t1 = std::time::Instant::now();
