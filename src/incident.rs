@@ -584,6 +584,17 @@ mod tests {
         }
     }
 
+    /// The spool seals a body by its serialized SHA-256 and checks it by re-serializing what it
+    /// parsed; running info carries f64 times such as this one (seen in a demo run), which only
+    /// round-trip with serde_json's `float_roundtrip` (else the incident is quarantined as a
+    /// "bit flip").
+    #[test]
+    fn running_info_times_round_trip_through_json() {
+        let text = br#"{"dumpMs":113.439998,"pauseMs":113.40608300000001}"#;
+        let v: serde_json::Value = serde_json::from_slice(text).unwrap();
+        assert_eq!(serde_json::to_vec(&v).unwrap(), text.to_vec());
+    }
+
     #[test]
     fn network_state_defaults_and_wakes_only_on_a_change_to_connected() {
         assert_eq!(default_network(0), Network::UNMETERED);
