@@ -1,6 +1,8 @@
 //! Time the parts of one sample with N open fds, outside any VM (the heap numbers come from a
 //! scripted fake): `cargo run --release --example sample_cost -- [N] [cold]`.
 //! With `cold`, 40 full samples 100 ms apart (caches cold, as in the agent) instead of tight loops.
+//! The sampler's own methods (fd count by `fstat` of `/proc/self/fd`, threads by the link count
+//! of `/proc/self/task`, sizes from `statm`) are timed against the fallbacks (readdir, `status`).
 use oomguard::sample::{Heap, Sampler, ScriptedHeap};
 use std::time::{Duration, Instant};
 
@@ -54,7 +56,11 @@ fn main() {
             v[rounds * 9 / 10] as f64 / 1e3
         );
     };
-    println!("fd count method: {:?}", s.fd_count_method());
+    println!(
+        "fd count method: {:?}; threads/memory method: {:?}",
+        s.fd_count_method(),
+        s.thread_count_method()
+    );
     time("count_fds", &mut || {
         s.count_fds().unwrap();
     });
@@ -68,8 +74,18 @@ fn main() {
     time("read /proc/self/limits", &mut || {
         std::hint::black_box(std::fs::read("/proc/self/limits").unwrap());
     });
+    time("read /proc/self/statm", &mut || {
+        std::hint::black_box(std::fs::read("/proc/self/statm").unwrap());
+    });
+    time("stat /proc/self/task", &mut || {
+        std::hint::black_box(std::fs::metadata("/proc/self/task").unwrap());
+    });
     time("full take (no JNI)", &mut || {
         s.take(&mut heap, 0).unwrap();
+    });
+    let mut by_status = Sampler::with_status().unwrap();
+    time("full take, status method", &mut || {
+        by_status.take(&mut heap, 0).unwrap();
     });
     drop(files);
 }

@@ -20,9 +20,10 @@
 //!   `dump.once_per_process` is set (the dumper could not act on it again anyway).
 #![forbid(unsafe_code)]
 
+use crate::incident::NetworkState;
 use crate::policy::remote::{self, Cache, Outcome, Refresher};
 use crate::policy::{Parsed, Policy};
-use crate::sample::{HeapSource, Sample, Sampler, StackSource};
+use crate::sample::{HeapSource, Sample, SampleParts, Sampler, StackSource};
 use crate::trigger::{
     self, inventory, Device, Inventory, Kind, Strikes, Thresholds, Triggers, Verdict,
 };
@@ -81,14 +82,29 @@ pub enum Command {
     Stop,
 }
 
-/// State shared between the agent thread and the callers of `status` / `setCurrentPage`.
+/// State shared between the agent thread and the callers of `status` / `setCurrentPage` /
+/// `setNetwork`.
 #[derive(Debug, Default)]
 pub struct Shared {
     status: Mutex<String>,
     page: Mutex<String>,
+    network: Arc<NetworkState>,
 }
 
 impl Shared {
+    /// Shared state whose network reports go to `network` (which may outlive one start).
+    pub fn with_network(network: Arc<NetworkState>) -> Shared {
+        Shared {
+            network,
+            ..Shared::default()
+        }
+    }
+
+    /// The app's network reports, read by the uploads.
+    pub fn network(&self) -> &Arc<NetworkState> {
+        &self.network
+    }
+
     /// The last status, as JSON.
     pub fn status_json(&self) -> String {
         match self.status.lock() {
@@ -190,29 +206,60 @@ pub struct QueueSummary {
     pub pending: u64,
 }
 
-/// What sampling costs, measured around every [`Sampler::take`] (two clock reads per poll).
-#[derive(Debug, Clone, Copy, Default, Serialize)]
+/// How many recent sample costs [`SampleCost`] keeps for its median.
+const RECENT_COSTS: usize = 128;
+
+/// What sampling costs, measured around every [`Sampler::take`] (two clock reads per poll,
+/// plus the sampler's own split by part).
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct SampleCost {
     pub samples: u64,
     pub last_ns: u64,
     pub min_ns: u64,
     pub max_ns: u64,
     pub total_ns: u64,
+    /// Median of the last (up to) 128 samples.
+    pub median_ns: u64,
     /// Of `total_ns`, the time spent asking the VM for heap numbers.
     pub heap_total_ns: u64,
+    /// Of `total_ns`, the time spent counting fds.
+    pub fds_total_ns: u64,
+    /// Of `total_ns`, the time spent reading threads, memory sizes and limits.
+    pub proc_total_ns: u64,
+    /// Ring of recent costs (allocated once, on the first sample) and scratch for the median.
+    #[serde(skip)]
+    recent: Vec<u64>,
+    #[serde(skip)]
+    scratch: Vec<u64>,
 }
 
 impl SampleCost {
-    fn add(&mut self, ns: u64) {
+    fn add(&mut self, ns: u64, parts: SampleParts) {
         self.min_ns = if self.samples == 0 {
             ns
         } else {
             self.min_ns.min(ns)
         };
+        if self.recent.capacity() == 0 {
+            self.recent.reserve_exact(RECENT_COSTS);
+            self.scratch.reserve_exact(RECENT_COSTS);
+        }
+        if self.recent.len() < RECENT_COSTS {
+            self.recent.push(ns);
+        } else {
+            self.recent[(self.samples % RECENT_COSTS as u64) as usize] = ns;
+        }
+        self.scratch.clear();
+        self.scratch.extend_from_slice(&self.recent);
+        let mid = self.scratch.len() / 2;
+        self.median_ns = *self.scratch.select_nth_unstable(mid).1;
         self.samples += 1;
         self.last_ns = ns;
         self.max_ns = self.max_ns.max(ns);
         self.total_ns = self.total_ns.saturating_add(ns);
+        self.heap_total_ns = self.heap_total_ns.saturating_add(parts.heap_ns);
+        self.fds_total_ns = self.fds_total_ns.saturating_add(parts.fds_ns);
+        self.proc_total_ns = self.proc_total_ns.saturating_add(parts.proc_ns);
     }
 }
 
@@ -358,8 +405,10 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
         }
         let t0 = std::time::Instant::now();
         let taken = self.sampler.take(&mut self.heap, now);
-        self.status.sample_cost.add(t0.elapsed().as_nanos() as u64);
-        self.status.sample_cost.heap_total_ns += self.sampler.last_heap_ns();
+        let parts = self.sampler.last_parts();
+        self.status
+            .sample_cost
+            .add(t0.elapsed().as_nanos() as u64, parts);
         let s = match taken {
             Ok(s) => s,
             Err(e) => {

@@ -9,6 +9,12 @@
 //! then uploads what is analysed. The same pass runs once at start-up, so whatever a previous
 //! launch left (a dump not analysed, an upload cut short) resumes.
 //!
+//! Uploads go by the app's latest word on the network ([`NetworkState`], set through
+//! `OomGuard.setNetwork(connected, metered)`). Until the app says anything, the network counts
+//! as connected and unmetered on a JVM (where nobody calls it), and as connected but metered on
+//! Android (API level > 0), so that an app which never reports its network never spends mobile
+//! data under `unmetered_only`. A change to a connected network wakes the I/O thread for a pass.
+//!
 //! Invariants: the agent thread never analyses or uploads; a failed dump leaves no incident; an
 //! incident is deleted only by the uploader after the server acknowledged every file.
 
@@ -23,7 +29,8 @@ use crate::trigger::{Inventory, Verdict};
 use crate::upload::{self, Network};
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 use tracing::{info, warn};
 
@@ -97,6 +104,61 @@ pub fn find_analyser() -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// The network as the app last reported it, shared by the JNI facade (any thread) and the
+/// `oomguard-io` thread. Lock-free to read; setting it may wake the I/O thread.
+#[derive(Debug, Default)]
+pub struct NetworkState {
+    /// 0: never set; else `SET | CONNECTED? | METERED?`.
+    bits: AtomicU8,
+    /// The I/O thread's queue, once it runs.
+    waker: Mutex<Option<mpsc::Sender<Work>>>,
+}
+
+const NET_SET: u8 = 1;
+const NET_CONNECTED: u8 = 2;
+const NET_METERED: u8 = 4;
+
+impl NetworkState {
+    /// The network the app last reported; `None` if it never did.
+    pub fn get(&self) -> Option<Network> {
+        let b = self.bits.load(Ordering::Acquire);
+        (b & NET_SET != 0).then_some(Network {
+            connected: b & NET_CONNECTED != 0,
+            metered: b & NET_METERED != 0,
+        })
+    }
+
+    /// Record the app's report. A change to a connected network wakes the I/O thread for a
+    /// pass (what it may upload on a metered one is the policy's call, in that pass).
+    pub fn set(&self, n: Network) {
+        let b = NET_SET
+            | if n.connected { NET_CONNECTED } else { 0 }
+            | if n.metered { NET_METERED } else { 0 };
+        let old = self.bits.swap(b, Ordering::AcqRel);
+        if old != b && n.connected {
+            let w = self.waker.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(tx) = w.as_ref() {
+                let _ = tx.send(Work::Pass);
+            }
+        }
+    }
+
+    fn set_waker(&self, tx: mpsc::Sender<Work>) {
+        *self.waker.lock().unwrap_or_else(|p| p.into_inner()) = Some(tx);
+    }
+}
+
+/// The network assumed until the app reports one: unmetered on a JVM (nobody calls
+/// `setNetwork` there), metered on Android (`api_level > 0`), where an app that never reports
+/// must not spend the user's mobile data.
+pub fn default_network(api_level: u32) -> Network {
+    if api_level > 0 {
+        Network::METERED
+    } else {
+        Network::UNMETERED
+    }
+}
+
 /// What the I/O thread is asked to do.
 enum Work {
     /// Analyse what is dumped, upload what is analysed.
@@ -141,6 +203,9 @@ struct IoConfig {
     upload: Option<upload::Config>,
     /// How long to wait before another pass while work is pending (backoff, no network).
     retry_every: Duration,
+    /// The app's latest report, and what to assume before one.
+    network: Arc<NetworkState>,
+    default_network: Network,
 }
 
 fn io_pass(cfg: &IoConfig) {
@@ -183,7 +248,8 @@ fn io_pass(cfg: &IoConfig) {
     let Some(up) = &cfg.upload else {
         return;
     };
-    match upload::run_once(&spool, up, Network::UNMETERED) {
+    let net = cfg.network.get().unwrap_or(cfg.default_network);
+    match upload::run_once(&spool, up, net) {
         Ok(s) => {
             for id in &s.acknowledged {
                 info!(incident = %id, "report acknowledged by the server; incident deleted");
@@ -316,6 +382,8 @@ pub struct Pipeline {
     dumper: Box<dyn Dumper>,
     fallback: Option<Box<dyn Dumper>>,
     live: Option<Live>,
+    network: Arc<NetworkState>,
+    analyser: Option<Option<PathBuf>>,
 }
 
 struct Live {
@@ -339,17 +407,31 @@ impl Pipeline {
             dumper,
             fallback,
             live: None,
+            network: Arc::new(NetworkState::default()),
+            analyser: None,
         }
+    }
+
+    /// Take uploads' network state from `network` (the one `OomGuard.setNetwork` feeds).
+    pub fn with_network(mut self, network: Arc<NetworkState>) -> Pipeline {
+        self.network = network;
+        self
+    }
+
+    /// Use `analyser` (or none) instead of [`find_analyser`].
+    pub fn with_analyser(mut self, analyser: Option<PathBuf>) -> Pipeline {
+        self.analyser = Some(analyser);
+        self
     }
 
     /// Open the spool and start the `oomguard-io` thread, whose first pass resumes what
     /// earlier launches left.
-    fn start(&mut self, policy: &Policy) -> Result<&mut Live, String> {
+    fn start(&mut self, policy: &Policy, api_level: u32) -> Result<&mut Live, String> {
         if self.live.is_none() {
             let spool_root = self.data_dir.join(SPOOL_DIR);
             let spool = Spool::open(&spool_root, quotas(policy))
                 .map_err(|e| format!("spool {}: {e}", spool_root.display()))?;
-            let analyser = find_analyser();
+            let analyser = self.analyser.clone().unwrap_or_else(find_analyser);
             if analyser.is_none() {
                 info!("no oomguard analyser executable (OOMGUARD_BIN, or beside liboomguard.so): dumps are analysed in a forked child");
             }
@@ -365,8 +447,11 @@ impl Pipeline {
                 },
                 upload: upload_config(policy),
                 retry_every: Duration::from_secs(60),
+                network: self.network.clone(),
+                default_network: default_network(api_level),
             };
             let (tx, rx) = mpsc::channel();
+            self.network.set_waker(tx.clone());
             let (done_tx, done) = mpsc::channel();
             let handle = std::thread::Builder::new()
                 .name("oomguard-io".into())
@@ -395,7 +480,7 @@ impl Pipeline {
         cx: &ActionContext<'_>,
     ) -> Result<String, String> {
         let p = cx.policy;
-        self.start(p)?;
+        self.start(p, cx.device.api_level)?;
         let live = self.live.as_mut().expect("started");
         let staging = live.spool.stage().map_err(|e| e.to_string())?;
         let lvl = level(p.dump.strip_level);
@@ -472,7 +557,7 @@ impl Pipeline {
 
 impl Actions for Pipeline {
     fn started(&mut self, cx: &ActionContext<'_>) {
-        if let Err(e) = self.start(cx.policy) {
+        if let Err(e) = self.start(cx.policy, cx.device.api_level) {
             warn!("incident pipeline not started: {e}; verdicts will be recorded only");
         }
     }
@@ -504,6 +589,154 @@ impl Actions for Pipeline {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use crate::agent::ActionContext;
+    use crate::trigger::Device;
+    use crate::upload::collector::{Collector, Config as CollectorConfig};
+    use std::time::Instant;
+
+    /// A runtime without a dumper: these tests start from an incident already in the spool.
+    struct Refuse;
+
+    impl Dumper for Refuse {
+        fn name(&self) -> &'static str {
+            "refuse"
+        }
+        fn check(&mut self) -> dump::Result<()> {
+            Err(dump::Error::Unsupported("test".into()))
+        }
+        fn dump(&mut self, _: &DumpRequest) -> dump::Result<dump::DumpOutcome> {
+            Err(dump::Error::Unsupported("test".into()))
+        }
+    }
+
+    fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
+        let t0 = Instant::now();
+        while !f() {
+            assert!(t0.elapsed() < limit, "timed out waiting for {what}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The spool seals a body by its serialized SHA-256 and checks it by re-serializing what it
+    /// parsed; running info carries f64 times such as this one (seen in a demo run), which only
+    /// round-trip with serde_json's `float_roundtrip` (else the incident is quarantined as a
+    /// "bit flip").
+    #[test]
+    fn running_info_times_round_trip_through_json() {
+        let text = br#"{"dumpMs":113.439998,"pauseMs":113.40608300000001}"#;
+        let v: serde_json::Value = serde_json::from_slice(text).unwrap();
+        assert_eq!(serde_json::to_vec(&v).unwrap(), text.to_vec());
+    }
+
+    #[test]
+    fn network_state_defaults_and_wakes_only_on_a_change_to_connected() {
+        assert_eq!(default_network(0), Network::UNMETERED);
+        assert_eq!(default_network(34), Network::METERED);
+        let n = NetworkState::default();
+        assert_eq!(n.get(), None);
+        let (tx, rx) = mpsc::channel();
+        n.set_waker(tx);
+        n.set(Network::METERED);
+        assert_eq!(n.get(), Some(Network::METERED));
+        assert!(matches!(rx.try_recv(), Ok(Work::Pass)));
+        n.set(Network::METERED);
+        n.set(Network::OFFLINE);
+        assert_eq!(n.get(), Some(Network::OFFLINE));
+        assert!(
+            rx.try_recv().is_err(),
+            "no pass for an unchanged or offline network"
+        );
+        n.set(Network::UNMETERED);
+        assert!(matches!(rx.try_recv(), Ok(Work::Pass)));
+    }
+
+    /// A real pipeline, a real collector on loopback, an analyser child process: with
+    /// `unmetered_only`, the analysed incident stays in the spool while the app reports a metered
+    /// network, and goes up as soon as it reports an unmetered one (well before the 60 s retry).
+    #[test]
+    fn uploads_wait_while_metered_and_go_once_unmetered() {
+        // This test writes a script and executes it: see FORK_TEST_LOCK.
+        let _fork = dump::FORK_TEST_LOCK
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let data = tempfile::tempdir().unwrap();
+        let received = tempfile::tempdir().unwrap();
+        let collector = Collector::bind("127.0.0.1:0", CollectorConfig::new(received.path()))
+            .unwrap()
+            .spawn();
+        let analyser = data.path().join("analyser.sh");
+        std::fs::write(
+            &analyser,
+            "#!/bin/sh\n# analyze INPUT -o OUT ...\nprintf '{\"gcPaths\":[],\"dominators\":[]}' > \"$4\"\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(
+            &analyser,
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+        let mut policy = Policy::default();
+        policy.upload.url = Some(collector.endpoint());
+        policy.upload.unmetered_only = true;
+
+        // An incident as a verdict leaves it: dumped, not yet analysed.
+        let spool = Spool::open(data.path().join(SPOOL_DIR), quotas(&policy)).unwrap();
+        let staging = spool.stage().unwrap();
+        std::fs::write(staging.path(FileKind::MiniDump), vec![42u8; 64 << 10]).unwrap();
+        let id = spool
+            .commit(
+                staging,
+                NewIncident {
+                    reason: "test".into(),
+                    samples: serde_json::json!([]),
+                    running_info: serde_json::json!({}),
+                    policy_version: "1".into(),
+                },
+            )
+            .unwrap();
+        let report = spool.incident_dir(&id).join(FileKind::Report.file_name());
+
+        let network = Arc::new(NetworkState::default());
+        network.set(Network::METERED);
+        let mut pipeline = Pipeline::new(data.path(), "1.0", Box::new(Refuse), None)
+            .with_network(network.clone())
+            .with_analyser(Some(analyser));
+        let device = Device::default();
+        pipeline.started(&ActionContext {
+            policy: &policy,
+            data_dir: data.path(),
+            app_version: "1.0",
+            page: "",
+            device: &device,
+        });
+        // The first pass analyses, then stops uploading because the network is metered.
+        let gone = || !spool.incident_dir(&id).exists();
+        wait_for("the analysis", Duration::from_secs(20), || {
+            report.exists() || gone()
+        });
+        std::thread::sleep(Duration::from_millis(1500));
+        assert_eq!(
+            collector.stats().files_completed,
+            0,
+            "uploaded while metered"
+        );
+        assert!(spool.incident_dir(&id).exists());
+
+        // Unmetered: the I/O thread is woken and uploads every file, then deletes the incident.
+        network.set(Network::UNMETERED);
+        wait_for("the upload", Duration::from_secs(20), || {
+            !spool.incident_dir(&id).exists()
+        });
+        drop(pipeline);
+        let st = collector.stop();
+        assert!(st.files_completed >= 2, "{st:?}");
+        assert_eq!((st.corrupt, st.duplicates), (0, 0));
+    }
+}
+
+#[cfg(test)]
+mod fork_tests {
     use super::*;
     use crate::spool::State;
 
@@ -543,6 +776,8 @@ mod tests {
             },
             upload: None,
             retry_every: Duration::from_secs(60),
+            network: Arc::new(NetworkState::default()),
+            default_network: Network::UNMETERED,
         }
     }
 

@@ -27,6 +27,7 @@ fn assert_clean_run(r: &LeakyRun) {
     );
     assert!(r.stdout.contains("start rc=0"), "{}", r.stdout);
     assert!(r.stdout.contains("second start rc=1"), "{}", r.stdout);
+    assert!(r.stdout.contains("network rc=0"), "{}", r.stdout);
     assert!(
         r.stderr
             .contains("start refused: the agent is already running"),
@@ -42,15 +43,31 @@ fn assert_clean_run(r: &LeakyRun) {
 
 #[test]
 fn heap_verdict_after_exactly_three_ascending_polls_over_85_percent() {
+    heap_verdict(&[], "hotspot");
+}
+
+/// The same through JNI `CallLongMethodA` on `Runtime`, the path ART uses.
+#[test]
+fn heap_verdict_with_heap_numbers_through_jni() {
+    heap_verdict(&[("OOMGUARD_HEAP_VIA_JNI", "1")], "jni");
+}
+
+fn heap_verdict(env: &[(&str, &str)], method: &str) {
     let r = run_leaky(
         "heap",
         Some(r#"{"poll_interval_ms":200}"#),
         None,
         20,
         None,
-        &[],
+        env,
     );
     assert_clean_run(&r);
+    assert!(
+        r.stderr
+            .contains(&format!("heap numbers read through {method}")),
+        "{}",
+        r.stderr
+    );
     let v = verdict(&r);
     assert_eq!(v["kind"], "heap", "{}\n{}", r.status, r.stderr);
     assert_eq!(v["threshold"], 85);
@@ -256,6 +273,20 @@ fn panic_in_jni_entries_becomes_an_error_code() {
     assert!(r.stdout.contains("start rc=4"), "{}", r.stdout);
     assert!(r.stdout.contains("stop rc=2"), "{}", r.stdout);
     assert!(r.stderr.contains("start panicked"), "{}", r.stderr);
+    done(r);
+
+    let r = run_leaky(
+        "idle",
+        None,
+        None,
+        1,
+        None,
+        &[("OOMGUARD_TEST_PANIC", "setNetwork")],
+    );
+    assert_eq!(r.code, Some(0), "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("network rc=4"), "{}", r.stdout);
+    assert!(r.stdout.contains("ALIVE after idle") && r.stdout.contains("stop rc=0"));
+    assert!(r.stderr.contains("setNetwork panicked"), "{}", r.stderr);
     done(r);
 }
 

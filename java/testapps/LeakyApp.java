@@ -63,6 +63,7 @@ public class LeakyApp {
         System.out.println("start rc=" + rc + " ns=" + (t1 - t0));
         System.out.println("second start rc=" + OomGuard.start(policy, dataDir, "9.9.9", key));
         System.out.println("page rc=" + OomGuard.setCurrentPage("LeakyActivity"));
+        System.out.println("network rc=" + OomGuard.setNetwork(true, false));
 
         switch (mode) {
             case "heap": {

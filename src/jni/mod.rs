@@ -12,20 +12,24 @@
 //! - `nativeStop` asks the agent to leave its loop and joins the thread.
 //! - Logging is set up once, here: `tracing-android` (tag `OomGuard`) on Android, stderr
 //!   elsewhere; the level comes from `OOMGUARD_LOG` (default `info`).
+//! - `nativeSetNetwork` only stores the report (lock-free) and, on a change to a connected
+//!   network, queues a pass for the `oomguard-io` thread: it never does I/O on the caller's
+//!   thread, and works before `start` too (the report is kept for the next start).
 //! - The test-only panic hook (`OOMGUARD_TEST_PANIC=<entry>`) exists in debug builds only.
 
 pub mod probe;
 mod vm;
 
 use crate::agent::{panic_message, Agent, Command, Config, Shared};
-use crate::incident::Pipeline;
+use crate::incident::{NetworkState, Pipeline};
 use crate::trigger::Device;
+use crate::upload::Network;
 use jni::objects::{JClass, JString};
-use jni::sys::{jint, jstring};
+use jni::sys::{jboolean, jint, jstring};
 use jni::JNIEnv;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Arc, Mutex, Once};
-use tracing::{error, info, warn};
+use std::sync::{Arc, LazyLock, Mutex, Once};
+use tracing::{debug, error, info, warn};
 
 pub use vm::JniVm;
 
@@ -49,6 +53,9 @@ struct Running {
 
 static RUNNING: Mutex<Option<Running>> = Mutex::new(None);
 static SHARED: Mutex<Option<Arc<Shared>>> = Mutex::new(None);
+/// The app's network reports: process-wide, so that a report made before `start` (or between
+/// two starts) is kept.
+static NETWORK: LazyLock<Arc<NetworkState>> = LazyLock::new(Default::default);
 
 /// Set up `tracing` once for the process.
 pub fn init_logging() {
@@ -165,7 +172,7 @@ pub extern "system" fn Java_dev_oomguard_OomGuard_nativeStart<'l>(
                 return CODE_ERROR;
             }
         };
-        let shared = Arc::new(Shared::default());
+        let shared = Arc::new(Shared::with_network(NETWORK.clone()));
         *SHARED.lock().unwrap_or_else(|p| p.into_inner()) = Some(shared.clone());
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let spawned = std::thread::Builder::new()
@@ -229,12 +236,14 @@ fn agent_thread(
             .attach_current_thread_as_daemon()
             .map_err(|e| format!("attaching to the VM: {e}"))?;
         let vm = JniVm::new(env).map_err(|e| format!("looking up Runtime/Thread methods: {e}"))?;
+        info!("heap numbers read through {}", vm.heap_method());
         let pipeline = Pipeline::new(
             &cfg.data_dir,
             &cfg.app_version,
             runtime_dumper(&jvm, cfg.device.api_level),
             None,
-        );
+        )
+        .with_network(shared.network().clone());
         let agent =
             Agent::new(cfg, &vm, &vm, pipeline, shared.clone()).map_err(|e| e.to_string())?;
         info!("agent started");
@@ -328,5 +337,30 @@ pub extern "system" fn Java_dev_oomguard_OomGuard_nativeSetCurrentPage<'l>(
             }
             None => CODE_NOT_RUNNING,
         }
+    })
+}
+
+/// `OomGuard.nativeSetNetwork(connected, metered)`: the app's report on the network, used by
+/// the next upload pass (a change to a connected network starts one).
+#[no_mangle]
+pub extern "system" fn Java_dev_oomguard_OomGuard_nativeSetNetwork<'l>(
+    _env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    connected: jboolean,
+    metered: jboolean,
+) -> jint {
+    guard("setNetwork", CODE_PANIC, || {
+        maybe_panic("setNetwork");
+        let n = Network {
+            connected: connected != 0,
+            metered: metered != 0,
+        };
+        NETWORK.set(n);
+        debug!(
+            connected = n.connected,
+            metered = n.metered,
+            "network reported by the app"
+        );
+        CODE_OK
     })
 }

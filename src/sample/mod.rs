@@ -1,18 +1,25 @@
 //! Reading the numbers: one [`Sample`] per poll, and the raw lists behind an inventory.
 //!
-//! Owns the reads of `/proc/self/{fd,status,limits,task}` and `/proc/sys/kernel/threads-max`,
+//! Owns the reads of `/proc/self/{fd,status,statm,limits,task}` and `/proc/sys/kernel/threads-max`,
 //! and the [`HeapSource`] / [`StackSource`] traits through which the VM is asked (JNI in the app,
 //! scripted fakes in tests). It decides nothing: thresholds live in `trigger`.
 //!
 //! Invariants:
-//! - [`Sampler::take`] allocates nothing after [`Sampler::new`]. The fd count comes from
-//!   `stat("/proc/self/fd").st_size`, which Linux ≥ 6.2 sets to the number of open fds (one
-//!   syscall, ~1 µs whatever the count); on older kernels (size 0) the directory, opened once and
-//!   kept, is rewound and its entries counted from a stack `dirent`, never materialised (about
-//!   0.3 µs per open fd). `/proc/self/{status,limits}` are opened once and re-read with `pread`
-//!   at offset 0 into one preallocated buffer.
+//! - [`Sampler::take`] allocates nothing after [`Sampler::new`], and makes three system calls
+//!   (plus one every [`SLOW_EVERY`] polls) besides the heap source:
+//!   - the fd count is `st_size` of `/proc/self/fd`, which Linux ≥ 6.2 sets to the number of open
+//!     fds, read by `fstat` on the directory kept open (one syscall, no path walk, whatever the
+//!     count); on older kernels (size 0) the kept directory is rewound and its entries counted
+//!     from a stack `dirent`, never materialised (about 0.3 µs per open fd);
+//!   - the thread count is `st_nlink` of `/proc/self/task` minus 2 (procfs adds a link per
+//!     thread), by `fstat` on the kept directory, and `VmSize`/`VmRSS` come from
+//!     `/proc/self/statm` (pages × page size), re-read with `pread`: no walk of the task list and
+//!     no formatting of `status`'s ~55 lines. The link count is checked against `status`'s
+//!     `Threads` at start; where they disagree, `status` is used instead.
+//!   - Every kept `/proc` file is re-read with `pread` at offset 0 into one preallocated buffer.
+//!   - The fds this sampler holds count as the process's, except the `/proc/self/fd` directory.
 //! - The max heap and the soft fd limit change rarely (never, for the max heap): they are read
-//!   on the first sample and every [`SLOW_EVERY`] samples; `status` is read on every sample.
+//!   on the first sample and every [`SLOW_EVERY`] samples; threads and memory on every sample.
 //! - Every parse of `/proc` text tolerates missing or malformed lines (the field reads as 0 /
 //!   unknown); nothing here panics on input from the kernel.
 #![forbid(unsafe_code)]
@@ -215,13 +222,16 @@ fn first_number(b: &[u8]) -> u64 {
 pub const SLOW_EVERY: u64 = 12;
 
 const STATUS: &str = "/proc/self/status";
+const STATM: &str = "/proc/self/statm";
 const LIMITS: &str = "/proc/self/limits";
 const FD_DIR: &str = "/proc/self/fd";
+const TASK_DIR: &str = "/proc/self/task";
 const THREADS_MAX: &str = "/proc/sys/kernel/threads-max";
 
 #[derive(Clone, Copy)]
 enum ProcFile {
     Status,
+    Statm,
     Limits,
 }
 
@@ -235,17 +245,48 @@ pub enum FdCountMethod {
     Readdir,
 }
 
-/// Takes samples. Holds the open fd directory (old kernels only) and a reusable buffer.
+/// How the thread count and memory sizes are obtained on this kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ThreadCountMethod {
+    /// `st_nlink` of `/proc/self/task` minus 2 (procfs adds one link per thread), with
+    /// `VmSize`/`VmRSS` from `/proc/self/statm`: two cheap reads instead of formatting the
+    /// ~55 lines of `status`.
+    TaskLinks,
+    /// The `Threads`, `VmSize` and `VmRSS` lines of `/proc/self/status`.
+    Status,
+}
+
+/// Time spent in each part of the last [`Sampler::take`], ns.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct SampleParts {
+    /// Asking the VM ([`HeapSource`]).
+    pub heap_ns: u64,
+    /// Counting fds.
+    pub fds_ns: u64,
+    /// Threads, memory sizes and (every [`SLOW_EVERY`]) the fd limit.
+    pub proc_ns: u64,
+}
+
+/// Takes samples. Holds its `/proc` files open and a reusable buffer.
 pub struct Sampler {
+    /// The fd directory, kept open for the readdir method (older kernels, or forced).
     fd_dir: Option<Dir>,
-    /// `/proc/self/status` and `/proc/self/limits`, opened once and re-read with `pread` at
-    /// offset 0 (procfs regenerates them), which saves the path walk of an open per poll.
+    /// The fd directory, kept open for `fstat` (its `st_size` is the fd count, Linux ≥ 6.2).
+    fd_dir_file: Option<std::fs::File>,
+    /// `/proc/self/task`, kept open for `fstat` (its `st_nlink` is 2 + the thread count), when
+    /// [`ThreadCountMethod::TaskLinks`] was validated at start.
+    task_dir: Option<std::fs::File>,
+    /// `/proc/self/{status,statm,limits}`, opened once and re-read with `pread` at offset 0
+    /// (procfs regenerates them), which saves the path walk of an open per poll.
     status_file: std::fs::File,
+    statm_file: std::fs::File,
     limits_file: std::fs::File,
+    page_kb: u64,
     buf: Vec<u8>,
     threads_max: u64,
     seq: u64,
-    last_heap_ns: u64,
+    parts: SampleParts,
     heap_max: u64,
     fd_soft_limit: u64,
 }
@@ -263,44 +304,106 @@ fn proc_err(path: &'static str, e: impl std::fmt::Display) -> SampleError {
     }
 }
 
+/// `(size, resident)` pages from `/proc/PID/statm` text; missing fields read as 0.
+pub fn parse_statm(text: &[u8]) -> (u64, u64) {
+    let mut it = text
+        .split(|c| c.is_ascii_whitespace())
+        .filter(|w| !w.is_empty());
+    let size = it.next().map_or(0, first_number);
+    let resident = it.next().map_or(0, first_number);
+    (size, resident)
+}
+
+fn open_proc(path: &'static str) -> Result<std::fs::File, SampleError> {
+    std::fs::File::open(path).map_err(|e| proc_err(path, e))
+}
+
+fn nlink(f: &std::fs::File, path: &'static str) -> Result<u64, SampleError> {
+    use std::os::unix::fs::MetadataExt;
+    f.metadata()
+        .map(|m| m.nlink())
+        .map_err(|e| proc_err(path, e))
+}
+
 impl Sampler {
     pub fn new() -> Result<Self, SampleError> {
-        // The fast path needs no open directory; a size of 0 means an older kernel.
-        let fd_dir = if fd_count_by_stat()? > 0 {
-            None
+        // The fast path needs only the directory's size; a size of 0 means an older kernel.
+        let fd_file = open_proc(FD_DIR)?;
+        let by_stat = fd_file.metadata().map(|m| m.len()).unwrap_or(0) > 0;
+        let (fd_dir, fd_dir_file) = if by_stat {
+            (None, Some(fd_file))
         } else {
-            Some(open_fd_dir()?)
+            drop(fd_file);
+            (Some(open_fd_dir()?), None)
         };
-        let open = |path: &'static str| std::fs::File::open(path).map_err(|e| proc_err(path, e));
+        let page_kb = nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)
+            .ok()
+            .flatten()
+            .map_or(4, |b| (b as u64 / 1024).max(1));
         let mut s = Sampler {
             fd_dir,
-            status_file: open(STATUS)?,
-            limits_file: open(LIMITS)?,
+            fd_dir_file,
+            task_dir: None,
+            status_file: open_proc(STATUS)?,
+            statm_file: open_proc(STATM)?,
+            limits_file: open_proc(LIMITS)?,
+            page_kb,
             buf: vec![0; 8192],
             threads_max: 0,
             seq: 0,
-            last_heap_ns: 0,
+            parts: SampleParts::default(),
             heap_max: 0,
             fd_soft_limit: 0,
         };
         s.threads_max = std::fs::read(THREADS_MAX)
             .map(|b| first_number(&b))
             .unwrap_or(0);
+        s.task_dir = s.validate_task_links();
         Ok(s)
+    }
+
+    /// `/proc/self/task`, if its link count tells the thread count on this kernel: it must
+    /// agree with `status`'s `Threads` line (threads may start or end between the two reads,
+    /// hence a few tries). `None` keeps the `status` method.
+    fn validate_task_links(&mut self) -> Option<std::fs::File> {
+        let dir = std::fs::File::open(TASK_DIR).ok()?;
+        (0..5)
+            .any(|_| {
+                let links = nlink(&dir, TASK_DIR).unwrap_or(0);
+                let threads = self
+                    .reread(ProcFile::Status)
+                    .map(|t| parse_status(t).threads)
+                    .unwrap_or(0);
+                threads > 0 && links == threads + 2
+            })
+            .then_some(dir)
     }
 
     /// Force the readdir method (to compare both in tests and benches).
     pub fn with_readdir() -> Result<Self, SampleError> {
         let mut s = Self::new()?;
         if s.fd_dir.is_none() {
+            s.fd_dir_file = None;
             s.fd_dir = Some(open_fd_dir()?);
         }
         Ok(s)
     }
 
+    /// Force the `status` method for threads and memory sizes (to compare in tests and benches).
+    pub fn with_status() -> Result<Self, SampleError> {
+        let mut s = Self::new()?;
+        s.task_dir = None;
+        Ok(s)
+    }
+
     /// Time the last [`HeapSource::heap`] call took, ns (part of the sample's cost).
     pub fn last_heap_ns(&self) -> u64 {
-        self.last_heap_ns
+        self.parts.heap_ns
+    }
+
+    /// Time each part of the last [`Sampler::take`] took.
+    pub fn last_parts(&self) -> SampleParts {
+        self.parts
     }
 
     /// The method this sampler uses for the fd count.
@@ -312,11 +415,21 @@ impl Sampler {
         }
     }
 
+    /// The method this sampler uses for the thread count and memory sizes.
+    pub fn thread_count_method(&self) -> ThreadCountMethod {
+        if self.task_dir.is_some() {
+            ThreadCountMethod::TaskLinks
+        } else {
+            ThreadCountMethod::Status
+        }
+    }
+
     /// Re-read a kept `/proc` file from offset 0 into the buffer (grown only if a file ever
     /// outgrows it).
     fn reread(&mut self, which: ProcFile) -> Result<&[u8], SampleError> {
         let (file, path) = match which {
             ProcFile::Status => (&self.status_file, STATUS),
+            ProcFile::Statm => (&self.statm_file, STATM),
             ProcFile::Limits => (&self.limits_file, LIMITS),
         };
         let mut len = 0;
@@ -334,10 +447,16 @@ impl Sampler {
         Ok(&self.buf[..len])
     }
 
-    /// Open file descriptors, not counting the one this sampler may hold on `/proc/self/fd`.
+    /// Open file descriptors, not counting the one this sampler holds on `/proc/self/fd`.
     pub fn count_fds(&mut self) -> Result<u64, SampleError> {
+        if let Some(f) = &self.fd_dir_file {
+            return f
+                .metadata()
+                .map(|m| m.len().saturating_sub(1))
+                .map_err(|e| proc_err(FD_DIR, e));
+        }
         let Some(dir) = self.fd_dir.as_mut() else {
-            return fd_count_by_stat();
+            return Ok(0);
         };
         let mut n: u64 = 0;
         for e in dir.iter() {
@@ -350,20 +469,43 @@ impl Sampler {
         Ok(n.saturating_sub(1))
     }
 
-    /// One full sample: heap, fds, limits, status. Allocates nothing.
+    /// Threads, `VmSize` and `VmRSS` by this sampler's method.
+    fn threads_and_memory(&mut self) -> Result<Status, SampleError> {
+        let Some(task) = &self.task_dir else {
+            return Ok(parse_status(self.reread(ProcFile::Status)?));
+        };
+        let threads = nlink(task, TASK_DIR)?.saturating_sub(2);
+        let page_kb = self.page_kb;
+        let (size, resident) = parse_statm(self.reread(ProcFile::Statm)?);
+        Ok(Status {
+            threads,
+            vm_size_kb: size.saturating_mul(page_kb),
+            vm_rss_kb: resident.saturating_mul(page_kb),
+        })
+    }
+
+    /// One full sample: heap, fds, limits, threads and memory. Allocates nothing.
     pub fn take(&mut self, heap: &mut dyn HeapSource, now_ms: u64) -> Result<Sample, SampleError> {
         let slow = self.seq % SLOW_EVERY == 0 || self.heap_max == 0;
+        self.parts = SampleParts::default();
         let t0 = std::time::Instant::now();
         let h = if slow { heap.heap()? } else { heap.usage()? };
-        self.last_heap_ns = t0.elapsed().as_nanos() as u64;
+        let t1 = std::time::Instant::now();
         if h.max != 0 {
             self.heap_max = h.max;
         }
         let fds = self.count_fds()?;
-        let st = parse_status(self.reread(ProcFile::Status)?);
+        let t2 = std::time::Instant::now();
+        let st = self.threads_and_memory()?;
         if slow {
             self.fd_soft_limit = parse_fd_soft_limit(self.reread(ProcFile::Limits)?);
         }
+        let t3 = std::time::Instant::now();
+        self.parts = SampleParts {
+            heap_ns: (t1 - t0).as_nanos() as u64,
+            fds_ns: (t2 - t1).as_nanos() as u64,
+            proc_ns: (t3 - t2).as_nanos() as u64,
+        };
         let limit = self.fd_soft_limit;
         self.seq += 1;
         Ok(Sample {
@@ -388,13 +530,6 @@ fn open_fd_dir() -> Result<Dir, SampleError> {
         Mode::empty(),
     )
     .map_err(|e| proc_err(FD_DIR, e))
-}
-
-/// `st_size` of `/proc/self/fd`: the number of open fds on Linux ≥ 6.2, 0 before.
-fn fd_count_by_stat() -> Result<u64, SampleError> {
-    std::fs::metadata(FD_DIR)
-        .map(|m| m.len())
-        .map_err(|e| proc_err(FD_DIR, e))
 }
 
 /// The target of every open fd (`readlink /proc/self/fd/N`), for an fd inventory. Allocates;
@@ -536,15 +671,53 @@ mod tests {
         // Other tests open and close files concurrently: retry until two reads agree.
         let agreed = (0..50).any(|_| {
             let (a, b) = (fast.count_fds().unwrap(), slow.count_fds().unwrap());
-            // The slow sampler's own directory fd is excluded by `count_fds`, but the fast
-            // count sees it.
-            let b = if fast.fd_count_method() == FdCountMethod::StatSize {
-                b + 1
-            } else {
-                b
-            };
+            // Each excludes its own directory fd and sees the other's.
             a == b && a >= 100
         });
+        assert!(agreed);
+    }
+
+    #[test]
+    fn parses_statm() {
+        assert_eq!(
+            parse_statm(b"935524 12808 5034 1 0 41240 0\n"),
+            (935_524, 12_808)
+        );
+        assert_eq!(parse_statm(b"17"), (17, 0));
+        assert_eq!(parse_statm(b""), (0, 0));
+    }
+
+    #[test]
+    fn both_thread_count_methods_agree() {
+        let mut fast = Sampler::new().unwrap();
+        let mut slow = Sampler::with_status().unwrap();
+        assert_eq!(slow.thread_count_method(), ThreadCountMethod::Status);
+        assert_eq!(fast.thread_count_method(), ThreadCountMethod::TaskLinks);
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let rx = std::sync::Arc::new(std::sync::Mutex::new(rx));
+        let threads: Vec<_> = (0..30)
+            .map(|_| {
+                let rx = rx.clone();
+                std::thread::spawn(move || {
+                    let _ = rx.lock().map(|r| r.recv());
+                })
+            })
+            .collect();
+        // Other tests start and end threads concurrently: retry until two reads agree.
+        let agreed = (0..50).any(|_| {
+            let (a, b) = (
+                fast.threads_and_memory().unwrap(),
+                slow.threads_and_memory().unwrap(),
+            );
+            a.threads == b.threads
+                && a.threads >= 31
+                && a.vm_size_kb == b.vm_size_kb
+                && a.vm_rss_kb.abs_diff(b.vm_rss_kb) <= 1024
+        });
+        drop(tx);
+        for t in threads {
+            t.join().unwrap();
+        }
         assert!(agreed);
     }
 

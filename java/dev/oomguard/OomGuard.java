@@ -127,6 +127,30 @@ public final class OomGuard {
         }
     }
 
+    /**
+     * Tell the agent the network state, for uploads: call it from a
+     * {@code ConnectivityManager.NetworkCallback} ({@code onCapabilitiesChanged}: connected when
+     * the network has {@code NET_CAPABILITY_INTERNET}, metered when it lacks
+     * {@code NET_CAPABILITY_NOT_METERED}) and {@code onLost}. It may be called before {@link #start};
+     * it only records the state and returns at once. A change to a connected network lets pending
+     * reports go up; with the policy's {@code unmetered_only} (the default) nothing is uploaded on a
+     * metered network.
+     *
+     * <p>Until it is called, the agent assumes a connected, unmetered network on a JVM and a
+     * connected, metered one on Android, so that an app that never calls it never spends mobile
+     * data.
+     */
+    public static int setNetwork(boolean connected, boolean metered) {
+        if (!load()) {
+            return LOAD_FAILED;
+        }
+        try {
+            return nativeSetNetwork(connected, metered);
+        } catch (Throwable t) {
+            return ERROR;
+        }
+    }
+
     /** True on Android (ART reports itself as Dalvik); elsewhere no reflection is attempted. */
     private static boolean onAndroid() {
         return "Dalvik".equals(System.getProperty("java.vm.name"));
@@ -165,4 +189,6 @@ public final class OomGuard {
     private static native String nativeStatus();
 
     private static native int nativeSetCurrentPage(String page);
+
+    private static native int nativeSetNetwork(boolean connected, boolean metered);
 }
