@@ -200,6 +200,35 @@ impl Input<'_> {
 }
 
 impl Input<'_> {
+    /// Parse from the start until `v` stops the parser with [`index::PREFIX_STOP`] (or the input
+    /// ends). Reads a megabyte at a time: the prefix is usually a small part of the file.
+    fn prefix(&self, v: &mut index::Prefix) -> Result<(), Error> {
+        let mut p = Parser::new();
+        let stopped = |e: &hprof::Error| e.what == index::PREFIX_STOP;
+        let r = match self {
+            Input::Bytes(b) => p.feed(b, v),
+            Input::File(_) => {
+                let f = self.open()?;
+                let len = self.len()?;
+                let mut buf = vec![0u8; 1 << 20];
+                let mut at = 0u64;
+                let mut r = Ok(());
+                while at < len && r.is_ok() {
+                    let n = ((len - at) as usize).min(buf.len());
+                    self.read_at(f.as_ref(), at, &mut buf[..n])?;
+                    r = p.feed(&buf[..n], v);
+                    at += n as u64;
+                }
+                r
+            }
+        };
+        match r {
+            Err(e) if stopped(&e) => Ok(()),
+            Err(e) => Err(e.into()),
+            Ok(()) => p.finish().map_err(Error::from),
+        }
+    }
+
     fn len(&self) -> Result<u64, Error> {
         match self {
             Input::Bytes(b) => Ok(b.len() as u64),
@@ -418,51 +447,206 @@ pub fn analyze(
         0 => std::thread::available_parallelism().map_or(1, |n| n.get().min(4)),
         n => n,
     };
-    let parts = if threads > 1 {
+    let mut parts = if threads > 1 {
         input.split(threads, cfg.parallel_min_bytes)
     } else {
         None
     };
-    // Pass 1, in parts side by side if the file splits; any failure there is re-run in one
-    // piece, which reports it at its exact offset.
-    let mut merged = None;
-    if let Some(parts) = &parts {
-        let vs = (0..parts.len()).map(|_| index::Pass1::default()).collect();
-        if let Ok(mut vs) = input.pass_parts(parts, vs) {
-            std::thread::scope(|s| {
-                for v in vs.iter_mut() {
-                    s.spawn(move || v.sort_ids());
-                }
-            });
-            let mut it = vs.into_iter();
-            if let Some(mut first) = it.next() {
-                for v in it {
-                    first.merge(v);
-                }
-                merged = Some(first);
-            }
-        }
-    }
-    let (p1, parts) = match merged {
-        Some(p1) => (p1, parts),
-        None => {
-            let mut p1 = index::Pass1::default();
-            input.pass(&mut p1)?;
-            (p1, None)
-        }
-    };
-    let bytes = input.len()?;
-    let mut ix = p1
-        .finish()
-        .map_err(|what| Error::Input { offset: 0, what })?;
-    tm.scan_ms = t0.elapsed().as_millis() as u64;
-
-    let t = Instant::now();
     let limits = index::IndexLimits {
         bitmap_min_pixels: cfg.bitmap_min_pixels,
         array_min_bytes: cfg.array_min_bytes,
     };
-    let outs = match &parts {
+    // One pass if the dump's classes all come first (HotSpot's do); otherwise, or if anything
+    // went wrong there, the two passes below (which report problems at their exact offsets).
+    let one = {
+        let len = input.len()?;
+        let whole = [(hprof::HEADER_LEN as u64, len)];
+        let ps: &[(u64, u64)] = match &parts {
+            Some(p) => p,
+            None => &whole,
+        };
+        if len > hprof::HEADER_LEN as u64 {
+            one_pass(&input, ps, limits)
+        } else {
+            None
+        }
+    };
+    let (mut ix, outs) = match one {
+        Some(OnePassResult::Graph(ix, outs)) => (ix, Some(outs)),
+        Some(OnePassResult::Scanned(p1)) => (
+            p1.finish()
+                .map_err(|what| Error::Input { offset: 0, what })?,
+            None,
+        ),
+        None => (scan(&input, &mut parts)?, None),
+    };
+    let bytes = input.len()?;
+    tm.scan_ms = t0.elapsed().as_millis() as u64;
+
+    let t = Instant::now();
+    let outs = match outs {
+        Some(outs) => outs,
+        None => graph(&input, &parts, &ix, limits)?,
+    };
+    let watched = index::apply(&mut ix, outs).map_err(|what| Error::Input { offset: 0, what })?;
+    index::flag_watched(&mut ix, watched);
+    ix.edges.shrink_to_fit();
+    tm.graph_ms = t.elapsed().as_millis() as u64;
+    analyze_graph(ix, input, cfg, running_info, bytes, &parts, t0, tm)
+}
+
+/// What [`one_pass`] achieved.
+enum OnePassResult {
+    /// The skeleton index and pass 2's outputs, ready to apply.
+    Graph(index::Index, Vec<index::Out>),
+    /// Classes came late: only pass 1's work is usable.
+    Scanned(index::Pass1),
+}
+
+/// Gather the prefix (everything before the first object), then run pass 1 and pass 2 at once
+/// over `parts` with the prefix's class layouts. `None` if the input did not parse (the caller
+/// starts over with two passes, which report the problem at its exact offset).
+fn one_pass(
+    input: &Input<'_>,
+    parts: &[(u64, u64)],
+    limits: index::IndexLimits,
+) -> Option<OnePassResult> {
+    let mut pre = index::Prefix::default();
+    input.prefix(&mut pre).ok()?;
+    let prefix_end = pre.end.unwrap_or(u64::MAX);
+    let counts = pre.p1.counts();
+    let skel = pre.p1.finish().ok()?;
+    let vs = parts
+        .iter()
+        .map(|&(a, _)| index::OnePass::new(&skel, limits, a - hprof::HEADER_LEN as u64, prefix_end))
+        .collect();
+    let vs = input.pass_parts(parts, vs).ok()?;
+    let late = vs.iter().any(|v| v.late);
+    let mut p1s = Vec::with_capacity(vs.len());
+    let mut p2s = Vec::with_capacity(vs.len());
+    for v in vs {
+        p1s.push(v.p1);
+        p2s.push(v.p2);
+    }
+    // Objects numbered in file order are nodes already if their ids ascend (HotSpot's do);
+    // otherwise each worker's ids are kept to look its objects' nodes up.
+    let mut prev: Option<u64> = None;
+    let ascending = p1s.iter().all(|p| {
+        let ids = p.ids();
+        let ok = ids.windows(2).all(|w| w[0] < w[1])
+            && match (prev, ids.first()) {
+                (Some(a), Some(&b)) => a < b,
+                _ => true,
+            };
+        if let Some(&l) = ids.last() {
+            prev = Some(l);
+        }
+        ok
+    });
+    let orders: Vec<Vec<u64>> = if ascending || late {
+        Vec::new()
+    } else {
+        p1s.iter().map(|p| p.ids().to_vec()).collect()
+    };
+    let bases: Vec<u32> = p1s
+        .iter()
+        .scan(0u64, |acc, p| {
+            let b = *acc;
+            *acc += p.ids().len() as u64;
+            Some(b.min(NONE_U32 as u64) as u32)
+        })
+        .collect();
+    let p1 = merge_pass1(p1s)?;
+    let (s, n, c) = p1.counts();
+    if late || (s, n, c) != counts {
+        return Some(OnePassResult::Scanned(p1));
+    }
+    let ix = p1.finish().ok()?;
+    let raws: Vec<(index::Out, Vec<u64>)> = p2s
+        .into_iter()
+        .map(|p| p.finish_deferred())
+        .collect::<Result<_, _>>()
+        .ok()?;
+    let outs: Vec<Option<index::Out>> = std::thread::scope(|s| {
+        let hs: Vec<_> = raws
+            .into_iter()
+            .enumerate()
+            .map(|(w, (out, raw))| {
+                let ix = &ix;
+                let order = orders.get(w);
+                let base = bases[w];
+                s.spawn(move || {
+                    index::resolve(ix, out, raw, |k| match order {
+                        None => base.saturating_add(k),
+                        Some(o) => o
+                            .get(k as usize)
+                            .and_then(|&id| ix.node(id))
+                            .unwrap_or(NONE_U32),
+                    })
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| match h.join() {
+                Ok(r) => r,
+                Err(p) => std::panic::resume_unwind(p),
+            })
+            .collect()
+    });
+    let outs: Vec<index::Out> = outs.into_iter().collect::<Option<_>>()?;
+    // (resolve gives None if an object's node was not found, which cannot happen: every id
+    // met is indexed.)
+    Some(OnePassResult::Graph(ix, outs))
+}
+
+const NONE_U32: u32 = index::NONE;
+
+/// Merge the workers' pass-1 gatherings (each sorts its ids first, side by side).
+fn merge_pass1(mut vs: Vec<index::Pass1>) -> Option<index::Pass1> {
+    std::thread::scope(|s| {
+        for v in vs.iter_mut() {
+            s.spawn(move || v.sort_ids());
+        }
+    });
+    let mut it = vs.into_iter();
+    let mut first = it.next()?;
+    for v in it {
+        first.merge(v);
+    }
+    Some(first)
+}
+
+/// Pass 1 (the two-pass way), in parts side by side if the file splits; any failure there is
+/// re-run in one piece, which reports it at its exact offset.
+/// `parts` becomes `None` in the latter case.
+fn scan(input: &Input<'_>, parts: &mut Option<Vec<(u64, u64)>>) -> Result<index::Index, Error> {
+    let mut merged = None;
+    if let Some(parts) = parts.as_ref() {
+        let vs = (0..parts.len()).map(|_| index::Pass1::default()).collect();
+        if let Ok(vs) = input.pass_parts(parts, vs) {
+            merged = merge_pass1(vs);
+        }
+    }
+    let p1 = match merged {
+        Some(p1) => p1,
+        None => {
+            *parts = None;
+            let mut p1 = index::Pass1::default();
+            input.pass(&mut p1)?;
+            p1
+        }
+    };
+    p1.finish().map_err(|what| Error::Input { offset: 0, what })
+}
+
+/// Pass 2 (the two-pass way) over the index of pass 1.
+fn graph(
+    input: &Input<'_>,
+    parts: &Option<Vec<(u64, u64)>>,
+    ix: &index::Index,
+    limits: index::IndexLimits,
+) -> Result<Vec<index::Out>, Error> {
+    let outs = match parts {
         Some(parts) => {
             let vs = parts
                 .iter()
@@ -471,21 +655,29 @@ pub fn analyze(
             input.pass_parts(parts, vs)?
         }
         None => {
-            let mut p2 = index::Pass2::new(&ix, limits, 0);
+            let mut p2 = index::Pass2::new(ix, limits, 0);
             input.pass(&mut p2)?;
             vec![p2]
         }
     };
-    let outs = outs
-        .into_iter()
+    outs.into_iter()
         .map(|p| p.finish())
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|what| Error::Input { offset: 0, what })?;
-    let watched = index::apply(&mut ix, outs).map_err(|what| Error::Input { offset: 0, what })?;
-    index::flag_watched(&mut ix, watched);
-    ix.edges.shrink_to_fit();
-    tm.graph_ms = t.elapsed().as_millis() as u64;
+        .map_err(|what| Error::Input { offset: 0, what })
+}
 
+/// Paths, dominators and the report, over the finished index.
+#[allow(clippy::too_many_arguments)]
+fn analyze_graph(
+    mut ix: index::Index,
+    input: Input<'_>,
+    cfg: &Config,
+    running_info: serde_json::Value,
+    bytes: u64,
+    parts: &Option<Vec<(u64, u64)>>,
+    t0: Instant,
+    mut tm: Timings,
+) -> Result<Report, Error> {
     // Shortest paths (BFS) and the dominators' depth-first half both need the forward graph:
     // run them side by side, then free the graph before the dominators' second half.
     let t = Instant::now();
