@@ -451,6 +451,13 @@ impl Pass1 {
         self.names.extend(o.names);
         self.classes.extend(o.classes);
         self.roots.extend(o.roots);
+        if let (Some(&a), Some(&b)) = (self.ids.last(), o.ids.first()) {
+            if a < b && self.ids.is_sorted() && o.ids.is_sorted() {
+                // One run after the other.
+                self.ids.extend_from_slice(&o.ids);
+                return;
+            }
+        }
         if self.ids.is_sorted() && o.ids.is_sorted() {
             // Two sorted runs: merge them in linear time.
             let (a, b) = (std::mem::take(&mut self.ids), o.ids);
@@ -473,9 +480,45 @@ impl Pass1 {
         }
     }
 
-    /// Sort the ids gathered so far (each worker sorts its own, side by side).
+    /// Sort the ids gathered so far (each worker sorts its own, side by side). HotSpot lists its
+    /// classes first, then every other object by address: only the head before the longest
+    /// ascending tail is sorted, then merged with that tail.
     pub(crate) fn sort_ids(&mut self) {
-        self.ids.sort_unstable();
+        let ids = &mut self.ids;
+        let mut t = ids.len().saturating_sub(1);
+        while t > 0 && ids[t - 1] <= ids[t] {
+            t -= 1;
+        }
+        if t == 0 {
+            return;
+        }
+        if t > ids.len() / 4 {
+            ids.sort_unstable();
+            return;
+        }
+        let mut head = ids[..t].to_vec();
+        head.sort_unstable();
+        // Merge forward in place: the write position stays behind the tail's read position
+        // while the head lasts, and once it is used up the rest of the tail is in place.
+        let tail_len = ids.len() - t;
+        let mut w = 0;
+        let (mut i, mut j) = (0, t);
+        while i < head.len() && j < t + tail_len {
+            if head[i] <= ids[j] {
+                ids[w] = head[i];
+                i += 1;
+            } else {
+                ids[w] = ids[j];
+                j += 1;
+            }
+            w += 1;
+        }
+        while i < head.len() {
+            ids[w] = head[i];
+            i += 1;
+            w += 1;
+        }
+        debug_assert!(ids.is_sorted());
     }
 
     /// Sort what pass 1 gathered and lay out the classes; returns the skeleton index.
@@ -978,6 +1021,11 @@ pub(crate) struct OnePass<'a> {
     /// Added to the parser's offsets to get file offsets.
     delta: u64,
     pub(crate) late: bool,
+    /// Whether the ids of the objects after the `head` ascend strictly in file order.
+    pub(crate) ascending: bool,
+    /// How many class dumps come before any other object (HotSpot lists them first, in no
+    /// order of id).
+    pub(crate) head: usize,
 }
 
 impl<'a> OnePass<'a> {
@@ -988,6 +1036,8 @@ impl<'a> OnePass<'a> {
             prefix_end,
             delta,
             late: false,
+            ascending: true,
+            head: 0,
         }
     }
 }
@@ -1019,7 +1069,15 @@ impl Visitor for OnePass<'_> {
                 self.late = true;
             }
         }
+        let before = self.p1.ids.len();
         self.p1.sub(offset, s, raw)?;
+        if self.p1.ids.len() > before {
+            if matches!(s, Sub::Class(_)) && before == self.head {
+                self.head += 1;
+            } else if before > self.head && self.p1.ids[before - 1] >= self.p1.ids[before] {
+                self.ascending = false;
+            }
+        }
         if self.late {
             return Ok(());
         }

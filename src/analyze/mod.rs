@@ -524,44 +524,68 @@ fn one_pass(
     let late = vs.iter().any(|v| v.late);
     let mut p1s = Vec::with_capacity(vs.len());
     let mut p2s = Vec::with_capacity(vs.len());
+    let mut heads_asc = Vec::with_capacity(vs.len());
     for v in vs {
+        heads_asc.push((v.head, v.ascending));
         p1s.push(v.p1);
         p2s.push(v.p2);
     }
-    // Objects numbered in file order are nodes already if their ids ascend (HotSpot's do);
-    // otherwise each worker's ids are kept to look its objects' nodes up.
+    // How the k-th object of worker w finds its node. HotSpot lists the class dumps first, then
+    // every other object by ascending id: the latter fill, in order, the nodes the former leave
+    // free, so only the few class ids are kept. Otherwise each worker's ids are kept.
     let mut prev: Option<u64> = None;
-    let ascending = p1s.iter().all(|p| {
+    let mut tails_ok = true;
+    for (v, p) in heads_asc.iter().zip(&p1s) {
         let ids = p.ids();
-        let ok = ids.windows(2).all(|w| w[0] < w[1])
-            && match (prev, ids.first()) {
-                (Some(a), Some(&b)) => a < b,
-                _ => true,
-            };
-        if let Some(&l) = ids.last() {
-            prev = Some(l);
+        if !v.1 {
+            tails_ok = false;
         }
-        ok
-    });
-    let orders: Vec<Vec<u64>> = if ascending || late {
-        Vec::new()
+        if let (Some(&a), Some(b)) = (ids.get(v.0), prev) {
+            if b >= a {
+                tails_ok = false;
+            }
+        }
+        if ids.len() > v.0 {
+            prev = ids.last().copied();
+        }
+    }
+    let mut tail_base = Vec::with_capacity(p1s.len());
+    let mut acc = 0u64;
+    for (v, p) in heads_asc.iter().zip(&p1s) {
+        tail_base.push(acc.min(NONE_U32 as u64) as u32);
+        acc += (p.ids().len() - v.0) as u64;
+    }
+    let (orders, heads): (Vec<Vec<u64>>, Vec<Vec<u64>>) = if late {
+        (Vec::new(), Vec::new())
+    } else if tails_ok {
+        (
+            Vec::new(),
+            heads_asc
+                .iter()
+                .zip(&p1s)
+                .map(|(v, p)| p.ids()[..v.0].to_vec())
+                .collect(),
+        )
     } else {
-        p1s.iter().map(|p| p.ids().to_vec()).collect()
+        (p1s.iter().map(|p| p.ids().to_vec()).collect(), Vec::new())
     };
-    let bases: Vec<u32> = p1s
-        .iter()
-        .scan(0u64, |acc, p| {
-            let b = *acc;
-            *acc += p.ids().len() as u64;
-            Some(b.min(NONE_U32 as u64) as u32)
-        })
-        .collect();
     let p1 = merge_pass1(p1s)?;
     let (s, n, c) = p1.counts();
     if late || (s, n, c) != counts {
         return Some(OnePassResult::Scanned(p1));
     }
     let ix = p1.finish().ok()?;
+    if ix.stats.duplicate_ids > 0 && orders.is_empty() {
+        // The free-node numbering below assumes distinct ids.
+        return None;
+    }
+    // Nodes of the class dumps listed first, sorted.
+    let mut taken: Vec<u32> = heads
+        .iter()
+        .flatten()
+        .map(|&id| ix.node(id).unwrap_or(NONE_U32))
+        .collect();
+    taken.sort_unstable();
     let raws: Vec<(index::Out, Vec<u64>)> = p2s
         .into_iter()
         .map(|p| p.finish_deferred())
@@ -574,14 +598,22 @@ fn one_pass(
             .map(|(w, (out, raw))| {
                 let ix = &ix;
                 let order = orders.get(w);
-                let base = bases[w];
+                let head = heads.get(w);
+                let base = tail_base.get(w).copied().unwrap_or(0);
+                let taken = &taken;
                 s.spawn(move || {
-                    index::resolve(ix, out, raw, |k| match order {
-                        None => base.saturating_add(k),
-                        Some(o) => o
+                    index::resolve(ix, out, raw, |k| match (order, head) {
+                        (Some(o), _) => o
                             .get(k as usize)
                             .and_then(|&id| ix.node(id))
                             .unwrap_or(NONE_U32),
+                        (None, Some(h)) if (k as usize) < h.len() => {
+                            ix.node(h[k as usize]).unwrap_or(NONE_U32)
+                        }
+                        (None, Some(h)) => {
+                            free_node(taken, base.saturating_add(k - h.len() as u32))
+                        }
+                        (None, None) => NONE_U32,
                     })
                 })
             })
@@ -600,6 +632,21 @@ fn one_pass(
 }
 
 const NONE_U32: u32 = index::NONE;
+
+/// The `g`-th node (from 0) that is not in `taken` (sorted, distinct).
+fn free_node(taken: &[u32], g: u32) -> u32 {
+    // taken[i] - i free nodes come before taken[i]; it is nondecreasing in i.
+    let (mut lo, mut hi) = (0usize, taken.len());
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        if taken[mid] as u64 - mid as u64 <= g as u64 {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    g.saturating_add(lo as u32)
+}
 
 /// Merge the workers' pass-1 gatherings (each sorts its ids first, side by side).
 fn merge_pass1(mut vs: Vec<index::Pass1>) -> Option<index::Pass1> {
@@ -848,6 +895,22 @@ mod tests {
             .expect("the weak reference is a top-level object");
         assert_eq!(weak.retained_size, 12);
         assert_eq!(weak.gc_root, "Java Frame");
+    }
+
+    #[test]
+    fn free_node_skips_the_taken_nodes() {
+        for taken in [
+            vec![],
+            vec![0],
+            vec![0, 1, 2],
+            vec![1, 3, 4, 9],
+            vec![5, 6, 20],
+        ] {
+            let free: Vec<u32> = (0..40).filter(|v| !taken.contains(v)).collect();
+            for (g, &want) in free.iter().enumerate().take(20) {
+                assert_eq!(free_node(&taken, g as u32), want, "{taken:?} {g}");
+            }
+        }
     }
 
     #[test]
