@@ -932,7 +932,7 @@ pub(crate) fn resolve(
     ix: &Index,
     mut out: Out,
     raw: Vec<u64>,
-    node_of: impl Fn(u32) -> u32,
+    mut node_of: impl FnMut(u32) -> u32,
 ) -> Option<Out> {
     let mut edges = Vec::with_capacity(raw.len());
     let mut missing = 0u64;

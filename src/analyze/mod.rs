@@ -602,6 +602,7 @@ fn one_pass(
                 let base = tail_base.get(w).copied().unwrap_or(0);
                 let taken = &taken;
                 s.spawn(move || {
+                    let mut cursor = FreeNodes::new(taken);
                     index::resolve(ix, out, raw, |k| match (order, head) {
                         (Some(o), _) => o
                             .get(k as usize)
@@ -610,9 +611,7 @@ fn one_pass(
                         (None, Some(h)) if (k as usize) < h.len() => {
                             ix.node(h[k as usize]).unwrap_or(NONE_U32)
                         }
-                        (None, Some(h)) => {
-                            free_node(taken, base.saturating_add(k - h.len() as u32))
-                        }
+                        (None, Some(h)) => cursor.get(base.saturating_add(k - h.len() as u32)),
                         (None, None) => NONE_U32,
                     })
                 })
@@ -632,6 +631,30 @@ fn one_pass(
 }
 
 const NONE_U32: u32 = index::NONE;
+
+/// [`free_node`] for calls whose `g` mostly ascends: a cursor walks `taken` instead of a
+/// binary search per call.
+struct FreeNodes<'a> {
+    taken: &'a [u32],
+    g: u32,
+    c: usize,
+}
+
+impl<'a> FreeNodes<'a> {
+    fn new(taken: &'a [u32]) -> Self {
+        FreeNodes { taken, g: 0, c: 0 }
+    }
+    fn get(&mut self, g: u32) -> u32 {
+        if g < self.g {
+            return free_node(self.taken, g);
+        }
+        self.g = g;
+        while self.c < self.taken.len() && self.taken[self.c] as u64 - self.c as u64 <= g as u64 {
+            self.c += 1;
+        }
+        g.saturating_add(self.c as u32)
+    }
+}
 
 /// The `g`-th node (from 0) that is not in `taken` (sorted, distinct).
 fn free_node(taken: &[u32], g: u32) -> u32 {
@@ -907,9 +930,12 @@ mod tests {
             vec![5, 6, 20],
         ] {
             let free: Vec<u32> = (0..40).filter(|v| !taken.contains(v)).collect();
+            let mut cur = FreeNodes::new(&taken);
             for (g, &want) in free.iter().enumerate().take(20) {
                 assert_eq!(free_node(&taken, g as u32), want, "{taken:?} {g}");
+                assert_eq!(cur.get(g as u32), want, "{taken:?} {g}");
             }
+            assert_eq!(cur.get(2), free[2], "{taken:?}: back to an earlier one");
         }
     }
 
