@@ -1,6 +1,9 @@
 //! The index of a dump: classes, objects and the strong reference graph, in compact arrays.
 //!
-//! Built in two streaming passes over the file (never held whole in memory):
+//! Built in two streaming passes over the file (never held whole in memory), or in one for
+//! dumps whose strings and class dumps all precede their objects (`Prefix`, `OnePass`,
+//! `resolve`: the same passes' work at once, with edge targets kept as ids until every id is
+//! known):
 //! 1. strings, class names, class dumps, GC roots, and every object id (to be sorted);
 //! 2. per object: class, shallow size, outgoing strong edges (CSR, in file order, addressed by
 //!    `first`/`deg` per node), and the values the leak detectors need (read from the instance's

@@ -2,15 +2,19 @@
 //!
 //! Owns:
 //! - [`index`]: classes, objects and the strong reference graph of a dump, in compact arrays,
-//!   built in two streaming passes (the file is never held whole in memory, nor mapped);
+//!   built in one or two streaming passes (the file is never held whole in memory, nor mapped);
 //! - [`dominators`]: the dominator tree from a super-root over all GC roots, and retained sizes;
 //! - [`paths`]: shortest strong paths from GC roots, and the names of their references;
 //! - [`report`]: the leak detectors' findings grouped into KOOM's report schema, plus our
 //!   `dominators[]`.
 //!
-//! How: pass 1 gathers strings, classes, roots and object ids; pass 2 builds the graph and runs
-//! the per-instance detectors (both passes cut the file at record boundaries and parse the parts
-//! side by side when it is large); then the BFS for shortest paths runs beside the dominators'
+//! How: a dump that lists its strings and class dumps before any object (HotSpot's) is read
+//! once: a prefix scan gathers the classes, then one pass both gathers the object ids and builds
+//! the graph with edges kept as raw ids, which are mapped to nodes once every id is known. Any
+//! other dump (ART's interleave classes and objects) is read twice: pass 1 gathers strings,
+//! classes, roots and object ids; pass 2 builds the graph and runs the per-instance detectors.
+//! Either way the passes cut the file at record boundaries and parse the parts side by side when
+//! it is large, and the graph is the same. Then the BFS for shortest paths runs beside the dominators'
 //! depth-first search, the forward graph is freed, the semi-NCA finishes, and a last pass parses
 //! only the heap dump segments that hold objects on reported paths, to name their references.
 //!
@@ -19,7 +23,8 @@
 //!   `runningInfo` is whatever the caller passes in, taken from the incident).
 //! - The file is read in chunks of [`CHUNK`] bytes, never mapped (mapped pages count in the
 //!   process's RSS) nor held whole. Memory is a constant number of bytes per object and per
-//!   reference: about 70 per object and 8 per reference at the peak (the dominators' phase).
+//!   reference: about 70 per object and 8 per reference at the peak (the dominators' phase;
+//!   the one pass's raw ids, 8 bytes per reference until they are mapped, stay below it).
 //! - Bad or truncated input is an [`Error::Input`] naming the byte offset; nothing panics on it,
 //!   and nothing is reported from a dump that did not parse to its end.
 //! - `java.lang.ref.Reference.referent` is not a strong reference: objects only weakly, softly or
@@ -69,6 +74,9 @@ pub struct Config {
     pub threads: usize,
     /// Inputs smaller than this are parsed by one thread.
     pub parallel_min_bytes: u64,
+    /// Build the graph in one pass when the dump lists its strings and classes before its
+    /// objects (HotSpot's do); `false` always takes two passes (the report is the same).
+    pub one_pass: bool,
 }
 
 impl Default for Config {
@@ -84,6 +92,7 @@ impl Default for Config {
             max_suspects_per_class: 1000,
             threads: 0,
             parallel_min_bytes: 32 << 20,
+            one_pass: true,
         }
     }
 }
@@ -422,7 +431,8 @@ fn read_ahead(
     })
 }
 
-/// Timings of the phases, in milliseconds.
+/// Timings of the phases, in milliseconds. When the dump is read in one pass, `scan_ms` covers
+/// the whole pass including the edges' mapping to nodes, and `graph_ms` only their assembly.
 #[derive(Clone, Debug, Default, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Timings {
@@ -465,14 +475,14 @@ pub fn analyze(
             Some(p) => p,
             None => &whole,
         };
-        if len > hprof::HEADER_LEN as u64 {
+        if cfg.one_pass && len > hprof::HEADER_LEN as u64 {
             one_pass(&input, ps, limits)
         } else {
             None
         }
     };
     let (mut ix, outs) = match one {
-        Some(OnePassResult::Graph(ix, outs)) => (ix, Some(outs)),
+        Some(OnePassResult::Graph(ix, outs)) => (*ix, Some(outs)),
         Some(OnePassResult::Scanned(p1)) => (
             p1.finish()
                 .map_err(|what| Error::Input { offset: 0, what })?,
@@ -498,7 +508,7 @@ pub fn analyze(
 /// What [`one_pass`] achieved.
 enum OnePassResult {
     /// The skeleton index and pass 2's outputs, ready to apply.
-    Graph(index::Index, Vec<index::Out>),
+    Graph(Box<index::Index>, Vec<index::Out>),
     /// Classes came late: only pass 1's work is usable.
     Scanned(index::Pass1),
 }
@@ -627,7 +637,7 @@ fn one_pass(
     let outs: Vec<index::Out> = outs.into_iter().collect::<Option<_>>()?;
     // (resolve gives None if an object's node was not found, which cannot happen: every id
     // met is indexed.)
-    Some(OnePassResult::Graph(ix, outs))
+    Some(OnePassResult::Graph(Box::new(ix), outs))
 }
 
 const NONE_U32: u32 = index::NONE;
@@ -720,7 +730,7 @@ fn graph(
         Some(parts) => {
             let vs = parts
                 .iter()
-                .map(|&(a, _)| index::Pass2::new(&ix, limits, a - hprof::HEADER_LEN as u64))
+                .map(|&(a, _)| index::Pass2::new(ix, limits, a - hprof::HEADER_LEN as u64))
                 .collect();
             input.pass_parts(parts, vs)?
         }
