@@ -943,7 +943,7 @@ pub(crate) fn resolve(
     for e in out.nodes.iter_mut() {
         let d = e[3] as usize;
         let start = edges.len();
-        for &t in &raw[at..at + d] {
+        for &t in raw.get(at..at + d)? {
             match ix.node(t) {
                 Some(x) => edges.push(x),
                 None => missing += 1,

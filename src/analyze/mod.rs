@@ -468,17 +468,20 @@ pub fn analyze(
     };
     // One pass if the dump's classes all come first (HotSpot's do); otherwise, or if anything
     // went wrong there, the two passes below (which report problems at their exact offsets).
-    let one = {
-        let len = input.len()?;
-        let whole = [(hprof::HEADER_LEN as u64, len)];
-        let ps: &[(u64, u64)] = match &parts {
-            Some(p) => p,
-            None => &whole,
-        };
-        if cfg.one_pass && len > hprof::HEADER_LEN as u64 {
-            one_pass(&input, ps, limits)
-        } else {
-            None
+    // (A file that cannot be read is left to the two-pass path, which reports it as before.)
+    let one = match input.len() {
+        Err(_) => None,
+        Ok(len) => {
+            let whole = [(hprof::HEADER_LEN as u64, len)];
+            let ps: &[(u64, u64)] = match &parts {
+                Some(p) => p,
+                None => &whole,
+            };
+            if cfg.one_pass && len > hprof::HEADER_LEN as u64 {
+                one_pass(&input, ps, limits)
+            } else {
+                None
+            }
         }
     };
     let (mut ix, outs) = match one {
