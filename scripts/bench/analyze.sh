@@ -45,6 +45,7 @@ one() { # one NAME CMD... : append "wall cpu rss_kb" to $tmp/NAME
 }
 
 # Interleaved runs, so that a busy machine slows every tool alike; the median run is reported.
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 for _ in $(seq "$RUNS"); do
   one slurp "$SLURP" "$BIG" -t 10
   one full "$BIN" analyze "$BIG" -o "$tmp/full.json"
@@ -60,6 +61,7 @@ row() { # row LABEL NAME INPUT
     "$(echo "$(sort -k3 -n "$tmp/$2" | tail -1 | cut -d' ' -f3)*1024/$size" | bc -l)"
 }
 printf '\n%d interleaved runs each; wall and cpu are those of the median-wall run, peak RSS the largest seen\n' "$RUNS"
+printf 'load average (1, 5, 15 min) on %s cores: before %s, after %s\n' "$(nproc)" "$load_before" "$(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-28s %9s %8s %8s %8s %12s %10s\n' "run" "input MB" "wall s" "min s" "cpu s" "peak RSS MB" "RSS/input"
 row "hprof-slurp (histogram)" slurp "$BIG"
 row "oomguard analyze (full)" full "$BIG"

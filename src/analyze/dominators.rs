@@ -67,12 +67,16 @@ pub fn prepare<G: Graph>(g: &G, roots: &[u32], late: &[u32]) -> Prepared {
     parent.push(0);
     let mut stack: Vec<(u32, u32)> = Vec::new();
     let mut roots_used = Vec::new();
+    // Predecessor counts in preorder numbers, gathered as the search meets each edge (see below
+    // for the layout).
+    let mut rfirst = vec![0u32; n + 3];
     let dfs_from = |r: u32,
                     g: &G,
                     pre: &mut Vec<u32>,
                     vertex: &mut Vec<u32>,
                     parent: &mut Vec<u32>,
-                    stack: &mut Vec<(u32, u32)>|
+                    stack: &mut Vec<(u32, u32)>,
+                    cnt: &mut Vec<u32>|
      -> bool {
         if pre[r as usize] != UNREACHED {
             return false;
@@ -93,6 +97,7 @@ pub fn prepare<G: Graph>(g: &G, roots: &[u32], late: &[u32]) -> Prepared {
                     vertex.push(w);
                     stack.push((w, 0));
                 }
+                cnt[pre[w as usize] as usize + 2] += 1;
             } else {
                 stack.pop();
             }
@@ -101,14 +106,32 @@ pub fn prepare<G: Graph>(g: &G, roots: &[u32], late: &[u32]) -> Prepared {
     };
     for &r in roots {
         if (r as usize) < n && pre[r as usize] == UNREACHED {
-            dfs_from(r, g, &mut pre, &mut vertex, &mut parent, &mut stack);
+            dfs_from(
+                r,
+                g,
+                &mut pre,
+                &mut vertex,
+                &mut parent,
+                &mut stack,
+                &mut rfirst,
+            );
         }
         if (r as usize) < n {
             roots_used.push(r);
         }
     }
     for &r in late {
-        if (r as usize) < n && dfs_from(r, g, &mut pre, &mut vertex, &mut parent, &mut stack) {
+        if (r as usize) < n
+            && dfs_from(
+                r,
+                g,
+                &mut pre,
+                &mut vertex,
+                &mut parent,
+                &mut stack,
+                &mut rfirst,
+            )
+        {
             roots_used.push(r);
         }
     }
@@ -121,12 +144,8 @@ pub fn prepare<G: Graph>(g: &G, roots: &[u32], late: &[u32]) -> Prepared {
     // Counts go to index p + 2, so that after the prefix sums `rfirst[p + 1]` is where p's list
     // starts; filling advances it to where p's list ends, which is `rfirst[p + 1]` as the
     // finished CSR wants it (no second cursor array).
-    let mut rfirst = vec![0u32; count + 2];
-    for &v in &vertex[1..] {
-        for &w in g.succ(v) {
-            rfirst[pre[w as usize] as usize + 2] += 1;
-        }
-    }
+    // (The search counted every edge of every vertex it reached, each once.)
+    rfirst.truncate(count + 2);
     for &r in &roots_used {
         rfirst[pre[r as usize] as usize + 2] += 1;
     }

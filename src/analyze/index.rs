@@ -1,6 +1,9 @@
 //! The index of a dump: classes, objects and the strong reference graph, in compact arrays.
 //!
-//! Built in two streaming passes over the file (never held whole in memory):
+//! Built in two streaming passes over the file (never held whole in memory), or in one for
+//! dumps whose strings and class dumps all precede their objects (`Prefix`, `OnePass`,
+//! `resolve`: the same passes' work at once, with edge targets kept as ids until every id is
+//! known):
 //! 1. strings, class names, class dumps, GC roots, and every object id (to be sorted);
 //! 2. per object: class, shallow size, outgoing strong edges (CSR, in file order, addressed by
 //!    `first`/`deg` per node), and the values the leak detectors need (read from the instance's
@@ -451,6 +454,13 @@ impl Pass1 {
         self.names.extend(o.names);
         self.classes.extend(o.classes);
         self.roots.extend(o.roots);
+        if let (Some(&a), Some(&b)) = (self.ids.last(), o.ids.first()) {
+            if a < b && self.ids.is_sorted() && o.ids.is_sorted() {
+                // One run after the other.
+                self.ids.extend_from_slice(&o.ids);
+                return;
+            }
+        }
         if self.ids.is_sorted() && o.ids.is_sorted() {
             // Two sorted runs: merge them in linear time.
             let (a, b) = (std::mem::take(&mut self.ids), o.ids);
@@ -473,9 +483,45 @@ impl Pass1 {
         }
     }
 
-    /// Sort the ids gathered so far (each worker sorts its own, side by side).
+    /// Sort the ids gathered so far (each worker sorts its own, side by side). HotSpot lists its
+    /// classes first, then every other object by address: only the head before the longest
+    /// ascending tail is sorted, then merged with that tail.
     pub(crate) fn sort_ids(&mut self) {
-        self.ids.sort_unstable();
+        let ids = &mut self.ids;
+        let mut t = ids.len().saturating_sub(1);
+        while t > 0 && ids[t - 1] <= ids[t] {
+            t -= 1;
+        }
+        if t == 0 {
+            return;
+        }
+        if t > ids.len() / 4 {
+            ids.sort_unstable();
+            return;
+        }
+        let mut head = ids[..t].to_vec();
+        head.sort_unstable();
+        // Merge forward in place: the write position stays behind the tail's read position
+        // while the head lasts, and once it is used up the rest of the tail is in place.
+        let tail_len = ids.len() - t;
+        let mut w = 0;
+        let (mut i, mut j) = (0, t);
+        while i < head.len() && j < t + tail_len {
+            if head[i] <= ids[j] {
+                ids[w] = head[i];
+                i += 1;
+            } else {
+                ids[w] = ids[j];
+                j += 1;
+            }
+            w += 1;
+        }
+        while i < head.len() {
+            ids[w] = head[i];
+            i += 1;
+            w += 1;
+        }
+        debug_assert!(ids.is_sorted());
     }
 
     /// Sort what pass 1 gathered and lay out the classes; returns the skeleton index.
@@ -755,6 +801,11 @@ pub(crate) struct Pass2<'a> {
     /// Direct-mapped cache of class id -> class index (instances of a few classes dominate).
     class_cache: Vec<(u64, u32)>,
     out: Out,
+    /// One-pass mode: the index holds no object ids yet, so entries are numbered in file order
+    /// (their ordinal stands for the node) and edges are kept as raw ids in `raw`, until
+    /// [`resolve`] maps both once every id is known.
+    defer: bool,
+    raw: Vec<u64>,
 }
 
 const CLASS_CACHE: usize = 1024;
@@ -773,6 +824,25 @@ impl<'a> Pass2<'a> {
                 instances: vec![0; ix.classes.len()],
                 ..Out::default()
             },
+            defer: false,
+            raw: Vec::new(),
+        }
+    }
+
+    /// A pass-2 worker in one-pass mode (see `defer`), over an index of the classes alone.
+    pub(crate) fn deferred(ix: &'a Index, limits: IndexLimits, delta: u64) -> Self {
+        Pass2 {
+            defer: true,
+            ..Pass2::new(ix, limits, delta)
+        }
+    }
+
+    #[inline]
+    fn edge_count(&self) -> usize {
+        if self.defer {
+            self.raw.len()
+        } else {
+            self.out.edges.len()
         }
     }
 
@@ -790,13 +860,21 @@ impl<'a> Pass2<'a> {
 
     /// Start object `id`'s entry; `None` if the id is not indexed.
     fn begin(&mut self, id: u64, class: u32, shallow: u64) -> Option<u32> {
-        let n = self.ix.node(id)?;
-        if self.out.edges.len() >= NONE as usize {
+        let n = if self.defer {
+            if self.out.nodes.len() >= NONE as usize {
+                self.err = Some("more than 4 billion objects: too many for this analyser".into());
+                return None;
+            }
+            self.out.nodes.len() as u32
+        } else {
+            self.ix.node(id)?
+        };
+        if self.edge_count() >= NONE as usize {
             self.err = Some("more than 4 billion references: too many for this analyser".into());
             return None;
         }
         let sh = shallow.min(u32::MAX as u64) as u32;
-        self.start = self.out.edges.len() as u32;
+        self.start = self.edge_count() as u32;
         self.out.nodes.push([n, class, sh, 0]);
         self.out.instances[class as usize] += 1;
         Some(n)
@@ -807,6 +885,10 @@ impl<'a> Pass2<'a> {
         if target == 0 {
             return;
         }
+        if self.defer {
+            self.raw.push(target);
+            return;
+        }
         match self.ix.node(target) {
             Some(t) => self.out.edges.push(t),
             None => self.out.stats.missing_refs += 1,
@@ -815,7 +897,7 @@ impl<'a> Pass2<'a> {
 
     /// Close the last entry's edge list.
     fn end(&mut self) {
-        let d = self.out.edges.len() as u32 - self.start;
+        let d = self.edge_count() as u32 - self.start;
         if let Some(e) = self.out.nodes.last_mut() {
             e[3] = d;
             self.out.stats.edges += d as u64;
@@ -835,6 +917,186 @@ impl<'a> Pass2<'a> {
             Some(e) => Err(e),
             None => Ok(self.out),
         }
+    }
+
+    /// A one-pass worker's output: entries numbered by ordinal, and its raw edge targets.
+    pub(crate) fn finish_deferred(self) -> Result<(Out, Vec<u64>), String> {
+        match self.err {
+            Some(e) => Err(e),
+            None => Ok((self.out, self.raw)),
+        }
+    }
+}
+
+/// Turn a one-pass worker's output into what pass 2 would have produced over the full index:
+/// `node_of(k)` is the node of the worker's `k`-th object; edge targets are looked up, those the
+/// dump does not hold dropped and counted, exactly as pass 2 does.
+pub(crate) fn resolve(
+    ix: &Index,
+    mut out: Out,
+    raw: Vec<u64>,
+    mut node_of: impl FnMut(u32) -> u32,
+) -> Option<Out> {
+    let mut edges = Vec::with_capacity(raw.len());
+    let mut missing = 0u64;
+    let mut at = 0usize;
+    for e in out.nodes.iter_mut() {
+        let d = e[3] as usize;
+        let start = edges.len();
+        for &t in raw.get(at..at + d)? {
+            match ix.node(t) {
+                Some(x) => edges.push(x),
+                None => missing += 1,
+            }
+        }
+        at += d;
+        e[0] = node_of(e[0]);
+        if e[0] as usize >= ix.len() {
+            return None;
+        }
+        e[3] = (edges.len() - start) as u32;
+    }
+    drop(raw);
+    out.stats.missing_refs += missing;
+    out.stats.edges = edges.len() as u64;
+    out.edges = edges;
+    for f in out.flags.iter_mut() {
+        f.node = node_of(f.node);
+        if f.node as usize >= ix.len() {
+            return None;
+        }
+    }
+    for w in out.watched.iter_mut() {
+        w.1 = node_of(w.1);
+    }
+    Some(out)
+}
+
+/// Stops at the first object of the dump, having gathered what comes before it (for a HotSpot
+/// dump: every string, class and class dump), so that one pass can then build the graph.
+#[derive(Default)]
+pub(crate) struct Prefix {
+    pub(crate) p1: Pass1,
+    /// File offset of the first object sub-record, if any.
+    pub(crate) end: Option<u64>,
+}
+
+/// The sentinel with which [`Prefix`] stops the parser.
+pub(crate) const PREFIX_STOP: &str = "(prefix complete)";
+
+impl Visitor for Prefix {
+    fn header(&mut self, h: &Header, raw: &[u8]) -> Result<(), String> {
+        self.p1.header(h, raw)
+    }
+    fn record(&mut self, offset: u64, r: &Record<'_>, raw: &[u8]) -> Result<(), String> {
+        self.p1.record(offset, r, raw)
+    }
+    fn sub(&mut self, offset: u64, s: &Sub<'_>, raw: &[u8]) -> Result<(), String> {
+        match s {
+            Sub::Instance { .. } | Sub::ObjectArray { .. } | Sub::PrimitiveArray { .. } => {
+                self.end = Some(offset);
+                Err(PREFIX_STOP.into())
+            }
+            _ => self.p1.sub(offset, s, raw),
+        }
+    }
+}
+
+impl Pass1 {
+    /// How many strings, class names and class dumps were gathered (duplicates included).
+    pub(crate) fn counts(&self) -> (usize, usize, usize) {
+        (self.strings.ids.len(), self.names.len(), self.classes.len())
+    }
+    /// The object ids in the order they were met (before [`Pass1::finish`] sorts them).
+    pub(crate) fn ids(&self) -> &[u64] {
+        &self.ids
+    }
+}
+
+/// Pass 1 and pass 2 at once, over an index of the classes that the [`Prefix`] found. Valid
+/// only if no string, class name or class dump comes after the prefix: one that does sets
+/// `late`, pass-2 work stops, and the caller runs pass 2 again over the full index.
+pub(crate) struct OnePass<'a> {
+    pub(crate) p1: Pass1,
+    pub(crate) p2: Pass2<'a>,
+    /// File offset where the prefix ended.
+    prefix_end: u64,
+    /// Added to the parser's offsets to get file offsets.
+    delta: u64,
+    pub(crate) late: bool,
+    /// Whether the ids of the objects after the `head` ascend strictly in file order.
+    pub(crate) ascending: bool,
+    /// How many class dumps come before any other object (HotSpot lists them first, in no
+    /// order of id).
+    pub(crate) head: usize,
+}
+
+impl<'a> OnePass<'a> {
+    pub(crate) fn new(skel: &'a Index, limits: IndexLimits, delta: u64, prefix_end: u64) -> Self {
+        OnePass {
+            p1: Pass1::default(),
+            p2: Pass2::deferred(skel, limits, delta),
+            prefix_end,
+            delta,
+            late: false,
+            ascending: true,
+            head: 0,
+        }
+    }
+}
+
+impl Visitor for OnePass<'_> {
+    fn header(&mut self, h: &Header, raw: &[u8]) -> Result<(), String> {
+        self.p1.header(h, raw)
+    }
+    fn record(&mut self, offset: u64, r: &Record<'_>, raw: &[u8]) -> Result<(), String> {
+        if offset.wrapping_add(self.delta) >= self.prefix_end
+            && (r.utf8().is_some() || r.load_class().is_some())
+        {
+            self.late = true;
+        }
+        self.p1.record(offset, r, raw)
+    }
+    fn heap_dump_start(
+        &mut self,
+        offset: u64,
+        tag: u8,
+        len: u32,
+        raw: &[u8],
+    ) -> Result<(), String> {
+        self.p2.heap_dump_start(offset, tag, len, raw)
+    }
+    fn sub(&mut self, offset: u64, s: &Sub<'_>, raw: &[u8]) -> Result<(), String> {
+        if let Sub::Class(_) = s {
+            if offset.wrapping_add(self.delta) >= self.prefix_end {
+                self.late = true;
+            }
+        }
+        let before = self.p1.ids.len();
+        self.p1.sub(offset, s, raw)?;
+        if self.p1.ids.len() > before {
+            if matches!(s, Sub::Class(_)) && before == self.head {
+                self.head += 1;
+            } else if before > self.head && self.p1.ids[before - 1] >= self.p1.ids[before] {
+                self.ascending = false;
+            }
+        }
+        if self.late {
+            return Ok(());
+        }
+        self.p2.sub(offset, s, raw)
+    }
+    fn array_data(&mut self, data: &[u8]) -> Result<(), String> {
+        if self.late {
+            return Ok(());
+        }
+        self.p2.array_data(data)
+    }
+    fn array_end(&mut self) -> Result<(), String> {
+        if self.late {
+            return Ok(());
+        }
+        self.p2.array_end()
     }
 }
 

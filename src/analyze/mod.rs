@@ -2,15 +2,19 @@
 //!
 //! Owns:
 //! - [`index`]: classes, objects and the strong reference graph of a dump, in compact arrays,
-//!   built in two streaming passes (the file is never held whole in memory, nor mapped);
+//!   built in one or two streaming passes (the file is never held whole in memory, nor mapped);
 //! - [`dominators`]: the dominator tree from a super-root over all GC roots, and retained sizes;
 //! - [`paths`]: shortest strong paths from GC roots, and the names of their references;
 //! - [`report`]: the leak detectors' findings grouped into KOOM's report schema, plus our
 //!   `dominators[]`.
 //!
-//! How: pass 1 gathers strings, classes, roots and object ids; pass 2 builds the graph and runs
-//! the per-instance detectors (both passes cut the file at record boundaries and parse the parts
-//! side by side when it is large); then the BFS for shortest paths runs beside the dominators'
+//! How: a dump that lists its strings and class dumps before any object (HotSpot's) is read
+//! once: a prefix scan gathers the classes, then one pass both gathers the object ids and builds
+//! the graph with edges kept as raw ids, which are mapped to nodes once every id is known. Any
+//! other dump (ART's interleave classes and objects) is read twice: pass 1 gathers strings,
+//! classes, roots and object ids; pass 2 builds the graph and runs the per-instance detectors.
+//! Either way the passes cut the file at record boundaries and parse the parts side by side when
+//! it is large, and the graph is the same. Then the BFS for shortest paths runs beside the dominators'
 //! depth-first search, the forward graph is freed, the semi-NCA finishes, and a last pass parses
 //! only the heap dump segments that hold objects on reported paths, to name their references.
 //!
@@ -19,7 +23,8 @@
 //!   `runningInfo` is whatever the caller passes in, taken from the incident).
 //! - The file is read in chunks of [`CHUNK`] bytes, never mapped (mapped pages count in the
 //!   process's RSS) nor held whole. Memory is a constant number of bytes per object and per
-//!   reference: about 70 per object and 8 per reference at the peak (the dominators' phase).
+//!   reference: about 70 per object and 8 per reference at the peak (the dominators' phase;
+//!   the one pass's raw ids, 8 bytes per reference until they are mapped, stay below it).
 //! - Bad or truncated input is an [`Error::Input`] naming the byte offset; nothing panics on it,
 //!   and nothing is reported from a dump that did not parse to its end.
 //! - `java.lang.ref.Reference.referent` is not a strong reference: objects only weakly, softly or
@@ -69,6 +74,9 @@ pub struct Config {
     pub threads: usize,
     /// Inputs smaller than this are parsed by one thread.
     pub parallel_min_bytes: u64,
+    /// Build the graph in one pass when the dump lists its strings and classes before its
+    /// objects (HotSpot's do); `false` always takes two passes (the report is the same).
+    pub one_pass: bool,
 }
 
 impl Default for Config {
@@ -84,6 +92,7 @@ impl Default for Config {
             max_suspects_per_class: 1000,
             threads: 0,
             parallel_min_bytes: 32 << 20,
+            one_pass: true,
         }
     }
 }
@@ -200,6 +209,35 @@ impl Input<'_> {
 }
 
 impl Input<'_> {
+    /// Parse from the start until `v` stops the parser with [`index::PREFIX_STOP`] (or the input
+    /// ends). Reads a megabyte at a time: the prefix is usually a small part of the file.
+    fn prefix(&self, v: &mut index::Prefix) -> Result<(), Error> {
+        let mut p = Parser::new();
+        let stopped = |e: &hprof::Error| e.what == index::PREFIX_STOP;
+        let r = match self {
+            Input::Bytes(b) => p.feed(b, v),
+            Input::File(_) => {
+                let f = self.open()?;
+                let len = self.len()?;
+                let mut buf = vec![0u8; 1 << 20];
+                let mut at = 0u64;
+                let mut r = Ok(());
+                while at < len && r.is_ok() {
+                    let n = ((len - at) as usize).min(buf.len());
+                    self.read_at(f.as_ref(), at, &mut buf[..n])?;
+                    r = p.feed(&buf[..n], v);
+                    at += n as u64;
+                }
+                r
+            }
+        };
+        match r {
+            Err(e) if stopped(&e) => Ok(()),
+            Err(e) => Err(e.into()),
+            Ok(()) => p.finish().map_err(Error::from),
+        }
+    }
+
     fn len(&self) -> Result<u64, Error> {
         match self {
             Input::Bytes(b) => Ok(b.len() as u64),
@@ -393,7 +431,8 @@ fn read_ahead(
     })
 }
 
-/// Timings of the phases, in milliseconds.
+/// Timings of the phases, in milliseconds. When the dump is read in one pass, `scan_ms` covers
+/// the whole pass including the edges' mapping to nodes, and `graph_ms` only their assembly.
 #[derive(Clone, Debug, Default, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Timings {
@@ -418,74 +457,310 @@ pub fn analyze(
         0 => std::thread::available_parallelism().map_or(1, |n| n.get().min(4)),
         n => n,
     };
-    let parts = if threads > 1 {
+    let mut parts = if threads > 1 {
         input.split(threads, cfg.parallel_min_bytes)
     } else {
         None
     };
-    // Pass 1, in parts side by side if the file splits; any failure there is re-run in one
-    // piece, which reports it at its exact offset.
-    let mut merged = None;
-    if let Some(parts) = &parts {
-        let vs = (0..parts.len()).map(|_| index::Pass1::default()).collect();
-        if let Ok(mut vs) = input.pass_parts(parts, vs) {
-            std::thread::scope(|s| {
-                for v in vs.iter_mut() {
-                    s.spawn(move || v.sort_ids());
-                }
-            });
-            let mut it = vs.into_iter();
-            if let Some(mut first) = it.next() {
-                for v in it {
-                    first.merge(v);
-                }
-                merged = Some(first);
-            }
-        }
-    }
-    let (p1, parts) = match merged {
-        Some(p1) => (p1, parts),
-        None => {
-            let mut p1 = index::Pass1::default();
-            input.pass(&mut p1)?;
-            (p1, None)
-        }
-    };
-    let bytes = input.len()?;
-    let mut ix = p1
-        .finish()
-        .map_err(|what| Error::Input { offset: 0, what })?;
-    tm.scan_ms = t0.elapsed().as_millis() as u64;
-
-    let t = Instant::now();
     let limits = index::IndexLimits {
         bitmap_min_pixels: cfg.bitmap_min_pixels,
         array_min_bytes: cfg.array_min_bytes,
     };
-    let outs = match &parts {
-        Some(parts) => {
-            let vs = parts
-                .iter()
-                .map(|&(a, _)| index::Pass2::new(&ix, limits, a - hprof::HEADER_LEN as u64))
-                .collect();
-            input.pass_parts(parts, vs)?
-        }
-        None => {
-            let mut p2 = index::Pass2::new(&ix, limits, 0);
-            input.pass(&mut p2)?;
-            vec![p2]
+    // One pass if the dump's classes all come first (HotSpot's do); otherwise, or if anything
+    // went wrong there, the two passes below (which report problems at their exact offsets).
+    // (A file that cannot be read is left to the two-pass path, which reports it as before.)
+    let one = match input.len() {
+        Err(_) => None,
+        Ok(len) => {
+            let whole = [(hprof::HEADER_LEN as u64, len)];
+            let ps: &[(u64, u64)] = match &parts {
+                Some(p) => p,
+                None => &whole,
+            };
+            if cfg.one_pass && len > hprof::HEADER_LEN as u64 {
+                one_pass(&input, ps, limits)
+            } else {
+                None
+            }
         }
     };
-    let outs = outs
-        .into_iter()
-        .map(|p| p.finish())
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|what| Error::Input { offset: 0, what })?;
+    let (mut ix, outs) = match one {
+        Some(OnePassResult::Graph(ix, outs)) => (*ix, Some(outs)),
+        Some(OnePassResult::Scanned(p1)) => (
+            p1.finish()
+                .map_err(|what| Error::Input { offset: 0, what })?,
+            None,
+        ),
+        None => (scan(&input, &mut parts)?, None),
+    };
+    let bytes = input.len()?;
+    tm.scan_ms = t0.elapsed().as_millis() as u64;
+
+    let t = Instant::now();
+    let outs = match outs {
+        Some(outs) => outs,
+        None => graph(&input, &parts, &ix, limits)?,
+    };
     let watched = index::apply(&mut ix, outs).map_err(|what| Error::Input { offset: 0, what })?;
     index::flag_watched(&mut ix, watched);
     ix.edges.shrink_to_fit();
     tm.graph_ms = t.elapsed().as_millis() as u64;
+    analyze_graph(ix, input, cfg, running_info, bytes, &parts, t0, tm)
+}
 
+/// What [`one_pass`] achieved.
+enum OnePassResult {
+    /// The skeleton index and pass 2's outputs, ready to apply.
+    Graph(Box<index::Index>, Vec<index::Out>),
+    /// Classes came late: only pass 1's work is usable.
+    Scanned(index::Pass1),
+}
+
+/// Gather the prefix (everything before the first object), then run pass 1 and pass 2 at once
+/// over `parts` with the prefix's class layouts. `None` if the input did not parse (the caller
+/// starts over with two passes, which report the problem at its exact offset).
+fn one_pass(
+    input: &Input<'_>,
+    parts: &[(u64, u64)],
+    limits: index::IndexLimits,
+) -> Option<OnePassResult> {
+    let mut pre = index::Prefix::default();
+    input.prefix(&mut pre).ok()?;
+    let prefix_end = pre.end.unwrap_or(u64::MAX);
+    let counts = pre.p1.counts();
+    let skel = pre.p1.finish().ok()?;
+    let vs = parts
+        .iter()
+        .map(|&(a, _)| index::OnePass::new(&skel, limits, a - hprof::HEADER_LEN as u64, prefix_end))
+        .collect();
+    let vs = input.pass_parts(parts, vs).ok()?;
+    let late = vs.iter().any(|v| v.late);
+    let mut p1s = Vec::with_capacity(vs.len());
+    let mut p2s = Vec::with_capacity(vs.len());
+    let mut heads_asc = Vec::with_capacity(vs.len());
+    for v in vs {
+        heads_asc.push((v.head, v.ascending));
+        p1s.push(v.p1);
+        p2s.push(v.p2);
+    }
+    // How the k-th object of worker w finds its node. HotSpot lists the class dumps first, then
+    // every other object by ascending id: the latter fill, in order, the nodes the former leave
+    // free, so only the few class ids are kept. Otherwise each worker's ids are kept.
+    let mut prev: Option<u64> = None;
+    let mut tails_ok = true;
+    for (v, p) in heads_asc.iter().zip(&p1s) {
+        let ids = p.ids();
+        if !v.1 {
+            tails_ok = false;
+        }
+        if let (Some(&a), Some(b)) = (ids.get(v.0), prev) {
+            if b >= a {
+                tails_ok = false;
+            }
+        }
+        if ids.len() > v.0 {
+            prev = ids.last().copied();
+        }
+    }
+    let mut tail_base = Vec::with_capacity(p1s.len());
+    let mut acc = 0u64;
+    for (v, p) in heads_asc.iter().zip(&p1s) {
+        tail_base.push(acc.min(NONE_U32 as u64) as u32);
+        acc += (p.ids().len() - v.0) as u64;
+    }
+    let (orders, heads): (Vec<Vec<u64>>, Vec<Vec<u64>>) = if late {
+        (Vec::new(), Vec::new())
+    } else if tails_ok {
+        (
+            Vec::new(),
+            heads_asc
+                .iter()
+                .zip(&p1s)
+                .map(|(v, p)| p.ids()[..v.0].to_vec())
+                .collect(),
+        )
+    } else {
+        (p1s.iter().map(|p| p.ids().to_vec()).collect(), Vec::new())
+    };
+    let p1 = merge_pass1(p1s)?;
+    let (s, n, c) = p1.counts();
+    if late || (s, n, c) != counts {
+        return Some(OnePassResult::Scanned(p1));
+    }
+    let ix = p1.finish().ok()?;
+    if ix.stats.duplicate_ids > 0 && orders.is_empty() {
+        // The free-node numbering below assumes distinct ids.
+        return None;
+    }
+    // Nodes of the class dumps listed first, sorted.
+    let mut taken: Vec<u32> = heads
+        .iter()
+        .flatten()
+        .map(|&id| ix.node(id).unwrap_or(NONE_U32))
+        .collect();
+    taken.sort_unstable();
+    let raws: Vec<(index::Out, Vec<u64>)> = p2s
+        .into_iter()
+        .map(|p| p.finish_deferred())
+        .collect::<Result<_, _>>()
+        .ok()?;
+    let outs: Vec<Option<index::Out>> = std::thread::scope(|s| {
+        let hs: Vec<_> = raws
+            .into_iter()
+            .enumerate()
+            .map(|(w, (out, raw))| {
+                let ix = &ix;
+                let order = orders.get(w);
+                let head = heads.get(w);
+                let base = tail_base.get(w).copied().unwrap_or(0);
+                let taken = &taken;
+                s.spawn(move || {
+                    let mut cursor = FreeNodes::new(taken);
+                    index::resolve(ix, out, raw, |k| match (order, head) {
+                        (Some(o), _) => o
+                            .get(k as usize)
+                            .and_then(|&id| ix.node(id))
+                            .unwrap_or(NONE_U32),
+                        (None, Some(h)) if (k as usize) < h.len() => {
+                            ix.node(h[k as usize]).unwrap_or(NONE_U32)
+                        }
+                        (None, Some(h)) => cursor.get(base.saturating_add(k - h.len() as u32)),
+                        (None, None) => NONE_U32,
+                    })
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| match h.join() {
+                Ok(r) => r,
+                Err(p) => std::panic::resume_unwind(p),
+            })
+            .collect()
+    });
+    let outs: Vec<index::Out> = outs.into_iter().collect::<Option<_>>()?;
+    // (resolve gives None if an object's node was not found, which cannot happen: every id
+    // met is indexed.)
+    Some(OnePassResult::Graph(Box::new(ix), outs))
+}
+
+const NONE_U32: u32 = index::NONE;
+
+/// [`free_node`] for calls whose `g` mostly ascends: a cursor walks `taken` instead of a
+/// binary search per call.
+struct FreeNodes<'a> {
+    taken: &'a [u32],
+    g: u32,
+    c: usize,
+}
+
+impl<'a> FreeNodes<'a> {
+    fn new(taken: &'a [u32]) -> Self {
+        FreeNodes { taken, g: 0, c: 0 }
+    }
+    fn get(&mut self, g: u32) -> u32 {
+        if g < self.g {
+            return free_node(self.taken, g);
+        }
+        self.g = g;
+        while self.c < self.taken.len() && self.taken[self.c] as u64 - self.c as u64 <= g as u64 {
+            self.c += 1;
+        }
+        g.saturating_add(self.c as u32)
+    }
+}
+
+/// The `g`-th node (from 0) that is not in `taken` (sorted, distinct).
+fn free_node(taken: &[u32], g: u32) -> u32 {
+    // taken[i] - i free nodes come before taken[i]; it is nondecreasing in i.
+    let (mut lo, mut hi) = (0usize, taken.len());
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        if taken[mid] as u64 - mid as u64 <= g as u64 {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    g.saturating_add(lo as u32)
+}
+
+/// Merge the workers' pass-1 gatherings (each sorts its ids first, side by side).
+fn merge_pass1(mut vs: Vec<index::Pass1>) -> Option<index::Pass1> {
+    std::thread::scope(|s| {
+        for v in vs.iter_mut() {
+            s.spawn(move || v.sort_ids());
+        }
+    });
+    let mut it = vs.into_iter();
+    let mut first = it.next()?;
+    for v in it {
+        first.merge(v);
+    }
+    Some(first)
+}
+
+/// Pass 1 (the two-pass way), in parts side by side if the file splits; any failure there is
+/// re-run in one piece, which reports it at its exact offset.
+/// `parts` becomes `None` in the latter case.
+fn scan(input: &Input<'_>, parts: &mut Option<Vec<(u64, u64)>>) -> Result<index::Index, Error> {
+    let mut merged = None;
+    if let Some(parts) = parts.as_ref() {
+        let vs = (0..parts.len()).map(|_| index::Pass1::default()).collect();
+        if let Ok(vs) = input.pass_parts(parts, vs) {
+            merged = merge_pass1(vs);
+        }
+    }
+    let p1 = match merged {
+        Some(p1) => p1,
+        None => {
+            *parts = None;
+            let mut p1 = index::Pass1::default();
+            input.pass(&mut p1)?;
+            p1
+        }
+    };
+    p1.finish().map_err(|what| Error::Input { offset: 0, what })
+}
+
+/// Pass 2 (the two-pass way) over the index of pass 1.
+fn graph(
+    input: &Input<'_>,
+    parts: &Option<Vec<(u64, u64)>>,
+    ix: &index::Index,
+    limits: index::IndexLimits,
+) -> Result<Vec<index::Out>, Error> {
+    let outs = match parts {
+        Some(parts) => {
+            let vs = parts
+                .iter()
+                .map(|&(a, _)| index::Pass2::new(ix, limits, a - hprof::HEADER_LEN as u64))
+                .collect();
+            input.pass_parts(parts, vs)?
+        }
+        None => {
+            let mut p2 = index::Pass2::new(ix, limits, 0);
+            input.pass(&mut p2)?;
+            vec![p2]
+        }
+    };
+    outs.into_iter()
+        .map(|p| p.finish())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|what| Error::Input { offset: 0, what })
+}
+
+/// Paths, dominators and the report, over the finished index.
+#[allow(clippy::too_many_arguments)]
+fn analyze_graph(
+    mut ix: index::Index,
+    input: Input<'_>,
+    cfg: &Config,
+    running_info: serde_json::Value,
+    bytes: u64,
+    parts: &Option<Vec<(u64, u64)>>,
+    t0: Instant,
+    mut tm: Timings,
+) -> Result<Report, Error> {
     // Shortest paths (BFS) and the dominators' depth-first half both need the forward graph:
     // run them side by side, then free the graph before the dominators' second half.
     let t = Instant::now();
@@ -656,6 +931,25 @@ mod tests {
             .expect("the weak reference is a top-level object");
         assert_eq!(weak.retained_size, 12);
         assert_eq!(weak.gc_root, "Java Frame");
+    }
+
+    #[test]
+    fn free_node_skips_the_taken_nodes() {
+        for taken in [
+            vec![],
+            vec![0],
+            vec![0, 1, 2],
+            vec![1, 3, 4, 9],
+            vec![5, 6, 20],
+        ] {
+            let free: Vec<u32> = (0..40).filter(|v| !taken.contains(v)).collect();
+            let mut cur = FreeNodes::new(&taken);
+            for (g, &want) in free.iter().enumerate().take(20) {
+                assert_eq!(free_node(&taken, g as u32), want, "{taken:?} {g}");
+                assert_eq!(cur.get(g as u32), want, "{taken:?} {g}");
+            }
+            assert_eq!(cur.get(2), free[2], "{taken:?}: back to an earlier one");
+        }
     }
 
     #[test]
