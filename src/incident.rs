@@ -77,6 +77,17 @@ pub fn upload_config(p: &Policy) -> Option<upload::Config> {
     })
 }
 
+/// The analyser's thresholds from the policy.
+pub fn analysis_config(p: &Policy) -> crate::analyze::Config {
+    crate::analyze::Config {
+        bitmap_min_pixels: p.analysis.bitmap_min_pixels,
+        array_min_bytes: p.analysis.big_array_bytes,
+        top_n: p.analysis.top_dominators as usize,
+        max_paths_per_class: p.analysis.max_paths_per_class as usize,
+        ..crate::analyze::Config::default()
+    }
+}
+
 fn level(s: StripLevel) -> Level {
     match s {
         StripLevel::None => Level::None,
@@ -200,6 +211,8 @@ struct IoConfig {
     analysis_dir: PathBuf,
     analyser: Option<PathBuf>,
     limits: AnalysisLimits,
+    /// The detectors' thresholds, from the policy.
+    analysis: crate::analyze::Config,
     upload: Option<upload::Config>,
     /// How long to wait before another pass while work is pending (backoff, no network).
     retry_every: Duration,
@@ -284,12 +297,23 @@ fn analyse_out_of_process(cfg: &IoConfig, job: &AnalysisJob) -> Result<(), Strin
         .map_err(|e| format!("{}: {e}", cfg.analysis_dir.display()))?;
     let log = cfg.analysis_dir.join(format!("{}.log", job.id));
     let attempts = cfg.analysis_dir.join(format!("{}.dump", job.id));
+    let top = cfg.analysis.top_n.to_string();
     let mut args: Vec<&OsStr> = vec![
         OsStr::new("analyze"),
         input.as_os_str(),
         OsStr::new("-o"),
         job.report_out.as_os_str(),
     ];
+    // The policy's thresholds (the command line's --top would override the file's topN).
+    let thresholds = cfg.analysis_dir.join(format!("{}.config.json", job.id));
+    let config = serde_json::to_vec(&cfg.analysis).map_err(|e| e.to_string())?;
+    std::fs::write(&thresholds, config).map_err(|e| format!("{}: {e}", thresholds.display()))?;
+    args.extend([
+        OsStr::new("--config"),
+        thresholds.as_os_str(),
+        OsStr::new("--top"),
+        top.as_ref(),
+    ]);
     let info = cfg.analysis_dir.join(format!("{}.running.json", job.id));
     if !running.is_null() && std::fs::write(&info, running.to_string()).is_ok() {
         args.push(OsStr::new("--running-info"));
@@ -303,6 +327,7 @@ fn analyse_out_of_process(cfg: &IoConfig, job: &AnalysisJob) -> Result<(), Strin
     };
     let r = run_limited(bin, &args, &log, &attempts, &limits);
     let _ = std::fs::remove_file(&info);
+    let _ = std::fs::remove_file(&thresholds);
     let mut counter = attempts.into_os_string();
     counter.push(".attempts");
     let _ = std::fs::remove_file(counter);
@@ -334,7 +359,7 @@ fn analyse_in_fork(
     let input = input.to_path_buf();
     let acfg = crate::analyze::Config {
         threads: 1,
-        ..crate::analyze::Config::default()
+        ..cfg.analysis.clone()
     };
     let r = crate::dump::analysis::run_forked(&cfg.limits, move || {
         let Ok(report) =
@@ -445,6 +470,7 @@ impl Pipeline {
                     max_attempts: policy.analysis.max_attempts,
                     ..AnalysisLimits::default()
                 },
+                analysis: analysis_config(policy),
                 upload: upload_config(policy),
                 retry_every: Duration::from_secs(60),
                 network: self.network.clone(),
@@ -774,6 +800,7 @@ mod fork_tests {
                 deadline: Duration::from_secs(60),
                 ..AnalysisLimits::default()
             },
+            analysis: crate::analyze::Config::default(),
             upload: None,
             retry_every: Duration::from_secs(60),
             network: Arc::new(NetworkState::default()),

@@ -481,3 +481,54 @@ fn parsing_in_parts_side_by_side_gives_the_same_report() {
         total * 2
     );
 }
+
+/// The agent hands the policy's thresholds to `oomguard analyze --config`: they change what is
+/// reported, and a bad file is named with its byte offset.
+#[test]
+fn cli_takes_the_policy_thresholds_from_a_config_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = leakapp_dump();
+    let count_arrays = |config: Option<&Path>| -> usize {
+        let out = dir.path().join("r.json");
+        let mut c = Command::new(common::oomguard_bin());
+        c.arg("analyze").arg(input).arg("-o").arg(&out);
+        if let Some(p) = config {
+            c.arg("--config").arg(p);
+        }
+        let o = c.output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+        r["gcPaths"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["leakReason"].as_str().unwrap_or("").starts_with("Array"))
+            .map(|p| p["instanceCount"].as_u64().unwrap() as usize)
+            .sum()
+    };
+    let default = count_arrays(None);
+    let low = dir.path().join("low.json");
+    std::fs::write(&low, r#"{"arrayMinBytes": 32768}"#).unwrap();
+    let lowered = count_arrays(Some(&low));
+    // LeakApp's activity holds 64 arrays of 64 KB: under the default 256 KB, over 32 KB.
+    assert!(
+        lowered >= default + 64,
+        "default {default}, lowered {lowered}"
+    );
+
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, r#"{"arrayMinBytes": "big"}"#).unwrap();
+    let o = Command::new(common::oomguard_bin())
+        .arg("analyze")
+        .arg(input)
+        .arg("-o")
+        .arg(dir.path().join("r2.json"))
+        .arg("--config")
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("bad.json: byte "), "{err}");
+    assert!(!dir.path().join("r2.json").exists());
+}

@@ -21,6 +21,27 @@ pub struct AnalyzeArgs {
     /// Threads parsing parts of the file side by side (0: one per core, at most 4).
     #[arg(long, default_value_t = 0)]
     threads: usize,
+    /// Detector thresholds as JSON (`analyze::Config`, camelCase; missing fields keep their
+    /// defaults). The agent writes this from the policy's `analysis` section. `--top` and
+    /// `--threads` given on the command line win.
+    #[arg(long)]
+    config: Option<PathBuf>,
+}
+
+/// Read a JSON file, or say which file and byte are wrong.
+fn read_json<T: serde::de::DeserializeOwned>(p: &Path) -> Result<T, Failure> {
+    let text =
+        std::fs::read(p).map_err(|e| fail(1, format!("{}: cannot read: {e}", p.display())))?;
+    serde_json::from_slice(&text).map_err(|e| {
+        fail(
+            2,
+            format!(
+                "{}: byte {}: not valid: {e}",
+                p.display(),
+                json_offset(&text, &e)
+            ),
+        )
+    })
 }
 
 fn fail(code: u8, message: String) -> Failure {
@@ -30,25 +51,16 @@ fn fail(code: u8, message: String) -> Failure {
 pub fn run(a: AnalyzeArgs) -> Result<(), Failure> {
     let running_info = match &a.running_info {
         None => serde_json::Value::Null,
-        Some(p) => {
-            let text = std::fs::read(p)
-                .map_err(|e| fail(1, format!("{}: cannot read: {e}", p.display())))?;
-            serde_json::from_slice(&text).map_err(|e| {
-                fail(
-                    2,
-                    format!(
-                        "{}: byte {}: not JSON: {e}",
-                        p.display(),
-                        json_offset(&text, &e)
-                    ),
-                )
-            })?
-        }
+        Some(p) => read_json(p)?,
+    };
+    let base: Config = match &a.config {
+        None => Config::default(),
+        Some(p) => read_json(p)?,
     };
     let cfg = Config {
         top_n: a.top,
         threads: a.threads,
-        ..Config::default()
+        ..base
     };
     let report =
         analyze::analyze(Input::File(&a.input), &cfg, running_info).map_err(|e| match e {
