@@ -77,25 +77,9 @@ fn sha(b: &[u8]) -> String {
     hex::encode(Sha256::digest(b))
 }
 
-/// The crate as a JNI library. `cargo test` builds the lib as an rlib only, so build the
-/// cdylib (same profile, same target dir) once.
+/// The crate as a JNI library (built by `common::cdylib_dir`).
 fn jvm_lib() -> PathBuf {
-    static BUILT: std::sync::Once = std::sync::Once::new();
-    let bin = common::oomguard_bin();
-    let so = bin.parent().unwrap().join("liboomguard.so");
-    BUILT.call_once(|| {
-        let release = bin.parent().unwrap().ends_with("release");
-        let mut c = Command::new(env!("CARGO"));
-        c.args(["build", "--lib", "--quiet"])
-            .current_dir(common::root());
-        if release {
-            c.arg("--release");
-        }
-        let st = c.status().expect("cargo runs");
-        assert!(st.success(), "cargo build --lib failed");
-    });
-    assert!(so.exists(), "{} not built", so.display());
-    so
+    common::cdylib_dir().join("liboomguard.so")
 }
 
 /// Run the probe program: `pairs` (plain, hooked) pairs after a hooked warm-up, in `dir`.

@@ -189,15 +189,22 @@ pub fn tus_server_dir() -> PathBuf {
     .unwrap();
     dir
 }
-/// The directory holding the `liboomguard.so` cargo built for this test run (`target/debug`).
+/// The directory holding `liboomguard.so` for this test run (`target/debug`). `cargo test`
+/// builds the library as an rlib only, so the cdylib is built here (once per test process, same
+/// profile and target dir): a stale or missing `.so` would test old code.
 pub fn cdylib_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("test exe path");
-    // target/debug/deps/<test> → target/debug
-    let dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target dir")
-        .to_path_buf();
+    static BUILT: std::sync::Once = std::sync::Once::new();
+    let bin = oomguard_bin();
+    let dir = bin.parent().expect("target dir").to_path_buf();
+    BUILT.call_once(|| {
+        let mut c = Command::new(env!("CARGO"));
+        c.args(["build", "--lib", "--quiet"]).current_dir(root());
+        if dir.ends_with("release") {
+            c.arg("--release");
+        }
+        let st = c.status().expect("cargo runs");
+        assert!(st.success(), "cargo build --lib failed");
+    });
     assert!(
         dir.join("liboomguard.so").exists(),
         "no liboomguard.so in {}",
