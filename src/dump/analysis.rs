@@ -93,6 +93,53 @@ fn cstr(p: &[u8]) -> Result<CString> {
     })
 }
 
+/// The limits an analysis child puts on itself right after the fork, prepared before it.
+struct ChildLimits {
+    adj_path: CString,
+    adj: String,
+    nice: i32,
+    address_space: u64,
+    /// Seconds until SIGALRM, the last-resort deadline.
+    alarm: u32,
+}
+
+impl ChildLimits {
+    fn new(limits: &AnalysisLimits) -> Result<ChildLimits> {
+        Ok(ChildLimits {
+            adj_path: cstr(b"/proc/self/oom_score_adj")?,
+            adj: format!("{}\n", limits.oom_score_adj.clamp(-1000, 1000)),
+            nice: limits.nice,
+            address_space: limits.address_space,
+            alarm: limits
+                .deadline
+                .as_secs()
+                .saturating_add(5)
+                .min(u32::MAX as u64) as u32,
+        })
+    }
+
+    /// In the child: raise `oom_score_adj`, lower the priority, cap the address space. Only
+    /// system calls on data built before the fork.
+    fn apply(&self) {
+        // SAFETY: plain system calls on buffers owned by `self`, which outlives them.
+        unsafe {
+            let fd = libc::open(self.adj_path.as_ptr(), libc::O_WRONLY);
+            if fd >= 0 {
+                libc::write(fd, self.adj.as_ptr() as *const libc::c_void, self.adj.len());
+                libc::close(fd);
+            }
+            libc::setpriority(libc::PRIO_PROCESS, 0, self.nice);
+            if self.address_space > 0 {
+                let rl = libc::rlimit {
+                    rlim_cur: self.address_space as libc::rlim_t,
+                    rlim_max: self.address_space as libc::rlim_t,
+                };
+                libc::setrlimit(libc::RLIMIT_AS, &rl);
+            }
+        }
+    }
+}
+
 /// Run `program args…` as a limited child; `log` receives its stdout and stderr. Counts the
 /// attempt against `attempt_of` first, refusing once `max_attempts` were made.
 pub fn run_limited(
@@ -118,39 +165,19 @@ pub fn run_limited(
     }
     let mut argv: Vec<*const libc::c_char> = argv_c.iter().map(|c| c.as_ptr()).collect();
     argv.push(std::ptr::null());
-    let adj = format!("{}\n", limits.oom_score_adj.clamp(-1000, 1000));
-    let adj_path = cstr(b"/proc/self/oom_score_adj")?;
+    let child_limits = ChildLimits::new(limits)?;
     let logf = std::fs::File::create(log).map_err(|err| Error::Io {
         what: "creating the analysis log",
         path: log.display().to_string(),
         err,
     })?;
     let log_fd = std::os::fd::AsRawFd::as_raw_fd(&logf);
-    let nice = limits.nice;
-    let as_limit = limits.address_space;
-    let alarm = limits
-        .deadline
-        .as_secs()
-        .saturating_add(5)
-        .min(u32::MAX as u64) as u32;
     let attempt = record_attempt(attempt_of)?;
-    let mut child = super::fork::spawn("oomguard-analyze", alarm, || {
+    let mut child = super::fork::spawn("oomguard-analyze", child_limits.alarm, || {
+        child_limits.apply();
         // SAFETY: only system calls on data built before the fork; `execv` replaces us or we
         // `_exit` with 127 (via the return value).
         unsafe {
-            let fd = libc::open(adj_path.as_ptr(), libc::O_WRONLY);
-            if fd >= 0 {
-                libc::write(fd, adj.as_ptr() as *const libc::c_void, adj.len());
-                libc::close(fd);
-            }
-            libc::setpriority(libc::PRIO_PROCESS, 0, nice);
-            if as_limit > 0 {
-                let rl = libc::rlimit {
-                    rlim_cur: as_limit as libc::rlim_t,
-                    rlim_max: as_limit as libc::rlim_t,
-                };
-                libc::setrlimit(libc::RLIMIT_AS, &rl);
-            }
             libc::dup2(log_fd, 1);
             libc::dup2(log_fd, 2);
             libc::execv(argv[0], argv.as_ptr());
@@ -212,32 +239,9 @@ pub fn analyze(
 /// it must not touch the VM or any lock of the app's. A child that hangs anyway is killed at the
 /// deadline, and the dump stays queued for the next launch.
 pub fn run_forked<F: FnOnce() -> i32>(limits: &AnalysisLimits, f: F) -> Result<RunOutcome> {
-    let adj = format!("{}\n", limits.oom_score_adj.clamp(-1000, 1000));
-    let adj_path = cstr(b"/proc/self/oom_score_adj")?;
-    let nice = limits.nice;
-    let as_limit = limits.address_space;
-    let alarm = limits
-        .deadline
-        .as_secs()
-        .saturating_add(5)
-        .min(u32::MAX as u64) as u32;
-    let mut child = super::fork::spawn("oomguard-analyze", alarm, move || {
-        // SAFETY: system calls on data built before the fork.
-        unsafe {
-            let fd = libc::open(adj_path.as_ptr(), libc::O_WRONLY);
-            if fd >= 0 {
-                libc::write(fd, adj.as_ptr() as *const libc::c_void, adj.len());
-                libc::close(fd);
-            }
-            libc::setpriority(libc::PRIO_PROCESS, 0, nice);
-            if as_limit > 0 {
-                let rl = libc::rlimit {
-                    rlim_cur: as_limit as libc::rlim_t,
-                    rlim_max: as_limit as libc::rlim_t,
-                };
-                libc::setrlimit(libc::RLIMIT_AS, &rl);
-            }
-        }
+    let child_limits = ChildLimits::new(limits)?;
+    let mut child = super::fork::spawn("oomguard-analyze", child_limits.alarm, move || {
+        child_limits.apply();
         f()
     })?;
     let end = child.wait(limits.deadline)?;
