@@ -332,12 +332,7 @@ impl Dumper for ArtForkDumper {
             super::remove_partial(req);
             return Err(Error::Child("wrote an empty dump".into()));
         }
-        let full = if req.keep_full {
-            Some(req.full_path.clone())
-        } else {
-            let _ = std::fs::remove_file(&req.full_path);
-            None
-        };
+        let full = super::keep_or_remove_full(req);
         Ok(DumpOutcome {
             dumper: self.name(),
             full,

@@ -154,12 +154,7 @@ impl Dumper for HotSpotDumper {
                 tracing::warn!("the tee saw no open of the dump path in libjvm.so");
             }
         }
-        let full = if req.keep_full {
-            Some(req.full_path.clone())
-        } else {
-            let _ = std::fs::remove_file(&req.full_path);
-            None
-        };
+        let full = super::keep_or_remove_full(req);
         Ok(DumpOutcome {
             dumper: self.name(),
             full,

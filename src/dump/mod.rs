@@ -103,6 +103,16 @@ pub(crate) fn fork_test_lock() -> std::sync::MutexGuard<'static, ()> {
     FORK_TEST_LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// After a successful dump: the full file if the request keeps it, else remove it.
+pub(crate) fn keep_or_remove_full(req: &DumpRequest) -> Option<PathBuf> {
+    if req.keep_full {
+        Some(req.full_path.clone())
+    } else {
+        let _ = std::fs::remove_file(&req.full_path);
+        None
+    }
+}
+
 /// Remove what a failed dump left.
 pub(crate) fn remove_partial(req: &DumpRequest) {
     let _ = std::fs::remove_file(&req.full_path);
