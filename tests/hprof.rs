@@ -136,6 +136,85 @@ fn the_mapped_stripper_writes_the_same_bytes_as_the_streaming_one() {
     }
 }
 
+/// The parallel stripper (parts stripped side by side, written in order) against the sequential
+/// one: parts of one record (so at level `app` parts start inside a dropped heap and are stripped
+/// again with the state carried in), of a few KB, and of 64 KB, on two and three threads.
+#[test]
+fn the_parallel_stripper_writes_the_same_bytes_as_the_sequential_one() {
+    let mut inputs: Vec<Vec<u8>> = common::fixtures().iter().map(|f| read(f)).collect();
+    inputs.push(art_dump(&ArtSpec::default()));
+    inputs.push(art_dump(&ArtSpec {
+        seed: 7,
+        image_objects: 500,
+        zygote_objects: 40_000,
+        app_objects: 2_000,
+        mean_array_bytes: 64,
+        planted: vec!["planted-\u{e9}t\u{e9}".into(), "\u{4e2d}\u{6587}".into()],
+    }));
+    for (i, input) in inputs.iter().enumerate() {
+        for level in [Level::None, Level::Arrays, Level::App] {
+            let (want, want_stats) = strip_bytes(input, level).unwrap();
+            for (part, workers) in [(1, 2), (4096, 3), (65536, 2)] {
+                let (got, got_stats) =
+                    hprof::strip_mapped_parts(input, level, Vec::new(), part, workers).unwrap();
+                assert!(
+                    got == want,
+                    "input {i} level {level} parts of {part} bytes on {workers} threads"
+                );
+                assert_eq!(
+                    got_stats, want_stats,
+                    "input {i} level {level} parts {part}"
+                );
+            }
+        }
+    }
+}
+
+/// A damaged dump fails the parallel stripper at the same offset, with the same message, as the
+/// sequential one, wherever the damage is: an unknown sub-record tag, or an array whose length
+/// runs past its segment (a message that quotes the segment's end offset).
+#[test]
+fn the_parallel_stripper_reports_errors_where_the_sequential_one_does() {
+    #[derive(Default)]
+    struct Arrays(Vec<(u64, usize)>);
+    impl Visitor for Arrays {
+        fn sub(&mut self, at: u64, s: &Sub<'_>, raw: &[u8]) -> Result<(), String> {
+            if let Sub::PrimitiveArray { .. } | Sub::ObjectArray { .. } = s {
+                self.0.push((at, raw.len()));
+            }
+            Ok(())
+        }
+    }
+    // Several 1 MB heap dump segments, so that most arrays are in a part of their own.
+    let good = art_dump(&ArtSpec {
+        app_objects: 20_000,
+        ..ArtSpec::default()
+    });
+    let mut arrays = Arrays::default();
+    let mut p = Parser::new();
+    p.feed(&good, &mut arrays).unwrap();
+    let n = arrays.0.len();
+    assert!(n > 100);
+    for k in [n / 7, n / 3, n / 2, n - 1] {
+        let (at, _) = arrays.0[k];
+        let at = at as usize;
+        let mut unknown_tag = good.clone();
+        unknown_tag[at] = 0xEE;
+        let mut too_long = good.clone();
+        too_long[at + 9..at + 13].copy_from_slice(&0x00ff_ffffu32.to_be_bytes());
+        for (what, bad) in [("unknown tag", &unknown_tag), ("length", &too_long)] {
+            for level in [Level::Arrays, Level::App] {
+                let want = strip_bytes(bad, level).err().map(|e| e.to_string());
+                assert!(want.is_some(), "{what} at byte {at} did not fail");
+                let got = hprof::strip_mapped_parts(bad, level, Vec::new(), 4096, 2)
+                    .err()
+                    .map(|e| e.to_string());
+                assert_eq!(got, want, "{what} at byte {at}, level {level}");
+            }
+        }
+    }
+}
+
 #[test]
 fn stripping_keeps_every_object_class_and_root() {
     for f in common::fixtures() {

@@ -27,7 +27,9 @@ pub mod writer;
 
 pub use parser::{ClassDump, Parser, ParserLimits, Record, Sub, Visitor};
 pub use restore::{restore, Restorer};
-pub use strip::{strip_bytes, strip_mapped, FileSink, Level, Sink, StripStats, Stripper};
+pub use strip::{
+    strip_bytes, strip_mapped, strip_mapped_parts, FileSink, Level, Sink, StripStats, Stripper,
+};
 
 use std::fmt;
 

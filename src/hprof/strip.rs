@@ -22,6 +22,8 @@ use std::fs::File;
 use std::io;
 use std::sync::mpsc;
 
+mod parallel;
+
 /// How much to strip.
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
@@ -342,18 +344,11 @@ fn gather_writer<S: Sink>(
     rx: mpsc::Receiver<Msg>,
     recycle: mpsc::Sender<(Vec<Piece>, Vec<u8>)>,
 ) -> io::Result<S> {
+    let mut stage = Stage::default();
     for m in rx {
         match m {
             Msg::Batch(mut pieces, mut lits) => {
-                let bufs: Vec<&[u8]> = pieces
-                    .iter()
-                    .map(|p| match *p {
-                        Piece::Input { start, len } => &base[start..start + len],
-                        Piece::Lit { start, len } => &lits[start..start + len],
-                    })
-                    .collect();
-                sink.write_all_vectored(&bufs)?;
-                drop(bufs);
+                write_pieces(&mut sink, base, &pieces, &lits, &mut stage)?;
                 pieces.clear();
                 lits.clear();
                 let _ = recycle.send((pieces, lits));
@@ -362,6 +357,75 @@ fn gather_writer<S: Sink>(
         }
     }
     Ok(sink)
+}
+
+impl Piece {
+    fn bytes<'a>(&self, base: &'a [u8], lits: &'a [u8]) -> &'a [u8] {
+        match *self {
+            Piece::Input { start, len } => &base[start..start + len],
+            Piece::Lit { start, len } => &lits[start..start + len],
+        }
+    }
+}
+
+/// Scratch space of [`write_pieces`], kept between calls.
+#[derive(Default)]
+struct Stage {
+    bytes: Vec<u8>,
+    spans: Vec<Span>,
+}
+
+/// One iovec of [`write_pieces`]: staged bytes, or a piece passed by reference.
+enum Span {
+    Staged(usize, usize),
+    Piece(usize),
+}
+
+/// Pieces at least this long are handed to the kernel by reference; shorter ones are copied
+/// into the stage first: the kernel's cost per iovec outweighs a copy of ~100 bytes.
+const STAGE_MIN_REF: usize = 4096;
+/// Staged bytes written at a time (small enough to stay in the CPU's cache until written).
+const STAGE_BYTES: usize = 256 << 10;
+
+/// Write `pieces` in order, as few large iovecs.
+fn write_pieces<S: Sink>(
+    sink: &mut S,
+    base: &[u8],
+    pieces: &[Piece],
+    lits: &[u8],
+    stage: &mut Stage,
+) -> io::Result<()> {
+    let mut from = 0;
+    while from < pieces.len() {
+        stage.bytes.clear();
+        stage.spans.clear();
+        let mut i = from;
+        while i < pieces.len() && stage.bytes.len() < STAGE_BYTES && stage.spans.len() < 1024 {
+            let b = pieces[i].bytes(base, lits);
+            if b.len() >= STAGE_MIN_REF {
+                stage.spans.push(Span::Piece(i));
+            } else {
+                let at = stage.bytes.len();
+                stage.bytes.extend_from_slice(b);
+                match stage.spans.last_mut() {
+                    Some(Span::Staged(s, l)) if *s + *l == at => *l += b.len(),
+                    _ => stage.spans.push(Span::Staged(at, b.len())),
+                }
+            }
+            i += 1;
+        }
+        let bufs: Vec<&[u8]> = stage
+            .spans
+            .iter()
+            .map(|s| match *s {
+                Span::Staged(a, l) => &stage.bytes[a..a + l],
+                Span::Piece(k) => pieces[k].bytes(base, lits),
+            })
+            .collect();
+        sink.write_all_vectored(&bufs)?;
+        from = i;
+    }
+    Ok(())
 }
 
 fn write_err(e: io::Error) -> String {
@@ -384,6 +448,20 @@ pub struct StripStats {
 /// Most heap names the stripper tracks (ids of the strings "zygote" and "image").
 const MAX_DROP_NAMES: usize = 8;
 
+/// Whether a UTF8 record's text names a heap that level `app` drops.
+fn is_dropped_heap_name(text: &[u8]) -> bool {
+    text == b"zygote" || text == b"image"
+}
+
+/// The heap state level `app` carries from one record to the next: whether the objects that
+/// follow are dropped, and a dropped heap's HEAP_DUMP_INFO waiting for a class dump.
+#[derive(Clone, Copy, PartialEq, Eq, Default)]
+struct Carry {
+    dropping: bool,
+    pending_info: [u8; 13],
+    pending_info_len: usize,
+}
+
 struct State<E: Emit> {
     level: Level,
     out: E,
@@ -400,6 +478,14 @@ struct State<E: Emit> {
     pending_info: [u8; 13],
     pending_info_len: usize,
     stats: StripStats,
+    /// This state strips a part of a file cut at a record boundary, not its start: the file
+    /// header is someone else's to write (see [`parallel`]).
+    part: bool,
+    /// No HEAP_DUMP_INFO seen yet in this part.
+    fresh: bool,
+    /// A record whose output depends on the heap state carried in from before the part (an
+    /// object or a class dump) came before this part's first HEAP_DUMP_INFO.
+    depends: bool,
 }
 
 impl<E: Emit> State<E> {
@@ -415,7 +501,29 @@ impl<E: Emit> State<E> {
             pending_info: [0; 13],
             pending_info_len: 0,
             stats: StripStats::default(),
+            part: false,
+            fresh: true,
+            depends: false,
         }
+    }
+
+    /// The heap state that reaches the next part (meaningful at level `app` only).
+    fn carry(&self) -> Carry {
+        Carry {
+            dropping: self.dropping,
+            pending_info: self.pending_info,
+            pending_info_len: self.pending_info_len,
+        }
+    }
+
+    /// Start from the heap state `c` and the heap names `names` met before this part.
+    fn resume(&mut self, c: &Carry, names: &[u64]) {
+        self.dropping = c.dropping;
+        self.pending_info = c.pending_info;
+        self.pending_info_len = c.pending_info_len;
+        let n = names.len().min(MAX_DROP_NAMES);
+        self.drop_names[..n].copy_from_slice(&names[..n]);
+        self.drop_name_count = n;
     }
 
     fn finish(mut self, end: u64) -> Result<(E, StripStats)> {
@@ -429,6 +537,9 @@ impl<E: Emit> State<E> {
 
 impl<E: Emit> Visitor for State<E> {
     fn header(&mut self, _h: &Header, raw: &[u8]) -> std::result::Result<(), String> {
+        if self.part {
+            return Ok(());
+        }
         if self.level == Level::None {
             return self.out.raw(raw);
         }
@@ -447,8 +558,7 @@ impl<E: Emit> Visitor for State<E> {
     ) -> std::result::Result<(), String> {
         if self.level == Level::App {
             if let Some((id, text)) = rec.utf8() {
-                if (text == b"zygote" || text == b"image") && self.drop_name_count < MAX_DROP_NAMES
-                {
+                if is_dropped_heap_name(text) && self.drop_name_count < MAX_DROP_NAMES {
                     self.drop_names[self.drop_name_count] = id;
                     self.drop_name_count += 1;
                 }
@@ -478,6 +588,16 @@ impl<E: Emit> Visitor for State<E> {
 
     fn sub(&mut self, _at: u64, s: &Sub<'_>, raw: &[u8]) -> std::result::Result<(), String> {
         self.skip_array = false;
+        if self.fresh && self.level == Level::App {
+            match s {
+                Sub::HeapDumpInfo { .. } => self.fresh = false,
+                Sub::Instance { .. }
+                | Sub::ObjectArray { .. }
+                | Sub::PrimitiveArray { .. }
+                | Sub::Class(_) => self.depends = true,
+                _ => {}
+            }
+        }
         match *s {
             Sub::HeapDumpInfo { name_id, .. } if self.level == Level::App => {
                 self.dropping = self.drop_names[..self.drop_name_count].contains(&name_id);
@@ -579,11 +699,37 @@ impl<S: Sink> Stripper<S> {
 /// same bytes [`Stripper`] writes, but verbatim input is handed to the sink by reference
 /// ([`Sink::write_all_vectored`]) instead of being copied through a buffer, from a second thread,
 /// so writing overlaps parsing.
+///
+/// A large input (at least 32 MiB) is cut into parts stripped side by side on up to four
+/// threads; the output is the same bytes.
 pub fn strip_mapped<S: Sink + Send>(
     input: &[u8],
     level: Level,
     sink: S,
 ) -> Result<(S, StripStats)> {
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+    if input.len() as u64 >= parallel::MIN_PARALLEL_BYTES {
+        strip_mapped_parts(input, level, sink, parallel::PART_BYTES, workers)
+    } else {
+        strip_mapped_parts(input, level, sink, 0, 1)
+    }
+}
+
+/// [`strip_mapped`] with parts of about `part_bytes` on `workers` threads (one thread and the
+/// writer thread if `workers` < 2, or if the input cannot be cut). For tests and benchmarks.
+#[doc(hidden)]
+pub fn strip_mapped_parts<S: Sink + Send>(
+    input: &[u8],
+    level: Level,
+    sink: S,
+    part_bytes: u64,
+    workers: usize,
+) -> Result<(S, StripStats)> {
+    if workers > 1 && part_bytes > 0 {
+        if let Some(cuts) = parallel::plan(input, part_bytes) {
+            return parallel::strip(input, level, sink, &cuts, workers);
+        }
+    }
     let end = input.len() as u64;
     std::thread::scope(|scope| {
         let (tx, rx) = mpsc::sync_channel(GATHER_QUEUE);
