@@ -294,6 +294,10 @@ impl Mix {
     }
 }
 
+/// ART's limits on a heap dump segment (`kMaxObjectsPerSegment`, `kMaxBytesPerSegment`).
+const ART_SEGMENT_OBJECTS: u32 = 128;
+const ART_SEGMENT_BYTES: usize = 4096;
+
 /// An ART-style (Android 8+) heap dump, laid out as ART's `hprof.cc` writes one: a
 /// `JAVA PROFILE 1.0.3` header with 4-byte ids; the string table and LOAD_CLASS records first; a
 /// stack trace; then heap dump segments that start with the GC roots (ROOT_INTERNED_STRING 0x89,
@@ -302,7 +306,9 @@ impl Mix {
 /// objects of the `image`, `zygote` and `app` heaps, each run introduced by a HEAP_DUMP_INFO
 /// (0xFE) record. A `java.lang.String`'s characters are not inline: the instance has a `value`
 /// field that points at a separate `byte[]` (compressed, Latin-1) or `char[]` (UTF-16) dumped right
-/// after it, as ART does. Segments are cut every ~1 MiB.
+/// after it, as ART does. As in ART, a new segment starts once the current one holds 128 objects
+/// or 4 KiB, and a new segment resets the heap, so each one that holds objects opens with its
+/// heap's HEAP_DUMP_INFO again.
 pub fn art_dump(spec: &ArtSpec) -> Vec<u8> {
     use art_ids::*;
     let mut m = Mix(spec.seed);
@@ -471,12 +477,18 @@ pub fn art_dump(spec: &ArtSpec) -> Vec<u8> {
             );
         }
         let mut i = 0u64;
+        let mut in_segment = 0;
         while i < counts[h] {
             let id = obj_id(h, i);
-            if w.seg.is_some_and(|s| w.buf.len() - s > (1 << 20)) {
+            if in_segment >= ART_SEGMENT_OBJECTS
+                || w.seg.is_some_and(|s| w.buf.len() - s >= ART_SEGMENT_BYTES)
+            {
                 w.end_segment();
                 w.segment(super::tag::HEAP_DUMP_SEGMENT);
+                w.heap_info(heap_types[h], heap_names[h]);
+                in_segment = 0;
             }
+            in_segment += 1;
             // A planted string takes two slots: the String and its value array.
             if h == 2 && i + 1 < counts[h] && i >= 2 {
                 if let Some(s) = planted.next() {
