@@ -41,26 +41,35 @@ best_strip() {
 }
 store_out() { rm -f "$copy"; cat "$out" >"$copy"; }
 
-printf '\n%-34s %7s %6s %8s %6s | %9s %9s %9s %9s | %6s %6s\n' file "MB" level "out MB" "out %" \
+# floor FILE: the share of FILE that level arrays must keep (everything but primitive array
+# contents), from `oomguard inspect --json`.
+floor() {
+  "$bin" inspect "$1" --json | python3 -c 'import json,sys; d=json.load(sys.stdin); print("%.1f%%" % (100.0 * (d["file_bytes"] - d["bytes"]["primitive_array_contents"]) / d["file_bytes"]))'
+}
+
+printf '\n%-34s %7s %6s %8s %6s %6s | %9s %9s %9s %9s | %6s %6s\n' file "MB" level "out MB" "out %" "floor" \
   "cat MB/s" "->null" "->shm" "OUT>shm" "null/" "shm/"
-printf '%-34s %7s %6s %8s %6s | %9s %9s %9s %9s | %6s %6s\n' "" "" "" "" "" "" "MB/s" "MB/s" "MB/s" "cat" "cat"
+printf '%-34s %7s %6s %8s %6s %6s | %9s %9s %9s %9s | %6s %6s\n' "" "" "" "" "" "" "" "MB/s" "MB/s" "MB/s" "cat" "cat"
 for f in "${files[@]}"; do
   size=$(stat -c %s "$f")
   mbs=$(echo "$size / 1048576" | bc -l)
   cat "$f" >/dev/null  # warm the page cache for both
   tcat=$(best_of $runs cat "$f")
+  fl=$(floor "$f")
   for level in none arrays app; do
     tnull=$(best_strip /dev/null "$f" --level "$level")
     tshm=$(best_strip "$out" "$f" --level "$level")
     osize=$(stat -c %s "$out")
     tstore=$(best_of $runs store_out)
-    printf '%-34s %7.1f %6s %8.1f %5.1f%% | %9.0f %9.0f %9.0f %9.0f | %6.2f %6.2f\n' "$(basename "$f")" "$mbs" "$level" \
-      "$(echo "$osize / 1048576" | bc -l)" "$(echo "100 * $osize / $size" | bc -l)" \
+    printf '%-34s %7.1f %6s %8.1f %5.1f%% %6s | %9.0f %9.0f %9.0f %9.0f | %6.2f %6.2f\n' "$(basename "$f")" "$mbs" "$level" \
+      "$(echo "$osize / 1048576" | bc -l)" "$(echo "100 * $osize / $size" | bc -l)" "$([ "$level" = arrays ] && echo "$fl" || echo "")" \
       "$(echo "$mbs / $tcat" | bc -l)" "$(echo "$mbs / $tnull" | bc -l)" "$(echo "$mbs / $tshm" | bc -l)" \
       "$(echo "$mbs / $tstore" | bc -l)" "$(echo "$tcat / $tnull" | bc -l)" "$(echo "$tcat / $tshm" | bc -l)"
   done
 done
 echo
+echo "floor: what level arrays must keep of the file (all but primitive array contents): the"
+echo "  smallest output any stripper that keeps every object, reference and class can write."
 echo "MB/s: input size over the best wall time of $runs runs, the input in the page cache."
 echo "  cat: cat FILE >/dev/null;  ->null / ->shm: oomguard strip FILE -o /dev/null / -o tmpfs;"
 echo "  OUT>shm: only storing that stripped output in tmpfs (cat OUT > tmpfs), input MB over its time."

@@ -15,6 +15,11 @@
 //! The output is the same bytes whatever the chunking of the input. Output goes through a
 //! preallocated buffer to a [`Sink`]; after construction nothing is allocated while feeding
 //! (unless a record head outgrows the parser's preallocated buffer).
+//!
+//! A dump that is whole in memory (the `strip` command maps it) takes [`strip_mapped`] instead:
+//! verbatim input is written by reference from a writer thread, and a large dump is cut at
+//! record boundaries into parts stripped side by side ([`parallel`]). Both write the same bytes
+//! as [`Stripper`]; the hook, which sees the dump only as the VM writes it, uses [`Stripper`].
 
 use super::parser::{Parser, ParserLimits, Record, Sub, Visitor};
 use super::{sub, Error, Header, Result, VERSION_DIGIT_OFFSET};
