@@ -2,11 +2,15 @@
 //! taken from the input itself. Checks, beyond "no panic, no hang":
 //! - the stripped output is the same whatever the chunking;
 //! - whatever the stripper accepts, its output parses again and restores;
-//! - an input the stripper rejects is rejected at the same offset whatever the chunking.
+//! - an input the stripper rejects is rejected at the same offset whatever the chunking;
+//! - the parallel stripper (parts of a few records, two threads) writes the same bytes and
+//!   reports the same error, message included.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use oomguard::hprof::{restore, stats::Inspector, strip_bytes, Level, Stripper};
+use oomguard::hprof::{
+    restore, stats::Inspector, strip_bytes, strip_mapped_parts, Level, Stripper,
+};
 
 fuzz_target!(|data: &[u8]| {
     if data.len() < 2 {
@@ -33,6 +37,13 @@ fuzz_target!(|data: &[u8]| {
         (Ok((a, _)), Ok((b, _))) => assert!(a == b, "chunking changed the output"),
         (Err(a), Err(b)) => assert_eq!(a.offset, b.offset, "{a} vs {b}"),
         _ => panic!("whole: {:?}, chunked: {:?}", whole.is_ok(), chunked.is_ok()),
+    }
+    let part = 16 + (ctl as u64 & 0x3f);
+    let parallel = strip_mapped_parts(input, level, Vec::new(), part, 2);
+    match (&whole, &parallel) {
+        (Ok(a), Ok(b)) => assert!(a == b, "the parallel stripper changed the output"),
+        (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string()),
+        _ => panic!("whole: {:?}, parallel: {:?}", whole.is_ok(), parallel.is_ok()),
     }
     if let Ok((out, _)) = whole {
         let mut i = Inspector::new();
