@@ -45,8 +45,11 @@ use std::io::Read;
 use std::path::Path;
 use std::time::Instant;
 
-/// Bytes read from the file at a time.
+/// Bytes read from the file at a time where it is read rather than mapped.
 pub const CHUNK: usize = 4 << 20;
+
+/// Bytes of the file mapped at a time by each parsing thread (see [`each_piece`]).
+pub const WINDOW: usize = 16 << 20;
 
 /// Thresholds and limits of the analysis. Defaults follow KOOM's and Probe's rules; the policy
 /// maps its fields onto these.
@@ -190,17 +193,10 @@ impl Input<'_> {
                 f.read_exact_at(&mut buf, 0)
                     .map_err(|e| io("read failed", e))?;
                 p.feed(&buf, v)?;
-                buf.resize(CHUNK, 0);
                 for s in pick {
-                    let mut at = s.offset;
-                    let end = s.offset + s.len;
-                    while at < end {
-                        let n = ((end - at) as usize).min(CHUNK);
-                        f.read_exact_at(&mut buf[..n], at)
-                            .map_err(|e| io("read failed", e))?;
-                        p.feed(&buf[..n], v).map_err(|e| fix(e, s.offset))?;
-                        at += n as u64;
-                    }
+                    each_piece(&f, s.offset, s.offset + s.len, |piece| {
+                        p.feed(piece, v).map_err(|e| fix(e, s.offset))
+                    })?;
                 }
             }
         }
@@ -351,16 +347,12 @@ impl Input<'_> {
                             Input::Bytes(bytes) => {
                                 p.feed(&bytes[a as usize..b as usize], v).map_err(fix)?
                             }
-                            Input::File(_) => {
-                                let mut buf = vec![0u8; CHUNK];
-                                let mut at = a;
-                                while at < b {
-                                    let n = ((b - at) as usize).min(CHUNK);
-                                    self.read_at(f, at, &mut buf[..n])?;
-                                    p.feed(&buf[..n], v).map_err(fix)?;
-                                    at += n as u64;
-                                }
-                            }
+                            Input::File(_) => match f {
+                                Some(f) => each_piece(f, a, b, |piece| {
+                                    p.feed(piece, v).map_err(fix)
+                                })?,
+                                None => self.read_at(None, a, &mut [])?,
+                            },
                         }
                         p.finish().map_err(fix)
                     })
@@ -378,6 +370,40 @@ impl Input<'_> {
         }
         Ok(vs)
     }
+}
+
+/// Hand bytes `[a, b)` of `f` to `eat` piece by piece: through mapped windows of [`WINDOW`]
+/// bytes, each unmapped before the next is mapped (so at most one window's pages count in the
+/// RSS), or, for a window that cannot be mapped, read into a buffer [`CHUNK`] bytes at a time.
+/// Pages that the parser never reads (most primitive array contents) are never faulted in, and
+/// nothing is copied out of the page cache.
+fn each_piece(
+    f: &std::fs::File,
+    a: u64,
+    b: u64,
+    mut eat: impl FnMut(&[u8]) -> Result<(), Error>,
+) -> Result<(), Error> {
+    use std::os::unix::fs::FileExt;
+    let mut buf = Vec::new();
+    let mut at = a;
+    while at < b {
+        let n = ((b - at) as usize).min(WINDOW);
+        if let Ok(w) = crate::mapped::Window::map(f, at, n) {
+            eat(w.bytes())?;
+            at += n as u64;
+            continue;
+        }
+        let n = n.min(CHUNK);
+        buf.resize(n, 0);
+        f.read_exact_at(&mut buf, at)
+            .map_err(|source| Error::Io {
+                what: "read failed",
+                source,
+            })?;
+        eat(&buf)?;
+        at += n as u64;
+    }
+    Ok(())
 }
 
 /// Read `f` to its end on a helper thread, handing each chunk to `eat` on this one.
@@ -524,8 +550,11 @@ fn one_pass(
     parts: &[(u64, u64)],
     limits: index::IndexLimits,
 ) -> Option<OnePassResult> {
+    let tt = Instant::now();
+    let probe = |w: &str| if std::env::var_os("OOMG_T").is_some() { eprintln!("T {w} {}", tt.elapsed().as_millis()) };
     let mut pre = index::Prefix::default();
     input.prefix(&mut pre).ok()?;
+    probe("prefix");
     let prefix_end = pre.end.unwrap_or(u64::MAX);
     let counts = pre.p1.counts();
     let skel = pre.p1.finish().ok()?;
@@ -534,6 +563,7 @@ fn one_pass(
         .map(|&(a, _)| index::OnePass::new(&skel, limits, a - hprof::HEADER_LEN as u64, prefix_end))
         .collect();
     let vs = input.pass_parts(parts, vs).ok()?;
+    probe("parts");
     let late = vs.iter().any(|v| v.late);
     let mut p1s = Vec::with_capacity(vs.len());
     let mut p2s = Vec::with_capacity(vs.len());
@@ -582,12 +612,15 @@ fn one_pass(
     } else {
         (p1s.iter().map(|p| p.ids().to_vec()).collect(), Vec::new())
     };
+    probe("heads");
     let p1 = merge_pass1(p1s)?;
+    probe("merge");
     let (s, n, c) = p1.counts();
     if late || (s, n, c) != counts {
         return Some(OnePassResult::Scanned(p1));
     }
     let ix = p1.finish().ok()?;
+    probe("finish");
     if ix.stats.duplicate_ids > 0 && orders.is_empty() {
         // The free-node numbering below assumes distinct ids.
         return None;
@@ -615,6 +648,9 @@ fn one_pass(
                 let base = tail_base.get(w).copied().unwrap_or(0);
                 let taken = &taken;
                 s.spawn(move || {
+                    let tr = Instant::now();
+                    struct D(Instant); impl Drop for D { fn drop(&mut self) { if std::env::var_os("OOMG_T").is_some() { eprintln!("T res1 {}", self.0.elapsed().as_millis()) } } }
+                    let _d = D(tr);
                     let mut cursor = FreeNodes::new(taken);
                     index::resolve(ix, out, raw, |k| match (order, head) {
                         (Some(o), _) => o
@@ -637,6 +673,7 @@ fn one_pass(
             })
             .collect()
     });
+    probe("resolve");
     let outs: Vec<index::Out> = outs.into_iter().collect::<Option<_>>()?;
     // (resolve gives None if an object's node was not found, which cannot happen: every id
     // met is indexed.)
@@ -773,8 +810,10 @@ fn analyze_graph(
     let root_nodes: Vec<u32> = ix.roots.iter().map(|r| r.node).collect();
     let (bfs, prep) = std::thread::scope(|s| {
         let ixr = &ix;
-        let h = s.spawn(|| paths::shortest(ixr, &ixr.roots, &late));
+        let h = s.spawn(|| { let t = Instant::now(); let r = paths::shortest(ixr, &ixr.roots, &late); if std::env::var_os("OOMG_T").is_some() { eprintln!("T bfs {}", t.elapsed().as_millis()) }; r });
+        let tp = Instant::now();
         let prep = dominators::prepare(ixr, &root_nodes, &late);
+        if std::env::var_os("OOMG_T").is_some() { eprintln!("T prep {}", tp.elapsed().as_millis()) }
         let bfs = match h.join() {
             Ok(b) => b,
             Err(p) => std::panic::resume_unwind(p),
