@@ -366,6 +366,40 @@ impl IdMap {
         }
         s.binary_search(&id).ok().map(|i| (lo + i) as u32)
     }
+
+    /// [`IdMap::find`] for many ids at once: `out[i]` is the position of `q[i]`, or [`NONE`].
+    /// Works in batches whose memory reads are issued together (the bucket bounds of the whole
+    /// batch, then the first id of each bucket, then the searches), so that the cache misses of
+    /// random lookups overlap instead of waiting on each other.
+    pub fn find_batch(&self, ids: &[u64], q: &[u64], out: &mut [u32]) {
+        const B: usize = 16;
+        let nb = self.starts.len().saturating_sub(1);
+        for (qs, os) in q.chunks(B).zip(out.chunks_mut(B)) {
+            let mut range = [(0u32, 0u32); B];
+            for (r, &id) in range.iter_mut().zip(qs) {
+                let b = (id.wrapping_sub(self.min) >> self.shift) as usize;
+                if id >= self.min && b < nb {
+                    *r = (self.starts[b], self.starts[b + 1]);
+                }
+            }
+            let mut touch = 0u64;
+            for &(lo, hi) in &range[..qs.len()] {
+                if lo < hi {
+                    touch ^= ids[lo as usize];
+                }
+            }
+            std::hint::black_box(touch);
+            for ((o, &id), &(lo, hi)) in os.iter_mut().zip(qs).zip(&range) {
+                let (lo, hi) = (lo as usize, hi as usize);
+                let s = &ids[lo..hi];
+                *o = if s.len() <= 8 {
+                    s.iter().position(|&x| x == id).map_or(NONE, |i| (lo + i) as u32)
+                } else {
+                    s.binary_search(&id).map_or(NONE, |i| (lo + i) as u32)
+                };
+            }
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -937,16 +971,24 @@ pub(crate) fn resolve(
     raw: Vec<u64>,
     mut node_of: impl FnMut(u32) -> u32,
 ) -> Option<Out> {
-    let mut edges = Vec::with_capacity(raw.len());
+    // Look every target up (NONE if the dump does not hold it), then drop the missing ones
+    // in place, entry by entry.
+    let mut edges = vec![0u32; raw.len()];
+    ix.id_map.find_batch(&ix.ids, &raw, &mut edges);
+    drop(raw);
     let mut missing = 0u64;
     let mut at = 0usize;
+    let mut kept = 0usize;
     for e in out.nodes.iter_mut() {
         let d = e[3] as usize;
-        let start = edges.len();
-        for &t in raw.get(at..at + d)? {
-            match ix.node(t) {
-                Some(x) => edges.push(x),
-                None => missing += 1,
+        let start = kept;
+        for k in at..at.checked_add(d).filter(|&end| end <= edges.len())? {
+            let x = edges[k];
+            if x == NONE {
+                missing += 1;
+            } else {
+                edges[kept] = x;
+                kept += 1;
             }
         }
         at += d;
@@ -954,9 +996,9 @@ pub(crate) fn resolve(
         if e[0] as usize >= ix.len() {
             return None;
         }
-        e[3] = (edges.len() - start) as u32;
+        e[3] = (kept - start) as u32;
     }
-    drop(raw);
+    edges.truncate(kept);
     out.stats.missing_refs += missing;
     out.stats.edges = edges.len() as u64;
     out.edges = edges;
@@ -1414,8 +1456,15 @@ mod tests {
             for (i, &id) in ids.iter().enumerate() {
                 prop_assert_eq!(m.find(&ids, id), Some(i as u32));
             }
-            for p in probes {
-                prop_assert_eq!(m.find(&ids, p), ids.binary_search(&p).ok().map(|i| i as u32));
+            for p in &probes {
+                prop_assert_eq!(m.find(&ids, *p), ids.binary_search(p).ok().map(|i| i as u32));
+            }
+            let mut q: Vec<u64> = probes.clone();
+            q.extend(ids.iter().rev().step_by(3));
+            let mut got = vec![0u32; q.len()];
+            m.find_batch(&ids, &q, &mut got);
+            for (p, g) in q.iter().zip(&got) {
+                prop_assert_eq!(*g, ids.binary_search(p).map_or(NONE, |i| i as u32));
             }
             prop_assert_eq!(IdMap::new(&[]).find(&[], 5), None);
         }

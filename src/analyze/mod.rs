@@ -810,6 +810,7 @@ fn analyze_graph(
     let root_nodes: Vec<u32> = ix.roots.iter().map(|r| r.node).collect();
     let (bfs, prep) = std::thread::scope(|s| {
         let ixr = &ix;
+        if std::env::var_os("OOMG_T").is_some() { eprintln!("T paths-start {:?}", std::time::SystemTime::now()); }
         let h = s.spawn(|| { let t = Instant::now(); let r = paths::shortest(ixr, &ixr.roots, &late); if std::env::var_os("OOMG_T").is_some() { eprintln!("T bfs {}", t.elapsed().as_millis()) }; r });
         let tp = Instant::now();
         let prep = dominators::prepare(ixr, &root_nodes, &late);
@@ -828,6 +829,7 @@ fn analyze_graph(
     tm.dominators_ms = t.elapsed().as_millis() as u64;
 
     let t = Instant::now();
+    if std::env::var_os("OOMG_T").is_some() { eprintln!("T report-start {:?}", std::time::SystemTime::now()); }
     let mut rep = report::build(&ix, &dom, &bfs, cfg, input, running_info)?;
     rep.analysis.input_bytes = bytes;
     rep.analysis.parse_parts = parts.as_ref().map_or(1, |p| p.len() as u64);
