@@ -2,25 +2,20 @@
 # The analyser on a >= 500 MB Java 17 dump, full and stripped, beside hprof-slurp (an outside
 # reference that only computes a class histogram). Prints wall time, CPU time and peak RSS.
 # Targets: our full analysis takes no longer than hprof-slurp; our peak RSS <= 0.5 x input size.
-# Usage: scripts/bench.sh analyze        (BIG_MB=560 by default; the dump is cached under target/)
+# Usage: scripts/bench.sh analyze        (RUNS=3 by default; the dump is the strip bench's, made
+# once by scripts/bench/lib.sh's ensure_big_dump and cached under target/bench/)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/lib/setup.sh
+source scripts/bench/lib.sh
 need_java
 command -v /usr/bin/time >/dev/null 2>&1 || apt_install time
 
-BIG=target/bench/big.hprof
+BIG=$BIG_DUMP
 MINI=target/bench/big.stripped.hprof
-BIG_MB="${BIG_MB:-560}"
 SLURP=target/hprof-slurp/bin/hprof-slurp
 mkdir -p target/bench
-
-if [ ! -f "$BIG" ]; then
-  echo "bench: making $BIG (${BIG_MB} MB of live Java 17 heap)"
-  javac -d target/bench/classes java/tools/MakeDump.java
-  java -Xmx2g -cp target/bench/classes MakeDump target/bench/big.tmp.hprof "$BIG_MB" >/dev/null
-  mv target/bench/big.tmp.hprof "$BIG"
-fi
+ensure_big_dump
 cargo build --release --quiet
 BIN=target/release/oomguard
 if [ ! -f "$MINI" ] || [ "$MINI" -ot "$BIG" ]; then
