@@ -124,17 +124,24 @@ pub struct Class {
     pub instances: u32,
 }
 
-/// A heap dump segment (or 1.0.1 heap dump record): where it is, and the range of object ids in
-/// it, so that a later pass can parse only the segments that hold the objects it wants.
+/// A piece of a heap dump segment (or 1.0.1 heap dump record): a run of its whole sub-records,
+/// about [`PIECE`] bytes long (less at the segment's end, more if one sub-record is longer), and
+/// the range of the ids of the objects in it, so that a later pass can parse only the pieces
+/// that hold the objects it wants.
 #[derive(Clone, Copy, Debug)]
 pub struct Segment {
-    /// Offset of the record header.
+    /// Offset of the piece's first sub-record.
     pub offset: u64,
-    /// Bytes including the 9-byte record header.
+    /// Bytes of sub-records, without any record header.
     pub len: u64,
+    /// The tag of the record the piece belongs to (`HEAP_DUMP` or `HEAP_DUMP_SEGMENT`).
+    pub tag: u8,
     pub min_id: u64,
     pub max_id: u64,
 }
+
+/// A heap dump segment is cut into pieces of about this many bytes (see [`Segment`]).
+pub const PIECE: u64 = 64 << 10;
 
 /// A GC root as the dump lists it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -1218,22 +1225,40 @@ impl Visitor for Pass2<'_> {
     fn heap_dump_start(
         &mut self,
         offset: u64,
-        _tag: u8,
+        tag: u8,
         len: u32,
         _raw: &[u8],
     ) -> Result<(), String> {
         self.out.segments.push(Segment {
-            offset: offset.wrapping_add(self.delta),
-            len: 9 + len as u64,
+            offset: offset.wrapping_add(self.delta) + 9,
+            len: len as u64,
+            tag,
             min_id: u64::MAX,
             max_id: 0,
         });
         Ok(())
     }
 
-    fn sub(&mut self, _offset: u64, s: &Sub<'_>, _raw: &[u8]) -> Result<(), String> {
+    fn sub(&mut self, offset: u64, s: &Sub<'_>, _raw: &[u8]) -> Result<(), String> {
         if let Some(e) = &self.err {
             return Err(e.clone());
+        }
+        // Start a new piece at this sub-record once the current one is long enough.
+        let at = offset.wrapping_add(self.delta);
+        if let Some(&last) = self.out.segments.last() {
+            let end = last.offset + last.len;
+            if at >= last.offset + PIECE && at < end {
+                if let Some(l) = self.out.segments.last_mut() {
+                    l.len = at - last.offset;
+                }
+                self.out.segments.push(Segment {
+                    offset: at,
+                    len: end - at,
+                    tag: last.tag,
+                    min_id: u64::MAX,
+                    max_id: 0,
+                });
+            }
         }
         let id = match *s {
             Sub::Class(ref c) => c.id,

@@ -51,6 +51,9 @@ pub const CHUNK: usize = 4 << 20;
 /// Bytes of the file mapped at a time by each parsing thread (see [`each_piece`]).
 pub const WINDOW: usize = 16 << 20;
 
+/// Ranges shorter than this are read rather than mapped (mapping and unmapping cost more).
+const MAP_MIN: usize = 1 << 20;
+
 /// Thresholds and limits of the analysis. Defaults follow KOOM's and Probe's rules; the policy
 /// maps its fields onto these.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
@@ -151,8 +154,9 @@ impl Input<'_> {
 }
 
 impl Input<'_> {
-    /// Parse only the header and the heap dump segments that may hold one of `ids` (sorted):
-    /// those whose id range covers one. Falls back to a whole pass if the segments are unknown.
+    /// Parse only the header and the pieces of heap dump segments that may hold one of `ids`
+    /// (sorted): those whose id range covers one. Falls back to a whole pass if the pieces are
+    /// unknown.
     fn pass_segments<V: Visitor>(
         &self,
         segments: &[index::Segment],
@@ -169,20 +173,33 @@ impl Input<'_> {
                 i < ids.len() && ids[i] <= s.max_id
             })
             .collect();
+        if std::env::var_os("OOMG_T").is_some() { eprintln!("T picked {} of {} bytes {}", pick.len(), segments.len(), pick.iter().map(|s| s.len).sum::<u64>()); }
         let mut p = Parser::new();
-        let fix = |e: hprof::Error, base: u64| Error::Input {
-            offset: e.offset.saturating_sub(hprof::HEADER_LEN as u64) + base,
+        // Each piece is fed as a record of its own: a made-up record header, then its
+        // sub-records. The parser counts offsets as if the pieces followed one another after
+        // the file header; `fix` maps one back to the file, given the piece's start and how
+        // many bytes the parser had been fed before it.
+        let fix = |e: hprof::Error, base: u64, fed: u64| Error::Input {
+            offset: e.offset.saturating_sub(fed) + base,
             what: e.what,
+        };
+        let head = |s: &index::Segment| {
+            let mut h = [0u8; 9];
+            h[0] = s.tag;
+            h[5..].copy_from_slice(&(s.len.min(u32::MAX as u64) as u32).to_be_bytes());
+            h
         };
         match self {
             Input::Bytes(b) => {
                 let h = b.get(..hprof::HEADER_LEN).unwrap_or(b);
                 p.feed(h, v)?;
                 for s in pick {
+                    p.feed(&head(s), v).map_err(|e| fix(e, s.offset, 0))?;
+                    let fed = p.bytes_fed();
                     let r = b
                         .get(s.offset as usize..(s.offset + s.len) as usize)
                         .unwrap_or(&[]);
-                    p.feed(r, v).map_err(|e| fix(e, s.offset))?;
+                    p.feed(r, v).map_err(|e| fix(e, s.offset, fed))?;
                 }
             }
             Input::File(path) => {
@@ -194,13 +211,15 @@ impl Input<'_> {
                     .map_err(|e| io("read failed", e))?;
                 p.feed(&buf, v)?;
                 for s in pick {
+                    p.feed(&head(s), v).map_err(|e| fix(e, s.offset, 0))?;
+                    let fed = p.bytes_fed();
                     each_piece(&f, s.offset, s.offset + s.len, |piece| {
-                        p.feed(piece, v).map_err(|e| fix(e, s.offset))
+                        p.feed(piece, v).map_err(|e| fix(e, s.offset, fed))
                     })?;
                 }
             }
         }
-        p.finish().map_err(|e| fix(e, 0))
+        p.finish().map_err(|e| fix(e, 0, 0))
     }
 }
 
@@ -374,7 +393,8 @@ impl Input<'_> {
 
 /// Hand bytes `[a, b)` of `f` to `eat` piece by piece: through mapped windows of [`WINDOW`]
 /// bytes, each unmapped before the next is mapped (so at most one window's pages count in the
-/// RSS), or, for a window that cannot be mapped, read into a buffer [`CHUNK`] bytes at a time.
+/// RSS), or, for a window that cannot be mapped or is shorter than [`MAP_MIN`], read into a
+/// buffer [`CHUNK`] bytes at a time.
 /// Pages that the parser never reads (most primitive array contents) are never faulted in, and
 /// nothing is copied out of the page cache.
 fn each_piece(
@@ -388,10 +408,12 @@ fn each_piece(
     let mut at = a;
     while at < b {
         let n = ((b - at) as usize).min(WINDOW);
-        if let Ok(w) = crate::mapped::Window::map(f, at, n) {
-            eat(w.bytes())?;
-            at += n as u64;
-            continue;
+        if n >= MAP_MIN {
+            if let Ok(w) = crate::mapped::Window::map(f, at, n) {
+                eat(w.bytes())?;
+                at += n as u64;
+                continue;
+            }
         }
         let n = n.min(CHUNK);
         buf.resize(n, 0);
