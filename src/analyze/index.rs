@@ -195,8 +195,9 @@ pub struct Index {
     pub id_map: IdMap,
     pub class_of: Vec<u32>,
     pub shallow: Vec<u32>,
-    pub first: Vec<u32>,
-    pub deg: Vec<u32>,
+    /// Per node: where its outgoing edges start in `edges` ([`NONE`] if the dump did not
+    /// list the object) and how many there are, side by side (one memory access per node).
+    pub adj: Vec<[u32; 2]>,
     pub edges: Vec<u32>,
     pub classes: Vec<Class>,
     /// Class ids sorted, with their index in `classes`.
@@ -241,11 +242,11 @@ impl Index {
     }
     /// Outgoing strong edges of `node`.
     pub fn succ(&self, node: u32) -> &[u32] {
-        let f = self.first[node as usize];
+        let [f, d] = self.adj[node as usize];
         if f == NONE {
             return &[];
         }
-        &self.edges[f as usize..f as usize + self.deg[node as usize] as usize]
+        &self.edges[f as usize..f as usize + d as usize]
     }
     /// Display name of the class of `node` (for a class object: `class X`).
     pub fn class_name(&self, node: u32) -> String {
@@ -270,8 +271,7 @@ impl Index {
     }
     /// Drop the forward graph (after the reverse one has been built from it).
     pub fn drop_edges(&mut self) {
-        self.first = Vec::new();
-        self.deg = Vec::new();
+        self.adj = Vec::new();
         self.edges = Vec::new();
     }
 }
@@ -678,8 +678,7 @@ impl Pass1 {
             id_map: IdMap::new(&ids),
             class_of: vec![NONE; n],
             shallow: vec![0; n],
-            first: vec![NONE; n],
-            deg: vec![0; n],
+            adj: vec![[NONE, 0]; n],
             edges: Vec::new(),
             ids,
             classes,
@@ -1183,14 +1182,13 @@ pub(crate) fn apply(ix: &mut Index, outs: Vec<Out>) -> Result<Vec<(u64, u32)>, S
             let n = n as usize;
             let at = f;
             f += d;
-            if ix.first[n] != NONE {
+            if ix.adj[n][0] != NONE {
                 ix.stats.duplicate_ids += 1;
                 continue;
             }
             ix.class_of[n] = c;
             ix.shallow[n] = sh;
-            ix.first[n] = at;
-            ix.deg[n] = d;
+            ix.adj[n] = [at, d];
         }
         drop(o.nodes);
         ix.stats.add(&o.stats);
