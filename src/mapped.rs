@@ -65,7 +65,12 @@ impl Window {
         // it is now; see the module comment for what happens if another process truncates the
         // file meanwhile.
         #[allow(unsafe_code)]
-        let map = unsafe { memmap2::MmapOptions::new().offset(offset).len(len).map(file)? };
+        let map = unsafe {
+            memmap2::MmapOptions::new()
+                .offset(offset)
+                .len(len)
+                .map(file)?
+        };
         Ok(Window { map: Some(map) })
     }
 
@@ -84,7 +89,14 @@ mod tests {
         let mut f = tempfile::tempfile().unwrap();
         let data: Vec<u8> = (0..20_000u32).map(|i| (i * 7 % 251) as u8).collect();
         f.write_all(&data).unwrap();
-        for (off, len) in [(0, 20_000), (1, 4095), (4096, 8192), (12_345, 7_655), (19_999, 1), (7, 0)] {
+        for (off, len) in [
+            (0, 20_000),
+            (1, 4095),
+            (4096, 8192),
+            (12_345, 7_655),
+            (19_999, 1),
+            (7, 0),
+        ] {
             let w = Window::map(&f, off as u64, len).unwrap();
             assert_eq!(w.bytes(), &data[off..off + len], "{off} {len}");
         }

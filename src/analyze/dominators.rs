@@ -136,7 +136,6 @@ pub fn prepare<G: Graph>(g: &G, roots: &[u32], late: &[u32]) -> Prepared {
         }
     }
     drop(stack);
-    if std::env::var_os("OOMG_T").is_some() { eprintln!("T dfs-done {:?}", std::time::SystemTime::now()); }
     roots_used.sort_unstable();
     roots_used.dedup();
     let count = vertex.len();
@@ -207,7 +206,6 @@ pub fn finish(p: Prepared, shallow: impl Fn(u32) -> u64) -> Dominators {
         }
         semi[w] = s;
     }
-    if std::env::var_os("OOMG_T").is_some() { eprintln!("T semi-done {:?}", std::time::SystemTime::now()); }
     drop(redges);
     drop(rfirst);
     drop(label);
@@ -221,7 +219,6 @@ pub fn finish(p: Prepared, shallow: impl Fn(u32) -> u64) -> Dominators {
         idom[w] = c;
     }
     drop(semi);
-    if std::env::var_os("OOMG_T").is_some() { eprintln!("T idom-done {:?}", std::time::SystemTime::now()); }
 
     // --- Retained sizes: children have larger preorder numbers than their dominators.
     let mut ret: Vec<u64> = vec![0; count];

@@ -400,7 +400,9 @@ impl IdMap {
                 let (lo, hi) = (lo as usize, hi as usize);
                 let s = &ids[lo..hi];
                 *o = if s.len() <= 8 {
-                    s.iter().position(|&x| x == id).map_or(NONE, |i| (lo + i) as u32)
+                    s.iter()
+                        .position(|&x| x == id)
+                        .map_or(NONE, |i| (lo + i) as u32)
                 } else {
                     s.binary_search(&id).map_or(NONE, |i| (lo + i) as u32)
                 };

@@ -2,7 +2,8 @@
 //!
 //! Owns:
 //! - [`index`]: classes, objects and the strong reference graph of a dump, in compact arrays,
-//!   built in one or two streaming passes (the file is never held whole in memory, nor mapped);
+//!   built in one or two streaming passes (the file is never held whole in memory, nor mapped
+//!   whole);
 //! - [`dominators`]: the dominator tree from a super-root over all GC roots, and retained sizes;
 //! - [`paths`]: shortest strong paths from GC roots, and the names of their references;
 //! - [`report`]: the leak detectors' findings grouped into KOOM's report schema, plus our
@@ -16,15 +17,19 @@
 //! Either way the passes cut the file at record boundaries and parse the parts side by side when
 //! it is large, and the graph is the same. Then the BFS for shortest paths runs beside the dominators'
 //! depth-first search, the forward graph is freed, the semi-NCA finishes, and a last pass parses
-//! only the heap dump segments that hold objects on reported paths, to name their references.
+//! only the pieces of heap dump segments (runs of sub-records of about 64 KiB) that hold objects
+//! on reported paths, to name their references.
 //!
 //! Invariants:
 //! - Pure: no unsafe code, no network, nothing read from the analysing process (the report's
 //!   `runningInfo` is whatever the caller passes in, taken from the incident).
-//! - The file is read in chunks of [`CHUNK`] bytes, never mapped (mapped pages count in the
-//!   process's RSS) nor held whole. Memory is a constant number of bytes per object and per
-//!   reference: about 70 per object and 8 per reference at the peak (the dominators' phase;
-//!   the one pass's raw ids, 8 bytes per reference until they are mapped, stay below it).
+//! - The file is never held whole: each parsing thread maps a window of [`WINDOW`] bytes at a
+//!   time (through [`crate::mapped::Window`], the crate's one mapping of files; this module
+//!   stays free of unsafe code) and unmaps it before mapping the next, so mapped pages add at
+//!   most `WINDOW` per thread to the RSS; ranges that cannot be mapped (or are short) are read
+//!   in chunks of [`CHUNK`] bytes. Memory is a constant number of bytes per object and per reference: about 70
+//!   per object and 8 per reference at the peak (the dominators' phase; the one pass's raw ids,
+//!   8 bytes per reference until they are mapped, plus the mapped windows, stay below it).
 //! - Bad or truncated input is an [`Error::Input`] naming the byte offset; nothing panics on it,
 //!   and nothing is reported from a dump that did not parse to its end.
 //! - `java.lang.ref.Reference.referent` is not a strong reference: objects only weakly, softly or
@@ -173,7 +178,6 @@ impl Input<'_> {
                 i < ids.len() && ids[i] <= s.max_id
             })
             .collect();
-        if std::env::var_os("OOMG_T").is_some() { eprintln!("T picked {} of {} bytes {}", pick.len(), segments.len(), pick.iter().map(|s| s.len).sum::<u64>()); }
         let mut p = Parser::new();
         // Each piece is fed as a record of its own: a made-up record header, then its
         // sub-records. The parser counts offsets as if the pieces followed one another after
@@ -219,7 +223,7 @@ impl Input<'_> {
                 }
             }
         }
-        p.finish().map_err(|e| fix(e, 0, 0))
+        p.finish().map_err(|e| fix(e, 0, hprof::HEADER_LEN as u64))
     }
 }
 
@@ -367,9 +371,9 @@ impl Input<'_> {
                                 p.feed(&bytes[a as usize..b as usize], v).map_err(fix)?
                             }
                             Input::File(_) => match f {
-                                Some(f) => each_piece(f, a, b, |piece| {
-                                    p.feed(piece, v).map_err(fix)
-                                })?,
+                                Some(f) => {
+                                    each_piece(f, a, b, |piece| p.feed(piece, v).map_err(fix))?
+                                }
                                 None => self.read_at(None, a, &mut [])?,
                             },
                         }
@@ -394,9 +398,9 @@ impl Input<'_> {
 /// Hand bytes `[a, b)` of `f` to `eat` piece by piece: through mapped windows of [`WINDOW`]
 /// bytes, each unmapped before the next is mapped (so at most one window's pages count in the
 /// RSS), or, for a window that cannot be mapped or is shorter than [`MAP_MIN`], read into a
-/// buffer [`CHUNK`] bytes at a time.
-/// Pages that the parser never reads (most primitive array contents) are never faulted in, and
-/// nothing is copied out of the page cache.
+/// buffer [`CHUNK`] bytes at a time. Mapped, nothing is copied out of the page cache: pages
+/// are mapped as the parser first reads them, and pages it never reads (inside long primitive
+/// arrays) not at all.
 fn each_piece(
     f: &std::fs::File,
     a: u64,
@@ -417,11 +421,10 @@ fn each_piece(
         }
         let n = n.min(CHUNK);
         buf.resize(n, 0);
-        f.read_exact_at(&mut buf, at)
-            .map_err(|source| Error::Io {
-                what: "read failed",
-                source,
-            })?;
+        f.read_exact_at(&mut buf, at).map_err(|source| Error::Io {
+            what: "read failed",
+            source,
+        })?;
         eat(&buf)?;
         at += n as u64;
     }
@@ -572,11 +575,8 @@ fn one_pass(
     parts: &[(u64, u64)],
     limits: index::IndexLimits,
 ) -> Option<OnePassResult> {
-    let tt = Instant::now();
-    let probe = |w: &str| if std::env::var_os("OOMG_T").is_some() { eprintln!("T {w} {}", tt.elapsed().as_millis()) };
     let mut pre = index::Prefix::default();
     input.prefix(&mut pre).ok()?;
-    probe("prefix");
     let prefix_end = pre.end.unwrap_or(u64::MAX);
     let counts = pre.p1.counts();
     let skel = pre.p1.finish().ok()?;
@@ -585,7 +585,6 @@ fn one_pass(
         .map(|&(a, _)| index::OnePass::new(&skel, limits, a - hprof::HEADER_LEN as u64, prefix_end))
         .collect();
     let vs = input.pass_parts(parts, vs).ok()?;
-    probe("parts");
     let late = vs.iter().any(|v| v.late);
     let mut p1s = Vec::with_capacity(vs.len());
     let mut p2s = Vec::with_capacity(vs.len());
@@ -634,15 +633,12 @@ fn one_pass(
     } else {
         (p1s.iter().map(|p| p.ids().to_vec()).collect(), Vec::new())
     };
-    probe("heads");
     let p1 = merge_pass1(p1s)?;
-    probe("merge");
     let (s, n, c) = p1.counts();
     if late || (s, n, c) != counts {
         return Some(OnePassResult::Scanned(p1));
     }
     let ix = p1.finish().ok()?;
-    probe("finish");
     if ix.stats.duplicate_ids > 0 && orders.is_empty() {
         // The free-node numbering below assumes distinct ids.
         return None;
@@ -670,9 +666,6 @@ fn one_pass(
                 let base = tail_base.get(w).copied().unwrap_or(0);
                 let taken = &taken;
                 s.spawn(move || {
-                    let tr = Instant::now();
-                    struct D(Instant); impl Drop for D { fn drop(&mut self) { if std::env::var_os("OOMG_T").is_some() { eprintln!("T res1 {}", self.0.elapsed().as_millis()) } } }
-                    let _d = D(tr);
                     let mut cursor = FreeNodes::new(taken);
                     index::resolve(ix, out, raw, |k| match (order, head) {
                         (Some(o), _) => o
@@ -695,7 +688,6 @@ fn one_pass(
             })
             .collect()
     });
-    probe("resolve");
     let outs: Vec<index::Out> = outs.into_iter().collect::<Option<_>>()?;
     // (resolve gives None if an object's node was not found, which cannot happen: every id
     // met is indexed.)
@@ -832,11 +824,8 @@ fn analyze_graph(
     let root_nodes: Vec<u32> = ix.roots.iter().map(|r| r.node).collect();
     let (bfs, prep) = std::thread::scope(|s| {
         let ixr = &ix;
-        if std::env::var_os("OOMG_T").is_some() { eprintln!("T paths-start {:?}", std::time::SystemTime::now()); }
-        let h = s.spawn(|| { let t = Instant::now(); let r = paths::shortest(ixr, &ixr.roots, &late); if std::env::var_os("OOMG_T").is_some() { eprintln!("T bfs {}", t.elapsed().as_millis()) }; r });
-        let tp = Instant::now();
+        let h = s.spawn(|| paths::shortest(ixr, &ixr.roots, &late));
         let prep = dominators::prepare(ixr, &root_nodes, &late);
-        if std::env::var_os("OOMG_T").is_some() { eprintln!("T prep {}", tp.elapsed().as_millis()) }
         let bfs = match h.join() {
             Ok(b) => b,
             Err(p) => std::panic::resume_unwind(p),
@@ -851,7 +840,6 @@ fn analyze_graph(
     tm.dominators_ms = t.elapsed().as_millis() as u64;
 
     let t = Instant::now();
-    if std::env::var_os("OOMG_T").is_some() { eprintln!("T report-start {:?}", std::time::SystemTime::now()); }
     let mut rep = report::build(&ix, &dom, &bfs, cfg, input, running_info)?;
     rep.analysis.input_bytes = bytes;
     rep.analysis.parse_parts = parts.as_ref().map_or(1, |p| p.len() as u64);

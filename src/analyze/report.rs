@@ -310,10 +310,8 @@ pub(crate) fn build(
     let mut parents: Vec<u64> = wanted.iter().map(|w| w.0).collect();
     parents.sort_unstable();
     parents.dedup();
-    if std::env::var_os("OOMG_T").is_some() { eprintln!("T p3-start {:?} {}", std::time::SystemTime::now(), parents.len()); }
     let mut p3 = Pass3::new(ix, wanted);
     input.pass_segments(&ix.segments, &parents, &mut p3)?;
-    if std::env::var_os("OOMG_T").is_some() { eprintln!("T p3-done {:?}", std::time::SystemTime::now()); }
     let mut named: HashMap<u32, Named> = HashMap::new();
     for (&v, chain) in &chains {
         named.insert(v, name_chain(ix, bfs, &p3, chain, v));
