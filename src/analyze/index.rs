@@ -1170,15 +1170,47 @@ pub(crate) fn apply(ix: &mut Index, outs: Vec<Out>) -> Result<Vec<(u64, u32)>, S
     if total >= NONE as u64 {
         return Err("more than 4 billion references: too many for this analyser".into());
     }
-    let mut watched = Vec::new();
-    for mut o in outs {
-        let base = ix.edges.len() as u32;
-        if ix.edges.is_empty() {
-            ix.edges = std::mem::take(&mut o.edges);
-        } else {
-            ix.edges.extend_from_slice(&o.edges);
-            o.edges = Vec::new();
+    // The edge lists are joined on a second thread while this one fills in the nodes.
+    let mut outs = outs;
+    let lists: Vec<Vec<u32>> = outs
+        .iter_mut()
+        .map(|o| std::mem::take(&mut o.edges))
+        .collect();
+    let mut bases = Vec::with_capacity(lists.len());
+    let mut acc = ix.edges.len() as u32;
+    for l in &lists {
+        bases.push(acc);
+        acc += l.len() as u32;
+    }
+    let prior = std::mem::take(&mut ix.edges);
+    let (edges, watched) = std::thread::scope(|s| {
+        let joiner = s.spawn(move || {
+            let mut it = lists.into_iter();
+            let mut e = if prior.is_empty() {
+                it.next().unwrap_or_default()
+            } else {
+                prior
+            };
+            e.reserve_exact((total as usize).saturating_sub(e.len()));
+            for l in it {
+                e.extend_from_slice(&l);
+            }
+            e
+        });
+        let watched = apply_nodes(ix, outs, &bases);
+        match joiner.join() {
+            Ok(e) => (e, watched),
+            Err(p) => std::panic::resume_unwind(p),
         }
+    });
+    ix.edges = edges;
+    Ok(watched)
+}
+
+/// [`apply`]'s node half: each worker's entries, in file order, with its edges from `bases[w]`.
+fn apply_nodes(ix: &mut Index, outs: Vec<Out>, bases: &[u32]) -> Vec<(u64, u32)> {
+    let mut watched = Vec::new();
+    for (o, &base) in outs.into_iter().zip(bases) {
         let mut f = base;
         for &[n, c, sh, d] in &o.nodes {
             let n = n as usize;
@@ -1201,7 +1233,7 @@ pub(crate) fn apply(ix: &mut Index, outs: Vec<Out>) -> Result<Vec<(u64, u32)>, S
         ix.segments.extend(o.segments);
         watched.extend(o.watched);
     }
-    Ok(watched)
+    watched
 }
 
 fn byte_at(data: &[u8], off: Option<u32>) -> bool {
