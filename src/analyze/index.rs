@@ -569,7 +569,9 @@ impl Pass1 {
 
     /// Sort what pass 1 gathered and lay out the classes; returns the skeleton index.
     pub(crate) fn finish(mut self) -> Result<Index, String> {
-        let header = self.header.ok_or("the dump has no header")?;
+        if self.header.is_none() {
+            return Err("the dump has no header".into());
+        }
         let mut stats = IndexStats::default();
         self.strings.finish();
         let mut ids = std::mem::take(&mut self.ids);
@@ -586,6 +588,26 @@ impl Pass1 {
                 ids.len()
             ));
         }
+        let n = ids.len();
+        // The per-node arrays are allocated and filled on a second thread (their pages are
+        // faulted in there) while this one lays out the classes and maps the ids.
+        std::thread::scope(|s| {
+            let arrays = s.spawn(move || (vec![NONE; n], vec![0u32; n], vec![[NONE, 0]; n]));
+            let mut ix = self.finish_with(ids, stats)?;
+            let (class_of, shallow, adj) = match arrays.join() {
+                Ok(a) => a,
+                Err(p) => std::panic::resume_unwind(p),
+            };
+            ix.class_of = class_of;
+            ix.shallow = shallow;
+            ix.adj = adj;
+            Ok(ix)
+        })
+    }
+
+    /// [`Pass1::finish`] but for the per-node arrays (left empty).
+    fn finish_with(mut self, ids: Vec<u64>, mut stats: IndexStats) -> Result<Index, String> {
+        let header = self.header.ok_or("the dump has no header")?;
         self.names.sort_unstable();
         self.names.dedup_by_key(|e| e.0);
         let strings = self.strings;
@@ -678,9 +700,9 @@ impl Pass1 {
         Ok(Index {
             header,
             id_map: IdMap::new(&ids),
-            class_of: vec![NONE; n],
-            shallow: vec![0; n],
-            adj: vec![[NONE, 0]; n],
+            class_of: Vec::new(),
+            shallow: Vec::new(),
+            adj: Vec::new(),
             edges: Vec::new(),
             ids,
             classes,
