@@ -49,7 +49,7 @@ done
 
 median() { sort -n "$tmp/$1" | awk -v c="$2" '{a[NR]=$c} END {print a[int((NR+1)/2)]}'; }
 row() { # row LABEL NAME INPUT
-  local size; size=$(stat -c %s "$3")
+  local size; size=$(stat -L -c %s "$3")
   printf '%-28s %9.1f %8.2f %8.2f %8.2f %12.1f %10.2f\n' "$1" "$(echo "$size/1048576" | bc -l)" \
     "$(median "$2" 1)" "$(sort -n "$tmp/$2" | head -1 | cut -d' ' -f1)" "$(median "$2" 2)" \
     "$(echo "$(sort -k3 -n "$tmp/$2" | tail -1 | cut -d' ' -f3)/1024" | bc -l)" \
@@ -61,7 +61,7 @@ printf '%-28s %9s %8s %8s %8s %12s %10s\n' "run" "input MB" "wall s" "min s" "cp
 row "hprof-slurp (histogram)" slurp "$BIG"
 row "oomguard analyze (full)" full "$BIG"
 row "oomguard analyze (stripped)" mini "$MINI"
-big_size=$(stat -c %s "$BIG")
+big_size=$(stat -L -c %s "$BIG")
 full_rss=$(sort -k3 -n "$tmp/full" | tail -1 | cut -d' ' -f3)
 mini_rss=$(sort -k3 -n "$tmp/mini" | tail -1 | cut -d' ' -f3)
 echo
