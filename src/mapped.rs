@@ -1,10 +1,17 @@
-//! Read-only memory maps of whole files, for the analyser and the command line.
+//! Read-only memory maps of files, for the analyser and the command line: a whole file
+//! ([`Mapped`]) or a bounded window of one ([`Window`]).
 //!
-//! This is the one place outside `hook/`, `dump/` and `jni/` with an `unsafe` block (DESIGN.md
+//! This is the one place outside `hook/`, `dump/` and `jni/` with `unsafe` blocks (DESIGN.md
 //! lists only those three): mapping a file is `unsafe` in Rust because another process could
 //! truncate or rewrite the file while it is mapped. oomguard maps only dumps it wrote itself, in
 //! its own data directory, or files a developer names on the command line; a truncation under the
 //! map would end the analysing process (SIGBUS), which runs out of the app's process by design.
+//! It also holds [`prefetch`], a cache hint the HPROF parser gives a little ahead of where it
+//! reads (an `unsafe` intrinsic that reads nothing and cannot fault).
+//!
+//! Invariants: maps are read-only and private; a [`Window`] never reaches past the file's length
+//! as it was when the window was mapped, and is unmapped when dropped (its pages then leave the
+//! process's RSS).
 
 use std::fs::File;
 use std::io;
@@ -34,6 +41,46 @@ impl Mapped {
     }
 }
 
+/// Bytes `[offset, offset + len)` of a file, mapped read-only and unmapped on drop. Pages are
+/// faulted in as they are first read (the kernel maps a few neighbours of each from the page
+/// cache at once), so pages never read are never mapped.
+pub struct Window {
+    map: Option<memmap2::Mmap>,
+}
+
+impl Window {
+    /// Map `[offset, offset + len)` of `file`. Fails (mapping nothing) if that range is not
+    /// wholly inside the file, or if the file cannot be mapped (a pipe, some special files).
+    pub fn map(file: &File, offset: u64, len: usize) -> io::Result<Window> {
+        let size = file.metadata()?.len();
+        let end = offset.checked_add(len as u64);
+        if end.is_none_or(|e| e > size) {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("window [{offset}, +{len}) runs past the end of the file ({size} bytes)"),
+            ));
+        }
+        if len == 0 {
+            return Ok(Window { map: None });
+        }
+        // SAFETY: the map is read-only and private to this process and lies within the file as
+        // it is now; see the module comment for what happens if another process truncates the
+        // file meanwhile.
+        #[allow(unsafe_code)]
+        let map = unsafe {
+            memmap2::MmapOptions::new()
+                .offset(offset)
+                .len(len)
+                .map(file)?
+        };
+        Ok(Window { map: Some(map) })
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        self.map.as_deref().unwrap_or(&[])
+    }
+}
+
 /// Ask the CPU to start loading the cache line holding `b[at]` (nothing if `at` is past the
 /// end). A hint only: it reads nothing the caller can see and cannot fault. The HPROF parser
 /// calls it a little ahead of where it reads, because on a mapped dump it otherwise waits for
@@ -53,4 +100,30 @@ pub fn prefetch(b: &[u8], at: usize) {
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = (b, at);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn windows_read_the_bytes_of_their_range() {
+        let mut f = tempfile::tempfile().unwrap();
+        let data: Vec<u8> = (0..20_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        f.write_all(&data).unwrap();
+        for (off, len) in [
+            (0, 20_000),
+            (1, 4095),
+            (4096, 8192),
+            (12_345, 7_655),
+            (19_999, 1),
+            (7, 0),
+        ] {
+            let w = Window::map(&f, off as u64, len).unwrap();
+            assert_eq!(w.bytes(), &data[off..off + len], "{off} {len}");
+        }
+        assert!(Window::map(&f, 19_000, 1_001).is_err());
+        assert!(Window::map(&f, u64::MAX, 2).is_err());
+    }
 }

@@ -2,25 +2,20 @@
 # The analyser on a >= 500 MB Java 17 dump, full and stripped, beside hprof-slurp (an outside
 # reference that only computes a class histogram). Prints wall time, CPU time and peak RSS.
 # Targets: our full analysis takes no longer than hprof-slurp; our peak RSS <= 0.5 x input size.
-# Usage: scripts/bench.sh analyze        (BIG_MB=560 by default; the dump is cached under target/)
+# Usage: scripts/bench.sh analyze        (RUNS=3 by default; the dump is the strip bench's, made
+# once by scripts/bench/lib.sh's ensure_big_dump and cached under target/bench/)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/lib/setup.sh
+source scripts/bench/lib.sh
 need_java
 command -v /usr/bin/time >/dev/null 2>&1 || apt_install time
 
-BIG=target/bench/big.hprof
+BIG=$BIG_DUMP
 MINI=target/bench/big.stripped.hprof
-BIG_MB="${BIG_MB:-560}"
 SLURP=target/hprof-slurp/bin/hprof-slurp
 mkdir -p target/bench
-
-if [ ! -f "$BIG" ]; then
-  echo "bench: making $BIG (${BIG_MB} MB of live Java 17 heap)"
-  javac -d target/bench/classes java/tools/MakeDump.java
-  java -Xmx2g -cp target/bench/classes MakeDump target/bench/big.tmp.hprof "$BIG_MB" >/dev/null
-  mv target/bench/big.tmp.hprof "$BIG"
-fi
+ensure_big_dump
 cargo build --release --quiet
 BIN=target/release/oomguard
 if [ ! -f "$MINI" ] || [ "$MINI" -ot "$BIG" ]; then
@@ -54,7 +49,7 @@ done
 
 median() { sort -n "$tmp/$1" | awk -v c="$2" '{a[NR]=$c} END {print a[int((NR+1)/2)]}'; }
 row() { # row LABEL NAME INPUT
-  local size; size=$(stat -c %s "$3")
+  local size; size=$(stat -L -c %s "$3")
   printf '%-28s %9.1f %8.2f %8.2f %8.2f %12.1f %10.2f\n' "$1" "$(echo "$size/1048576" | bc -l)" \
     "$(median "$2" 1)" "$(sort -n "$tmp/$2" | head -1 | cut -d' ' -f1)" "$(median "$2" 2)" \
     "$(echo "$(sort -k3 -n "$tmp/$2" | tail -1 | cut -d' ' -f3)/1024" | bc -l)" \
@@ -66,7 +61,7 @@ printf '%-28s %9s %8s %8s %8s %12s %10s\n' "run" "input MB" "wall s" "min s" "cp
 row "hprof-slurp (histogram)" slurp "$BIG"
 row "oomguard analyze (full)" full "$BIG"
 row "oomguard analyze (stripped)" mini "$MINI"
-big_size=$(stat -c %s "$BIG")
+big_size=$(stat -L -c %s "$BIG")
 full_rss=$(sort -k3 -n "$tmp/full" | tail -1 | cut -d' ' -f3)
 mini_rss=$(sort -k3 -n "$tmp/mini" | tail -1 | cut -d' ' -f3)
 echo

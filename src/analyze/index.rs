@@ -124,17 +124,24 @@ pub struct Class {
     pub instances: u32,
 }
 
-/// A heap dump segment (or 1.0.1 heap dump record): where it is, and the range of object ids in
-/// it, so that a later pass can parse only the segments that hold the objects it wants.
+/// A piece of a heap dump segment (or 1.0.1 heap dump record): a run of its whole sub-records,
+/// about [`PIECE`] bytes long (less at the segment's end, more if one sub-record is longer), and
+/// the range of the ids of the objects in it, so that a later pass can parse only the pieces
+/// that hold the objects it wants.
 #[derive(Clone, Copy, Debug)]
 pub struct Segment {
-    /// Offset of the record header.
+    /// Offset of the piece's first sub-record.
     pub offset: u64,
-    /// Bytes including the 9-byte record header.
+    /// Bytes of sub-records, without any record header.
     pub len: u64,
+    /// The tag of the record the piece belongs to (`HEAP_DUMP` or `HEAP_DUMP_SEGMENT`).
+    pub tag: u8,
     pub min_id: u64,
     pub max_id: u64,
 }
+
+/// A heap dump segment is cut into pieces of about this many bytes (see [`Segment`]).
+pub const PIECE: u64 = 64 << 10;
 
 /// A GC root as the dump lists it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -188,8 +195,9 @@ pub struct Index {
     pub id_map: IdMap,
     pub class_of: Vec<u32>,
     pub shallow: Vec<u32>,
-    pub first: Vec<u32>,
-    pub deg: Vec<u32>,
+    /// Per node: where its outgoing edges start in `edges` ([`NONE`] if the dump did not
+    /// list the object) and how many there are, side by side (one memory access per node).
+    pub adj: Vec<[u32; 2]>,
     pub edges: Vec<u32>,
     pub classes: Vec<Class>,
     /// Class ids sorted, with their index in `classes`.
@@ -234,11 +242,11 @@ impl Index {
     }
     /// Outgoing strong edges of `node`.
     pub fn succ(&self, node: u32) -> &[u32] {
-        let f = self.first[node as usize];
+        let [f, d] = self.adj[node as usize];
         if f == NONE {
             return &[];
         }
-        &self.edges[f as usize..f as usize + self.deg[node as usize] as usize]
+        &self.edges[f as usize..f as usize + d as usize]
     }
     /// Display name of the class of `node` (for a class object: `class X`).
     pub fn class_name(&self, node: u32) -> String {
@@ -263,8 +271,7 @@ impl Index {
     }
     /// Drop the forward graph (after the reverse one has been built from it).
     pub fn drop_edges(&mut self) {
-        self.first = Vec::new();
-        self.deg = Vec::new();
+        self.adj = Vec::new();
         self.edges = Vec::new();
     }
 }
@@ -365,6 +372,42 @@ impl IdMap {
             return s.iter().position(|&x| x == id).map(|i| (lo + i) as u32);
         }
         s.binary_search(&id).ok().map(|i| (lo + i) as u32)
+    }
+
+    /// [`IdMap::find`] for many ids at once: `out[i]` is the position of `q[i]`, or [`NONE`].
+    /// Works in batches whose memory reads are issued together (the bucket bounds of the whole
+    /// batch, then the first id of each bucket, then the searches), so that the cache misses of
+    /// random lookups overlap instead of waiting on each other.
+    pub fn find_batch(&self, ids: &[u64], q: &[u64], out: &mut [u32]) {
+        const B: usize = 16;
+        let nb = self.starts.len().saturating_sub(1);
+        for (qs, os) in q.chunks(B).zip(out.chunks_mut(B)) {
+            let mut range = [(0u32, 0u32); B];
+            for (r, &id) in range.iter_mut().zip(qs) {
+                let b = (id.wrapping_sub(self.min) >> self.shift) as usize;
+                if id >= self.min && b < nb {
+                    *r = (self.starts[b], self.starts[b + 1]);
+                }
+            }
+            let mut touch = 0u64;
+            for &(lo, hi) in &range[..qs.len()] {
+                if lo < hi {
+                    touch ^= ids[lo as usize];
+                }
+            }
+            std::hint::black_box(touch);
+            for ((o, &id), &(lo, hi)) in os.iter_mut().zip(qs).zip(&range) {
+                let (lo, hi) = (lo as usize, hi as usize);
+                let s = &ids[lo..hi];
+                *o = if s.len() <= 8 {
+                    s.iter()
+                        .position(|&x| x == id)
+                        .map_or(NONE, |i| (lo + i) as u32)
+                } else {
+                    s.binary_search(&id).map_or(NONE, |i| (lo + i) as u32)
+                };
+            }
+        }
     }
 }
 
@@ -526,7 +569,9 @@ impl Pass1 {
 
     /// Sort what pass 1 gathered and lay out the classes; returns the skeleton index.
     pub(crate) fn finish(mut self) -> Result<Index, String> {
-        let header = self.header.ok_or("the dump has no header")?;
+        if self.header.is_none() {
+            return Err("the dump has no header".into());
+        }
         let mut stats = IndexStats::default();
         self.strings.finish();
         let mut ids = std::mem::take(&mut self.ids);
@@ -543,6 +588,26 @@ impl Pass1 {
                 ids.len()
             ));
         }
+        let n = ids.len();
+        // The per-node arrays are allocated and filled on a second thread (their pages are
+        // faulted in there) while this one lays out the classes and maps the ids.
+        std::thread::scope(|s| {
+            let arrays = s.spawn(move || (vec![NONE; n], vec![0u32; n], vec![[NONE, 0]; n]));
+            let mut ix = self.finish_with(ids, stats)?;
+            let (class_of, shallow, adj) = match arrays.join() {
+                Ok(a) => a,
+                Err(p) => std::panic::resume_unwind(p),
+            };
+            ix.class_of = class_of;
+            ix.shallow = shallow;
+            ix.adj = adj;
+            Ok(ix)
+        })
+    }
+
+    /// [`Pass1::finish`] but for the per-node arrays (left empty).
+    fn finish_with(mut self, ids: Vec<u64>, mut stats: IndexStats) -> Result<Index, String> {
+        let header = self.header.ok_or("the dump has no header")?;
         self.names.sort_unstable();
         self.names.dedup_by_key(|e| e.0);
         let strings = self.strings;
@@ -635,10 +700,9 @@ impl Pass1 {
         Ok(Index {
             header,
             id_map: IdMap::new(&ids),
-            class_of: vec![NONE; n],
-            shallow: vec![0; n],
-            first: vec![NONE; n],
-            deg: vec![0; n],
+            class_of: Vec::new(),
+            shallow: Vec::new(),
+            adj: Vec::new(),
             edges: Vec::new(),
             ids,
             classes,
@@ -937,16 +1001,24 @@ pub(crate) fn resolve(
     raw: Vec<u64>,
     mut node_of: impl FnMut(u32) -> u32,
 ) -> Option<Out> {
-    let mut edges = Vec::with_capacity(raw.len());
+    // Look every target up (NONE if the dump does not hold it), then drop the missing ones
+    // in place, entry by entry.
+    let mut edges = vec![0u32; raw.len()];
+    ix.id_map.find_batch(&ix.ids, &raw, &mut edges);
+    drop(raw);
     let mut missing = 0u64;
     let mut at = 0usize;
+    let mut kept = 0usize;
     for e in out.nodes.iter_mut() {
         let d = e[3] as usize;
-        let start = edges.len();
-        for &t in raw.get(at..at + d)? {
-            match ix.node(t) {
-                Some(x) => edges.push(x),
-                None => missing += 1,
+        let start = kept;
+        for k in at..at.checked_add(d).filter(|&end| end <= edges.len())? {
+            let x = edges[k];
+            if x == NONE {
+                missing += 1;
+            } else {
+                edges[kept] = x;
+                kept += 1;
             }
         }
         at += d;
@@ -954,9 +1026,9 @@ pub(crate) fn resolve(
         if e[0] as usize >= ix.len() {
             return None;
         }
-        e[3] = (edges.len() - start) as u32;
+        e[3] = (kept - start) as u32;
     }
-    drop(raw);
+    edges.truncate(kept);
     out.stats.missing_refs += missing;
     out.stats.edges = edges.len() as u64;
     out.edges = edges;
@@ -1120,28 +1192,59 @@ pub(crate) fn apply(ix: &mut Index, outs: Vec<Out>) -> Result<Vec<(u64, u32)>, S
     if total >= NONE as u64 {
         return Err("more than 4 billion references: too many for this analyser".into());
     }
-    let mut watched = Vec::new();
-    for mut o in outs {
-        let base = ix.edges.len() as u32;
-        if ix.edges.is_empty() {
-            ix.edges = std::mem::take(&mut o.edges);
-        } else {
-            ix.edges.extend_from_slice(&o.edges);
-            o.edges = Vec::new();
+    // The edge lists are joined on a second thread while this one fills in the nodes.
+    let mut outs = outs;
+    let lists: Vec<Vec<u32>> = outs
+        .iter_mut()
+        .map(|o| std::mem::take(&mut o.edges))
+        .collect();
+    let mut bases = Vec::with_capacity(lists.len());
+    let mut acc = ix.edges.len() as u32;
+    for l in &lists {
+        bases.push(acc);
+        acc += l.len() as u32;
+    }
+    let prior = std::mem::take(&mut ix.edges);
+    let (edges, watched) = std::thread::scope(|s| {
+        let joiner = s.spawn(move || {
+            let mut it = lists.into_iter();
+            let mut e = if prior.is_empty() {
+                it.next().unwrap_or_default()
+            } else {
+                prior
+            };
+            e.reserve_exact((total as usize).saturating_sub(e.len()));
+            for l in it {
+                e.extend_from_slice(&l);
+            }
+            e
+        });
+        let watched = apply_nodes(ix, outs, &bases);
+        match joiner.join() {
+            Ok(e) => (e, watched),
+            Err(p) => std::panic::resume_unwind(p),
         }
+    });
+    ix.edges = edges;
+    Ok(watched)
+}
+
+/// [`apply`]'s node half: each worker's entries, in file order, with its edges from `bases[w]`.
+fn apply_nodes(ix: &mut Index, outs: Vec<Out>, bases: &[u32]) -> Vec<(u64, u32)> {
+    let mut watched = Vec::new();
+    for (o, &base) in outs.into_iter().zip(bases) {
         let mut f = base;
         for &[n, c, sh, d] in &o.nodes {
             let n = n as usize;
             let at = f;
             f += d;
-            if ix.first[n] != NONE {
+            if ix.adj[n][0] != NONE {
                 ix.stats.duplicate_ids += 1;
                 continue;
             }
             ix.class_of[n] = c;
             ix.shallow[n] = sh;
-            ix.first[n] = at;
-            ix.deg[n] = d;
+            ix.adj[n] = [at, d];
         }
         drop(o.nodes);
         ix.stats.add(&o.stats);
@@ -1152,7 +1255,7 @@ pub(crate) fn apply(ix: &mut Index, outs: Vec<Out>) -> Result<Vec<(u64, u32)>, S
         ix.segments.extend(o.segments);
         watched.extend(o.watched);
     }
-    Ok(watched)
+    watched
 }
 
 fn byte_at(data: &[u8], off: Option<u32>) -> bool {
@@ -1176,22 +1279,40 @@ impl Visitor for Pass2<'_> {
     fn heap_dump_start(
         &mut self,
         offset: u64,
-        _tag: u8,
+        tag: u8,
         len: u32,
         _raw: &[u8],
     ) -> Result<(), String> {
         self.out.segments.push(Segment {
-            offset: offset.wrapping_add(self.delta),
-            len: 9 + len as u64,
+            offset: offset.wrapping_add(self.delta) + 9,
+            len: len as u64,
+            tag,
             min_id: u64::MAX,
             max_id: 0,
         });
         Ok(())
     }
 
-    fn sub(&mut self, _offset: u64, s: &Sub<'_>, _raw: &[u8]) -> Result<(), String> {
+    fn sub(&mut self, offset: u64, s: &Sub<'_>, _raw: &[u8]) -> Result<(), String> {
         if let Some(e) = &self.err {
             return Err(e.clone());
+        }
+        // Start a new piece at this sub-record once the current one is long enough.
+        let at = offset.wrapping_add(self.delta);
+        if let Some(&last) = self.out.segments.last() {
+            let end = last.offset + last.len;
+            if at >= last.offset + PIECE && at < end {
+                if let Some(l) = self.out.segments.last_mut() {
+                    l.len = at - last.offset;
+                }
+                self.out.segments.push(Segment {
+                    offset: at,
+                    len: end - at,
+                    tag: last.tag,
+                    min_id: u64::MAX,
+                    max_id: 0,
+                });
+            }
         }
         let id = match *s {
             Sub::Class(ref c) => c.id,
@@ -1414,8 +1535,15 @@ mod tests {
             for (i, &id) in ids.iter().enumerate() {
                 prop_assert_eq!(m.find(&ids, id), Some(i as u32));
             }
-            for p in probes {
-                prop_assert_eq!(m.find(&ids, p), ids.binary_search(&p).ok().map(|i| i as u32));
+            for p in &probes {
+                prop_assert_eq!(m.find(&ids, *p), ids.binary_search(p).ok().map(|i| i as u32));
+            }
+            let mut q: Vec<u64> = probes.clone();
+            q.extend(ids.iter().rev().step_by(3));
+            let mut got = vec![0u32; q.len()];
+            m.find_batch(&ids, &q, &mut got);
+            for (p, g) in q.iter().zip(&got) {
+                prop_assert_eq!(*g, ids.binary_search(p).map_or(NONE, |i| i as u32));
             }
             prop_assert_eq!(IdMap::new(&[]).find(&[], 5), None);
         }

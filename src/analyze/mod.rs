@@ -2,7 +2,8 @@
 //!
 //! Owns:
 //! - [`index`]: classes, objects and the strong reference graph of a dump, in compact arrays,
-//!   built in one or two streaming passes (the file is never held whole in memory, nor mapped);
+//!   built in one or two streaming passes (the file is never held whole in memory, nor mapped
+//!   whole);
 //! - [`dominators`]: the dominator tree from a super-root over all GC roots, and retained sizes;
 //! - [`paths`]: shortest strong paths from GC roots, and the names of their references;
 //! - [`report`]: the leak detectors' findings grouped into KOOM's report schema, plus our
@@ -16,15 +17,20 @@
 //! Either way the passes cut the file at record boundaries and parse the parts side by side when
 //! it is large, and the graph is the same. Then the BFS for shortest paths runs beside the dominators'
 //! depth-first search, the forward graph is freed, the semi-NCA finishes, and a last pass parses
-//! only the heap dump segments that hold objects on reported paths, to name their references.
+//! only the pieces of heap dump segments (runs of sub-records of about 64 KiB) that hold objects
+//! on reported paths, to name their references.
 //!
 //! Invariants:
 //! - Pure: no unsafe code, no network, nothing read from the analysing process (the report's
 //!   `runningInfo` is whatever the caller passes in, taken from the incident).
-//! - The file is read in chunks of [`CHUNK`] bytes, never mapped (mapped pages count in the
-//!   process's RSS) nor held whole. Memory is a constant number of bytes per object and per
-//!   reference: about 70 per object and 8 per reference at the peak (the dominators' phase;
-//!   the one pass's raw ids, 8 bytes per reference until they are mapped, stay below it).
+//! - The file is never held whole: each parsing thread maps a window of [`WINDOW`] bytes at a
+//!   time (through [`crate::mapped::Window`], the crate's one mapping of files; this module
+//!   stays free of unsafe code) and unmaps it before mapping the next, so mapped pages add at
+//!   most `WINDOW` per thread to the RSS; ranges that cannot be mapped (or are short) are read
+//!   in chunks of [`CHUNK`] bytes. Memory is a constant number of bytes per object and per
+//!   reference: about 70 per object and 8 per reference at the peak (the dominators' phase; the
+//!   one pass's raw ids, 8 bytes per reference until they are mapped, plus the mapped windows,
+//!   stay below it).
 //! - Bad or truncated input is an [`Error::Input`] naming the byte offset; nothing panics on it,
 //!   and nothing is reported from a dump that did not parse to its end.
 //! - `java.lang.ref.Reference.referent` is not a strong reference: objects only weakly, softly or
@@ -45,8 +51,14 @@ use std::io::Read;
 use std::path::Path;
 use std::time::Instant;
 
-/// Bytes read from the file at a time.
+/// Bytes read from the file at a time where it is read rather than mapped.
 pub const CHUNK: usize = 4 << 20;
+
+/// Bytes of the file mapped at a time by each parsing thread (see [`each_piece`]).
+pub const WINDOW: usize = 16 << 20;
+
+/// Ranges shorter than this are read rather than mapped (mapping and unmapping cost more).
+const MAP_MIN: usize = 1 << 20;
 
 /// Thresholds and limits of the analysis. Defaults follow KOOM's and Probe's rules; the policy
 /// maps its fields onto these.
@@ -148,8 +160,9 @@ impl Input<'_> {
 }
 
 impl Input<'_> {
-    /// Parse only the header and the heap dump segments that may hold one of `ids` (sorted):
-    /// those whose id range covers one. Falls back to a whole pass if the segments are unknown.
+    /// Parse only the header and the pieces of heap dump segments that may hold one of `ids`
+    /// (sorted): those whose id range covers one. Falls back to a whole pass if the pieces are
+    /// unknown.
     fn pass_segments<V: Visitor>(
         &self,
         segments: &[index::Segment],
@@ -167,19 +180,31 @@ impl Input<'_> {
             })
             .collect();
         let mut p = Parser::new();
-        let fix = |e: hprof::Error, base: u64| Error::Input {
-            offset: e.offset.saturating_sub(hprof::HEADER_LEN as u64) + base,
+        // Each piece is fed as a record of its own: a made-up record header, then its
+        // sub-records. The parser counts offsets as if the pieces followed one another after
+        // the file header; `fix` maps one back to the file, given the piece's start and how
+        // many bytes the parser had been fed before it.
+        let fix = |e: hprof::Error, base: u64, fed: u64| Error::Input {
+            offset: e.offset.saturating_sub(fed) + base,
             what: e.what,
+        };
+        let head = |s: &index::Segment| {
+            let mut h = [0u8; 9];
+            h[0] = s.tag;
+            h[5..].copy_from_slice(&(s.len.min(u32::MAX as u64) as u32).to_be_bytes());
+            h
         };
         match self {
             Input::Bytes(b) => {
                 let h = b.get(..hprof::HEADER_LEN).unwrap_or(b);
                 p.feed(h, v)?;
                 for s in pick {
+                    p.feed(&head(s), v).map_err(|e| fix(e, s.offset, 0))?;
+                    let fed = p.bytes_fed();
                     let r = b
                         .get(s.offset as usize..(s.offset + s.len) as usize)
                         .unwrap_or(&[]);
-                    p.feed(r, v).map_err(|e| fix(e, s.offset))?;
+                    p.feed(r, v).map_err(|e| fix(e, s.offset, fed))?;
                 }
             }
             Input::File(path) => {
@@ -190,21 +215,16 @@ impl Input<'_> {
                 f.read_exact_at(&mut buf, 0)
                     .map_err(|e| io("read failed", e))?;
                 p.feed(&buf, v)?;
-                buf.resize(CHUNK, 0);
                 for s in pick {
-                    let mut at = s.offset;
-                    let end = s.offset + s.len;
-                    while at < end {
-                        let n = ((end - at) as usize).min(CHUNK);
-                        f.read_exact_at(&mut buf[..n], at)
-                            .map_err(|e| io("read failed", e))?;
-                        p.feed(&buf[..n], v).map_err(|e| fix(e, s.offset))?;
-                        at += n as u64;
-                    }
+                    p.feed(&head(s), v).map_err(|e| fix(e, s.offset, 0))?;
+                    let fed = p.bytes_fed();
+                    each_piece(&f, s.offset, s.offset + s.len, |piece| {
+                        p.feed(piece, v).map_err(|e| fix(e, s.offset, fed))
+                    })?;
                 }
             }
         }
-        p.finish().map_err(|e| fix(e, 0))
+        p.finish().map_err(|e| fix(e, 0, hprof::HEADER_LEN as u64))
     }
 }
 
@@ -351,16 +371,12 @@ impl Input<'_> {
                             Input::Bytes(bytes) => {
                                 p.feed(&bytes[a as usize..b as usize], v).map_err(fix)?
                             }
-                            Input::File(_) => {
-                                let mut buf = vec![0u8; CHUNK];
-                                let mut at = a;
-                                while at < b {
-                                    let n = ((b - at) as usize).min(CHUNK);
-                                    self.read_at(f, at, &mut buf[..n])?;
-                                    p.feed(&buf[..n], v).map_err(fix)?;
-                                    at += n as u64;
+                            Input::File(_) => match f {
+                                Some(f) => {
+                                    each_piece(f, a, b, |piece| p.feed(piece, v).map_err(fix))?
                                 }
-                            }
+                                None => self.read_at(None, a, &mut [])?,
+                            },
                         }
                         p.finish().map_err(fix)
                     })
@@ -378,6 +394,42 @@ impl Input<'_> {
         }
         Ok(vs)
     }
+}
+
+/// Hand bytes `[a, b)` of `f` to `eat` piece by piece: through mapped windows of [`WINDOW`]
+/// bytes, each unmapped before the next is mapped (so at most one window's pages count in the
+/// RSS), or, for a window that cannot be mapped or is shorter than [`MAP_MIN`], read into a
+/// buffer [`CHUNK`] bytes at a time. Mapped, nothing is copied out of the page cache: pages
+/// are mapped as the parser first reads them, and pages it never reads (inside long primitive
+/// arrays) not at all.
+fn each_piece(
+    f: &std::fs::File,
+    a: u64,
+    b: u64,
+    mut eat: impl FnMut(&[u8]) -> Result<(), Error>,
+) -> Result<(), Error> {
+    use std::os::unix::fs::FileExt;
+    let mut buf = Vec::new();
+    let mut at = a;
+    while at < b {
+        let n = ((b - at) as usize).min(WINDOW);
+        if n >= MAP_MIN {
+            if let Ok(w) = crate::mapped::Window::map(f, at, n) {
+                eat(w.bytes())?;
+                at += n as u64;
+                continue;
+            }
+        }
+        let n = n.min(CHUNK);
+        buf.resize(n, 0);
+        f.read_exact_at(&mut buf, at).map_err(|source| Error::Io {
+            what: "read failed",
+            source,
+        })?;
+        eat(&buf)?;
+        at += n as u64;
+    }
+    Ok(())
 }
 
 /// Read `f` to its end on a helper thread, handing each chunk to `eat` on this one.
