@@ -368,6 +368,36 @@ fn cli_rejects_bad_and_truncated_input_with_exit_2_and_no_report() {
     }
 }
 
+/// A pipe cannot be read more than once: the analyser says so instead of reporting the second
+/// read's empty input as an "empty file".
+#[test]
+fn cli_refuses_a_pipe_with_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report.json");
+    let dump = std::fs::File::open(common::fixture("jvm/heapdump_hashmap.hprof")).unwrap();
+    let o = Command::new(common::oomguard_bin())
+        .arg("analyze")
+        .arg("/dev/stdin")
+        .arg("-o")
+        .arg(&out)
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            let mut stdin = c.stdin.take().unwrap();
+            let mut dump = dump;
+            // The analyser may refuse before reading: a broken pipe here is expected.
+            let _ = std::io::copy(&mut dump, &mut stdin);
+            drop(stdin);
+            c.wait_with_output()
+        })
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("/dev/stdin: not a regular file"), "{err}");
+    assert!(!out.exists());
+}
+
 #[test]
 fn corrupted_dumps_give_errors_or_reports_never_panics() {
     use rand::{Rng, SeedableRng};

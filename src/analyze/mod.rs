@@ -505,6 +505,21 @@ pub fn analyze(
 ) -> Result<Report, Error> {
     let t0 = Instant::now();
     let mut tm = Timings::default();
+    if let Input::File(path) = input {
+        // The passes read the file more than once: a pipe would be empty the second time.
+        let meta = std::fs::metadata(path).map_err(|source| Error::Io {
+            what: "cannot open",
+            source,
+        })?;
+        if !meta.is_file() {
+            return Err(Error::Io {
+                what: "not a regular file",
+                source: std::io::Error::other(
+                    "the analyser reads a dump more than once; save a pipe or device to a file first",
+                ),
+            });
+        }
+    }
     let threads = match cfg.threads {
         0 => std::thread::available_parallelism().map_or(1, |n| n.get().min(4)),
         n => n,
