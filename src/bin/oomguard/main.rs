@@ -17,6 +17,10 @@ mod spool_worker_cmd;
 mod testdata_cmd;
 
 use clap::{Parser, Subcommand};
+
+/// Large blocks on transparent huge pages, for the analyser (see `mapped::HugePageAlloc`).
+#[global_allocator]
+static ALLOC: oomguard::mapped::HugePageAlloc = oomguard::mapped::HugePageAlloc;
 use std::process::ExitCode;
 
 #[derive(Parser)]
