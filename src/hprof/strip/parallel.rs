@@ -19,7 +19,7 @@
 
 use super::{Carry, Emit, Level, Sink, State, StripStats};
 use crate::hprof::parser::Parser;
-use crate::hprof::{read_u32, tag, Error, Result, HEADER_LEN};
+use crate::hprof::{read_id, read_u32, tag, Error, Result, HEADER_LEN};
 use std::collections::BTreeMap;
 use std::sync::{mpsc, Mutex};
 
@@ -40,7 +40,12 @@ pub(super) fn plan(input: &[u8], part: u64) -> Option<Vec<Cut>> {
     if len <= pos {
         return None;
     }
-    let id_size = read_u32(input.get(HEADER_LEN - 12..HEADER_LEN - 8)?) as u64;
+    let id_size = read_u32(input.get(HEADER_LEN - 12..HEADER_LEN - 8)?);
+    // Any other identifier size is an error, which the sequential stripper reports.
+    if id_size != 4 && id_size != 8 {
+        return None;
+    }
+    let id_len = id_size as u64;
     let mut cuts = vec![Cut {
         start: pos,
         names: Vec::new(),
@@ -57,15 +62,11 @@ pub(super) fn plan(input: &[u8], part: u64) -> Option<Vec<Cut>> {
             });
             next = pos + part;
         }
-        if h[0] == tag::UTF8 && body >= id_size {
+        if h[0] == tag::UTF8 && body >= id_len {
             let b = pos as usize + 9;
-            let text = input.get(b + id_size as usize..b + body as usize)?;
+            let text = input.get(b + id_len as usize..b + body as usize)?;
             if super::is_dropped_heap_name(text) {
-                let mut id = 0u64;
-                for &x in &input[b..b + id_size as usize] {
-                    id = id << 8 | x as u64;
-                }
-                names.push(id);
+                names.push(read_id(&input[b..], id_size));
             }
         }
         pos += 9 + body;
