@@ -594,10 +594,7 @@ impl Pass1 {
         std::thread::scope(|s| {
             let arrays = s.spawn(move || (vec![NONE; n], vec![0u32; n], vec![[NONE, 0]; n]));
             let mut ix = self.finish_with(ids, stats)?;
-            let (class_of, shallow, adj) = match arrays.join() {
-                Ok(a) => a,
-                Err(p) => std::panic::resume_unwind(p),
-            };
+            let (class_of, shallow, adj) = super::joined(arrays);
             ix.class_of = class_of;
             ix.shallow = shallow;
             ix.adj = adj;
@@ -1220,10 +1217,7 @@ pub(crate) fn apply(ix: &mut Index, outs: Vec<Out>) -> Result<Vec<(u64, u32)>, S
             e
         });
         let watched = apply_nodes(ix, outs, &bases);
-        match joiner.join() {
-            Ok(e) => (e, watched),
-            Err(p) => std::panic::resume_unwind(p),
-        }
+        (super::joined(joiner), watched)
     });
     ix.edges = edges;
     Ok(watched)

@@ -382,12 +382,7 @@ impl Input<'_> {
                     })
                 })
                 .collect();
-            hs.into_iter()
-                .map(|h| match h.join() {
-                    Ok(r) => r,
-                    Err(p) => std::panic::resume_unwind(p),
-                })
-                .collect()
+            hs.into_iter().map(joined).collect()
         });
         for r in results {
             r?;
@@ -697,12 +692,7 @@ fn one_pass(
                 })
             })
             .collect();
-        hs.into_iter()
-            .map(|h| match h.join() {
-                Ok(r) => r,
-                Err(p) => std::panic::resume_unwind(p),
-            })
-            .collect()
+        hs.into_iter().map(joined).collect()
     });
     let outs: Vec<index::Out> = outs.into_iter().collect::<Option<_>>()?;
     // (resolve gives None if an object's node was not found, which cannot happen: every id
@@ -842,11 +832,7 @@ fn analyze_graph(
         let ixr = &ix;
         let h = s.spawn(|| paths::shortest(ixr, &ixr.roots, &late));
         let prep = dominators::prepare(ixr, &root_nodes, &late);
-        let bfs = match h.join() {
-            Ok(b) => b,
-            Err(p) => std::panic::resume_unwind(p),
-        };
-        (bfs, prep)
+        (joined(h), prep)
     });
     tm.paths_ms = t.elapsed().as_millis() as u64;
     ix.drop_edges();
@@ -863,6 +849,11 @@ fn analyze_graph(
     tm.total_ms = t0.elapsed().as_millis() as u64;
     rep.analysis.timings = tm;
     Ok(rep)
+}
+
+/// What a scoped thread returned; a panic there goes on in the joining thread.
+pub(crate) fn joined<T>(h: std::thread::ScopedJoinHandle<'_, T>) -> T {
+    h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))
 }
 
 impl dominators::Graph for index::Index {
