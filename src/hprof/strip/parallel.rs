@@ -157,8 +157,7 @@ fn strip_part(
         .and_then(|_| parser.finish())
         .map_err(fix)?;
     let (depends, sets_heap, carry) = (state.depends, !state.fresh, state.carry());
-    let (out, mut stats) = state.finish(b).map_err(fix)?;
-    stats.input_bytes = b - a;
+    let (out, stats) = state.finish(b).map_err(fix)?;
     Ok(Part {
         out: out.out,
         stats,
@@ -238,7 +237,7 @@ pub(super) fn strip<S: Sink>(
                 }
                 p => p,
             };
-            let mut part = match part {
+            let part = match part {
                 Ok(p) => p,
                 Err(e) if next == 0 => break Err(e),
                 // The message may quote offsets of the part's own parser: find the error as
@@ -257,7 +256,6 @@ pub(super) fn strip<S: Sink>(
             stats.arrays_stripped += part.stats.arrays_stripped;
             stats.array_bytes_removed += part.stats.array_bytes_removed;
             stats.objects_dropped += part.stats.objects_dropped;
-            part.out = Vec::new();
             next += 1;
             if issued < cuts.len() {
                 let _ = ticket_tx.send(issued);
