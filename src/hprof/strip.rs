@@ -290,13 +290,19 @@ impl Emit for Gather<'_> {
                 .send(Msg::Patch(offset, b.to_vec()))
                 .map_err(|_| WRITER_GONE.to_string());
         }
-        let mut at = self.flushed;
-        for p in &self.pieces {
+        // Patches land on recent bytes (a segment's header, a few KiB back): walk back from
+        // the end.
+        let mut end = self.flushed + self.pending;
+        for p in self.pieces.iter().rev() {
             let (len, lit) = match *p {
                 Piece::Input { len, .. } => (len, None),
                 Piece::Lit { start, len } => (len, Some(start)),
             };
-            if offset < at + len as u64 {
+            let at = end - len as u64;
+            if offset >= at {
+                if offset >= end {
+                    break;
+                }
                 let o = (offset - at) as usize;
                 return match lit {
                     Some(start) if o + b.len() <= len => {
@@ -308,7 +314,7 @@ impl Emit for Gather<'_> {
                     )),
                 };
             }
-            at += len as u64;
+            end = at;
         }
         Err(format!("internal: patch at {offset} is past the output"))
     }
