@@ -318,12 +318,32 @@ impl Input<'_> {
         let f = self.open().ok()?;
         let mut starts = Vec::new();
         let mut pos = hprof::HEADER_LEN as u64;
-        let mut h = [0u8; 9];
+        // The heads of the many small records at the front (strings, classes) are read 64 KiB
+        // at a time, not with a read call each; after a long record (a heap dump segment), a
+        // little is read, as the next one is likely long too.
+        let mut buf = vec![0u8; 64 << 10];
+        let mut buf_at = 0u64;
+        let mut buf_len = 0usize;
+        let mut last = 0u64;
         while pos < len {
-            self.read_at(f.as_ref(), pos, &mut h).ok()?;
+            if pos < buf_at || pos + 9 > buf_at + buf_len as u64 {
+                let want = if last > buf.len() as u64 {
+                    512
+                } else {
+                    buf.len()
+                };
+                buf_len = ((len - pos) as usize).min(want);
+                buf_at = pos;
+                self.read_at(f.as_ref(), pos, &mut buf[..buf_len]).ok()?;
+                if buf_len < 9 {
+                    return None;
+                }
+            }
+            let h = &buf[(pos - buf_at) as usize..];
             hprof::tag::name(h[0])?;
             starts.push(pos);
-            pos += 9 + hprof::read_u32(&h[5..]) as u64;
+            last = 9 + hprof::read_u32(&h[5..]) as u64;
+            pos += last;
         }
         if pos != len || starts.len() < 2 {
             return None;
