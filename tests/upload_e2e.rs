@@ -591,6 +591,15 @@ fn kill_9_loop() {
             if let Ok(t) = std::fs::read_to_string(&rec) {
                 eprintln!("{id}: still in the spool: {t}");
             }
+            for e in std::fs::read_dir(data.join("spool/quarantine"))
+                .into_iter()
+                .flatten()
+            {
+                let name = e.unwrap().file_name().to_string_lossy().into_owned();
+                if name.contains(id.as_str()) {
+                    eprintln!("{id}: moved to quarantine as {name}");
+                }
+            }
         }
         panic!(
             "{} incidents neither received nor reported as evicted ({counted} evictions counted, {recorded} named)",

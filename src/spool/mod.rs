@@ -937,6 +937,22 @@ impl<'a> SpoolGuard<'a> {
     }
 
     /// Move an entry (file or directory) into `quarantine/`, log it and count the loss.
+    /// The evictions and losses incident `id`'s meta.json was to report, if the server has not
+    /// acknowledged that file: whoever deletes or moves the incident hands them back to pending.
+    fn unsent_accounting(&self, id: &str) -> Option<Accounting> {
+        self.spool
+            .read_incident(id)
+            .ok()
+            .filter(|i| {
+                !i.accounting.is_empty()
+                    && !i
+                        .uploads
+                        .iter()
+                        .any(|u| u.kind == FileKind::Meta && u.acked)
+            })
+            .map(|i| i.accounting)
+    }
+
     pub fn quarantine(&self, path: &Path, what: &str) {
         let name = path
             .file_name()
@@ -954,6 +970,16 @@ impl<'a> SpoolGuard<'a> {
             name.trim_start_matches('.')
         ));
         let bytes = fs::dir_size(self.fs(), path).unwrap_or(0);
+        // A whole incident moved aside: the counts it was to report go to the next report (its
+        // own loss is recorded below). Carried before the move, as an eviction is recorded
+        // before the delete: a crash in between may report them twice, never not at all.
+        if path.parent() == Some(self.spool.incidents_dir().as_path()) {
+            if let Some(c) = self.unsent_accounting(&name) {
+                if let Err(e) = self.spool.update_state(|s| s.pending.merge(c)) {
+                    tracing::warn!("spool: could not carry the counts of {name} over: {e}");
+                }
+            }
+        }
         match self.fs().rename(path, &dst) {
             Ok(()) => {
                 let _ = self.fs().sync_dir(&self.spool.quarantine_dir());
@@ -1332,18 +1358,7 @@ impl<'a> SpoolGuard<'a> {
             };
             // Counts that were to travel with this incident's meta.json, not yet acknowledged,
             // go back to pending so the next report carries them.
-            let carried = self
-                .spool
-                .read_incident(&it.id)
-                .ok()
-                .filter(|i| {
-                    !i.accounting.is_empty()
-                        && !i
-                            .uploads
-                            .iter()
-                            .any(|u| u.kind == FileKind::Meta && u.acked)
-                })
-                .map(|i| i.accounting);
+            let carried = self.unsent_accounting(&it.id);
             // Record the eviction before deleting: a crash in between leaves an incident that
             // is reported as evicted and may still be uploaded, never one that vanished
             // without a trace.

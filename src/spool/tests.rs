@@ -463,6 +463,63 @@ fn quotas_evict_oldest_first_and_count_it_in_the_next_report() {
     assert_eq!(spool.state().pending.losses, 1);
 }
 
+/// Counts frozen into a planned incident's meta.json are not lost when that incident goes
+/// before the server acknowledged the file: evicted or quarantined, it hands them back to
+/// pending, and the next planned report carries them.
+#[test]
+fn counts_a_planned_incident_carried_come_back_when_it_is_evicted_or_quarantined() {
+    let env = Env::new();
+    let q = Quotas {
+        max_count: 2,
+        ..Quotas::default()
+    };
+    let spool = env.spool(q);
+    for id in ["c0", "c1", "c2"] {
+        add(&spool, id, 1000);
+        env.clock.advance(Duration::from_secs(1));
+    }
+    let g = spool.lock().unwrap();
+    g.recover(&mut good).unwrap();
+    assert_eq!(spool.state().pending.evictions, 1, "c0 evicted");
+    // c1 freezes that eviction into its meta.json; pending is empty again.
+    let c1 = g.plan_upload("c1").unwrap();
+    assert_eq!(c1.accounting.evictions, 1);
+    assert_eq!(spool.state().pending.evictions, 0);
+    // A planned file vanishes: recovery moves c1 aside, and its count comes back with the loss.
+    std::fs::remove_file(spool.incident_dir("c1").join(FileKind::Fds.file_name())).unwrap();
+    g.recover(&mut good).unwrap();
+    assert_eq!(g.ids().unwrap(), vec!["c2"]);
+    let st = spool.state();
+    assert_eq!(st.pending.evictions, 1);
+    assert_eq!(st.pending.eviction_records[0].id, "c0");
+    assert_eq!(st.pending.losses, 1);
+    // c2 carries both; then newer incidents push it out before it is sent.
+    let c2 = g.plan_upload("c2").unwrap();
+    assert_eq!((c2.accounting.evictions, c2.accounting.losses), (1, 1));
+    drop(g);
+    for id in ["c3", "c4"] {
+        env.clock.advance(Duration::from_secs(1));
+        add(&spool, id, 1000);
+    }
+    let st = spool.state();
+    assert!(!spool.incident_dir("c2").exists());
+    // c0 comes back from c2, c2 itself goes, and so does the quarantined c1 (quarantine counts
+    // under the quotas too).
+    assert_eq!(st.pending.evictions, 3);
+    assert_eq!(st.pending.losses, 1);
+    let ids: Vec<&str> = st
+        .pending
+        .eviction_records
+        .iter()
+        .map(|e| e.id.as_str())
+        .collect();
+    assert_eq!(ids[..2], ["c0", "c2"]);
+    assert!(
+        ids[2].starts_with("quarantine/") && ids[2].ends_with("-c1"),
+        "{ids:?}"
+    );
+}
+
 #[test]
 fn one_lock_holder_at_a_time() {
     let env = Env::new();
