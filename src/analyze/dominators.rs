@@ -5,8 +5,8 @@
 //! - No recursion: the depth-first search and the path compression use explicit stacks, so a
 //!   linked list of millions of objects cannot overflow the thread's stack.
 //! - Work is near-linear in nodes + edges; memory is seven `u32` per reachable node plus one per
-//!   edge (the predecessor lists), on top of the graph itself (which the caller can free between
-//!   [`prepare`] and [`finish`]).
+//!   edge that is not from the target's spanning-tree parent (the predecessor lists), on top of
+//!   the graph itself (which the caller can free between [`prepare`] and [`finish`]).
 //! - `idom[v]` is [`SUPER`] for objects dominated only by the super-root and [`UNREACHED`] for
 //!   objects no root reaches strongly; their retained size is 0.
 #![forbid(unsafe_code)]
@@ -91,13 +91,15 @@ pub fn prepare<G: Graph>(g: &G, roots: &[u32], late: &[u32]) -> Prepared {
             if (i as usize) < s.len() {
                 top.1 += 1;
                 let w = s[i as usize];
-                if pre[w as usize] == UNREACHED {
+                let pw = pre[w as usize];
+                if pw == UNREACHED {
                     pre[w as usize] = vertex.len() as u32;
                     parent.push(pre[v as usize]);
                     vertex.push(w);
                     stack.push((w, 0));
+                } else if parent[pw as usize] != pre[v as usize] {
+                    cnt[pw as usize + 2] += 1;
                 }
-                cnt[pre[w as usize] as usize + 2] += 1;
             } else {
                 stack.pop();
             }
@@ -144,10 +146,16 @@ pub fn prepare<G: Graph>(g: &G, roots: &[u32], late: &[u32]) -> Prepared {
     // Counts go to index p + 2, so that after the prefix sums `rfirst[p + 1]` is where p's list
     // starts; filling advances it to where p's list ends, which is `rfirst[p + 1]` as the
     // finished CSR wants it (no second cursor array).
-    // (The search counted every edge of every vertex it reached, each once.)
+    // Edges from a vertex's spanning-tree parent are left out: the parent is where its
+    // semi-dominator search starts anyway (an unprocessed vertex offers its own number). In a
+    // heap nearly every object has one referrer, so this halves the lists.
+    // (The search counted every other edge of every vertex it reached, each once.)
     rfirst.truncate(count + 2);
     for &r in &roots_used {
-        rfirst[pre[r as usize] as usize + 2] += 1;
+        let p = pre[r as usize] as usize;
+        if parent[p] != 0 {
+            rfirst[p + 2] += 1;
+        }
     }
     for k in 0..count + 1 {
         rfirst[k + 1] += rfirst[k];
@@ -155,15 +163,21 @@ pub fn prepare<G: Graph>(g: &G, roots: &[u32], late: &[u32]) -> Prepared {
     let mut redges = vec![0u32; rfirst[count + 1] as usize];
     for (k, &v) in vertex.iter().enumerate().skip(1) {
         for &w in g.succ(v) {
-            let c = &mut rfirst[pre[w as usize] as usize + 1];
-            redges[*c as usize] = k as u32;
-            *c += 1;
+            let p = pre[w as usize] as usize;
+            if parent[p] != k as u32 {
+                let c = &mut rfirst[p + 1];
+                redges[*c as usize] = k as u32;
+                *c += 1;
+            }
         }
     }
     for &r in &roots_used {
-        let c = &mut rfirst[pre[r as usize] as usize + 1];
-        redges[*c as usize] = 0;
-        *c += 1;
+        let p = pre[r as usize] as usize;
+        if parent[p] != 0 {
+            let c = &mut rfirst[p + 1];
+            redges[*c as usize] = 0;
+            *c += 1;
+        }
     }
     rfirst.truncate(count + 1);
     Prepared {
