@@ -459,7 +459,12 @@ fn kill_9_loop() {
     let log = tmp.path().join("committed.log");
     let errlog = tmp.path().join("workers.log");
     let mut rng = rand::rngs::StdRng::seed_from_u64(0x0dd_ba11);
-    let rounds = 200;
+    // OOMG_ROUNDS=2000 makes a stress run (its time check below then fails, as it should: it
+    // is sized for 200 rounds).
+    let rounds: u32 = std::env::var("OOMG_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200);
     let mut killed = 0;
     let mut max_sleep_us: u64 = 150_000;
     let start = Instant::now();
