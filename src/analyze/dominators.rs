@@ -5,8 +5,9 @@
 //! - No recursion: the depth-first search and the path compression use explicit stacks, so a
 //!   linked list of millions of objects cannot overflow the thread's stack.
 //! - Work is near-linear in nodes + edges; memory is seven `u32` per reachable node plus one per
-//!   edge that is not from the target's spanning-tree parent (the predecessor lists), on top of
-//!   the graph itself (which the caller can free between [`prepare`] and [`finish`]).
+//!   edge outside the depth-first spanning tree (the predecessor lists), and one bit per edge
+//!   while preparing, on top of the graph itself (which the caller can free between [`prepare`]
+//!   and [`finish`]).
 //! - `idom[v]` is [`SUPER`] for objects dominated only by the super-root and [`UNREACHED`] for
 //!   objects no root reaches strongly; their retained size is 0.
 #![forbid(unsafe_code)]
@@ -16,10 +17,13 @@ pub const SUPER: u32 = u32::MAX - 1;
 /// Not reachable from any root.
 pub const UNREACHED: u32 = u32::MAX;
 
-/// A directed graph over nodes `0..nodes()`.
+/// A directed graph over nodes `0..nodes()`, its edges numbered `0..edges()`: those of `v` are
+/// `succ(v)`, numbered from `first_edge(v)` on.
 pub trait Graph {
     fn nodes(&self) -> usize;
+    fn edges(&self) -> usize;
     fn succ(&self, v: u32) -> &[u32];
+    fn first_edge(&self, v: u32) -> usize;
 }
 
 /// Immediate dominators and retained sizes, indexed by node.
@@ -68,15 +72,17 @@ pub fn prepare<G: Graph>(g: &G, roots: &[u32], late: &[u32]) -> Prepared {
     let mut stack: Vec<(u32, u32)> = Vec::new();
     let mut roots_used = Vec::new();
     // Predecessor counts in preorder numbers, gathered as the search meets each edge (see below
-    // for the layout).
+    // for the layout), and which edges the spanning tree is made of.
     let mut rfirst = vec![0u32; n + 3];
+    let mut tree = vec![0u64; g.edges().div_ceil(64)];
     let dfs_from = |r: u32,
                     g: &G,
                     pre: &mut Vec<u32>,
                     vertex: &mut Vec<u32>,
                     parent: &mut Vec<u32>,
                     stack: &mut Vec<(u32, u32)>,
-                    cnt: &mut Vec<u32>|
+                    cnt: &mut Vec<u32>,
+                    tree: &mut Vec<u64>|
      -> bool {
         if pre[r as usize] != UNREACHED {
             return false;
@@ -97,7 +103,9 @@ pub fn prepare<G: Graph>(g: &G, roots: &[u32], late: &[u32]) -> Prepared {
                     parent.push(pre[v as usize]);
                     vertex.push(w);
                     stack.push((w, 0));
-                } else if parent[pw as usize] != pre[v as usize] {
+                    let e = g.first_edge(v) + i as usize;
+                    tree[e / 64] |= 1 << (e % 64);
+                } else {
                     cnt[pw as usize + 2] += 1;
                 }
             } else {
@@ -116,6 +124,7 @@ pub fn prepare<G: Graph>(g: &G, roots: &[u32], late: &[u32]) -> Prepared {
                 &mut parent,
                 &mut stack,
                 &mut rfirst,
+                &mut tree,
             );
         }
         if (r as usize) < n {
@@ -132,6 +141,7 @@ pub fn prepare<G: Graph>(g: &G, roots: &[u32], late: &[u32]) -> Prepared {
                 &mut parent,
                 &mut stack,
                 &mut rfirst,
+                &mut tree,
             )
         {
             roots_used.push(r);
@@ -146,9 +156,9 @@ pub fn prepare<G: Graph>(g: &G, roots: &[u32], late: &[u32]) -> Prepared {
     // Counts go to index p + 2, so that after the prefix sums `rfirst[p + 1]` is where p's list
     // starts; filling advances it to where p's list ends, which is `rfirst[p + 1]` as the
     // finished CSR wants it (no second cursor array).
-    // Edges from a vertex's spanning-tree parent are left out: the parent is where its
-    // semi-dominator search starts anyway (an unprocessed vertex offers its own number). In a
-    // heap nearly every object has one referrer, so this halves the lists.
+    // Spanning-tree edges are left out: a vertex's semi-dominator search starts at its parent
+    // anyway (an unprocessed vertex offers its own number). In a heap nearly every object has one
+    // referrer, so this halves the lists.
     // (The search counted every other edge of every vertex it reached, each once.)
     rfirst.truncate(count + 2);
     for &r in &roots_used {
@@ -162,15 +172,17 @@ pub fn prepare<G: Graph>(g: &G, roots: &[u32], late: &[u32]) -> Prepared {
     }
     let mut redges = vec![0u32; rfirst[count + 1] as usize];
     for (k, &v) in vertex.iter().enumerate().skip(1) {
-        for &w in g.succ(v) {
-            let p = pre[w as usize] as usize;
-            if parent[p] != k as u32 {
-                let c = &mut rfirst[p + 1];
+        let e0 = g.first_edge(v);
+        for (i, &w) in g.succ(v).iter().enumerate() {
+            let e = e0 + i;
+            if tree[e / 64] >> (e % 64) & 1 == 0 {
+                let c = &mut rfirst[pre[w as usize] as usize + 1];
                 redges[*c as usize] = k as u32;
                 *c += 1;
             }
         }
     }
+    drop(tree);
     for &r in &roots_used {
         let p = pre[r as usize] as usize;
         if parent[p] != 0 {
@@ -317,6 +329,12 @@ impl Csr {
 impl Graph for Csr {
     fn nodes(&self) -> usize {
         self.first.len() - 1
+    }
+    fn edges(&self) -> usize {
+        self.edges.len()
+    }
+    fn first_edge(&self, v: u32) -> usize {
+        self.first[v as usize] as usize
     }
     fn succ(&self, v: u32) -> &[u32] {
         &self.edges[self.first[v as usize] as usize..self.first[v as usize + 1] as usize]

@@ -880,8 +880,17 @@ impl dominators::Graph for index::Index {
     fn nodes(&self) -> usize {
         self.len()
     }
+    fn edges(&self) -> usize {
+        self.edges.len()
+    }
     fn succ(&self, v: u32) -> &[u32] {
         index::Index::succ(self, v)
+    }
+    fn first_edge(&self, v: u32) -> usize {
+        match self.adj[v as usize] {
+            [f, _] if f != index::NONE => f as usize,
+            _ => 0,
+        }
     }
 }
 
