@@ -12,9 +12,9 @@ use oomguard::upload::{self, Network, Stop};
 use rand::{Rng, SeedableRng};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -634,8 +634,6 @@ fn kill_9_loop() {
         total.1, total.0
     );
     assert!(elapsed < Duration::from_secs(120));
-    let _: &AtomicU64 = &AtomicU64::new(0);
-    let _: PathBuf = PathBuf::new();
 }
 
 #[test]
