@@ -557,10 +557,8 @@ fn kill_9_loop() {
     // Evictions after the last report was planned wait in spool.json for the next report (the
     // next incident, or the next launch's): recorded on disk, not lost, but not on the server
     // yet. The drain run creates no incident, so an eviction late in the loop ends up here.
-    let pending = Spool::open(data.join("spool"), Quotas::default())
-        .unwrap()
-        .state()
-        .pending;
+    let spool = Spool::open(data.join("spool"), Quotas::default()).unwrap();
+    let pending = spool.state().pending;
     counted += pending.evictions;
     recorded += pending.eviction_records.len() as u64;
     for e in &pending.eviction_records {
@@ -592,11 +590,11 @@ fn kill_9_loop() {
             let mine: Vec<&str> = logs.lines().filter(|l| l.contains(id.as_str())).collect();
             eprintln!("{id}: {mine:#?}");
             // Still in the spool (rejected, or left by the drain run)? Its record says why.
-            let rec = data.join("spool/incidents").join(id).join("incident.json");
+            let rec = spool.incident_dir(id).join("incident.json");
             if let Ok(t) = std::fs::read_to_string(&rec) {
                 eprintln!("{id}: still in the spool: {t}");
             }
-            for e in std::fs::read_dir(data.join("spool/quarantine"))
+            for e in std::fs::read_dir(spool.quarantine_dir())
                 .into_iter()
                 .flatten()
             {
@@ -615,9 +613,7 @@ fn kill_9_loop() {
         !evicted.is_empty(),
         "the loop never evicted: it does not test eviction"
     );
-    let spool_left: Vec<_> = std::fs::read_dir(data.join("spool/incidents"))
-        .unwrap()
-        .collect();
+    let spool_left: Vec<_> = std::fs::read_dir(spool.incidents_dir()).unwrap().collect();
     assert!(spool_left.is_empty(), "{spool_left:?} left in the spool");
     // Bytes over the wire, per file, over the whole loop.
     let mut total = (0u64, 0u64);

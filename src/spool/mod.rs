@@ -936,7 +936,6 @@ impl<'a> SpoolGuard<'a> {
         Ok(())
     }
 
-    /// Move an entry (file or directory) into `quarantine/`, log it and count the loss.
     /// The evictions and losses incident `id`'s meta.json was to report, if the server has not
     /// acknowledged that file: whoever deletes or moves the incident hands them back to pending.
     fn unsent_accounting(&self, id: &str) -> Option<Accounting> {
@@ -953,6 +952,7 @@ impl<'a> SpoolGuard<'a> {
             .map(|i| i.accounting)
     }
 
+    /// Move an entry (file or directory) into `quarantine/`, log it and count the loss.
     pub fn quarantine(&self, path: &Path, what: &str) {
         let name = path
             .file_name()
