@@ -871,6 +871,9 @@ pub(crate) struct Pass2<'a> {
 
 const CLASS_CACHE: usize = 1024;
 
+/// In a deferred entry's degree: the entry's first edge, to its class object, is implied (see
+/// [`resolve`]). Degrees stay far below it (an instance has at most 65,535 fields).
+const CLASS_EDGE: u32 = 1 << 31;
 impl<'a> Pass2<'a> {
     pub(crate) fn new(ix: &'a Index, limits: IndexLimits, delta: u64) -> Self {
         Pass2 {
@@ -999,16 +1002,36 @@ pub(crate) fn resolve(
     mut node_of: impl FnMut(u32) -> u32,
 ) -> Option<Out> {
     // Look every target up (NONE if the dump does not hold it), then drop the missing ones
-    // in place, entry by entry.
-    let mut edges = vec![0u32; raw.len()];
-    ix.id_map.find_batch(&ix.ids, &raw, &mut edges);
+    // in place, entry by entry. The looked-up targets start after room for the class edges
+    // to be put in (one per flagged entry), so that writing never overtakes reading.
+    let flagged = out.nodes.iter().filter(|e| e[3] & CLASS_EDGE != 0).count();
+    if raw.len().checked_add(flagged)? >= NONE as usize {
+        // Too many references: the two passes report it.
+        return None;
+    }
+    let mut edges = vec![0u32; flagged + raw.len()];
+    ix.id_map.find_batch(&ix.ids, &raw, &mut edges[flagged..]);
     drop(raw);
+    // Class index -> its class object's node, looked up once per class.
+    let mut class_node: Vec<Option<u32>> = vec![None; ix.classes.len()];
     let mut missing = 0u64;
-    let mut at = 0usize;
+    let mut at = flagged;
     let mut kept = 0usize;
     for e in out.nodes.iter_mut() {
-        let d = e[3] as usize;
         let start = kept;
+        if e[3] & CLASS_EDGE != 0 {
+            e[3] &= !CLASS_EDGE;
+            let c = *class_node
+                .get_mut(e[1] as usize)?
+                .get_or_insert_with(|| ix.node(ix.classes[e[1] as usize].id).unwrap_or(NONE));
+            if c == NONE {
+                missing += 1;
+            } else {
+                edges[kept] = c;
+                kept += 1;
+            }
+        }
+        let d = e[3] as usize;
         for k in at..at.checked_add(d).filter(|&end| end <= edges.len())? {
             let x = edges[k];
             if x == NONE {
@@ -1360,14 +1383,24 @@ impl Visitor for Pass2<'_> {
                 if (data.len() as u32) < cl.data_len {
                     self.out.stats.short_instances += 1;
                 }
-                // Instance -> its class (an instance keeps its class loaded).
-                self.edge(class_id);
+                // Instance -> its class (an instance keeps its class loaded). Deferred, the
+                // edge is not kept as a raw id: the entry is flagged and [`resolve`] puts the
+                // class's node first in its list (half the edges of a heap are these).
+                let implicit = self.defer && class_id != 0 && ci != (ix.classes.len() - 1) as u32;
+                if !implicit {
+                    self.edge(class_id);
+                }
                 for &(off, _, _) in &cl.ref_slots {
                     if let Some(t) = id_at(data, off, id_size) {
                         self.edge(t);
                     }
                 }
                 self.end();
+                if implicit {
+                    if let Some(e) = self.out.nodes.last_mut() {
+                        e[3] |= CLASS_EDGE;
+                    }
+                }
                 match cl.role {
                     Role::None | Role::Window | Role::NativeAllocationRegistry => {}
                     Role::Activity {

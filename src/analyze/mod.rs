@@ -987,6 +987,45 @@ mod tests {
         w.finish()
     }
 
+    /// One pass keeps an instance's edge to its class as a flag on the entry, not as a raw id
+    /// to look up; the graph and report are those of two passes, also for an instance whose
+    /// class the dump lacks (that edge is missing, as before).
+    #[test]
+    fn implied_class_edges_give_the_two_pass_graph() {
+        let mut w = Writer::new(Format::V102, 8, 0);
+        w.utf8(1, "java.lang.Object");
+        w.utf8(2, "com.app.Holder");
+        w.utf8(3, "ref");
+        w.load_class(1, 0x10, 1);
+        w.load_class(2, 0x20, 2);
+        w.segment(tag::HEAP_DUMP_SEGMENT);
+        w.class_dump(0x10, 0, 0, 0, &[], &[]);
+        w.class_dump(0x20, 0x10, 0, 8, &[], &[(3, BasicType::Object)]);
+        w.instance(0x100, 0x20, &0x200u64.to_be_bytes());
+        w.instance(0x200, 0x20, &0u64.to_be_bytes());
+        w.instance(0x300, 0xABC, &[]);
+        w.root_jni_global(0x100, 1);
+        w.root_jni_global(0x300, 2);
+        w.end_segment();
+        w.heap_dump_end();
+        let bytes = w.finish();
+        let run = |one_pass| {
+            let cfg = Config {
+                one_pass,
+                ..Config::default()
+            };
+            let mut r = analyze(Input::Bytes(&bytes), &cfg, serde_json::Value::Null).unwrap();
+            r.analysis.timings = Timings::default();
+            serde_json::to_value(&r).unwrap()
+        };
+        let (one, two) = (run(true), run(false));
+        // Holder -> Object (super); 0x100 -> Holder, -> 0x200; 0x200 -> Holder; 0x300's class
+        // is not in the dump.
+        assert_eq!(one["analysis"]["references"], 4);
+        assert_eq!(one["analysis"]["missingReferences"], 1);
+        assert_eq!(one, two);
+    }
+
     #[test]
     fn android_style_dump_by_hand() {
         let bytes = android_dump();
