@@ -157,8 +157,10 @@ pub fn prepare<G: Graph>(g: &G, roots: &[u32], late: &[u32]) -> Prepared {
     // in sequence) and looks only at kept edges.
     rfirst.truncate(count + 2);
     for_each_bit(&zero, 0, count, |p| rfirst[p + 2] = 0);
-    for k in 0..count + 1 {
-        rfirst[k + 1] += rfirst[k];
+    let mut acc = 0u32;
+    for c in rfirst.iter_mut() {
+        acc += *c;
+        *c = acc;
     }
     let mut redges = vec![0u32; rfirst[count + 1] as usize];
     if !redges.is_empty() {
