@@ -88,6 +88,12 @@ impl Window {
 /// memory at nearly every record head.
 #[inline(always)]
 pub fn prefetch(b: &[u8], at: usize) {
+    prefetch_at(b, at)
+}
+
+/// [`prefetch`] for `b[at]` of any slice.
+#[inline(always)]
+pub fn prefetch_at<T>(b: &[T], at: usize) {
     #[cfg(target_arch = "x86_64")]
     if at < b.len() {
         // SAFETY: `_mm_prefetch` is an SSE instruction (always present on x86_64) that only
@@ -95,7 +101,7 @@ pub fn prefetch(b: &[u8], at: usize) {
         #[allow(unsafe_code)]
         unsafe {
             std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                b.as_ptr().add(at) as *const i8,
+                b.as_ptr().add(at) as *const T as *const i8,
             );
         }
     }

@@ -126,6 +126,10 @@ pub fn shortest(ix: &Index, roots: &[Root], late: &[u32]) -> Paths {
     }
 }
 
+const PF_ADJ: usize = 24;
+const PF_EDGES: usize = 12;
+const PF_PARENT: usize = 4;
+
 #[derive(Default)]
 struct Queues {
     hi: std::collections::VecDeque<u32>,
@@ -141,7 +145,23 @@ impl Queues {
         }
     }
     fn run(&mut self, ix: &Index, parent: &mut [u32]) {
+        use crate::mapped::prefetch_at;
         loop {
+            let q = if self.hi.is_empty() { &self.lo } else { &self.hi };
+            if let Some(&a) = q.get(PF_ADJ) {
+                prefetch_at(&ix.adj, a as usize);
+            }
+            if let Some(&b) = q.get(PF_EDGES) {
+                let [f, _] = ix.adj[b as usize];
+                if f != NONE {
+                    prefetch_at(&ix.edges, f as usize);
+                }
+            }
+            if let Some(&c) = q.get(PF_PARENT) {
+                for &w in ix.succ(c) {
+                    prefetch_at(parent, w as usize);
+                }
+            }
             let (v, low) = if let Some(v) = self.hi.pop_front() {
                 (v, false)
             } else if let Some(v) = self.lo.pop_front() {
