@@ -91,7 +91,7 @@ pub fn prefetch(b: &[u8], at: usize) {
     prefetch_at(b, at)
 }
 
-/// [`prefetch`] for `b[at]` of any slice.
+/// [`prefetch`] for `b[at]` of any slice (x86_64 and AArch64; elsewhere nothing).
 #[inline(always)]
 pub fn prefetch_at<T>(b: &[T], at: usize) {
     #[cfg(target_arch = "x86_64")]
@@ -101,11 +101,24 @@ pub fn prefetch_at<T>(b: &[T], at: usize) {
         #[allow(unsafe_code)]
         unsafe {
             std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                b.as_ptr().add(at) as *const T as *const i8,
+                b.as_ptr().add(at) as *const i8,
             );
         }
     }
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(target_arch = "aarch64")]
+    if at < b.len() {
+        // SAFETY: `prfm` (a prefetch hint, part of every AArch64 core) reads and writes nothing
+        // visible and cannot fault, whatever the address; the pointer is inside `b`.
+        #[allow(unsafe_code)]
+        unsafe {
+            std::arch::asm!(
+                "prfm pldl1keep, [{p}]",
+                p = in(reg) b.as_ptr().add(at),
+                options(nostack, readonly, preserves_flags)
+            );
+        }
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
     let _ = (b, at);
 }
 

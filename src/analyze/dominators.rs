@@ -24,6 +24,8 @@ pub trait Graph {
     fn edges(&self) -> usize;
     fn succ(&self, v: u32) -> &[u32];
     fn first_edge(&self, v: u32) -> usize;
+    /// A hint that `succ(v)` will be wanted soon (nothing by default).
+    fn hint(&self, _v: u32) {}
 }
 
 /// Immediate dominators and retained sizes, indexed by node.
@@ -103,6 +105,13 @@ pub fn prepare<G: Graph>(g: &G, roots: &[u32], late: &[u32]) -> Prepared {
             while let Some(top) = stack.last_mut() {
                 let (v, i) = *top;
                 let s = g.succ(v);
+                if i == 0 {
+                    // Its successors' numbers are read next, one by one: start loading them.
+                    for &w in s {
+                        crate::mapped::prefetch_at(pre, w as usize);
+                        g.hint(w);
+                    }
+                }
                 if (i as usize) < s.len() {
                     top.1 += 1;
                     let w = s[i as usize];

@@ -1651,7 +1651,11 @@ mod tests {
     #[test]
     fn id_map_buckets_stay_small_when_ids_cluster_far_apart() {
         let mut ids = Vec::new();
-        for (base, n) in [(0x12c0_0000u64, 300_000u64), (0x3000_0000, 100_000), (0x7000_0000, 200_000)] {
+        for (base, n) in [
+            (0x12c0_0000u64, 300_000u64),
+            (0x3000_0000, 100_000),
+            (0x7000_0000, 200_000),
+        ] {
             let mut at = base;
             for i in 0..n {
                 ids.push(at);

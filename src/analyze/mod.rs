@@ -886,6 +886,9 @@ impl dominators::Graph for index::Index {
     fn succ(&self, v: u32) -> &[u32] {
         index::Index::succ(self, v)
     }
+    fn hint(&self, v: u32) {
+        crate::mapped::prefetch_at(&self.adj, v as usize);
+    }
     fn first_edge(&self, v: u32) -> usize {
         match self.adj[v as usize] {
             [f, _] if f != index::NONE => f as usize,

@@ -147,7 +147,11 @@ impl Queues {
     fn run(&mut self, ix: &Index, parent: &mut [u32]) {
         use crate::mapped::prefetch_at;
         loop {
-            let q = if self.hi.is_empty() { &self.lo } else { &self.hi };
+            let q = if self.hi.is_empty() {
+                &self.lo
+            } else {
+                &self.hi
+            };
             if let Some(&a) = q.get(PF_ADJ) {
                 prefetch_at(&ix.adj, a as usize);
             }
