@@ -936,7 +936,13 @@ pub(crate) struct Pass2<'a> {
     /// [`resolve`] maps both once every id is known.
     defer: bool,
     raw: Vec<u64>,
+    /// Otherwise, the targets of the last edges, whose slots at the end of `out.edges` wait
+    /// for them: looked up [`BATCH`] at a time, so that the lookups' cache misses overlap.
+    batch: Vec<u64>,
 }
+
+/// Edge targets looked up at a time (see `Pass2::batch`).
+const BATCH: usize = 1024;
 
 const CLASS_CACHE: usize = 1024;
 
@@ -959,6 +965,7 @@ impl<'a> Pass2<'a> {
             },
             defer: false,
             raw: Vec::new(),
+            batch: Vec::with_capacity(BATCH),
         }
     }
 
@@ -1022,10 +1029,20 @@ impl<'a> Pass2<'a> {
             self.raw.push(target);
             return;
         }
-        match self.ix.node(target) {
-            Some(t) => self.out.edges.push(t),
-            None => self.out.stats.missing_refs += 1,
+        self.batch.push(target);
+        self.out.edges.push(NONE);
+        if self.batch.len() == BATCH {
+            self.flush();
         }
+    }
+
+    /// Look the waiting targets up into their slots.
+    fn flush(&mut self) {
+        let start = self.out.edges.len() - self.batch.len();
+        self.ix
+            .id_map
+            .find_batch(&self.ix.ids, &self.batch, &mut self.out.edges[start..]);
+        self.batch.clear();
     }
 
     /// Close the last entry's edge list.
@@ -1045,11 +1062,32 @@ impl<'a> Pass2<'a> {
         });
     }
 
-    pub(crate) fn finish(self) -> Result<Out, String> {
-        match self.err {
-            Some(e) => Err(e),
-            None => Ok(self.out),
+    pub(crate) fn finish(mut self) -> Result<Out, String> {
+        if let Some(e) = self.err {
+            return Err(e);
         }
+        self.flush();
+        // Drop the targets the dump does not hold, entry by entry, and count them.
+        let out = &mut self.out;
+        let (mut at, mut kept, mut missing) = (0usize, 0usize, 0u64);
+        for e in out.nodes.iter_mut() {
+            let start = kept;
+            for k in at..at + e[3] as usize {
+                let x = out.edges[k];
+                if x == NONE {
+                    missing += 1;
+                } else {
+                    out.edges[kept] = x;
+                    kept += 1;
+                }
+            }
+            at += e[3] as usize;
+            e[3] = (kept - start) as u32;
+        }
+        out.edges.truncate(kept);
+        out.stats.missing_refs += missing;
+        out.stats.edges -= missing;
+        Ok(self.out)
     }
 
     /// A one-pass worker's output: entries numbered by ordinal, and its raw edge targets.
