@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The analyser on a >= 500 MB Java 17 dump, full and stripped, beside hprof-slurp (an outside
-# reference that only computes a class histogram). Prints wall time, CPU time and peak RSS.
+# reference that only computes a class histogram). Prints wall time, CPU time and peak RSS, and
+# the same for the generated ART-style dump of the strip bench (no target there: the phones' case).
 # Targets: our full analysis takes no longer than hprof-slurp; our peak RSS <= 0.5 x input size.
 # Usage: scripts/bench.sh analyze        (RUNS=3 by default; the dump is the strip bench's, made
 # once by scripts/bench/lib.sh's ensure_big_dump and cached under target/bench/)
@@ -21,13 +22,15 @@ BIN=target/release/oomguard
 if [ ! -f "$MINI" ] || [ "$MINI" -ot "$BIG" ]; then
   "$BIN" strip "$BIG" -o "$MINI" >/dev/null
 fi
+ensure_art_dump "$BIN"
+ART=$ART_DUMP
 if [ ! -x "$SLURP" ]; then
   echo "bench: cargo install --root target/hprof-slurp hprof-slurp"
   cargo install --quiet --root target/hprof-slurp hprof-slurp
 fi
 
 # Warm the page cache so every tool reads from memory.
-cat "$BIG" "$MINI" >/dev/null
+cat "$BIG" "$MINI" "$ART" >/dev/null
 
 RUNS="${RUNS:-3}"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -45,6 +48,7 @@ for _ in $(seq "$RUNS"); do
   one slurp "$SLURP" "$BIG" -t 10
   one full "$BIN" analyze "$BIG" -o "$tmp/full.json"
   one mini "$BIN" analyze "$MINI" -o "$tmp/mini.json"
+  one art "$BIN" analyze "$ART" -o "$tmp/art.json"
 done
 
 median() { sort -n "$tmp/$1" | awk -v c="$2" '{a[NR]=$c} END {print a[int((NR+1)/2)]}'; }
@@ -61,6 +65,7 @@ printf '%-28s %9s %8s %8s %8s %12s %10s\n' "run" "input MB" "wall s" "min s" "cp
 row "hprof-slurp (histogram)" slurp "$BIG"
 row "oomguard analyze (full)" full "$BIG"
 row "oomguard analyze (stripped)" mini "$MINI"
+row "oomguard analyze (ART-style)" art "$ART"
 big_size=$(stat -L -c %s "$BIG")
 full_rss=$(sort -k3 -n "$tmp/full" | tail -1 | cut -d' ' -f3)
 mini_rss=$(sort -k3 -n "$tmp/mini" | tail -1 | cut -d' ' -f3)
@@ -85,5 +90,14 @@ print("phases      last full run, ms: scan %d (parse, index, references to nodes
       % (t["scanMs"], a["parseParts"]))
 print("            graph %d, shortest paths beside the dominators' search %d, dominators %d, report %d; total %d"
       % (t["graphMs"], t["pathsMs"], t["dominatorsMs"], t["reportMs"], t["totalMs"]))
+print("            graph size: %d objects, %d references" % (a["objects"], a["references"]))
+PY
+# The ART-style dump (no target; the phones' case): classes among the objects, so two passes.
+python3 - "$tmp/art.json" <<'PY'
+import json, sys
+a = json.load(open(sys.argv[1]))["analysis"]
+t = a["timings"]
+print("ART-style   last run, ms: scan %d, graph %d, paths and search %d, dominators %d, report %d; total %d"
+      % (t["scanMs"], t["graphMs"], t["pathsMs"], t["dominatorsMs"], t["reportMs"], t["totalMs"]))
 print("            graph size: %d objects, %d references" % (a["objects"], a["references"]))
 PY

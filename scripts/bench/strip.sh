@@ -11,10 +11,8 @@ cargo build --release --quiet
 bin=target/release/oomguard
 ensure_big_dump
 
-# An ART-style dump of KOOM's published size (154 MB), with the generator's default composition:
-# a third of the objects in the image and zygote heaps, primitive arrays of 256 bytes on average.
-art=target/bench/art-150mb.hprof
-[ -f "$art" ] || "$bin" testdata-art "$art" --image 270000 --zygote 130000 --app 1000000 >/dev/null
+ensure_art_dump "$bin"
+art=$ART_DUMP
 
 files=("$BIG_DUMP" "$art" "$SHARED_DIR/fixtures/hprof/android/leak_service_binder.hprof" "$SHARED_DIR/fixtures/hprof/android/leak_service_binder_ignored.hprof")
 # Two sinks for the stripped output:
