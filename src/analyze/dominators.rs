@@ -73,9 +73,10 @@ pub struct Prepared {
 /// through vertices numbered above `w` only, and nothing is lower than the super-root. So is a
 /// root that an earlier root's tree reached (the super-root's edge to it). Such a vertex needs
 /// none of its predecessors: it is flagged in `zero` and its list is not built. In a heap the
-/// objects many others point at are mostly of this kind (99 % of the edges the lists would hold
-/// in a 540 MB Java dump, 60–90 % in the Android fixtures). The other edges outside the
-/// spanning tree go into the lists.
+/// objects many others point at are often of this kind: the lists shrink from 3.61 M to 1.39 M
+/// edges on a 540 MB Java dump, by 82 % on the Android fixtures. The other edges outside the
+/// spanning tree go into the lists, and [`finish`] stops reading a list once the value reaches
+/// the super-root (on that dump it then evaluates 63 k of them; all 3.61 M were before).
 pub fn prepare<G: Graph>(g: &G, roots: &[u32], late: &[u32]) -> Prepared {
     let n = g.nodes();
     // --- Depth-first search: preorder numbers, spanning-tree parents. 0 is the super-root.
