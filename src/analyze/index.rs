@@ -1067,24 +1067,9 @@ impl<'a> Pass2<'a> {
             return Err(e);
         }
         self.flush();
-        // Drop the targets the dump does not hold, entry by entry, and count them.
         let out = &mut self.out;
-        let (mut at, mut kept, mut missing) = (0usize, 0usize, 0u64);
-        for e in out.nodes.iter_mut() {
-            let start = kept;
-            for k in at..at + e[3] as usize {
-                let x = out.edges[k];
-                if x == NONE {
-                    missing += 1;
-                } else {
-                    out.edges[kept] = x;
-                    kept += 1;
-                }
-            }
-            at += e[3] as usize;
-            e[3] = (kept - start) as u32;
-        }
-        out.edges.truncate(kept);
+        let missing = drop_missing(&mut out.nodes, &mut out.edges, 0, |_| Some(None))
+            .ok_or("internal: an entry's edges run past the list")?;
         out.stats.missing_refs += missing;
         out.stats.edges -= missing;
         Ok(self.out)
@@ -1097,6 +1082,46 @@ impl<'a> Pass2<'a> {
             None => Ok((self.out, self.raw)),
         }
     }
+}
+
+/// Drop the targets the dump does not hold ([`NONE`]) from each entry's edge list, in place,
+/// and count them. Entry `e`'s `e[3]` targets are read from `edges[at..]` in turn, after
+/// `first(e)` has seen the entry (it may rewrite it) and given the target of an edge the list
+/// does not hold, if any; its `e[3]` becomes the number kept. Writing never overtakes reading
+/// as long as the room before `at` fits those extra targets. `None` if `first` gives up or an
+/// entry's list runs past the end.
+fn drop_missing(
+    nodes: &mut [[u32; 4]],
+    edges: &mut Vec<u32>,
+    mut at: usize,
+    mut first: impl FnMut(&mut [u32; 4]) -> Option<Option<u32>>,
+) -> Option<u64> {
+    let (mut kept, mut missing) = (0usize, 0u64);
+    for e in nodes.iter_mut() {
+        let start = kept;
+        if let Some(x) = first(e)? {
+            if x == NONE {
+                missing += 1;
+            } else {
+                edges[kept] = x;
+                kept += 1;
+            }
+        }
+        let d = e[3] as usize;
+        for k in at..at.checked_add(d).filter(|&end| end <= edges.len())? {
+            let x = edges[k];
+            if x == NONE {
+                missing += 1;
+            } else {
+                edges[kept] = x;
+                kept += 1;
+            }
+        }
+        at += d;
+        e[3] = (kept - start) as u32;
+    }
+    edges.truncate(kept);
+    Some(missing)
 }
 
 /// Turn a one-pass worker's output into what pass 2 would have produced over the full index:
@@ -1121,41 +1146,20 @@ pub(crate) fn resolve(
     drop(raw);
     // Class index -> its class object's node, looked up once per class.
     let mut class_node: Vec<Option<u32>> = vec![None; ix.classes.len()];
-    let mut missing = 0u64;
-    let mut at = flagged;
-    let mut kept = 0usize;
-    for e in out.nodes.iter_mut() {
-        let start = kept;
-        if e[3] & CLASS_EDGE != 0 {
-            e[3] &= !CLASS_EDGE;
-            let c = *class_node
-                .get_mut(e[1] as usize)?
-                .get_or_insert_with(|| ix.node(ix.classes[e[1] as usize].id).unwrap_or(NONE));
-            if c == NONE {
-                missing += 1;
-            } else {
-                edges[kept] = c;
-                kept += 1;
-            }
-        }
-        let d = e[3] as usize;
-        for k in at..at.checked_add(d).filter(|&end| end <= edges.len())? {
-            let x = edges[k];
-            if x == NONE {
-                missing += 1;
-            } else {
-                edges[kept] = x;
-                kept += 1;
-            }
-        }
-        at += d;
+    let missing = drop_missing(&mut out.nodes, &mut edges, flagged, |e| {
         e[0] = node_of(e[0]);
         if e[0] as usize >= ix.len() {
             return None;
         }
-        e[3] = (kept - start) as u32;
-    }
-    edges.truncate(kept);
+        if e[3] & CLASS_EDGE == 0 {
+            return Some(None);
+        }
+        e[3] &= !CLASS_EDGE;
+        let c = class_node
+            .get_mut(e[1] as usize)?
+            .get_or_insert_with(|| ix.node(ix.classes[e[1] as usize].id).unwrap_or(NONE));
+        Some(Some(*c))
+    })?;
     out.stats.missing_refs += missing;
     out.stats.edges = edges.len() as u64;
     out.edges = edges;
