@@ -12,6 +12,8 @@
 //!   objects no root reaches strongly; their retained size is 0.
 #![forbid(unsafe_code)]
 
+use super::arrays::{bit, for_each_bit, prefix_sums, set_bit};
+
 /// The immediate dominator of objects dominated by nothing but the super-root.
 pub const SUPER: u32 = u32::MAX - 1;
 /// Not reachable from any root.
@@ -125,9 +127,9 @@ pub fn prepare<G: Graph>(g: &G, roots: &[u32], late: &[u32]) -> Prepared {
                     } else if pw >= start {
                         rfirst[pw as usize + 2] += 1;
                         let e = g.first_edge(v) + i as usize;
-                        keep[e / 64] |= 1 << (e % 64);
+                        set_bit(&mut keep, e);
                     } else {
-                        zero[pw as usize / 64] |= 1 << (pw % 64);
+                        set_bit(&mut zero, pw as usize);
                     }
                 } else {
                     stack.pop();
@@ -152,7 +154,7 @@ pub fn prepare<G: Graph>(g: &G, roots: &[u32], late: &[u32]) -> Prepared {
     for &r in &roots_used {
         let p = pre[r as usize] as usize;
         if parent[p] != 0 {
-            zero[p / 64] |= 1 << (p % 64);
+            set_bit(&mut zero, p);
         }
     }
 
@@ -167,11 +169,7 @@ pub fn prepare<G: Graph>(g: &G, roots: &[u32], late: &[u32]) -> Prepared {
     // in sequence) and looks only at kept edges.
     rfirst.truncate(count + 2);
     for_each_bit(&zero, 0, count, |p| rfirst[p + 2] = 0);
-    let mut acc = 0u32;
-    for c in rfirst.iter_mut() {
-        acc += *c;
-        *c = acc;
-    }
+    prefix_sums(&mut rfirst);
     let mut redges = vec![0u32; rfirst[count + 1] as usize];
     if !redges.is_empty() {
         for (v, &k) in pre.iter().enumerate() {
@@ -185,7 +183,7 @@ pub fn prepare<G: Graph>(g: &G, roots: &[u32], late: &[u32]) -> Prepared {
             let e0 = g.first_edge(v as u32);
             for_each_bit(&keep, e0, e0 + s.len(), |e| {
                 let pw = pre[s[e - e0] as usize] as usize;
-                if zero[pw / 64] >> (pw % 64) & 1 == 0 {
+                if !bit(&zero, pw) {
                     let c = &mut rfirst[pw + 1];
                     redges[*c as usize] = k;
                     *c += 1;
@@ -205,26 +203,6 @@ pub fn prepare<G: Graph>(g: &G, roots: &[u32], late: &[u32]) -> Prepared {
         redges,
         zero,
         roots_used,
-    }
-}
-
-/// Call `f` with each set bit's number in `lo..hi`.
-#[inline]
-fn for_each_bit(bits: &[u64], lo: usize, hi: usize, mut f: impl FnMut(usize)) {
-    let mut wi = lo / 64;
-    while wi * 64 < hi {
-        let mut word = bits[wi];
-        if wi == lo / 64 {
-            word &= u64::MAX << (lo % 64);
-        }
-        if (wi + 1) * 64 > hi {
-            word &= u64::MAX >> ((wi + 1) * 64 - hi);
-        }
-        while word != 0 {
-            f(wi * 64 + word.trailing_zeros() as usize);
-            word &= word - 1;
-        }
-        wi += 1;
     }
 }
 
@@ -252,7 +230,7 @@ pub fn finish(p: Prepared, shallow: impl Fn(u32) -> u64) -> Dominators {
     // predecessors cannot change it (skipping their `eval` only skips some path compression).
     for w in (1..count).rev() {
         let mut s = idom[w];
-        if zero[w / 64] >> (w % 64) & 1 == 1 {
+        if bit(&zero, w) {
             s = 0;
         }
         for &v in &redges[rfirst[w] as usize..rfirst[w + 1] as usize] {

@@ -395,11 +395,7 @@ impl IdMap {
                 starts[b + 1] += 1;
             }
         }
-        let mut acc = 0u32;
-        for c in starts.iter_mut() {
-            acc += *c;
-            *c = acc;
-        }
+        super::arrays::prefix_sums(&mut starts);
         m.starts = starts;
         m
     }

@@ -7,7 +7,8 @@
 //! - [`dominators`]: the dominator tree from a super-root over all GC roots, and retained sizes;
 //! - [`paths`]: shortest strong paths from GC roots, and the names of their references;
 //! - [`report`]: the leak detectors' findings grouped into KOOM's report schema, plus our
-//!   `dominators[]`.
+//!   `dominators[]`;
+//! - `arrays`: bitsets and prefix sums the others share.
 //!
 //! How: a dump that lists its strings and class dumps before any object (HotSpot's) is read
 //! once: a prefix scan gathers the classes, then one pass both gathers the object ids and builds
@@ -39,6 +40,7 @@
 //!   them (class loaders) are holders, never entries of `dominators[]`.
 #![forbid(unsafe_code)]
 
+mod arrays;
 pub mod dominators;
 pub mod index;
 pub mod paths;

@@ -8,6 +8,7 @@
 //! - One `u32` per node (the BFS parent) plus two queues of nodes.
 #![forbid(unsafe_code)]
 
+use super::arrays::{bit, set_bit};
 use super::dominators::{SUPER, UNREACHED};
 use super::index::{Index, Root, NONE};
 use crate::hprof::{read_id, sub, Sub, Visitor};
@@ -224,7 +225,7 @@ impl<'a> Pass3<'a> {
         let mut bloom = vec![0u64; (1 << BLOOM_BITS) / 64];
         for &(p, _) in &wanted {
             let b = bloom_bit(p);
-            bloom[b / 64] |= 1 << (b % 64);
+            set_bit(&mut bloom, b);
         }
         Pass3 {
             ix,
@@ -236,7 +237,7 @@ impl<'a> Pass3<'a> {
     }
     fn range(&self, parent: u64) -> std::ops::Range<usize> {
         let b = bloom_bit(parent);
-        if self.bloom[b / 64] >> (b % 64) & 1 == 0 {
+        if !bit(&self.bloom, b) {
             return 0..0;
         }
         let a = self.wanted.partition_point(|e| e.0 < parent);

@@ -10,6 +10,7 @@
 //!   left out, so every element of an array has the same shape) and the leaking class.
 #![forbid(unsafe_code)]
 
+use super::arrays::{bit, set_bit};
 use super::dominators::{Dominators, SUPER, UNREACHED};
 use super::index::{Index, Role, NONE};
 use super::paths::{root_name, Pass3, Paths, Ref};
@@ -260,11 +261,11 @@ pub(crate) fn build(
     // LeakCanary. Candidates are the non-holders whose immediate dominator is the super-root or
     // a holder: the tops of the dominator tree once it is cut at the classes.
     let mut holder = vec![0u64; ix.len().div_ceil(64)];
-    let is_holder = |h: &[u64], v: u32| h[(v >> 6) as usize] >> (v & 63) & 1 == 1;
+    let is_holder = |h: &[u64], v: u32| bit(h, v as usize);
     for c in &ix.classes {
         let mut v = c.node;
         while v != NONE && v != SUPER && v != UNREACHED && !is_holder(&holder, v) {
-            holder[(v >> 6) as usize] |= 1 << (v & 63);
+            set_bit(&mut holder, v as usize);
             v = dom.idom[v as usize];
         }
     }
