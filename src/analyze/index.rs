@@ -361,8 +361,9 @@ impl IdMap {
         let mut occupied = 0usize;
         let mut last = usize::MAX;
         for &id in ids {
-            if region_of(id) != last {
-                last = region_of(id);
+            let r = region_of(id);
+            if r != last {
+                last = r;
                 occupied += 1;
             }
         }

@@ -127,6 +127,8 @@ pub fn shortest(ix: &Index, roots: &[Root], late: &[u32]) -> Paths {
     }
 }
 
+/// How far ahead in its queue the search asks for a node's adjacency, then its edges, then its
+/// successors' parents: each hint needs what the one before brought in.
 const PF_ADJ: usize = 24;
 const PF_EDGES: usize = 12;
 const PF_PARENT: usize = 4;
