@@ -82,24 +82,17 @@ if cmp -s <(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(s
 else
   echo "findings    full and stripped reports DIFFER"
 fi
-# Where our time goes (the last full run's own phase timings, from its report): hprof-slurp reads
-# the dump and counts; everything after "scan" is graph work it does not do.
-python3 - "$tmp/full.json" <<'PY'
+# Where our time goes (the last runs' own phase timings, from their reports): hprof-slurp reads
+# the dump and counts; everything after "scan" is graph work it does not do. The ART-style dump
+# (no target; the phones' case) has classes among its objects, so it is read in two passes.
+python3 - "$tmp/full.json" "$tmp/art.json" <<'PY'
 import json, sys
-a = json.load(open(sys.argv[1]))["analysis"]
-t = a["timings"]
-print("phases      last full run, ms: scan %d (parse, index, references to nodes; %d parts side by side),"
-      % (t["scanMs"], a["parseParts"]))
-print("            graph %d, shortest paths beside the dominators' search %d, dominators %d, report %d; total %d"
-      % (t["graphMs"], t["pathsMs"], t["dominatorsMs"], t["reportMs"], t["totalMs"]))
-print("            graph size: %d objects, %d references" % (a["objects"], a["references"]))
-PY
-# The ART-style dump (no target; the phones' case): classes among the objects, so two passes.
-python3 - "$tmp/art.json" <<'PY'
-import json, sys
-a = json.load(open(sys.argv[1]))["analysis"]
-t = a["timings"]
-print("ART-style   last run, ms: scan %d, graph %d, paths and search %d, dominators %d, report %d; total %d"
-      % (t["scanMs"], t["graphMs"], t["pathsMs"], t["dominatorsMs"], t["reportMs"], t["totalMs"]))
-print("            graph size: %d objects, %d references" % (a["objects"], a["references"]))
+for label, path in zip(("phases      last full run", "ART-style   last run"), sys.argv[1:]):
+    a = json.load(open(path))["analysis"]
+    t = a["timings"]
+    print("%s, ms: scan %d (parse, index, references to nodes; %d parts side by side),"
+          % (label, t["scanMs"], a["parseParts"]))
+    print("            graph %d, shortest paths beside the dominators' search %d, dominators %d, report %d; total %d"
+          % (t["graphMs"], t["pathsMs"], t["dominatorsMs"], t["reportMs"], t["totalMs"]))
+    print("            graph size: %d objects, %d references" % (a["objects"], a["references"]))
 PY
