@@ -331,13 +331,15 @@ impl Parser {
                 continue;
             }
             if self.carry.is_empty() {
-                if let State::Sub { seg_end } = self.state {
-                    // Fastest path: the common sub-records, whole in `data`.
-                    let k = self.fast_subs(data, seg_end, v)?;
-                    if k > 0 {
-                        data = &data[k..];
-                        continue;
-                    }
+                // Fastest paths: the common records and sub-records, whole in `data`.
+                let k = match self.state {
+                    State::Sub { seg_end } => self.fast_subs(data, seg_end, v)?,
+                    State::Record => self.fast_records(data, v)?,
+                    _ => 0,
+                };
+                if k > 0 {
+                    data = &data[k..];
+                    continue;
                 }
                 // Fast path: parse units in place while they lie whole in `data`.
                 match self.measure(data)? {
@@ -687,7 +689,28 @@ impl Parser {
                     v.array_end().map_err(fail(at))?;
                     p += end;
                 }
-                _ => break,
+                t => {
+                    let Some(len) = fixed_sub_len(t, n) else {
+                        break;
+                    };
+                    let Some(raw) = b.get(..len) else {
+                        break;
+                    };
+                    let s = if t == sub::HEAP_DUMP_INFO {
+                        Sub::HeapDumpInfo {
+                            heap_type: read_u32(&raw[1..]),
+                            name_id: read_id(&raw[5..], idsz),
+                        }
+                    } else {
+                        Sub::Root {
+                            tag: t,
+                            id: read_id(&raw[1..], idsz),
+                            aux: &raw[1 + n..],
+                        }
+                    };
+                    v.sub(at, &s, raw).map_err(fail(at))?;
+                    p += len;
+                }
             }
         }
         self.pos += p as u64;
@@ -695,6 +718,39 @@ impl Parser {
             self.state = State::Record;
             v.heap_dump_end().map_err(|e| Error::new(seg_end, e))?;
         }
+        Ok(p)
+    }
+
+    /// Parse top-level records other than heap dump segments that lie whole in `data` in one
+    /// tight loop, telling the visitor exactly what the general path would. Stops at a segment,
+    /// a cut record, or anything the general path must judge (an unknown tag, a bad length).
+    /// Returns the bytes consumed.
+    fn fast_records<V: Visitor + ?Sized>(&mut self, data: &[u8], v: &mut V) -> Result<usize> {
+        let base = self.pos;
+        let mut p = 0usize;
+        while let Some(h) = data.get(p..p + 9) {
+            let t = h[0];
+            if t == tag::HEAP_DUMP || t == tag::HEAP_DUMP_SEGMENT || tag::name(t).is_none() {
+                break;
+            }
+            let len = 9 + read_u32(&h[5..]) as usize;
+            let Some(raw) = data.get(p..p + len) else {
+                break;
+            };
+            let rec = Record {
+                tag: t,
+                time: read_u32(&h[1..]),
+                body: &raw[9..],
+                id_size: self.id_size,
+            };
+            if check_record(&rec).is_err() {
+                break;
+            }
+            let at = base + p as u64;
+            v.record(at, &rec, raw).map_err(|e| Error::new(at, e))?;
+            p += len;
+        }
+        self.pos += p as u64;
         Ok(p)
     }
 
@@ -813,23 +869,10 @@ fn measure_sub(b: &[u8], id_size: u32, at: u64) -> Result<Measure> {
             Measure::Len(len)
         })
     };
+    if let Some(len) = fixed_sub_len(b[0], n) {
+        return fixed(len);
+    }
     match b[0] {
-        sub::ROOT_UNKNOWN
-        | sub::ROOT_STICKY_CLASS
-        | sub::ROOT_MONITOR_USED
-        | sub::ROOT_INTERNED_STRING
-        | sub::ROOT_FINALIZING
-        | sub::ROOT_DEBUGGER
-        | sub::ROOT_REFERENCE_CLEANUP
-        | sub::ROOT_VM_INTERNAL
-        | sub::ROOT_UNREACHABLE => fixed(1 + n),
-        sub::ROOT_JNI_GLOBAL => fixed(1 + 2 * n),
-        sub::ROOT_JNI_LOCAL
-        | sub::ROOT_JAVA_FRAME
-        | sub::ROOT_THREAD_OBJECT
-        | sub::ROOT_JNI_MONITOR => fixed(1 + n + 8),
-        sub::ROOT_NATIVE_STACK | sub::ROOT_THREAD_BLOCK => fixed(1 + n + 4),
-        sub::HEAP_DUMP_INFO => fixed(1 + 4 + n),
         sub::INSTANCE_DUMP => {
             let h = 1 + 2 * n + 8;
             if b.len() < h {
@@ -857,6 +900,30 @@ fn measure_sub(b: &[u8], id_size: u32, at: u64) -> Result<Measure> {
             format!("unknown heap dump sub-record tag 0x{t:02X}"),
         )),
     }
+}
+
+/// The length of a root or HEAP_DUMP_INFO sub-record (the sub-records of fixed length), with
+/// identifiers of `n` bytes; `None` for any other tag.
+fn fixed_sub_len(t: u8, n: usize) -> Option<usize> {
+    Some(match t {
+        sub::ROOT_UNKNOWN
+        | sub::ROOT_STICKY_CLASS
+        | sub::ROOT_MONITOR_USED
+        | sub::ROOT_INTERNED_STRING
+        | sub::ROOT_FINALIZING
+        | sub::ROOT_DEBUGGER
+        | sub::ROOT_REFERENCE_CLEANUP
+        | sub::ROOT_VM_INTERNAL
+        | sub::ROOT_UNREACHABLE => 1 + n,
+        sub::ROOT_JNI_GLOBAL => 1 + 2 * n,
+        sub::ROOT_JNI_LOCAL
+        | sub::ROOT_JAVA_FRAME
+        | sub::ROOT_THREAD_OBJECT
+        | sub::ROOT_JNI_MONITOR => 1 + n + 8,
+        sub::ROOT_NATIVE_STACK | sub::ROOT_THREAD_BLOCK => 1 + n + 4,
+        sub::HEAP_DUMP_INFO => 1 + 4 + n,
+        _ => return None,
+    })
 }
 
 /// Walk a class dump as far as `b` allows.
