@@ -138,9 +138,22 @@ pub(crate) trait Emit {
     fn pos(&self) -> u64;
     fn raw(&mut self, b: &[u8]) -> std::result::Result<(), String>;
     fn lit(&mut self, b: &[u8]) -> std::result::Result<(), String>;
+    /// Made-up bytes of a stripped array's head: the first `len` bytes of `h`. The same as
+    /// `lit(&h[..len])`; an emitter may copy the whole fixed-size head and keep `len` of it,
+    /// which is cheaper than a copy of variable length (one per array).
+    fn lit_head(
+        &mut self,
+        h: &[u8; ARRAY_HEAD_MAX],
+        len: usize,
+    ) -> std::result::Result<(), String> {
+        self.lit(&h[..len])
+    }
     fn patch(&mut self, offset: u64, b: &[u8]) -> std::result::Result<(), String>;
     fn flush(&mut self) -> std::result::Result<(), String>;
 }
+
+/// The longest primitive array head (tag, 8-byte id, serial, length, type).
+const ARRAY_HEAD_MAX: usize = 18;
 
 impl<S: Sink> Emit for Out<S> {
     fn pos(&self) -> u64 {
@@ -220,20 +233,16 @@ impl<S: Sink> Out<S> {
     }
 }
 
-/// Output over an input that is whole in memory (a mapped file): verbatim input is referred to,
-/// not copied, and batches of pieces go to a writer thread that hands them to the sink with
-/// `write_all_vectored`, so the kernel's copy is the only one and it overlaps the parsing.
-struct Gather<'a> {
-    tx: mpsc::SyncSender<Msg>,
-    /// Emptied batches coming back from the writer, for reuse.
-    recycle: mpsc::Receiver<(Vec<Piece>, Vec<u8>)>,
-    base: &'a [u8],
-    pieces: Vec<Piece>,
+/// Output as a list of pieces: verbatim input referred to by position, made-up bytes kept in
+/// `lits`. Both the writer thread of [`strip_mapped`] ([`Gather`]) and the parallel stripper's
+/// parts ([`parallel`]) collect output this way, so that verbatim input is never copied by the
+/// stripper itself.
+#[derive(Default)]
+struct Pieces {
+    list: Vec<Piece>,
     lits: Vec<u8>,
-    /// Bytes handed to the writer.
-    flushed: u64,
-    /// Bytes in `pieces`.
-    pending: u64,
+    /// Bytes in `list`.
+    len: u64,
 }
 
 #[derive(Clone, Copy)]
@@ -242,58 +251,55 @@ enum Piece {
     Lit { start: usize, len: usize },
 }
 
-/// What the parsing thread sends the writer thread, in output order.
-enum Msg {
-    Batch(Vec<Piece>, Vec<u8>),
-    Patch(u64, Vec<u8>),
-}
-
-const GATHER_PIECES: usize = 1024;
-/// Batches in flight between the two threads (bounds the memory to a few hundred KB).
-const GATHER_QUEUE: usize = 4;
-const WRITER_GONE: &str = "writing the output failed: the writer stopped";
-
-impl Emit for Gather<'_> {
-    fn pos(&self) -> u64 {
-        self.flushed + self.pending
+impl Pieces {
+    /// Where `b` starts in `base`, if it lies inside it.
+    #[inline]
+    fn offset_in(base: &[u8], b: &[u8]) -> Option<usize> {
+        let (bp, base_p) = (b.as_ptr() as usize, base.as_ptr() as usize);
+        (bp >= base_p && bp + b.len() <= base_p + base.len()).then(|| bp - base_p)
     }
-    fn raw(&mut self, b: &[u8]) -> std::result::Result<(), String> {
-        let (bp, base) = (b.as_ptr() as usize, self.base.as_ptr() as usize);
-        if bp < base || bp + b.len() > base + self.base.len() {
+
+    /// Append `b`, a slice of `base` (referred to) or of anything else (copied).
+    #[inline]
+    fn raw(&mut self, base: &[u8], b: &[u8]) {
+        let Some(start) = Self::offset_in(base, b) else {
             return self.lit(b);
-        }
-        let start = bp - base;
-        match self.pieces.last_mut() {
+        };
+        match self.list.last_mut() {
             Some(Piece::Input { start: s, len }) if *s + *len == start => *len += b.len(),
-            _ => self.pieces.push(Piece::Input {
+            _ => self.list.push(Piece::Input {
                 start,
                 len: b.len(),
             }),
         }
-        self.pending += b.len() as u64;
-        self.maybe_flush()
+        self.len += b.len() as u64;
     }
-    fn lit(&mut self, b: &[u8]) -> std::result::Result<(), String> {
+
+    fn lit(&mut self, b: &[u8]) {
         let start = self.lits.len();
         self.lits.extend_from_slice(b);
-        self.pieces.push(Piece::Lit {
-            start,
-            len: b.len(),
-        });
-        self.pending += b.len() as u64;
-        self.maybe_flush()
+        self.lit_piece(start, b.len());
     }
+
+    #[inline]
+    fn lit_head(&mut self, h: &[u8; ARRAY_HEAD_MAX], len: usize) {
+        let start = self.lits.len();
+        self.lits.extend_from_slice(h);
+        self.lits.truncate(start + len);
+        self.lit_piece(start, len);
+    }
+
+    #[inline]
+    fn lit_piece(&mut self, start: usize, len: usize) {
+        self.list.push(Piece::Lit { start, len });
+        self.len += len as u64;
+    }
+
+    /// Overwrite made-up bytes at `offset` (counted from the first piece). Patches land on
+    /// recent bytes (a segment's header, a few KiB back): walk back from the end.
     fn patch(&mut self, offset: u64, b: &[u8]) -> std::result::Result<(), String> {
-        if offset < self.flushed {
-            return self
-                .tx
-                .send(Msg::Patch(offset, b.to_vec()))
-                .map_err(|_| WRITER_GONE.to_string());
-        }
-        // Patches land on recent bytes (a segment's header, a few KiB back): walk back from
-        // the end.
-        let mut end = self.flushed + self.pending;
-        for p in self.pieces.iter().rev() {
+        let mut end = self.len;
+        for p in self.list.iter().rev() {
             let (len, lit) = match *p {
                 Piece::Input { len, .. } => (len, None),
                 Piece::Lit { start, len } => (len, Some(start)),
@@ -318,30 +324,90 @@ impl Emit for Gather<'_> {
         }
         Err(format!("internal: patch at {offset} is past the output"))
     }
+
+    fn clear(&mut self) {
+        self.list.clear();
+        self.lits.clear();
+        self.len = 0;
+    }
+}
+
+/// Output over an input that is whole in memory (a mapped file): verbatim input is referred to,
+/// not copied, and batches of pieces go to a writer thread that hands them to the sink with
+/// `write_all_vectored`, so the kernel's copy is the only one and it overlaps the parsing.
+struct Gather<'a> {
+    tx: mpsc::SyncSender<Msg>,
+    /// Emptied batches coming back from the writer, for reuse.
+    recycle: mpsc::Receiver<Pieces>,
+    base: &'a [u8],
+    pieces: Pieces,
+    /// Bytes handed to the writer.
+    flushed: u64,
+}
+
+/// What the parsing thread sends the writer thread, in output order.
+enum Msg {
+    Batch(Pieces),
+    Patch(u64, Vec<u8>),
+}
+
+const GATHER_PIECES: usize = 1024;
+/// Batches in flight between the two threads (bounds the memory to a few hundred KB).
+const GATHER_QUEUE: usize = 4;
+const WRITER_GONE: &str = "writing the output failed: the writer stopped";
+
+impl Emit for Gather<'_> {
+    fn pos(&self) -> u64 {
+        self.flushed + self.pieces.len
+    }
+    #[inline]
+    fn raw(&mut self, b: &[u8]) -> std::result::Result<(), String> {
+        self.pieces.raw(self.base, b);
+        self.maybe_flush()
+    }
+    fn lit(&mut self, b: &[u8]) -> std::result::Result<(), String> {
+        self.pieces.lit(b);
+        self.maybe_flush()
+    }
+    #[inline]
+    fn lit_head(
+        &mut self,
+        h: &[u8; ARRAY_HEAD_MAX],
+        len: usize,
+    ) -> std::result::Result<(), String> {
+        self.pieces.lit_head(h, len);
+        self.maybe_flush()
+    }
+    fn patch(&mut self, offset: u64, b: &[u8]) -> std::result::Result<(), String> {
+        if offset < self.flushed {
+            return self
+                .tx
+                .send(Msg::Patch(offset, b.to_vec()))
+                .map_err(|_| WRITER_GONE.to_string());
+        }
+        self.pieces.patch(offset - self.flushed, b)
+    }
     fn flush(&mut self) -> std::result::Result<(), String> {
-        if self.pieces.is_empty() {
+        if self.pieces.list.is_empty() {
             return Ok(());
         }
-        let (p, l) = self.recycle.try_recv().unwrap_or_else(|_| {
-            (
-                Vec::with_capacity(GATHER_PIECES),
-                Vec::with_capacity(GATHER_PIECES * 18),
-            )
+        let next = self.recycle.try_recv().unwrap_or_else(|_| Pieces {
+            list: Vec::with_capacity(GATHER_PIECES),
+            lits: Vec::with_capacity(GATHER_PIECES * ARRAY_HEAD_MAX),
+            len: 0,
         });
-        let pieces = std::mem::replace(&mut self.pieces, p);
-        let lits = std::mem::replace(&mut self.lits, l);
+        let batch = std::mem::replace(&mut self.pieces, next);
+        self.flushed += batch.len;
         self.tx
-            .send(Msg::Batch(pieces, lits))
-            .map_err(|_| WRITER_GONE.to_string())?;
-        self.flushed += self.pending;
-        self.pending = 0;
-        Ok(())
+            .send(Msg::Batch(batch))
+            .map_err(|_| WRITER_GONE.to_string())
     }
 }
 
 impl Gather<'_> {
+    #[inline]
     fn maybe_flush(&mut self) -> std::result::Result<(), String> {
-        if self.pieces.len() >= GATHER_PIECES {
+        if self.pieces.list.len() >= GATHER_PIECES {
             self.flush()?;
         }
         Ok(())
@@ -353,16 +419,19 @@ fn gather_writer<S: Sink>(
     mut sink: S,
     base: &[u8],
     rx: mpsc::Receiver<Msg>,
-    recycle: mpsc::Sender<(Vec<Piece>, Vec<u8>)>,
+    recycle: mpsc::Sender<Pieces>,
 ) -> io::Result<S> {
     let mut stage = Stage::default();
     for m in rx {
         match m {
-            Msg::Batch(mut pieces, mut lits) => {
-                write_pieces(&mut sink, base, &pieces, &lits, &mut stage)?;
+            Msg::Batch(mut pieces) => {
+                let mut from = 0;
+                while from < pieces.list.len() {
+                    from = stage.fill(base, &pieces, from, STAGE_BYTES);
+                    stage.write(&mut sink, base)?;
+                }
                 pieces.clear();
-                lits.clear();
-                let _ = recycle.send((pieces, lits));
+                let _ = recycle.send(pieces);
             }
             Msg::Patch(offset, b) => sink.patch(offset, &b)?,
         }
@@ -370,73 +439,91 @@ fn gather_writer<S: Sink>(
     Ok(sink)
 }
 
-impl Piece {
-    fn bytes<'a>(&self, base: &'a [u8], lits: &'a [u8]) -> &'a [u8] {
-        match *self {
-            Piece::Input { start, len } => &base[start..start + len],
-            Piece::Lit { start, len } => &lits[start..start + len],
-        }
-    }
-}
-
-/// Scratch space of [`write_pieces`], kept between calls.
+/// Output made ready for `writev`: short pieces copied together, long runs of verbatim input
+/// referred to.
 #[derive(Default)]
 struct Stage {
     bytes: Vec<u8>,
     spans: Vec<Span>,
 }
 
-/// One iovec of [`write_pieces`]: staged bytes, or a piece passed by reference.
+/// One iovec of a [`Stage`]: staged bytes, or a run of the input passed by reference.
+#[derive(Clone, Copy)]
 enum Span {
     Staged(usize, usize),
-    Piece(usize),
+    Input(usize, usize),
 }
 
-/// Pieces at least this long are handed to the kernel by reference; shorter ones are copied
-/// into the stage first: the kernel's cost per iovec outweighs a copy of ~100 bytes.
+/// Runs of input at least this long are handed to the kernel by reference; shorter ones are
+/// copied into the stage first: the kernel's cost per iovec outweighs a copy of ~100 bytes.
 const STAGE_MIN_REF: usize = 4096;
-/// Staged bytes written at a time (small enough to stay in the CPU's cache until written).
+/// Staged bytes written at a time by the writer thread (small enough to stay in the CPU's cache
+/// until written).
 const STAGE_BYTES: usize = 256 << 10;
+/// Most iovecs in one `writev` (Linux's IOV_MAX).
+const IOV_MAX: usize = 1024;
 
-/// Write `pieces` in order, as few large iovecs.
-fn write_pieces<S: Sink>(
-    sink: &mut S,
-    base: &[u8],
-    pieces: &[Piece],
-    lits: &[u8],
-    stage: &mut Stage,
-) -> io::Result<()> {
-    let mut from = 0;
-    while from < pieces.len() {
-        stage.bytes.clear();
-        stage.spans.clear();
+impl Stage {
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.spans.clear();
+    }
+
+    /// Append a copy of `b`.
+    #[inline]
+    fn copy(&mut self, b: &[u8]) {
+        let at = self.bytes.len();
+        self.bytes.extend_from_slice(b);
+        self.staged(at, b.len());
+    }
+
+    /// Count `len` bytes appended to `bytes` at `at` as the next output.
+    #[inline]
+    fn staged(&mut self, at: usize, len: usize) {
+        match self.spans.last_mut() {
+            Some(Span::Staged(s, l)) if *s + *l == at => *l += len,
+            _ => self.spans.push(Span::Staged(at, len)),
+        }
+    }
+
+    /// Append the input run `[start, start + len)` of `base`: referred to if long, else copied.
+    #[inline]
+    fn input(&mut self, base: &[u8], start: usize, len: usize) {
+        if len >= STAGE_MIN_REF {
+            self.spans.push(Span::Input(start, len));
+        } else {
+            self.copy(&base[start..start + len]);
+        }
+    }
+
+    /// Empty the stage, then stage `pieces` from `from` on until about `max_bytes` are staged;
+    /// returns the index of the first piece left out.
+    fn fill(&mut self, base: &[u8], pieces: &Pieces, from: usize, max_bytes: usize) -> usize {
+        self.clear();
         let mut i = from;
-        while i < pieces.len() && stage.bytes.len() < STAGE_BYTES && stage.spans.len() < 1024 {
-            let b = pieces[i].bytes(base, lits);
-            if b.len() >= STAGE_MIN_REF {
-                stage.spans.push(Span::Piece(i));
-            } else {
-                let at = stage.bytes.len();
-                stage.bytes.extend_from_slice(b);
-                match stage.spans.last_mut() {
-                    Some(Span::Staged(s, l)) if *s + *l == at => *l += b.len(),
-                    _ => stage.spans.push(Span::Staged(at, b.len())),
-                }
+        while i < pieces.list.len() && self.bytes.len() < max_bytes {
+            match pieces.list[i] {
+                Piece::Input { start, len } => self.input(base, start, len),
+                Piece::Lit { start, len } => self.copy(&pieces.lits[start..start + len]),
             }
             i += 1;
         }
-        let bufs: Vec<&[u8]> = stage
-            .spans
-            .iter()
-            .map(|s| match *s {
-                Span::Staged(a, l) => &stage.bytes[a..a + l],
-                Span::Piece(k) => pieces[k].bytes(base, lits),
-            })
-            .collect();
-        sink.write_all_vectored(&bufs)?;
-        from = i;
+        i
     }
-    Ok(())
+
+    /// Write what is staged, in `writev`s of at most [`IOV_MAX`] iovecs.
+    fn write<S: Sink>(&self, sink: &mut S, base: &[u8]) -> io::Result<()> {
+        let mut bufs: Vec<&[u8]> = Vec::with_capacity(self.spans.len().min(IOV_MAX));
+        for chunk in self.spans.chunks(IOV_MAX) {
+            bufs.clear();
+            bufs.extend(chunk.iter().map(|s| match *s {
+                Span::Staged(a, l) => &self.bytes[a..a + l],
+                Span::Input(a, l) => &base[a..a + l],
+            }));
+            sink.write_all_vectored(&bufs)?;
+        }
+        Ok(())
+    }
 }
 
 fn write_err(e: io::Error) -> String {
@@ -637,10 +724,15 @@ impl<E: Emit> Visitor for State<E> {
                 self.skip_array = true;
                 self.stats.arrays_stripped += 1;
                 self.stats.array_bytes_removed += len as u64 * ty.size(4) as u64;
-                let mut h = [0u8; 18];
-                h[..raw.len()].copy_from_slice(raw);
+                // Fixed-size copies for the two id sizes (a head is 10 + id size bytes).
+                let mut h = [0u8; ARRAY_HEAD_MAX];
+                match raw.len() {
+                    ARRAY_HEAD_MAX => h.copy_from_slice(raw),
+                    14 => h[..14].copy_from_slice(raw),
+                    n => h[..n].copy_from_slice(raw),
+                }
                 h[0] = sub::PRIMITIVE_ARRAY_NODATA_DUMP;
-                self.out.lit(&h[..raw.len()])
+                self.out.lit_head(&h, raw.len())
             }
             Sub::Class(_) if self.pending_info_len > 0 => {
                 let n = self.pending_info_len;
@@ -711,19 +803,23 @@ impl<S: Sink> Stripper<S> {
 /// ([`Sink::write_all_vectored`]) instead of being copied through a buffer, from a second thread,
 /// so writing overlaps parsing.
 ///
-/// A large input (at least 32 MiB) is cut into parts stripped side by side on up to four
-/// threads; the output is the same bytes.
+/// An input of at least 8 MiB whose records allow it (no part over half of the input) is cut
+/// into parts stripped side by side on up to four threads; the output is the same bytes.
 pub fn strip_mapped<S: Sink + Send>(
     input: &[u8],
     level: Level,
     sink: S,
 ) -> Result<(S, StripStats)> {
-    let workers = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
-    if input.len() as u64 >= parallel::MIN_PARALLEL_BYTES {
-        strip_mapped_parts(input, level, sink, parallel::PART_BYTES, workers)
-    } else {
-        strip_mapped_parts(input, level, sink, 0, 1)
+    let len = input.len() as u64;
+    if len >= parallel::MIN_PARALLEL_BYTES {
+        let workers = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+        let cuts = parallel::plan(input, parallel::part_bytes(len, workers))
+            .filter(|cuts| workers > 1 && parallel::balanced(cuts, len));
+        if let Some(cuts) = cuts {
+            return parallel::strip(input, level, sink, &cuts, workers);
+        }
     }
+    strip_mapped_parts(input, level, sink, 0, 1)
 }
 
 /// [`strip_mapped`] with parts of about `part_bytes` on `workers` threads (one thread and the
@@ -756,10 +852,12 @@ pub fn strip_mapped_parts<S: Sink + Send>(
                 tx,
                 recycle: rrx,
                 base: input,
-                pieces: Vec::with_capacity(GATHER_PIECES),
-                lits: Vec::with_capacity(GATHER_PIECES * 18),
+                pieces: Pieces {
+                    list: Vec::with_capacity(GATHER_PIECES),
+                    lits: Vec::with_capacity(GATHER_PIECES * ARRAY_HEAD_MAX),
+                    len: 0,
+                },
                 flushed: 0,
-                pending: 0,
             },
         );
         let parsed = parser

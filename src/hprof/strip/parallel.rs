@@ -1,10 +1,10 @@
 //! Stripping a mapped dump on several threads.
 //!
-//! The file is cut at top-level record boundaries into parts of about [`PART_BYTES`]. Worker
-//! threads strip parts side by side, each into memory as a list of pieces (slices of the input
-//! and made-up bytes, with its segment lengths already patched); the calling thread writes the
-//! parts in file order. At most [`AHEAD`] parts per worker are stripped ahead of the writer, so
-//! memory stays bounded whatever the file's size.
+//! The file is cut at top-level record boundaries into parts of about [`part_bytes`]. Worker
+//! threads strip parts side by side, each into memory (short pieces copied together, long runs
+//! of verbatim input referred to, its segment lengths already patched); the calling thread
+//! writes the parts in file order, as few large iovecs. At most [`AHEAD`] parts per worker are
+//! stripped ahead of the writer, so memory stays bounded whatever the file's size.
 //!
 //! Invariants:
 //! - The output is the same bytes the sequential stripper writes. Levels `none` and `arrays`
@@ -17,16 +17,25 @@
 //! - A parse error is reported at the same byte offset as the sequential stripper reports it:
 //!   parts are written in order, so the first failing part is the first failure in the file.
 
-use super::{Carry, Emit, Level, Sink, State, StripStats};
+use super::{Carry, Emit, Level, Pieces, Sink, Span, Stage, State, StripStats, ARRAY_HEAD_MAX};
 use crate::hprof::parser::Parser;
 use crate::hprof::{read_id, read_u32, tag, Error, Result, HEADER_LEN};
 use std::collections::BTreeMap;
 use std::sync::{mpsc, Mutex};
 
-/// Bytes of input per part.
-pub(super) const PART_BYTES: u64 = 8 << 20;
-/// Inputs smaller than this are stripped on one thread.
-pub(super) const MIN_PARALLEL_BYTES: u64 = 32 << 20;
+/// Most bytes of input per part.
+const PART_BYTES: u64 = 8 << 20;
+/// Fewest bytes of input per part.
+const MIN_PART_BYTES: u64 = 256 << 10;
+/// Inputs smaller than this are stripped on one thread (and a writer thread): below it, the
+/// threads' start and memory cost the process about what they save.
+pub(super) const MIN_PARALLEL_BYTES: u64 = 8 << 20;
+
+/// The part size for an input of `len` bytes on `workers` threads: at least two parts per
+/// worker, so that a small input (an app's few-MB dump) is spread over all of them too.
+pub(super) fn part_bytes(len: u64, workers: usize) -> u64 {
+    (len / (2 * workers.max(1) as u64)).clamp(MIN_PART_BYTES, PART_BYTES)
+}
 /// Parts a worker may strip ahead of the writer.
 const AHEAD: usize = 3;
 
@@ -74,6 +83,18 @@ pub(super) fn plan(input: &[u8], part: u64) -> Option<Vec<Cut>> {
     (pos == len && cuts.len() > 1).then_some(cuts)
 }
 
+/// Whether `cuts` spread an input of `len` bytes over threads well enough to be worth it. A
+/// part can only end at a top-level record, and one heap dump segment can be most of the file
+/// (HotSpot before 17 writes one): if a part holds over half the input, the others cannot keep
+/// the threads busy, and the sequential stripper (whose writer thread overlaps the parsing) is
+/// faster.
+pub(super) fn balanced(cuts: &[Cut], len: u64) -> bool {
+    let ends = cuts.iter().skip(1).map(|c| c.start).chain([len]);
+    cuts.iter()
+        .zip(ends)
+        .all(|(c, end)| end - c.start <= len / 2)
+}
+
 /// A part's start and the ids of the UTF8 records naming a dropped heap before it.
 pub(super) struct Cut {
     start: u64,
@@ -82,7 +103,9 @@ pub(super) struct Cut {
 
 /// A stripped part, in memory.
 struct Part {
-    out: Vec<u8>,
+    out: Stage,
+    /// Output bytes.
+    len: u64,
     stats: StripStats,
     /// Its output depends on the heap state carried in (level `app`).
     depends: bool,
@@ -91,35 +114,94 @@ struct Part {
     carry: Carry,
 }
 
-/// Collects a part's output in one buffer (the copy is made on the worker's core, so the
-/// writer has only large writes to make), with patches applied in place.
-struct Collect {
-    out: Vec<u8>,
+/// Collects a part's output: short pieces are copied together on the worker's core (so the
+/// writer hands the kernel a few large iovecs), long runs of verbatim input are referred to and
+/// never copied by the stripper. Patches are applied in place.
+struct Collect<'a> {
+    base: &'a [u8],
+    out: Stage,
+    /// A run of verbatim input not yet staged: whether it is copied depends on how long it grows.
+    run: Option<(usize, usize)>,
+    len: u64,
 }
 
-impl Emit for Collect {
-    fn pos(&self) -> u64 {
-        self.out.len() as u64
+impl Collect<'_> {
+    #[inline]
+    fn end_run(&mut self) {
+        if let Some((start, len)) = self.run.take() {
+            self.out.input(self.base, start, len);
+        }
     }
+}
+
+impl Emit for Collect<'_> {
+    fn pos(&self) -> u64 {
+        self.len
+    }
+    #[inline]
     fn raw(&mut self, b: &[u8]) -> std::result::Result<(), String> {
-        self.out.extend_from_slice(b);
+        self.len += b.len() as u64;
+        let Some(start) = Pieces::offset_in(self.base, b) else {
+            self.end_run();
+            self.out.copy(b);
+            return Ok(());
+        };
+        match &mut self.run {
+            Some((s, l)) if *s + *l == start => *l += b.len(),
+            _ => {
+                self.end_run();
+                self.run = Some((start, b.len()));
+            }
+        }
         Ok(())
     }
     fn lit(&mut self, b: &[u8]) -> std::result::Result<(), String> {
-        self.out.extend_from_slice(b);
+        self.end_run();
+        self.len += b.len() as u64;
+        self.out.copy(b);
+        Ok(())
+    }
+    #[inline]
+    fn lit_head(
+        &mut self,
+        h: &[u8; ARRAY_HEAD_MAX],
+        len: usize,
+    ) -> std::result::Result<(), String> {
+        self.end_run();
+        self.len += len as u64;
+        let at = self.out.bytes.len();
+        self.out.bytes.extend_from_slice(h);
+        self.out.bytes.truncate(at + len);
+        self.out.staged(at, len);
         Ok(())
     }
     fn patch(&mut self, offset: u64, b: &[u8]) -> std::result::Result<(), String> {
-        let o = offset as usize;
-        match self.out.get_mut(o..o + b.len()) {
-            Some(d) => {
-                d.copy_from_slice(b);
-                Ok(())
+        // Patches land on a segment's header, a few KiB back: walk back from the end.
+        let mut end = self.len - self.run.map_or(0, |(_, l)| l as u64);
+        for span in self.out.spans.iter().rev() {
+            let (l, staged) = match *span {
+                Span::Staged(a, l) => (l, Some(a)),
+                Span::Input(_, l) => (l, None),
+            };
+            let at = end - l as u64;
+            if offset >= at {
+                let o = (offset - at) as usize;
+                return match staged {
+                    Some(a) if o + b.len() <= l => {
+                        self.out.bytes[a + o..a + o + b.len()].copy_from_slice(b);
+                        Ok(())
+                    }
+                    _ => Err(format!(
+                        "internal: patch at {offset} is not in made-up bytes"
+                    )),
+                };
             }
-            None => Err(format!("internal: patch at {offset} is past the part")),
+            end = at;
         }
+        Err(format!("internal: patch at {offset} is past the part"))
     }
     fn flush(&mut self) -> std::result::Result<(), String> {
+        self.end_run();
         Ok(())
     }
 }
@@ -131,14 +213,17 @@ fn strip_part(
     (a, b): (u64, u64),
     names: &[u64],
     carry: &Carry,
+    mut out: Stage,
 ) -> Result<Part> {
     let first = a == HEADER_LEN as u64;
-    let mut state = State::new(
-        level,
-        Collect {
-            out: Vec::with_capacity(((b - a) / 2) as usize),
-        },
-    );
+    out.clear();
+    let collect = Collect {
+        base: input,
+        out,
+        run: None,
+        len: 0,
+    };
+    let mut state = State::new(level, collect);
     state.part = !first;
     state.resume(carry, names);
     let mut parser = Parser::new();
@@ -157,9 +242,10 @@ fn strip_part(
         .and_then(|_| parser.finish())
         .map_err(fix)?;
     let (depends, sets_heap, carry) = (state.depends, !state.fresh, state.carry());
-    let (out, stats) = state.finish(b).map_err(fix)?;
+    let (collect, stats) = state.finish(b).map_err(fix)?;
     Ok(Part {
-        out: out.out,
+        out: collect.out,
+        len: collect.len,
         stats,
         depends,
         sets_heap,
@@ -186,6 +272,16 @@ pub(super) fn strip<S: Sink>(
     let (ticket_tx, ticket_rx) = mpsc::channel::<usize>();
     let ticket_rx = Mutex::new(ticket_rx);
     let (done_tx, done_rx) = mpsc::channel::<(usize, Result<Part>)>();
+    // Output buffers the writer has emptied, for the workers to fill again: their pages are
+    // faulted in once, not once per part.
+    let spare: Mutex<Vec<Stage>> = Mutex::new(Vec::new());
+    let buffer = || {
+        spare
+            .lock()
+            .ok()
+            .and_then(|mut s| s.pop())
+            .unwrap_or_default()
+    };
     std::thread::scope(|scope| {
         let mut issued = 0;
         while issued < cuts.len() && issued < workers * AHEAD {
@@ -193,7 +289,8 @@ pub(super) fn strip<S: Sink>(
             issued += 1;
         }
         for w in 0..workers {
-            let (ticket_rx, done_tx, fresh) = (&ticket_rx, done_tx.clone(), &fresh);
+            let (ticket_rx, done_tx, fresh, buffer) =
+                (&ticket_rx, done_tx.clone(), &fresh, &buffer);
             std::thread::Builder::new()
                 .name(format!("oomguard-strip{w}"))
                 .spawn_scoped(scope, move || loop {
@@ -204,7 +301,7 @@ pub(super) fn strip<S: Sink>(
                         },
                         Err(_) => return,
                     };
-                    let part = strip_part(input, level, range(k), &cuts[k].names, fresh);
+                    let part = strip_part(input, level, range(k), &cuts[k].names, fresh, buffer());
                     if done_tx.send((k, part)).is_err() {
                         return;
                     }
@@ -233,7 +330,8 @@ pub(super) fn strip<S: Sink>(
             };
             let part = match part {
                 Ok(p) if level == Level::App && p.depends && carry != fresh => {
-                    strip_part(input, level, range(next), &cuts[next].names, &carry)
+                    let redo = buffer();
+                    strip_part(input, level, range(next), &cuts[next].names, &carry, redo)
                 }
                 p => p,
             };
@@ -246,10 +344,13 @@ pub(super) fn strip<S: Sink>(
             };
             // The part's segment lengths are patched already; only the header says where the
             // output of the whole file starts.
-            if let Err(e) = sink.write_all(&part.out) {
+            if let Err(e) = part.out.write(&mut sink, input) {
                 break Err(Error::new(end, super::write_err(e)));
             }
-            written += part.out.len() as u64;
+            written += part.len;
+            if let Ok(mut s) = spare.lock() {
+                s.push(part.out);
+            }
             if part.sets_heap {
                 carry = part.carry;
             }
@@ -284,4 +385,43 @@ fn sequential_error(input: &[u8], level: Level, b: u64) -> Option<Error> {
     }
     let mut s = super::Stripper::new(level, Discard);
     s.feed(&input[..b as usize]).err()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hprof::writer::{art_dump, ArtSpec};
+
+    fn cut(start: u64) -> Cut {
+        Cut {
+            start,
+            names: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn cuts_are_balanced_when_no_part_holds_over_half_the_input() {
+        assert!(balanced(&[cut(31), cut(400), cut(700)], 1000));
+        assert!(balanced(&[cut(31), cut(500)], 1000));
+        // One segment of most of the file: not worth the threads.
+        assert!(!balanced(&[cut(31), cut(100), cut(200)], 1000));
+        assert!(!balanced(&[cut(31), cut(900)], 1000));
+    }
+
+    #[test]
+    fn part_sizes_give_each_worker_two_parts_within_bounds() {
+        assert_eq!(part_bytes(16 << 20, 4), 2 << 20);
+        assert_eq!(part_bytes(1 << 30, 4), PART_BYTES);
+        assert_eq!(part_bytes(1 << 20, 4), MIN_PART_BYTES);
+        assert_eq!(part_bytes(1 << 20, 0), 512 << 10);
+    }
+
+    #[test]
+    fn a_dump_of_many_segments_is_planned_into_balanced_parts() {
+        let input = art_dump(&ArtSpec::default());
+        let len = input.len() as u64;
+        let cuts = plan(&input, len / 8).expect("an ART-style dump can be cut");
+        assert!(cuts.len() >= 6, "{} parts", cuts.len());
+        assert!(balanced(&cuts, len));
+    }
 }
