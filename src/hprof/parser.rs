@@ -625,7 +625,9 @@ impl Parser {
         while p < d.len() {
             let b = &d[p..];
             let at = base + p as u64;
-            crate::mapped::prefetch(d, p + PREFETCH_AHEAD);
+            // Ahead in the whole chunk, not only this segment: ART's segments are a few KiB, so
+            // the next one's records are most of what lies ahead.
+            crate::mapped::prefetch(data, p + PREFETCH_AHEAD);
             match b[0] {
                 sub::INSTANCE_DUMP => {
                     let h = 9 + 2 * n;
