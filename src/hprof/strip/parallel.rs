@@ -38,6 +38,8 @@ pub(super) fn part_bytes(len: u64, workers: usize) -> u64 {
 }
 /// Parts a worker may strip ahead of the writer.
 const AHEAD: usize = 3;
+/// Record heads [`plan`] asks for ahead of the one it reads.
+const PLAN_GUESSES: u64 = 8;
 
 /// Where to cut `input` (offsets of top-level records), and the heap names (`app`) met before
 /// each cut. `None` if the file cannot be cut into two or more parts of about `part` bytes, or if
@@ -79,6 +81,12 @@ pub(super) fn plan(input: &[u8], part: u64) -> Option<Vec<Cut>> {
             }
         }
         pos += 9 + body;
+        // Where the next heads are depends on the lengths in this one and those after it, so
+        // each waits for memory in turn (ART writes a segment every few KiB). Guess that the
+        // next records are as long as this one and ask for their heads now.
+        for k in 1..=PLAN_GUESSES {
+            crate::mapped::prefetch(input, (pos + k * (9 + body)) as usize);
+        }
     }
     (pos == len && cuts.len() > 1).then_some(cuts)
 }
