@@ -61,7 +61,6 @@ pub struct Failure {
 }
 
 fn main() -> ExitCode {
-    fixed_mmap_threshold();
     let cli = Cli::parse();
     let r = match cli.cmd {
         Cmd::Inspect(a) => hprof_cmds::inspect(a),
@@ -78,20 +77,5 @@ fn main() -> ExitCode {
             eprintln!("oomguard: {}", f.message);
             ExitCode::from(f.code)
         }
-    }
-}
-
-/// Blocks of 4 MiB or more get mappings of their own, returned to the system when freed.
-/// glibc's default threshold rises to 32 MiB after the first large block is freed, so the
-/// analyser's later arrays of a few MiB to 32 MiB came from the heap, where freed memory stays
-/// in the process. Peak RSS over 8-10 interleaved runs: 218 -> 202 MB on the 540 MB Java dump
-/// (same speed), 123 -> 108 MB on the 150 MB ART-style one (about 5 % slower: fresh pages are
-/// zeroed again). glibc only; an analyser forked inside an app keeps the app's allocator.
-fn fixed_mmap_threshold() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only changes a setting of the allocator, before any thread exists.
-    #[allow(unsafe_code)]
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 4 << 20);
     }
 }
