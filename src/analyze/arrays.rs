@@ -1,5 +1,5 @@
 //! Small helpers over flat arrays, shared by the analyser's phases: bitsets held in `u64`
-//! words, and prefix sums for CSR layouts.
+//! words, prefix sums for CSR layouts, and the merge of two sorted runs.
 #![forbid(unsafe_code)]
 
 /// Set bit `i`.
@@ -45,9 +45,71 @@ pub(crate) fn prefix_sums(v: &mut [u32]) {
     }
 }
 
+/// The number of leading elements of `v` that satisfy `pred` (which holds for a prefix of
+/// `v`), found by galloping from the front: `O(log k)` for an answer `k`, so that copying
+/// runs of `k` costs about what reading them does.
+#[inline]
+fn gallop<T>(v: &[T], pred: impl Fn(&T) -> bool) -> usize {
+    let mut hi = 1;
+    while hi < v.len() && pred(&v[hi]) {
+        hi *= 2;
+    }
+    let lo = hi / 2;
+    let hi = hi.min(v.len());
+    lo + v[lo..hi].partition_point(pred)
+}
+
+/// `a` and `b` (each sorted) merged into one sorted vector, equal elements of `a` first. Runs
+/// that lie wholly between two elements of the other side are copied whole: HotSpot's
+/// workers' ids are two long runs with a few class ids of one among the other's.
+pub(crate) fn merge_sorted<T: Ord + Copy>(mut a: &[T], mut b: &[T]) -> Vec<T> {
+    let mut m = Vec::with_capacity(a.len() + b.len());
+    while let (Some(x), Some(y)) = (a.first(), b.first()) {
+        if x <= y {
+            let k = gallop(a, |v| v <= y);
+            m.extend_from_slice(&a[..k]);
+            a = &a[k..];
+        } else {
+            let k = gallop(b, |v| v < x);
+            m.extend_from_slice(&b[..k]);
+            b = &b[k..];
+        }
+    }
+    m.extend_from_slice(a);
+    m.extend_from_slice(b);
+    m
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The merge is the sorted concatenation, whatever the runs look like.
+        #[test]
+        fn merge_sorted_sorts_the_concatenation(
+            mut a in proptest::collection::vec(0u64..50, 0..200),
+            mut b in proptest::collection::vec(0u64..50, 0..200),
+            spread in 1u64..1000,
+        ) {
+            a.iter_mut().for_each(|x| *x *= spread);
+            a.sort_unstable();
+            b.sort_unstable();
+            let mut want = [a.clone(), b.clone()].concat();
+            want.sort_unstable();
+            prop_assert_eq!(merge_sorted(&a, &b), want);
+        }
+    }
+
+    #[test]
+    fn gallop_counts_the_prefix() {
+        let v: Vec<u32> = (0..1000).collect();
+        for k in [0, 1, 2, 3, 7, 8, 9, 511, 512, 999, 1000] {
+            assert_eq!(gallop(&v, |&x| x < k), k as usize, "{k}");
+        }
+        assert_eq!(gallop::<u32>(&[], |_| true), 0);
+    }
 
     #[test]
     fn bits_and_sums() {

@@ -572,21 +572,7 @@ impl Pass1 {
         }
         if self.ids.is_sorted() && o.ids.is_sorted() {
             // Two sorted runs: merge them in linear time.
-            let (a, b) = (std::mem::take(&mut self.ids), o.ids);
-            let mut m = Vec::with_capacity(a.len() + b.len());
-            let (mut i, mut j) = (0, 0);
-            while i < a.len() && j < b.len() {
-                if a[i] <= b[j] {
-                    m.push(a[i]);
-                    i += 1;
-                } else {
-                    m.push(b[j]);
-                    j += 1;
-                }
-            }
-            m.extend_from_slice(&a[i..]);
-            m.extend_from_slice(&b[j..]);
-            self.ids = m;
+            self.ids = super::arrays::merge_sorted(&self.ids, &o.ids);
         } else {
             self.ids.extend(o.ids);
         }
