@@ -434,33 +434,49 @@ impl IdMap {
     }
 
     /// [`IdMap::find`] for many ids at once: `out[i]` is the position of `q[i]`, or [`NONE`].
-    /// Works in batches whose memory reads are issued together (the bucket bounds of the whole
-    /// batch, then the first id of each bucket, then the searches), so that the cache misses of
-    /// random lookups overlap instead of waiting on each other.
+    /// A lookup reads three arrays in turn (the region's first bucket, the bucket's bounds, the
+    /// ids), each read waiting for the one before. So the queries go through a pipeline: the
+    /// region of query `t` is asked for, the bucket bounds of `t - D` (its region now cached),
+    /// the first id of `t - 2D`, and query `t - 3D` is searched, its memory there by now.
     pub fn find_batch(&self, ids: &[u64], q: &[u64], out: &mut [u32]) {
-        const B: usize = 16;
-        for (qs, os) in q.chunks(B).zip(out.chunks_mut(B)) {
-            let mut range = [(0usize, 0usize); B];
-            for (r, &id) in range.iter_mut().zip(qs) {
-                if let Some(b) = self.bucket(id) {
-                    *r = self.span(b);
+        const D: usize = 8;
+        const RING: usize = 32;
+        let n = q.len();
+        let mut bucket = [usize::MAX; RING];
+        let mut span = [(0usize, 0usize); RING];
+        let region_at = |id: u64| {
+            id.checked_sub(self.min)
+                .map_or(usize::MAX, |off| (off >> self.s1) as usize)
+        };
+        for t in 0..n + 3 * D {
+            if let Some(&id) = q.get(t) {
+                crate::mapped::prefetch_at(&self.region, region_at(id));
+            }
+            if let Some(j) = t.checked_sub(D).filter(|&j| j < n) {
+                let b = self.bucket(q[j]).unwrap_or(usize::MAX);
+                bucket[j % RING] = b;
+                if b != usize::MAX {
+                    crate::mapped::prefetch_at(&self.starts, b);
                 }
             }
-            let mut touch = 0u64;
-            for &(lo, hi) in &range[..qs.len()] {
-                if lo < hi {
-                    touch ^= ids[lo];
+            if let Some(j) = t.checked_sub(2 * D).filter(|&j| j < n) {
+                let b = bucket[j % RING];
+                let sp = if b == usize::MAX { (0, 0) } else { self.span(b) };
+                span[j % RING] = sp;
+                if sp.0 < sp.1 {
+                    crate::mapped::prefetch_at(ids, sp.0);
                 }
             }
-            std::hint::black_box(touch);
-            for ((o, &id), &(lo, hi)) in os.iter_mut().zip(qs).zip(&range) {
+            if let Some(i) = t.checked_sub(3 * D).filter(|&i| i < n) {
+                let (lo, hi) = span[i % RING];
+                let id = q[i];
                 let s = &ids[lo..hi];
-                *o = if s.len() <= 8 {
+                out[i] = if s.len() <= 8 {
                     s.iter()
                         .position(|&x| x == id)
-                        .map_or(NONE, |i| (lo + i) as u32)
+                        .map_or(NONE, |k| (lo + k) as u32)
                 } else {
-                    s.binary_search(&id).map_or(NONE, |i| (lo + i) as u32)
+                    s.binary_search(&id).map_or(NONE, |k| (lo + k) as u32)
                 };
             }
         }
