@@ -461,7 +461,11 @@ impl IdMap {
             }
             if let Some(j) = t.checked_sub(2 * D).filter(|&j| j < n) {
                 let b = bucket[j % RING];
-                let sp = if b == usize::MAX { (0, 0) } else { self.span(b) };
+                let sp = if b == usize::MAX {
+                    (0, 0)
+                } else {
+                    self.span(b)
+                };
                 span[j % RING] = sp;
                 if sp.0 < sp.1 {
                     crate::mapped::prefetch_at(ids, sp.0);

@@ -187,111 +187,11 @@ pub(crate) fn build(
     input: Input<'_>,
     running_info: serde_json::Value,
 ) -> Result<Report, Error> {
-    let live = |v: u32| dom.idom[v as usize] != UNREACHED;
-    // --- Suspects from the detectors (reachable ones only).
-    let mut suspects: Vec<Suspect> = ix
-        .flags
-        .iter()
-        .filter(|f| live(f.node))
-        .map(|f| Suspect {
-            node: f.node,
-            reason: f.reason.clone(),
-            detail: f.detail.clone(),
-        })
-        .collect();
-    // Counted roles: windows and native allocation registries.
-    let mut windows = Vec::new();
-    let mut registries = Vec::new();
-    for v in 0..ix.len() as u32 {
-        let c = ix.class_of[v as usize];
-        if c == NONE || !live(v) {
-            continue;
-        }
-        match ix.classes[c as usize].role {
-            Role::Window => windows.push(v),
-            Role::NativeAllocationRegistry => registries.push(v),
-            _ => {}
-        }
-    }
-    if windows.len() as u64 > cfg.window_max_count {
-        let d = format!("{} live windows", windows.len());
-        for &v in &windows {
-            suspects.push(Suspect {
-                node: v,
-                reason: "Window Count Over Threshold".into(),
-                detail: d.clone(),
-            });
-        }
-    }
-    if registries.len() as u64 > cfg.native_allocation_registry_max_count {
-        let d = format!("{} live registries", registries.len());
-        for &v in &registries {
-            suspects.push(Suspect {
-                node: v,
-                reason: "NativeAllocationRegistry Count Over Threshold".into(),
-                detail: d.clone(),
-            });
-        }
-    }
-    // Per (reason, class): the largest first, at most max_suspects_per_class get paths.
-    suspects.sort_by(|a, b| {
-        (&a.reason, ix.class_of[a.node as usize])
-            .cmp(&(&b.reason, ix.class_of[b.node as usize]))
-            .then(dom.retained[b.node as usize].cmp(&dom.retained[a.node as usize]))
-            .then(a.node.cmp(&b.node))
+    // The detectors' suspects and the dominator candidates each read every node: side by side.
+    let (suspects, cands) = std::thread::scope(|sc| {
+        let h = sc.spawn(|| dominator_candidates(ix, dom, cfg));
+        (leak_suspects(ix, dom, cfg), super::joined(h))
     });
-    let mut keep = Vec::with_capacity(suspects.len());
-    let mut last: Option<(String, u32)> = None;
-    let mut run = 0usize;
-    for s in suspects {
-        let key = (s.reason.clone(), ix.class_of[s.node as usize]);
-        if last.as_ref() != Some(&key) {
-            last = Some(key);
-            run = 0;
-        }
-        run += 1;
-        if run <= cfg.max_suspects_per_class {
-            keep.push(s);
-        }
-    }
-    let suspects = keep;
-
-    // --- Dominator candidates. Class objects, and every object that dominates one (class
-    // loaders, their class lists), are "holders": static fields act as roots, as they do for
-    // LeakCanary. Candidates are the non-holders whose immediate dominator is the super-root or
-    // a holder: the tops of the dominator tree once it is cut at the classes.
-    let mut holder = vec![0u64; ix.len().div_ceil(64)];
-    let is_holder = |h: &[u64], v: u32| bit(h, v as usize);
-    for c in &ix.classes {
-        let mut v = c.node;
-        while v != NONE && v != SUPER && v != UNREACHED && !is_holder(&holder, v) {
-            set_bit(&mut holder, v as usize);
-            v = dom.idom[v as usize];
-        }
-    }
-    let want = cfg.top_n.saturating_mul(8).max(64);
-    let mut heap: std::collections::BinaryHeap<std::cmp::Reverse<(u64, u32)>> =
-        std::collections::BinaryHeap::with_capacity(want + 1);
-    for v in 0..ix.len() as u32 {
-        let d = dom.idom[v as usize];
-        if d == UNREACHED || is_holder(&holder, v) {
-            continue;
-        }
-        if d != SUPER && !is_holder(&holder, d) {
-            continue;
-        }
-        let r = dom.retained[v as usize];
-        if heap.len() < want {
-            heap.push(std::cmp::Reverse((r, v)));
-        } else if let Some(top) = heap.peek() {
-            if top.0 .0 < r {
-                heap.pop();
-                heap.push(std::cmp::Reverse((r, v)));
-            }
-        }
-    }
-    let mut cands: Vec<(u64, u32)> = heap.into_iter().map(|r| r.0).collect();
-    cands.sort_unstable_by(|a, b| b.cmp(a));
 
     // --- Name the paths (pass 3 over the file for the references along them).
     let mut chains: HashMap<u32, Vec<u32>> = HashMap::new();
@@ -484,6 +384,121 @@ pub(crate) fn build(
         leak_objects,
         dominators: dgroups,
     })
+}
+
+/// The detectors' findings on reachable objects, plus the counted roles (windows, native
+/// allocation registries) over their thresholds; per (reason, class) the largest first, at most
+/// `max_suspects_per_class` of them.
+fn leak_suspects(ix: &Index, dom: &Dominators, cfg: &Config) -> Vec<Suspect> {
+    let live = |v: u32| dom.idom[v as usize] != UNREACHED;
+    // --- Suspects from the detectors (reachable ones only).
+    let mut suspects: Vec<Suspect> = ix
+        .flags
+        .iter()
+        .filter(|f| live(f.node))
+        .map(|f| Suspect {
+            node: f.node,
+            reason: f.reason.clone(),
+            detail: f.detail.clone(),
+        })
+        .collect();
+    // Counted roles: windows and native allocation registries.
+    let mut windows = Vec::new();
+    let mut registries = Vec::new();
+    for v in 0..ix.len() as u32 {
+        let c = ix.class_of[v as usize];
+        if c == NONE || !live(v) {
+            continue;
+        }
+        match ix.classes[c as usize].role {
+            Role::Window => windows.push(v),
+            Role::NativeAllocationRegistry => registries.push(v),
+            _ => {}
+        }
+    }
+    if windows.len() as u64 > cfg.window_max_count {
+        let d = format!("{} live windows", windows.len());
+        for &v in &windows {
+            suspects.push(Suspect {
+                node: v,
+                reason: "Window Count Over Threshold".into(),
+                detail: d.clone(),
+            });
+        }
+    }
+    if registries.len() as u64 > cfg.native_allocation_registry_max_count {
+        let d = format!("{} live registries", registries.len());
+        for &v in &registries {
+            suspects.push(Suspect {
+                node: v,
+                reason: "NativeAllocationRegistry Count Over Threshold".into(),
+                detail: d.clone(),
+            });
+        }
+    }
+    // Per (reason, class): the largest first, at most max_suspects_per_class get paths.
+    suspects.sort_by(|a, b| {
+        (&a.reason, ix.class_of[a.node as usize])
+            .cmp(&(&b.reason, ix.class_of[b.node as usize]))
+            .then(dom.retained[b.node as usize].cmp(&dom.retained[a.node as usize]))
+            .then(a.node.cmp(&b.node))
+    });
+    let mut keep = Vec::with_capacity(suspects.len());
+    let mut last: Option<(String, u32)> = None;
+    let mut run = 0usize;
+    for s in suspects {
+        let key = (s.reason.clone(), ix.class_of[s.node as usize]);
+        if last.as_ref() != Some(&key) {
+            last = Some(key);
+            run = 0;
+        }
+        run += 1;
+        if run <= cfg.max_suspects_per_class {
+            keep.push(s);
+        }
+    }
+    keep
+}
+
+/// The tops of the dominator tree cut at the classes, largest retained first (see below).
+fn dominator_candidates(ix: &Index, dom: &Dominators, cfg: &Config) -> Vec<(u64, u32)> {
+    // --- Dominator candidates. Class objects, and every object that dominates one (class
+    // loaders, their class lists), are "holders": static fields act as roots, as they do for
+    // LeakCanary. Candidates are the non-holders whose immediate dominator is the super-root or
+    // a holder: the tops of the dominator tree once it is cut at the classes.
+    let mut holder = vec![0u64; ix.len().div_ceil(64)];
+    let is_holder = |h: &[u64], v: u32| bit(h, v as usize);
+    for c in &ix.classes {
+        let mut v = c.node;
+        while v != NONE && v != SUPER && v != UNREACHED && !is_holder(&holder, v) {
+            set_bit(&mut holder, v as usize);
+            v = dom.idom[v as usize];
+        }
+    }
+    let want = cfg.top_n.saturating_mul(8).max(64);
+    let mut heap: std::collections::BinaryHeap<std::cmp::Reverse<(u64, u32)>> =
+        std::collections::BinaryHeap::with_capacity(want + 1);
+    for v in 0..ix.len() as u32 {
+        let d = dom.idom[v as usize];
+        if d == UNREACHED || is_holder(&holder, v) {
+            continue;
+        }
+        if d != SUPER && !is_holder(&holder, d) {
+            continue;
+        }
+        let r = dom.retained[v as usize];
+        if heap.len() < want {
+            heap.push(std::cmp::Reverse((r, v)));
+        } else if let Some(top) = heap.peek() {
+            if top.0 .0 < r {
+                heap.pop();
+                heap.push(std::cmp::Reverse((r, v)));
+            }
+        }
+    }
+    let mut cands: Vec<(u64, u32)> = heap.into_iter().map(|r| r.0).collect();
+    cands.sort_unstable_by(|a, b| b.cmp(a));
+    cands
 }
 
 /// Describe the chain of nodes from a root to `v`.
