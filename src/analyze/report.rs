@@ -416,24 +416,29 @@ fn leak_suspects(ix: &Index, dom: &Dominators, cfg: &Config) -> Vec<Suspect> {
             _ => {}
         }
     }
-    if windows.len() as u64 > cfg.window_max_count {
-        let d = format!("{} live windows", windows.len());
-        for &v in &windows {
-            suspects.push(Suspect {
-                node: v,
-                reason: "Window Count Over Threshold".into(),
-                detail: d.clone(),
-            });
-        }
-    }
-    if registries.len() as u64 > cfg.native_allocation_registry_max_count {
-        let d = format!("{} live registries", registries.len());
-        for &v in &registries {
-            suspects.push(Suspect {
-                node: v,
-                reason: "NativeAllocationRegistry Count Over Threshold".into(),
-                detail: d.clone(),
-            });
+    for (found, max, reason, what) in [
+        (
+            &windows,
+            cfg.window_max_count,
+            "Window Count Over Threshold",
+            "windows",
+        ),
+        (
+            &registries,
+            cfg.native_allocation_registry_max_count,
+            "NativeAllocationRegistry Count Over Threshold",
+            "registries",
+        ),
+    ] {
+        if found.len() as u64 > max {
+            let d = format!("{} live {what}", found.len());
+            for &v in found {
+                suspects.push(Suspect {
+                    node: v,
+                    reason: reason.into(),
+                    detail: d.clone(),
+                });
+            }
         }
     }
     // Per (reason, class): the largest first, at most max_suspects_per_class get paths.
