@@ -194,9 +194,12 @@ unsafe impl std::alloc::GlobalAlloc for HugePageAlloc {
                 // SAFETY: forwarded with the caller's guarantees.
                 unsafe { std::alloc::System.realloc(ptr, layout, new_size) }
             }
+            (true, true) if mapping_len(layout.size()) == mapping_len(new_size) => ptr,
+            #[cfg(target_os = "linux")]
             (true, true) => remap_block(ptr, layout.size(), new_size),
+            // Across the threshold, or a mapping to resize where the `libc` crate has no
+            // `mremap` (Android): a new block, the bytes both hold, the old block freed.
             _ => {
-                // Across the threshold: a new block, the bytes both hold, the old block freed.
                 // SAFETY: the caller guarantees `new_size` with `align` is a valid layout.
                 let new = unsafe { std::alloc::Layout::from_size_align_unchecked(new_size, align) };
                 // SAFETY: a valid, non-zero layout (`new_size` > 0 is the caller's guarantee).
@@ -249,44 +252,26 @@ fn unmap_block(p: *mut u8, size: usize) {
     }
 }
 
-/// Grow or shrink a block [`map_block`] made for `old` bytes to `new` bytes: in place if the
-/// addresses after it are free, else moved by the kernel (its pages, not its bytes); null (the
-/// block untouched) if neither works.
+/// Grow or shrink a block [`map_block`] made for `old` bytes to `new` bytes (of another
+/// mapping length): in place if the addresses after it are free, else moved by the kernel (its
+/// pages, not its bytes); null (the block untouched) if neither works.
 #[cfg(target_os = "linux")]
 fn remap_block(p: *mut u8, old: usize, new: usize) -> *mut u8 {
-    let (old, new) = (mapping_len(old), mapping_len(new));
-    if old == new {
-        return p;
-    }
-    // SAFETY: `p` is one whole mapping of `old` bytes this allocator made (one kernel area, the
-    // advice covering all of it); the kernel keeps its contents and its advice.
+    // SAFETY: `p` is one whole mapping of `mapping_len(old)` bytes this allocator made (one
+    // kernel area, the advice covering all of it); the kernel keeps its contents and its advice.
     #[allow(unsafe_code)]
     unsafe {
-        let q = libc::mremap(p as *mut libc::c_void, old, new, libc::MREMAP_MAYMOVE);
+        let q = libc::mremap(
+            p as *mut libc::c_void,
+            mapping_len(old),
+            mapping_len(new),
+            libc::MREMAP_MAYMOVE,
+        );
         if q == libc::MAP_FAILED {
             return std::ptr::null_mut();
         }
         q as *mut u8
     }
-}
-
-/// [`remap_block`] where the `libc` crate has no `mremap` (Android): a new mapping, the bytes
-/// both hold copied, the old one unmapped; null (the block untouched) if no mapping is left.
-#[cfg(target_os = "android")]
-fn remap_block(p: *mut u8, old: usize, new: usize) -> *mut u8 {
-    if mapping_len(old) == mapping_len(new) {
-        return p;
-    }
-    let q = map_block(new);
-    if !q.is_null() {
-        // SAFETY: two live, distinct mappings, each at least this long.
-        #[allow(unsafe_code)]
-        unsafe {
-            std::ptr::copy_nonoverlapping(p, q, old.min(new));
-        }
-        unmap_block(p, old);
-    }
-    q
 }
 
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
@@ -295,10 +280,6 @@ fn map_block(_: usize) -> *mut u8 {
 }
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
 fn unmap_block(_: *mut u8, _: usize) {
-    unreachable!("mapped_block is false off Linux")
-}
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
-fn remap_block(_: *mut u8, _: usize, _: usize) -> *mut u8 {
     unreachable!("mapped_block is false off Linux")
 }
 
