@@ -401,11 +401,18 @@ impl IdMap {
         m
     }
 
+    /// `id`'s offset from the smallest id and its region's number (which may lie past the
+    /// last region).
+    #[inline]
+    fn place(&self, id: u64) -> Option<(u64, u64)> {
+        let off = id.checked_sub(self.min)?;
+        Some((off, off >> self.s1))
+    }
+
     /// The bucket `id` falls in, if its region holds any id.
     #[inline]
     fn bucket(&self, id: u64) -> Option<usize> {
-        let off = id.checked_sub(self.min)?;
-        let r = off >> self.s1;
+        let (off, r) = self.place(id)?;
         if r >= self.region.len() as u64 {
             return None;
         }
@@ -444,13 +451,9 @@ impl IdMap {
         let n = q.len();
         let mut bucket = [usize::MAX; RING];
         let mut span = [(0usize, 0usize); RING];
-        let region_at = |id: u64| {
-            id.checked_sub(self.min)
-                .map_or(usize::MAX, |off| (off >> self.s1) as usize)
-        };
         for t in 0..n + 3 * D {
-            if let Some(&id) = q.get(t) {
-                crate::mapped::prefetch_at(&self.region, region_at(id));
+            if let Some((_, r)) = q.get(t).and_then(|&id| self.place(id)) {
+                crate::mapped::prefetch_at(&self.region, usize::try_from(r).unwrap_or(usize::MAX));
             }
             if let Some(j) = t.checked_sub(D).filter(|&j| j < n) {
                 let b = self.bucket(q[j]).unwrap_or(usize::MAX);
