@@ -124,14 +124,26 @@ fn the_mapped_stripper_writes_the_same_bytes_as_the_streaming_one() {
     for (i, input) in inputs.iter().enumerate() {
         for level in [Level::None, Level::Arrays, Level::App] {
             let (want, want_stats) = strip_bytes(input, level).unwrap();
+            // strip_mapped writes these small inputs on the parsing thread; workers = 1 is
+            // the writer thread that larger ones get.
             let (got, got_stats) = hprof::strip_mapped(input, level, Vec::new()).unwrap();
             assert!(got == want, "input {i} level {level}");
             assert_eq!(got_stats, want_stats);
-            // Through a real file, with writev and pwrite patches.
-            let path = dir.path().join(format!("{i}-{level}"));
-            let file = std::fs::File::create(&path).unwrap();
-            hprof::strip_mapped(input, level, hprof::FileSink { file }).unwrap();
-            assert!(read(&path) == want, "file: input {i} level {level}");
+            let (got, got_stats) =
+                hprof::strip_mapped_parts(input, level, Vec::new(), 0, 1).unwrap();
+            assert!(got == want, "writer thread: input {i} level {level}");
+            assert_eq!(got_stats, want_stats);
+            // Through a real file, with writev and pwrite patches, both ways.
+            for workers in [0, 1] {
+                let path = dir.path().join(format!("{i}-{level}-{workers}"));
+                let file = std::fs::File::create(&path).unwrap();
+                hprof::strip_mapped_parts(input, level, hprof::FileSink { file }, 0, workers)
+                    .unwrap();
+                assert!(
+                    read(&path) == want,
+                    "file: input {i} level {level} workers {workers}"
+                );
+            }
         }
     }
 }
