@@ -11,22 +11,6 @@ ensure_big_dump() {
   mv target/bench/big.tmp.hprof "$BIG_DUMP"
 }
 
-# now: seconds since the epoch, with nanoseconds.
-now() { date +%s.%N; }
-
-# best_of N CMD...: the shortest wall time of N runs, in seconds.
-best_of() {
-  local n=$1; shift
-  local best=""
-  for _ in $(seq "$n"); do
-    local t0 t1 d
-    t0=$(now); "$@" >/dev/null; t1=$(now)
-    d=$(echo "$t1 - $t0" | bc -l)
-    if [ -z "$best" ] || [ "$(echo "$d < $best" | bc -l)" = 1 ]; then best=$d; fi
-  done
-  echo "$best"
-}
-
 # An ART-style dump of KOOM's published size (154 MB), with the generator's default composition:
 # a third of the objects in the image and zygote heaps, primitive arrays of 256 bytes on average.
 # Made once with BIN (the release build) and cached.
