@@ -4,7 +4,8 @@
 //! - whatever the stripper accepts, its output parses again and restores;
 //! - an input the stripper rejects is rejected at the same offset whatever the chunking;
 //! - the parallel stripper (parts of a few records, two threads) writes the same bytes and
-//!   reports the same error, message included.
+//!   reports the same error, message included; so does the mapped stripper that writes on the
+//!   parsing thread (small inputs).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -37,6 +38,13 @@ fuzz_target!(|data: &[u8]| {
         (Ok((a, _)), Ok((b, _))) => assert!(a == b, "chunking changed the output"),
         (Err(a), Err(b)) => assert_eq!(a.offset, b.offset, "{a} vs {b}"),
         _ => panic!("whole: {:?}, chunked: {:?}", whole.is_ok(), chunked.is_ok()),
+    }
+    // The mapped stripper writing on the parsing thread (what `oomguard strip` does under 16 MiB).
+    let direct = strip_mapped_parts(input, level, Vec::new(), 0, 0);
+    match (&whole, &direct) {
+        (Ok(a), Ok(b)) => assert!(a == b, "the direct mapped stripper changed the output"),
+        (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string()),
+        _ => panic!("whole: {:?}, direct: {:?}", whole.is_ok(), direct.is_ok()),
     }
     let part = 16 + (ctl as u64 & 0x3f);
     let parallel = strip_mapped_parts(input, level, Vec::new(), part, 2);
