@@ -357,8 +357,9 @@ struct Gather<'a, D: Drain> {
 
 /// Where [`Gather`] sends full batches, and patches of bytes already sent.
 trait Drain {
-    /// Take `batch` (non-empty); give back an empty one to fill next.
-    fn batch(&mut self, batch: Pieces) -> std::result::Result<Pieces, String>;
+    /// Take `batch` (non-empty, its input pieces within `base`); give back an empty one to fill
+    /// next.
+    fn batch(&mut self, base: &[u8], batch: Pieces) -> std::result::Result<Pieces, String>;
     /// Overwrite bytes at `offset` (already sent).
     fn patch(&mut self, offset: u64, b: &[u8]) -> std::result::Result<(), String>;
 }
@@ -371,7 +372,8 @@ struct Channel {
 }
 
 impl Drain for Channel {
-    fn batch(&mut self, batch: Pieces) -> std::result::Result<Pieces, String> {
+    /// (The writer thread was given `base` when it started.)
+    fn batch(&mut self, _base: &[u8], batch: Pieces) -> std::result::Result<Pieces, String> {
         self.tx
             .send(Msg::Batch(batch))
             .map_err(|_| WRITER_GONE.to_string())?;
@@ -385,16 +387,15 @@ impl Drain for Channel {
 }
 
 /// The sink written on the parsing thread.
-struct Direct<'a, S: Sink> {
+struct Direct<S: Sink> {
     sink: S,
-    base: &'a [u8],
     stage: Stage,
 }
 
-impl<S: Sink> Drain for Direct<'_, S> {
-    fn batch(&mut self, mut batch: Pieces) -> std::result::Result<Pieces, String> {
+impl<S: Sink> Drain for Direct<S> {
+    fn batch(&mut self, base: &[u8], mut batch: Pieces) -> std::result::Result<Pieces, String> {
         self.stage
-            .write_batch(&mut self.sink, self.base, &batch)
+            .write_batch(&mut self.sink, base, &batch)
             .map_err(write_err)?;
         batch.clear();
         Ok(batch)
@@ -464,7 +465,7 @@ impl<D: Drain> Emit for Gather<'_, D> {
         }
         self.flushed += self.pieces.len;
         let batch = std::mem::take(&mut self.pieces);
-        self.pieces = self.drain.batch(batch)?;
+        self.pieces = self.drain.batch(self.base, batch)?;
         Ok(())
     }
 }
@@ -572,7 +573,6 @@ impl Stage {
         i
     }
 
-    /// Write what is staged, in `writev`s of at most [`IOV_MAX`] iovecs.
     /// Write all of `pieces`, a stage at a time.
     fn write_batch<S: Sink>(
         &mut self,
@@ -588,6 +588,7 @@ impl Stage {
         Ok(())
     }
 
+    /// Write what is staged, in `writev`s of at most [`IOV_MAX`] iovecs.
     fn write<S: Sink>(&self, sink: &mut S, base: &[u8]) -> io::Result<()> {
         let mut bufs: Vec<&[u8]> = Vec::with_capacity(self.spans.len().min(IOV_MAX));
         for chunk in self.spans.chunks(IOV_MAX) {
@@ -919,7 +920,6 @@ pub fn strip_mapped_parts<S: Sink + Send>(
     if workers == 0 {
         let drain = Direct {
             sink,
-            base: input,
             stage: Stage::default(),
         };
         let mut parser = Parser::new();
