@@ -531,7 +531,16 @@ impl Parser {
                 let t = u[0];
                 let id = || read_id(&u[1..], idsz);
                 let s = match t {
-                    sub::CLASS_DUMP => Sub::Class(parse_class(u, idsz)),
+                    sub::CLASS_DUMP => match class_at(u, idsz) {
+                        Some((c, _)) => Sub::Class(c),
+                        // measure_class accepted it: cannot happen.
+                        None => {
+                            return Err(Error::new(
+                                at,
+                                "internal: a measured class dump did not parse",
+                            ))
+                        }
+                    },
                     sub::INSTANCE_DUMP => Sub::Instance {
                         id: id(),
                         stack_serial: read_u32(&u[1 + n..]),
@@ -605,10 +614,10 @@ impl Parser {
         }
     }
 
-    /// Parse instance and array dumps that lie whole in `data` (and inside the segment) in one
-    /// tight loop, telling the visitor exactly what the general path would. Stops at the first
-    /// record that is cut, ends the segment, or is of another kind (or malformed: the general path
-    /// then reports it). Returns the bytes consumed.
+    /// Parse the sub-records that lie whole in `data` (and inside the segment) in one tight loop,
+    /// telling the visitor exactly what the general path would. Stops at the first record that
+    /// is cut, ends the segment, or is malformed (the general path then reports it). Returns the
+    /// bytes consumed.
     fn fast_subs<V: Visitor + ?Sized>(
         &mut self,
         data: &[u8],
@@ -647,7 +656,16 @@ impl Parser {
                     v.sub(at, &s, &b[..len]).map_err(fail(at))?;
                     p += len;
                 }
-                t @ (sub::PRIMITIVE_ARRAY_DUMP | sub::OBJECT_ARRAY_DUMP) => {
+                sub::CLASS_DUMP => {
+                    let Some((c, len)) = class_at(b, idsz) else {
+                        break;
+                    };
+                    v.sub(at, &Sub::Class(c), &b[..len]).map_err(fail(at))?;
+                    p += len;
+                }
+                t @ (sub::PRIMITIVE_ARRAY_DUMP
+                | sub::PRIMITIVE_ARRAY_NODATA_DUMP
+                | sub::OBJECT_ARRAY_DUMP) => {
                     let h = if t == sub::OBJECT_ARRAY_DUMP {
                         9 + 2 * n
                     } else {
@@ -670,14 +688,16 @@ impl Parser {
                             Some(BasicType::Object) | None => break,
                             Some(ty) => ty,
                         };
+                        // A stripped array (0xC3) has no elements.
+                        let nodata = t == sub::PRIMITIVE_ARRAY_NODATA_DUMP;
                         let s = Sub::PrimitiveArray {
                             id: read_id(&b[1..], idsz),
                             stack_serial: read_u32(&b[1 + n..]),
                             len: count,
                             ty,
-                            nodata: false,
+                            nodata,
                         };
-                        (s, ty.size(idsz) as usize)
+                        (s, if nodata { 0 } else { ty.size(idsz) as usize })
                     };
                     let end = h as u64 + count as u64 * elem as u64;
                     if (b.len() as u64) < end {
@@ -745,7 +765,14 @@ impl Parser {
                 body: &raw[9..],
                 id_size: self.id_size,
             };
-            if check_record(&rec).is_err() {
+            // Most records are strings, whose only rule is to hold their id: judged here, without
+            // a call that may build an error message.
+            let ok = if t == tag::UTF8 {
+                rec.body.len() >= self.id_size as usize
+            } else {
+                check_record(&rec).is_ok()
+            };
+            if !ok {
                 break;
             }
             let at = base + p as u64;
@@ -981,45 +1008,70 @@ fn measure_class(b: &[u8], id_size: u32, at: u64) -> Result<Measure> {
     Ok(Measure::Len(end))
 }
 
-/// Parse a class dump that `measure_class` accepted.
-fn parse_class(b: &[u8], id_size: u32) -> ClassDump<'_> {
+/// The size of one value of the type whose tag is `t`, with identifiers of `n` bytes; 0 if `t`
+/// is not a value type. (One table lookup: a class dump names a type per field.)
+#[inline]
+fn value_size(t: u8, n: usize) -> usize {
+    // 2 object (an identifier, marked 0xFF here), 4 boolean, 5 char, 6 float, 7 double,
+    // 8 byte, 9 short, 10 int, 11 long.
+    const SIZE: [u8; 12] = [0, 0, 0xFF, 0, 1, 2, 4, 8, 1, 2, 4, 8];
+    match SIZE.get(t as usize) {
+        Some(0xFF) => n,
+        Some(&s) => s as usize,
+        None => 0,
+    }
+}
+
+/// A class dump that lies whole at the start of `b`, and its length, in one walk; `None` if it
+/// is cut by the end of `b` or malformed ([`measure_class`] then says which, and where).
+#[inline]
+fn class_at(b: &[u8], id_size: u32) -> Option<(ClassDump<'_>, usize)> {
     let n = id_size as usize;
-    let rid = |p: usize| read_id(&b[p..], id_size);
-    let id = rid(1);
-    let stack_serial = read_u32(&b[1 + n..]);
-    let super_id = rid(5 + n);
-    let loader_id = rid(5 + 2 * n);
-    let instance_size = read_u32(&b[5 + 7 * n..]);
+    // tag, id, u4 stack, super, loader, signers, domain, reserved x2, u4 instance size, u2 cp count
     let mut p = 1 + 7 * n + 8;
-    let constant_count = read_u16(&b[p..]);
+    let constant_count = read_u16(b.get(p..p + 2)?);
     p += 2;
     for _ in 0..constant_count {
-        let ty = BasicType::from_u8(b[p + 2]).unwrap_or(BasicType::Byte);
-        p += 3 + ty.size(id_size) as usize;
+        let sz = value_size(*b.get(p + 2)?, n);
+        if sz == 0 {
+            return None;
+        }
+        p += 3 + sz;
     }
-    let static_count = read_u16(&b[p..]);
+    let static_count = read_u16(b.get(p..p + 2)?);
     p += 2;
     let s0 = p;
     for _ in 0..static_count {
-        let ty = BasicType::from_u8(b[p + n]).unwrap_or(BasicType::Byte);
-        p += n + 1 + ty.size(id_size) as usize;
+        let sz = value_size(*b.get(p + n)?, n);
+        if sz == 0 {
+            return None;
+        }
+        p += n + 1 + sz;
     }
-    let statics_raw = &b[s0..p];
-    let field_count = read_u16(&b[p..]);
+    let statics_raw = b.get(s0..p)?;
+    let field_count = read_u16(b.get(p..p + 2)?);
     p += 2;
-    ClassDump {
-        id,
-        stack_serial,
-        super_id,
-        loader_id,
-        instance_size,
+    let fields_raw = b.get(p..p + field_count as usize * (n + 1))?;
+    if fields_raw
+        .chunks_exact(n + 1)
+        .any(|f| value_size(f[n], n) == 0)
+    {
+        return None;
+    }
+    let c = ClassDump {
+        id: read_id(&b[1..], id_size),
+        stack_serial: read_u32(&b[1 + n..]),
+        super_id: read_id(&b[5 + n..], id_size),
+        loader_id: read_id(&b[5 + 2 * n..], id_size),
+        instance_size: read_u32(&b[5 + 7 * n..]),
         constant_count,
         static_count,
         field_count,
         statics_raw,
-        fields_raw: &b[p..],
+        fields_raw,
         id_size,
-    }
+    };
+    Some((c, p + fields_raw.len()))
 }
 
 #[cfg(test)]
@@ -1056,20 +1108,16 @@ mod tests {
             Ok(())
         }
         fn sub(&mut self, at: u64, s: &Sub<'_>, raw: &[u8]) -> std::result::Result<(), String> {
-            self.0.push(format!(
-                "sub@{at} {:#x} {}",
-                raw[0],
-                match s {
-                    Sub::Class(c) => format!(
-                        "class {} statics {} fields {}",
-                        c.id,
-                        c.statics().count(),
-                        c.fields().count()
-                    ),
-                    Sub::Instance { data, .. } => format!("instance {}", data.len()),
-                    _ => String::new(),
-                }
-            ));
+            // Everything the visitor is told, so that the fast and general paths must agree.
+            let class = match s {
+                Sub::Class(c) => format!(
+                    " statics {:?} fields {:?}",
+                    c.statics().collect::<Vec<_>>(),
+                    c.fields().collect::<Vec<_>>()
+                ),
+                _ => String::new(),
+            };
+            self.0.push(format!("sub@{at} {s:?}{class} raw {raw:?}"));
             Ok(())
         }
         fn array_data(&mut self, d: &[u8]) -> std::result::Result<(), String> {
@@ -1104,6 +1152,8 @@ mod tests {
         w.primitive_array(0x300, BasicType::Char, 3, &[0, 65, 0, 66, 0, 67]);
         w.primitive_array(0x310, BasicType::Int, 0, &[]);
         w.object_array(0x400, 0x100, &[0x200, 0x300]);
+        w.primitive_array_nodata(0x320, BasicType::Long, 5);
+        w.heap_info(3, 1);
         w.root(crate::hprof::sub::ROOT_STICKY_CLASS, 0x100);
         w.heap_dump_end();
         w.finish()
@@ -1128,9 +1178,15 @@ mod tests {
             let (whole, r) = parse_chunked(&b, b.len());
             r.unwrap();
             let text = whole.0.join("\n");
-            assert!(text.contains("class 256 statics 2 fields 2"), "{text}");
-            assert!(text.contains("instance 12"), "{text}");
+            assert!(text.contains("Class(ClassDump { id: 256"), "{text}");
+            assert!(text.contains("fields [(4, Int), (5, Object)]"), "{text}");
+            assert!(text.contains("Instance { id: 512"), "{text}");
             assert!(text.contains("data 6"), "{text}");
+            assert!(text.contains("len: 5, ty: Long, nodata: true"), "{text}");
+            assert!(
+                text.contains("HeapDumpInfo { heap_type: 3, name_id: 1 }"),
+                "{text}"
+            );
             for step in [1, 2, 3, 5, 7, 13] {
                 let (log, r) = parse_chunked(&b, step);
                 r.unwrap();
@@ -1231,6 +1287,46 @@ mod tests {
         let e = r.unwrap_err();
         assert_eq!(e.offset, type_at as u64);
         assert!(e.what.contains("invalid element type 3"));
+    }
+
+    /// A class dump whole in the chunk takes the fast path, one cut by the chunk the general
+    /// path: both must report a bad value type at its byte, and a class dump running past its
+    /// segment at the class dump.
+    #[test]
+    fn a_bad_class_dump_is_reported_alike_whole_and_bytewise() {
+        for id_size in [4u32, 8] {
+            let n = id_size as usize;
+            let good = sample(id_size);
+            // The class dump follows the header, the UTF8 and LOAD_CLASS records and a segment head.
+            let utf8 = 9 + n + 3;
+            let class_at = HEADER_LEN + utf8 + 9 + 8 + 2 * n + 9;
+            let statics = class_at + 1 + 7 * n + 8 + 2 + 2;
+            let first_static_type = statics + n;
+            let second_static_type = first_static_type + 1 + 8 + n;
+            let fields = second_static_type + 1 + n + 2;
+            let second_field_type = fields + (n + 1) + n;
+            for at in [first_static_type, second_static_type, second_field_type] {
+                let mut b = good.clone();
+                b[at] = 12;
+                let whole = parse_chunked(&b, b.len());
+                let bytewise = parse_chunked(&b, 1);
+                let e = whole.1.clone().unwrap_err();
+                assert_eq!(e.offset, at as u64, "id size {id_size}: {e}");
+                assert!(e.what.contains("invalid value type 12"), "{e}");
+                assert_eq!(whole.1, bytewise.1);
+                assert_eq!(whole.0 .0, bytewise.0 .0);
+            }
+            // The segment ends inside the class dump.
+            let seg_len_at = class_at - 9 + 5;
+            let mut b = good.clone();
+            let short = (class_at - (seg_len_at + 4) + 20) as u32;
+            b[seg_len_at..seg_len_at + 4].copy_from_slice(&short.to_be_bytes());
+            let whole = parse_chunked(&b, b.len());
+            let e = whole.1.clone().unwrap_err();
+            assert_eq!(e.offset, class_at as u64, "{e}");
+            assert!(e.what.contains("runs past the end"), "{e}");
+            assert_eq!(whole.1, parse_chunked(&b, 1).1);
+        }
     }
 }
 #[cfg(test)]

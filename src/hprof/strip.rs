@@ -139,15 +139,11 @@ pub(crate) trait Emit {
     fn pos(&self) -> u64;
     fn raw(&mut self, b: &[u8]) -> std::result::Result<(), String>;
     fn lit(&mut self, b: &[u8]) -> std::result::Result<(), String>;
-    /// Made-up bytes of a stripped array's head: the first `len` bytes of `h`. The same as
-    /// `lit(&h[..len])`; an emitter may copy the whole fixed-size head and keep `len` of it,
-    /// which is cheaper than a copy of variable length (one per array).
-    fn lit_head(
-        &mut self,
-        h: &[u8; ARRAY_HEAD_MAX],
-        len: usize,
-    ) -> std::result::Result<(), String> {
-        self.lit(&h[..len])
+    /// Made-up bytes: `head`, the head of a primitive array dump (tag, id, serial, length,
+    /// type), as the head of a PRIMITIVE_ARRAY_NODATA record (the same bytes but the tag).
+    fn nodata_head(&mut self, head: &[u8]) -> std::result::Result<(), String> {
+        self.lit(&[sub::PRIMITIVE_ARRAY_NODATA_DUMP])?;
+        self.lit(&head[1..])
     }
     fn patch(&mut self, offset: u64, b: &[u8]) -> std::result::Result<(), String>;
     fn flush(&mut self) -> std::result::Result<(), String>;
@@ -155,6 +151,24 @@ pub(crate) trait Emit {
 
 /// The longest primitive array head (tag, 8-byte id, serial, length, type).
 const ARRAY_HEAD_MAX: usize = 18;
+
+/// Append `head`, a primitive array dump's head, to `v` as a PRIMITIVE_ARRAY_NODATA head (see
+/// [`Emit::nodata_head`]). One per array: the heads of the two identifier sizes are copied at a
+/// fixed length, a few moves instead of a call to `memcpy`.
+#[inline]
+fn push_nodata_head(v: &mut Vec<u8>, head: &[u8]) {
+    let at = v.len();
+    if let Ok(h) = <&[u8; ARRAY_HEAD_MAX - 4]>::try_from(head) {
+        v.extend_from_slice(h);
+    } else if let Ok(h) = <&[u8; ARRAY_HEAD_MAX]>::try_from(head) {
+        v.extend_from_slice(h);
+    } else {
+        v.extend_from_slice(head);
+    }
+    if let Some(t) = v.get_mut(at) {
+        *t = sub::PRIMITIVE_ARRAY_NODATA_DUMP;
+    }
+}
 
 impl<S: Sink> Emit for Out<S> {
     fn pos(&self) -> u64 {
@@ -244,6 +258,10 @@ struct Pieces {
     lits: Vec<u8>,
     /// Bytes in `list`.
     len: u64,
+    /// The last piece [`Pieces::lit`] added: its offset and where its bytes are in `lits`. A
+    /// segment's header is added that way, and patched when the segment ends: found here, not by
+    /// a walk back over the segment's pieces.
+    last_lit: Option<(u64, usize, usize)>,
 }
 
 #[derive(Clone, Copy)]
@@ -259,6 +277,7 @@ impl Pieces {
             list: Vec::with_capacity(GATHER_PIECES),
             lits: Vec::with_capacity(GATHER_PIECES * ARRAY_HEAD_MAX),
             len: 0,
+            last_lit: None,
         }
     }
 
@@ -288,15 +307,15 @@ impl Pieces {
     fn lit(&mut self, b: &[u8]) {
         let start = self.lits.len();
         self.lits.extend_from_slice(b);
+        self.last_lit = Some((self.len, start, b.len()));
         self.lit_piece(start, b.len());
     }
 
     #[inline]
-    fn lit_head(&mut self, h: &[u8; ARRAY_HEAD_MAX], len: usize) {
+    fn nodata_head(&mut self, head: &[u8]) {
         let start = self.lits.len();
-        self.lits.extend_from_slice(h);
-        self.lits.truncate(start + len);
-        self.lit_piece(start, len);
+        push_nodata_head(&mut self.lits, head);
+        self.lit_piece(start, head.len());
     }
 
     #[inline]
@@ -308,6 +327,13 @@ impl Pieces {
     /// Overwrite made-up bytes at `offset` (counted from the first piece). Patches land on
     /// recent bytes (a segment's header, a few KiB back): walk back from the end.
     fn patch(&mut self, offset: u64, b: &[u8]) -> std::result::Result<(), String> {
+        if let Some((at, start, len)) = self.last_lit {
+            if offset >= at && offset + b.len() as u64 <= at + len as u64 {
+                let o = start + (offset - at) as usize;
+                self.lits[o..o + b.len()].copy_from_slice(b);
+                return Ok(());
+            }
+        }
         let mut end = self.len;
         for p in self.list.iter().rev() {
             let (len, lit) = match *p {
@@ -339,6 +365,7 @@ impl Pieces {
         self.list.clear();
         self.lits.clear();
         self.len = 0;
+        self.last_lit = None;
     }
 }
 
@@ -445,12 +472,8 @@ impl<D: Drain> Emit for Gather<'_, D> {
         self.maybe_flush()
     }
     #[inline]
-    fn lit_head(
-        &mut self,
-        h: &[u8; ARRAY_HEAD_MAX],
-        len: usize,
-    ) -> std::result::Result<(), String> {
-        self.pieces.lit_head(h, len);
+    fn nodata_head(&mut self, head: &[u8]) -> std::result::Result<(), String> {
+        self.pieces.nodata_head(head);
         self.maybe_flush()
     }
     fn patch(&mut self, offset: u64, b: &[u8]) -> std::result::Result<(), String> {
@@ -725,6 +748,7 @@ impl<E: Emit> Visitor for State<E> {
         self.out.lit(&h)
     }
 
+    #[inline(always)]
     fn record(
         &mut self,
         _at: u64,
@@ -761,6 +785,7 @@ impl<E: Emit> Visitor for State<E> {
         self.out.patch(self.seg_head + 5, &len.to_be_bytes())
     }
 
+    #[inline(always)]
     fn sub(&mut self, _at: u64, s: &Sub<'_>, raw: &[u8]) -> std::result::Result<(), String> {
         self.skip_array = false;
         if self.fresh && self.level == Level::App {
@@ -801,15 +826,7 @@ impl<E: Emit> Visitor for State<E> {
                 self.skip_array = true;
                 self.stats.arrays_stripped += 1;
                 self.stats.array_bytes_removed += len as u64 * ty.size(4) as u64;
-                // Fixed-size copies for the two id sizes (a head is 10 + id size bytes).
-                let mut h = [0u8; ARRAY_HEAD_MAX];
-                match raw.len() {
-                    ARRAY_HEAD_MAX => h.copy_from_slice(raw),
-                    14 => h[..14].copy_from_slice(raw),
-                    n => h[..n].copy_from_slice(raw),
-                }
-                h[0] = sub::PRIMITIVE_ARRAY_NODATA_DUMP;
-                self.out.lit_head(&h, raw.len())
+                self.out.nodata_head(raw)
             }
             Sub::Class(_) if self.pending_info_len > 0 => {
                 let n = self.pending_info_len;
@@ -822,6 +839,7 @@ impl<E: Emit> Visitor for State<E> {
         }
     }
 
+    #[inline(always)]
     fn array_data(&mut self, data: &[u8]) -> std::result::Result<(), String> {
         if self.skip_array {
             Ok(())

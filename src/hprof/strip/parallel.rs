@@ -17,7 +17,7 @@
 //! - A parse error is reported at the same byte offset as the sequential stripper reports it:
 //!   parts are written in order, so the first failing part is the first failure in the file.
 
-use super::{Carry, Emit, Level, Pieces, Sink, Span, Stage, State, StripStats, ARRAY_HEAD_MAX};
+use super::{push_nodata_head, Carry, Emit, Level, Pieces, Sink, Span, Stage, State, StripStats};
 use crate::hprof::parser::Parser;
 use crate::hprof::{read_id, read_u32, tag, Error, Result, HEADER_LEN};
 use std::collections::BTreeMap;
@@ -170,17 +170,12 @@ impl Emit for Collect<'_> {
         Ok(())
     }
     #[inline]
-    fn lit_head(
-        &mut self,
-        h: &[u8; ARRAY_HEAD_MAX],
-        len: usize,
-    ) -> std::result::Result<(), String> {
+    fn nodata_head(&mut self, head: &[u8]) -> std::result::Result<(), String> {
         self.end_run();
-        self.len += len as u64;
+        self.len += head.len() as u64;
         let at = self.out.bytes.len();
-        self.out.bytes.extend_from_slice(h);
-        self.out.bytes.truncate(at + len);
-        self.out.staged(at, len);
+        push_nodata_head(&mut self.out.bytes, head);
+        self.out.staged(at, head.len());
         Ok(())
     }
     fn patch(&mut self, offset: u64, b: &[u8]) -> std::result::Result<(), String> {
