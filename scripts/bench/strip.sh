@@ -84,6 +84,12 @@ tnull0=$(best_strip /dev/null "$empty")
 printf '\nprocess start (a 31-byte, header-only dump; best of %d): cat %.2f ms, oomguard strip %.2f ms.\n' \
   "$runs" "$(echo "1000 * $tcat0" | bc -l)" "$(echo "1000 * $tnull0" | bc -l)"
 echo "  On the few-MB Android fixtures this is most of cat's time, so their ratios are bound by it."
+# The stripper's own time on those fixtures, in one process (no start, mapping or storing).
+cargo build --release --quiet --example strip_repeat
+for f in "${files[@]:2}"; do
+  echo "in process, $(basename "$f") to a counting sink, 500 strips after 20 untimed (examples/strip_repeat):"
+  target/release/examples/strip_repeat "$f" 500 | sed 's/^/  /'
+done
 echo
 echo "floor: what level arrays must keep of the file (all but primitive array contents): the"
 echo "  smallest output any stripper that keeps every object, reference and class can write."
