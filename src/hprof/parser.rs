@@ -1009,17 +1009,10 @@ fn measure_class(b: &[u8], id_size: u32, at: u64) -> Result<Measure> {
 }
 
 /// The size of one value of the type whose tag is `t`, with identifiers of `n` bytes; 0 if `t`
-/// is not a value type. (One table lookup: a class dump names a type per field.)
+/// is not a value type.
 #[inline]
 fn value_size(t: u8, n: usize) -> usize {
-    // 2 object (an identifier, marked 0xFF here), 4 boolean, 5 char, 6 float, 7 double,
-    // 8 byte, 9 short, 10 int, 11 long.
-    const SIZE: [u8; 12] = [0, 0, 0xFF, 0, 1, 2, 4, 8, 1, 2, 4, 8];
-    match SIZE.get(t as usize) {
-        Some(0xFF) => n,
-        Some(&s) => s as usize,
-        None => 0,
-    }
+    BasicType::from_u8(t).map_or(0, |ty| ty.size(n as u32) as usize)
 }
 
 /// A class dump that lies whole at the start of `b`, and its length, in one walk; `None` if it

@@ -940,11 +940,7 @@ pub fn strip_mapped_parts<S: Sink + Send>(
             sink,
             stage: Stage::default(),
         };
-        let mut parser = Parser::new();
-        let mut state = State::new(level, Gather::new(drain, input));
-        parser.feed(input, &mut state)?;
-        parser.finish()?;
-        let (out, stats) = state.finish(end)?;
+        let (out, stats) = strip_gathered(input, level, drain)?;
         return Ok((out.drain.sink, stats));
     }
     std::thread::scope(|scope| {
@@ -954,13 +950,7 @@ pub fn strip_mapped_parts<S: Sink + Send>(
             .name("oomguard-write".into())
             .spawn_scoped(scope, move || gather_writer(sink, input, rx, rtx))
             .map_err(|e| Error::new(0, format!("cannot start the writer thread: {e}")))?;
-        let mut parser = Parser::new();
-        let drain = Channel { tx, recycle: rrx };
-        let mut state = State::new(level, Gather::new(drain, input));
-        let parsed = parser
-            .feed(input, &mut state)
-            .and_then(|_| parser.finish())
-            .and_then(|_| state.finish(end));
+        let parsed = strip_gathered(input, level, Channel { tx, recycle: rrx });
         // Dropping the emitter closes the channel: the writer drains what is queued and ends.
         let stats = parsed.map(|(out, stats)| {
             drop(out);
@@ -976,6 +966,19 @@ pub fn strip_mapped_parts<S: Sink + Send>(
             (Err(e), Ok(_)) => Err(e),
         }
     })
+}
+
+/// Parse all of `input` and strip it into a [`Gather`] over `drain`, flushed.
+fn strip_gathered<D: Drain>(
+    input: &[u8],
+    level: Level,
+    drain: D,
+) -> Result<(Gather<'_, D>, StripStats)> {
+    let mut parser = Parser::new();
+    let mut state = State::new(level, Gather::new(drain, input));
+    parser.feed(input, &mut state)?;
+    parser.finish()?;
+    state.finish(input.len() as u64)
 }
 
 /// Strip a whole in-memory dump.
