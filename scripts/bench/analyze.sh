@@ -17,7 +17,7 @@ MINI=target/bench/big.stripped.hprof
 SLURP=target/hprof-slurp/bin/hprof-slurp
 mkdir -p target/bench
 ensure_big_dump
-cargo build --release --quiet
+cargo build --release --quiet --bin oomguard --example id_lookup
 BIN=target/release/oomguard
 if [ ! -f "$MINI" ] || [ "$MINI" -ot "$BIG" ]; then
   "$BIN" strip "$BIG" -o "$MINI" >/dev/null
@@ -96,3 +96,6 @@ for label, path in zip(("phases      last full run", "ART-style   last run"), sy
           % (t["graphMs"], t["pathsMs"], t["dominatorsMs"], t["reportMs"], t["totalMs"]))
     print("            graph size: %d objects, %d references" % (a["objects"], a["references"]))
 PY
+# The step from an edge's target id to its node (the one-pass scan's resolve, pass 2's edges):
+# the rank map the analyser uses on packed heaps, against the bucket map it falls back to.
+target/release/examples/id_lookup 9

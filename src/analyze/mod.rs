@@ -44,6 +44,7 @@ mod arrays;
 pub mod dominators;
 pub mod index;
 pub mod paths;
+mod rank;
 pub mod report;
 
 pub use report::{Report, Summary};

@@ -1,0 +1,313 @@
+//! Id lookups by rank: one bit per possible object address, and a running count, so that an
+//! id's node (its position among the sorted ids) is the number of ids below it.
+//!
+//! Object ids are addresses, aligned (HotSpot and ART place objects on 8-byte boundaries) and
+//! packed: a heap is mostly objects side by side. The map cuts the addresses from the smallest
+//! id on into slots, one per possible object start (the ids' common alignment), and the slots
+//! into blocks of [`SLOTS`], each half a 64-byte cache line: the number of ids before the block
+//! and within it before its second and third word, then the block's bits. A lookup reads one
+//! such line and counts the bits of one word, found through a small table of regions (a run of
+//! [`BLOCKS`] blocks each) that holds blocks only where some id lies, so heaps whose spaces lie
+//! gigabytes apart (ART) stay small too. (Bits are counted in software on x86-64 builds
+//! without `popcnt`, the default: a block of seven words, counting up to seven of them per
+//! lookup, made the lookups on a 540 MB dump no faster than the bucket map's.)
+//!
+//! Its size follows the heap's address span, not its object count, so [`RankMap::new`] gives
+//! up (the caller keeps the bucket map, [`super::index::IdMap`]) when it would take more than
+//! [`MAX_BYTES_PER_ID`] per id: ids too far apart, or not sharing an alignment.
+#![forbid(unsafe_code)]
+
+use super::index::NONE;
+
+/// Slots per block: the bits of three 64-bit words (the fourth holds the counts).
+const SLOTS: u64 = 3 * 64;
+/// Blocks per region (a power of two).
+const BLOCKS: u64 = 256;
+/// A block's size in bytes.
+const BLOCK_BYTES: u64 = 32;
+/// The most the map may take per id, regions and blocks together, before the bucket map is
+/// used instead (which takes 1 to 2 bytes per id but reads three arrays per lookup).
+pub const MAX_BYTES_PER_ID: u64 = 8;
+
+/// Half a cache line: words 1 to 3 are the bits of its slots; word 0 holds in its low 32 bits
+/// the number of ids in the blocks before it, in bits 32 to 39 the number in word 1, in bits
+/// 40 to 47 those in words 1 and 2 (at most 128).
+#[derive(Clone, Copy, Default)]
+#[repr(C, align(32))]
+struct Block([u64; 4]);
+
+pub struct RankMap {
+    min: u64,
+    /// log2 of the slot width in bytes (the ids' common alignment from `min`).
+    shift: u32,
+    /// Per region: the index of its first block in `blocks`, or [`NONE`] if it holds no id.
+    region: Vec<u32>,
+    blocks: Vec<Block>,
+}
+
+impl RankMap {
+    /// The map of `ids` (sorted, distinct), or `None` if it would take more than
+    /// [`MAX_BYTES_PER_ID`] per id (or there are none, or more than [`NONE`]).
+    pub fn new(ids: &[u64]) -> Option<RankMap> {
+        Self::within(ids, (ids.len() as u64).saturating_mul(MAX_BYTES_PER_ID))
+    }
+
+    /// [`RankMap::new`] with a budget of `budget` bytes in all.
+    fn within(ids: &[u64], budget: u64) -> Option<RankMap> {
+        let (&min, &max) = (ids.first()?, ids.last()?);
+        if ids.len() >= NONE as usize {
+            return None;
+        }
+        let spread = ids.iter().fold(0u64, |acc, &id| acc | (id - min));
+        let shift = spread.trailing_zeros().min(63);
+        let last_region = ((max - min) >> shift) / SLOTS / BLOCKS;
+        // The region table alone must fit.
+        if last_region.saturating_add(1).saturating_mul(4) > budget {
+            return None;
+        }
+        let region_of = |id: u64| (((id - min) >> shift) / SLOTS / BLOCKS) as usize;
+        let mut occupied = 0u64;
+        let mut last = usize::MAX;
+        for &id in ids {
+            let r = region_of(id);
+            if r != last {
+                last = r;
+                occupied += 1;
+            }
+        }
+        let bytes = (last_region + 1) * 4 + occupied * BLOCKS * BLOCK_BYTES;
+        if bytes > budget || occupied * BLOCKS >= NONE as u64 {
+            return None;
+        }
+        let mut region = vec![NONE; last_region as usize + 1];
+        let mut blocks = vec![Block::default(); (occupied * BLOCKS) as usize];
+        let mut next = 0u32;
+        for &id in ids {
+            let slot = (id - min) >> shift;
+            let r = region_of(id);
+            if region[r] == NONE {
+                region[r] = next;
+                next += BLOCKS as u32;
+            }
+            let b = region[r] as usize + ((slot / SLOTS) % BLOCKS) as usize;
+            let within = slot % SLOTS;
+            blocks[b].0[1 + (within / 64) as usize] |= 1 << (within % 64);
+        }
+        let mut before = 0u64;
+        for b in blocks.iter_mut() {
+            let [_, w1, w2, w3] = b.0.map(|w| w.count_ones() as u64);
+            b.0[0] = before | w1 << 32 | (w1 + w2) << 40;
+            before += w1 + w2 + w3;
+        }
+        Some(RankMap {
+            min,
+            shift,
+            region,
+            blocks,
+        })
+    }
+
+    /// The map's size in bytes.
+    pub fn bytes(&self) -> usize {
+        self.region.len() * 4 + self.blocks.len() * BLOCK_BYTES as usize
+    }
+
+    /// The block `id` would be in and its slot there, if the id could be one of the map's.
+    #[inline]
+    fn place(&self, id: u64) -> Option<(usize, u32)> {
+        let off = id.checked_sub(self.min)?;
+        if off & ((1u64 << self.shift) - 1) != 0 {
+            return None;
+        }
+        let slot = off >> self.shift;
+        let block = slot / SLOTS;
+        let first = *self.region.get(usize::try_from(block / BLOCKS).ok()?)?;
+        if first == NONE {
+            return None;
+        }
+        Some((
+            first as usize + (block % BLOCKS) as usize,
+            (slot % SLOTS) as u32,
+        ))
+    }
+
+    /// The rank of slot `within` of block `b` if its bit is set.
+    #[inline]
+    fn rank(&self, b: usize, within: u32) -> u32 {
+        let w = &self.blocks[b].0;
+        let k = (within / 64) as usize;
+        let bit = within % 64;
+        let word = w[1 + k];
+        if word >> bit & 1 == 0 {
+            return NONE;
+        }
+        // The ids before the block, those before word k within it, those before the bit.
+        let within_before = (w[0] >> 32 << 8) >> (8 * k) & 0xff;
+        (w[0] as u32) + within_before as u32 + (word & ((1u64 << bit) - 1)).count_ones()
+    }
+
+    /// The position of `id` among the ids the map was built from.
+    #[inline]
+    pub fn find(&self, id: u64) -> Option<u32> {
+        let (b, within) = self.place(id)?;
+        Some(self.rank(b, within)).filter(|&r| r != NONE)
+    }
+
+    /// [`RankMap::find`] for many ids: `out[i]` is the position of `q[i]`, or [`NONE`]. Each
+    /// block is asked for a few lookups before it is read, so that the reads' cache misses
+    /// overlap.
+    pub fn find_batch(&self, q: &[u64], out: &mut [u32]) {
+        const D: usize = 16;
+        const RING: usize = 32;
+        let mut at = [(usize::MAX, 0u32); RING];
+        for t in 0..q.len() + D {
+            if let Some(&id) = q.get(t) {
+                let p = self.place(id).unwrap_or((usize::MAX, 0));
+                if p.0 != usize::MAX {
+                    crate::mapped::prefetch_at(&self.blocks, p.0);
+                }
+                at[t % RING] = p;
+            }
+            if let Some(i) = t.checked_sub(D) {
+                let (b, within) = at[i % RING];
+                out[i] = if b == usize::MAX {
+                    NONE
+                } else {
+                    self.rank(b, within)
+                };
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The map of `ids` within `budget` bytes finds exactly them, at their positions, one by one
+    /// and in batches; false if it was refused.
+    fn check(ids: &[u64], budget: u64, probes: &[u64]) -> Result<bool, TestCaseError> {
+        let Some(m) = RankMap::within(ids, budget) else {
+            return Ok(false);
+        };
+        prop_assert!(m.bytes() as u64 <= budget);
+        for (i, &id) in ids.iter().enumerate() {
+            prop_assert_eq!(m.find(id), Some(i as u32));
+        }
+        let mut q: Vec<u64> = probes.to_vec();
+        for &id in ids.iter().step_by(3) {
+            q.extend([
+                id,
+                id.wrapping_add(1),
+                id.wrapping_sub(8),
+                id.wrapping_add(8),
+            ]);
+        }
+        for p in &q {
+            prop_assert_eq!(m.find(*p), ids.binary_search(p).ok().map(|i| i as u32));
+        }
+        let mut got = vec![0u32; q.len()];
+        m.find_batch(&q, &mut got);
+        for (p, g) in q.iter().zip(&got) {
+            prop_assert_eq!(*g, ids.binary_search(p).map_or(NONE, |i| i as u32));
+        }
+        Ok(true)
+    }
+
+    /// Runs of ids `step << align` bytes apart from `base << align` on.
+    fn runs_of(runs: &[(u64, usize, u64)], align: u32) -> Vec<u64> {
+        let mut ids = Vec::new();
+        for &(base, n, step) in runs {
+            for i in 0..n as u64 {
+                ids.push((base << align).wrapping_add((i * step) << align));
+            }
+        }
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+
+    proptest! {
+        /// Dense runs of aligned ids within a few hundred megabytes: the map is made, finds
+        /// every id at its position, and finds nothing else (misaligned ids, ids between and
+        /// around the runs, anything).
+        #[test]
+        fn finds_exactly_the_ids(
+            runs in proptest::collection::vec((0u64..1 << 24, 1usize..2000, 1u64..8), 1..4),
+            align in 0u32..5,
+            probes in proptest::collection::vec(any::<u64>(), 0..200),
+        ) {
+            let ids = runs_of(&runs, align);
+            prop_assert!(check(&ids, 16 << 20, &probes)?);
+        }
+
+        /// Runs anywhere in the 64-bit range: if the map is made within its budget, it is
+        /// exact.
+        #[test]
+        fn is_exact_or_refused_anywhere(
+            runs in proptest::collection::vec((any::<u64>(), 1usize..2000, 1u64..8), 1..4),
+            align in 0u32..5,
+            probes in proptest::collection::vec(any::<u64>(), 0..200),
+        ) {
+            let ids = runs_of(&runs, align);
+            check(&ids, 16 << 20, &probes)?;
+            check(&ids, ids.len() as u64 * MAX_BYTES_PER_ID, &probes)?;
+        }
+    }
+
+    /// A HotSpot-like heap (objects 16 to 48 bytes apart) is taken, with its ids' alignment.
+    #[test]
+    fn a_packed_heap_is_taken() {
+        let mut ids = Vec::new();
+        let mut at = 0x7_0000_0000u64;
+        for i in 0..100_000u64 {
+            ids.push(at);
+            at += 16 + (i % 3) * 16;
+        }
+        let m = RankMap::new(&ids).expect("a packed heap fits");
+        assert_eq!(m.shift, 4);
+        assert!(m.bytes() < ids.len() * 2, "{} bytes", m.bytes());
+        let budget = ids.len() as u64 * MAX_BYTES_PER_ID;
+        assert!(check(&ids, budget, &[0, 8, u64::MAX, at, at + 16]).unwrap());
+    }
+
+    /// ART's image, zygote and app spaces, gigabytes apart: only their regions get blocks.
+    #[test]
+    fn spaces_far_apart_are_taken() {
+        let mut ids = Vec::new();
+        for (base, n) in [
+            (0x12c0_0000u64, 300_000u64),
+            (0x3000_0000, 100_000),
+            (0x7000_0000, 200_000),
+        ] {
+            let mut at = base;
+            for i in 0..n {
+                ids.push(at);
+                at += 8 + (i % 5) * 8;
+            }
+        }
+        let m = RankMap::new(&ids).expect("three dense spaces fit");
+        assert!(m.bytes() < ids.len() * 4, "{} bytes", m.bytes());
+        let budget = ids.len() as u64 * MAX_BYTES_PER_ID;
+        assert!(check(&ids, budget, &[0x12c0_0000 - 8, 0x2fff_fff8, 0x7000_0004]).unwrap());
+    }
+
+    /// Ids scattered over the whole range, or without a common alignment beyond bytes in a
+    /// sparse heap, are left to the bucket map.
+    #[test]
+    fn sparse_ids_are_refused() {
+        assert!(RankMap::new(&[1, u64::MAX - 1]).is_none());
+        let scattered: Vec<u64> = (1..1000u64).map(|i| (i * i) << 24).collect();
+        assert!(RankMap::new(&scattered).is_none());
+        let odd: Vec<u64> = (0..1000u64).map(|i| 0x1000 + i * 4097).collect();
+        assert!(RankMap::new(&odd).is_none());
+        assert!(RankMap::new(&[]).is_none());
+        // A region's blocks (8 KiB) are too much for a single id, but would do.
+        assert!(RankMap::new(&[42]).is_none());
+        let one = RankMap::within(&[42], 1 << 20).expect("a single id");
+        assert_eq!(one.find(42), Some(0));
+        assert_eq!(one.find(43), None);
+        assert_eq!(one.find(41), None);
+    }
+}
