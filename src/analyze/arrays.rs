@@ -34,6 +34,20 @@ pub(crate) fn for_each_bit(bits: &[u64], lo: usize, hi: usize, mut f: impl FnMut
     }
 }
 
+/// The number of runs of equal values in `keys` (its distinct values, if they come sorted).
+#[inline]
+pub(crate) fn runs<T: PartialEq>(keys: impl Iterator<Item = T>) -> usize {
+    let mut n = 0;
+    let mut last = None;
+    for k in keys {
+        if last.as_ref() != Some(&k) {
+            n += 1;
+            last = Some(k);
+        }
+    }
+    n
+}
+
 /// Replace each count with the running total up to and including it (the total is kept in a
 /// register: a loop of `v[k + 1] += v[k]` waits on each store).
 #[inline]

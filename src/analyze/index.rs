@@ -374,15 +374,7 @@ impl IdMap {
             s1 += 1;
         }
         let region_of = |id: u64| ((id - min) >> s1) as usize;
-        let mut occupied = 0usize;
-        let mut last = usize::MAX;
-        for &id in ids {
-            let r = region_of(id);
-            if r != last {
-                last = r;
-                occupied += 1;
-            }
-        }
+        let occupied = super::arrays::runs(ids.iter().map(|&id| region_of(id)));
         let per = (ids.len() / (3 * occupied)).max(1);
         let mut k = (usize::BITS - 1 - per.leading_zeros()).min(s1);
         while k > 0 && (occupied as u64) << k >= NONE as u64 {
@@ -398,7 +390,7 @@ impl IdMap {
             starts: Vec::new(),
         };
         let mut next = 0u32;
-        last = usize::MAX;
+        let mut last = usize::MAX;
         for &id in ids {
             let r = region_of(id);
             if r != last {
@@ -1725,28 +1717,17 @@ mod tests {
         }
     }
 
-    /// Three dense spaces gigabytes apart (ART's image, zygote and app spaces, objects 16 to
-    /// 48 bytes apart): no bucket holds more than a few dozen ids. (One level over the whole
-    /// span put 256 in a bucket of the generated 150 MB ART dump.)
+    /// Three dense spaces gigabytes apart (ART's image, zygote and app spaces): no bucket holds
+    /// more than a few dozen ids. (One level over the whole span put 256 in a bucket of the
+    /// generated 150 MB ART dump.)
     #[test]
     fn id_map_buckets_stay_small_when_ids_cluster_far_apart() {
-        let mut ids = Vec::new();
-        for (base, n) in [
-            (0x12c0_0000u64, 300_000u64),
-            (0x3000_0000, 100_000),
-            (0x7000_0000, 200_000),
-        ] {
-            let mut at = base;
-            for i in 0..n {
-                ids.push(at);
-                at += 16 + (i % 3) * 16;
-            }
-        }
+        let ids = super::super::rank::spaces_far_apart();
         let m = IdMap::buckets(&ids);
         assert!(m.max_bucket() <= 32, "{} ids in one bucket", m.max_bucket());
         for (i, &id) in ids.iter().enumerate().step_by(97) {
             assert_eq!(m.find(&ids, id), Some(i as u32));
-            assert_eq!(m.find(&ids, id + 8), None);
+            assert_eq!(m.find(&ids, id + 4), None);
         }
     }
 

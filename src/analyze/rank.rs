@@ -66,15 +66,7 @@ impl RankMap {
             return None;
         }
         let region_of = |id: u64| (((id - min) >> shift) / SLOTS / BLOCKS) as usize;
-        let mut occupied = 0u64;
-        let mut last = usize::MAX;
-        for &id in ids {
-            let r = region_of(id);
-            if r != last {
-                last = r;
-                occupied += 1;
-            }
-        }
+        let occupied = super::arrays::runs(ids.iter().map(|&id| region_of(id))) as u64;
         let bytes = (last_region + 1) * 4 + occupied * BLOCKS * BLOCK_BYTES;
         if bytes > budget || occupied * BLOCKS >= NONE as u64 {
             return None;
@@ -180,6 +172,25 @@ impl RankMap {
     }
 }
 
+/// Ids in three dense spaces gigabytes apart, like ART's image, zygote and app spaces (objects
+/// 8 to 40 bytes apart), for tests.
+#[cfg(test)]
+pub(crate) fn spaces_far_apart() -> Vec<u64> {
+    let mut ids = Vec::new();
+    for (base, n) in [
+        (0x12c0_0000u64, 300_000u64),
+        (0x3000_0000, 100_000),
+        (0x7000_0000, 200_000),
+    ] {
+        let mut at = base;
+        for i in 0..n {
+            ids.push(at);
+            at += 8 + (i % 5) * 8;
+        }
+    }
+    ids
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -275,18 +286,7 @@ mod tests {
     /// ART's image, zygote and app spaces, gigabytes apart: only their regions get blocks.
     #[test]
     fn spaces_far_apart_are_taken() {
-        let mut ids = Vec::new();
-        for (base, n) in [
-            (0x12c0_0000u64, 300_000u64),
-            (0x3000_0000, 100_000),
-            (0x7000_0000, 200_000),
-        ] {
-            let mut at = base;
-            for i in 0..n {
-                ids.push(at);
-                at += 8 + (i % 5) * 8;
-            }
-        }
+        let ids = spaces_far_apart();
         let m = RankMap::new(&ids).expect("three dense spaces fit");
         assert!(m.bytes() < ids.len() * 4, "{} bytes", m.bytes());
         let budget = ids.len() as u64 * MAX_BYTES_PER_ID;
