@@ -328,7 +328,59 @@ pub fn array_header(id_size: u32) -> u64 {
 /// Finds an object id's node, its position among the sorted ids, in a few memory accesses
 /// instead of a binary search over millions. Ids are addresses: dense ranges with wide gaps
 /// between them. Where the ids are packed enough, a [`RankMap`] does it, one cache line per
-/// lookup; otherwise a two-level bucket table over their range, described below.
+/// lookup; otherwise [`Buckets`].
+pub enum IdMap {
+    Rank(RankMap),
+    Buckets(Buckets),
+}
+
+impl Default for IdMap {
+    fn default() -> Self {
+        IdMap::Buckets(Buckets::default())
+    }
+}
+
+impl IdMap {
+    /// `ids` sorted.
+    pub fn new(ids: &[u64]) -> IdMap {
+        match RankMap::new(ids) {
+            Some(rank) => IdMap::Rank(rank),
+            None => IdMap::Buckets(Buckets::new(ids)),
+        }
+    }
+
+    /// The bucket map of `ids` (sorted), even where a [`RankMap`] would do (for comparisons).
+    pub fn buckets(ids: &[u64]) -> IdMap {
+        IdMap::Buckets(Buckets::new(ids))
+    }
+
+    /// The position of `id` in `ids` (the slice this map was built from).
+    #[inline]
+    pub fn find(&self, ids: &[u64], id: u64) -> Option<u32> {
+        match self {
+            IdMap::Rank(r) => r.find(id),
+            IdMap::Buckets(b) => b.find(ids, id),
+        }
+    }
+
+    /// [`IdMap::find`] for many ids at once: `out[i]` is the position of `q[i]`, or [`NONE`].
+    pub fn find_batch(&self, ids: &[u64], q: &[u64], out: &mut [u32]) {
+        match self {
+            IdMap::Rank(r) => r.find_batch(q, out),
+            IdMap::Buckets(b) => b.find_batch(ids, q, out),
+        }
+    }
+
+    /// The map's size in bytes (not counting the ids).
+    pub fn bytes(&self) -> usize {
+        match self {
+            IdMap::Rank(r) => r.bytes(),
+            IdMap::Buckets(b) => (b.region.len() + b.starts.len()) * 4,
+        }
+    }
+}
+
+/// Sorted object ids with a two-level bucket table over their range.
 ///
 /// Level one cuts the range into at most about `len / 16` regions of `2^s1` bytes and gives each
 /// region that holds an id its first bucket; level two cuts each such region into `2^(s1 - s2)`
@@ -336,9 +388,7 @@ pub fn array_header(id_size: u32) -> u64 {
 /// occupied parts of the range: ART places its image, zygote and app spaces gigabytes apart,
 /// and one level over the whole span put hundreds of ids in a bucket there.
 #[derive(Default)]
-pub struct IdMap {
-    /// The rank map, if the ids are packed enough (then the buckets below are left empty).
-    rank: Option<RankMap>,
+pub struct Buckets {
     min: u64,
     s1: u32,
     /// Per region: its first bucket, or [`NONE`] if it holds no id.
@@ -350,22 +400,11 @@ pub struct IdMap {
     starts: Vec<u32>,
 }
 
-impl IdMap {
+impl Buckets {
     /// `ids` sorted.
-    pub fn new(ids: &[u64]) -> IdMap {
-        match RankMap::new(ids) {
-            Some(rank) => IdMap {
-                rank: Some(rank),
-                ..IdMap::default()
-            },
-            None => Self::buckets(ids),
-        }
-    }
-
-    /// The bucket map of `ids` (sorted), even where a [`RankMap`] would do (for comparisons).
-    pub fn buckets(ids: &[u64]) -> IdMap {
+    pub fn new(ids: &[u64]) -> Buckets {
         let (Some(&min), Some(&max)) = (ids.first(), ids.last()) else {
-            return IdMap::default();
+            return Buckets::default();
         };
         let span = max - min;
         let limit = (ids.len() as u64 / 16).max(64);
@@ -380,8 +419,7 @@ impl IdMap {
         while k > 0 && (occupied as u64) << k >= NONE as u64 {
             k -= 1;
         }
-        let mut m = IdMap {
-            rank: None,
+        let mut m = Buckets {
             min,
             s1,
             region: vec![NONE; (span >> s1) as usize + 1],
@@ -441,9 +479,6 @@ impl IdMap {
     /// The position of `id` in `ids` (the slice this map was built from).
     #[inline]
     pub fn find(&self, ids: &[u64], id: u64) -> Option<u32> {
-        if let Some(r) = &self.rank {
-            return r.find(id);
-        }
         let (lo, hi) = self.span(self.bucket(id)?);
         let s = &ids[lo..hi];
         if s.len() <= 8 {
@@ -452,15 +487,12 @@ impl IdMap {
         s.binary_search(&id).ok().map(|i| (lo + i) as u32)
     }
 
-    /// [`IdMap::find`] for many ids at once: `out[i]` is the position of `q[i]`, or [`NONE`].
+    /// [`Buckets::find`] for many ids at once: `out[i]` is the position of `q[i]`, or [`NONE`].
     /// A lookup reads three arrays in turn (the region's first bucket, the bucket's bounds, the
     /// ids), each read waiting for the one before. So the queries go through a pipeline: the
     /// region of query `t` is asked for, the bucket bounds of `t - D` (its region now cached),
     /// the first id of `t - 2D`, and query `t - 3D` is searched, its memory there by now.
     pub fn find_batch(&self, ids: &[u64], q: &[u64], out: &mut [u32]) {
-        if let Some(r) = &self.rank {
-            return r.find_batch(q, out);
-        }
         const D: usize = 8;
         const RING: usize = 32;
         let n = q.len();
@@ -501,14 +533,6 @@ impl IdMap {
                     s.binary_search(&id).map_or(NONE, |k| (lo + k) as u32)
                 };
             }
-        }
-    }
-
-    /// The map's size in bytes (not counting the ids).
-    pub fn bytes(&self) -> usize {
-        match &self.rank {
-            Some(r) => r.bytes(),
-            None => (self.region.len() + self.starts.len()) * 4,
         }
     }
 
@@ -1723,7 +1747,7 @@ mod tests {
     #[test]
     fn id_map_buckets_stay_small_when_ids_cluster_far_apart() {
         let ids = super::super::rank::spaces_far_apart();
-        let m = IdMap::buckets(&ids);
+        let m = Buckets::new(&ids);
         assert!(m.max_bucket() <= 32, "{} ids in one bucket", m.max_bucket());
         for (i, &id) in ids.iter().enumerate().step_by(97) {
             assert_eq!(m.find(&ids, id), Some(i as u32));
@@ -1734,7 +1758,7 @@ mod tests {
     #[test]
     fn id_map_spans_the_whole_u64_range() {
         let ids = [1u64, u64::MAX - 1];
-        let m = IdMap::buckets(&ids);
+        let m = Buckets::new(&ids);
         assert_eq!(m.find(&ids, 1), Some(0));
         assert_eq!(m.find(&ids, u64::MAX - 1), Some(1));
         assert_eq!(m.find(&ids, u64::MAX), None);

@@ -13,7 +13,7 @@
 //! lookup, made the lookups on a 540 MB dump no faster than the bucket map's.)
 //!
 //! Its size follows the heap's address span, not its object count, so [`RankMap::new`] gives
-//! up (the caller keeps the bucket map, [`super::index::IdMap`]) when it would take more than
+//! up (the caller keeps the bucket map, [`super::index::Buckets`]) when it would take more than
 //! [`MAX_BYTES_PER_ID`] per id: ids too far apart, or not sharing an alignment.
 #![forbid(unsafe_code)]
 
@@ -76,7 +76,7 @@ impl RankMap {
         let mut next = 0u32;
         for &id in ids {
             let slot = (id - min) >> shift;
-            let r = region_of(id);
+            let r = (slot / SLOTS / BLOCKS) as usize;
             if region[r] == NONE {
                 region[r] = next;
                 next += BLOCKS as u32;
