@@ -957,55 +957,31 @@ fn fixed_sub_len(t: u8, n: usize) -> Option<usize> {
 
 /// Walk a class dump as far as `b` allows.
 fn measure_class(b: &[u8], id_size: u32, at: u64) -> Result<Measure> {
-    let n = id_size as usize;
-    // tag, id, u4 stack, super, loader, signers, domain, reserved x2, u4 instance size, u2 cp count
-    let mut p = 1 + 7 * n + 8;
-    if b.len() < p + 2 {
-        return Ok(Measure::Need(p + 2));
-    }
-    let bad_type = |off: usize, ty: u8| {
-        Error::new(
+    match walk_class(b, id_size as usize) {
+        Ok(w) => Ok(Measure::Len(w.end)),
+        Err(ClassStop::Need(k)) => Ok(Measure::Need(k)),
+        Err(ClassStop::BadType(off)) => Err(Error::new(
             at + off as u64,
-            format!("class dump has an invalid value type {ty}"),
-        )
-    };
-    let cp = read_u16(&b[p..]) as usize;
-    p += 2;
-    for _ in 0..cp {
-        if b.len() < p + 3 {
-            return Ok(Measure::Need(p + 3));
-        }
-        let ty = BasicType::from_u8(b[p + 2]).ok_or_else(|| bad_type(p + 2, b[p + 2]))?;
-        p += 3 + ty.size(id_size) as usize;
+            format!("class dump has an invalid value type {}", b[off]),
+        )),
     }
-    if b.len() < p + 2 {
-        return Ok(Measure::Need(p + 2));
-    }
-    let statics = read_u16(&b[p..]) as usize;
-    p += 2;
-    for _ in 0..statics {
-        if b.len() < p + n + 1 {
-            return Ok(Measure::Need(p + n + 1));
-        }
-        let ty = BasicType::from_u8(b[p + n]).ok_or_else(|| bad_type(p + n, b[p + n]))?;
-        p += n + 1 + ty.size(id_size) as usize;
-    }
-    if b.len() < p + 2 {
-        return Ok(Measure::Need(p + 2));
-    }
-    let fields = read_u16(&b[p..]) as usize;
-    p += 2;
-    let end = p + fields * (n + 1);
-    if b.len() < end {
-        return Ok(Measure::Need(end));
-    }
-    for i in 0..fields {
-        let off = p + i * (n + 1) + n;
-        if BasicType::from_u8(b[off]).is_none() {
-            return Err(bad_type(off, b[off]));
-        }
-    }
-    Ok(Measure::Len(end))
+}
+
+/// Where [`walk_class`] stopped short.
+enum ClassStop {
+    /// At least this many bytes are needed to go on.
+    Need(usize),
+    /// The byte at this offset is not a value type.
+    BadType(usize),
+}
+
+/// What [`walk_class`] found: the counts, where the statics lie and where the dump ends.
+struct ClassWalk {
+    constant_count: u16,
+    static_count: u16,
+    field_count: u16,
+    statics: (usize, usize),
+    end: usize,
 }
 
 /// The size of one value of the type whose tag is `t`, with identifiers of `n` bytes; 0 if `t`
@@ -1015,56 +991,77 @@ fn value_size(t: u8, n: usize) -> usize {
     BasicType::from_u8(t).map_or(0, |ty| ty.size(n as u32) as usize)
 }
 
-/// A class dump that lies whole at the start of `b`, and its length, in one walk; `None` if it
-/// is cut by the end of `b` or malformed ([`measure_class`] then says which, and where).
-#[inline]
-fn class_at(b: &[u8], id_size: u32) -> Option<(ClassDump<'_>, usize)> {
-    let n = id_size as usize;
+/// Walk the class dump at the start of `b`, with identifiers of `n` bytes: the one walk behind
+/// both [`measure_class`] (cut or malformed dumps, reported where they go wrong) and
+/// [`class_at`] (the fast path's).
+#[inline(always)]
+fn walk_class(b: &[u8], n: usize) -> std::result::Result<ClassWalk, ClassStop> {
+    let need = |k: usize| {
+        if b.len() < k {
+            Err(ClassStop::Need(k))
+        } else {
+            Ok(())
+        }
+    };
+    let size_at = |off: usize| match value_size(b[off], n) {
+        0 => Err(ClassStop::BadType(off)),
+        sz => Ok(sz),
+    };
     // tag, id, u4 stack, super, loader, signers, domain, reserved x2, u4 instance size, u2 cp count
     let mut p = 1 + 7 * n + 8;
-    let constant_count = read_u16(b.get(p..p + 2)?);
+    need(p + 2)?;
+    let constant_count = read_u16(&b[p..]);
     p += 2;
     for _ in 0..constant_count {
-        let sz = value_size(*b.get(p + 2)?, n);
-        if sz == 0 {
-            return None;
-        }
-        p += 3 + sz;
+        need(p + 3)?;
+        p += 3 + size_at(p + 2)?;
     }
-    let static_count = read_u16(b.get(p..p + 2)?);
+    need(p + 2)?;
+    let static_count = read_u16(&b[p..]);
     p += 2;
     let s0 = p;
     for _ in 0..static_count {
-        let sz = value_size(*b.get(p + n)?, n);
-        if sz == 0 {
-            return None;
-        }
-        p += n + 1 + sz;
+        need(p + n + 1)?;
+        p += n + 1 + size_at(p + n)?;
     }
-    let statics_raw = b.get(s0..p)?;
-    let field_count = read_u16(b.get(p..p + 2)?);
+    let statics = (s0, p);
+    need(p + 2)?;
+    let field_count = read_u16(&b[p..]);
     p += 2;
-    let fields_raw = b.get(p..p + field_count as usize * (n + 1))?;
-    if fields_raw
-        .chunks_exact(n + 1)
-        .any(|f| value_size(f[n], n) == 0)
-    {
-        return None;
+    let end = p + field_count as usize * (n + 1);
+    need(end)?;
+    for off in (p + n..end).step_by(n + 1) {
+        size_at(off)?;
     }
+    Ok(ClassWalk {
+        constant_count,
+        static_count,
+        field_count,
+        statics,
+        end,
+    })
+}
+
+/// A class dump that lies whole at the start of `b`, and its length; `None` if it is cut by the
+/// end of `b` or malformed ([`measure_class`] then says which, and where).
+#[inline]
+fn class_at(b: &[u8], id_size: u32) -> Option<(ClassDump<'_>, usize)> {
+    let n = id_size as usize;
+    let w = walk_class(b, n).ok()?;
     let c = ClassDump {
         id: read_id(&b[1..], id_size),
         stack_serial: read_u32(&b[1 + n..]),
         super_id: read_id(&b[5 + n..], id_size),
         loader_id: read_id(&b[5 + 2 * n..], id_size),
         instance_size: read_u32(&b[5 + 7 * n..]),
-        constant_count,
-        static_count,
-        field_count,
-        statics_raw,
-        fields_raw,
+        constant_count: w.constant_count,
+        static_count: w.static_count,
+        field_count: w.field_count,
+        statics_raw: &b[w.statics.0..w.statics.1],
+        fields_raw: &b[w.statics.1 + 2..w.end],
         id_size,
     };
-    Some((c, p + fields_raw.len()))
+    Some((c, w.end))
 }
 
 #[cfg(test)]
