@@ -14,26 +14,6 @@ pub(crate) fn bit(bits: &[u64], i: usize) -> bool {
     bits[i / 64] >> (i % 64) & 1 == 1
 }
 
-/// Call `f` with each set bit's number in `lo..hi`.
-#[inline]
-pub(crate) fn for_each_bit(bits: &[u64], lo: usize, hi: usize, mut f: impl FnMut(usize)) {
-    let mut wi = lo / 64;
-    while wi * 64 < hi {
-        let mut word = bits[wi];
-        if wi == lo / 64 {
-            word &= u64::MAX << (lo % 64);
-        }
-        if (wi + 1) * 64 > hi {
-            word &= u64::MAX >> ((wi + 1) * 64 - hi);
-        }
-        while word != 0 {
-            f(wi * 64 + word.trailing_zeros() as usize);
-            word &= word - 1;
-        }
-        wi += 1;
-    }
-}
-
 /// The number of runs of equal values in `keys` (its distinct values, if they come sorted).
 #[inline]
 pub(crate) fn runs<T: PartialEq>(keys: impl Iterator<Item = T>) -> usize {
@@ -94,6 +74,35 @@ pub(crate) fn merge_sorted<T: Ord + Copy>(mut a: &[T], mut b: &[T]) -> Vec<T> {
     m
 }
 
+/// Call `f(start, chunk)` on consecutive chunks of `v` (`start` is the chunk's first index),
+/// side by side on up to `threads` threads, none shorter than `min` elements (so that short
+/// arrays stay on the calling thread).
+pub(crate) fn par_chunks<T: Send>(
+    v: &mut [T],
+    threads: usize,
+    min: usize,
+    f: impl Fn(usize, &mut [T]) + Sync,
+) {
+    let size = v
+        .len()
+        .div_ceil(threads.min(v.len() / min.max(1)).max(1))
+        .max(1);
+    if size >= v.len() {
+        return f(0, v);
+    }
+    std::thread::scope(|s| {
+        let f = &f;
+        let mut chunks = v.chunks_mut(size).enumerate();
+        let first = chunks.next();
+        for (i, c) in chunks {
+            s.spawn(move || f(i * size, c));
+        }
+        if let Some((_, c)) = first {
+            f(0, c);
+        }
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -126,17 +135,27 @@ mod tests {
     }
 
     #[test]
+    fn par_chunks_visits_every_element_once_with_its_index() {
+        for (len, threads, min) in [(0, 4, 1), (1, 4, 1), (10, 3, 1), (10, 3, 4), (1000, 2, 1)] {
+            let mut v = vec![usize::MAX; len];
+            par_chunks(&mut v, threads, min, |start, c| {
+                for (i, x) in c.iter_mut().enumerate() {
+                    assert_eq!(*x, usize::MAX);
+                    *x = start + i;
+                }
+            });
+            assert_eq!(v, (0..len).collect::<Vec<_>>(), "{len} {threads} {min}");
+        }
+    }
+
+    #[test]
     fn bits_and_sums() {
         let mut b = vec![0u64; 3];
         for i in [0, 5, 63, 64, 130, 191] {
             set_bit(&mut b, i);
         }
         assert!(bit(&b, 63) && bit(&b, 64) && !bit(&b, 62));
-        let mut seen = Vec::new();
-        for_each_bit(&b, 5, 131, |i| seen.push(i));
-        assert_eq!(seen, vec![5, 63, 64, 130]);
-        seen.clear();
-        for_each_bit(&b, 0, 192, |i| seen.push(i));
+        let seen: Vec<usize> = (0..192).filter(|&i| bit(&b, i)).collect();
         assert_eq!(seen, vec![0, 5, 63, 64, 130, 191]);
         let mut v = vec![1, 0, 2, 3];
         prefix_sums(&mut v);

@@ -538,10 +538,7 @@ pub fn analyze(
             });
         }
     }
-    let threads = match cfg.threads {
-        0 => std::thread::available_parallelism().map_or(1, |n| n.get().min(4)),
-        n => n,
-    };
+    let threads = threads(cfg);
     let mut parts = if threads > 1 {
         input.split(threads, cfg.parallel_min_bytes)
     } else {
@@ -591,6 +588,14 @@ pub fn analyze(
     ix.edges.shrink_to_fit();
     tm.graph_ms = t.elapsed().as_millis() as u64;
     analyze_graph(ix, input, cfg, running_info, bytes, &parts, t0, tm)
+}
+
+/// The threads the analysis runs side by side (see [`Config::threads`]).
+fn threads(cfg: &Config) -> usize {
+    match cfg.threads {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get().min(4)),
+        n => n,
+    }
 }
 
 /// What [`one_pass`] achieved.
@@ -861,7 +866,7 @@ fn analyze_graph(
     ix.drop_edges();
     let t = Instant::now();
     let shallow = &ix.shallow;
-    let dom = dominators::finish(prep, |v| shallow[v as usize] as u64);
+    let dom = dominators::finish(prep, |v| shallow[v as usize] as u64, threads(cfg));
     tm.dominators_ms = t.elapsed().as_millis() as u64;
 
     let t = Instant::now();
@@ -883,20 +888,11 @@ impl dominators::Graph for index::Index {
     fn nodes(&self) -> usize {
         self.len()
     }
-    fn edges(&self) -> usize {
-        self.edges.len()
-    }
     fn succ(&self, v: u32) -> &[u32] {
         index::Index::succ(self, v)
     }
     fn hint(&self, v: u32) {
         crate::mapped::prefetch_at(&self.adj, v as usize);
-    }
-    fn first_edge(&self, v: u32) -> usize {
-        match self.adj[v as usize] {
-            [f, _] if f != index::NONE => f as usize,
-            _ => 0,
-        }
     }
 }
 

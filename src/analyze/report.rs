@@ -11,13 +11,14 @@
 #![forbid(unsafe_code)]
 
 use super::arrays::{bit, set_bit};
-use super::dominators::{Dominators, SUPER, UNREACHED};
+use super::dominators::{Dominators, UNREACHED};
 use super::index::{Index, Role, NONE};
 use super::paths::{root_name, Pass3, Paths, Ref};
 use super::{Config, Error, Input, Timings};
 use serde::Serialize;
 use sha1::{Digest, Sha1};
-use std::collections::{BTreeMap, HashMap};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
 
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -226,7 +227,7 @@ pub(crate) fn build(
         let nm = &named[&s.node];
         let cname = ix.class_name(s.node);
         *leak_counts.entry(ix.class_of[s.node as usize]).or_default() += 1;
-        let ret = dom.retained[s.node as usize];
+        let ret = dom.retained(s.node);
         let g = groups
             .entry((s.reason.clone(), cname.clone()))
             .or_default()
@@ -362,14 +363,10 @@ pub(crate) fn build(
             id_size: ix.header.id_size,
             input_bytes: 0,
             objects: st.objects,
-            reachable_objects: dom.reachable,
+            reachable_objects: dom.reachable(),
             references: st.edges,
             gc_roots: dom.roots_used.len() as u64,
-            reachable_bytes: dom
-                .roots_used
-                .iter()
-                .map(|&r| dom.retained[r as usize])
-                .sum(),
+            reachable_bytes: dom.roots_used.iter().map(|&r| dom.retained(r)).sum(),
             missing_references: st.missing_refs,
             missing_roots: st.missing_roots,
             stripped_arrays: st.stripped_arrays,
@@ -390,7 +387,7 @@ pub(crate) fn build(
 /// allocation registries) over their thresholds; per (reason, class) the largest first, at most
 /// `max_suspects_per_class` of them.
 fn leak_suspects(ix: &Index, dom: &Dominators, cfg: &Config) -> Vec<Suspect> {
-    let live = |v: u32| dom.idom[v as usize] != UNREACHED;
+    let live = |v: u32| dom.number(v) != UNREACHED;
     // --- Suspects from the detectors (reachable ones only).
     let mut suspects: Vec<Suspect> = ix
         .flags
@@ -445,7 +442,7 @@ fn leak_suspects(ix: &Index, dom: &Dominators, cfg: &Config) -> Vec<Suspect> {
     suspects.sort_by(|a, b| {
         (&a.reason, ix.class_of[a.node as usize])
             .cmp(&(&b.reason, ix.class_of[b.node as usize]))
-            .then(dom.retained[b.node as usize].cmp(&dom.retained[a.node as usize]))
+            .then(dom.retained(b.node).cmp(&dom.retained(a.node)))
             .then(a.node.cmp(&b.node))
     });
     let mut keep = Vec::with_capacity(suspects.len());
@@ -471,37 +468,39 @@ fn dominator_candidates(ix: &Index, dom: &Dominators, cfg: &Config) -> Vec<(u64,
     // loaders, their class lists), are "holders": static fields act as roots, as they do for
     // LeakCanary. Candidates are the non-holders whose immediate dominator is the super-root or
     // a holder: the tops of the dominator tree once it is cut at the classes.
-    let mut holder = vec![0u64; ix.len().div_ceil(64)];
-    let is_holder = |h: &[u64], v: u32| bit(h, v as usize);
+    // The scan runs in the dominators' own numbering (a dominator before what it dominates),
+    // where it reads its arrays in order; `holder` bits are set by number.
+    let mut holder = vec![0u64; dom.len().div_ceil(64)];
     for c in &ix.classes {
-        let mut v = c.node;
-        while v != NONE && v != SUPER && v != UNREACHED && !is_holder(&holder, v) {
-            set_bit(&mut holder, v as usize);
-            v = dom.idom[v as usize];
+        let mut k = dom.number(c.node);
+        while k != 0 && k != UNREACHED && !bit(&holder, k as usize) {
+            set_bit(&mut holder, k as usize);
+            k = dom.idom_at(k);
         }
     }
+    // The `want` largest by (retained, then the smaller node), whatever the order of the scan.
     let want = cfg.top_n.saturating_mul(8).max(64);
-    let mut heap: std::collections::BinaryHeap<std::cmp::Reverse<(u64, u32)>> =
-        std::collections::BinaryHeap::with_capacity(want + 1);
-    for v in 0..ix.len() as u32 {
-        let d = dom.idom[v as usize];
-        if d == UNREACHED || is_holder(&holder, v) {
+    let mut heap: BinaryHeap<Reverse<(u64, Reverse<u32>)>> = BinaryHeap::with_capacity(want + 1);
+    for k in 1..dom.len() as u32 {
+        if bit(&holder, k as usize) {
             continue;
         }
-        if d != SUPER && !is_holder(&holder, d) {
+        let d = dom.idom_at(k);
+        if d != 0 && !bit(&holder, d as usize) {
             continue;
         }
-        let r = dom.retained[v as usize];
+        let key = (dom.retained_at(k), Reverse(dom.node_at(k)));
         if heap.len() < want {
-            heap.push(std::cmp::Reverse((r, v)));
-        } else if let Some(top) = heap.peek() {
-            if top.0 .0 < r {
-                heap.pop();
-                heap.push(std::cmp::Reverse((r, v)));
-            }
+            heap.push(Reverse(key));
+        } else if heap.peek().is_some_and(|top| top.0 < key) {
+            heap.pop();
+            heap.push(Reverse(key));
         }
     }
-    let mut cands: Vec<(u64, u32)> = heap.into_iter().map(|r| r.0).collect();
+    let mut cands: Vec<(u64, u32)> = heap
+        .into_iter()
+        .map(|Reverse((r, Reverse(v)))| (r, v))
+        .collect();
     cands.sort_unstable_by(|a, b| b.cmp(a));
     cands
 }
