@@ -29,9 +29,9 @@
 //!   stays free of unsafe code) and unmaps it before mapping the next, so mapped pages add at
 //!   most `WINDOW` per thread to the RSS; ranges that cannot be mapped (or are short) are read
 //!   in chunks of [`CHUNK`] bytes. Memory is a constant number of bytes per object and per
-//!   reference: about 70 per object and 8 per reference at the peak (the dominators' phase; the
-//!   one pass's raw ids, 8 bytes per reference until they are mapped, plus the mapped windows,
-//!   stay below it).
+//!   reference: about 50 per object and at most 12 per reference at the peak (the dominators'
+//!   depth-first search beside the breadth-first one, the graph still held; the one pass's raw
+//!   ids, 8 bytes per reference until they are mapped, plus the mapped windows, stay below it).
 //! - Bad or truncated input is an [`Error::Input`] naming the byte offset; nothing panics on it,
 //!   and nothing is reported from a dump that did not parse to its end.
 //! - `java.lang.ref.Reference.referent` is not a strong reference: objects only weakly, softly or
