@@ -319,34 +319,14 @@ impl Input<'_> {
             return None;
         }
         let f = self.open().ok()?;
+        let mut heads = Heads::new(self, f.as_ref(), len);
         let mut starts = Vec::new();
         let mut pos = hprof::HEADER_LEN as u64;
-        // The heads of the many small records at the front (strings, classes) are read 64 KiB
-        // at a time, not with a read call each; after a long record (a heap dump segment), a
-        // little is read, as the next one is likely long too.
-        let mut buf = vec![0u8; 64 << 10];
-        let mut buf_at = 0u64;
-        let mut buf_len = 0usize;
-        let mut last = 0u64;
         while pos < len {
-            if pos < buf_at || pos + 9 > buf_at + buf_len as u64 {
-                let want = if last > buf.len() as u64 {
-                    512
-                } else {
-                    buf.len()
-                };
-                buf_len = ((len - pos) as usize).min(want);
-                buf_at = pos;
-                self.read_at(f.as_ref(), pos, &mut buf[..buf_len]).ok()?;
-                if buf_len < 9 {
-                    return None;
-                }
-            }
-            let h = &buf[(pos - buf_at) as usize..];
+            let h = heads.at(pos)?;
             hprof::tag::name(h[0])?;
             starts.push(pos);
-            last = 9 + hprof::read_u32(&h[5..]) as u64;
-            pos += last;
+            pos += 9 + hprof::read_u32(&h[5..]) as u64;
         }
         if pos != len || starts.len() < 2 {
             return None;
@@ -411,6 +391,77 @@ impl Input<'_> {
             r?;
         }
         Ok(vs)
+    }
+}
+
+/// The 9-byte record heads of an input, for [`Input::split`]'s walk over its record list,
+/// which reads little else: through a mapped window of [`WINDOW`] bytes where the file can be
+/// mapped (only the pages holding heads are then brought in, and nothing is copied), else
+/// through reads into a buffer.
+struct Heads<'a, 'b> {
+    input: &'a Input<'b>,
+    f: Option<&'a std::fs::File>,
+    len: u64,
+    window: Option<crate::mapped::Window>,
+    buf: Vec<u8>,
+    /// Where the window's or the buffer's bytes start in the input, and how many there are.
+    at: u64,
+    n: usize,
+    /// The length of the last record walked over.
+    last: u64,
+}
+
+impl<'a, 'b> Heads<'a, 'b> {
+    fn new(input: &'a Input<'b>, f: Option<&'a std::fs::File>, len: u64) -> Self {
+        Heads {
+            input,
+            f,
+            len,
+            window: None,
+            buf: Vec::new(),
+            at: 0,
+            n: 0,
+            last: 0,
+        }
+    }
+
+    /// The record head at `pos`; `None` if the input ends before its 9 bytes or cannot be read.
+    fn at(&mut self, pos: u64) -> Option<[u8; 9]> {
+        if pos < self.at || pos + 9 > self.at + self.n as u64 {
+            self.fill(pos)?;
+        }
+        let i = (pos - self.at) as usize;
+        let bytes = match &self.window {
+            Some(w) => w.bytes(),
+            None => &self.buf[..self.n],
+        };
+        let h: [u8; 9] = bytes.get(i..i + 9)?.try_into().ok()?;
+        self.last = 9 + hprof::read_u32(&h[5..]) as u64;
+        Some(h)
+    }
+
+    /// Bring in the bytes from `pos` on.
+    fn fill(&mut self, pos: u64) -> Option<()> {
+        let left = self.len - pos;
+        if left < 9 {
+            return None;
+        }
+        self.window = None;
+        if let (Input::File(_), Some(f)) = (self.input, self.f) {
+            let n = (left as usize).min(WINDOW);
+            if let Ok(w) = crate::mapped::Window::map(f, pos, n) {
+                (self.window, self.at, self.n) = (Some(w), pos, n);
+                return Some(());
+            }
+        }
+        // Read: 64 KiB at a time over the many small records at the front (strings, classes);
+        // after a long record (a heap dump segment) a little, as the next one is likely long too.
+        let want = if self.last > 64 << 10 { 512 } else { 64 << 10 };
+        let n = (left as usize).min(want);
+        self.buf.resize(n, 0);
+        self.input.read_at(self.f, pos, &mut self.buf).ok()?;
+        (self.at, self.n) = (pos, n);
+        Some(())
     }
 }
 
@@ -1101,5 +1152,77 @@ mod tests {
             serde_json::Value::Null,
         );
         assert!(e.is_err());
+    }
+
+    /// Many short records (strings, then segments of a few KiB, as ART writes them) reaching
+    /// past a window's end, and a long segment now and then; the first string is `pad` bytes
+    /// long.
+    fn split_test_dump(pad: usize) -> Vec<u8> {
+        let mut w = Writer::new(Format::V103, 4, 0);
+        w.utf8(0x7fff_0000, &"p".repeat(pad));
+        for id in 1..=60_000u64 {
+            w.utf8(id, "a string of some forty bytes, give or take");
+        }
+        let mut id = 0x1000u64;
+        for seg in 0..3_000u64 {
+            for _ in 0..40 {
+                w.primitive_array(id, BasicType::Byte, 100, &[7; 100]);
+                id += 0x100;
+            }
+            if seg % 1000 == 999 {
+                w.primitive_array(id, BasicType::Byte, 300_000, &[1; 300_000]);
+                id += 0x100;
+            }
+            w.end_segment();
+        }
+        w.heap_dump_end();
+        w.finish()
+    }
+
+    /// The record list is cut at the same places whether it is walked through mapped windows
+    /// (a file) or read from bytes, a record head straddling a window's end included. A list cut
+    /// short or running past the end is not cut at all.
+    #[test]
+    fn files_and_bytes_are_split_alike() {
+        // The first window is mapped at the first record: shift the records (through the first
+        // string's length) so that a head straddles its end.
+        let end = (crate::hprof::HEADER_LEN + WINDOW) as u64;
+        let heads = |b: &[u8]| {
+            let mut at = crate::hprof::HEADER_LEN as u64;
+            let mut v = Vec::new();
+            while at + 9 <= b.len() as u64 {
+                v.push(at);
+                at += 9 + crate::hprof::read_u32(&b[at as usize + 5..]) as u64;
+            }
+            v
+        };
+        let unshifted = heads(&split_test_dump(0));
+        let before = unshifted.iter().rev().find(|&&h| h <= end - 4).unwrap();
+        let bytes = split_test_dump((end - 4 - before) as usize);
+        assert!(heads(&bytes).contains(&(end - 4)));
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("d.hprof");
+        std::fs::write(&path, &bytes).unwrap();
+        for parts in [2, 3, 7] {
+            let a = Input::File(&path).split(parts, 0);
+            assert!(a.as_ref().is_some_and(|c| c.len() == parts), "{a:?}");
+            assert_eq!(a, Input::Bytes(&bytes).split(parts, 0), "{parts} parts");
+        }
+        // Inside the end record, and inside the last segment.
+        for cut in [bytes.len() - 1, bytes.len() - 10] {
+            std::fs::write(&path, &bytes[..cut]).unwrap();
+            assert_eq!(Input::File(&path).split(2, 0), None, "cut at {cut}");
+            assert_eq!(
+                Input::Bytes(&bytes[..cut]).split(2, 0),
+                None,
+                "cut at {cut}"
+            );
+        }
+        // Anywhere: the same answer both ways.
+        for cut in [WINDOW - 4, WINDOW + 5, 1 << 20, bytes.len() - 9] {
+            std::fs::write(&path, &bytes[..cut]).unwrap();
+            let a = Input::File(&path).split(3, 0);
+            assert_eq!(a, Input::Bytes(&bytes[..cut]).split(3, 0), "cut at {cut}");
+        }
     }
 }
