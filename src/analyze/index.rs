@@ -983,6 +983,9 @@ pub(crate) struct Pass2<'a> {
     err: Option<String>,
     /// Direct-mapped cache of class id -> class index (instances of a few classes dominate).
     class_cache: Vec<(u64, u32)>,
+    /// The node after the last object's: dumps list most objects by ascending id, so the next
+    /// object is usually that node, checked with one read of the sorted ids instead of a lookup.
+    next: u32,
     out: Out,
     /// One-pass mode: the index holds no object ids yet, so entries are numbered in file order
     /// (their ordinal stands for the node) and edges are kept as raw ids in `raw`, until
@@ -1012,6 +1015,7 @@ impl<'a> Pass2<'a> {
             start: 0,
             err: None,
             class_cache: vec![(0, NONE); CLASS_CACHE],
+            next: 0,
             out: Out {
                 instances: vec![0; ix.classes.len()],
                 ..Out::default()
@@ -1059,9 +1063,12 @@ impl<'a> Pass2<'a> {
                 return None;
             }
             self.out.nodes.len() as u32
+        } else if self.ix.ids.get(self.next as usize) == Some(&id) {
+            self.next
         } else {
             self.ix.node(id)?
         };
+        self.next = n.wrapping_add(1);
         if self.edge_count() >= NONE as usize {
             self.err = Some("more than 4 billion references: too many for this analyser".into());
             return None;
