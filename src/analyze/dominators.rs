@@ -10,8 +10,8 @@
 //!   node, on top of the graph; [`finish`] runs without the graph (the caller frees it in
 //!   between), with at most seven `u32` per reachable node and one per predecessor listed at
 //!   once. The result keeps a `u32` per node, and two `u32` and a `u64` per reachable node.
-//! - `idom[v]` is [`SUPER`] for objects dominated only by the super-root and [`UNREACHED`] for
-//!   objects no root reaches strongly; their retained size is 0.
+//! - [`Dominators::idom`] is [`SUPER`] for objects dominated only by the super-root and
+//!   [`UNREACHED`] for objects no root reaches strongly; their retained size is 0.
 #![forbid(unsafe_code)]
 
 use super::arrays::{bit, par_chunks, prefix_sums, set_bit};
