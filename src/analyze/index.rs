@@ -568,6 +568,9 @@ pub(crate) struct Pass1 {
     classes: Vec<RawClass>,
     roots: Vec<(u64, u8)>,
     ids: Vec<u64>,
+    /// Whether `ids` is known to be sorted ([`Pass1::sort_ids`] sorts it; the merge of two
+    /// sorted gatherings keeps it so), which spares a scan of the ids to find out.
+    sorted: bool,
 }
 
 impl Visitor for Pass1 {
@@ -633,14 +636,16 @@ impl Pass1 {
         self.names.extend(o.names);
         self.classes.extend(o.classes);
         self.roots.extend(o.roots);
+        let sorted = self.sorted && o.sorted;
+        self.sorted = sorted;
         if let (Some(&a), Some(&b)) = (self.ids.last(), o.ids.first()) {
-            if a < b && self.ids.is_sorted() && o.ids.is_sorted() {
+            if a < b && sorted {
                 // One run after the other.
                 self.ids.extend_from_slice(&o.ids);
                 return;
             }
         }
-        if self.ids.is_sorted() && o.ids.is_sorted() {
+        if sorted {
             // Two sorted runs: merge them in linear time.
             self.ids = super::arrays::merge_sorted(&self.ids, &o.ids);
         } else {
@@ -652,6 +657,7 @@ impl Pass1 {
     /// classes first, then every other object by address: only the head before the longest
     /// ascending tail is sorted, then merged with that tail.
     pub(crate) fn sort_ids(&mut self) {
+        self.sorted = true;
         let ids = &mut self.ids;
         let mut t = ids.len().saturating_sub(1);
         while t > 0 && ids[t - 1] <= ids[t] {
@@ -697,7 +703,7 @@ impl Pass1 {
         let mut stats = IndexStats::default();
         self.strings.finish();
         let mut ids = std::mem::take(&mut self.ids);
-        if !ids.is_sorted() {
+        if !self.sorted && !ids.is_sorted() {
             ids.sort_unstable();
         }
         let before = ids.len();
