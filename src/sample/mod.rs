@@ -668,13 +668,23 @@ mod tests {
         let _files: Vec<_> = (0..100)
             .map(|_| std::fs::File::open("/proc/self/status").unwrap())
             .collect();
-        // Other tests open and close files concurrently: retry until two reads agree.
-        let agreed = (0..50).any(|_| {
+        // Other tests open and close files concurrently: retry until two reads agree, pausing
+        // between tries so that a burst of them (a test reading files in a loop) can pass.
+        let mut seen = Vec::new();
+        let agreed = (0..400).any(|i| {
+            if i > 0 {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
             let (a, b) = (fast.count_fds().unwrap(), slow.count_fds().unwrap());
+            seen.push((a, b));
             // Each excludes its own directory fd and sees the other's.
             a == b && a >= 100
         });
-        assert!(agreed);
+        assert!(
+            agreed,
+            "never agreed: {:?}",
+            &seen[seen.len().saturating_sub(10)..]
+        );
     }
 
     #[test]
