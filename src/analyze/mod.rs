@@ -407,8 +407,9 @@ struct Heads<'a, 'b> {
     /// Where the window's or the buffer's bytes start in the input, and how many there are.
     at: u64,
     n: usize,
-    /// The length of the last record walked over.
-    last: u64,
+    /// Where the head asked for before lies (the last record walked over ends where the next
+    /// head is asked for).
+    prev: u64,
 }
 
 impl<'a, 'b> Heads<'a, 'b> {
@@ -421,7 +422,7 @@ impl<'a, 'b> Heads<'a, 'b> {
             buf: Vec::new(),
             at: 0,
             n: 0,
-            last: 0,
+            prev: 0,
         }
     }
 
@@ -430,14 +431,13 @@ impl<'a, 'b> Heads<'a, 'b> {
         if pos < self.at || pos + 9 > self.at + self.n as u64 {
             self.fill(pos)?;
         }
+        self.prev = pos;
         let i = (pos - self.at) as usize;
         let bytes = match &self.window {
             Some(w) => w.bytes(),
             None => &self.buf[..self.n],
         };
-        let h: [u8; 9] = bytes.get(i..i + 9)?.try_into().ok()?;
-        self.last = 9 + hprof::read_u32(&h[5..]) as u64;
-        Some(h)
+        bytes.get(i..i + 9)?.try_into().ok()
     }
 
     /// Bring in the bytes from `pos` on.
@@ -456,7 +456,11 @@ impl<'a, 'b> Heads<'a, 'b> {
         }
         // Read: 64 KiB at a time over the many small records at the front (strings, classes);
         // after a long record (a heap dump segment) a little, as the next one is likely long too.
-        let want = if self.last > 64 << 10 { 512 } else { 64 << 10 };
+        let want = if pos.saturating_sub(self.prev) > 64 << 10 {
+            512
+        } else {
+            64 << 10
+        };
         let n = (left as usize).min(want);
         self.buf.resize(n, 0);
         self.input.read_at(self.f, pos, &mut self.buf).ok()?;
