@@ -110,7 +110,7 @@ pub fn compute<G: Graph>(
 }
 
 /// Arrays shorter than this are not cut into chunks for threads (see [`finish`]).
-const PAR_MIN: usize = 1 << 16;
+pub(crate) const PAR_MIN: usize = 1 << 16;
 
 /// The graph-dependent half: the depth-first search's numbering and the edges it kept for the
 /// predecessor lists. After it, the caller may free the graph before [`finish`], the

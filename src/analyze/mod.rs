@@ -921,11 +921,12 @@ fn analyze_graph(
     ix.drop_edges();
     let t = Instant::now();
     let shallow = &ix.shallow;
-    let dom = dominators::finish(prep, |v| shallow[v as usize] as u64, threads(cfg));
+    let threads = threads(cfg);
+    let dom = dominators::finish(prep, |v| shallow[v as usize] as u64, threads);
     tm.dominators_ms = t.elapsed().as_millis() as u64;
 
     let t = Instant::now();
-    let mut rep = report::build(&ix, &dom, &bfs, cfg, input, running_info)?;
+    let mut rep = report::build(&ix, &dom, &bfs, cfg, threads, input, running_info)?;
     rep.analysis.input_bytes = bytes;
     rep.analysis.parse_parts = parts.as_ref().map_or(1, |p| p.len() as u64);
     tm.report_ms = t.elapsed().as_millis() as u64;
@@ -1114,6 +1115,89 @@ mod tests {
             .expect("the weak reference is a top-level object");
         assert_eq!(weak.retained_size, 12);
         assert_eq!(weak.gc_root, "Java Frame");
+    }
+
+    /// A destroyed activity held by element 4321 of an `Object[]` of 5000 under a JNI global
+    /// (element 4400 holds it too, element 7 holds another object), with ids of `id_size` bytes.
+    fn array_path_dump(id_size: u32) -> Vec<u8> {
+        let format = if id_size == 4 {
+            Format::V103
+        } else {
+            Format::V102
+        };
+        let mut w = Writer::new(format, id_size, 0);
+        for (id, t) in [
+            (1, "java.lang.Object"),
+            (2, "android.app.Activity"),
+            (3, "com.app.MainActivity"),
+            (4, "mDestroyed"),
+            (5, "mFinished"),
+            (6, "java.lang.Object[]"),
+        ] {
+            w.utf8(id, t);
+        }
+        w.load_class(1, 0x10, 1);
+        w.load_class(2, 0x20, 2);
+        w.load_class(3, 0x30, 3);
+        w.load_class(4, 0x80, 6);
+        w.segment(tag::HEAP_DUMP_SEGMENT);
+        w.class_dump(0x10, 0, 0, 8, &[], &[]);
+        w.class_dump(
+            0x20,
+            0x10,
+            0,
+            10,
+            &[],
+            &[(4, BasicType::Boolean), (5, BasicType::Boolean)],
+        );
+        w.class_dump(0x30, 0x20, 0, 10, &[], &[]);
+        w.class_dump(0x80, 0x10, 0, 8, &[], &[]);
+        w.instance(0x100, 0x30, &[1, 0]);
+        w.instance(0x200, 0x10, &[]);
+        let mut elems = vec![0u64; 5000];
+        elems[7] = 0x200;
+        elems[4321] = 0x100;
+        elems[4400] = 0x100;
+        w.object_array(0x500, 0x80, &elems);
+        for c in [0x10, 0x20, 0x30, 0x80] {
+            w.root(sub::ROOT_STICKY_CLASS, c);
+        }
+        w.root_jni_global(0x500, 0x900);
+        w.end_segment();
+        w.heap_dump_end();
+        w.finish()
+    }
+
+    #[test]
+    fn an_array_entry_on_a_path_names_its_first_index() {
+        for id_size in [4, 8] {
+            let bytes = array_path_dump(id_size);
+            let r = analyze(
+                Input::Bytes(&bytes),
+                &Config::default(),
+                serde_json::Value::Null,
+            )
+            .unwrap();
+            assert_eq!(r.gc_paths.len(), 1, "{id_size}: {:#?}", r.gc_paths);
+            let g = &r.gc_paths[0];
+            assert_eq!(g.leak_reason, "Activity Leak");
+            assert_eq!(g.gc_root, "JNI Global", "{id_size}");
+            assert_eq!(g.path[0].reference, "java.lang.Object[][4321]", "{id_size}");
+            assert_eq!(g.path[0].reference_type, "ARRAY_ENTRY");
+
+            // Pass 3 alone, its input cut every 3 bytes (array elements arrive in pieces).
+            let ix = scan(&Input::Bytes(&bytes), &mut None).unwrap();
+            let mut p3 =
+                paths::Pass3::new(&ix, vec![(0x500, 0x100), (0x500, 0x200), (0x500, 0x80)]);
+            let mut p = Parser::new();
+            for c in bytes.chunks(3) {
+                p.feed(c, &mut p3).unwrap();
+            }
+            p.finish().unwrap();
+            assert_eq!(p3.get(0x500, 0x100), paths::Ref::Element(4321), "{id_size}");
+            assert_eq!(p3.get(0x500, 0x200), paths::Ref::Element(7), "{id_size}");
+            assert_eq!(p3.get(0x500, 0x80), paths::Ref::ClassOf, "{id_size}");
+        }
     }
 
     #[test]

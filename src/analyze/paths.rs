@@ -205,8 +205,11 @@ pub(crate) struct Pass3<'a> {
     /// Sorted by parent id.
     pub wanted: Vec<(u64, u64)>,
     pub found: Vec<Option<Ref>>,
-    /// The array streaming now: its first wanted index and the next element's index.
-    cur: Option<(usize, u32)>,
+    /// The array streaming now: the index of its next element.
+    cur: Option<u32>,
+    /// The wanted children of the array streaming now not found yet: their index in `wanted`
+    /// and their id as the dump writes it (big-endian, `id_size` bytes, the rest zero).
+    pending: Vec<(usize, [u8; 8])>,
     /// A one-hash Bloom filter of the wanted parents (most objects are not, and are skipped
     /// after one bit test).
     bloom: Vec<u64>,
@@ -234,6 +237,7 @@ impl<'a> Pass3<'a> {
             wanted,
             found,
             cur: None,
+            pending: Vec::new(),
             bloom,
         }
     }
@@ -318,12 +322,23 @@ impl Visitor for Pass3<'_> {
             Sub::ObjectArray { id, class_id, .. } => {
                 let r = self.range(id);
                 if !r.is_empty() {
-                    for k in r.clone() {
-                        if self.wanted[k].1 == class_id && self.found[k].is_none() {
+                    self.pending.clear();
+                    for k in r {
+                        let child = self.wanted[k].1;
+                        if self.found[k].is_some() {
+                            continue;
+                        }
+                        if child == class_id {
                             self.found[k] = Some(Ref::ClassOf);
+                        } else if child != 0 {
+                            let mut pat = [0u8; 8];
+                            let be = child.to_be_bytes();
+                            let w = (id_size as usize).min(8);
+                            pat[..w].copy_from_slice(&be[8 - w..]);
+                            self.pending.push((k, pat));
                         }
                     }
-                    self.cur = Some((r.start, 0));
+                    self.cur = Some(0);
                 }
             }
             _ => {}
@@ -332,31 +347,46 @@ impl Visitor for Pass3<'_> {
     }
 
     fn array_data(&mut self, data: &[u8]) -> Result<(), String> {
-        let Some((start, mut i)) = self.cur else {
+        let Some(i) = self.cur else {
             return Ok(());
         };
-        let id_size = self.ix.header.id_size;
-        let parent = self.wanted[start].0;
-        for e in data.chunks_exact(id_size as usize) {
-            let v = read_id(e, id_size);
-            if v != 0 {
-                let mut k = start;
-                while k < self.wanted.len() && self.wanted[k].0 == parent {
-                    if self.wanted[k].1 == v && self.found[k].is_none() {
-                        self.found[k] = Some(Ref::Element(i));
-                    }
-                    k += 1;
+        let w = self.ix.header.id_size as usize;
+        // The first element equal to each wanted child, compared as the dump writes ids (no
+        // decoding): the arrays on paths include the largest of the heap (a big map's table).
+        let found = &mut self.found;
+        self.pending
+            .retain(|&(k, pat)| match first_element(data, w, &pat) {
+                Some(j) => {
+                    found[k] = Some(Ref::Element(i.saturating_add(j as u32)));
+                    false
                 }
-            }
-            i += 1;
-        }
-        self.cur = Some((start, i));
+                None => true,
+            });
+        self.cur = Some(i.saturating_add((data.len() / w.max(1)) as u32));
         Ok(())
     }
 
     fn array_end(&mut self) -> Result<(), String> {
         self.cur = None;
         Ok(())
+    }
+}
+
+/// The index of the first `w`-byte element of `data` whose bytes are `pat[..w]`.
+fn first_element(data: &[u8], w: usize, pat: &[u8; 8]) -> Option<usize> {
+    match w {
+        8 => {
+            let p = u64::from_ne_bytes(*pat);
+            data.chunks_exact(8)
+                .position(|e| e.try_into().ok().map(u64::from_ne_bytes) == Some(p))
+        }
+        4 => {
+            let p = u32::from_ne_bytes([pat[0], pat[1], pat[2], pat[3]]);
+            data.chunks_exact(4)
+                .position(|e| e.try_into().ok().map(u32::from_ne_bytes) == Some(p))
+        }
+        0 => None,
+        _ => data.chunks_exact(w).position(|e| e == &pat[..w.min(8)]),
     }
 }
 

@@ -12,7 +12,7 @@
 
 use super::arrays::{bit, set_bit};
 use super::dominators::{Dominators, UNREACHED};
-use super::index::{Index, Role, NONE};
+use super::index::{Index, Role};
 use super::paths::{root_name, Pass3, Paths, Ref};
 use super::{Config, Error, Input, Timings};
 use serde::Serialize;
@@ -185,13 +185,25 @@ pub(crate) fn build(
     dom: &Dominators,
     bfs: &Paths,
     cfg: &Config,
+    threads: usize,
     input: Input<'_>,
     running_info: serde_json::Value,
 ) -> Result<Report, Error> {
-    // The detectors' suspects and the dominator candidates each read every node: side by side.
+    // The detectors' suspects and the dominator candidates each read every node: side by side,
+    // the candidates' scan cut in two on a large heap (the suspects' scan is often skipped).
+    let holder = holders(ix, dom);
+    let want = cfg.top_n.saturating_mul(8).max(64);
+    let len = dom.len() as u32;
+    let mid = if threads > 1 && dom.len() >= super::dominators::PAR_MIN {
+        len / 2
+    } else {
+        len
+    };
     let (suspects, cands) = std::thread::scope(|sc| {
-        let h = sc.spawn(|| dominator_candidates(ix, dom, cfg));
-        (leak_suspects(ix, dom, cfg), super::joined(h))
+        let h = sc.spawn(|| dominator_candidates(dom, &holder, 1..mid, want));
+        let suspects = leak_suspects(ix, dom, cfg);
+        let rest = dominator_candidates(dom, &holder, mid..len, want);
+        (suspects, top_candidates(super::joined(h), rest, want))
     });
 
     // --- Name the paths (pass 3 over the file for the references along them).
@@ -399,18 +411,30 @@ fn leak_suspects(ix: &Index, dom: &Dominators, cfg: &Config) -> Vec<Suspect> {
             detail: f.detail.clone(),
         })
         .collect();
-    // Counted roles: windows and native allocation registries.
+    // Counted roles: windows and native allocation registries. Per class, which of the two it
+    // is (if any); the nodes are read only if some class is (HotSpot dumps have neither).
+    let counted: Vec<u8> = ix
+        .classes
+        .iter()
+        .map(|c| match c.role {
+            Role::Window => 1,
+            Role::NativeAllocationRegistry => 2,
+            _ => 0,
+        })
+        .collect();
     let mut windows = Vec::new();
     let mut registries = Vec::new();
-    for v in 0..ix.len() as u32 {
-        let c = ix.class_of[v as usize];
-        if c == NONE || !live(v) {
-            continue;
-        }
-        match ix.classes[c as usize].role {
-            Role::Window => windows.push(v),
-            Role::NativeAllocationRegistry => registries.push(v),
-            _ => {}
+    if counted.iter().any(|&k| k != 0) {
+        for (v, &c) in ix.class_of.iter().enumerate() {
+            let k = counted.get(c as usize).copied().unwrap_or(0);
+            if k == 0 || !live(v as u32) {
+                continue;
+            }
+            if k == 1 {
+                windows.push(v as u32);
+            } else {
+                registries.push(v as u32);
+            }
         }
     }
     for (found, max, reason, what) in [
@@ -462,14 +486,10 @@ fn leak_suspects(ix: &Index, dom: &Dominators, cfg: &Config) -> Vec<Suspect> {
     keep
 }
 
-/// The tops of the dominator tree cut at the classes, largest retained first (see below).
-fn dominator_candidates(ix: &Index, dom: &Dominators, cfg: &Config) -> Vec<(u64, u32)> {
-    // --- Dominator candidates. Class objects, and every object that dominates one (class
-    // loaders, their class lists), are "holders": static fields act as roots, as they do for
-    // LeakCanary. Candidates are the non-holders whose immediate dominator is the super-root or
-    // a holder: the tops of the dominator tree once it is cut at the classes.
-    // The scan runs in the dominators' own numbering (a dominator before what it dominates),
-    // where it reads its arrays in order; `holder` bits are set by number.
+/// Class objects, and every object that dominates one (class loaders, their class lists), are
+/// "holders": static fields act as roots, as they do for LeakCanary. One bit each, by the
+/// dominators' own numbering.
+fn holders(ix: &Index, dom: &Dominators) -> Vec<u64> {
     let mut holder = vec![0u64; dom.len().div_ceil(64)];
     for c in &ix.classes {
         let mut k = dom.number(c.node);
@@ -478,26 +498,61 @@ fn dominator_candidates(ix: &Index, dom: &Dominators, cfg: &Config) -> Vec<(u64,
             k = dom.idom_at(k);
         }
     }
-    // The `want` largest by (retained, then the smaller node), whatever the order of the scan.
-    let want = cfg.top_n.saturating_mul(8).max(64);
-    let mut heap: BinaryHeap<Reverse<(u64, Reverse<u32>)>> = BinaryHeap::with_capacity(want + 1);
-    for k in 1..dom.len() as u32 {
-        if bit(&holder, k as usize) {
+    holder
+}
+
+/// A dominator candidate's rank: retained size, then the smaller node.
+type CandKey = Reverse<(u64, Reverse<u32>)>;
+
+/// Keep `key` if it is among the `want` largest offered so far.
+fn offer(heap: &mut BinaryHeap<CandKey>, key: (u64, Reverse<u32>), want: usize) {
+    if heap.len() < want {
+        heap.push(Reverse(key));
+    } else if heap.peek().is_some_and(|top| top.0 < key) {
+        heap.pop();
+        heap.push(Reverse(key));
+    }
+}
+
+/// Dominator candidates among the objects the dominators number `range`: the non-holders whose
+/// immediate dominator is the super-root or a holder, the tops of the dominator tree once it is
+/// cut at the classes. The scan runs in the dominators' numbering (a dominator before what it
+/// dominates), reading their arrays in order. It keeps the `want` largest by (retained, then
+/// the smaller node), whatever the order or the cut of the scan.
+fn dominator_candidates(
+    dom: &Dominators,
+    holder: &[u64],
+    range: std::ops::Range<u32>,
+    want: usize,
+) -> BinaryHeap<CandKey> {
+    let mut heap = BinaryHeap::with_capacity(want + 1);
+    for k in range {
+        if bit(holder, k as usize) {
             continue;
         }
         let d = dom.idom_at(k);
-        if d != 0 && !bit(&holder, d as usize) {
+        if d != 0 && !bit(holder, d as usize) {
             continue;
         }
-        let key = (dom.retained_at(k), Reverse(dom.node_at(k)));
-        if heap.len() < want {
-            heap.push(Reverse(key));
-        } else if heap.peek().is_some_and(|top| top.0 < key) {
-            heap.pop();
-            heap.push(Reverse(key));
-        }
+        offer(
+            &mut heap,
+            (dom.retained_at(k), Reverse(dom.node_at(k))),
+            want,
+        );
     }
-    let mut cands: Vec<(u64, u32)> = heap
+    heap
+}
+
+/// The `want` largest candidates of two scans, largest first, as (retained, node).
+fn top_candidates(
+    mut a: BinaryHeap<CandKey>,
+    b: BinaryHeap<CandKey>,
+    want: usize,
+) -> Vec<(u64, u32)> {
+    for Reverse(key) in b {
+        offer(&mut a, key, want);
+    }
+    let mut cands: Vec<(u64, u32)> = a
         .into_iter()
         .map(|Reverse((r, Reverse(v)))| (r, v))
         .collect();
