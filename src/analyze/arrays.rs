@@ -53,25 +53,32 @@ fn gallop<T>(v: &[T], pred: impl Fn(&T) -> bool) -> usize {
     lo + v[lo..hi].partition_point(pred)
 }
 
-/// `a` and `b` (each sorted) merged into one sorted vector, equal elements of `a` first. Runs
-/// that lie wholly between two elements of the other side are copied whole: HotSpot's
-/// workers' ids are two long runs with a few class ids of one among the other's.
-pub(crate) fn merge_sorted<T: Ord + Copy>(mut a: &[T], mut b: &[T]) -> Vec<T> {
-    let mut m = Vec::with_capacity(a.len() + b.len());
-    while let (Some(x), Some(y)) = (a.first(), b.first()) {
-        if x <= y {
-            let k = gallop(a, |v| v <= y);
-            m.extend_from_slice(&a[..k]);
-            a = &a[k..];
+/// `b` (sorted) merged into `a` (sorted), equal elements of `a` first. The elements of `a` up
+/// to `b`'s first stay where they are and `a` grows after them; only those above it are moved
+/// aside. HotSpot's workers' ids are two long runs, the first with a few class ids beyond the
+/// second's start: `a` mostly grows in place (a large block is remapped, not copied), where a
+/// merge into new memory would write both runs to fresh pages.
+pub(crate) fn merge_into<T: Ord + Copy>(a: &mut Vec<T>, b: &[T]) {
+    let Some(first) = b.first() else {
+        return;
+    };
+    let tail = a.split_off(a.partition_point(|x| x <= first));
+    a.reserve_exact(tail.len() + b.len());
+    let (mut x, mut y) = (&tail[..], b);
+    // Runs that lie wholly between two elements of the other side are copied whole.
+    while let (Some(p), Some(q)) = (x.first(), y.first()) {
+        if p <= q {
+            let k = gallop(x, |v| v <= q);
+            a.extend_from_slice(&x[..k]);
+            x = &x[k..];
         } else {
-            let k = gallop(b, |v| v < x);
-            m.extend_from_slice(&b[..k]);
-            b = &b[k..];
+            let k = gallop(y, |v| v < p);
+            a.extend_from_slice(&y[..k]);
+            y = &y[k..];
         }
     }
-    m.extend_from_slice(a);
-    m.extend_from_slice(b);
-    m
+    a.extend_from_slice(x);
+    a.extend_from_slice(y);
 }
 
 /// Call `f(start, chunk)` on consecutive chunks of `v` (`start` is the chunk's first index),
@@ -111,7 +118,7 @@ mod tests {
     proptest! {
         /// The merge is the sorted concatenation, whatever the runs look like.
         #[test]
-        fn merge_sorted_sorts_the_concatenation(
+        fn merge_into_sorts_the_concatenation(
             mut a in proptest::collection::vec(0u64..50, 0..200),
             mut b in proptest::collection::vec(0u64..50, 0..200),
             spread in 1u64..1000,
@@ -121,7 +128,8 @@ mod tests {
             b.sort_unstable();
             let mut want = [a.clone(), b.clone()].concat();
             want.sort_unstable();
-            prop_assert_eq!(merge_sorted(&a, &b), want);
+            merge_into(&mut a, &b);
+            prop_assert_eq!(a, want);
         }
     }
 

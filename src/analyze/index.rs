@@ -647,7 +647,7 @@ impl Pass1 {
         }
         if sorted {
             // Two sorted runs: merge them in linear time.
-            self.ids = super::arrays::merge_sorted(&self.ids, &o.ids);
+            super::arrays::merge_into(&mut self.ids, &o.ids);
         } else {
             self.ids.extend(o.ids);
         }
@@ -995,9 +995,10 @@ pub(crate) struct Pass2<'a> {
     out: Out,
     /// One-pass mode: the index holds no object ids yet, so entries are numbered in file order
     /// (their ordinal stands for the node) and edges are kept as raw ids in `raw`, until
-    /// [`resolve`] maps both once every id is known.
+    /// [`resolve`] maps both once every id is known. An id is kept as two 32-bit words (high,
+    /// low), so that [`resolve`] can turn the list into the nodes' list in place.
     defer: bool,
-    raw: Vec<u64>,
+    raw: Vec<[u32; 2]>,
     /// Otherwise, the targets of the last edges, whose slots at the end of `out.edges` wait
     /// for them: looked up [`BATCH`] at a time, so that the lookups' cache misses overlap.
     batch: Vec<u64>,
@@ -1005,6 +1006,8 @@ pub(crate) struct Pass2<'a> {
 
 /// Edge targets looked up at a time (see `Pass2::batch`).
 const BATCH: usize = 1024;
+/// Edge targets [`resolve`] looks up at a time.
+const LOOKUP: usize = 4096;
 
 const CLASS_CACHE: usize = 1024;
 
@@ -1092,7 +1095,7 @@ impl<'a> Pass2<'a> {
             return;
         }
         if self.defer {
-            self.raw.push(target);
+            self.raw.push([(target >> 32) as u32, target as u32]);
             return;
         }
         self.batch.push(target);
@@ -1142,7 +1145,7 @@ impl<'a> Pass2<'a> {
     }
 
     /// A one-pass worker's output: entries numbered by ordinal, and its raw edge targets.
-    pub(crate) fn finish_deferred(self) -> Result<(Out, Vec<u64>), String> {
+    pub(crate) fn finish_deferred(self) -> Result<(Out, Vec<[u32; 2]>), String> {
         match self.err {
             Some(e) => Err(e),
             None => Ok((self.out, self.raw)),
@@ -1196,20 +1199,40 @@ fn drop_missing(
 pub(crate) fn resolve(
     ix: &Index,
     mut out: Out,
-    raw: Vec<u64>,
+    raw: Vec<[u32; 2]>,
     mut node_of: impl FnMut(u32) -> u32,
 ) -> Option<Out> {
     // Look every target up (NONE if the dump does not hold it), then drop the missing ones
-    // in place, entry by entry. The looked-up targets start after room for the class edges
-    // to be put in (one per flagged entry), so that writing never overtakes reading.
+    // in place, entry by entry. The looked-up targets are moved to start after room for the
+    // class edges to be put in (one per flagged entry), so that writing never overtakes reading.
     let flagged = out.nodes.iter().filter(|e| e[3] & CLASS_EDGE != 0).count();
-    if raw.len().checked_add(flagged)? >= NONE as usize {
+    let n = raw.len();
+    if n.checked_add(flagged)? >= NONE as usize {
         // Too many references: the two passes report it.
         return None;
     }
-    let mut edges = vec![0u32; flagged + raw.len()];
-    ix.id_map.find_batch(&ix.ids, &raw, &mut edges[flagged..]);
-    drop(raw);
+    // The targets' words become their nodes in the same memory: target i (words 2i and 2i+1)
+    // becomes word i. A batch is read whole before it is written, and from the second batch on
+    // it writes only words earlier batches have read (i + LOOKUP <= 2i).
+    let mut edges = raw.into_flattened();
+    let mut q = vec![0u64; LOOKUP.min(n)];
+    let mut got = vec![0u32; q.len()];
+    let mut i = 0;
+    while i < n {
+        let m = (n - i).min(LOOKUP);
+        for (j, t) in q[..m].iter_mut().enumerate() {
+            let k = 2 * (i + j);
+            *t = (edges[k] as u64) << 32 | edges[k + 1] as u64;
+        }
+        ix.id_map.find_batch(&ix.ids, &q[..m], &mut got[..m]);
+        edges[i..i + m].copy_from_slice(&got[..m]);
+        i += m;
+    }
+    drop((q, got));
+    // Within the list's capacity (2n words) unless most entries are flagged and hold no
+    // reference of their own.
+    edges.resize(n + flagged, 0);
+    edges.copy_within(..n, flagged);
     // Class index -> its class object's node, looked up once per class.
     let mut class_node: Vec<Option<u32>> = vec![None; ix.classes.len()];
     let missing = drop_missing(&mut out.nodes, &mut edges, flagged, |e| {
@@ -1228,6 +1251,8 @@ pub(crate) fn resolve(
     })?;
     out.stats.missing_refs += missing;
     out.stats.edges = edges.len() as u64;
+    // The raw ids' words past the list go back (a large block shrinks in place).
+    edges.shrink_to_fit();
     out.edges = edges;
     for f in out.flags.iter_mut() {
         f.node = node_of(f.node);

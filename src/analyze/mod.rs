@@ -31,7 +31,8 @@
 //!   in chunks of [`CHUNK`] bytes. Memory is a constant number of bytes per object and per
 //!   reference: about 50 per object and at most 12 per reference at the peak (the dominators'
 //!   depth-first search beside the breadth-first one, the graph still held; the one pass's raw
-//!   ids, 8 bytes per reference until they are mapped, plus the mapped windows, stay below it).
+//!   ids, 8 bytes per reference until they are mapped to nodes in the same memory, plus the
+//!   mapped windows, stay below it).
 //! - Bad or truncated input is an [`Error::Input`] naming the byte offset; nothing panics on it,
 //!   and nothing is reported from a dump that did not parse to its end.
 //! - `java.lang.ref.Reference.referent` is not a strong reference: objects only weakly, softly or
@@ -744,7 +745,7 @@ fn one_pass(
         .map(|&id| ix.node(id).unwrap_or(NONE_U32))
         .collect();
     taken.sort_unstable();
-    let raws: Vec<(index::Out, Vec<u64>)> = p2s
+    let raws: Vec<(index::Out, Vec<[u32; 2]>)> = p2s
         .into_iter()
         .map(|p| p.finish_deferred())
         .collect::<Result<_, _>>()
@@ -1080,6 +1081,56 @@ mod tests {
         // Holder -> Object (super); 0x100 -> Holder, -> 0x200; 0x200 -> Holder; 0x300's class
         // is not in the dump.
         assert_eq!(one["analysis"]["references"], 4);
+        assert_eq!(one["analysis"]["missingReferences"], 1);
+        assert_eq!(one, two);
+    }
+
+    /// One pass maps its raw ids to nodes in their own memory, then moves them to make room for
+    /// the class edges: also when most instances hold no reference of their own, so that the
+    /// class edges outnumber the raw ids and the list must grow.
+    #[test]
+    fn class_edges_outnumbering_references_give_the_two_pass_graph() {
+        let mut w = Writer::new(Format::V102, 8, 0);
+        w.utf8(1, "java.lang.Object");
+        w.utf8(2, "com.app.Holder");
+        w.utf8(3, "ref");
+        w.load_class(1, 0x10, 1);
+        w.load_class(2, 0x20, 2);
+        w.segment(tag::HEAP_DUMP_SEGMENT);
+        w.class_dump(0x10, 0, 0, 0, &[], &[]);
+        w.class_dump(0x20, 0x10, 0, 8, &[], &[(3, BasicType::Object)]);
+        w.instance(0x100, 0x20, &0x200u64.to_be_bytes());
+        w.instance(0x108, 0x20, &0x999u64.to_be_bytes());
+        for k in 0..50u64 {
+            w.instance(0x200 + 8 * k, 0x20, &0u64.to_be_bytes());
+        }
+        w.root_jni_global(0x100, 1);
+        w.root_jni_global(0x108, 2);
+        w.end_segment();
+        w.heap_dump_end();
+        let bytes = w.finish();
+        let run = |one_pass| {
+            let cfg = Config {
+                one_pass,
+                ..Config::default()
+            };
+            let mut r = analyze(Input::Bytes(&bytes), &cfg, serde_json::Value::Null).unwrap();
+            r.analysis.timings = Timings::default();
+            serde_json::to_value(&r).unwrap()
+        };
+        let (one, two) = (run(true), run(false));
+        // The one pass built the graph itself (it falls back to two passes on any trouble).
+        let whole = [(hprof::HEADER_LEN as u64, bytes.len() as u64)];
+        let limits = index::IndexLimits {
+            bitmap_min_pixels: 1,
+            array_min_bytes: 1,
+        };
+        assert!(matches!(
+            one_pass(&Input::Bytes(&bytes), &whole, limits),
+            Some(OnePassResult::Graph(..))
+        ));
+        // Holder -> Object (super), 52 instances -> Holder, 0x100 -> 0x200; 0x999 is missing.
+        assert_eq!(one["analysis"]["references"], 54);
         assert_eq!(one["analysis"]["missingReferences"], 1);
         assert_eq!(one, two);
     }
