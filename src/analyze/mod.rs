@@ -959,6 +959,36 @@ mod tests {
     use crate::hprof::writer::Writer;
     use crate::hprof::{sub, tag, BasicType, Format};
 
+    /// The strings 1 to 5: `java.lang.Object`, `android.app.Activity`, `com.app.MainActivity`,
+    /// `mDestroyed`, `mFinished`; the first three classes loaded as 0x10, 0x20 and 0x30.
+    fn activity_strings(w: &mut Writer) {
+        for (id, t) in [
+            (1, "java.lang.Object"),
+            (2, "android.app.Activity"),
+            (3, "com.app.MainActivity"),
+            (4, "mDestroyed"),
+            (5, "mFinished"),
+        ] {
+            w.utf8(id, t);
+        }
+        w.load_class(1, 0x10, 1);
+        w.load_class(2, 0x20, 2);
+        w.load_class(3, 0x30, 3);
+    }
+
+    /// The class dump of `android.app.Activity` (id 0x20, super 0x10) with its fields
+    /// `mDestroyed` and `mFinished` (names 4 and 5).
+    fn activity_class(w: &mut Writer) {
+        w.class_dump(
+            0x20,
+            0x10,
+            0,
+            10,
+            &[],
+            &[(4, BasicType::Boolean), (5, BasicType::Boolean)],
+        );
+    }
+
     /// An Android-style dump (1.0.3, 4-byte ids) built by hand:
     /// - class `com.app.MainActivity extends android.app.Activity` (fields mDestroyed, mFinished);
     /// - `com.app.Leaks.sActivity` (static) -> destroyed activity 0x100 -> byte[] 0x200 (stripped,
@@ -970,12 +1000,8 @@ mod tests {
         let s = |w: &mut Writer, id: u64, t: &str| {
             w.utf8(id, t);
         };
+        activity_strings(&mut w);
         for (id, t) in [
-            (1, "java.lang.Object"),
-            (2, "android.app.Activity"),
-            (3, "com.app.MainActivity"),
-            (4, "mDestroyed"),
-            (5, "mFinished"),
             (6, "mCache"),
             (7, "com.app.Leaks"),
             (8, "sActivity"),
@@ -987,9 +1013,6 @@ mod tests {
         ] {
             s(&mut w, id, t);
         }
-        w.load_class(1, 0x10, 1);
-        w.load_class(2, 0x20, 2);
-        w.load_class(3, 0x30, 3);
         w.load_class(4, 0x40, 7);
         w.load_class(5, 0x50, 9);
         w.load_class(6, 0x60, 11);
@@ -997,14 +1020,7 @@ mod tests {
         w.segment(tag::HEAP_DUMP_SEGMENT);
         w.class_dump(0x10, 0, 0, 8, &[], &[]);
         w.class_dump(0x70, 0x10, 0, 8, &[], &[]);
-        w.class_dump(
-            0x20,
-            0x10,
-            0,
-            10,
-            &[],
-            &[(4, BasicType::Boolean), (5, BasicType::Boolean)],
-        );
+        activity_class(&mut w);
         w.class_dump(
             0x30,
             0x20,
@@ -1046,11 +1062,9 @@ mod tests {
         w.finish()
     }
 
-    /// One pass keeps an instance's edge to its class as a flag on the entry, not as a raw id
-    /// to look up; the graph and report are those of two passes, also for an instance whose
-    /// class the dump lacks (that edge is missing, as before).
-    #[test]
-    fn implied_class_edges_give_the_two_pass_graph() {
+    /// A HotSpot-style dump (1.0.2, 8-byte ids) of class `com.app.Holder extends
+    /// java.lang.Object` (one reference field, `ref`), with the objects and roots `body` writes.
+    fn holder_dump(body: impl FnOnce(&mut Writer)) -> Vec<u8> {
         let mut w = Writer::new(Format::V102, 8, 0);
         w.utf8(1, "java.lang.Object");
         w.utf8(2, "com.app.Holder");
@@ -1060,79 +1074,70 @@ mod tests {
         w.segment(tag::HEAP_DUMP_SEGMENT);
         w.class_dump(0x10, 0, 0, 0, &[], &[]);
         w.class_dump(0x20, 0x10, 0, 8, &[], &[(3, BasicType::Object)]);
-        w.instance(0x100, 0x20, &0x200u64.to_be_bytes());
-        w.instance(0x200, 0x20, &0u64.to_be_bytes());
-        w.instance(0x300, 0xABC, &[]);
-        w.root_jni_global(0x100, 1);
-        w.root_jni_global(0x300, 2);
+        body(&mut w);
         w.end_segment();
         w.heap_dump_end();
-        let bytes = w.finish();
-        let run = |one_pass| {
-            let cfg = Config {
-                one_pass,
-                ..Config::default()
-            };
-            let mut r = analyze(Input::Bytes(&bytes), &cfg, serde_json::Value::Null).unwrap();
-            r.analysis.timings = Timings::default();
-            serde_json::to_value(&r).unwrap()
-        };
-        let (one, two) = (run(true), run(false));
-        // Holder -> Object (super); 0x100 -> Holder, -> 0x200; 0x200 -> Holder; 0x300's class
-        // is not in the dump.
-        assert_eq!(one["analysis"]["references"], 4);
-        assert_eq!(one["analysis"]["missingReferences"], 1);
-        assert_eq!(one, two);
+        w.finish()
     }
 
-    /// One pass maps its raw ids to nodes in their own memory, then moves them to make room for
-    /// the class edges: also when most instances hold no reference of their own, so that the
-    /// class edges outnumber the raw ids and the list must grow.
-    #[test]
-    fn class_edges_outnumbering_references_give_the_two_pass_graph() {
-        let mut w = Writer::new(Format::V102, 8, 0);
-        w.utf8(1, "java.lang.Object");
-        w.utf8(2, "com.app.Holder");
-        w.utf8(3, "ref");
-        w.load_class(1, 0x10, 1);
-        w.load_class(2, 0x20, 2);
-        w.segment(tag::HEAP_DUMP_SEGMENT);
-        w.class_dump(0x10, 0, 0, 0, &[], &[]);
-        w.class_dump(0x20, 0x10, 0, 8, &[], &[(3, BasicType::Object)]);
-        w.instance(0x100, 0x20, &0x200u64.to_be_bytes());
-        w.instance(0x108, 0x20, &0x999u64.to_be_bytes());
-        for k in 0..50u64 {
-            w.instance(0x200 + 8 * k, 0x20, &0u64.to_be_bytes());
-        }
-        w.root_jni_global(0x100, 1);
-        w.root_jni_global(0x108, 2);
-        w.end_segment();
-        w.heap_dump_end();
-        let bytes = w.finish();
+    /// The reports of one pass and of two passes (without timings), and whether the one pass
+    /// built the graph itself (it falls back to two passes on any trouble).
+    fn one_and_two_passes(bytes: &[u8]) -> (serde_json::Value, serde_json::Value, bool) {
         let run = |one_pass| {
             let cfg = Config {
                 one_pass,
                 ..Config::default()
             };
-            let mut r = analyze(Input::Bytes(&bytes), &cfg, serde_json::Value::Null).unwrap();
+            let mut r = analyze(Input::Bytes(bytes), &cfg, serde_json::Value::Null).unwrap();
             r.analysis.timings = Timings::default();
             serde_json::to_value(&r).unwrap()
         };
-        let (one, two) = (run(true), run(false));
-        // The one pass built the graph itself (it falls back to two passes on any trouble).
         let whole = [(hprof::HEADER_LEN as u64, bytes.len() as u64)];
         let limits = index::IndexLimits {
             bitmap_min_pixels: 1,
             array_min_bytes: 1,
         };
-        assert!(matches!(
-            one_pass(&Input::Bytes(&bytes), &whole, limits),
+        let built = matches!(
+            one_pass(&Input::Bytes(bytes), &whole, limits),
             Some(OnePassResult::Graph(..))
-        ));
-        // Holder -> Object (super), 52 instances -> Holder, 0x100 -> 0x200; 0x999 is missing.
-        assert_eq!(one["analysis"]["references"], 54);
-        assert_eq!(one["analysis"]["missingReferences"], 1);
-        assert_eq!(one, two);
+        );
+        (run(true), run(false), built)
+    }
+
+    /// One pass keeps an instance's edge to its class as a flag on the entry, not as a raw id
+    /// to look up, and maps its raw ids to nodes in their own memory, then moves them to make
+    /// room for the class edges. The graph and report are those of two passes:
+    /// - also for an instance whose class the dump lacks (that edge is missing, as before);
+    /// - also when most instances hold no reference of their own, so that the class edges
+    ///   outnumber the raw ids and the list must grow.
+    #[test]
+    fn implied_class_edges_give_the_two_pass_graph() {
+        let small = holder_dump(|w| {
+            w.instance(0x100, 0x20, &0x200u64.to_be_bytes());
+            w.instance(0x200, 0x20, &0u64.to_be_bytes());
+            w.instance(0x300, 0xABC, &[]);
+            w.root_jni_global(0x100, 1);
+            w.root_jni_global(0x300, 2);
+        });
+        let mostly_empty = holder_dump(|w| {
+            w.instance(0x100, 0x20, &0x200u64.to_be_bytes());
+            w.instance(0x108, 0x20, &0x999u64.to_be_bytes());
+            for k in 0..50u64 {
+                w.instance(0x200 + 8 * k, 0x20, &0u64.to_be_bytes());
+            }
+            w.root_jni_global(0x100, 1);
+            w.root_jni_global(0x108, 2);
+        });
+        // small: Holder -> Object (super); 0x100 -> Holder, -> 0x200; 0x200 -> Holder; 0x300's
+        // class is not in the dump. mostly_empty: Holder -> Object, 52 instances -> Holder,
+        // 0x100 -> 0x200; 0x999 is not in the dump.
+        for (bytes, references) in [(small, 4), (mostly_empty, 54)] {
+            let (one, two, built) = one_and_two_passes(&bytes);
+            assert!(built, "the one pass fell back to two");
+            assert_eq!(one["analysis"]["references"], references);
+            assert_eq!(one["analysis"]["missingReferences"], 1);
+            assert_eq!(one, two);
+        }
     }
 
     #[test]
@@ -1177,30 +1182,12 @@ mod tests {
             Format::V102
         };
         let mut w = Writer::new(format, id_size, 0);
-        for (id, t) in [
-            (1, "java.lang.Object"),
-            (2, "android.app.Activity"),
-            (3, "com.app.MainActivity"),
-            (4, "mDestroyed"),
-            (5, "mFinished"),
-            (6, "java.lang.Object[]"),
-        ] {
-            w.utf8(id, t);
-        }
-        w.load_class(1, 0x10, 1);
-        w.load_class(2, 0x20, 2);
-        w.load_class(3, 0x30, 3);
+        activity_strings(&mut w);
+        w.utf8(6, "java.lang.Object[]");
         w.load_class(4, 0x80, 6);
         w.segment(tag::HEAP_DUMP_SEGMENT);
         w.class_dump(0x10, 0, 0, 8, &[], &[]);
-        w.class_dump(
-            0x20,
-            0x10,
-            0,
-            10,
-            &[],
-            &[(4, BasicType::Boolean), (5, BasicType::Boolean)],
-        );
+        activity_class(&mut w);
         w.class_dump(0x30, 0x20, 0, 10, &[], &[]);
         w.class_dump(0x80, 0x10, 0, 8, &[], &[]);
         w.instance(0x100, 0x30, &[1, 0]);
