@@ -35,11 +35,11 @@ cat "$BIG" "$MINI" "$ART" >/dev/null
 RUNS="${RUNS:-3}"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 
-one() { # one NAME CMD... : append "wall cpu rss_kb" to $tmp/NAME
+one() { # one NAME CMD... : append "wall cpu rss_kb user sys" to $tmp/NAME
   local name=$1; shift
   /usr/bin/time -f '%e %U %S %M' -o "$tmp/t" "$@" >/dev/null 2>&1 || { echo "bench: $name failed" >&2; cat "$tmp/t" >&2; exit 1; }
   read -r w u s m <"$tmp/t"
-  echo "$w $(echo "$u+$s" | bc -l) $m" >>"$tmp/$name"
+  echo "$w $(echo "$u+$s" | bc -l) $m $u $s" >>"$tmp/$name"
 }
 
 # Interleaved runs, so that a busy machine slows every tool alike; the median run is reported.
@@ -74,6 +74,9 @@ printf 'time ratio  ours(full) / hprof-slurp, median wall = %.2f   (target <= 1.
 printf 'time ratio  ours(full) / hprof-slurp, cpu         = %.2f\n' "$(echo "$(median full 2)/$(median slurp 2)" | bc -l)"
 fastest() { sort -n "$tmp/$1" | head -1 | cut -d' ' -f1; }
 printf 'time ratio  ours(full) / hprof-slurp, fastest wall = %.2f   (each tool'"'"'s best run: less of this host'"'"'s noise)\n' "$(echo "$(fastest full)/$(fastest slurp)" | bc -l)"
+printf 'cpu split   user / sys of the median-wall runs: hprof-slurp %s / %s s, ours(full) %s / %s s\n' \
+  "$(median slurp 4)" "$(median slurp 5)" "$(median full 4)" "$(median full 5)"
+echo "            (sys is mostly page faults; on this VM fresh huge pages cost 0.13 to 2.5 ms per MB: DEVELOPERS.md, \"Benchmarks\")"
 printf 'memory      peak RSS(full) / input                = %.2f   (target <= 0.50)\n' "$(echo "$full_rss*1024/$big_size" | bc -l)"
 printf 'memory      peak RSS(stripped) / full input       = %.2f\n' "$(echo "$mini_rss*1024/$big_size" | bc -l)"
 if cmp -s <(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(sorted((g["signature"],g["instanceCount"],g["retainedSize"]) for g in r["gcPaths"]))' "$tmp/full.json") \
