@@ -636,17 +636,10 @@ impl Pass1 {
         self.names.extend(o.names);
         self.classes.extend(o.classes);
         self.roots.extend(o.roots);
-        let sorted = self.sorted && o.sorted;
-        self.sorted = sorted;
-        if let (Some(&a), Some(&b)) = (self.ids.last(), o.ids.first()) {
-            if a < b && sorted {
-                // One run after the other.
-                self.ids.extend_from_slice(&o.ids);
-                return;
-            }
-        }
-        if sorted {
-            // Two sorted runs: merge them in linear time.
+        self.sorted &= o.sorted;
+        if self.sorted {
+            // Two sorted runs: merge them in linear time (one after the other, the second is
+            // appended).
             super::arrays::merge_into(&mut self.ids, &o.ids);
         } else {
             self.ids.extend(o.ids);

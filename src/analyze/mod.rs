@@ -448,7 +448,7 @@ impl<'a, 'b> Heads<'a, 'b> {
             return None;
         }
         self.window = None;
-        if let (Input::File(_), Some(f)) = (self.input, self.f) {
+        if let Some(f) = self.f {
             let n = (left as usize).min(WINDOW);
             if let Ok(w) = crate::mapped::Window::map(f, pos, n) {
                 (self.window, self.at, self.n) = (Some(w), pos, n);

@@ -208,8 +208,8 @@ pub(crate) struct Pass3<'a> {
     /// The array streaming now: the index of its next element.
     cur: Option<u32>,
     /// The wanted children of the array streaming now not found yet: their index in `wanted`
-    /// and their id as the dump writes it (big-endian, `id_size` bytes, the rest zero).
-    pending: Vec<(usize, [u8; 8])>,
+    /// and their id.
+    pending: Vec<(usize, u64)>,
     /// A one-hash Bloom filter of the wanted parents (most objects are not, and are skipped
     /// after one bit test).
     bloom: Vec<u64>,
@@ -331,11 +331,7 @@ impl Visitor for Pass3<'_> {
                         if child == class_id {
                             self.found[k] = Some(Ref::ClassOf);
                         } else if child != 0 {
-                            let mut pat = [0u8; 8];
-                            let be = child.to_be_bytes();
-                            let w = (id_size as usize).min(8);
-                            pat[..w].copy_from_slice(&be[8 - w..]);
-                            self.pending.push((k, pat));
+                            self.pending.push((k, child));
                         }
                     }
                     self.cur = Some(0);
@@ -350,19 +346,18 @@ impl Visitor for Pass3<'_> {
         let Some(i) = self.cur else {
             return Ok(());
         };
-        let w = self.ix.header.id_size as usize;
-        // The first element equal to each wanted child, compared as the dump writes ids (no
-        // decoding): the arrays on paths include the largest of the heap (a big map's table).
+        let id_size = self.ix.header.id_size;
+        // One scan for the first element equal to each wanted child not found yet: the arrays
+        // on paths include the largest of the heap (a big map's table).
         let found = &mut self.found;
-        self.pending
-            .retain(|&(k, pat)| match first_element(data, w, &pat) {
-                Some(j) => {
-                    found[k] = Some(Ref::Element(i.saturating_add(j as u32)));
-                    false
-                }
-                None => true,
-            });
-        self.cur = Some(i.saturating_add((data.len() / w.max(1)) as u32));
+        self.pending.retain(|&(k, child)| {
+            let at = first_element(data, id_size, child);
+            if let Some(j) = at {
+                found[k] = Some(Ref::Element(i.saturating_add(j as u32)));
+            }
+            at.is_none()
+        });
+        self.cur = Some(i.saturating_add((data.len() / id_size as usize) as u32));
         Ok(())
     }
 
@@ -372,21 +367,15 @@ impl Visitor for Pass3<'_> {
     }
 }
 
-/// The index of the first `w`-byte element of `data` whose bytes are `pat[..w]`.
-fn first_element(data: &[u8], w: usize, pat: &[u8; 8]) -> Option<usize> {
-    match w {
-        8 => {
-            let p = u64::from_ne_bytes(*pat);
-            data.chunks_exact(8)
-                .position(|e| e.try_into().ok().map(u64::from_ne_bytes) == Some(p))
-        }
-        4 => {
-            let p = u32::from_ne_bytes([pat[0], pat[1], pat[2], pat[3]]);
-            data.chunks_exact(4)
-                .position(|e| e.try_into().ok().map(u32::from_ne_bytes) == Some(p))
-        }
-        0 => None,
-        _ => data.chunks_exact(w).position(|e| e == &pat[..w.min(8)]),
+/// The index of the first `id_size`-byte element of `data` that is `id`, the size matched once
+/// per scan (not per element, as [`read_id`] would).
+fn first_element(data: &[u8], id_size: u32, id: u64) -> Option<usize> {
+    if id_size == 4 {
+        data.chunks_exact(4)
+            .position(|e| e.try_into().map(u32::from_be_bytes).ok() == Some(id as u32))
+    } else {
+        data.chunks_exact(8)
+            .position(|e| e.try_into().map(u64::from_be_bytes).ok() == Some(id))
     }
 }
 
