@@ -8,8 +8,9 @@
 //!   node, two per reachable node and two per edge that may join a predecessor list (the edges
 //!   outside the depth-first spanning tree that stay within one root's tree), plus a bit per
 //!   node, on top of the graph; [`finish`] runs without the graph (the caller frees it in
-//!   between), with at most seven `u32` per reachable node and one per predecessor listed at
-//!   once. The result keeps a `u32` per node, and two `u32` and a `u64` per reachable node.
+//!   between), with at most five `u32` per reachable node, the search's records (whose memory
+//!   it then reuses) and one `u32` per predecessor listed at once. The result keeps a `u32` per
+//!   node, and two `u32` and a `u64` per reachable node.
 //! - [`Dominators::idom`] is [`SUPER`] for objects dominated only by the super-root and
 //!   [`UNREACHED`] for objects no root reaches strongly; their retained size is 0.
 #![forbid(unsafe_code)]
@@ -119,9 +120,10 @@ pub struct Prepared {
     pre: Vec<u32>,
     vertex: Vec<u32>,
     parent: Vec<u32>,
-    /// Edges outside the spanning tree within one root's tree, as (target, source) numbers, in
-    /// the order the search met them: the predecessor lists are made of them.
-    kept: Vec<(u32, u32)>,
+    /// Edges outside the spanning tree within one root's tree, as (target, source) numbers
+    /// (target in the high half), in the order the search met them: the predecessor lists are
+    /// made of them, and [`finish`] then reuses their memory.
+    kept: Vec<u64>,
     /// Bit `k`: vertex `k`'s semi-dominator is the super-root, known from one edge (see
     /// [`prepare`]); its predecessor list is then left empty.
     zero: Vec<u64>,
@@ -159,7 +161,7 @@ pub fn prepare<G: Graph>(g: &G, roots: &[u32], late: &[u32]) -> Prepared {
     let mut roots_used = Vec::new();
     // The edges that may go into the predecessor lists, as (target, source) numbers (the
     // lists are made of them once no vertex can be flagged any more); which are flagged.
-    let mut kept: Vec<(u32, u32)> = Vec::new();
+    let mut kept: Vec<u64> = Vec::new();
     let mut zero = vec![0u64; (n + 1).div_ceil(64)];
     let mut dfs_from =
         |r: u32, pre: &mut Vec<u32>, vertex: &mut Vec<u32>, parent: &mut Vec<u32>| -> bool {
@@ -192,7 +194,7 @@ pub fn prepare<G: Graph>(g: &G, roots: &[u32], late: &[u32]) -> Prepared {
                         vertex.push(w);
                         stack.push((w, 0));
                     } else if pw >= start {
-                        kept.push((pw, pre[v as usize]));
+                        kept.push(((pw as u64) << 32) | pre[v as usize] as u64);
                     } else {
                         set_bit(&mut zero, pw as usize);
                     }
@@ -255,18 +257,27 @@ fn finish_in(
         roots_used,
     } = p;
     let count = vertex.len();
-    let (rfirst, redges) = predecessors(count, kept, &zero);
+    let (mut rfirst, redges) = predecessors(count, &kept, &zero);
 
+    // Each step below writes into memory an earlier one has finished with, not into new
+    // arrays: on a host that takes back free memory, a fresh page costs several times what
+    // writing a page again does (DEVELOPERS.md, "Benchmarks"). On the 540 MB bench dump this
+    // saves about 68 MB of fresh pages.
+    //
     // --- Semi-dominators, with path compression over the forest of processed vertices.
-    // `parent` doubles as the forest's ancestor links; `idom` keeps the tree parents.
-    let mut idom = parent.clone();
-    let mut semi: Vec<u32> = (0..count as u32).collect();
-    let mut label: Vec<u32> = (0..count as u32).collect();
+    // `parent` doubles as the forest's ancestor links. The records' memory now holds each
+    // vertex's label and semi-dominator, one word each (see [`label`] and [`semi`]).
+    let mut sl = kept;
+    sl.clear();
+    sl.extend((0..count as u64).map(|k| (k << 32) | k));
     let mut path: Vec<u32> = Vec::new();
     // Nothing is below the super-root (0): once a vertex's value reaches it, the rest of its
     // predecessors cannot change it (skipping their `eval` only skips some path compression).
     for w in (1..count).rev() {
-        let mut s = idom[w];
+        // Still `w`'s tree parent: path compression moves only the links of vertices above
+        // `w + 1` (see [`eval`]).
+        let tree_parent = parent[w];
+        let mut s = tree_parent;
         if bit(&zero, w) {
             s = 0;
         }
@@ -274,37 +285,38 @@ fn finish_in(
             if s == 0 {
                 break;
             }
-            let u = eval(v, w as u32 + 1, &mut parent, &mut label, &semi, &mut path);
-            if semi[u as usize] < s {
-                s = semi[u as usize];
-            }
+            let u = eval(v, w as u32 + 1, &mut parent, &mut sl, &mut path);
+            s = s.min(semi(sl[u as usize]));
         }
-        semi[w] = s;
+        sl[w] = (sl[w] & !LOW) | s as u64;
+        // No later step reads `rfirst[w + 1]`: it keeps the tree parent, for the next step.
+        rfirst[w + 1] = tree_parent;
     }
     drop(zero);
     drop(redges);
-    drop(rfirst);
-    drop(label);
     drop(parent);
     // --- Immediate dominators: the nearest common ancestor of the semi-dominator and the parent.
+    // The tree parents, one place to the left, are the start.
+    let mut idom = rfirst;
+    idom.copy_within(1.., 0);
+    idom.truncate(count);
+    idom[0] = 0;
     for w in 1..count {
         let mut c = idom[w];
-        while c > semi[w] {
+        let sw = semi(sl[w]);
+        while c > sw {
             c = idom[c as usize];
         }
         idom[w] = c;
     }
-    drop(semi);
 
     // --- Retained sizes: children have larger preorder numbers than their dominators.
     // The own sizes are read in chunks side by side (a random read each); the sums run in one
     // chain. The results stay in preorder numbers (see [`Dominators`]).
-    let mut ret: Vec<u64> = vec![0; count];
+    let mut ret = sl;
     par_chunks(&mut ret, threads, min, |k0, c| {
         for (k, r) in (k0..).zip(c.iter_mut()) {
-            if k > 0 {
-                *r = shallow(vertex[k]);
-            }
+            *r = if k > 0 { shallow(vertex[k]) } else { 0 };
         }
     });
     for k in (1..count).rev() {
@@ -324,43 +336,56 @@ fn finish_in(
 /// flagged in `zero`. Spanning-tree edges are not in them: a vertex's semi-dominator search
 /// starts at its parent anyway (an unprocessed vertex offers its own number). In a heap nearly
 /// every object has one referrer, so this halves them; the flags leave out most of the rest.
-fn predecessors(count: usize, kept: Vec<(u32, u32)>, zero: &[u64]) -> (Vec<u32>, Vec<u32>) {
+fn predecessors(count: usize, kept: &[u64], zero: &[u64]) -> (Vec<u32>, Vec<u32>) {
     // Counts go to index p + 2, so that after the prefix sums `rfirst[p + 1]` is where p's list
     // starts; filling advances it to where p's list ends, which is `rfirst[p + 1]` as the
     // finished CSR wants it (no second cursor array).
     let mut rfirst = vec![0u32; count + 2];
-    for &(pw, _) in &kept {
+    for &e in kept {
+        let pw = (e >> 32) as u32;
         if !bit(zero, pw as usize) {
             rfirst[pw as usize + 2] += 1;
         }
     }
     prefix_sums(&mut rfirst);
     let mut redges = vec![0u32; rfirst[count + 1] as usize];
-    for &(pw, k) in &kept {
+    for &e in kept {
+        let (pw, k) = ((e >> 32) as u32, e as u32);
         if !bit(zero, pw as usize) {
             let c = &mut rfirst[pw as usize + 1];
             redges[*c as usize] = k;
             *c += 1;
         }
     }
-    drop(kept);
     rfirst.truncate(count + 1);
     (rfirst, redges)
 }
 
+/// The low half of a vertex's word in [`finish`]: its semi-dominator.
+const LOW: u64 = 0xffff_ffff;
+
+/// A vertex's semi-dominator, from its word in [`finish`].
+#[inline]
+fn semi(e: u64) -> u32 {
+    e as u32
+}
+
+/// A vertex's label (a vertex on its forest path with the smallest semi-dominator seen), from
+/// its word in [`finish`].
+#[inline]
+fn label(e: u64) -> u32 {
+    (e >> 32) as u32
+}
+
 /// The vertex with the smallest semi-dominator on the forest path from `v` up to (not
 /// including) the first vertex not yet processed (numbers below `linked`), compressing the path.
+/// `sl` holds each vertex's label and semi-dominator. Only the links of vertices above `linked`
+/// change: a vertex's link is to a smaller number, and a link is moved only if it is at least
+/// `linked`.
 #[inline]
-fn eval(
-    v: u32,
-    linked: u32,
-    anc: &mut [u32],
-    label: &mut [u32],
-    semi: &[u32],
-    stack: &mut Vec<u32>,
-) -> u32 {
+fn eval(v: u32, linked: u32, anc: &mut [u32], sl: &mut [u64], stack: &mut Vec<u32>) -> u32 {
     if anc[v as usize] < linked {
-        return label[v as usize];
+        return label(sl[v as usize]);
     }
     let mut x = v;
     while anc[x as usize] >= linked {
@@ -369,18 +394,18 @@ fn eval(
     }
     // x is the topmost processed vertex on the path; its ancestor is not processed.
     let mut p = x;
-    let mut p_label = label[p as usize];
+    let mut p_label = label(sl[p as usize]);
     while let Some(y) = stack.pop() {
         anc[y as usize] = anc[p as usize];
-        let y_label = label[y as usize];
-        if semi[p_label as usize] < semi[y_label as usize] {
-            label[y as usize] = p_label;
+        let y_label = label(sl[y as usize]);
+        if semi(sl[p_label as usize]) < semi(sl[y_label as usize]) {
+            sl[y as usize] = ((p_label as u64) << 32) | (sl[y as usize] & LOW);
         } else {
             p_label = y_label;
         }
         p = y;
     }
-    label[v as usize]
+    label(sl[v as usize])
 }
 
 /// A plain CSR graph (for tests and small callers).
