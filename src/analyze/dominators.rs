@@ -6,11 +6,11 @@
 //!   linked list of millions of objects cannot overflow the thread's stack.
 //! - Work is near-linear in nodes + edges. Memory: the search ([`prepare`]) keeps a `u32` per
 //!   node, two per reachable node and two per edge that may join a predecessor list (the edges
-//!   outside the depth-first spanning tree that stay within one root's tree), plus a bit per
-//!   node, on top of the graph; [`finish`] runs without the graph (the caller frees it in
-//!   between), with at most five `u32` per reachable node, the search's records (whose memory
-//!   it then reuses) and one `u32` per predecessor listed at once. The result keeps a `u32` per
-//!   node, and two `u32` and a `u64` per reachable node.
+//!   outside the depth-first spanning tree that stay within one root's tree and do not point
+//!   at a root), plus two bits per node, on top of the graph; [`finish`] runs without the
+//!   graph (the caller frees it in between), with at most five `u32` per reachable node, the
+//!   search's records (whose memory it then reuses) and one `u32` per predecessor listed at
+//!   once. The result keeps a `u32` per node, and two `u32` and a `u64` per reachable node.
 //! - [`Dominators::idom`] is [`SUPER`] for objects dominated only by the super-root and
 //!   [`UNREACHED`] for objects no root reaches strongly; their retained size is 0.
 #![forbid(unsafe_code)]
@@ -121,8 +121,9 @@ pub struct Prepared {
     vertex: Vec<u32>,
     parent: Vec<u32>,
     /// Edges outside the spanning tree within one root's tree, into a vertex that is not a
-    /// root, as (target, source) numbers (target in the high half), in the order the search met them: the predecessor lists are
-    /// made of them, and [`finish`] then reuses their memory.
+    /// root, as (target, source) numbers (target in the high half), in the order the search
+    /// met them: the predecessor lists are made of them, and [`finish`] then reuses their
+    /// memory.
     kept: Vec<u64>,
     /// Bit `k`: vertex `k`'s semi-dominator is the super-root, known from one edge (see
     /// [`prepare`]); its predecessor list is then left empty.
@@ -142,11 +143,11 @@ pub struct Prepared {
 /// tree has the super-root as its parent, which ends its search at once): on the dump below
 /// that drops 1.77 M of the 3.59 M records, mostly edges from instances to their classes,
 /// which HotSpot lists as roots (sticky classes), and 516 k of 989 k on the ART-style bench
-/// dump. In a heap the
-/// objects many others point at are often of this kind: the lists shrink from 3.61 M to 1.39 M
-/// edges on a 540 MB Java dump, by 82 % on the Android fixtures. The other edges outside the
-/// spanning tree go into the lists, and [`finish`] stops reading a list once the value reaches
-/// the super-root (on that dump it then evaluates 63 k of them; all 3.61 M were before).
+/// dump. In a heap the objects many others point at are often of one of these kinds: the
+/// lists shrink from 3.61 M to 1.39 M edges on a 540 MB Java dump, by 82 % on the Android
+/// fixtures. The other edges outside the spanning tree go into the lists, and [`finish`] stops
+/// reading a list once the value reaches the super-root (on that dump it then evaluates 27 k
+/// of them; all 3.61 M were before).
 ///
 /// The search records each edge that may join a list with both ends' numbers, as it meets it,
 /// and [`finish`] builds the lists from those records once the graph is gone. (Marking the edge
