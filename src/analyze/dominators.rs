@@ -208,7 +208,7 @@ pub fn prepare<G: Graph>(g: &G, roots: &[u32], late: &[u32]) -> Prepared {
                         stack.push((w, 0));
                     } else if pw >= start {
                         if !bit(&is_root, w as usize) {
-                            kept.push(((pw as u64) << 32) | pre[v as usize] as u64);
+                            kept.push(pair(pw, pre[v as usize]));
                         }
                     } else {
                         set_bit(&mut zero, pw as usize);
@@ -285,7 +285,7 @@ fn finish_in(
     // vertex's label and semi-dominator, one word each (see [`label`] and [`semi`]).
     let mut sl = kept;
     sl.clear();
-    sl.extend((0..count as u64).map(|k| (k << 32) | k));
+    sl.extend((0..count as u32).map(|k| pair(k, k)));
     let mut path: Vec<u32> = Vec::new();
     // Nothing is below the super-root (0): once a vertex's value reaches it, the rest of its
     // predecessors cannot change it (skipping their `eval` only skips some path compression).
@@ -304,7 +304,7 @@ fn finish_in(
             let u = eval(v, w as u32 + 1, &mut parent, &mut sl, &mut path);
             s = s.min(semi(sl[u as usize]));
         }
-        sl[w] = (sl[w] & !LOW) | s as u64;
+        sl[w] = pair(label(sl[w]), s);
         // No later step reads `rfirst[w + 1]`: it keeps the tree parent, for the next step.
         rfirst[w + 1] = tree_parent;
     }
@@ -358,7 +358,7 @@ fn predecessors(count: usize, kept: &[u64], zero: &[u64]) -> (Vec<u32>, Vec<u32>
     // finished CSR wants it (no second cursor array).
     let mut rfirst = vec![0u32; count + 2];
     for &e in kept {
-        let pw = (e >> 32) as u32;
+        let (pw, _) = halves(e);
         if !bit(zero, pw as usize) {
             rfirst[pw as usize + 2] += 1;
         }
@@ -366,7 +366,7 @@ fn predecessors(count: usize, kept: &[u64], zero: &[u64]) -> (Vec<u32>, Vec<u32>
     prefix_sums(&mut rfirst);
     let mut redges = vec![0u32; rfirst[count + 1] as usize];
     for &e in kept {
-        let (pw, k) = ((e >> 32) as u32, e as u32);
+        let (pw, k) = halves(e);
         if !bit(zero, pw as usize) {
             let c = &mut rfirst[pw as usize + 1];
             redges[*c as usize] = k;
@@ -377,20 +377,30 @@ fn predecessors(count: usize, kept: &[u64], zero: &[u64]) -> (Vec<u32>, Vec<u32>
     (rfirst, redges)
 }
 
-/// The low half of a vertex's word in [`finish`]: its semi-dominator.
-const LOW: u64 = 0xffff_ffff;
+/// One word of two halves, `hi` above `lo`: a record's target and source numbers (see
+/// [`Prepared`]), a vertex's label and semi-dominator in [`finish`].
+#[inline]
+fn pair(hi: u32, lo: u32) -> u64 {
+    ((hi as u64) << 32) | lo as u64
+}
+
+/// The halves of a [`pair`], high first.
+#[inline]
+fn halves(e: u64) -> (u32, u32) {
+    ((e >> 32) as u32, e as u32)
+}
 
 /// A vertex's semi-dominator, from its word in [`finish`].
 #[inline]
 fn semi(e: u64) -> u32 {
-    e as u32
+    halves(e).1
 }
 
 /// A vertex's label (a vertex on its forest path with the smallest semi-dominator seen), from
 /// its word in [`finish`].
 #[inline]
 fn label(e: u64) -> u32 {
-    (e >> 32) as u32
+    halves(e).0
 }
 
 /// The vertex with the smallest semi-dominator on the forest path from `v` up to (not
@@ -415,7 +425,7 @@ fn eval(v: u32, linked: u32, anc: &mut [u32], sl: &mut [u64], stack: &mut Vec<u3
         anc[y as usize] = anc[p as usize];
         let y_label = label(sl[y as usize]);
         if semi(sl[p_label as usize]) < semi(sl[y_label as usize]) {
-            sl[y as usize] = ((p_label as u64) << 32) | (sl[y as usize] & LOW);
+            sl[y as usize] = pair(p_label, semi(sl[y as usize]));
         } else {
             p_label = y_label;
         }
