@@ -1,5 +1,5 @@
 //! Small helpers over flat arrays, shared by the analyser's phases: bitsets held in `u64`
-//! words, prefix sums for CSR layouts, and the merge of two sorted runs.
+//! words, two `u32` in one `u64`, prefix sums for CSR layouts, and the merge of two sorted runs.
 #![forbid(unsafe_code)]
 
 /// Set bit `i`.
@@ -12,6 +12,20 @@ pub(crate) fn set_bit(bits: &mut [u64], i: usize) {
 #[inline]
 pub(crate) fn bit(bits: &[u64], i: usize) -> bool {
     bits[i / 64] >> (i % 64) & 1 == 1
+}
+
+/// One word of two halves, `hi` above `lo`: a 64-bit id held as two `u32` (the one-pass
+/// parse's raw targets), a search record's target and source numbers, a vertex's label and
+/// semi-dominator (see `dominators`).
+#[inline]
+pub(crate) fn pair(hi: u32, lo: u32) -> u64 {
+    ((hi as u64) << 32) | lo as u64
+}
+
+/// The halves of a [`pair`], high first.
+#[inline]
+pub(crate) fn halves(e: u64) -> (u32, u32) {
+    ((e >> 32) as u32, e as u32)
 }
 
 /// The number of runs of equal values in `keys` (its distinct values, if they come sorted).

@@ -15,7 +15,7 @@
 //!   [`UNREACHED`] for objects no root reaches strongly; their retained size is 0.
 #![forbid(unsafe_code)]
 
-use super::arrays::{bit, par_chunks, prefix_sums, set_bit};
+use super::arrays::{bit, halves, pair, par_chunks, prefix_sums, set_bit};
 
 /// The immediate dominator of objects dominated by nothing but the super-root.
 pub const SUPER: u32 = u32::MAX - 1;
@@ -375,19 +375,6 @@ fn predecessors(count: usize, kept: &[u64], zero: &[u64]) -> (Vec<u32>, Vec<u32>
     }
     rfirst.truncate(count + 1);
     (rfirst, redges)
-}
-
-/// One word of two halves, `hi` above `lo`: a record's target and source numbers (see
-/// [`Prepared`]), a vertex's label and semi-dominator in [`finish`].
-#[inline]
-fn pair(hi: u32, lo: u32) -> u64 {
-    ((hi as u64) << 32) | lo as u64
-}
-
-/// The halves of a [`pair`], high first.
-#[inline]
-fn halves(e: u64) -> (u32, u32) {
-    ((e >> 32) as u32, e as u32)
 }
 
 /// A vertex's semi-dominator, from its word in [`finish`].

@@ -23,6 +23,7 @@
 //!   16-byte header, also when its contents were stripped (0xC3); a class counts its statics.
 #![forbid(unsafe_code)]
 
+use super::arrays::{halves, pair};
 use super::rank::RankMap;
 use crate::hprof::{read_id, sub, BasicType, ClassDump, Header, Record, Sub, Visitor};
 use std::collections::HashMap;
@@ -1088,7 +1089,8 @@ impl<'a> Pass2<'a> {
             return;
         }
         if self.defer {
-            self.raw.push([(target >> 32) as u32, target as u32]);
+            let (hi, lo) = halves(target);
+            self.raw.push([hi, lo]);
             return;
         }
         self.batch.push(target);
@@ -1215,7 +1217,7 @@ pub(crate) fn resolve(
         let m = (n - i).min(LOOKUP);
         for (j, t) in q[..m].iter_mut().enumerate() {
             let k = 2 * (i + j);
-            *t = (edges[k] as u64) << 32 | edges[k + 1] as u64;
+            *t = pair(edges[k], edges[k + 1]);
         }
         ix.id_map.find_batch(&ix.ids, &q[..m], &mut got[..m]);
         edges[i..i + m].copy_from_slice(&got[..m]);
