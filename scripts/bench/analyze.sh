@@ -44,12 +44,18 @@ one() { # one NAME CMD... : append "wall cpu rss_kb user sys" to $tmp/NAME
 
 # Interleaved runs, so that a busy machine slows every tool alike; the median run is reported.
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+# The CPU time other guests took from this one (steal) during the runs, from /proc/stat's first
+# line: user nice system idle iowait irq softirq steal.
+cpu_ticks() { awk '/^cpu /{print $2+$3+$4+$5+$6+$7+$8+$9, $9}' /proc/stat; }
+read -r ticks_before steal_before < <(cpu_ticks)
 for _ in $(seq "$RUNS"); do
   one slurp "$SLURP" "$BIG" -t 10
   one full "$BIN" analyze "$BIG" -o "$tmp/full.json"
   one mini "$BIN" analyze "$MINI" -o "$tmp/mini.json"
   one art "$BIN" analyze "$ART" -o "$tmp/art.json"
 done
+
+read -r ticks_after steal_after < <(cpu_ticks)
 
 median() { sort -n "$tmp/$1" | awk -v c="$2" '{a[NR]=$c} END {print a[int((NR+1)/2)]}'; }
 row() { # row LABEL NAME INPUT
@@ -61,6 +67,8 @@ row() { # row LABEL NAME INPUT
 }
 printf '\n%d interleaved runs each; wall and cpu are those of the median-wall run, peak RSS the largest seen\n' "$RUNS"
 printf 'load average (1, 5, 15 min) on %s cores: before %s, after %s\n' "$(nproc)" "$load_before" "$(cut -d' ' -f1-3 /proc/loadavg)"
+printf 'steal time  %.1f %% of this guest'"'"'s CPU time during the runs (time the host gave other guests)\n' \
+  "$(echo "100*($steal_after-$steal_before)/($ticks_after-$ticks_before+0.0001)" | bc -l)"
 printf '%-28s %9s %8s %8s %8s %12s %10s\n' "run" "input MB" "wall s" "min s" "cpu s" "peak RSS MB" "RSS/input"
 row "hprof-slurp (histogram)" slurp "$BIG"
 row "oomguard analyze (full)" full "$BIG"

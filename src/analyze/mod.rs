@@ -1080,6 +1080,36 @@ mod tests {
         w.finish()
     }
 
+    /// Objects that two roots reach count in the bytes retained by the roots together: the
+    /// same objects, reached from one root or from two, give the same total.
+    #[test]
+    fn reachable_bytes_count_objects_shared_by_roots() {
+        let reach = |shared: bool| {
+            let bytes = holder_dump(|w| {
+                w.instance(0x100, 0x20, &0x300u64.to_be_bytes());
+                let b_ref: u64 = if shared { 0x300 } else { 0 };
+                w.instance(0x200, 0x20, &b_ref.to_be_bytes());
+                w.instance(0x300, 0x20, &0u64.to_be_bytes());
+                w.root_jni_global(0x100, 1);
+                w.root_jni_global(0x200, 2);
+            });
+            let r = analyze(
+                Input::Bytes(&bytes),
+                &Config::default(),
+                serde_json::Value::Null,
+            )
+            .unwrap();
+            assert_eq!(r.analysis.reachable_objects, 5, "3 instances, 2 classes");
+            r.analysis.reachable_bytes
+        };
+        let (alone, shared) = (reach(false), reach(true));
+        assert!(alone > 0);
+        assert_eq!(
+            shared, alone,
+            "0x300 (and the class) counted once either way"
+        );
+    }
+
     /// The reports of one pass and of two passes (without timings), and whether the one pass
     /// built the graph itself (it falls back to two passes on any trouble).
     fn one_and_two_passes(bytes: &[u8]) -> (serde_json::Value, serde_json::Value, bool) {

@@ -42,7 +42,8 @@ pub struct AnalysisInfo {
     pub reachable_objects: u64,
     pub references: u64,
     pub gc_roots: u64,
-    /// Bytes retained by all roots together.
+    /// Bytes retained by all roots together: the super-root's retained size, the shallow sizes
+    /// of every reachable object (objects that several roots reach count once).
     pub reachable_bytes: u64,
     pub missing_references: u64,
     pub missing_roots: u64,
@@ -378,7 +379,7 @@ pub(crate) fn build(
             reachable_objects: dom.reachable(),
             references: st.edges,
             gc_roots: dom.roots_used.len() as u64,
-            reachable_bytes: dom.roots_used.iter().map(|&r| dom.retained(r)).sum(),
+            reachable_bytes: dom.retained_at(0),
             missing_references: st.missing_refs,
             missing_roots: st.missing_roots,
             stripped_arrays: st.stripped_arrays,
