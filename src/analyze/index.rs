@@ -989,13 +989,63 @@ pub(crate) struct Pass2<'a> {
     out: Out,
     /// One-pass mode: the index holds no object ids yet, so entries are numbered in file order
     /// (their ordinal stands for the node) and edges are kept as raw ids in `raw`, until
-    /// [`resolve`] maps both once every id is known. An id is kept as two 32-bit words (high,
-    /// low), so that [`resolve`] can turn the list into the nodes' list in place.
+    /// [`resolve`] maps both once every id is known.
     defer: bool,
-    raw: Vec<[u32; 2]>,
+    raw: Raw,
     /// Otherwise, the targets of the last edges, whose slots at the end of `out.edges` wait
     /// for them: looked up [`BATCH`] at a time, so that the lookups' cache misses overlap.
     batch: Vec<u64>,
+}
+
+/// A one-pass worker's raw edge targets, in 32-bit words so that [`resolve`] can turn the list
+/// into the nodes' list in place: one word per id (`id >> shift`: objects are 8-byte aligned
+/// below 32 GiB in a HotSpot dump with 8-byte ids, and 4-byte ids fit as they are) while every
+/// id fits, else two (high, low). Half the memory of the two words in the usual case; it is
+/// all fresh pages, filled while the file is read.
+pub(crate) enum Raw {
+    Narrow(Vec<u32>, u32),
+    Wide(Vec<[u32; 2]>),
+}
+
+impl Raw {
+    fn len(&self) -> usize {
+        match self {
+            Raw::Narrow(v, _) => v.len(),
+            Raw::Wide(v) => v.len(),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn push(&mut self, id: u64) {
+        if let Raw::Narrow(v, shift) = self {
+            let x = id >> *shift;
+            if x << *shift == id && x <= u32::MAX as u64 {
+                v.push(x as u32);
+                return;
+            }
+            self.widen();
+        }
+        if let Raw::Wide(v) = self {
+            let (hi, lo) = halves(id);
+            v.push([hi, lo]);
+        }
+    }
+
+    /// An id that does not fit one word: the list so far becomes two words per id.
+    #[cold]
+    #[inline(never)]
+    fn widen(&mut self) {
+        if let Raw::Narrow(v, shift) = self {
+            let wide = v
+                .iter()
+                .map(|&x| {
+                    let (hi, lo) = halves((x as u64) << *shift);
+                    [hi, lo]
+                })
+                .collect();
+            *self = Raw::Wide(wide);
+        }
+    }
 }
 
 /// Edge targets looked up at a time (see `Pass2::batch`).
@@ -1024,7 +1074,7 @@ impl<'a> Pass2<'a> {
                 ..Out::default()
             },
             defer: false,
-            raw: Vec::new(),
+            raw: Raw::Narrow(Vec::new(), if ix.header.id_size == 8 { 3 } else { 0 }),
             batch: Vec::with_capacity(BATCH),
         }
     }
@@ -1089,8 +1139,7 @@ impl<'a> Pass2<'a> {
             return;
         }
         if self.defer {
-            let (hi, lo) = halves(target);
-            self.raw.push([hi, lo]);
+            self.raw.push(target);
             return;
         }
         self.batch.push(target);
@@ -1140,7 +1189,7 @@ impl<'a> Pass2<'a> {
     }
 
     /// A one-pass worker's output: entries numbered by ordinal, and its raw edge targets.
-    pub(crate) fn finish_deferred(self) -> Result<(Out, Vec<[u32; 2]>), String> {
+    pub(crate) fn finish_deferred(self) -> Result<(Out, Raw), String> {
         match self.err {
             Some(e) => Err(e),
             None => Ok((self.out, self.raw)),
@@ -1194,7 +1243,7 @@ fn drop_missing(
 pub(crate) fn resolve(
     ix: &Index,
     mut out: Out,
-    raw: Vec<[u32; 2]>,
+    raw: Raw,
     mut node_of: impl FnMut(u32) -> u32,
 ) -> Option<Out> {
     // Look every target up (NONE if the dump does not hold it), then drop the missing ones
@@ -1206,26 +1255,31 @@ pub(crate) fn resolve(
         // Too many references: the two passes report it.
         return None;
     }
-    // The targets' words become their nodes in the same memory: target i (words 2i and 2i+1)
-    // becomes word i. A batch is read whole before it is written, and from the second batch on
-    // it writes only words earlier batches have read (i + LOOKUP <= 2i).
-    let mut edges = raw.into_flattened();
+    // The targets' words become their nodes in the same memory: target i (word i, or words 2i
+    // and 2i+1) becomes word i. A batch is read whole before it is written, and from the second
+    // batch on it writes only words earlier batches have read (i + LOOKUP <= 2i).
+    let (mut edges, shift, words) = match raw {
+        Raw::Narrow(v, shift) => (v, shift, 1),
+        Raw::Wide(v) => (v.into_flattened(), 0, 2),
+    };
     let mut q = vec![0u64; LOOKUP.min(n)];
     let mut got = vec![0u32; q.len()];
     let mut i = 0;
     while i < n {
         let m = (n - i).min(LOOKUP);
         for (j, t) in q[..m].iter_mut().enumerate() {
-            let k = 2 * (i + j);
-            *t = pair(edges[k], edges[k + 1]);
+            *t = match words {
+                1 => (edges[i + j] as u64) << shift,
+                _ => pair(edges[2 * (i + j)], edges[2 * (i + j) + 1]),
+            };
         }
         ix.id_map.find_batch(&ix.ids, &q[..m], &mut got[..m]);
         edges[i..i + m].copy_from_slice(&got[..m]);
         i += m;
     }
     drop((q, got));
-    // Within the list's capacity (2n words) unless most entries are flagged and hold no
-    // reference of their own.
+    // Within the list's capacity if it had two words per target, unless most entries are
+    // flagged and hold no reference of their own.
     edges.resize(n + flagged, 0);
     edges.copy_within(..n, flagged);
     // Class index -> its class object's node, looked up once per class.

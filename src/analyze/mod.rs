@@ -745,7 +745,7 @@ fn one_pass(
         .map(|&id| ix.node(id).unwrap_or(NONE_U32))
         .collect();
     taken.sort_unstable();
-    let raws: Vec<(index::Out, Vec<[u32; 2]>)> = p2s
+    let raws: Vec<(index::Out, index::Raw)> = p2s
         .into_iter()
         .map(|p| p.finish_deferred())
         .collect::<Result<_, _>>()
@@ -1078,6 +1078,44 @@ mod tests {
         w.end_segment();
         w.heap_dump_end();
         w.finish()
+    }
+
+    /// One pass keeps edge targets one word each while they fit (8-byte aligned ids below 32
+    /// GiB); an id that does not fit (unaligned, or above) switches the list to two words
+    /// without losing the targets kept so far.
+    #[test]
+    fn raw_targets_that_do_not_fit_one_word_give_the_same_graph() {
+        let huge = 0x10_0000_0000u64;
+        let bytes = holder_dump(|w| {
+            w.instance(0x100, 0x20, &0x200u64.to_be_bytes());
+            w.instance(0x200, 0x20, &0x20cu64.to_be_bytes());
+            w.instance(0x20c, 0x20, &huge.to_be_bytes());
+            w.instance(huge, 0x20, &0x100u64.to_be_bytes());
+            w.root_jni_global(0x100, 1);
+        });
+        let (one, two, built) = one_and_two_passes(&bytes);
+        assert!(built, "the one pass fell back to two");
+        // 4 field edges, 4 class edges, Holder -> Object.
+        assert_eq!(one["analysis"]["references"], 9);
+        assert_eq!(one["analysis"]["missingReferences"], 0);
+        assert_eq!(one["analysis"]["reachableObjects"], 6);
+        assert_eq!(one, two);
+
+        let mut raw = index::Raw::Narrow(Vec::new(), 3);
+        let ids = [0x100u64, 0x7_ffff_fff8, 0x20c, huge, 0x100];
+        for (k, &id) in ids.iter().enumerate() {
+            raw.push(id);
+            assert_eq!(
+                matches!(raw, index::Raw::Narrow(..)),
+                k < 2,
+                "after {id:#x}"
+            );
+        }
+        let index::Raw::Wide(v) = raw else {
+            unreachable!()
+        };
+        let kept: Vec<u64> = v.iter().map(|&[hi, lo]| arrays::pair(hi, lo)).collect();
+        assert_eq!(kept, ids);
     }
 
     /// Objects that two roots reach count in the bytes retained by the roots together: the
