@@ -54,49 +54,77 @@ impl RankMap {
 
     /// [`RankMap::new`] with a budget of `budget` bytes in all.
     fn within(ids: &[u64], budget: u64) -> Option<RankMap> {
-        let (&min, &max) = (ids.first()?, ids.last()?);
+        let &min = ids.first()?;
         if ids.len() >= NONE as usize {
             return None;
         }
-        let spread = ids.iter().fold(0u64, |acc, &id| acc | (id - min));
-        let shift = spread.trailing_zeros().min(63);
+        // The ids' common alignment from `min` is guessed from a sample (the first ids, and
+        // ids spaced over the rest): a heap's objects share one. The pass that builds the map
+        // checks every id, and in the rare case the guess was too coarse the map is made
+        // again. (A coarser slot takes less room, so a map refused with the guess would be
+        // refused with the true alignment too.)
+        let every = (ids.len() / 4096).max(1);
+        let guess = (ids.iter().take(4096).chain(ids.iter().step_by(every)))
+            .fold(0u64, |acc, &id| acc | (id - min));
+        let shift = guess.trailing_zeros().min(63);
+        let (map, spread) = Self::build(ids, budget, shift)?;
+        let true_shift = spread.trailing_zeros().min(63);
+        if true_shift < shift {
+            return Self::build(ids, budget, true_shift).map(|(m, _)| m);
+        }
+        Some(map)
+    }
+
+    /// The map of `ids` (sorted, distinct, fewer than [`NONE`]) with slots `1 << shift` bytes
+    /// wide, and the bits in which the ids differ from the first (the alignment is right if
+    /// none is below `shift`; the map is meaningless otherwise); `None` past `budget`.
+    fn build(ids: &[u64], budget: u64, shift: u32) -> Option<(RankMap, u64)> {
+        let (&min, &max) = (ids.first()?, ids.last()?);
         let last_region = ((max - min) >> shift) / SLOTS / BLOCKS;
         // The region table alone must fit.
         if last_region.saturating_add(1).saturating_mul(4) > budget {
             return None;
         }
-        let region_of = |id: u64| (((id - min) >> shift) / SLOTS / BLOCKS) as usize;
-        let occupied = super::arrays::runs(ids.iter().map(|&id| region_of(id))) as u64;
-        let bytes = (last_region + 1) * 4 + occupied * BLOCKS * BLOCK_BYTES;
-        if bytes > budget || occupied * BLOCKS >= NONE as u64 {
-            return None;
-        }
-        let mut region = vec![NONE; last_region as usize + 1];
-        let mut blocks = vec![Block::default(); (occupied * BLOCKS) as usize];
-        let mut next = 0u32;
+        let region_bytes = (last_region + 1) * 4;
+        // Blocks are given to a region when its first id comes, within what the budget leaves.
+        let max_blocks = ((budget - region_bytes) / BLOCK_BYTES).min(NONE as u64 - 1) as usize;
+        let mut fill = Fill {
+            region: vec![NONE; last_region as usize + 1],
+            blocks: Vec::with_capacity(
+                max_blocks.min((last_region as usize + 1) * BLOCKS as usize),
+            ),
+            max_blocks,
+            block: usize::MAX,
+            block_seen: 0,
+        };
+        // One pass over the ids, which ascend: a word's bits are gathered in a register and
+        // stored when the next id falls in a later word.
+        let (mut word, mut bits) = (u64::MAX, 0u64);
+        let mut seen = 0u32;
+        let mut spread = 0u64;
         for &id in ids {
-            let slot = (id - min) >> shift;
-            let r = (slot / SLOTS / BLOCKS) as usize;
-            if region[r] == NONE {
-                region[r] = next;
-                next += BLOCKS as u32;
+            spread |= id - min;
+            let w = ((id - min) >> shift) / 64;
+            if w != word {
+                if word != u64::MAX {
+                    fill.store(word, bits, seen)?;
+                }
+                (word, bits) = (w, 0);
             }
-            let b = region[r] as usize + ((slot / SLOTS) % BLOCKS) as usize;
-            let within = slot % SLOTS;
-            blocks[b].0[1 + (within / 64) as usize] |= 1 << (within % 64);
+            bits |= 1 << (((id - min) >> shift) % 64);
+            seen += 1;
         }
-        let mut before = 0u64;
-        for b in blocks.iter_mut() {
-            let [_, w1, w2, w3] = b.0.map(|w| w.count_ones() as u64);
-            b.0[0] = before | w1 << 32 | (w1 + w2) << 40;
-            before += w1 + w2 + w3;
-        }
-        Some(RankMap {
-            min,
-            shift,
-            region,
-            blocks,
-        })
+        fill.store(word, bits, seen)?;
+        fill.blocks.shrink_to_fit();
+        Some((
+            RankMap {
+                min,
+                shift,
+                region: fill.region,
+                blocks: fill.blocks,
+            },
+            spread,
+        ))
     }
 
     /// The map's size in bytes.
@@ -169,6 +197,50 @@ impl RankMap {
                 };
             }
         }
+    }
+}
+
+/// [`RankMap::build`]'s tables while they fill.
+struct Fill {
+    region: Vec<u32>,
+    blocks: Vec<Block>,
+    /// The most blocks the budget allows.
+    max_blocks: usize,
+    /// The block the last word stored went to, and the ids before it.
+    block: usize,
+    block_seen: u32,
+}
+
+impl Fill {
+    /// Store bit word `word` (counted from the map's first slot): `bits`, the last of the
+    /// `seen` ids so far. Words come in ascending order. Only a block that holds an id needs
+    /// its counts (a lookup reads them only when its bit is set): the ids before it are those
+    /// counted when its first word comes. `None` if the block's region would take more blocks
+    /// than the budget allows.
+    #[inline(always)]
+    fn store(&mut self, word: u64, bits: u64, seen: u32) -> Option<()> {
+        let (block, k) = (word / 3, (word % 3) as usize);
+        let r = (block / BLOCKS) as usize;
+        if self.region[r] == NONE {
+            if self.blocks.len() + BLOCKS as usize > self.max_blocks {
+                return None;
+            }
+            self.region[r] = self.blocks.len() as u32;
+            self.blocks
+                .resize(self.blocks.len() + BLOCKS as usize, Block::default());
+        }
+        let b = self.region[r] as usize + (block % BLOCKS) as usize;
+        let before = seen - bits.count_ones();
+        if b != self.block {
+            self.block = b;
+            self.block_seen = before;
+            self.blocks[b].0[0] = before as u64;
+        }
+        if k > 0 {
+            self.blocks[b].0[0] |= ((before - self.block_seen) as u64) << (24 + 8 * k);
+        }
+        self.blocks[b].0[1 + k] = bits;
+        Some(())
     }
 }
 
@@ -281,6 +353,19 @@ mod tests {
         assert!(m.bytes() < ids.len() * 2, "{} bytes", m.bytes());
         let budget = ids.len() as u64 * MAX_BYTES_PER_ID;
         assert!(check(&ids, budget, &[0, 8, u64::MAX, at, at + 16]).unwrap());
+    }
+
+    /// One id off the alignment the sample suggests, where the sample does not look: the map
+    /// is made again with the finer slots, and is exact.
+    #[test]
+    fn an_id_off_the_sampled_alignment_is_found() {
+        let mut ids: Vec<u64> = (0..10_001u64).map(|i| 0x1_0000_0000 + 32 * i).collect();
+        // Index 7001: past the first 4096, and odd, so not among every second id.
+        ids[7001] += 8;
+        let m = RankMap::new(&ids).expect("a packed heap fits");
+        assert_eq!(m.shift, 3);
+        let budget = ids.len() as u64 * MAX_BYTES_PER_ID;
+        assert!(check(&ids, budget, &[ids[7001] - 8, ids[7001] + 8]).unwrap());
     }
 
     /// ART's image, zygote and app spaces, gigabytes apart: only their regions get blocks.
