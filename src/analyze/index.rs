@@ -561,6 +561,14 @@ struct RawClass {
     statics_bytes: u32,
 }
 
+/// The per-node arrays a finished index holds: class, shallow size, edge range.
+pub(crate) type NodeArrays = (Vec<u32>, Vec<u32>, Vec<[u32; 2]>);
+
+/// [`NodeArrays`] for `n` nodes, as [`Pass1::finish`] leaves them for the objects to fill in.
+pub(crate) fn node_arrays(n: usize) -> NodeArrays {
+    (vec![NONE; n], vec![0u32; n], vec![[NONE, 0]; n])
+}
+
 #[derive(Default)]
 pub(crate) struct Pass1 {
     header: Option<Header>,
@@ -690,7 +698,24 @@ impl Pass1 {
     }
 
     /// Sort what pass 1 gathered and lay out the classes; returns the skeleton index.
-    pub(crate) fn finish(mut self) -> Result<Index, String> {
+    pub(crate) fn finish(self) -> Result<Index, String> {
+        // The per-node arrays are allocated and filled on a second thread (their pages are
+        // faulted in there) while this one lays out the classes and maps the ids.
+        std::thread::scope(|s| {
+            self.finish_then(|n| {
+                let arrays = s.spawn(move || node_arrays(n));
+                move || super::joined(arrays)
+            })
+        })
+    }
+
+    /// [`Pass1::finish`], given `start`, which is told the number of nodes once the ids are
+    /// sorted and gives what then yields the per-node arrays (each of at least that length,
+    /// as [`node_arrays`] makes them), asked for once the rest of the index is made.
+    pub(crate) fn finish_then<G: FnOnce() -> NodeArrays>(
+        mut self,
+        start: impl FnOnce(usize) -> G,
+    ) -> Result<Index, String> {
         if self.header.is_none() {
             return Err("the dump has no header".into());
         }
@@ -711,17 +736,16 @@ impl Pass1 {
             ));
         }
         let n = ids.len();
-        // The per-node arrays are allocated and filled on a second thread (their pages are
-        // faulted in there) while this one lays out the classes and maps the ids.
-        std::thread::scope(|s| {
-            let arrays = s.spawn(move || (vec![NONE; n], vec![0u32; n], vec![[NONE, 0]; n]));
-            let mut ix = self.finish_with(ids, stats)?;
-            let (class_of, shallow, adj) = super::joined(arrays);
-            ix.class_of = class_of;
-            ix.shallow = shallow;
-            ix.adj = adj;
-            Ok(ix)
-        })
+        let arrays = start(n);
+        let mut ix = self.finish_with(ids, stats)?;
+        let (mut class_of, mut shallow, mut adj) = arrays();
+        class_of.resize(n, NONE);
+        shallow.resize(n, 0);
+        adj.resize(n, [NONE, 0]);
+        ix.class_of = class_of;
+        ix.shallow = shallow;
+        ix.adj = adj;
+        Ok(ix)
     }
 
     /// [`Pass1::finish`] but for the per-node arrays (left empty).

@@ -624,9 +624,12 @@ pub fn analyze(
     };
     let (mut ix, outs) = match one {
         Some(OnePassResult::Graph(ix, outs)) => (*ix, Some(outs)),
-        Some(OnePassResult::Scanned(p1)) => (
-            p1.finish()
-                .map_err(|what| Error::Input { offset: 0, what })?,
+        Some(OnePassResult::Scanned(p1, arrays)) => (
+            match arrays {
+                Some(a) => p1.finish_then(|_| move || a),
+                None => p1.finish(),
+            }
+            .map_err(|what| Error::Input { offset: 0, what })?,
             None,
         ),
         None => (scan(&input, &mut parts)?, None),
@@ -658,8 +661,9 @@ fn threads(cfg: &Config) -> usize {
 enum OnePassResult {
     /// The skeleton index and pass 2's outputs, ready to apply.
     Graph(Box<index::Index>, Vec<index::Out>),
-    /// Classes came late: only pass 1's work is usable.
-    Scanned(index::Pass1),
+    /// Classes (or strings) came late: only pass 1's work is usable, and the per-node arrays
+    /// if they were already being made.
+    Scanned(Box<index::Pass1>, Option<index::NodeArrays>),
 }
 
 /// Gather the prefix (everything before the first object), then run pass 1 and pass 2 at once
@@ -728,12 +732,31 @@ fn one_pass(
     } else {
         (p1s.iter().map(|p| p.ids().to_vec()).collect(), Vec::new())
     };
-    let p1 = merge_pass1(p1s)?;
-    let (s, n, c) = p1.counts();
-    if late || (s, n, c) != counts {
-        return Some(OnePassResult::Scanned(p1));
-    }
-    let ix = p1.finish().ok()?;
+    // The per-node arrays are allocated (their pages faulted in) on another thread from here
+    // on, while the ids are merged and mapped: for at most as many nodes as there are ids.
+    let nodes_at_most: usize = p1s.iter().map(|p| p.ids().len()).sum();
+    std::thread::scope(|sc| {
+        let arrays = (!late).then(|| sc.spawn(move || index::node_arrays(nodes_at_most)));
+        let p1 = merge_pass1(p1s)?;
+        let (s, n, c) = p1.counts();
+        let arrays = match arrays {
+            Some(a) if (s, n, c) == counts => a,
+            // Strings or classes came after the prefix: pass 2 runs over the index of pass 1.
+            a => return Some(OnePassResult::Scanned(Box::new(p1), a.map(joined))),
+        };
+        let ix = p1.finish_then(|_| move || joined(arrays)).ok()?;
+        one_pass_resolve(ix, p2s, orders, heads, tail_base)
+    })
+}
+
+/// [`one_pass`] once the index is made: each worker's objects and edge targets to nodes.
+fn one_pass_resolve(
+    ix: index::Index,
+    p2s: Vec<index::Pass2<'_>>,
+    orders: Vec<Vec<u64>>,
+    heads: Vec<Vec<u64>>,
+    tail_base: Vec<u32>,
+) -> Option<OnePassResult> {
     if ix.stats.duplicate_ids > 0 && orders.is_empty() {
         // The free-node numbering below assumes distinct ids.
         return None;
