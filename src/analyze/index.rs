@@ -700,21 +700,24 @@ impl Pass1 {
     /// Sort what pass 1 gathered and lay out the classes; returns the skeleton index.
     pub(crate) fn finish(self) -> Result<Index, String> {
         // The per-node arrays are allocated and filled on a second thread (their pages are
-        // faulted in there) while this one lays out the classes and maps the ids.
+        // faulted in there) while this one sorts the ids, lays out the classes and maps the
+        // ids: for as many nodes as there are ids before duplicates are dropped (none when
+        // there are too many ids to index: `finish_then` refuses those).
+        let n = Some(self.ids.len())
+            .filter(|&n| n < NONE as usize)
+            .unwrap_or(0);
         std::thread::scope(|s| {
-            self.finish_then(|n| {
-                let arrays = s.spawn(move || node_arrays(n));
-                move || super::joined(arrays)
-            })
+            let arrays = s.spawn(move || node_arrays(n));
+            self.finish_then(move || super::joined(arrays))
         })
     }
 
-    /// [`Pass1::finish`], given `start`, which is told the number of nodes once the ids are
-    /// sorted and gives what then yields the per-node arrays (each of at least that length,
-    /// as [`node_arrays`] makes them), asked for once the rest of the index is made.
-    pub(crate) fn finish_then<G: FnOnce() -> NodeArrays>(
+    /// [`Pass1::finish`], given what yields the per-node arrays (each at least as long as the
+    /// number of distinct ids, as [`node_arrays`] makes them), asked for once the rest of the
+    /// index is made.
+    pub(crate) fn finish_then(
         mut self,
-        start: impl FnOnce(usize) -> G,
+        arrays: impl FnOnce() -> NodeArrays,
     ) -> Result<Index, String> {
         if self.header.is_none() {
             return Err("the dump has no header".into());
@@ -736,7 +739,6 @@ impl Pass1 {
             ));
         }
         let n = ids.len();
-        let arrays = start(n);
         let mut ix = self.finish_with(ids, stats)?;
         let (mut class_of, mut shallow, mut adj) = arrays();
         class_of.resize(n, NONE);

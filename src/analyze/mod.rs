@@ -626,7 +626,7 @@ pub fn analyze(
         Some(OnePassResult::Graph(ix, outs)) => (*ix, Some(outs)),
         Some(OnePassResult::Scanned(p1, arrays)) => (
             match arrays {
-                Some(a) => p1.finish_then(|_| move || a),
+                Some(a) => p1.finish_then(move || a),
                 None => p1.finish(),
             }
             .map_err(|what| Error::Input { offset: 0, what })?,
@@ -744,7 +744,7 @@ fn one_pass(
             // Strings or classes came after the prefix: pass 2 runs over the index of pass 1.
             a => return Some(OnePassResult::Scanned(Box::new(p1), a.map(joined))),
         };
-        let ix = p1.finish_then(|_| move || joined(arrays)).ok()?;
+        let ix = p1.finish_then(move || joined(arrays)).ok()?;
         one_pass_resolve(ix, p2s, orders, heads, tail_base)
     })
 }

@@ -104,14 +104,15 @@ impl RankMap {
         let mut spread = 0u64;
         for &id in ids {
             spread |= id - min;
-            let w = ((id - min) >> shift) / 64;
+            let slot = (id - min) >> shift;
+            let w = slot / 64;
             if w != word {
                 if word != u64::MAX {
                     fill.store(word, bits, seen)?;
                 }
                 (word, bits) = (w, 0);
             }
-            bits |= 1 << (((id - min) >> shift) % 64);
+            bits |= 1 << (slot % 64);
             seen += 1;
         }
         fill.store(word, bits, seen)?;
