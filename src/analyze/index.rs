@@ -27,6 +27,7 @@ use super::arrays::{halves, pair};
 use super::rank::RankMap;
 use crate::hprof::{read_id, sub, BasicType, ClassDump, Header, Record, Sub, Visitor};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// "No node / no class".
 pub const NONE: u32 = u32::MAX;
@@ -1393,6 +1394,11 @@ pub(crate) struct OnePass<'a> {
     /// Added to the parser's offsets to get file offsets.
     delta: u64,
     pub(crate) late: bool,
+    /// Set by the first worker that finds something late, so that the others stop their pass-2
+    /// work too (it would be thrown away): on an ART dump, whose class dumps come with the
+    /// objects, the first worker finds one at once, while a worker over the app heap's objects
+    /// may find none in its part.
+    any_late: &'a AtomicBool,
     /// Whether the ids of the objects after the `head` ascend strictly in file order.
     pub(crate) ascending: bool,
     /// How many class dumps come before any other object (HotSpot lists them first, in no
@@ -1401,16 +1407,35 @@ pub(crate) struct OnePass<'a> {
 }
 
 impl<'a> OnePass<'a> {
-    pub(crate) fn new(skel: &'a Index, limits: IndexLimits, delta: u64, prefix_end: u64) -> Self {
+    /// A worker over the part of the file that starts `delta` bytes after the header; `any_late`
+    /// is shared by all the workers.
+    pub(crate) fn new(
+        skel: &'a Index,
+        limits: IndexLimits,
+        delta: u64,
+        prefix_end: u64,
+        any_late: &'a AtomicBool,
+    ) -> Self {
         OnePass {
             p1: Pass1::default(),
             p2: Pass2::deferred(skel, limits, delta),
             prefix_end,
             delta,
             late: false,
+            any_late,
             ascending: true,
             head: 0,
         }
+    }
+
+    /// Something came late (here or in another worker's part): pass-2 work stops, and what it
+    /// gathered is freed.
+    #[cold]
+    fn go_late(&mut self) {
+        self.late = true;
+        self.any_late.store(true, Ordering::Relaxed);
+        self.p2.out = Out::default();
+        self.p2.raw = Raw::Narrow(Vec::new(), 0);
     }
 }
 
@@ -1419,10 +1444,11 @@ impl Visitor for OnePass<'_> {
         self.p1.header(h, raw)
     }
     fn record(&mut self, offset: u64, r: &Record<'_>, raw: &[u8]) -> Result<(), String> {
-        if offset.wrapping_add(self.delta) >= self.prefix_end
+        if !self.late
+            && offset.wrapping_add(self.delta) >= self.prefix_end
             && (r.utf8().is_some() || r.load_class().is_some())
         {
-            self.late = true;
+            self.go_late();
         }
         self.p1.record(offset, r, raw)
     }
@@ -1433,13 +1459,17 @@ impl Visitor for OnePass<'_> {
         len: u32,
         raw: &[u8],
     ) -> Result<(), String> {
+        if self.late {
+            return Ok(());
+        }
         self.p2.heap_dump_start(offset, tag, len, raw)
     }
     fn sub(&mut self, offset: u64, s: &Sub<'_>, raw: &[u8]) -> Result<(), String> {
-        if let Sub::Class(_) = s {
-            if offset.wrapping_add(self.delta) >= self.prefix_end {
-                self.late = true;
-            }
+        if !self.late
+            && (self.any_late.load(Ordering::Relaxed)
+                || matches!(s, Sub::Class(_)) && offset.wrapping_add(self.delta) >= self.prefix_end)
+        {
+            self.go_late();
         }
         let before = self.p1.ids.len();
         self.p1.sub(offset, s, raw)?;
@@ -1808,6 +1838,58 @@ pub(crate) fn flag_watched(ix: &mut Index, watched: Vec<(u64, u32)>) {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// A one-pass worker whose part holds nothing late stops its pass-2 work (and frees what
+    /// it gathered) once another worker has found something late; its pass 1 goes on to the
+    /// end of its part either way. (The first worker over an ART dump finds a class dump at
+    /// once; a worker over the app heap's objects may find none in its part.)
+    #[test]
+    fn a_worker_stops_pass_2_once_another_finds_something_late() {
+        use crate::hprof::writer::Writer;
+        use crate::hprof::{tag, Format, Parser};
+        let mut w = Writer::new(Format::V102, 8, 0);
+        w.utf8(1, "java.lang.Object");
+        w.utf8(2, "com.app.Holder");
+        w.utf8(3, "ref");
+        w.load_class(1, 0x10, 1);
+        w.load_class(2, 0x20, 2);
+        w.segment(tag::HEAP_DUMP_SEGMENT);
+        w.class_dump(0x10, 0, 0, 0, &[], &[]);
+        w.class_dump(0x20, 0x10, 0, 8, &[], &[(3, BasicType::Object)]);
+        for k in 0..10u64 {
+            w.instance(0x100 + 8 * k, 0x20, &(0x108 + 8 * k).to_be_bytes());
+        }
+        w.end_segment();
+        w.heap_dump_end();
+        let bytes = w.finish();
+
+        let mut pre = Prefix::default();
+        let mut p = Parser::new();
+        assert!(
+            p.feed(&bytes, &mut pre).is_err(),
+            "the prefix stops at the first object"
+        );
+        let prefix_end = pre.end.expect("the dump has objects");
+        let skel = pre.p1.finish().unwrap();
+        let limits = IndexLimits {
+            bitmap_min_pixels: 1,
+            array_min_bytes: 1,
+        };
+        for elsewhere in [false, true] {
+            let any_late = AtomicBool::new(elsewhere);
+            let mut v = OnePass::new(&skel, limits, 0, prefix_end, &any_late);
+            let mut p = Parser::new();
+            p.feed(&bytes, &mut v).unwrap();
+            p.finish().unwrap();
+            assert_eq!(v.late, elsewhere);
+            assert_eq!(v.p1.ids().len(), 12, "2 class objects and 10 instances");
+            let (out, raw) = v.p2.finish_deferred().unwrap();
+            // Holder's superclass, and each instance's reference (its class edge is implied).
+            let (entries, targets) = if elsewhere { (0, 0) } else { (12, 11) };
+            assert_eq!(out.nodes.len(), entries);
+            assert_eq!(raw.len(), targets);
+        }
+    }
 
     #[test]
     fn java_names() {

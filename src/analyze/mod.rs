@@ -679,9 +679,13 @@ fn one_pass(
     let prefix_end = pre.end.unwrap_or(u64::MAX);
     let counts = pre.p1.counts();
     let skel = pre.p1.finish().ok()?;
+    let any_late = std::sync::atomic::AtomicBool::new(false);
     let vs = parts
         .iter()
-        .map(|&(a, _)| index::OnePass::new(&skel, limits, a - hprof::HEADER_LEN as u64, prefix_end))
+        .map(|&(a, _)| {
+            let delta = a - hprof::HEADER_LEN as u64;
+            index::OnePass::new(&skel, limits, delta, prefix_end, &any_late)
+        })
         .collect();
     let vs = input.pass_parts(parts, vs).ok()?;
     let late = vs.iter().any(|v| v.late);
