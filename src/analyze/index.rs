@@ -1845,23 +1845,12 @@ mod tests {
     /// once; a worker over the app heap's objects may find none in its part.)
     #[test]
     fn a_worker_stops_pass_2_once_another_finds_something_late() {
-        use crate::hprof::writer::Writer;
-        use crate::hprof::{tag, Format, Parser};
-        let mut w = Writer::new(Format::V102, 8, 0);
-        w.utf8(1, "java.lang.Object");
-        w.utf8(2, "com.app.Holder");
-        w.utf8(3, "ref");
-        w.load_class(1, 0x10, 1);
-        w.load_class(2, 0x20, 2);
-        w.segment(tag::HEAP_DUMP_SEGMENT);
-        w.class_dump(0x10, 0, 0, 0, &[], &[]);
-        w.class_dump(0x20, 0x10, 0, 8, &[], &[(3, BasicType::Object)]);
-        for k in 0..10u64 {
-            w.instance(0x100 + 8 * k, 0x20, &(0x108 + 8 * k).to_be_bytes());
-        }
-        w.end_segment();
-        w.heap_dump_end();
-        let bytes = w.finish();
+        use crate::hprof::Parser;
+        let bytes = crate::analyze::tests::holder_dump(|w| {
+            for k in 0..10u64 {
+                w.instance(0x100 + 8 * k, 0x20, &(0x108 + 8 * k).to_be_bytes());
+            }
+        });
 
         let mut pre = Prefix::default();
         let mut p = Parser::new();

@@ -1091,7 +1091,7 @@ mod tests {
 
     /// A HotSpot-style dump (1.0.2, 8-byte ids) of class `com.app.Holder extends
     /// java.lang.Object` (one reference field, `ref`), with the objects and roots `body` writes.
-    fn holder_dump(body: impl FnOnce(&mut Writer)) -> Vec<u8> {
+    pub(super) fn holder_dump(body: impl FnOnce(&mut Writer)) -> Vec<u8> {
         let mut w = Writer::new(Format::V102, 8, 0);
         w.utf8(1, "java.lang.Object");
         w.utf8(2, "com.app.Holder");
