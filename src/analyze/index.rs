@@ -1428,6 +1428,11 @@ impl<'a> OnePass<'a> {
         }
     }
 
+    /// Whether the sub-record or record at parser offset `offset` comes after the prefix.
+    fn after_prefix(&self, offset: u64) -> bool {
+        offset.wrapping_add(self.delta) >= self.prefix_end
+    }
+
     /// Something came late (here or in another worker's part): pass-2 work stops, and what it
     /// gathered is freed.
     #[cold]
@@ -1445,7 +1450,7 @@ impl Visitor for OnePass<'_> {
     }
     fn record(&mut self, offset: u64, r: &Record<'_>, raw: &[u8]) -> Result<(), String> {
         if !self.late
-            && offset.wrapping_add(self.delta) >= self.prefix_end
+            && self.after_prefix(offset)
             && (r.utf8().is_some() || r.load_class().is_some())
         {
             self.go_late();
@@ -1467,7 +1472,7 @@ impl Visitor for OnePass<'_> {
     fn sub(&mut self, offset: u64, s: &Sub<'_>, raw: &[u8]) -> Result<(), String> {
         if !self.late
             && (self.any_late.load(Ordering::Relaxed)
-                || matches!(s, Sub::Class(_)) && offset.wrapping_add(self.delta) >= self.prefix_end)
+                || matches!(s, Sub::Class(_)) && self.after_prefix(offset))
         {
             self.go_late();
         }
