@@ -16,8 +16,11 @@
 //! - `java.lang.ref.Reference.referent` is never an edge.
 //! - Memory per object: 8 (id) + 4 (class) + 4 (shallow) + 8 (edge range) bytes, plus 4 per edge
 //!   and a table for id lookups: a rank map of at most 8 bytes per object where the ids are
-//!   packed (2.9 on a 540 MB HotSpot dump), else buckets of 1 to 2; pass 2's workers buffer 16 bytes
-//!   per object until their output is applied.
+//!   packed (2.9 on a 540 MB HotSpot dump), else buckets of 1 to 2. Two-pass workers write each
+//!   object into the node arrays themselves ([`Shared`], plus a byte per object naming the
+//!   worker); one-pass workers buffer 16 bytes per object until their output is applied.
+//! - A duplicate id (the dump lists two objects with it) is counted once per extra object, and
+//!   its node is the object listed first.
 //! - Shallow sizes: an instance counts its class's instance size as the dump states it (HotSpot:
 //!   the field bytes; ART: the object size); an array counts length × element size plus a 12- or
 //!   16-byte header, also when its contents were stripped (0xC3); a class counts its statics.
@@ -27,7 +30,7 @@ use super::arrays::{halves, pair};
 use super::rank::RankMap;
 use crate::hprof::{read_id, sub, BasicType, ClassDump, Header, Record, Sub, Visitor};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
 
 /// "No node / no class".
 pub const NONE: u32 = u32::MAX;
@@ -986,9 +989,14 @@ fn role(classes: &[Class], c: u32, id_size: u32) -> Role {
 #[derive(Default)]
 pub(crate) struct Out {
     edges: Vec<u32>,
-    /// Per object, in file order: node, class, shallow size, degree (its edges follow those of
-    /// the objects before it in `edges`).
+    /// One-pass mode, per object, in file order: node, class, shallow size, degree (its edges
+    /// follow those of the objects before it in `edges`). Two-pass workers write these into
+    /// [`Shared`] instead.
     nodes: Vec<[u32; 4]>,
+    /// Two-pass mode: objects whose node another object had claimed in [`Shared`] first (the
+    /// dump lists the id more than once), as [`Shared::claim`] takes them; [`apply`] keeps the
+    /// one listed first in the file.
+    dups: Vec<[u32; 5]>,
     stats: IndexStats,
     /// Per class index: instances seen.
     instances: Vec<u32>,
@@ -1000,6 +1008,15 @@ pub(crate) struct Out {
 
 pub(crate) struct Pass2<'a> {
     ix: &'a Index,
+    /// Two-pass mode: the node arrays the workers fill in side by side, and this worker's
+    /// number (its part's place in the file).
+    shared: Option<(&'a Shared, u8)>,
+    /// Two-pass mode: the object being read (node, class, shallow size); its edges start at
+    /// `start`.
+    cur: [u32; 3],
+    /// Two-pass mode: objects read since the last [`Pass2::flush`] (node, class, shallow size,
+    /// first edge, degree), whose edge lists may still hold targets to drop.
+    open: Vec<[u32; 5]>,
     limits: IndexLimits,
     /// Added to the parser's offsets to get file offsets (a worker's parser starts at its part).
     delta: u64,
@@ -1086,9 +1103,35 @@ const CLASS_CACHE: usize = 1024;
 /// [`resolve`]). Degrees stay far below it (an instance has at most 65,535 fields).
 const CLASS_EDGE: u32 = 1 << 31;
 impl<'a> Pass2<'a> {
-    pub(crate) fn new(ix: &'a Index, limits: IndexLimits, delta: u64) -> Self {
+    /// A pass-2 worker over the part of the file that starts `delta` bytes after the header,
+    /// which writes what it finds into `shared` as worker number `worker` (the parts' order).
+    pub(crate) fn new(
+        ix: &'a Index,
+        shared: &'a Shared,
+        worker: u8,
+        limits: IndexLimits,
+        delta: u64,
+    ) -> Self {
+        Pass2 {
+            shared: Some((shared, worker)),
+            ..Pass2::base(ix, limits, delta)
+        }
+    }
+
+    /// A pass-2 worker in one-pass mode (see `defer`), over an index of the classes alone.
+    pub(crate) fn deferred(ix: &'a Index, limits: IndexLimits, delta: u64) -> Self {
+        Pass2 {
+            defer: true,
+            ..Pass2::base(ix, limits, delta)
+        }
+    }
+
+    fn base(ix: &'a Index, limits: IndexLimits, delta: u64) -> Self {
         Pass2 {
             ix,
+            shared: None,
+            cur: [NONE; 3],
+            open: Vec::new(),
             limits,
             delta,
             in_array: false,
@@ -1103,14 +1146,6 @@ impl<'a> Pass2<'a> {
             defer: false,
             raw: Raw::Narrow(Vec::new(), if ix.header.id_size == 8 { 3 } else { 0 }),
             batch: Vec::with_capacity(BATCH),
-        }
-    }
-
-    /// A pass-2 worker in one-pass mode (see `defer`), over an index of the classes alone.
-    pub(crate) fn deferred(ix: &'a Index, limits: IndexLimits, delta: u64) -> Self {
-        Pass2 {
-            defer: true,
-            ..Pass2::new(ix, limits, delta)
         }
     }
 
@@ -1155,7 +1190,11 @@ impl<'a> Pass2<'a> {
         }
         let sh = shallow.min(u32::MAX as u64) as u32;
         self.start = self.edge_count() as u32;
-        self.out.nodes.push([n, class, sh, 0]);
+        if self.defer {
+            self.out.nodes.push([n, class, sh, 0]);
+        } else {
+            self.cur = [n, class, sh];
+        }
         self.out.instances[class as usize] += 1;
         Some(n)
     }
@@ -1172,25 +1211,79 @@ impl<'a> Pass2<'a> {
         self.batch.push(target);
         self.out.edges.push(NONE);
         if self.batch.len() == BATCH {
-            self.flush();
+            self.flush(true);
         }
     }
 
-    /// Look the waiting targets up into their slots.
-    fn flush(&mut self) {
-        let start = self.out.edges.len() - self.batch.len();
+    /// Look the waiting targets up into their slots; then drop the targets the dump does not
+    /// hold from the lists of the objects read since the last flush (and of the object being
+    /// read, if `reading`), and hand those objects, whose lists are now final, to
+    /// [`Shared`]. The lists are contiguous in `out.edges`, so this moves each one back over
+    /// the targets dropped before it, and cuts the vector after the last.
+    fn flush(&mut self, reading: bool) {
+        let edges = &mut self.out.edges;
+        let waiting = edges.len() - self.batch.len();
         self.ix
             .id_map
-            .find_batch(&self.ix.ids, &self.batch, &mut self.out.edges[start..]);
+            .find_batch(&self.ix.ids, &self.batch, &mut edges[waiting..]);
         self.batch.clear();
+        let Some((shared, worker)) = self.shared else {
+            return;
+        };
+        let Some(from) = self
+            .open
+            .first()
+            .map(|o| o[3])
+            .or(reading.then_some(self.start))
+        else {
+            return;
+        };
+        let mut to = from as usize;
+        let reading_len = if reading {
+            edges.len() as u32 - self.start
+        } else {
+            0
+        };
+        let mut keep = |at: u32, len: u32| -> (u32, u32) {
+            let first = to;
+            for k in at as usize..(at + len) as usize {
+                let x = edges[k];
+                edges[to] = x;
+                to += usize::from(x != NONE);
+            }
+            (first as u32, (to - first) as u32)
+        };
+        for o in self.open.iter_mut() {
+            (o[3], o[4]) = keep(o[3], o[4]);
+        }
+        if reading {
+            (self.start, _) = keep(self.start, reading_len);
+        }
+        let dropped = edges.len() - to;
+        edges.truncate(to);
+        self.out.stats.missing_refs += dropped as u64;
+        for o in self.open.drain(..) {
+            self.out.stats.edges += o[4] as u64;
+            if !shared.claim(worker, o) {
+                self.out.dups.push(o);
+            }
+        }
     }
 
     /// Close the last entry's edge list.
     fn end(&mut self) {
         let d = self.edge_count() as u32 - self.start;
-        if let Some(e) = self.out.nodes.last_mut() {
-            e[3] = d;
-            self.out.stats.edges += d as u64;
+        if self.defer {
+            if let Some(e) = self.out.nodes.last_mut() {
+                e[3] = d;
+                self.out.stats.edges += d as u64;
+            }
+        } else {
+            let [n, c, sh] = self.cur;
+            self.open.push([n, c, sh, self.start, d]);
+            if self.open.len() >= BATCH {
+                self.flush(false);
+            }
         }
     }
 
@@ -1206,12 +1299,7 @@ impl<'a> Pass2<'a> {
         if let Some(e) = self.err {
             return Err(e);
         }
-        self.flush();
-        let out = &mut self.out;
-        let missing = drop_missing(&mut out.nodes, &mut out.edges, 0, |_| Some(None))
-            .ok_or("internal: an entry's edges run past the list")?;
-        out.stats.missing_refs += missing;
-        out.stats.edges -= missing;
+        self.flush(false);
         Ok(self.out)
     }
 
@@ -1518,8 +1606,117 @@ impl IndexStats {
     }
 }
 
-/// Apply the workers' outputs, in file order, to the index; returns the watched referents.
-pub(crate) fn apply(ix: &mut Index, outs: Vec<Out>) -> Result<Vec<(u64, u32)>, String> {
+/// The per-node arrays while two-pass workers fill them in side by side (taken out of the
+/// index by [`Shared::take`], put back by [`apply`]). Each worker writes an object's class,
+/// shallow size and edge range as soon as its edge list is final, so that no worker buffers an
+/// entry per object (16 bytes each: 22 MB on the generated 150 MB ART-style dump, whose peak
+/// was 100 MB with them).
+///
+/// An object's edge range starts where it does in its worker's list; `owner` names the worker
+/// (`u8::MAX`: no worker listed the object), and [`apply`] adds the start of that worker's list
+/// in the joined one. The first worker to claim a node writes it; a later claim is a duplicate
+/// id, kept aside by its worker, and [`apply`] then keeps whichever the file lists first.
+pub(crate) struct Shared {
+    class_of: Vec<AtomicU32>,
+    shallow: Vec<AtomicU32>,
+    adj: Vec<[AtomicU32; 2]>,
+    owner: Vec<AtomicU8>,
+}
+
+/// Most pass-2 workers (one per part of the file): their numbers fit [`Shared::owner`]'s bytes.
+pub(crate) const MAX_WORKERS: usize = u8::MAX as usize;
+
+impl Shared {
+    /// Take the index's node arrays for two-pass workers to fill in. The vectors keep their
+    /// memory (an atomic has the layout of its integer).
+    pub(crate) fn take(ix: &mut Index) -> Shared {
+        let n = ix.len();
+        Shared {
+            class_of: std::mem::take(&mut ix.class_of)
+                .into_iter()
+                .map(AtomicU32::new)
+                .collect(),
+            shallow: std::mem::take(&mut ix.shallow)
+                .into_iter()
+                .map(AtomicU32::new)
+                .collect(),
+            adj: std::mem::take(&mut ix.adj)
+                .into_iter()
+                .map(|[f, d]| [AtomicU32::new(f), AtomicU32::new(d)])
+                .collect(),
+            owner: (0..n).map(|_| AtomicU8::new(u8::MAX)).collect(),
+        }
+    }
+
+    /// Worker `worker`'s object `o` (node, class, shallow size, first edge, degree), if no
+    /// other object holds its node yet; `false` if one does.
+    #[inline]
+    fn claim(&self, worker: u8, o: [u32; 5]) -> bool {
+        let n = o[0] as usize;
+        if self.owner[n]
+            .compare_exchange(u8::MAX, worker, Ordering::Relaxed, Ordering::Relaxed)
+            .is_err()
+        {
+            return false;
+        }
+        self.put(n, o);
+        true
+    }
+
+    #[inline]
+    fn put(&self, n: usize, o: [u32; 5]) {
+        self.class_of[n].store(o[1], Ordering::Relaxed);
+        self.shallow[n].store(o[2], Ordering::Relaxed);
+        self.adj[n][0].store(o[3], Ordering::Relaxed);
+        self.adj[n][1].store(o[4], Ordering::Relaxed);
+    }
+
+    /// Keep, of each duplicate id, the object the file lists first: `dups[w]` is worker `w`'s
+    /// list. (Within a worker the first of an id claims it or is the first of its list.)
+    fn settle(&mut self, dups: &[Vec<[u32; 5]>]) {
+        for (w, list) in dups.iter().enumerate() {
+            for &o in list {
+                let n = o[0] as usize;
+                let owner = self.owner[n].get_mut();
+                if (w as u8) < *owner {
+                    *owner = w as u8;
+                    self.put(n, o);
+                }
+            }
+        }
+    }
+
+    /// Put the arrays back into the index, each edge range moved by `bases[worker]`.
+    fn put_back(self, ix: &mut Index, bases: &[u32]) {
+        ix.class_of = self
+            .class_of
+            .into_iter()
+            .map(AtomicU32::into_inner)
+            .collect();
+        ix.shallow = self
+            .shallow
+            .into_iter()
+            .map(AtomicU32::into_inner)
+            .collect();
+        ix.adj = self
+            .adj
+            .into_iter()
+            .zip(self.owner)
+            .map(|([f, d], w)| match bases.get(w.into_inner() as usize) {
+                Some(&b) => [f.into_inner() + b, d.into_inner()],
+                None => [NONE, 0],
+            })
+            .collect();
+    }
+}
+
+/// Apply the workers' outputs, in file order, to the index (and put back the node arrays two-pass
+/// workers filled in, if `shared`); returns the watched referents.
+pub(crate) fn apply(
+    ix: &mut Index,
+    outs: Vec<Out>,
+    shared: Option<Shared>,
+) -> Result<Vec<(u64, u32)>, String> {
     let total: u64 = outs.iter().map(|o| o.edges.len() as u64).sum();
     if total >= NONE as u64 {
         return Err("more than 4 billion references: too many for this analyser".into());
@@ -1551,6 +1748,15 @@ pub(crate) fn apply(ix: &mut Index, outs: Vec<Out>) -> Result<Vec<(u64, u32)>, S
             }
             e
         });
+        if let Some(mut shared) = shared {
+            let dups: Vec<_> = outs
+                .iter_mut()
+                .map(|o| std::mem::take(&mut o.dups))
+                .collect();
+            // (Pass 1 counted the duplicates when it dropped their ids.)
+            shared.settle(&dups);
+            shared.put_back(ix, &bases);
+        }
         let watched = apply_nodes(ix, outs, &bases);
         (super::joined(joiner), watched)
     });
@@ -1568,7 +1774,7 @@ fn apply_nodes(ix: &mut Index, outs: Vec<Out>, bases: &[u32]) -> Vec<(u64, u32)>
             let at = f;
             f += d;
             if ix.adj[n][0] != NONE {
-                ix.stats.duplicate_ids += 1;
+                // A duplicate id (pass 1 counted it): the object listed first is kept.
                 continue;
             }
             ix.class_of[n] = c;

@@ -86,7 +86,7 @@ pub struct Config {
     /// Suspects per class whose paths are computed (the others are counted).
     pub max_suspects_per_class: usize,
     /// Threads that parse parts of the file side by side (0: as many as the machine has, at
-    /// most 4; 1: none).
+    /// most 4; 1: none; never more than 64).
     pub threads: usize,
     /// Inputs smaller than this are parsed by one thread.
     pub parallel_min_bytes: u64,
@@ -638,22 +638,27 @@ pub fn analyze(
     tm.scan_ms = t0.elapsed().as_millis() as u64;
 
     let t = Instant::now();
-    let outs = match outs {
-        Some(outs) => outs,
-        None => graph(&input, &parts, &ix, limits)?,
+    let watched = match outs {
+        Some(outs) => {
+            index::apply(&mut ix, outs, None).map_err(|what| Error::Input { offset: 0, what })?
+        }
+        None => two_pass_graph(&input, &parts, &mut ix, limits)?,
     };
-    let watched = index::apply(&mut ix, outs).map_err(|what| Error::Input { offset: 0, what })?;
     index::flag_watched(&mut ix, watched);
     ix.edges.shrink_to_fit();
     tm.graph_ms = t.elapsed().as_millis() as u64;
     analyze_graph(ix, input, cfg, running_info, bytes, &parts, t0, tm)
 }
 
+/// Most threads [`Config::threads`] asks for that are used (within [`index::MAX_WORKERS`]).
+const MAX_THREADS: usize = 64;
+const _: () = assert!(MAX_THREADS <= index::MAX_WORKERS);
+
 /// The threads the analysis runs side by side (see [`Config::threads`]).
 fn threads(cfg: &Config) -> usize {
     match cfg.threads {
         0 => std::thread::available_parallelism().map_or(1, |n| n.get().min(4)),
-        n => n,
+        n => n.min(MAX_THREADS),
     }
 }
 
@@ -891,22 +896,39 @@ fn scan(input: &Input<'_>, parts: &mut Option<Vec<(u64, u64)>>) -> Result<index:
 }
 
 /// Pass 2 (the two-pass way) over the index of pass 1.
+/// Pass 2 over the index pass 1 made: the graph, applied to the index; returns the watched
+/// referents.
+fn two_pass_graph(
+    input: &Input<'_>,
+    parts: &Option<Vec<(u64, u64)>>,
+    ix: &mut index::Index,
+    limits: index::IndexLimits,
+) -> Result<Vec<(u64, u32)>, Error> {
+    let shared = index::Shared::take(ix);
+    let outs = graph(input, parts, ix, &shared, limits)?;
+    index::apply(ix, outs, Some(shared)).map_err(|what| Error::Input { offset: 0, what })
+}
+
 fn graph(
     input: &Input<'_>,
     parts: &Option<Vec<(u64, u64)>>,
     ix: &index::Index,
+    shared: &index::Shared,
     limits: index::IndexLimits,
 ) -> Result<Vec<index::Out>, Error> {
     let outs = match parts {
         Some(parts) => {
             let vs = parts
                 .iter()
-                .map(|&(a, _)| index::Pass2::new(ix, limits, a - hprof::HEADER_LEN as u64))
+                .zip(0u8..)
+                .map(|(&(a, _), w)| {
+                    index::Pass2::new(ix, shared, w, limits, a - hprof::HEADER_LEN as u64)
+                })
                 .collect();
             input.pass_parts(parts, vs)?
         }
         None => {
-            let mut p2 = index::Pass2::new(ix, limits, 0);
+            let mut p2 = index::Pass2::new(ix, shared, 0, limits, 0);
             input.pass(&mut p2)?;
             vec![p2]
         }
@@ -985,6 +1007,7 @@ mod tests {
     use super::*;
     use crate::hprof::writer::Writer;
     use crate::hprof::{sub, tag, BasicType, Format};
+    use proptest::prelude::*;
 
     /// The strings 1 to 5: `java.lang.Object`, `android.app.Activity`, `com.app.MainActivity`,
     /// `mDestroyed`, `mFinished`; the first three classes loaded as 0x10, 0x20 and 0x30.
@@ -1173,6 +1196,159 @@ mod tests {
             shared, alone,
             "0x300 (and the class) counted once either way"
         );
+    }
+
+    /// One object of [`cut_dump`], in file order: an instance of Holder and its reference, an
+    /// object array and its elements, or a run of primitive arrays (no references) from a
+    /// base id.
+    #[derive(Clone, Debug)]
+    enum CutObj {
+        Inst(u64, u64),
+        Arr(u64, Vec<u64>),
+        Prims(u64, u16),
+    }
+
+    /// Object ids are drawn from a small set, so that some repeat; references from a larger one,
+    /// so that some name no object (and 0 is null).
+    fn cut_id(k: u64) -> u64 {
+        0x1000 + 8 * k
+    }
+    fn cut_ref(k: u64) -> u64 {
+        if k == 0 {
+            0
+        } else {
+            cut_id(k - 1)
+        }
+    }
+
+    fn cut_objs() -> impl Strategy<Value = Vec<CutObj>> {
+        let obj = prop_oneof![
+            4 => (0u64..48, 0u64..64).prop_map(|(i, r)| CutObj::Inst(cut_id(i), cut_ref(r))),
+            2 => (0u64..48, proptest::collection::vec(0u64..64, 0..40)).prop_map(|(i, e)| {
+                CutObj::Arr(cut_id(i), e.into_iter().map(cut_ref).collect())
+            }),
+            1 => (0u64..48, proptest::collection::vec(0u64..64, 900..2600)).prop_map(|(i, e)| {
+                CutObj::Arr(cut_id(i), e.into_iter().map(cut_ref).collect())
+            }),
+            1 => (0u64..4, 1u16..1600).prop_map(|(b, n)| CutObj::Prims(b, n)),
+        ];
+        proptest::collection::vec(obj, 1..40)
+    }
+
+    fn prim_id(base: u64, j: u64) -> u64 {
+        0x100_0000 + 8 * (base * 256 + j)
+    }
+
+    /// A Holder dump of `objs`, with a new heap dump segment every third object (the places
+    /// where a parallel pass may cut the file).
+    fn cut_dump(objs: &[CutObj]) -> Vec<u8> {
+        holder_dump(|w| {
+            for (i, o) in objs.iter().enumerate() {
+                if i % 3 == 2 {
+                    w.end_segment();
+                }
+                match o {
+                    CutObj::Inst(id, r) => {
+                        w.instance(*id, 0x20, &r.to_be_bytes());
+                    }
+                    CutObj::Arr(id, e) => {
+                        w.object_array(*id, 0x10, e);
+                    }
+                    CutObj::Prims(b, n) => {
+                        for j in 0..*n as u64 {
+                            w.primitive_array(prim_id(*b, j), BasicType::Int, 1, &[0, 0, 0, 7]);
+                        }
+                    }
+                }
+            }
+        })
+    }
+
+    /// The index two passes build over `bytes`, their parse cut into up to `threads` parts,
+    /// and how many parts there were.
+    fn two_pass_index(bytes: &[u8], threads: usize) -> (index::Index, usize) {
+        let input = Input::Bytes(bytes);
+        let mut parts = input.split(threads, 0);
+        let mut ix = scan(&input, &mut parts).unwrap();
+        let limits = index::IndexLimits {
+            bitmap_min_pixels: 1,
+            array_min_bytes: 1 << 40,
+        };
+        two_pass_graph(&input, &parts, &mut ix, limits).unwrap();
+        (ix, parts.map_or(1, |p| p.len()))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(40))]
+        /// Two-pass workers hand each object to the shared node arrays once its references
+        /// are looked up, the ones the dump lacks dropped a batch at a time (a batch can end
+        /// inside an array, or after a long run of arrays without references). However the
+        /// file is cut, each node has the class, size and references of the first object the
+        /// file lists with its id, and the counts are those of every object listed.
+        #[test]
+        fn two_pass_workers_give_each_node_its_first_object(objs in cut_objs()) {
+            use std::collections::{BTreeSet, HashMap};
+            let bytes = cut_dump(&objs);
+            // What the dump says, read plainly.
+            let mut present: BTreeSet<u64> = [0x10, 0x20].into();
+            let mut listed = vec![(0x10u64, vec![]), (0x20, vec![0x10])];
+            for o in &objs {
+                match o {
+                    CutObj::Inst(id, r) => listed.push((*id, vec![0x20, *r])),
+                    CutObj::Arr(id, e) => {
+                        listed.push((*id, [&[0x10][..], e].concat()))
+                    }
+                    CutObj::Prims(b, n) => {
+                        listed.extend((0..*n as u64).map(|j| (prim_id(*b, j), vec![])))
+                    }
+                }
+            }
+            present.extend(listed.iter().map(|o| o.0));
+            let (mut edges, mut missing, mut first) = (0u64, 0u64, HashMap::new());
+            for (id, targets) in &listed {
+                for &t in targets.iter().filter(|&&t| t != 0) {
+                    if present.contains(&t) {
+                        edges += 1;
+                    } else {
+                        missing += 1;
+                    }
+                }
+                first.entry(*id).or_insert(targets);
+            }
+            for threads in 1..=4 {
+                let (ix, parts) = two_pass_index(&bytes, threads);
+                if threads > 1 && objs.len() > 2 {
+                    prop_assert!(parts > 1, "{} parts with {} threads", parts, threads);
+                }
+                prop_assert_eq!(ix.len(), present.len());
+                prop_assert_eq!(ix.stats.edges, edges);
+                prop_assert_eq!(ix.stats.missing_refs, missing);
+                prop_assert_eq!(ix.edges.len() as u64, edges);
+                prop_assert_eq!(ix.stats.duplicate_ids, (listed.len() - present.len()) as u64);
+                for (n, &id) in ix.ids.iter().enumerate() {
+                    let want: Vec<u64> = first[&id]
+                        .iter()
+                        .copied()
+                        .filter(|t| present.contains(t))
+                        .collect();
+                    let got: Vec<u64> =
+                        ix.succ(n as u32).iter().map(|&m| ix.ids[m as usize]).collect();
+                    prop_assert_eq!(&got, &want, "node {} (id {:#x}), {} parts", n, id, parts);
+                    let class = ix.classes[ix.class_of[n] as usize].name.as_str();
+                    let (want_class, want_size) = match objs.iter().find(|o| match o {
+                        CutObj::Inst(i, _) | CutObj::Arr(i, _) => *i == id,
+                        CutObj::Prims(..) => false,
+                    }) {
+                        Some(CutObj::Inst(..)) => ("com.app.Holder", 8),
+                        Some(CutObj::Arr(_, e)) => ("java.lang.Object", e.len() as u32 * 8 + 16),
+                        _ if id >= 0x100_0000 => ("int[]", 4 + 16),
+                        _ => ("java.lang.Class", 0),
+                    };
+                    prop_assert_eq!(class, want_class, "node {} (id {:#x})", n, id);
+                    prop_assert_eq!(ix.shallow[n], want_size, "node {} (id {:#x})", n, id);
+                }
+            }
+        }
     }
 
     /// The reports of one pass and of two passes (without timings), and whether the one pass
