@@ -2,7 +2,7 @@
 //! - the one-pass graph (dumps whose classes come first) and the two passes give the same
 //!   report, or the same error, message and offset included;
 //! - so does parsing in parts side by side (parts as small as the input allows, two threads)
-//!   against one thread.
+//!   against one thread, in one pass and in two (whose workers share the node arrays).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -45,4 +45,13 @@ fuzz_target!(|data: &[u8]| {
         },
     );
     assert_eq!(one, parts, "one thread against two parts");
+    let two_parts = outcome(
+        data,
+        &Config {
+            threads: 2,
+            one_pass: false,
+            ..base.clone()
+        },
+    );
+    assert_eq!(one, two_parts, "one thread against two parts, two passes");
 });

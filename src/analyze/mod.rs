@@ -647,6 +647,8 @@ pub fn analyze(
         None => two_pass_graph(&input, &parts, &mut ix, limits)?,
     };
     index::flag_watched(&mut ix, watched);
+    // The paths, the dominators and the report look no object up by id.
+    ix.drop_id_map();
     ix.edges.shrink_to_fit();
     tm.graph_ms = t.elapsed().as_millis() as u64;
     analyze_graph(ix, input, cfg, running_info, bytes, &parts, t0, tm)
