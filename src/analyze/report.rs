@@ -48,6 +48,8 @@ pub struct AnalysisInfo {
     pub missing_references: u64,
     pub missing_roots: u64,
     pub stripped_arrays: u64,
+    /// Objects listed with an id an earlier object already had (each such id's first object is
+    /// the one analysed).
     pub duplicate_ids: u64,
     pub unknown_class_instances: u64,
     pub short_instances: u64,
