@@ -1023,7 +1023,10 @@ pub(crate) struct Out {
 pub(crate) struct Pass2<'a> {
     ix: &'a Index,
     /// Two-pass mode: the node arrays the workers fill in side by side, and this worker's
-    /// number (its part's place in the file).
+    /// number (its part's place in the file). `None` in one-pass mode: the index holds no
+    /// object ids yet, so entries are numbered in file order (their ordinal stands for the
+    /// node) and edges are kept as raw ids in `raw`, until [`resolve`] maps both once every id
+    /// is known.
     shared: Option<(&'a Shared, u8)>,
     /// Two-pass mode: the object being read (node, class, shallow size); its edges start at
     /// `start`.
@@ -1034,9 +1037,9 @@ pub(crate) struct Pass2<'a> {
     limits: IndexLimits,
     /// Added to the parser's offsets to get file offsets (a worker's parser starts at its part).
     delta: u64,
-    /// An object array's elements are streaming into the last entry of `out.nodes`.
+    /// An object array's elements are streaming into the current object's edges.
     in_array: bool,
-    /// Where the last entry's edges start in `out.edges`.
+    /// Where the current object's edges start in `out.edges` (or `raw`).
     start: u32,
     err: Option<String>,
     /// Direct-mapped cache of class id -> class index (instances of a few classes dominate).
@@ -1045,10 +1048,6 @@ pub(crate) struct Pass2<'a> {
     /// object is usually that node, checked with one read of the sorted ids instead of a lookup.
     next: u32,
     out: Out,
-    /// One-pass mode: the index holds no object ids yet, so entries are numbered in file order
-    /// (their ordinal stands for the node) and edges are kept as raw ids in `raw`, until
-    /// [`resolve`] maps both once every id is known.
-    defer: bool,
     raw: Raw,
     /// Otherwise, the targets of the last edges, whose slots at the end of `out.edges` wait
     /// for them: looked up [`BATCH`] at a time, so that the lookups' cache misses overlap.
@@ -1128,19 +1127,12 @@ impl<'a> Pass2<'a> {
     ) -> Self {
         Pass2 {
             shared: Some((shared, worker)),
-            ..Pass2::base(ix, limits, delta)
+            ..Pass2::deferred(ix, limits, delta)
         }
     }
 
-    /// A pass-2 worker in one-pass mode (see `defer`), over an index of the classes alone.
+    /// A pass-2 worker in one-pass mode (see `shared`), over an index of the classes alone.
     pub(crate) fn deferred(ix: &'a Index, limits: IndexLimits, delta: u64) -> Self {
-        Pass2 {
-            defer: true,
-            ..Pass2::base(ix, limits, delta)
-        }
-    }
-
-    fn base(ix: &'a Index, limits: IndexLimits, delta: u64) -> Self {
         Pass2 {
             ix,
             shared: None,
@@ -1157,15 +1149,20 @@ impl<'a> Pass2<'a> {
                 instances: vec![0; ix.classes.len()],
                 ..Out::default()
             },
-            defer: false,
             raw: Raw::Narrow(Vec::new(), if ix.header.id_size == 8 { 3 } else { 0 }),
             batch: Vec::with_capacity(BATCH),
         }
     }
 
+    /// One-pass mode (see `shared`).
+    #[inline]
+    fn defer(&self) -> bool {
+        self.shared.is_none()
+    }
+
     #[inline]
     fn edge_count(&self) -> usize {
-        if self.defer {
+        if self.defer() {
             self.raw.len()
         } else {
             self.out.edges.len()
@@ -1186,7 +1183,7 @@ impl<'a> Pass2<'a> {
 
     /// Start object `id`'s entry; `None` if the id is not indexed.
     fn begin(&mut self, id: u64, class: u32, shallow: u64) -> Option<u32> {
-        let n = if self.defer {
+        let n = if self.defer() {
             if self.out.nodes.len() >= NONE as usize {
                 self.err = Some("more than 4 billion objects: too many for this analyser".into());
                 return None;
@@ -1204,7 +1201,7 @@ impl<'a> Pass2<'a> {
         }
         let sh = shallow.min(u32::MAX as u64) as u32;
         self.start = self.edge_count() as u32;
-        if self.defer {
+        if self.defer() {
             self.out.nodes.push([n, class, sh, 0]);
         } else {
             self.cur = [n, class, sh];
@@ -1218,7 +1215,7 @@ impl<'a> Pass2<'a> {
         if target == 0 {
             return;
         }
-        if self.defer {
+        if self.defer() {
             self.raw.push(target);
             return;
         }
@@ -1287,7 +1284,7 @@ impl<'a> Pass2<'a> {
     /// Close the last entry's edge list.
     fn end(&mut self) {
         let d = self.edge_count() as u32 - self.start;
-        if self.defer {
+        if self.defer() {
             if let Some(e) = self.out.nodes.last_mut() {
                 e[3] = d;
                 self.out.stats.edges += d as u64;
@@ -1918,7 +1915,7 @@ impl Visitor for Pass2<'_> {
                 // Instance -> its class (an instance keeps its class loaded). Deferred, the
                 // edge is not kept as a raw id: the entry is flagged and [`resolve`] puts the
                 // class's node first in its list (half the edges of a heap are these).
-                let implicit = self.defer && class_id != 0 && ci != (ix.classes.len() - 1) as u32;
+                let implicit = self.defer() && class_id != 0 && ci != (ix.classes.len() - 1) as u32;
                 if !implicit {
                     self.edge(class_id);
                 }

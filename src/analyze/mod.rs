@@ -899,7 +899,6 @@ fn scan(input: &Input<'_>, parts: &mut Option<Vec<(u64, u64)>>) -> Result<index:
     p1.finish().map_err(|what| Error::Input { offset: 0, what })
 }
 
-/// Pass 2 (the two-pass way) over the index of pass 1.
 /// Pass 2 over the index pass 1 made: the graph, applied to the index; returns the watched
 /// referents.
 fn two_pass_graph(
@@ -913,6 +912,8 @@ fn two_pass_graph(
     index::apply(ix, outs, Some(shared)).map_err(|what| Error::Input { offset: 0, what })
 }
 
+/// Pass 2's workers over the parts of the file (or one over all of it), writing into `shared`;
+/// their outputs, finished.
 fn graph(
     input: &Input<'_>,
     parts: &Option<Vec<(u64, u64)>>,
