@@ -17,6 +17,7 @@
 use std::fs::File;
 use std::io;
 use std::path::Path;
+use std::sync::atomic::{AtomicU8, Ordering};
 
 /// A file mapped read-only. Empty files are not mapped (a zero-length map is an error).
 pub struct Mapped {
@@ -124,9 +125,10 @@ pub fn prefetch_at<T>(b: &[T], at: usize) {
 
 /// The `oomguard` executable's allocator: the system's for small blocks; blocks of 2 MiB or
 /// more (with an alignment a page satisfies) get anonymous mappings of their own, advised to be
-/// backed by transparent huge pages (`MADV_HUGEPAGE`), grown and shrunk in place or moved by
-/// `mremap` (no copy), and unmapped when freed: a freed array leaves the process's RSS at once
-/// (glibc keeps freed blocks under its mmap threshold, which rises to 32 MiB, in its heap).
+/// backed by transparent huge pages (`MADV_HUGEPAGE`) where those pay (see
+/// [`huge_pages_pay`]), grown and shrunk in place or moved by `mremap` (no copy), and unmapped
+/// when freed: a freed array leaves the process's RSS at once (glibc keeps freed blocks under
+/// its mmap threshold, which rises to 32 MiB, in its heap).
 ///
 /// Why not the system allocator plus advice on its blocks: advice on part of a glibc mapping
 /// splits it in two kernel areas, and `mremap` refuses a range over two areas (`EFAULT`), so
@@ -135,7 +137,94 @@ pub fn prefetch_at<T>(b: &[T], at: usize) {
 /// few large blocks filled once. Where the kernel has no huge pages, or refuses the advice,
 /// the blocks are plain mappings. Only the executable installs it (`#[global_allocator]`); the
 /// library loaded into an app never does.
-pub struct HugePageAlloc;
+pub struct HugePageAlloc {
+    /// [`UNDECIDED`] until the first large block asks [`huge_pages_pay`]; then [`HUGE`] or
+    /// [`SMALL`].
+    pages: AtomicU8,
+}
+
+const UNDECIDED: u8 = 0;
+/// Large blocks are advised to be huge pages.
+const HUGE: u8 = 1;
+/// Large blocks are advised not to be (`MADV_NOHUGEPAGE`).
+const SMALL: u8 = 2;
+
+impl HugePageAlloc {
+    /// Huge pages where they pay ([`huge_pages_pay`], asked once, at the first large block).
+    pub const fn new() -> HugePageAlloc {
+        HugePageAlloc {
+            pages: AtomicU8::new(UNDECIDED),
+        }
+    }
+
+    /// Huge pages for large blocks always (`true`) or never.
+    pub const fn with_huge_pages(huge: bool) -> HugePageAlloc {
+        HugePageAlloc {
+            pages: AtomicU8::new(if huge { HUGE } else { SMALL }),
+        }
+    }
+
+    /// Whether large blocks are advised to be huge pages. (Deciding reads files and the
+    /// environment, in small blocks only; two threads may both decide, alike.)
+    pub fn huge_pages(&self) -> bool {
+        match self.pages.load(Ordering::Relaxed) {
+            HUGE => true,
+            SMALL => false,
+            _ => {
+                let huge = huge_pages_pay();
+                self.pages
+                    .store(if huge { HUGE } else { SMALL }, Ordering::Relaxed);
+                huge
+            }
+        }
+    }
+}
+
+impl Default for HugePageAlloc {
+    fn default() -> Self {
+        HugePageAlloc::new()
+    }
+}
+
+/// The environment variable that decides instead of [`huge_pages_pay`]'s probe: `on` or `off`.
+pub const HUGE_PAGES_ENV: &str = "OOMGUARD_HUGE_PAGES";
+
+/// Whether large blocks should be huge pages here: yes, unless [`HUGE_PAGES_ENV`] says `off`,
+/// or (when it says neither `on` nor `off`) the machine is a virtual one whose kernel hands free
+/// memory back to the host ([`free_pages_reported`]).
+///
+/// There, a free 2 MiB block is reported to the host about two seconds after it is freed and
+/// the host drops its pages; a huge page faulted in later is such a block, which the host must
+/// back anew. On this project's VM (2026-11-24, the 540 MB bench dump, `oomguard analyze` run
+/// 4 s after the last one): with huge pages 0.45 to 0.47 s (system time 0.35 to 0.45 s), with
+/// 4 KiB pages 0.31 s (0.14 to 0.19 s), which the guest keeps on its own lists. Back to back,
+/// with the blocks the last run freed not yet reported, huge pages win (0.26 to 0.29 s): but a
+/// command run once mostly starts after a pause.
+pub fn huge_pages_pay() -> bool {
+    match std::env::var(HUGE_PAGES_ENV).as_deref() {
+        Ok("on") => true,
+        Ok("off") => false,
+        _ => !free_pages_reported(Path::new(BALLOON_DRIVER)),
+    }
+}
+
+/// The sysfs directory of the virtio balloon driver, which holds a link per bound device.
+const BALLOON_DRIVER: &str = "/sys/bus/virtio/drivers/virtio_balloon";
+
+/// Whether a virtio balloon device bound to the driver at `driver` (a sysfs directory) has free
+/// page reporting on: its `features` file, a `0` or `1` per feature bit from bit 0, sets bit 5
+/// (`VIRTIO_BALLOON_F_REPORTING` in the virtio specification).
+fn free_pages_reported(driver: &Path) -> bool {
+    const REPORTING: usize = 5;
+    let Ok(devices) = std::fs::read_dir(driver) else {
+        return false;
+    };
+    devices.flatten().any(|d| {
+        d.file_name().to_string_lossy().starts_with("virtio")
+            && std::fs::read(d.path().join("features"))
+                .is_ok_and(|f| f.get(REPORTING) == Some(&b'1'))
+    })
+}
 
 /// Blocks at least this large get mappings of their own: the size of an x86-64 or AArch64
 /// (4 KiB pages) huge page.
@@ -163,7 +252,7 @@ fn mapping_len(size: usize) -> usize {
 unsafe impl std::alloc::GlobalAlloc for HugePageAlloc {
     unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
         if mapped_block(layout.size(), layout.align()) {
-            return map_block(layout.size());
+            return map_block(layout.size(), self.huge_pages());
         }
         // SAFETY: forwarded with the caller's guarantees.
         unsafe { std::alloc::System.alloc(layout) }
@@ -171,7 +260,7 @@ unsafe impl std::alloc::GlobalAlloc for HugePageAlloc {
     unsafe fn alloc_zeroed(&self, layout: std::alloc::Layout) -> *mut u8 {
         if mapped_block(layout.size(), layout.align()) {
             // Fresh anonymous pages read as zero.
-            return map_block(layout.size());
+            return map_block(layout.size(), self.huge_pages());
         }
         // SAFETY: forwarded with the caller's guarantees.
         unsafe { std::alloc::System.alloc_zeroed(layout) }
@@ -217,9 +306,10 @@ unsafe impl std::alloc::GlobalAlloc for HugePageAlloc {
     }
 }
 
-/// A new mapping for a block of `size` bytes, advised to be huge pages; null if none.
+/// A new mapping for a block of `size` bytes, advised to be huge pages if `huge` (else not to
+/// be); null if none.
 #[cfg(any(target_os = "linux", target_os = "android"))]
-fn map_block(size: usize) -> *mut u8 {
+fn map_block(size: usize, huge: bool) -> *mut u8 {
     let len = mapping_len(size);
     // SAFETY: a new anonymous private mapping at an address the kernel picks; nothing else is
     // touched. The advice changes no data and its result is ignored (only a hint).
@@ -236,7 +326,12 @@ fn map_block(size: usize) -> *mut u8 {
         if p == libc::MAP_FAILED {
             return std::ptr::null_mut();
         }
-        libc::madvise(p, len, libc::MADV_HUGEPAGE);
+        let advice = if huge {
+            libc::MADV_HUGEPAGE
+        } else {
+            libc::MADV_NOHUGEPAGE
+        };
+        libc::madvise(p, len, advice);
         p as *mut u8
     }
 }
@@ -275,7 +370,7 @@ fn remap_block(p: *mut u8, old: usize, new: usize) -> *mut u8 {
 }
 
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
-fn map_block(_: usize) -> *mut u8 {
+fn map_block(_: usize, _: bool) -> *mut u8 {
     unreachable!("mapped_block is false off Linux")
 }
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
@@ -334,35 +429,70 @@ mod tests {
         std::path::Path::new("/sys/kernel/mm/transparent_hugepage/enabled").exists()
     }
 
-    /// A large block from [`HugePageAlloc`] holds its data, and its mapping carries the huge
-    /// page advice (`hg` in /proc/self/smaps), where the kernel has transparent huge pages.
+    /// A large block from [`HugePageAlloc`] holds its data, and its mapping carries the advice
+    /// asked for (`hg` or `nh` in /proc/self/smaps), where the kernel has transparent huge pages.
     #[test]
     fn huge_page_alloc_advises_large_blocks() {
         use std::alloc::{GlobalAlloc, Layout};
-        let a = HugePageAlloc;
-        let layout = Layout::from_size_align(8 << 20, 16).unwrap();
-        // SAFETY: a non-zero layout; the block is written within bounds and freed with it.
-        #[allow(unsafe_code)]
-        let p = unsafe { a.alloc_zeroed(layout) };
-        assert!(!p.is_null());
-        #[allow(unsafe_code)]
-        let block = unsafe { std::slice::from_raw_parts_mut(p, layout.size()) };
-        assert!(block.iter().all(|&b| b == 0));
-        block[12_345] = 7;
-        if thp() {
-            let (_, _, flags) =
-                area_of(p as usize + (4 << 20)).expect("the block's mapping is in smaps");
-            assert!(
-                flags.split_whitespace().any(|f| f == "hg"),
-                "VmFlags:{flags}"
-            );
+        for (huge, flag) in [(true, "hg"), (false, "nh")] {
+            let a = HugePageAlloc::with_huge_pages(huge);
+            assert_eq!(a.huge_pages(), huge);
+            let layout = Layout::from_size_align(8 << 20, 16).unwrap();
+            // SAFETY: a non-zero layout; the block is written within bounds and freed with it.
+            #[allow(unsafe_code)]
+            let p = unsafe { a.alloc_zeroed(layout) };
+            assert!(!p.is_null());
+            #[allow(unsafe_code)]
+            let block = unsafe { std::slice::from_raw_parts_mut(p, layout.size()) };
+            assert!(block.iter().all(|&b| b == 0));
+            block[12_345] = 7;
+            if thp() {
+                let (_, _, flags) =
+                    area_of(p as usize + (4 << 20)).expect("the block's mapping is in smaps");
+                assert!(
+                    flags.split_whitespace().any(|f| f == flag),
+                    "huge {huge}: VmFlags:{flags}"
+                );
+            }
+            assert_eq!(block[12_345], 7);
+            // SAFETY: allocated above with this layout.
+            #[allow(unsafe_code)]
+            unsafe {
+                a.dealloc(p, layout)
+            };
         }
-        assert_eq!(block[12_345], 7);
-        // SAFETY: allocated above with this layout.
-        #[allow(unsafe_code)]
-        unsafe {
-            a.dealloc(p, layout)
-        };
+    }
+
+    /// Free page reporting is read from a balloon device's feature bits (bit 5), in a tree laid
+    /// out like sysfs; anything else (no driver, no device, no such file, the bit clear) is no.
+    #[test]
+    fn free_page_reporting_is_feature_bit_five() {
+        let root = tempfile::tempdir().unwrap();
+        let driver = root.path().join("virtio_balloon");
+        assert!(!free_pages_reported(&driver), "no driver directory");
+        std::fs::create_dir(&driver).unwrap();
+        std::fs::write(driver.join("bind"), "").unwrap();
+        assert!(!free_pages_reported(&driver), "no device");
+        let dev = driver.join("virtio0");
+        std::fs::create_dir(&dev).unwrap();
+        assert!(!free_pages_reported(&driver), "no features file");
+        // This project's VM (2026-11-24): stats queue, deflate on OOM, reporting, bit 7.
+        let ours = format!("{:0<128}\n", "011001010000000000000000000000001");
+        std::fs::write(dev.join("features"), &ours).unwrap();
+        assert!(free_pages_reported(&driver));
+        let mut clear = ours.into_bytes();
+        clear[5] = b'0';
+        std::fs::write(dev.join("features"), &clear).unwrap();
+        assert!(!free_pages_reported(&driver), "bit 5 clear");
+        std::fs::write(dev.join("features"), "01100").unwrap();
+        assert!(!free_pages_reported(&driver), "too few bits");
+        // A second device with the bit set is enough; other entries are not devices.
+        std::fs::create_dir(driver.join("module")).unwrap();
+        std::fs::write(driver.join("module").join("features"), "000001").unwrap();
+        assert!(!free_pages_reported(&driver), "not a device");
+        std::fs::create_dir(driver.join("virtio3")).unwrap();
+        std::fs::write(driver.join("virtio3").join("features"), "000001").unwrap();
+        assert!(free_pages_reported(&driver));
     }
 
     /// A block that grows and shrinks across and above the 2 MiB threshold keeps its bytes at
@@ -371,7 +501,7 @@ mod tests {
     #[test]
     fn huge_page_alloc_resizes_blocks_keeping_their_bytes() {
         use std::alloc::{GlobalAlloc, Layout};
-        let a = HugePageAlloc;
+        let a = HugePageAlloc::with_huge_pages(true);
         let byte = |i: usize| (i % 251) as u8;
         let sizes = [1 << 20, 3 << 20, 64 << 20, (5 << 20) + 123, 100 << 10];
         let mut layout = Layout::from_size_align(sizes[0], 8).unwrap();

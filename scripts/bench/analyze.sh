@@ -84,7 +84,10 @@ fastest() { sort -n "$tmp/$1" | head -1 | cut -d' ' -f1; }
 printf 'time ratio  ours(full) / hprof-slurp, fastest wall = %.2f   (each tool'"'"'s best run: less of this host'"'"'s noise)\n' "$(echo "$(fastest full)/$(fastest slurp)" | bc -l)"
 printf 'cpu split   user / sys of the median-wall runs: hprof-slurp %s / %s s, ours(full) %s / %s s\n' \
   "$(median slurp 4)" "$(median slurp 5)" "$(median full 4)" "$(median full 5)"
-echo "            (sys is mostly page faults; on this VM fresh huge pages cost 0.13 to 2.5 ms per MB: DEVELOPERS.md, \"Benchmarks\")"
+# Which pages the runs' large arrays had (the summary's last words; OOMGUARD_HUGE_PAGES=on|off
+# overrides the choice, DEVELOPERS.md "Benchmarks").
+pages=$("$BIN" analyze "$ART" -o "$tmp/pages.json" | sed -n 's/^peak memory: .*, large arrays on //p')
+echo "            (sys is mostly page faults; large arrays on ${pages:-unknown pages}: DEVELOPERS.md, \"Benchmarks\")"
 printf 'memory      peak RSS(full) / input                = %.2f   (target <= 0.50)\n' "$(echo "$full_rss*1024/$big_size" | bc -l)"
 printf 'memory      peak RSS(stripped) / full input       = %.2f\n' "$(echo "$mini_rss*1024/$big_size" | bc -l)"
 if cmp -s <(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(sorted((g["signature"],g["instanceCount"],g["retainedSize"]) for g in r["gcPaths"]))' "$tmp/full.json") \

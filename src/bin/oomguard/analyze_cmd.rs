@@ -71,9 +71,13 @@ pub fn run(a: AnalyzeArgs) -> Result<(), Failure> {
     write_atomically(&a.output, &json)?;
     // The report is written; a closed stdout (`| head`) must not turn that into a panic.
     let t = &report.analysis.timings;
+    let pages = match crate::ALLOC.huge_pages() {
+        true => "large arrays on huge pages",
+        false => "large arrays on 4 KiB pages",
+    };
     let peak = match peak_rss_kb() {
-        Some(kb) => format!("peak memory: {:.1} MB (VmHWM)", kb as f64 / 1024.0),
-        None => "peak memory: unknown (/proc/self/status has no VmHWM)".to_string(),
+        Some(kb) => format!("peak memory: {:.1} MB (VmHWM), {pages}", kb as f64 / 1024.0),
+        None => format!("peak memory: unknown (/proc/self/status has no VmHWM), {pages}"),
     };
     let text = format!(
         "{}time: {:.2} s (scan {} ms, graph {} ms, paths {} ms, dominators {} ms, report {} ms)\n{peak}\nreport: {}\n",

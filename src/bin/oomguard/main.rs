@@ -18,9 +18,10 @@ mod testdata_cmd;
 
 use clap::{Parser, Subcommand};
 
-/// Large blocks on transparent huge pages, for the analyser (see `mapped::HugePageAlloc`).
+/// Large blocks on transparent huge pages where those pay, for the analyser (see
+/// `mapped::HugePageAlloc`).
 #[global_allocator]
-static ALLOC: oomguard::mapped::HugePageAlloc = oomguard::mapped::HugePageAlloc;
+static ALLOC: oomguard::mapped::HugePageAlloc = oomguard::mapped::HugePageAlloc::new();
 use std::process::ExitCode;
 
 #[derive(Parser)]
