@@ -126,9 +126,11 @@ pub fn prefetch_at<T>(b: &[T], at: usize) {
 /// The `oomguard` executable's allocator: the system's for small blocks; blocks of 2 MiB or
 /// more (with an alignment a page satisfies) get anonymous mappings of their own, advised to be
 /// backed by transparent huge pages (`MADV_HUGEPAGE`) where those pay (see
-/// [`huge_pages_pay`]), grown and shrunk in place or moved by `mremap` (no copy), and unmapped
-/// when freed: a freed array leaves the process's RSS at once (glibc keeps freed blocks under
-/// its mmap threshold, which rises to 32 MiB, in its heap).
+/// [`huge_pages_pay`]), grown and shrunk in place or moved by `mremap` (no copy). Where they
+/// are not huge pages, a freed block is kept for the next ones ([`Spare`]), which then need not
+/// fault in fresh pages, until a block needs new memory; then, or at once with huge pages, it
+/// is unmapped and leaves the process's RSS (glibc keeps freed blocks under its mmap threshold,
+/// which rises to 32 MiB, in its heap, whatever comes next).
 ///
 /// Why not the system allocator plus advice on its blocks: advice on part of a glibc mapping
 /// splits it in two kernel areas, and `mremap` refuses a range over two areas (`EFAULT`), so
@@ -141,6 +143,7 @@ pub struct HugePageAlloc {
     /// [`UNDECIDED`] until the first large block asks [`huge_pages_pay`]; then [`HUGE`] or
     /// [`SMALL`].
     pages: AtomicU8,
+    spare: std::sync::Mutex<Spare>,
 }
 
 const UNDECIDED: u8 = 0;
@@ -154,6 +157,7 @@ impl HugePageAlloc {
     pub const fn new() -> HugePageAlloc {
         HugePageAlloc {
             pages: AtomicU8::new(UNDECIDED),
+            spare: std::sync::Mutex::new(Spare::EMPTY),
         }
     }
 
@@ -161,6 +165,7 @@ impl HugePageAlloc {
     pub const fn with_huge_pages(huge: bool) -> HugePageAlloc {
         HugePageAlloc {
             pages: AtomicU8::new(if huge { HUGE } else { SMALL }),
+            spare: std::sync::Mutex::new(Spare::EMPTY),
         }
     }
 
@@ -177,6 +182,122 @@ impl HugePageAlloc {
                 huge
             }
         }
+    }
+
+    fn spare(&self) -> std::sync::MutexGuard<'_, Spare> {
+        // The lock guards plain numbers that every holder leaves consistent.
+        self.spare.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A block of `size` bytes (a mapped one), zeroed if `zero`: cut from the smallest kept
+    /// block that holds it (the rest stays kept); else the largest kept block grown to it, the
+    /// others unmapped; else a new mapping.
+    fn block(&self, size: usize, zero: bool) -> *mut u8 {
+        let need = mapping_len(size);
+        let mut spare = self.spare();
+        if let Some(p) = spare.take(need) {
+            drop(spare);
+            if zero {
+                // SAFETY: `p` starts `need` bytes of a kept block, now this block and no one
+                // else's.
+                #[allow(unsafe_code)]
+                unsafe {
+                    std::ptr::write_bytes(p as *mut u8, 0, need)
+                };
+            }
+            return p as *mut u8;
+        }
+        let kept = std::mem::replace(&mut *spare, Spare::EMPTY);
+        drop(spare);
+        let mut grown: *mut u8 = std::ptr::null_mut();
+        for (p, len) in kept.largest_first() {
+            if grown.is_null() {
+                grown = remap_block(p as *mut u8, len, need);
+                if !grown.is_null() {
+                    if zero {
+                        // SAFETY: the block's first `len` bytes are the kept block's pages;
+                        // the rest are new and read as zero.
+                        #[allow(unsafe_code)]
+                        unsafe {
+                            std::ptr::write_bytes(grown, 0, len)
+                        };
+                    }
+                    continue;
+                }
+            }
+            unmap_block(p as *mut u8, len);
+        }
+        if !grown.is_null() {
+            return grown;
+        }
+        map_block(size, self.huge_pages())
+    }
+
+    /// Keep the freed mapping `[p, p + len)` for a later block, or unmap it if there is no room
+    /// or if blocks are huge pages. (Where huge pages pay, fresh ones are cheap; a kept block
+    /// that grew by `mremap` may be partly 4 KiB pages, and an array read at random that is cut
+    /// from it loses the huge pages' TLB reach: DEVELOPERS.md, "Benchmarks".)
+    fn keep(&self, p: *mut u8, len: usize) {
+        if self.huge_pages() || !self.spare().put(p as usize, len) {
+            unmap_block(p, len);
+        }
+    }
+
+    /// Unmap every kept block (before a block grows into new memory; only `mremap` grows one).
+    #[cfg(target_os = "linux")]
+    fn release(&self) {
+        let kept = std::mem::replace(&mut *self.spare(), Spare::EMPTY);
+        for (p, len) in kept.largest_first() {
+            unmap_block(p as *mut u8, len);
+        }
+    }
+}
+
+/// Freed blocks kept aside at most.
+const SPARE_SLOTS: usize = 16;
+
+/// Freed blocks' mappings kept for the next blocks: (address, length), length 0 in an empty
+/// slot. Each is whole pages within one kernel area (a block's mapping, or the part of one left
+/// after blocks were cut from its start), so that `mremap` can move or grow it.
+///
+/// While blocks are kept, no block takes new memory: a block asked for is cut from one, or the
+/// largest is grown to it and the others unmapped, and a block that grows unmaps them all
+/// first. So the mappings never add up to more than the live blocks did at some moment.
+struct Spare([(usize, usize); SPARE_SLOTS]);
+
+impl Spare {
+    const EMPTY: Spare = Spare([(0, 0); SPARE_SLOTS]);
+
+    /// The start of `need` bytes cut from the smallest kept block that holds them (the rest
+    /// stays kept); `None` if none does.
+    fn take(&mut self, need: usize) -> Option<usize> {
+        let i = (0..SPARE_SLOTS)
+            .filter(|&i| self.0[i].1 >= need)
+            .min_by_key(|&i| self.0[i].1)?;
+        let (p, len) = self.0[i];
+        self.0[i] = if len > need {
+            (p + need, len - need)
+        } else {
+            (0, 0)
+        };
+        Some(p)
+    }
+
+    /// Keep `[p, p + len)`; false if every slot is taken.
+    fn put(&mut self, p: usize, len: usize) -> bool {
+        match self.0.iter_mut().find(|s| s.1 == 0) {
+            Some(s) => {
+                *s = (p, len);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The kept blocks, the longest first.
+    fn largest_first(mut self) -> impl Iterator<Item = (usize, usize)> {
+        self.0.sort_unstable_by_key(|s| std::cmp::Reverse(s.1));
+        self.0.into_iter().take_while(|s| s.1 > 0)
     }
 }
 
@@ -244,30 +365,30 @@ fn mapping_len(size: usize) -> usize {
     size.next_multiple_of(MAP_ALIGN)
 }
 
-// SAFETY: small blocks are forwarded to the system allocator unchanged. A large block is an
-// anonymous private mapping of `mapping_len(size)` bytes, which only this allocator maps,
-// moves and unmaps, always with the size of the layout it was made for (the caller's
-// guarantee): `mapped_block` gives the same answer for the same layout at every call.
+// SAFETY: small blocks are forwarded to the system allocator unchanged. A large block is
+// `mapping_len(size)` bytes of an anonymous private mapping, which only this allocator maps,
+// moves, keeps and unmaps, always with the size of the layout it was made for (the caller's
+// guarantee): `mapped_block` gives the same answer for the same layout at every call. A kept
+// block belongs to no caller, and the blocks cut from it do not overlap.
 #[allow(unsafe_code)]
 unsafe impl std::alloc::GlobalAlloc for HugePageAlloc {
     unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
         if mapped_block(layout.size(), layout.align()) {
-            return map_block(layout.size(), self.huge_pages());
+            return self.block(layout.size(), false);
         }
         // SAFETY: forwarded with the caller's guarantees.
         unsafe { std::alloc::System.alloc(layout) }
     }
     unsafe fn alloc_zeroed(&self, layout: std::alloc::Layout) -> *mut u8 {
         if mapped_block(layout.size(), layout.align()) {
-            // Fresh anonymous pages read as zero.
-            return map_block(layout.size(), self.huge_pages());
+            return self.block(layout.size(), true);
         }
         // SAFETY: forwarded with the caller's guarantees.
         unsafe { std::alloc::System.alloc_zeroed(layout) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
         if mapped_block(layout.size(), layout.align()) {
-            unmap_block(ptr, layout.size());
+            self.keep(ptr, mapping_len(layout.size()));
             return;
         }
         // SAFETY: forwarded with the caller's guarantees.
@@ -285,7 +406,13 @@ unsafe impl std::alloc::GlobalAlloc for HugePageAlloc {
             }
             (true, true) if mapping_len(layout.size()) == mapping_len(new_size) => ptr,
             #[cfg(target_os = "linux")]
-            (true, true) => remap_block(ptr, layout.size(), new_size),
+            (true, true) => {
+                if new_size > layout.size() {
+                    // The block grows into new memory: nothing may stay kept meanwhile.
+                    self.release();
+                }
+                remap_block(ptr, layout.size(), new_size)
+            }
             // Across the threshold, or a mapping to resize where the `libc` crate has no
             // `mremap` (Android): a new block, the bytes both hold, the old block freed.
             _ => {
@@ -352,8 +479,9 @@ fn unmap_block(p: *mut u8, size: usize) {
 /// pages, not its bytes); null (the block untouched) if neither works.
 #[cfg(target_os = "linux")]
 fn remap_block(p: *mut u8, old: usize, new: usize) -> *mut u8 {
-    // SAFETY: `p` is one whole mapping of `mapping_len(old)` bytes this allocator made (one
-    // kernel area, the advice covering all of it); the kernel keeps its contents and its advice.
+    // SAFETY: `p` starts `mapping_len(old)` bytes this allocator mapped and no one else holds,
+    // all in one kernel area (a block's mapping, or part of one; the advice covers all of it);
+    // the kernel keeps their contents and their advice.
     #[allow(unsafe_code)]
     unsafe {
         let q = libc::mremap(
@@ -367,6 +495,12 @@ fn remap_block(p: *mut u8, old: usize, new: usize) -> *mut u8 {
         }
         q as *mut u8
     }
+}
+
+/// (The `libc` crate has no `mremap` for Android: kept blocks are not grown there.)
+#[cfg(not(target_os = "linux"))]
+fn remap_block(_: *mut u8, _: usize, _: usize) -> *mut u8 {
+    std::ptr::null_mut()
 }
 
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
@@ -460,6 +594,10 @@ mod tests {
             unsafe {
                 a.dealloc(p, layout)
             };
+            // A freed block is kept for reuse only where blocks are not huge pages.
+            let kept: usize = a.spare().0.iter().map(|s| s.1).sum();
+            assert_eq!(kept, if huge { 0 } else { 8 << 20 }, "huge {huge}");
+            a.release();
         }
     }
 
@@ -551,5 +689,88 @@ mod tests {
         unsafe {
             a.dealloc(p, layout)
         };
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+        /// Any sequence of large allocations, zeroed or not, resizes and frees keeps every live
+        /// block's bytes (blocks cut from kept ones do not overlap), gives zeroed blocks as
+        /// zeros, and never holds more mapped memory than the live blocks did at some moment.
+        #[test]
+        fn kept_blocks_are_reused_without_overlap(
+            ops in proptest::collection::vec((0u8..4, 0usize..6, 1usize..(10 << 8)), 1..40),
+        ) {
+            use std::alloc::{GlobalAlloc, Layout};
+            let a = HugePageAlloc::with_huge_pages(false);
+            // Live blocks: (pointer, size, fill byte).
+            let mut live: Vec<(*mut u8, usize, u8)> = Vec::new();
+            let (mut most, mut fill) = (0usize, 0u8);
+            let lay = |size: usize| Layout::from_size_align(size, 8).unwrap();
+            let total = |live: &[(*mut u8, usize, u8)]| -> usize {
+                live.iter().map(|b| mapping_len(b.1)).sum()
+            };
+            // A block's bytes are its fill byte, spot-checked every 4 KiB and at its ends.
+            let intact = |b: &(*mut u8, usize, u8)| {
+                #[allow(unsafe_code)]
+                let s = unsafe { std::slice::from_raw_parts(b.0, b.1) };
+                s.iter().step_by(4093).chain(s.last()).all(|&x| x == b.2)
+            };
+            for (op, which, kb) in ops {
+                // 2 MiB to 12 MiB, not always whole pages.
+                let size = (2 << 20) + kb * 4096 - (kb % 3) * 100;
+                match op {
+                    0 | 1 => {
+                        // SAFETY: a non-zero layout; the block is used within its size.
+                        #[allow(unsafe_code)]
+                        let p = unsafe {
+                            if op == 0 { a.alloc(lay(size)) } else { a.alloc_zeroed(lay(size)) }
+                        };
+                        proptest::prop_assert!(!p.is_null());
+                        #[allow(unsafe_code)]
+                        let s = unsafe { std::slice::from_raw_parts_mut(p, size) };
+                        if op == 1 {
+                            proptest::prop_assert!(s.iter().all(|&x| x == 0), "zeroed block");
+                        }
+                        fill = fill.wrapping_add(1).max(1);
+                        s.fill(fill);
+                        live.push((p, size, fill));
+                    }
+                    2 if !live.is_empty() => {
+                        let (p, old, f) = live.swap_remove(which % live.len());
+                        // SAFETY: a live block, resized with the layout it was made for.
+                        #[allow(unsafe_code)]
+                        let q = unsafe { a.realloc(p, lay(old), size) };
+                        proptest::prop_assert!(!q.is_null());
+                        #[allow(unsafe_code)]
+                        let s = unsafe { std::slice::from_raw_parts_mut(q, size) };
+                        proptest::prop_assert!(s[..old.min(size)].iter().all(|&x| x == f));
+                        s.fill(f);
+                        live.push((q, size, f));
+                    }
+                    _ if !live.is_empty() => {
+                        let (p, size, _) = live.swap_remove(which % live.len());
+                        // SAFETY: a live block, freed with the layout it was made for.
+                        #[allow(unsafe_code)]
+                        unsafe { a.dealloc(p, lay(size)) };
+                    }
+                    _ => {}
+                }
+                most = most.max(total(&live));
+                let kept: usize = a.spare().0.iter().map(|s| s.1).sum();
+                proptest::prop_assert!(
+                    total(&live) + kept <= most,
+                    "{} live + {kept} kept > {most}", total(&live)
+                );
+                for b in &live {
+                    proptest::prop_assert!(intact(b), "a block's bytes changed");
+                }
+            }
+            for (p, size, _) in live {
+                // SAFETY: live blocks, freed with their layouts.
+                #[allow(unsafe_code)]
+                unsafe { a.dealloc(p, lay(size)) };
+            }
+            a.release();
+        }
     }
 }
