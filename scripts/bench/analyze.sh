@@ -35,9 +35,9 @@ cat "$BIG" "$MINI" "$ART" >/dev/null
 RUNS="${RUNS:-3}"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 
-one() { # one NAME CMD... : append "wall cpu rss_kb user sys" to $tmp/NAME
+one() { # one NAME CMD... : append "wall cpu rss_kb user sys" to $tmp/NAME (its output, a few KB, to $tmp/NAME.out)
   local name=$1; shift
-  /usr/bin/time -f '%e %U %S %M' -o "$tmp/t" "$@" >/dev/null 2>&1 || { echo "bench: $name failed" >&2; cat "$tmp/t" >&2; exit 1; }
+  /usr/bin/time -f '%e %U %S %M' -o "$tmp/t" "$@" >"$tmp/$name.out" 2>&1 || { echo "bench: $name failed" >&2; cat "$tmp/t" >&2; exit 1; }
   read -r w u s m <"$tmp/t"
   echo "$w $(echo "$u+$s" | bc -l) $m $u $s" >>"$tmp/$name"
 }
@@ -84,9 +84,9 @@ fastest() { sort -n "$tmp/$1" | head -1 | cut -d' ' -f1; }
 printf 'time ratio  ours(full) / hprof-slurp, fastest wall = %.2f   (each tool'"'"'s best run: less of this host'"'"'s noise)\n' "$(echo "$(fastest full)/$(fastest slurp)" | bc -l)"
 printf 'cpu split   user / sys of the median-wall runs: hprof-slurp %s / %s s, ours(full) %s / %s s\n' \
   "$(median slurp 4)" "$(median slurp 5)" "$(median full 4)" "$(median full 5)"
-# Which pages the runs' large arrays had (the summary's last words; OOMGUARD_HUGE_PAGES=on|off
+# Which pages the runs' large arrays had (the last full run's summary; OOMGUARD_HUGE_PAGES=on|off
 # overrides the choice, DEVELOPERS.md "Benchmarks").
-pages=$("$BIN" analyze "$ART" -o "$tmp/pages.json" | sed -n 's/^peak memory: .*, large arrays on //p')
+pages=$(sed -n 's/^peak memory: .*, large arrays on //p' "$tmp/full.out")
 echo "            (sys is mostly page faults; large arrays on ${pages:-unknown pages}: DEVELOPERS.md, \"Benchmarks\")"
 printf 'memory      peak RSS(full) / input                = %.2f   (target <= 0.50)\n' "$(echo "$full_rss*1024/$big_size" | bc -l)"
 printf 'memory      peak RSS(stripped) / full input       = %.2f\n' "$(echo "$mini_rss*1024/$big_size" | bc -l)"
