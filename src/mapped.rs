@@ -128,9 +128,10 @@ pub fn prefetch_at<T>(b: &[T], at: usize) {
 /// backed by transparent huge pages (`MADV_HUGEPAGE`) where those pay (see
 /// [`huge_pages_pay`]), grown and shrunk in place or moved by `mremap` (no copy). Where they
 /// are not huge pages, a freed block is kept for the next ones ([`Spare`]), which then need not
-/// fault in fresh pages, until a block needs new memory; then, or at once with huge pages, it
-/// is unmapped and leaves the process's RSS (glibc keeps freed blocks under its mmap threshold,
-/// which rises to 32 MiB, in its heap, whatever comes next).
+/// fault in fresh pages, as long as the live and kept blocks together stay within the most the
+/// live ones ever took; beyond that, or at once with huge pages, it is unmapped and leaves the
+/// process's RSS (glibc keeps freed blocks under its mmap threshold, which rises to 32 MiB, in
+/// its heap, whatever comes next).
 ///
 /// Why not the system allocator plus advice on its blocks: advice on part of a glibc mapping
 /// splits it in two kernel areas, and `mremap` refuses a range over two areas (`EFAULT`), so
@@ -190,12 +191,14 @@ impl HugePageAlloc {
     }
 
     /// A block of `size` bytes (a mapped one), zeroed if `zero`: cut from the smallest kept
-    /// block that holds it (the rest stays kept); else the largest kept block grown to it, the
-    /// others unmapped; else a new mapping.
+    /// block that holds it (the rest stays kept); else the largest kept block grown to it;
+    /// else a new mapping. Kept blocks beyond the bound are unmapped ([`Spare::grew`]).
     fn block(&self, size: usize, zero: bool) -> *mut u8 {
         let need = mapping_len(size);
+        let huge = self.huge_pages();
         let mut spare = self.spare();
         if let Some(p) = spare.take(need) {
+            spare.live += need;
             drop(spare);
             if zero {
                 // SAFETY: `p` starts `need` bytes of a kept block, now this block and no one
@@ -207,30 +210,27 @@ impl HugePageAlloc {
             }
             return p as *mut u8;
         }
-        let kept = std::mem::replace(&mut *spare, Spare::EMPTY);
-        drop(spare);
-        let mut grown: *mut u8 = std::ptr::null_mut();
-        for (p, len) in kept.largest_first() {
-            if grown.is_null() {
-                grown = remap_block(p as *mut u8, len, need);
-                if !grown.is_null() {
-                    if zero {
-                        // SAFETY: the block's first `len` bytes are the kept block's pages;
-                        // the rest are new and read as zero.
-                        #[allow(unsafe_code)]
-                        unsafe {
-                            std::ptr::write_bytes(grown, 0, len)
-                        };
-                    }
-                    continue;
-                }
+        let mut p = std::ptr::null_mut();
+        if let Some((q, len)) = spare.take_largest() {
+            p = remap_block(q as *mut u8, len, need);
+            if p.is_null() {
+                unmap_block(q as *mut u8, len);
+            } else if zero {
+                // SAFETY: the block's first `len` bytes are the kept block's pages; the rest
+                // are new and read as zero.
+                #[allow(unsafe_code)]
+                unsafe {
+                    std::ptr::write_bytes(p, 0, len)
+                };
             }
-            unmap_block(p as *mut u8, len);
         }
-        if !grown.is_null() {
-            return grown;
+        if p.is_null() {
+            p = map_block(size, huge);
         }
-        map_block(size, self.huge_pages())
+        if !p.is_null() {
+            spare.grew(need);
+        }
+        p
     }
 
     /// Keep the freed mapping `[p, p + len)` for a later block, or unmap it if there is no room
@@ -238,16 +238,48 @@ impl HugePageAlloc {
     /// that grew by `mremap` may be partly 4 KiB pages, and an array read at random that is cut
     /// from it loses the huge pages' TLB reach: DEVELOPERS.md, "Benchmarks".)
     fn keep(&self, p: *mut u8, len: usize) {
-        if self.huge_pages() || !self.spare().put(p as usize, len) {
+        let huge = self.huge_pages();
+        let mut spare = self.spare();
+        spare.live = spare.live.saturating_sub(len);
+        if huge || !spare.put(p as usize, len) {
             unmap_block(p, len);
         }
     }
 
-    /// Unmap every kept block (before a block grows into new memory; only `mremap` grows one).
+    /// Grow the block at `p` from `old` to `new` bytes (mappings of different lengths): moved
+    /// into a kept block that holds it if there is one (its bytes copied; the old block is then
+    /// kept in turn), so that no fresh page is faulted in; else grown by `mremap`, with kept
+    /// blocks beyond the bound unmapped.
     #[cfg(target_os = "linux")]
+    fn grow(&self, p: *mut u8, old: usize, new: usize) -> *mut u8 {
+        let (old_len, new_len) = (mapping_len(old), mapping_len(new));
+        let mut spare = self.spare();
+        if let Some(q) = spare.take(new_len) {
+            drop(spare);
+            // SAFETY: `q` starts `new_len` bytes of a kept block, now this block's; `p` is the
+            // caller's live block of `old` bytes; they do not overlap.
+            #[allow(unsafe_code)]
+            unsafe {
+                std::ptr::copy_nonoverlapping(p, q as *mut u8, old)
+            };
+            let mut spare = self.spare();
+            spare.live += new_len;
+            drop(spare);
+            self.keep(p, old_len);
+            return q as *mut u8;
+        }
+        let q = remap_block(p, old, new);
+        if !q.is_null() {
+            spare.grew(new_len - old_len);
+        }
+        q
+    }
+
+    /// Unmap every kept block.
+    #[cfg(test)]
     fn release(&self) {
-        let kept = std::mem::replace(&mut *self.spare(), Spare::EMPTY);
-        for (p, len) in kept.largest_first() {
+        let mut spare = self.spare();
+        while let Some((p, len)) = spare.take_largest() {
             unmap_block(p as *mut u8, len);
         }
     }
@@ -260,22 +292,32 @@ const SPARE_SLOTS: usize = 16;
 /// slot. Each is whole pages within one kernel area (a block's mapping, or the part of one left
 /// after blocks were cut from its start), so that `mremap` can move or grow it.
 ///
-/// While blocks are kept, no block takes new memory: a block asked for is cut from one, or the
-/// largest is grown to it and the others unmapped, and a block that grows unmaps them all
-/// first. So the mappings never add up to more than the live blocks did at some moment.
-struct Spare([(usize, usize); SPARE_SLOTS]);
+/// The bound: the live blocks' mappings plus the kept ones never add up to more than the live
+/// blocks' did at some moment (`peak`). A block that needs new memory raises the live total;
+/// kept blocks are then unmapped, the smallest first, until the bound holds again.
+struct Spare {
+    slots: [(usize, usize); SPARE_SLOTS],
+    /// Mapping bytes of the live large blocks.
+    live: usize,
+    /// The most `live` has been.
+    peak: usize,
+}
 
 impl Spare {
-    const EMPTY: Spare = Spare([(0, 0); SPARE_SLOTS]);
+    const EMPTY: Spare = Spare {
+        slots: [(0, 0); SPARE_SLOTS],
+        live: 0,
+        peak: 0,
+    };
 
     /// The start of `need` bytes cut from the smallest kept block that holds them (the rest
     /// stays kept); `None` if none does.
     fn take(&mut self, need: usize) -> Option<usize> {
         let i = (0..SPARE_SLOTS)
-            .filter(|&i| self.0[i].1 >= need)
-            .min_by_key(|&i| self.0[i].1)?;
-        let (p, len) = self.0[i];
-        self.0[i] = if len > need {
+            .filter(|&i| self.slots[i].1 >= need)
+            .min_by_key(|&i| self.slots[i].1)?;
+        let (p, len) = self.slots[i];
+        self.slots[i] = if len > need {
             (p + need, len - need)
         } else {
             (0, 0)
@@ -283,9 +325,16 @@ impl Spare {
         Some(p)
     }
 
+    /// The largest kept block, no longer kept.
+    fn take_largest(&mut self) -> Option<(usize, usize)> {
+        let i = (0..SPARE_SLOTS).max_by_key(|&i| self.slots[i].1)?;
+        let s = std::mem::take(&mut self.slots[i]);
+        (s.1 > 0).then_some(s)
+    }
+
     /// Keep `[p, p + len)`; false if every slot is taken.
     fn put(&mut self, p: usize, len: usize) -> bool {
-        match self.0.iter_mut().find(|s| s.1 == 0) {
+        match self.slots.iter_mut().find(|s| s.1 == 0) {
             Some(s) => {
                 *s = (p, len);
                 true
@@ -294,10 +343,26 @@ impl Spare {
         }
     }
 
-    /// The kept blocks, the longest first.
-    fn largest_first(mut self) -> impl Iterator<Item = (usize, usize)> {
-        self.0.sort_unstable_by_key(|s| std::cmp::Reverse(s.1));
-        self.0.into_iter().take_while(|s| s.1 > 0)
+    /// Bytes kept.
+    fn kept(&self) -> usize {
+        self.slots.iter().map(|s| s.1).sum()
+    }
+
+    /// The live blocks took `more` bytes of new memory: unmap kept blocks, the smallest first,
+    /// until the bound holds.
+    fn grew(&mut self, more: usize) {
+        self.live += more;
+        self.peak = self.peak.max(self.live);
+        while self.live + self.kept() > self.peak {
+            let Some(i) = (0..SPARE_SLOTS)
+                .filter(|&i| self.slots[i].1 > 0)
+                .min_by_key(|&i| self.slots[i].1)
+            else {
+                break;
+            };
+            let (p, len) = std::mem::take(&mut self.slots[i]);
+            unmap_block(p as *mut u8, len);
+        }
     }
 }
 
@@ -406,12 +471,17 @@ unsafe impl std::alloc::GlobalAlloc for HugePageAlloc {
             }
             (true, true) if mapping_len(layout.size()) == mapping_len(new_size) => ptr,
             #[cfg(target_os = "linux")]
+            (true, true) if new_size > layout.size() => self.grow(ptr, layout.size(), new_size),
+            #[cfg(target_os = "linux")]
             (true, true) => {
-                if new_size > layout.size() {
-                    // The block grows into new memory: nothing may stay kept meanwhile.
-                    self.release();
+                let q = remap_block(ptr, layout.size(), new_size);
+                if !q.is_null() {
+                    let mut spare = self.spare();
+                    spare.live = spare
+                        .live
+                        .saturating_sub(mapping_len(layout.size()) - mapping_len(new_size));
                 }
-                remap_block(ptr, layout.size(), new_size)
+                q
             }
             // Across the threshold, or a mapping to resize where the `libc` crate has no
             // `mremap` (Android): a new block, the bytes both hold, the old block freed.
@@ -595,7 +665,7 @@ mod tests {
                 a.dealloc(p, layout)
             };
             // A freed block is kept for reuse only where blocks are not huge pages.
-            let kept: usize = a.spare().0.iter().map(|s| s.1).sum();
+            let kept: usize = a.spare().kept();
             assert_eq!(kept, if huge { 0 } else { 8 << 20 }, "huge {huge}");
             a.release();
         }
@@ -756,7 +826,7 @@ mod tests {
                     _ => {}
                 }
                 most = most.max(total(&live));
-                let kept: usize = a.spare().0.iter().map(|s| s.1).sum();
+                let kept: usize = a.spare().kept();
                 proptest::prop_assert!(
                     total(&live) + kept <= most,
                     "{} live + {kept} kept > {most}", total(&live)
