@@ -159,8 +159,8 @@ pub fn prepare<G: Graph>(g: &G, roots: &[u32], late: &[u32]) -> Prepared {
     let n = g.nodes();
     // --- Depth-first search: preorder numbers, spanning-tree parents. 0 is the super-root.
     let mut pre = vec![UNREACHED; n];
-    let mut vertex: Vec<u32> = Vec::with_capacity(n / 2 + 1);
-    let mut parent: Vec<u32> = Vec::with_capacity(n / 2 + 1);
+    let mut vertex: Vec<u32> = Vec::with_capacity(n + 1);
+    let mut parent: Vec<u32> = Vec::with_capacity(n + 1);
     vertex.push(SUPER);
     parent.push(0);
     let mut stack: Vec<(u32, u32)> = Vec::new();

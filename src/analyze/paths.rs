@@ -98,7 +98,7 @@ pub fn shortest(ix: &Index, roots: &[Root], late: &[u32]) -> Paths {
     order.sort_unstable();
     // All high-priority roots first; a low-priority root is a path's start only if no
     // high-priority root reaches it.
-    let mut q = Queues::default();
+    let mut q = Queues::new(n);
     for low in [false, true] {
         for &(l, _, v) in &order {
             if l == low && parent[v as usize] == UNREACHED {
@@ -133,13 +133,55 @@ const PF_ADJ: usize = 24;
 const PF_EDGES: usize = 12;
 const PF_PARENT: usize = 4;
 
+/// A first-in, first-out queue of nodes that keeps what it hands out: a node enters the
+/// search's queues at most once, so the list is at most as long as the graph has nodes and
+/// never wraps round or moves (a ring buffer that grows copies itself, into fresh pages).
 #[derive(Default)]
+struct Fifo {
+    v: Vec<u32>,
+    /// The next node to hand out.
+    at: usize,
+}
+
+impl Fifo {
+    fn with_capacity(n: usize) -> Fifo {
+        Fifo {
+            v: Vec::with_capacity(n),
+            at: 0,
+        }
+    }
+    fn is_empty(&self) -> bool {
+        self.at == self.v.len()
+    }
+    /// The node `k` places after the next one out.
+    fn get(&self, k: usize) -> Option<&u32> {
+        self.v.get(self.at + k)
+    }
+    fn pop_front(&mut self) -> Option<u32> {
+        let x = *self.v.get(self.at)?;
+        self.at += 1;
+        Some(x)
+    }
+    fn push_back(&mut self, x: u32) {
+        self.v.push(x)
+    }
+}
+
+/// The search's queues: nodes reached from high-priority roots, then from low-priority ones.
 struct Queues {
-    hi: std::collections::VecDeque<u32>,
-    lo: std::collections::VecDeque<u32>,
+    hi: Fifo,
+    lo: Fifo,
 }
 
 impl Queues {
+    /// Queues for a graph of `n` nodes (the first holds all of them without growing: most
+    /// nodes are usually reached from high-priority roots).
+    fn new(n: usize) -> Queues {
+        Queues {
+            hi: Fifo::with_capacity(n),
+            lo: Fifo::default(),
+        }
+    }
     fn push(&mut self, v: u32, low: bool) {
         if low {
             self.lo.push_back(v)
