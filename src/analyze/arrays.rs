@@ -57,7 +57,7 @@ pub(crate) fn prefix_sums(v: &mut [u32]) {
 /// `v`), found by galloping from the front: `O(log k)` for an answer `k`, so that copying
 /// runs of `k` costs about what reading them does.
 #[inline]
-fn gallop<T>(v: &[T], pred: impl Fn(&T) -> bool) -> usize {
+pub(crate) fn gallop<T>(v: &[T], pred: impl Fn(&T) -> bool) -> usize {
     let mut hi = 1;
     while hi < v.len() && pred(&v[hi]) {
         hi *= 2;

@@ -29,12 +29,12 @@ const BLOCK_BYTES: u64 = 32;
 /// used instead (which takes 1 to 2 bytes per id but reads three arrays per lookup).
 pub const MAX_BYTES_PER_ID: u64 = 8;
 
-/// Half a cache line: words 1 to 3 are the bits of its slots; word 0 holds in its low 32 bits
-/// the number of ids in the blocks before it, in bits 32 to 39 the number in word 1, in bits
-/// 40 to 47 those in words 1 and 2 (at most 128).
-#[derive(Clone, Copy, Default)]
-#[repr(C, align(32))]
-struct Block([u64; 4]);
+/// A block, half a cache line: words 1 to 3 are the bits of its slots; word 0 holds in its low
+/// 32 bits the number of ids in the blocks before it, in bits 32 to 39 the number in word 1, in
+/// bits 40 to 47 those in words 1 and 2 (at most 128). (A plain array, so that the blocks are
+/// allocated as zeros, not written: the analyser's allocator maps large arrays on page
+/// boundaries, where no block straddles two cache lines.)
+type Block = [u64; 4];
 
 pub struct RankMap {
     min: u64,
@@ -54,6 +54,12 @@ impl RankMap {
 
     /// [`RankMap::new`] with a budget of `budget` bytes in all.
     fn within(ids: &[u64], budget: u64) -> Option<RankMap> {
+        Self::within_split(ids, budget, PARALLEL_MIN)
+    }
+
+    /// [`RankMap::within`], mapping the ids in two halves side by side if there are at least
+    /// `parallel_min`.
+    fn within_split(ids: &[u64], budget: u64, parallel_min: usize) -> Option<RankMap> {
         let &min = ids.first()?;
         if ids.len() >= NONE as usize {
             return None;
@@ -67,18 +73,19 @@ impl RankMap {
         let guess = (ids.iter().take(4096).chain(ids.iter().step_by(every)))
             .fold(0u64, |acc, &id| acc | (id - min));
         let shift = guess.trailing_zeros().min(63);
-        let (map, spread) = Self::build(ids, budget, shift)?;
+        let (map, spread) = Self::build(ids, budget, shift, parallel_min)?;
         let true_shift = spread.trailing_zeros().min(63);
         if true_shift < shift {
-            return Self::build(ids, budget, true_shift).map(|(m, _)| m);
+            return Self::build(ids, budget, true_shift, parallel_min).map(|(m, _)| m);
         }
         Some(map)
     }
 
     /// The map of `ids` (sorted, distinct, fewer than [`NONE`]) with slots `1 << shift` bytes
     /// wide, and the bits in which the ids differ from the first (the alignment is right if
-    /// none is below `shift`; the map is meaningless otherwise); `None` past `budget`.
-    fn build(ids: &[u64], budget: u64, shift: u32) -> Option<(RankMap, u64)> {
+    /// none is below `shift`; the map is meaningless otherwise); `None` past `budget`. At least
+    /// `parallel_min` ids are mapped in two halves side by side.
+    fn build(ids: &[u64], budget: u64, shift: u32, parallel_min: usize) -> Option<(RankMap, u64)> {
         let (&min, &max) = (ids.first()?, ids.last()?);
         let last_region = ((max - min) >> shift) / SLOTS / BLOCKS;
         // The region table alone must fit.
@@ -88,41 +95,45 @@ impl RankMap {
         let region_bytes = (last_region + 1) * 4;
         // Blocks are given to a region when its first id comes, within what the budget leaves.
         let max_blocks = ((budget - region_bytes) / BLOCK_BYTES).min(NONE as u64 - 1) as usize;
-        let mut fill = Fill {
-            region: vec![NONE; last_region as usize + 1],
-            blocks: Vec::with_capacity(
-                max_blocks.min((last_region as usize + 1) * BLOCKS as usize),
-            ),
-            max_blocks,
-            block: usize::MAX,
-            block_seen: 0,
-        };
-        // One pass over the ids, which ascend: a word's bits are gathered in a register and
-        // stored when the next id falls in a later word.
-        let (mut word, mut bits) = (u64::MAX, 0u64);
-        let mut seen = 0u32;
-        let mut spread = 0u64;
-        for &id in ids {
-            spread |= id - min;
-            let slot = (id - min) >> shift;
-            let w = slot / 64;
-            if w != word {
-                if word != u64::MAX {
-                    fill.store(word, bits, seen)?;
-                }
-                (word, bits) = (w, 0);
-            }
-            bits |= 1 << (slot % 64);
-            seen += 1;
+        let region_of = |id: u64| (((id - min) >> shift) / SLOTS / BLOCKS) as usize;
+        // The regions that hold ids give the number of blocks, so that the blocks are
+        // allocated once, as zeros.
+        let most = max_blocks / BLOCKS as usize;
+        let holding = regions_holding(ids, min, shift, most);
+        if holding > most {
+            return None;
         }
-        fill.store(word, bits, seen)?;
-        fill.blocks.shrink_to_fit();
+        let total = holding * BLOCKS as usize;
+        let mut region = vec![NONE; last_region as usize + 1];
+        let mut blocks: Vec<Block> = vec![[0; 4]; total];
+        // Many ids are mapped in two halves side by side, cut where a region starts: the
+        // second half's blocks follow the first's.
+        let cut = if ids.len() >= parallel_min.max(2) {
+            let r = region_of(ids[ids.len() / 2]);
+            ids.partition_point(|&id| region_of(id) < r)
+        } else {
+            0
+        };
+        let spread = if cut == 0 {
+            fill(ids, min, shift, 0, &mut region, 0, &mut blocks, 0)
+        } else {
+            let r_cut = region_of(ids[cut]);
+            let a_blocks = regions_holding(&ids[..cut], min, shift, most) * BLOCKS as usize;
+            let (ra, rb) = region.split_at_mut(r_cut);
+            let (ba, bb) = blocks.split_at_mut(a_blocks);
+            std::thread::scope(|s| {
+                let b =
+                    s.spawn(|| fill(&ids[cut..], min, shift, cut as u32, rb, r_cut, bb, a_blocks));
+                let a = fill(&ids[..cut], min, shift, 0, ra, 0, ba, 0);
+                a | super::joined(b)
+            })
+        };
         Some((
             RankMap {
                 min,
                 shift,
-                region: fill.region,
-                blocks: fill.blocks,
+                region,
+                blocks,
             },
             spread,
         ))
@@ -155,7 +166,7 @@ impl RankMap {
     /// The rank of slot `within` of block `b` if its bit is set.
     #[inline]
     fn rank(&self, b: usize, within: u32) -> u32 {
-        let w = &self.blocks[b].0;
+        let w = &self.blocks[b];
         let k = (within / 64) as usize;
         let bit = within % 64;
         let word = w[1 + k];
@@ -201,47 +212,109 @@ impl RankMap {
     }
 }
 
+/// Ids at least this many are mapped in two halves side by side.
+const PARALLEL_MIN: usize = 1 << 20;
+
+/// How many regions the ids (sorted, all at least `min`) fall in, with slots `1 << shift`
+/// bytes wide from `min` on, counted by galloping over each one's ids; past `most`, `most + 1`.
+fn regions_holding(ids: &[u64], min: u64, shift: u32, most: usize) -> usize {
+    let span = (SLOTS * BLOCKS) as u128;
+    let (mut n, mut at) = (0, 0);
+    while at < ids.len() && n <= most {
+        // The region's end, as an offset from `min` (past the 64-bit range for the last ones).
+        let r = ((ids[at] - min) as u128 >> shift) / span;
+        let end = ((r + 1) * span) << shift;
+        n += 1;
+        at += super::arrays::gallop(&ids[at..], |&id| ((id - min) as u128) < end);
+    }
+    n
+}
+
+/// Fill in the blocks of the regions `ids` (sorted, distinct, all at least `min`) fall in;
+/// returns the bits in which the ids differ from `min`. `seen` ids come before them; `region`
+/// is the region table from region `region_base` on, and `blocks` the blocks from block
+/// `block_base` on, both wholly theirs and with room for every region they fall in.
+#[allow(clippy::too_many_arguments)]
+fn fill(
+    ids: &[u64],
+    min: u64,
+    shift: u32,
+    mut seen: u32,
+    region: &mut [u32],
+    region_base: usize,
+    blocks: &mut [Block],
+    block_base: usize,
+) -> u64 {
+    let mut fill = Fill {
+        region,
+        region_base,
+        blocks,
+        block_base,
+        next: 0,
+        block: usize::MAX,
+        block_seen: 0,
+    };
+    // One pass over the ids, which ascend: a word's bits are gathered in a register and
+    // stored when the next id falls in a later word.
+    let (mut word, mut bits) = (u64::MAX, 0u64);
+    let mut spread = 0u64;
+    for &id in ids {
+        spread |= id - min;
+        let slot = (id - min) >> shift;
+        let w = slot / 64;
+        if w != word {
+            if word != u64::MAX {
+                fill.store(word, bits, seen);
+            }
+            (word, bits) = (w, 0);
+        }
+        bits |= 1 << (slot % 64);
+        seen += 1;
+    }
+    if word != u64::MAX {
+        fill.store(word, bits, seen);
+    }
+    spread
+}
+
 /// [`RankMap::build`]'s tables while they fill.
-struct Fill {
-    region: Vec<u32>,
-    blocks: Vec<Block>,
-    /// The most blocks the budget allows.
-    max_blocks: usize,
-    /// The block the last word stored went to, and the ids before it.
+struct Fill<'a> {
+    /// The region table from region `region_base` on.
+    region: &'a mut [u32],
+    region_base: usize,
+    /// The blocks from block `block_base` on, and how many of them regions have taken.
+    blocks: &'a mut [Block],
+    block_base: usize,
+    next: usize,
+    /// The block the last word stored went to (an index into `blocks`), and the ids before it.
     block: usize,
     block_seen: u32,
 }
 
-impl Fill {
+impl Fill<'_> {
     /// Store bit word `word` (counted from the map's first slot): `bits`, the last of the
     /// `seen` ids so far. Words come in ascending order. Only a block that holds an id needs
     /// its counts (a lookup reads them only when its bit is set): the ids before it are those
-    /// counted when its first word comes. `None` if the block's region would take more blocks
-    /// than the budget allows.
+    /// counted when its first word comes.
     #[inline(always)]
-    fn store(&mut self, word: u64, bits: u64, seen: u32) -> Option<()> {
+    fn store(&mut self, word: u64, bits: u64, seen: u32) {
         let (block, k) = (word / 3, (word % 3) as usize);
-        let r = (block / BLOCKS) as usize;
+        let r = (block / BLOCKS) as usize - self.region_base;
         if self.region[r] == NONE {
-            if self.blocks.len() + BLOCKS as usize > self.max_blocks {
-                return None;
-            }
-            self.region[r] = self.blocks.len() as u32;
-            self.blocks
-                .resize(self.blocks.len() + BLOCKS as usize, Block::default());
+            self.region[r] = (self.block_base + self.next) as u32;
+            self.next += BLOCKS as usize;
         }
-        let b = self.region[r] as usize + (block % BLOCKS) as usize;
+        let b = self.region[r] as usize - self.block_base + (block % BLOCKS) as usize;
         let before = seen - bits.count_ones();
         if b != self.block {
             self.block = b;
             self.block_seen = before;
-            self.blocks[b].0[0] = before as u64;
+            self.blocks[b][0] = before as u64;
         }
         if k > 0 {
-            self.blocks[b].0[0] |= ((before - self.block_seen) as u64) << (24 + 8 * k);
+            self.blocks[b][0] |= ((before - self.block_seen) as u64) << (24 + 8 * k);
         }
-        self.blocks[b].0[1 + k] = bits;
-        Some(())
+        self.blocks[b][1 + k] = bits;
     }
 }
 
@@ -271,8 +344,20 @@ mod tests {
 
     /// The map of `ids` within `budget` bytes finds exactly them, at their positions, one by one
     /// and in batches; false if it was refused.
+    /// The map is made in two halves (as for many ids) and in one alike.
     fn check(ids: &[u64], budget: u64, probes: &[u64]) -> Result<bool, TestCaseError> {
-        let Some(m) = RankMap::within(ids, budget) else {
+        let halves = check_split(ids, budget, probes, 2)?;
+        prop_assert_eq!(halves, check_split(ids, budget, probes, usize::MAX)?);
+        Ok(halves)
+    }
+
+    fn check_split(
+        ids: &[u64],
+        budget: u64,
+        probes: &[u64],
+        parallel_min: usize,
+    ) -> Result<bool, TestCaseError> {
+        let Some(m) = RankMap::within_split(ids, budget, parallel_min) else {
             return Ok(false);
         };
         prop_assert!(m.bytes() as u64 <= budget);
@@ -338,6 +423,21 @@ mod tests {
             check(&ids, 16 << 20, &probes)?;
             check(&ids, ids.len() as u64 * MAX_BYTES_PER_ID, &probes)?;
         }
+    }
+
+    /// Two halves that each fit the budget but not together are refused, as in one piece; with
+    /// room for both, the map is made.
+    #[test]
+    fn halves_are_held_to_the_budget_together() {
+        // Four regions with ids, every other one, 100 ids 8 bytes apart at each one's start.
+        let region = SLOTS * BLOCKS * 8;
+        let ids: Vec<u64> = (0..4u64)
+            .flat_map(|r| (0..100u64).map(move |i| 0x1000_0000 + r * 2 * region + i * 8))
+            .collect();
+        // The region table (7 regions) and two regions' blocks.
+        let two = 7 * 4 + 2 * BLOCKS * BLOCK_BYTES;
+        assert!(!check(&ids, two, &[]).unwrap());
+        assert!(check(&ids, two + 2 * BLOCKS * BLOCK_BYTES, &[]).unwrap());
     }
 
     /// A HotSpot-like heap (objects 16 to 48 bytes apart) is taken, with its ids' alignment.
