@@ -584,7 +584,12 @@ pub(crate) type NodeArrays = (Vec<u32>, Vec<u32>, Vec<[u32; 2]>);
 
 /// [`NodeArrays`] for `n` nodes, as [`Pass1::finish`] leaves them for the objects to fill in.
 pub(crate) fn node_arrays(n: usize) -> NodeArrays {
-    (vec![NONE; n], vec![0u32; n], vec![[NONE, 0]; n])
+    // (All three are written here: the pages of an array allocated as zeros would be faulted
+    // in later, by the one thread that then writes the objects into it.)
+    #[allow(clippy::slow_vector_initialization)]
+    let mut shallow = Vec::with_capacity(n);
+    shallow.resize(n, 0u32);
+    (vec![NONE; n], shallow, vec![[NONE, 0]; n])
 }
 
 #[derive(Default)]
