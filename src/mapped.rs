@@ -239,11 +239,7 @@ impl HugePageAlloc {
     /// from it loses the huge pages' TLB reach: DEVELOPERS.md, "Benchmarks".)
     fn keep(&self, p: *mut u8, len: usize) {
         let huge = self.huge_pages();
-        let mut spare = self.spare();
-        spare.live = spare.live.saturating_sub(len);
-        if huge || !spare.put(p as usize, len) {
-            unmap_block(p, len);
-        }
+        self.spare().freed(p as usize, len, huge);
     }
 
     /// Grow the block at `p` from `old` to `new` bytes (mappings of different lengths): moved
@@ -262,10 +258,10 @@ impl HugePageAlloc {
             unsafe {
                 std::ptr::copy_nonoverlapping(p, q as *mut u8, old)
             };
+            let huge = self.huge_pages();
             let mut spare = self.spare();
             spare.live += new_len;
-            drop(spare);
-            self.keep(p, old_len);
+            spare.freed(p as usize, old_len, huge);
             return q as *mut u8;
         }
         let q = remap_block(p, old, new);
@@ -330,6 +326,15 @@ impl Spare {
         let i = (0..SPARE_SLOTS).max_by_key(|&i| self.slots[i].1)?;
         let s = std::mem::take(&mut self.slots[i]);
         (s.1 > 0).then_some(s)
+    }
+
+    /// The live block `[p, p + len)` was freed: keep it, or unmap it if blocks are huge pages
+    /// (`huge`) or every slot is taken.
+    fn freed(&mut self, p: usize, len: usize, huge: bool) {
+        self.live = self.live.saturating_sub(len);
+        if huge || !self.put(p, len) {
+            unmap_block(p as *mut u8, len);
+        }
     }
 
     /// Keep `[p, p + len)`; false if every slot is taken.

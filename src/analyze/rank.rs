@@ -95,30 +95,28 @@ impl RankMap {
         let region_bytes = (last_region + 1) * 4;
         // Blocks are given to a region when its first id comes, within what the budget leaves.
         let max_blocks = ((budget - region_bytes) / BLOCK_BYTES).min(NONE as u64 - 1) as usize;
-        let region_of = |id: u64| (((id - min) >> shift) / SLOTS / BLOCKS) as usize;
-        // The regions that hold ids give the number of blocks, so that the blocks are
-        // allocated once, as zeros.
-        let most = max_blocks / BLOCKS as usize;
-        let holding = regions_holding(ids, min, shift, most);
-        if holding > most {
-            return None;
-        }
-        let total = holding * BLOCKS as usize;
-        let mut region = vec![NONE; last_region as usize + 1];
-        let mut blocks: Vec<Block> = vec![[0; 4]; total];
         // Many ids are mapped in two halves side by side, cut where a region starts: the
         // second half's blocks follow the first's.
         let cut = if ids.len() >= parallel_min.max(2) {
-            let r = region_of(ids[ids.len() / 2]);
-            ids.partition_point(|&id| region_of(id) < r)
+            let r = region_of(ids[ids.len() / 2], min, shift);
+            ids.partition_point(|&id| region_of(id, min, shift) < r)
         } else {
             0
         };
+        // The regions that hold ids give the number of blocks, so that the blocks are
+        // allocated once, as zeros.
+        let most = max_blocks / BLOCKS as usize;
+        let a_blocks = regions_holding(&ids[..cut], min, shift, most) * BLOCKS as usize;
+        let b_blocks = regions_holding(&ids[cut..], min, shift, most) * BLOCKS as usize;
+        if a_blocks + b_blocks > most * BLOCKS as usize {
+            return None;
+        }
+        let mut region = vec![NONE; last_region as usize + 1];
+        let mut blocks: Vec<Block> = vec![[0; 4]; a_blocks + b_blocks];
         let spread = if cut == 0 {
             fill(ids, min, shift, 0, &mut region, 0, &mut blocks, 0)
         } else {
-            let r_cut = region_of(ids[cut]);
-            let a_blocks = regions_holding(&ids[..cut], min, shift, most) * BLOCKS as usize;
+            let r_cut = region_of(ids[cut], min, shift);
             let (ra, rb) = region.split_at_mut(r_cut);
             let (ba, bb) = blocks.split_at_mut(a_blocks);
             std::thread::scope(|s| {
@@ -215,14 +213,20 @@ impl RankMap {
 /// Ids at least this many are mapped in two halves side by side.
 const PARALLEL_MIN: usize = 1 << 20;
 
-/// How many regions the ids (sorted, all at least `min`) fall in, with slots `1 << shift`
-/// bytes wide from `min` on, counted by galloping over each one's ids; past `most`, `most + 1`.
+/// The region of `id` (at least `min`), with slots `1 << shift` bytes wide from `min` on.
+fn region_of(id: u64, min: u64, shift: u32) -> usize {
+    (((id - min) >> shift) / SLOTS / BLOCKS) as usize
+}
+
+/// How many regions the ids (sorted, all at least `min`) fall in (see [`region_of`]), counted
+/// by galloping over each one's ids; past `most`, `most + 1`.
 fn regions_holding(ids: &[u64], min: u64, shift: u32, most: usize) -> usize {
     let span = (SLOTS * BLOCKS) as u128;
     let (mut n, mut at) = (0, 0);
     while at < ids.len() && n <= most {
-        // The region's end, as an offset from `min` (past the 64-bit range for the last ones).
-        let r = ((ids[at] - min) as u128 >> shift) / span;
+        // The region's end, as an offset from `min` (past the 64-bit range for the last ones),
+        // so that the search compares instead of dividing.
+        let r = region_of(ids[at], min, shift) as u128;
         let end = ((r + 1) * span) << shift;
         n += 1;
         at += super::arrays::gallop(&ids[at..], |&id| ((id - min) as u128) < end);
@@ -342,15 +346,15 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    /// The map of `ids` within `budget` bytes finds exactly them, at their positions, one by one
-    /// and in batches; false if it was refused.
-    /// The map is made in two halves (as for many ids) and in one alike.
+    /// [`check_split`] with the map made in two halves (as for many ids) and in one: both alike.
     fn check(ids: &[u64], budget: u64, probes: &[u64]) -> Result<bool, TestCaseError> {
         let halves = check_split(ids, budget, probes, 2)?;
         prop_assert_eq!(halves, check_split(ids, budget, probes, usize::MAX)?);
         Ok(halves)
     }
 
+    /// The map of `ids` within `budget` bytes finds exactly them, at their positions, one by one
+    /// and in batches; false if it was refused.
     fn check_split(
         ids: &[u64],
         budget: u64,
