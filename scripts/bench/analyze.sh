@@ -3,7 +3,7 @@
 # reference that only computes a class histogram). Prints wall time, CPU time and peak RSS, and
 # the same for the generated ART-style dump of the strip bench (no target there: the phones' case).
 # Targets: our full analysis takes no longer than hprof-slurp; our peak RSS <= 0.5 x input size.
-# Usage: scripts/bench.sh analyze        (RUNS=3 by default; the dump is the strip bench's, made
+# Usage: scripts/bench.sh analyze        (RUNS=7 by default; the dump is the strip bench's, made
 # once by scripts/bench/lib.sh's ensure_big_dump and cached under target/bench/)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -32,14 +32,19 @@ fi
 # Warm the page cache so every tool reads from memory.
 cat "$BIG" "$MINI" "$ART" >/dev/null
 
-RUNS="${RUNS:-3}"
+RUNS="${RUNS:-7}"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 
 one() { # one NAME CMD... : append "wall cpu rss_kb user sys" to $tmp/NAME (its output, a few KB, to $tmp/NAME.out)
+  # Wall time from bash's microsecond clock around the run: GNU time's %e has 10 ms steps,
+  # 3 % of a 0.3 s run, as large as the margins being measured. (It includes starting
+  # /usr/bin/time, about a millisecond, alike for every tool.) CPU time and peak RSS from time.
   local name=$1; shift
-  /usr/bin/time -f '%e %U %S %M' -o "$tmp/t" "$@" >"$tmp/$name.out" 2>&1 || { echo "bench: $name failed" >&2; cat "$tmp/t" >&2; exit 1; }
-  read -r w u s m <"$tmp/t"
-  echo "$w $(echo "$u+$s" | bc -l) $m $u $s" >>"$tmp/$name"
+  local t0=$EPOCHREALTIME
+  /usr/bin/time -f '%U %S %M' -o "$tmp/t" "$@" >"$tmp/$name.out" 2>&1 || { echo "bench: $name failed" >&2; cat "$tmp/t" >&2; exit 1; }
+  local t1=$EPOCHREALTIME
+  read -r u s m <"$tmp/t"
+  echo "$(echo "${t1/,/.} - ${t0/,/.}" | bc -l) $(echo "$u+$s" | bc -l) $m $u $s" >>"$tmp/$name"
 }
 
 # Interleaved runs, so that a busy machine slows every tool alike; the median run is reported.
@@ -60,7 +65,7 @@ read -r ticks_after steal_after < <(cpu_ticks)
 median() { sort -n "$tmp/$1" | awk -v c="$2" '{a[NR]=$c} END {print a[int((NR+1)/2)]}'; }
 row() { # row LABEL NAME INPUT
   local size; size=$(stat -L -c %s "$3")
-  printf '%-28s %9.1f %8.2f %8.2f %8.2f %12.1f %10.2f\n' "$1" "$(echo "$size/1048576" | bc -l)" \
+  printf '%-28s %9.1f %8.3f %8.3f %8.2f %12.1f %10.2f\n' "$1" "$(echo "$size/1048576" | bc -l)" \
     "$(median "$2" 1)" "$(sort -n "$tmp/$2" | head -1 | cut -d' ' -f1)" "$(median "$2" 2)" \
     "$(echo "$(sort -k3 -n "$tmp/$2" | tail -1 | cut -d' ' -f3)/1024" | bc -l)" \
     "$(echo "$(sort -k3 -n "$tmp/$2" | tail -1 | cut -d' ' -f3)*1024/$size" | bc -l)"
