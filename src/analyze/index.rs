@@ -2,8 +2,8 @@
 //!
 //! Built in two streaming passes over the file (never held whole in memory), or in one for
 //! dumps whose strings and class dumps all precede their objects (`Prefix`, `OnePass`,
-//! `resolve`: the same passes' work at once, with edge targets kept as ids until every id is
-//! known):
+//! `lookup` and `place`: the same passes' work at once, with edge targets kept as ids until
+//! every id is known):
 //! 1. strings, class names, class dumps, GC roots, and every object id (to be sorted);
 //! 2. per object: class, shallow size, outgoing strong edges (CSR, in file order, addressed by
 //!    `first`/`deg` per node), and the values the leak detectors need (read from the instance's
@@ -1019,6 +1019,9 @@ pub(crate) struct Out {
     stats: IndexStats,
     /// Per class index: instances seen.
     instances: Vec<u32>,
+    /// One-pass mode, per class index: entries flagged [`CLASS_EDGE`] (counted here, so that
+    /// [`Looked::room`] needs no pass over the entries).
+    class_edges: Vec<u32>,
     flags: Vec<Flag>,
     segments: Vec<Segment>,
     /// Watched referents by id (resolved to nodes after the pass) and their reference's node.
@@ -1030,7 +1033,7 @@ pub(crate) struct Pass2<'a> {
     /// Two-pass mode: the node arrays the workers fill in side by side, and this worker's
     /// number (its part's place in the file). `None` in one-pass mode: the index holds no
     /// object ids yet, so entries are numbered in file order (their ordinal stands for the
-    /// node) and edges are kept as raw ids in `raw`, until [`resolve`] maps both once every id
+    /// node) and edges are kept as raw ids in `raw`, until [`lookup`] and [`place`] map both once every id
     /// is known.
     shared: Option<(&'a Shared, u8)>,
     /// Two-pass mode: the object being read (node, class, shallow size); its edges start at
@@ -1059,7 +1062,7 @@ pub(crate) struct Pass2<'a> {
     batch: Vec<u64>,
 }
 
-/// A one-pass worker's raw edge targets, in 32-bit words so that [`resolve`] can turn the list
+/// A one-pass worker's raw edge targets, in 32-bit words so that [`lookup`] can turn the list
 /// into the nodes' list in place: one word per id (`id >> shift`: objects are 8-byte aligned
 /// below 32 GiB in a HotSpot dump with 8-byte ids, and 4-byte ids fit as they are) while every
 /// id fits, else two (high, low). Half the memory of the two words in the usual case; it is
@@ -1112,13 +1115,13 @@ impl Raw {
 
 /// Edge targets looked up at a time (see `Pass2::batch`).
 const BATCH: usize = 1024;
-/// Edge targets [`resolve`] looks up at a time.
+/// Edge targets [`lookup`] looks up at a time.
 const LOOKUP: usize = 4096;
 
 const CLASS_CACHE: usize = 1024;
 
 /// In a deferred entry's degree: the entry's first edge, to its class object, is implied (see
-/// [`resolve`]). Degrees stay far below it (an instance has at most 65,535 fields).
+/// [`place`]). Degrees stay far below it (an instance has at most 65,535 fields).
 const CLASS_EDGE: u32 = 1 << 31;
 impl<'a> Pass2<'a> {
     /// A pass-2 worker over the part of the file that starts `delta` bytes after the header,
@@ -1152,6 +1155,7 @@ impl<'a> Pass2<'a> {
             next: 0,
             out: Out {
                 instances: vec![0; ix.classes.len()],
+                class_edges: vec![0; ix.classes.len()],
                 ..Out::default()
             },
             raw: Raw::Narrow(Vec::new(), if ix.header.id_size == 8 { 3 } else { 0 }),
@@ -1328,112 +1332,188 @@ impl<'a> Pass2<'a> {
     }
 }
 
-/// Drop the targets the dump does not hold ([`NONE`]) from each entry's edge list, in place,
-/// and count them. Entry `e`'s `e[3]` targets are read from `edges[at..]` in turn, after
-/// `first(e)` has seen the entry (it may rewrite it) and given the target of an edge the list
-/// does not hold, if any; its `e[3]` becomes the number kept. Writing never overtakes reading
-/// as long as the room before `at` fits those extra targets. `None` if `first` gives up or an
-/// entry's list runs past the end.
-fn drop_missing(
-    nodes: &mut [[u32; 4]],
-    edges: &mut Vec<u32>,
-    mut at: usize,
-    mut first: impl FnMut(&mut [u32; 4]) -> Option<Option<u32>>,
-) -> Option<u64> {
-    let (mut kept, mut missing) = (0usize, 0u64);
-    for e in nodes.iter_mut() {
-        let start = kept;
-        if let Some(x) = first(e)? {
-            if x == NONE {
-                missing += 1;
-            } else {
-                edges[kept] = x;
-                kept += 1;
-            }
-        }
-        let d = e[3] as usize;
-        for k in at..at.checked_add(d).filter(|&end| end <= edges.len())? {
-            let x = edges[k];
-            if x == NONE {
-                missing += 1;
-            } else {
-                edges[kept] = x;
-                kept += 1;
-            }
-        }
-        at += d;
-        e[3] = (kept - start) as u32;
-    }
-    edges.truncate(kept);
-    Some(missing)
+/// A one-pass worker's output with its raw edge targets looked up ([`lookup`]): what [`place`]
+/// writes into the joined edge list.
+pub(crate) struct Looked {
+    out: Out,
+    /// Each raw target's node, [`NONE`] if the dump does not hold it, in the raw list's order.
+    targets: Vec<u32>,
+    /// How many of `targets` are [`NONE`].
+    missing: u64,
 }
 
-/// Turn a one-pass worker's output into what pass 2 would have produced over the full index:
-/// `node_of(k)` is the node of the worker's `k`-th object; edge targets are looked up, those the
-/// dump does not hold dropped and counted, exactly as pass 2 does.
-pub(crate) fn resolve(
-    ix: &Index,
-    mut out: Out,
-    raw: Raw,
-    mut node_of: impl FnMut(u32) -> u32,
-) -> Option<Out> {
-    // Look every target up (NONE if the dump does not hold it), then drop the missing ones
-    // in place, entry by entry. The looked-up targets are moved to start after room for the
-    // class edges to be put in (one per flagged entry), so that writing never overtakes reading.
-    let flagged = out.nodes.iter().filter(|e| e[3] & CLASS_EDGE != 0).count();
-    let n = raw.len();
-    if n.checked_add(flagged)? >= NONE as usize {
-        // Too many references: the two passes report it.
-        return None;
+impl Looked {
+    /// The room [`place`] needs in the joined list: every target found, and a class edge per
+    /// flagged entry whose class object the dump holds.
+    pub(crate) fn room(&self, ix: &Index) -> usize {
+        let class_edges: usize = (self.out.class_edges.iter())
+            .zip(&ix.classes)
+            .filter(|(_, c)| c.node != NONE)
+            .map(|(&k, _)| k as usize)
+            .sum();
+        self.targets.len() - self.missing as usize + class_edges
     }
-    // The targets' words become their nodes in the same memory: target i (word i, or words 2i
-    // and 2i+1) becomes word i. A batch is read whole before it is written, and from the second
-    // batch on it writes only words earlier batches have read (i + LOOKUP <= 2i).
-    let (mut edges, shift, words) = match raw {
+}
+
+/// Turn a one-pass worker's raw edge targets into nodes ([`NONE`] where the dump does not hold
+/// the id), in the same memory: target i (word i, or words 2i and 2i+1) becomes word i. A batch
+/// is read whole before it is written, and from the second batch on it writes only words
+/// earlier batches have read (i + LOOKUP <= 2i).
+pub(crate) fn lookup(ix: &Index, out: Out, raw: Raw) -> Looked {
+    let n = raw.len();
+    let (mut targets, shift, words) = match raw {
         Raw::Narrow(v, shift) => (v, shift, 1),
         Raw::Wide(v) => (v.into_flattened(), 0, 2),
     };
     let mut q = vec![0u64; LOOKUP.min(n)];
     let mut got = vec![0u32; q.len()];
+    let mut missing = 0u64;
     let mut i = 0;
     while i < n {
         let m = (n - i).min(LOOKUP);
         for (j, t) in q[..m].iter_mut().enumerate() {
             *t = match words {
-                1 => (edges[i + j] as u64) << shift,
-                _ => pair(edges[2 * (i + j)], edges[2 * (i + j) + 1]),
+                1 => (targets[i + j] as u64) << shift,
+                _ => pair(targets[2 * (i + j)], targets[2 * (i + j) + 1]),
             };
         }
         ix.id_map.find_batch(&ix.ids, &q[..m], &mut got[..m]);
-        edges[i..i + m].copy_from_slice(&got[..m]);
+        missing += got[..m].iter().filter(|&&x| x == NONE).count() as u64;
+        targets[i..i + m].copy_from_slice(&got[..m]);
         i += m;
     }
-    drop((q, got));
-    // Within the list's capacity if it had two words per target, unless most entries are
-    // flagged and hold no reference of their own.
-    edges.resize(n + flagged, 0);
-    edges.copy_within(..n, flagged);
-    // Class index -> its class object's node, looked up once per class.
-    let mut class_node: Vec<Option<u32>> = vec![None; ix.classes.len()];
-    let missing = drop_missing(&mut out.nodes, &mut edges, flagged, |e| {
-        e[0] = node_of(e[0]);
-        if e[0] as usize >= ix.len() {
+    // Two words per target: the second half goes back (a large block shrinks in place).
+    targets.truncate(n);
+    targets.shrink_to_fit();
+    Looked {
+        out,
+        targets,
+        missing,
+    }
+}
+
+/// The node arrays of nodes `lo..lo + len`, which one [`place`] writes (no other writes them).
+pub(crate) struct NodeRange<'a> {
+    lo: u32,
+    class_of: &'a mut [u32],
+    shallow: &'a mut [u32],
+    adj: &'a mut [[u32; 2]],
+}
+
+/// Cut the node arrays (as long as each other) into consecutive ranges, the k-th starting at
+/// node `starts[k]` (ascending; the first range starts at 0, the last ends at the end).
+pub(crate) fn node_ranges<'a>(
+    class_of: &'a mut [u32],
+    shallow: &'a mut [u32],
+    adj: &'a mut [[u32; 2]],
+    starts: &[u32],
+) -> Vec<NodeRange<'a>> {
+    let n = class_of.len().min(shallow.len()).min(adj.len());
+    let (mut c, mut s, mut a) = (&mut class_of[..n], &mut shallow[..n], &mut adj[..n]);
+    let mut lo = 0u32;
+    let mut ranges = Vec::with_capacity(starts.len());
+    for k in 0..starts.len() {
+        let hi = match starts.get(k + 1) {
+            Some(&h) => (h.max(lo) as usize).min(n) as u32,
+            None => n as u32,
+        };
+        let len = (hi - lo) as usize;
+        let (c1, c2) = std::mem::take(&mut c).split_at_mut(len);
+        let (s1, s2) = std::mem::take(&mut s).split_at_mut(len);
+        let (a1, a2) = std::mem::take(&mut a).split_at_mut(len);
+        ranges.push(NodeRange {
+            lo,
+            class_of: c1,
+            shallow: s1,
+            adj: a1,
+        });
+        (c, s, a, lo) = (c2, s2, a2, hi);
+    }
+    ranges
+}
+
+/// What [`place`] leaves for [`apply_placed`]: the output, and the objects whose nodes lie
+/// outside the range it wrote (node, class, shallow size, first edge, degree), in file order.
+pub(crate) struct Placed {
+    out: Out,
+    rest: Vec<[u32; 5]>,
+}
+
+impl Placed {
+    /// Objects left for [`apply_placed`].
+    #[cfg(test)]
+    pub(crate) fn left(&self) -> usize {
+        self.rest.len()
+    }
+}
+
+/// Finish a looked-up worker's output as pass 2 would have produced it over the full index:
+/// `node_of(k)` is the node of the worker's `k`-th object. Its edge lists are written one
+/// after the other into `dst`, which is [`Looked::room`] long and starts at `base` in the
+/// joined list: each first its class edge if the entry is flagged, without the targets the
+/// dump does not hold (those are counted). Each object whose node `nodes` holds is written
+/// there (a node already written keeps its first object, as in [`apply_placed`]); the others
+/// are left for [`apply_placed`]. `None` if an entry's node is not an object of the index, or
+/// the lists do not fill `dst` exactly (neither can happen: every id met is indexed, and the
+/// pass counted what it listed).
+pub(crate) fn place(
+    ix: &Index,
+    l: Looked,
+    dst: &mut [u32],
+    base: u32,
+    nodes: NodeRange<'_>,
+    mut node_of: impl FnMut(u32) -> u32,
+) -> Option<Placed> {
+    let Looked {
+        mut out,
+        targets,
+        missing: mut missing_refs,
+    } = l;
+    let entries = std::mem::take(&mut out.nodes);
+    let mut rest = Vec::new();
+    let (mut at, mut kept) = (0usize, 0usize);
+    for &[k, c, sh, d] in &entries {
+        let n = node_of(k);
+        if n as usize >= ix.len() {
             return None;
         }
-        if e[3] & CLASS_EDGE == 0 {
-            return Some(None);
+        let start = kept;
+        if d & CLASS_EDGE != 0 {
+            let cn = ix.classes.get(c as usize)?.node;
+            if cn == NONE {
+                missing_refs += 1;
+            } else {
+                *dst.get_mut(kept)? = cn;
+                kept += 1;
+            }
         }
-        e[3] &= !CLASS_EDGE;
-        let c = class_node
-            .get_mut(e[1] as usize)?
-            .get_or_insert_with(|| ix.node(ix.classes[e[1] as usize].id).unwrap_or(NONE));
-        Some(Some(*c))
-    })?;
-    out.stats.missing_refs += missing;
-    out.stats.edges = edges.len() as u64;
-    // The raw ids' words past the list go back (a large block shrinks in place).
-    edges.shrink_to_fit();
-    out.edges = edges;
+        let d = (d & !CLASS_EDGE) as usize;
+        for &x in targets.get(at..at.checked_add(d)?)? {
+            if x != NONE {
+                *dst.get_mut(kept)? = x;
+                kept += 1;
+            }
+        }
+        at += d;
+        let o = [n, c, sh, base + start as u32, (kept - start) as u32];
+        match n.checked_sub(nodes.lo).map(|i| i as usize) {
+            Some(i) if i < nodes.adj.len() => {
+                if nodes.adj[i][0] == NONE {
+                    nodes.class_of[i] = c;
+                    nodes.shallow[i] = sh;
+                    nodes.adj[i] = [o[3], o[4]];
+                }
+            }
+            _ => rest.push(o),
+        }
+    }
+    if kept != dst.len() || at != targets.len() {
+        return None;
+    }
+    drop(entries);
+    drop(targets);
+    out.stats.missing_refs += missing_refs;
+    out.stats.edges = kept as u64;
     for f in out.flags.iter_mut() {
         f.node = node_of(f.node);
         if f.node as usize >= ix.len() {
@@ -1443,7 +1523,7 @@ pub(crate) fn resolve(
     for w in out.watched.iter_mut() {
         w.1 = node_of(w.1);
     }
-    Some(out)
+    Some(Placed { out, rest })
 }
 
 /// Stops at the first object of the dump, having gathered what comes before it (for a HotSpot
@@ -1726,12 +1806,38 @@ impl Shared {
     }
 }
 
-/// Apply the workers' outputs, in file order, to the index (and put back the node arrays two-pass
-/// workers filled in, if `shared`); returns the watched referents.
+/// Apply one-pass workers' outputs, in file order, to the index, their edge lists joined into
+/// `edges` and most of their objects written by [`place`]: the objects it left, and the rest of
+/// each output. Returns the watched referents.
+pub(crate) fn apply_placed(
+    ix: &mut Index,
+    placed: Vec<Placed>,
+    edges: Vec<u32>,
+) -> Vec<(u64, u32)> {
+    ix.edges = edges;
+    let mut watched = Vec::new();
+    for Placed { out, rest } in placed {
+        for [n, c, sh, f, d] in rest {
+            let n = n as usize;
+            if ix.adj[n][0] != NONE {
+                // A duplicate id (pass 1 counted it): the object listed first is kept.
+                continue;
+            }
+            ix.class_of[n] = c;
+            ix.shallow[n] = sh;
+            ix.adj[n] = [f, d];
+        }
+        watched.extend(apply_rest(ix, out));
+    }
+    watched
+}
+
+/// Apply two-pass workers' outputs, in file order, to the index, and put back the node arrays
+/// they filled in (`shared`); returns the watched referents.
 pub(crate) fn apply(
     ix: &mut Index,
     outs: Vec<Out>,
-    shared: Option<Shared>,
+    mut shared: Shared,
 ) -> Result<Vec<(u64, u32)>, String> {
     let total: u64 = outs.iter().map(|o| o.edges.len() as u64).sum();
     if total >= NONE as u64 {
@@ -1764,49 +1870,33 @@ pub(crate) fn apply(
             }
             e
         });
-        if let Some(mut shared) = shared {
-            let dups: Vec<_> = outs
-                .iter_mut()
-                .map(|o| std::mem::take(&mut o.dups))
-                .collect();
-            // (Pass 1 counted the duplicates when it dropped their ids.)
-            shared.settle(&dups);
-            shared.put_back(ix, &bases);
+        let dups: Vec<_> = outs
+            .iter_mut()
+            .map(|o| std::mem::take(&mut o.dups))
+            .collect();
+        // (Pass 1 counted the duplicates when it dropped their ids.)
+        shared.settle(&dups);
+        shared.put_back(ix, &bases);
+        // (Two-pass workers wrote their objects into `shared`.)
+        let mut watched = Vec::new();
+        for o in outs {
+            watched.extend(apply_rest(ix, o));
         }
-        let watched = apply_nodes(ix, outs, &bases);
         (super::joined(joiner), watched)
     });
     ix.edges = edges;
     Ok(watched)
 }
 
-/// [`apply`]'s node half: each worker's entries, in file order, with its edges from `bases[w]`.
-fn apply_nodes(ix: &mut Index, outs: Vec<Out>, bases: &[u32]) -> Vec<(u64, u32)> {
-    let mut watched = Vec::new();
-    for (o, &base) in outs.into_iter().zip(bases) {
-        let mut f = base;
-        for &[n, c, sh, d] in &o.nodes {
-            let n = n as usize;
-            let at = f;
-            f += d;
-            if ix.adj[n][0] != NONE {
-                // A duplicate id (pass 1 counted it): the object listed first is kept.
-                continue;
-            }
-            ix.class_of[n] = c;
-            ix.shallow[n] = sh;
-            ix.adj[n] = [at, d];
-        }
-        drop(o.nodes);
-        ix.stats.add(&o.stats);
-        for (c, k) in ix.classes.iter_mut().zip(&o.instances) {
-            c.instances += k;
-        }
-        ix.flags.extend(o.flags);
-        ix.segments.extend(o.segments);
-        watched.extend(o.watched);
+/// What an output adds to the index besides its objects; returns its watched referents.
+fn apply_rest(ix: &mut Index, o: Out) -> Vec<(u64, u32)> {
+    ix.stats.add(&o.stats);
+    for (c, k) in ix.classes.iter_mut().zip(&o.instances) {
+        c.instances += k;
     }
-    watched
+    ix.flags.extend(o.flags);
+    ix.segments.extend(o.segments);
+    o.watched
 }
 
 fn byte_at(data: &[u8], off: Option<u32>) -> bool {
@@ -1918,7 +2008,7 @@ impl Visitor for Pass2<'_> {
                     self.out.stats.short_instances += 1;
                 }
                 // Instance -> its class (an instance keeps its class loaded). Deferred, the
-                // edge is not kept as a raw id: the entry is flagged and [`resolve`] puts the
+                // edge is not kept as a raw id: the entry is flagged and [`place`] puts the
                 // class's node first in its list (half the edges of a heap are these).
                 let implicit = self.defer() && class_id != 0 && ci != (ix.classes.len() - 1) as u32;
                 if !implicit {
@@ -1933,6 +2023,7 @@ impl Visitor for Pass2<'_> {
                 if implicit {
                     if let Some(e) = self.out.nodes.last_mut() {
                         e[3] |= CLASS_EDGE;
+                        self.out.class_edges[ci as usize] += 1;
                     }
                 }
                 match cl.role {

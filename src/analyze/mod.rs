@@ -625,7 +625,7 @@ pub fn analyze(
         }
     };
     let (mut ix, outs) = match one {
-        Some(OnePassResult::Graph(ix, outs)) => (*ix, Some(outs)),
+        Some(OnePassResult::Graph(ix, placed, edges)) => (*ix, Some((placed, edges))),
         Some(OnePassResult::Scanned(p1, arrays)) => (
             match arrays {
                 Some(a) => p1.finish_then(move || a),
@@ -641,9 +641,7 @@ pub fn analyze(
 
     let t = Instant::now();
     let watched = match outs {
-        Some(outs) => {
-            index::apply(&mut ix, outs, None).map_err(|what| Error::Input { offset: 0, what })?
-        }
+        Some((placed, edges)) => index::apply_placed(&mut ix, placed, edges),
         None => two_pass_graph(&input, &parts, &mut ix, limits)?,
     };
     index::flag_watched(&mut ix, watched);
@@ -668,8 +666,8 @@ fn threads(cfg: &Config) -> usize {
 
 /// What [`one_pass`] achieved.
 enum OnePassResult {
-    /// The skeleton index and pass 2's outputs, ready to apply.
-    Graph(Box<index::Index>, Vec<index::Out>),
+    /// The skeleton index and pass 2's outputs, ready to apply (their edge lists joined).
+    Graph(Box<index::Index>, Vec<index::Placed>, Vec<u32>),
     /// Classes (or strings) came late: only pass 1's work is usable, and the per-node arrays
     /// if they were already being made.
     Scanned(Box<index::Pass1>, Option<index::NodeArrays>),
@@ -764,7 +762,7 @@ fn one_pass(
 
 /// [`one_pass`] once the index is made: each worker's objects and edge targets to nodes.
 fn one_pass_resolve(
-    ix: index::Index,
+    mut ix: index::Index,
     p2s: Vec<index::Pass2<'_>>,
     orders: Vec<Vec<u64>>,
     heads: Vec<Vec<u64>>,
@@ -786,27 +784,83 @@ fn one_pass_resolve(
         .map(|p| p.finish_deferred())
         .collect::<Result<_, _>>()
         .ok()?;
-    let outs: Vec<Option<index::Out>> = std::thread::scope(|s| {
+    // Each worker looks its targets up, side by side; then, knowing how many each keeps, writes
+    // its lists straight into its own stretch of the joined list (no worker's list is moved
+    // or copied after it is written).
+    let ixr = &ix;
+    let looked: Vec<index::Looked> = std::thread::scope(|s| {
         let hs: Vec<_> = raws
             .into_iter()
+            .map(|(out, raw)| s.spawn(move || index::lookup(ixr, out, raw)))
+            .collect();
+        hs.into_iter().map(joined).collect()
+    });
+    let rooms: Vec<usize> = looked.iter().map(|l| l.room(ixr)).collect();
+    let total = rooms.iter().try_fold(0usize, |a, &r| a.checked_add(r))?;
+    if total >= NONE_U32 as usize {
+        // Too many references: the two passes report it.
+        return None;
+    }
+    let mut edges = vec![0u32; total];
+    let mut stretches = Vec::with_capacity(rooms.len());
+    let mut bases = Vec::with_capacity(rooms.len());
+    let mut rest: &mut [u32] = &mut edges;
+    let mut base = 0u32;
+    for &r in &rooms {
+        let (a, b) = rest.split_at_mut(r);
+        stretches.push(a);
+        bases.push(base);
+        rest = b;
+        base += r as u32;
+    }
+    // Each worker also writes its objects into the node arrays, over a range of nodes of its
+    // own: in a HotSpot dump, the nodes its tail fills (the first worker's range starts at 0 and
+    // takes the class dumps that fall in it); the objects outside it are left for `apply_placed`. With
+    // each worker's ids kept instead, the first worker's range is every node, and with
+    // duplicate ids (which only that way allows) none is, so that the object listed first
+    // keeps its node.
+    let n = ix.len() as u32;
+    let starts: Vec<u32> = (0..rooms.len())
+        .map(|w| match w {
+            0 => 0,
+            _ if !orders.is_empty() || heads.is_empty() => n,
+            _ => free_node(&taken, tail_base[w]).min(n),
+        })
+        .collect();
+    let (mut class_of, mut shallow, mut adj) = (
+        std::mem::take(&mut ix.class_of),
+        std::mem::take(&mut ix.shallow),
+        std::mem::take(&mut ix.adj),
+    );
+    let ranges = if ix.stats.duplicate_ids > 0 {
+        index::node_ranges(&mut [], &mut [], &mut [], &starts)
+    } else {
+        index::node_ranges(&mut class_of, &mut shallow, &mut adj, &starts)
+    };
+    let ixr = &ix;
+    let placed: Vec<Option<index::Placed>> = std::thread::scope(|s| {
+        let hs: Vec<_> = looked
+            .into_iter()
+            .zip(stretches)
+            .zip(bases)
+            .zip(ranges)
             .enumerate()
-            .map(|(w, (out, raw))| {
-                let ix = &ix;
+            .map(|(w, (((l, dst), base), range))| {
                 let order = orders.get(w);
                 let head = heads.get(w);
-                let base = tail_base.get(w).copied().unwrap_or(0);
+                let tail = tail_base.get(w).copied().unwrap_or(0);
                 let taken = &taken;
                 s.spawn(move || {
                     let mut cursor = FreeNodes::new(taken);
-                    index::resolve(ix, out, raw, |k| match (order, head) {
+                    index::place(ixr, l, dst, base, range, |k| match (order, head) {
                         (Some(o), _) => o
                             .get(k as usize)
-                            .and_then(|&id| ix.node(id))
+                            .and_then(|&id| ixr.node(id))
                             .unwrap_or(NONE_U32),
                         (None, Some(h)) if (k as usize) < h.len() => {
-                            ix.node(h[k as usize]).unwrap_or(NONE_U32)
+                            ixr.node(h[k as usize]).unwrap_or(NONE_U32)
                         }
-                        (None, Some(h)) => cursor.get(base.saturating_add(k - h.len() as u32)),
+                        (None, Some(h)) => cursor.get(tail.saturating_add(k - h.len() as u32)),
                         (None, None) => NONE_U32,
                     })
                 })
@@ -814,10 +868,11 @@ fn one_pass_resolve(
             .collect();
         hs.into_iter().map(joined).collect()
     });
-    let outs: Vec<index::Out> = outs.into_iter().collect::<Option<_>>()?;
-    // (resolve gives None if an object's node was not found, which cannot happen: every id
+    (ix.class_of, ix.shallow, ix.adj) = (class_of, shallow, adj);
+    // (place gives None if an object's node was not found, which cannot happen: every id
     // met is indexed.)
-    Some(OnePassResult::Graph(Box::new(ix), outs))
+    let placed: Vec<index::Placed> = placed.into_iter().collect::<Option<_>>()?;
+    Some(OnePassResult::Graph(Box::new(ix), placed, edges))
 }
 
 const NONE_U32: u32 = index::NONE;
@@ -909,7 +964,7 @@ fn two_pass_graph(
 ) -> Result<Vec<(u64, u32)>, Error> {
     let shared = index::Shared::take(ix);
     let outs = graph(input, parts, ix, &shared, limits)?;
-    index::apply(ix, outs, Some(shared)).map_err(|what| Error::Input { offset: 0, what })
+    index::apply(ix, outs, shared).map_err(|what| Error::Input { offset: 0, what })
 }
 
 /// Pass 2's workers over the parts of the file (or one over all of it), writing into `shared`;
@@ -1353,6 +1408,73 @@ mod tests {
                     prop_assert_eq!(ix.shallow[n], want_size, "node {} (id {:#x})", n, id);
                 }
             }
+        }
+    }
+
+    /// One-pass workers write the objects of their own range of nodes into the node arrays and
+    /// leave the others (here the class dumps, listed first but with ids among the later
+    /// workers' objects) to `apply_placed`; each writes its edge lists into its own stretch of
+    /// the joined list. However many parts, the index is the one two passes build: the same
+    /// classes, sizes and references, references to absent objects and classes dropped and
+    /// counted, and no gap in the joined list.
+    #[test]
+    fn one_pass_workers_write_their_own_nodes() {
+        let obj = |k: u64| 0x1000 + 16 * k;
+        let (class_a, class_b) = (obj(1500) + 8, obj(2500) + 8);
+        let mut w = Writer::new(Format::V102, 8, 0);
+        w.utf8(1, "java.lang.Object");
+        w.utf8(2, "com.app.Holder");
+        w.utf8(3, "ref");
+        w.load_class(1, class_a, 1);
+        w.load_class(2, class_b, 2);
+        w.class_dump(class_a, 0, 0, 0, &[], &[]);
+        w.class_dump(class_b, class_a, 0, 8, &[], &[(3, BasicType::Object)]);
+        w.root_jni_global(obj(0), 1);
+        for k in 0..3000u64 {
+            if k % 40 == 39 {
+                w.end_segment();
+            }
+            match k % 4 {
+                // Some references name no object (ids past the last).
+                0 | 1 => w.instance(obj(k), class_b, &obj((k * 7 + 3) % 3100).to_be_bytes()),
+                2 => w.object_array(obj(k), class_a, &[obj(k / 2), 0, obj(3050), class_b]),
+                // A class the dump lacks: no edge to it.
+                _ => w.instance(obj(k), 0x77, &[]),
+            };
+        }
+        w.end_segment();
+        w.heap_dump_end();
+        let bytes = w.finish();
+        let limits = index::IndexLimits {
+            bitmap_min_pixels: 1,
+            array_min_bytes: 1 << 40,
+        };
+        for threads in 2..=4 {
+            let input = Input::Bytes(&bytes);
+            let parts = input.split(threads, 0).unwrap();
+            assert_eq!(parts.len(), threads);
+            let Some(OnePassResult::Graph(ix, placed, edges)) = one_pass(&input, &parts, limits)
+            else {
+                panic!("{threads} parts: the one pass gave up");
+            };
+            let left: usize = placed.iter().map(|p| p.left()).sum();
+            assert!(
+                left >= 1,
+                "{threads} parts: every object written by its worker"
+            );
+            let mut one = *ix;
+            index::apply_placed(&mut one, placed, edges);
+            let (two, _) = two_pass_index(&bytes, threads);
+            assert_eq!(one.ids, two.ids);
+            assert_eq!(one.class_of, two.class_of, "{threads} parts");
+            assert_eq!(one.shallow, two.shallow, "{threads} parts");
+            for n in 0..one.len() as u32 {
+                assert_eq!(one.succ(n), two.succ(n), "node {n}, {threads} parts");
+            }
+            assert_eq!(one.stats.edges, two.stats.edges);
+            assert_eq!(one.stats.missing_refs, two.stats.missing_refs);
+            assert!(one.stats.missing_refs > 0);
+            assert_eq!(one.edges.len() as u64, one.stats.edges);
         }
     }
 
