@@ -448,12 +448,32 @@ fn collect_command_receives_renders_and_exits_cleanly_on_sigterm() {
     );
 }
 
+/// A temporary directory kept (and its path printed) if the test panics, so that a rare failure
+/// leaves its data dir, collector dir and worker logs to look at.
+struct KeptOnFailure(Option<tempfile::TempDir>);
+
+impl KeptOnFailure {
+    fn path(&self) -> &Path {
+        self.0.as_ref().map(|t| t.path()).unwrap_or(Path::new("/"))
+    }
+}
+
+impl Drop for KeptOnFailure {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            if let Some(t) = self.0.take() {
+                eprintln!("test failed: its files are kept in {}", t.keep().display());
+            }
+        }
+    }
+}
+
 /// Kill a process that is writing to the spool, analysing, uploading or evicting at random
 /// points, ≥ 200 times; restart it on the same data dir. Every committed incident reaches the
 /// server exactly once or is reported as evicted; no file crosses the wire more than 1.1×.
 #[test]
 fn kill_9_loop() {
-    let tmp = common::fast_tmp();
+    let tmp = KeptOnFailure(Some(common::fast_tmp()));
     let col = collector(&tmp.path().join("col"));
     let data = tmp.path().join("data");
     let log = tmp.path().join("committed.log");
@@ -491,7 +511,11 @@ fn kill_9_loop() {
             .arg(&log)
             .arg("--dir")
             .arg(&data)
-            .env("RUST_LOG", "warn")
+            // OOMG_WORKER_LOG=info makes the workers log every commit, upload and deletion.
+            .env(
+                "RUST_LOG",
+                std::env::var("OOMG_WORKER_LOG").unwrap_or_else(|_| "warn".into()),
+            )
             .stdout(Stdio::null())
             .stderr(
                 std::fs::OpenOptions::new()
@@ -589,6 +613,23 @@ fn kill_9_loop() {
         for id in &unnamed {
             let mine: Vec<&str> = logs.lines().filter(|l| l.contains(id.as_str())).collect();
             eprintln!("{id}: {mine:#?}");
+            // Partly on the server? Which files, and which uploads the collector knows for it.
+            if let Ok(rd) = std::fs::read_dir(inc_dir.join(id.as_str())) {
+                let files: Vec<String> = rd
+                    .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                    .collect();
+                eprintln!("{id}: on the server, incomplete: {files:?}");
+            }
+            for e in std::fs::read_dir(col.dir().join("uploads")).unwrap() {
+                let p = e.unwrap().path();
+                if p.extension().is_some_and(|x| x == "json") {
+                    let b = std::fs::read(&p).unwrap();
+                    let i: UploadInfo = serde_json::from_slice(&b).unwrap();
+                    if i.incident == **id {
+                        eprintln!("{id}: upload {}: {i:?}", p.display());
+                    }
+                }
+            }
             // Still in the spool (rejected, or left by the drain run)? Its record says why.
             let rec = spool.incident_dir(id).join("incident.json");
             if let Ok(t) = std::fs::read_to_string(&rec) {
