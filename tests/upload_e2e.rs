@@ -293,6 +293,45 @@ fn two_processes_on_one_data_dir_never_upload_twice() {
     assert_eq!((st.duplicates, st.corrupt, st.reports), (0, 0, 8), "{st:?}");
 }
 
+/// A worker killed inside its write of a "committed ID" line leaves the line without its
+/// newline. The next worker's line must not be glued onto it: kill_9_loop read
+/// "committed committed ID" as an incident that never reached the server (and the incident
+/// committed, whose line was torn, went unchecked). Each torn tail a kill can leave, then one
+/// worker that commits one incident: the log holds the whole lines only, each naming an incident
+/// in the spool or the one before.
+#[test]
+fn a_committed_line_torn_by_a_kill_is_not_glued_to_the_next() {
+    let earlier = format!("{T0}-r1-0");
+    for torn in [
+        "committed ",
+        "committed 18000",
+        &format!("committed {earlier}"),
+    ] {
+        let tmp = common::fast_tmp();
+        let data = tmp.path().join("data");
+        let log = tmp.path().join("committed.log");
+        std::fs::write(&log, format!("committed {earlier}\n{torn}")).unwrap();
+        let st = Command::new(common::oomguard_bin())
+            .args(["spool-worker", "--new", "1", "--no-upload", "--prefix", "t"])
+            .args(["--endpoint", "http://127.0.0.1:9/files/", "--log"])
+            .arg(&log)
+            .arg("--dir")
+            .arg(&data)
+            .status()
+            .unwrap();
+        assert!(st.success());
+        let spool = Spool::open(data.join("spool"), Quotas::default()).unwrap();
+        let ids = spool.lock().unwrap().ids().unwrap();
+        assert_eq!(ids.len(), 1, "{ids:?}");
+        let text = std::fs::read_to_string(&log).unwrap();
+        assert_eq!(
+            text,
+            format!("committed {earlier}\ncommitted {}\n", ids[0]),
+            "torn tail {torn:?}"
+        );
+    }
+}
+
 #[test]
 fn faults_during_upload_never_corrupt_an_upload_or_lose_an_incident() {
     let mut points = 0;
@@ -555,6 +594,16 @@ fn kill_9_loop() {
         .lines()
         .filter_map(|l| l.strip_prefix("committed ").map(str::to_string))
         .collect();
+    // Each line names one incident of a round (`{ms:013}-r{round}-{i}`): anything else is a
+    // line torn by a kill and glued to the next, not an incident to look for.
+    for id in &committed {
+        let parts: Vec<&str> = id.split('-').collect();
+        let well_formed = matches!(parts.as_slice(), [t, r, i]
+            if t.len() == 13 && t.bytes().all(|b| b.is_ascii_digit())
+                && r.strip_prefix('r').is_some_and(|n| n.parse::<u32>().is_ok())
+                && i.parse::<u32>().is_ok());
+        assert!(well_formed, "the log names {id:?}: not an incident id");
+    }
     let inc_dir = col.dir().join("incidents");
     let received: BTreeSet<String> = std::fs::read_dir(&inc_dir)
         .unwrap()

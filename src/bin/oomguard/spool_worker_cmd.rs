@@ -7,8 +7,9 @@ use clap::Args;
 use oomguard::spool::{AnalysisJob, FileKind, NewIncident, Quotas, Spool, State};
 use oomguard::upload::{self, Network};
 use rand::{Rng, SeedableRng};
-use std::io::Write;
-use std::path::PathBuf;
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 #[derive(Args)]
@@ -39,12 +40,41 @@ pub struct WorkerArgs {
     /// Bytes per PATCH.
     #[arg(long, default_value_t = 16384)]
     chunk: u64,
-    /// Append "committed ID" lines here (fsynced).
+    /// Append "committed ID" lines here (fsynced; see `open_log`).
     #[arg(long)]
     log: Option<PathBuf>,
     /// Do not upload.
     #[arg(long)]
     no_upload: bool,
+}
+
+/// Open the "committed ID" log to append to it. A worker killed inside its write of a line
+/// leaves that line without its newline ("committed " or "committed 17955663"); the next line
+/// appended was glued onto it ("committed committed 1795566350704-r192-0"), naming an incident
+/// that does not exist while the one committed went unnamed. A line without its newline was
+/// never announced whole, as if the kill had come just before it: it is cut off here. The log
+/// has one writer at a time (the tests run one worker at a time on it).
+fn open_log(p: &Path) -> io::Result<File> {
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .read(true)
+        .append(true)
+        .open(p)?;
+    let mut b = Vec::new();
+    f.read_to_end(&mut b)?;
+    let whole = b.iter().rposition(|&c| c == b'\n').map_or(0, |i| i + 1);
+    if whole < b.len() {
+        f.set_len(whole as u64)?;
+        f.sync_all()?;
+    }
+    Ok(f)
+}
+
+/// Append one "committed ID" line with one write (a kill lands before it, after it, or, at a
+/// page boundary, inside it: `open_log` cuts such a line off), then fsync.
+fn log_committed(f: &mut File, id: &str) -> io::Result<()> {
+    f.write_all(format!("committed {id}\n").as_bytes())?;
+    f.sync_all()
 }
 
 fn fail(e: impl std::fmt::Display) -> Failure {
@@ -85,13 +115,7 @@ pub fn run(a: WorkerArgs) -> Result<(), Failure> {
     }
     let mut rng = rand::rngs::StdRng::seed_from_u64(a.seed);
     let mut log = match &a.log {
-        Some(p) => Some(
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(p)
-                .map_err(fail)?,
-        ),
+        Some(p) => Some(open_log(p).map_err(fail)?),
         None => None,
     };
     for i in 0..a.new {
@@ -123,8 +147,7 @@ pub fn run(a: WorkerArgs) -> Result<(), Failure> {
             )
             .map_err(fail)?;
         if let Some(l) = &mut log {
-            writeln!(l, "committed {id}").map_err(fail)?;
-            l.sync_all().map_err(fail)?;
+            log_committed(l, &id).map_err(fail)?;
         }
     }
     if let Ok(g) = spool.lock_wait(Duration::from_secs(5)) {
