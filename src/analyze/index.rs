@@ -18,7 +18,7 @@
 //!   and a table for id lookups: a rank map of at most 8 bytes per object where the ids are
 //!   packed (2.9 on a 540 MB HotSpot dump), else buckets of 1 to 2. Two-pass workers write each
 //!   object into the node arrays themselves ([`Shared`], plus a byte per object naming the
-//!   worker); one-pass workers buffer 16 bytes per object until their output is applied.
+//!   worker); one-pass workers buffer 16 bytes per object until `place` writes it there.
 //! - A duplicate id (the dump lists two objects with it) is counted once per extra object, and
 //!   its node is the object listed first.
 //! - Shallow sizes: an instance counts its class's instance size as the dump states it (HotSpot:
