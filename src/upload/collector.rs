@@ -511,9 +511,12 @@ fn handle<R: BufRead, W: Write>(
             let (ip, bp) = upload_paths(sh, uid);
             let lock = upload_lock(sh, uid);
             let _g = lock.lock().unwrap_or_else(|p| p.into_inner());
-            let Ok(info) = load_info(&ip) else {
+            let Ok(mut info) = load_info(&ip) else {
                 return respond(w, 404, &[], b"", ok);
             };
+            if let Err(e) = file_if_received(&mut info, &ip, &bp, sh) {
+                return not_filed(w, &info, e, ok, false);
+            }
             let offset = if info.complete {
                 info.length
             } else {
@@ -700,8 +703,13 @@ fn patch<R: BufRead, W: Write>(
     let new_offset = offset + written;
     let mut extra = vec![("Upload-Offset", new_offset.to_string())];
     if new_offset == info.length && res.is_ok() {
-        let sha = finish(&mut info, &bp, sh)?;
-        extra.push(("Upload-Sha256", sha));
+        match finish(&mut info, &bp, sh) {
+            Ok(sha) => extra.push(("Upload-Sha256", sha)),
+            Err(e) => {
+                save_info(&ip, &info)?;
+                return not_filed(w, &info, e, true, true);
+            }
+        }
     }
     save_info(&ip, &info)?;
     match res {
@@ -713,16 +721,53 @@ fn patch<R: BufRead, W: Write>(
     }
 }
 
-/// An upload is complete: check its SHA-256 and file it under its incident.
+/// An upload whose every byte arrived but that is not filed (filing failed when its last byte
+/// came): file it now. An answer with the full offset then carries the SHA-256 that says it is
+/// filed; without this, a client that asked again would see the full offset alone, take the
+/// file as stored and drop its copy of a file the collector never filed.
+fn file_if_received(info: &mut UploadInfo, ip: &Path, bp: &Path, sh: &Shared) -> io::Result<()> {
+    if info.complete || std::fs::metadata(bp).map(|m| m.len()).ok() != Some(info.length) {
+        return Ok(());
+    }
+    finish(info, bp, sh)?;
+    save_info(ip, info)
+}
+
+/// Answer 500 for an upload that has every byte but could not be filed: the client keeps its
+/// copy and asks again later. (`body`: whether the answer may have one; a HEAD's may not.)
+fn not_filed(
+    w: &mut impl Write,
+    info: &UploadInfo,
+    e: io::Error,
+    keep: bool,
+    body: bool,
+) -> io::Result<bool> {
+    tracing::warn!(
+        "collector: {}/{}: every byte received but not filed: {e}; filed when the client asks again",
+        info.incident,
+        info.kind
+    );
+    let why: &[u8] = if body {
+        b"received but not filed yet; ask again later"
+    } else {
+        b""
+    };
+    respond(w, 500, &[], why, keep)
+}
+
+/// An upload is complete: check its SHA-256 and file it under its incident. `info` is marked
+/// complete (with the SHA-256 the answers then carry) only once that is done: if filing fails
+/// (a full disk, a path that cannot be made), the upload stays incomplete with every byte
+/// received, and the next HEAD or PATCH on it files it (see [`file_if_received`]).
 fn finish(info: &mut UploadInfo, bp: &Path, sh: &Shared) -> io::Result<String> {
     let mut h = Sha256::new();
     let mut f = std::fs::File::open(bp)?;
     io::copy(&mut f, &mut HashWriter(&mut h))?;
     let sha = hex::encode(h.finalize());
-    info.complete = true;
-    info.sha256 = Some(sha.clone());
     let expected = info.metadata.get("sha256").map(|s| s.to_ascii_lowercase());
     if expected.as_deref().is_some_and(|e| e != sha) {
+        info.complete = true;
+        info.sha256 = Some(sha.clone());
         info.corrupt = true;
         sh.counters.corrupt.fetch_add(1, Ordering::SeqCst);
         tracing::warn!(
@@ -739,6 +784,8 @@ fn finish(info: &mut UploadInfo, bp: &Path, sh: &Shared) -> io::Result<String> {
     let dst = dir.join(file_name_for(&info.kind));
     let _g = sh.index.lock().unwrap_or_else(|p| p.into_inner());
     if dst.exists() {
+        info.complete = true;
+        info.sha256 = Some(sha.clone());
         sh.counters.duplicates.fetch_add(1, Ordering::SeqCst);
         tracing::warn!(
             "collector: duplicate {}/{} received; keeping the first",
@@ -750,6 +797,8 @@ fn finish(info: &mut UploadInfo, bp: &Path, sh: &Shared) -> io::Result<String> {
     }
     std::fs::rename(bp, &dst)?;
     let _ = std::fs::File::open(&dir).and_then(|d| d.sync_all());
+    info.complete = true;
+    info.sha256 = Some(sha.clone());
     sh.counters.files_completed.fetch_add(1, Ordering::SeqCst);
     if info.kind == FileKind::Report.upload_kind() {
         sh.counters.reports.fetch_add(1, Ordering::SeqCst);
@@ -1008,6 +1057,53 @@ mod tests {
         assert_eq!((st.files_completed, st.corrupt, st.duplicates), (1, 0, 0));
         // The refused body crossed the wire too: it is counted.
         assert_eq!(st.patch_bytes, 2 * data.len() as u64 - 5);
+    }
+
+    /// Every byte of an upload arrived but filing it failed (here its incident's directory
+    /// cannot be made: a file holds its name). Neither the PATCH that brought the last byte nor
+    /// a HEAD may then say the full offset: a client takes that as stored and drops its copy.
+    /// Both answer 500 until filing works; then the HEAD files it and says its SHA-256.
+    #[test]
+    fn an_upload_not_filed_is_never_acknowledged() {
+        let d = tempfile::tempdir().unwrap();
+        let run = Collector::bind("127.0.0.1:0", Config::new(d.path()))
+            .unwrap()
+            .spawn();
+        let t = Duration::from_secs(5);
+        let c = Client::new(&run.endpoint(), t, t, 1 << 20);
+        let data = vec![9u8; 100_000];
+        let sha = hex::encode(Sha256::digest(&data));
+        let md = [
+            ("incident", "i-2"),
+            ("kind", "mini.gz"),
+            ("sha256", &sha[..]),
+        ];
+        let blocker = d.path().join("incidents/i-2");
+        std::fs::create_dir_all(blocker.parent().unwrap()).unwrap();
+        std::fs::write(&blocker, b"in the way").unwrap();
+        let url = c.create(data.len() as u64, &md).unwrap();
+        let p = c.patch(&url, 0, &mut &data[..], data.len() as u64);
+        assert!(
+            matches!(p, Err(TusError::Status { status: 500, .. })),
+            "{p:?}"
+        );
+        for _ in 0..2 {
+            let h = c.head(&url);
+            assert!(
+                matches!(h, Err(TusError::Status { status: 500, .. })),
+                "{h:?}"
+            );
+        }
+        std::fs::remove_file(&blocker).unwrap();
+        let h = c.head(&url).unwrap().unwrap();
+        assert_eq!(h.offset, data.len() as u64);
+        assert_eq!(h.sha256.as_deref(), Some(&sha[..]));
+        assert_eq!(
+            std::fs::read(d.path().join("incidents/i-2/mini.hprof.gz")).unwrap(),
+            data
+        );
+        let st = run.stop();
+        assert_eq!((st.files_completed, st.corrupt, st.duplicates), (1, 0, 0));
     }
 
     #[test]
