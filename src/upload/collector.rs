@@ -1009,14 +1009,20 @@ mod tests {
     use super::*;
     use crate::upload::tus::{Client, TusError};
 
-    #[test]
-    fn protocol_answers() {
+    /// A collector on loopback over a fresh directory, and a client of it.
+    fn started() -> (tempfile::TempDir, Running, Client) {
         let d = tempfile::tempdir().unwrap();
         let run = Collector::bind("127.0.0.1:0", Config::new(d.path()))
             .unwrap()
             .spawn();
         let t = Duration::from_secs(5);
         let c = Client::new(&run.endpoint(), t, t, 1 << 20);
+        (d, run, c)
+    }
+
+    #[test]
+    fn protocol_answers() {
+        let (d, run, c) = started();
         let data = vec![7u8; 2 << 20];
         let sha = hex::encode(Sha256::digest(&data));
         let md = [
@@ -1043,6 +1049,7 @@ mod tests {
         assert!(d.path().join("incidents/i-1/mini.hprof.gz").exists());
         // Unknown upload, oversized upload, bad metadata.
         assert_eq!(c.head(&format!("{}nope", run.endpoint())).unwrap(), None);
+        let t = Duration::from_secs(5);
         let e = Client::new(&run.endpoint(), t, t, 1).create(2 << 30, &md);
         assert!(
             matches!(e, Err(TusError::Status { status: 413, .. })),
@@ -1065,12 +1072,7 @@ mod tests {
     /// Both answer 500 until filing works; then the HEAD files it and says its SHA-256.
     #[test]
     fn an_upload_not_filed_is_never_acknowledged() {
-        let d = tempfile::tempdir().unwrap();
-        let run = Collector::bind("127.0.0.1:0", Config::new(d.path()))
-            .unwrap()
-            .spawn();
-        let t = Duration::from_secs(5);
-        let c = Client::new(&run.endpoint(), t, t, 1 << 20);
+        let (d, run, c) = started();
         let data = vec![9u8; 100_000];
         let sha = hex::encode(Sha256::digest(&data));
         let md = [
