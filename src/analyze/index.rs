@@ -1033,8 +1033,8 @@ pub(crate) struct Pass2<'a> {
     /// Two-pass mode: the node arrays the workers fill in side by side, and this worker's
     /// number (its part's place in the file). `None` in one-pass mode: the index holds no
     /// object ids yet, so entries are numbered in file order (their ordinal stands for the
-    /// node) and edges are kept as raw ids in `raw`, until [`lookup`] and [`place`] map both once every id
-    /// is known.
+    /// node) and edges are kept as raw ids in `raw`, until [`lookup`] and [`place`] map both
+    /// once every id is known.
     shared: Option<(&'a Shared, u8)>,
     /// Two-pass mode: the object being read (node, class, shallow size); its edges start at
     /// `start`.

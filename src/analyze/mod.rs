@@ -814,11 +814,11 @@ fn one_pass_resolve(
         base += r as u32;
     }
     // Each worker also writes its objects into the node arrays, over a range of nodes of its
-    // own: in a HotSpot dump, the nodes its tail fills (the first worker's range starts at 0 and
-    // takes the class dumps that fall in it); the objects outside it are left for `apply_placed`. With
-    // each worker's ids kept instead, the first worker's range is every node, and with
-    // duplicate ids (which only that way allows) none is, so that the object listed first
-    // keeps its node.
+    // own: in a HotSpot dump, the nodes its tail fills (the first worker's range starts at 0
+    // and takes the class dumps that fall in it); the objects outside it are left for
+    // `apply_placed`. With each worker's ids kept instead, the first worker's range is every
+    // node, and with duplicate ids (which only that way allows) none is, so that the object
+    // listed first keeps its node.
     let n = ix.len() as u32;
     let starts: Vec<u32> = (0..rooms.len())
         .map(|w| match w {
