@@ -11,6 +11,7 @@
 //! ROOT/incidents/.trash-ID/      an incident being deleted
 //! ROOT/quarantine/               files and directories of unknown shape, moved aside, never
 //!                                deleted silently (they count against the byte quota and age out)
+//! ROOT/quarantine/.trash-NAME    a quarantined item being evicted (its eviction recorded first)
 //! ```
 //!
 //! States of an incident: `dumped` → `analysed` → `uploading` → acknowledged (deleted), or
@@ -1328,6 +1329,16 @@ impl<'a> SpoolGuard<'a> {
         let qd = self.spool.quarantine_dir();
         for e in fs.list(&qd).map_err(io_err(&qd, "list"))? {
             let path = qd.join(&e.name);
+            if e.name.starts_with(".trash-") {
+                // An eviction below that a kill cut short between its rename and the removal:
+                // it is recorded already, so the leftover goes without being counted again.
+                let _ = if e.is_dir {
+                    fs.remove_dir_all(&path)
+                } else {
+                    fs.remove_file(&path)
+                };
+                continue;
+            }
             // Quarantined names start with the time they were moved aside.
             let created_ms = e
                 .name

@@ -463,6 +463,32 @@ fn quotas_evict_oldest_first_and_count_it_in_the_next_report() {
     assert_eq!(spool.state().pending.losses, 1);
 }
 
+/// A kill between an eviction's rename of a quarantined item to `.trash-NAME` and its removal
+/// leaves that entry behind, its eviction already recorded. The next quota check removes it
+/// without taking it for a quarantined item to evict (and count) a second time.
+#[test]
+fn an_eviction_cut_short_in_quarantine_is_not_counted_twice() {
+    let env = Env::new();
+    let spool = env.spool(Quotas {
+        max_count: 1,
+        ..Quotas::default()
+    });
+    add(&spool, "keep", 100);
+    let trash = spool
+        .quarantine_dir()
+        .join(".trash-1700000000000-x-mini.hprof");
+    std::fs::create_dir_all(&trash).unwrap();
+    std::fs::write(trash.join("mini.hprof"), b"x").unwrap();
+    let before = spool.state();
+    let g = spool.lock().unwrap();
+    assert_eq!(g.enforce_quotas(0, 0).unwrap(), 0);
+    assert!(!trash.exists());
+    assert_eq!(g.ids().unwrap(), vec!["keep"]);
+    let after = spool.state();
+    assert_eq!(after.evictions_total, before.evictions_total);
+    assert_eq!(after.pending.evictions, before.pending.evictions);
+}
+
 /// Counts frozen into a planned incident's meta.json are not lost when that incident goes
 /// before the server acknowledged the file: evicted or quarantined, it hands them back to
 /// pending, and the next planned report carries them.
