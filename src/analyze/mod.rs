@@ -1409,6 +1409,43 @@ mod tests {
                 }
             }
         }
+
+        /// The one pass, over the same dumps cut into parts (ids out of order and repeated, so
+        /// each worker keeps its ids; with repeats no worker writes the node arrays itself),
+        /// builds the index two passes build. It gives up only where it must: a repeated id
+        /// when the workers' ids are not kept.
+        #[test]
+        fn one_pass_workers_give_the_two_pass_index(objs in cut_objs()) {
+            let bytes = cut_dump(&objs);
+            let input = Input::Bytes(&bytes);
+            let limits = index::IndexLimits {
+                bitmap_min_pixels: 1,
+                array_min_bytes: 1 << 40,
+            };
+            for threads in 1..=4 {
+                let whole = vec![(hprof::HEADER_LEN as u64, bytes.len() as u64)];
+                let parts = input.split(threads, 0).unwrap_or(whole);
+                let (two, _) = two_pass_index(&bytes, threads);
+                let Some(OnePassResult::Graph(ix, placed, edges)) =
+                    one_pass(&input, &parts, limits)
+                else {
+                    prop_assert!(two.stats.duplicate_ids > 0, "{} parts: gave up", parts.len());
+                    continue;
+                };
+                let mut one = *ix;
+                index::apply_placed(&mut one, placed, edges);
+                prop_assert_eq!(&one.ids, &two.ids);
+                prop_assert_eq!(&one.class_of, &two.class_of, "{} parts", parts.len());
+                prop_assert_eq!(&one.shallow, &two.shallow, "{} parts", parts.len());
+                for n in 0..one.len() as u32 {
+                    prop_assert_eq!(one.succ(n), two.succ(n), "node {}, {} parts", n, parts.len());
+                }
+                prop_assert_eq!(one.stats.edges, two.stats.edges);
+                prop_assert_eq!(one.stats.missing_refs, two.stats.missing_refs);
+                prop_assert_eq!(one.stats.duplicate_ids, two.stats.duplicate_ids);
+                prop_assert_eq!(one.edges.len() as u64, one.stats.edges);
+            }
+        }
     }
 
     /// One-pass workers write the objects of their own range of nodes into the node arrays and
