@@ -2209,6 +2209,30 @@ mod tests {
     }
 
     proptest! {
+        /// A worker's ids, a head in any order (a HotSpot dump's class dumps: among the rest's
+        /// ids, equal to some, and beyond its last) then an ascending rest with repeats, come
+        /// out sorted, each kept.
+        #[test]
+        fn sort_ids_merges_the_head_into_the_ascending_rest(
+            head in proptest::collection::vec(0u64..400_000, 0..60),
+            steps in proptest::collection::vec(0u64..200, 240..2000),
+        ) {
+            let mut ids = head.clone();
+            let mut x = 0;
+            for s in steps {
+                x += s;
+                ids.push(x);
+            }
+            let mut want = ids.clone();
+            want.sort_unstable();
+            let mut p = Pass1 {
+                ids,
+                ..Pass1::default()
+            };
+            p.sort_ids();
+            prop_assert_eq!(p.ids, want);
+        }
+
         /// Each map (the rank map, the buckets, the plain search) finds exactly the ids it was
         /// built from, however they cluster
         /// (ART puts its image, zygote and app spaces far apart).
