@@ -514,14 +514,17 @@ fn handle<R: BufRead, W: Write>(
             let Ok(mut info) = load_info(&ip) else {
                 return respond(w, 404, &[], b"", ok);
             };
-            if let Err(e) = file_if_received(&mut info, &ip, &bp, sh) {
-                return not_filed(w, &info, e, ok, false);
+            let got = received(&info, &bp);
+            if !info.complete && got == Some(info.length) {
+                // Every byte arrived but filing failed when the last came: file it now. Only
+                // then does an answer with the full offset carry the SHA-256 that says it is
+                // filed; a client that saw the full offset alone would take the file as stored
+                // and drop its copy of a file the collector never filed.
+                if let Err(e) = finish(&mut info, &bp, sh).and_then(|_| save_info(&ip, &info)) {
+                    return not_filed(w, &info, e, ok, false);
+                }
             }
-            let offset = if info.complete {
-                info.length
-            } else {
-                std::fs::metadata(&bp).map(|m| m.len()).unwrap_or(0)
-            };
+            let offset = got.unwrap_or(0);
             let mut h = vec![
                 ("Upload-Offset", offset.to_string()),
                 ("Upload-Length", info.length.to_string()),
@@ -652,11 +655,7 @@ fn patch<R: BufRead, W: Write>(
         let why = b"Upload-Offset required";
         return refuse(r, framing, w, sh, Some((&ip, &mut info)), 400, &[], why);
     };
-    let current = if info.complete {
-        info.length
-    } else {
-        std::fs::metadata(&bp).map(|m| m.len()).unwrap_or(0)
-    };
+    let current = received(&info, &bp).unwrap_or(0);
     if offset != current {
         let extra = [("Upload-Offset", current.to_string())];
         return refuse(r, framing, w, sh, Some((&ip, &mut info)), 409, &extra, b"");
@@ -721,16 +720,14 @@ fn patch<R: BufRead, W: Write>(
     }
 }
 
-/// An upload whose every byte arrived but that is not filed (filing failed when its last byte
-/// came): file it now. An answer with the full offset then carries the SHA-256 that says it is
-/// filed; without this, a client that asked again would see the full offset alone, take the
-/// file as stored and drop its copy of a file the collector never filed.
-fn file_if_received(info: &mut UploadInfo, ip: &Path, bp: &Path, sh: &Shared) -> io::Result<()> {
-    if info.complete || std::fs::metadata(bp).map(|m| m.len()).ok() != Some(info.length) {
-        return Ok(());
+/// The bytes of an upload received so far: all of them once it is filed, else its blob's
+/// length (`None` if the blob is missing).
+fn received(info: &UploadInfo, bp: &Path) -> Option<u64> {
+    if info.complete {
+        Some(info.length)
+    } else {
+        std::fs::metadata(bp).map(|m| m.len()).ok()
     }
-    finish(info, bp, sh)?;
-    save_info(ip, info)
 }
 
 /// Answer 500 for an upload that has every byte but could not be filed: the client keeps its
@@ -758,7 +755,7 @@ fn not_filed(
 /// An upload is complete: check its SHA-256 and file it under its incident. `info` is marked
 /// complete (with the SHA-256 the answers then carry) only once that is done: if filing fails
 /// (a full disk, a path that cannot be made), the upload stays incomplete with every byte
-/// received, and the next HEAD or PATCH on it files it (see [`file_if_received`]).
+/// received, and the next HEAD or PATCH on it files it.
 fn finish(info: &mut UploadInfo, bp: &Path, sh: &Shared) -> io::Result<String> {
     let mut h = Sha256::new();
     let mut f = std::fs::File::open(bp)?;
