@@ -752,19 +752,27 @@ fn not_filed(
     respond(w, 500, &[], why, keep)
 }
 
-/// An upload is complete: check its SHA-256 and file it under its incident. `info` is marked
-/// complete (with the SHA-256 the answers then carry) only once that is done: if filing fails
-/// (a full disk, a path that cannot be made), the upload stays incomplete with every byte
-/// received, and the next HEAD or PATCH on it files it.
+/// An upload is complete: check its SHA-256 and file it under its incident ([`file`]). `info`
+/// is marked complete (with the SHA-256 the answers then carry) only once that is done: if
+/// filing fails (a full disk, a path that cannot be made), the upload stays incomplete with
+/// every byte received, and the next HEAD or PATCH on it files it.
 fn finish(info: &mut UploadInfo, bp: &Path, sh: &Shared) -> io::Result<String> {
     let mut h = Sha256::new();
     let mut f = std::fs::File::open(bp)?;
     io::copy(&mut f, &mut HashWriter(&mut h))?;
     let sha = hex::encode(h.finalize());
+    file(info, bp, sh, &sha)?;
+    info.complete = true;
+    info.sha256 = Some(sha.clone());
+    Ok(sha)
+}
+
+/// File the blob `bp` of a complete upload whose SHA-256 is `sha` under its incident: set
+/// aside as corrupt if that is not the SHA-256 declared, dropped if the incident has that file
+/// already.
+fn file(info: &mut UploadInfo, bp: &Path, sh: &Shared, sha: &str) -> io::Result<()> {
     let expected = info.metadata.get("sha256").map(|s| s.to_ascii_lowercase());
     if expected.as_deref().is_some_and(|e| e != sha) {
-        info.complete = true;
-        info.sha256 = Some(sha.clone());
         info.corrupt = true;
         sh.counters.corrupt.fetch_add(1, Ordering::SeqCst);
         tracing::warn!(
@@ -774,15 +782,13 @@ fn finish(info: &mut UploadInfo, bp: &Path, sh: &Shared) -> io::Result<String> {
             expected
         );
         let _ = std::fs::rename(bp, bp.with_extension("corrupt"));
-        return Ok(sha);
+        return Ok(());
     }
     let dir = sh.cfg.dir.join("incidents").join(&info.incident);
     std::fs::create_dir_all(&dir)?;
     let dst = dir.join(file_name_for(&info.kind));
     let _g = sh.index.lock().unwrap_or_else(|p| p.into_inner());
     if dst.exists() {
-        info.complete = true;
-        info.sha256 = Some(sha.clone());
         sh.counters.duplicates.fetch_add(1, Ordering::SeqCst);
         tracing::warn!(
             "collector: duplicate {}/{} received; keeping the first",
@@ -790,12 +796,10 @@ fn finish(info: &mut UploadInfo, bp: &Path, sh: &Shared) -> io::Result<String> {
             info.kind
         );
         let _ = std::fs::remove_file(bp);
-        return Ok(sha);
+        return Ok(());
     }
     std::fs::rename(bp, &dst)?;
     let _ = std::fs::File::open(&dir).and_then(|d| d.sync_all());
-    info.complete = true;
-    info.sha256 = Some(sha.clone());
     sh.counters.files_completed.fetch_add(1, Ordering::SeqCst);
     if info.kind == FileKind::Report.upload_kind() {
         sh.counters.reports.fetch_add(1, Ordering::SeqCst);
@@ -806,7 +810,7 @@ fn finish(info: &mut UploadInfo, bp: &Path, sh: &Shared) -> io::Result<String> {
         let html = render_index(&sh.cfg.dir);
         let _ = sfs::write_atomic(&RealFs, &sh.cfg.dir.join("index.html"), html.as_bytes());
     }
-    Ok(sha)
+    Ok(())
 }
 
 struct HashWriter<'a>(&'a mut Sha256);
