@@ -514,6 +514,8 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
         if v.kind != Kind::Manual && self.policy.dump.once_per_process && self.muted.insert(v.kind)
         {
             self.status.muted.push(v.kind);
+            // Else a kind that keeps firing would take every poll from the others.
+            self.triggers.mute(v.kind);
         }
         self.status.verdicts += 1;
         self.status.page = page.clone();
@@ -880,6 +882,33 @@ mod tests {
         }
         assert_eq!(a.status().state, "disabled");
         assert!(a.status().last_error.as_deref().unwrap().contains("boom"));
+    }
+
+    /// The heap stays over fast-huge after its verdict (muted: once per process) while fds
+    /// leak: the fd verdict must come on the fd run's third strike, not be swallowed every poll
+    /// by the muted fast-huge one.
+    #[test]
+    fn a_muted_verdict_does_not_hide_a_later_one_of_another_kind() {
+        let dir = tempfile::tempdir().unwrap();
+        let over = Heap {
+            max: 256 * MB,
+            total: 231 * MB,
+            free: 0,
+        };
+        // Any 17 open fds are a strike; other tests' files coming and going never reset the run.
+        let mut a = agent(
+            dir.path(),
+            r#"{"fd":{"max":16,"tolerance":100000}}"#,
+            vec![over],
+        );
+        let _held: Vec<_> = (0..40)
+            .map(|_| std::fs::File::open("/proc/self/status").unwrap())
+            .collect();
+        let fired: Vec<(u64, Kind)> = (1..=4)
+            .filter_map(|i| a.poll(i * 1000).map(|v| (i, v.kind)))
+            .collect();
+        assert_eq!(fired, vec![(1, Kind::FastHuge), (3, Kind::Fd)]);
+        assert_eq!(a.status().muted, vec![Kind::FastHuge, Kind::Fd]);
     }
 
     #[test]
