@@ -9,7 +9,9 @@
 //! - The cache (`policy.json` + `policy.meta.json` in the data dir) only ever holds a body that
 //!   passed those checks, written atomically (tmp, fsync, rename). On load it is checked again.
 //! - At most one fetch per `remote.min_refresh_hours`, failed or not; the time of the last attempt
-//!   is persisted so restarts do not bypass it. `If-None-Match` carries the last ETag.
+//!   is persisted so restarts do not bypass it.
+//! - `If-None-Match` carries the ETag of the cached body, and only while that body passes its
+//!   checks on load: a 304 must never keep out a policy the agent does not hold.
 //! - The signature travels in the `X-Oomguard-Signature` response header: base64 of the 64-byte
 //!   ed25519 signature over the exact body bytes.
 #![forbid(unsafe_code)]
@@ -210,7 +212,12 @@ pub struct Refresher {
 
 impl Refresher {
     pub fn new(cache: Cache, key: Option<VerifyingKey>) -> Self {
-        let meta = cache.meta();
+        let mut meta = cache.meta();
+        if meta.etag.is_some() && !matches!(cache.load(key.as_ref()), Ok(Some(_))) {
+            // The body that ETag names is gone or rejected (the agent logs why when it loads the
+            // cache): ask for the whole policy.
+            meta.etag = None;
+        }
         Refresher { cache, key, meta }
     }
 
@@ -520,6 +527,44 @@ mod tests {
         // Tampering with the cache on disk is caught on load.
         std::fs::write(dir.path().join("policy.json"), body(&srv.url, 3, 9)).unwrap();
         assert!(Cache::new(dir.path()).load(Some(&vk)).is_err());
+    }
+
+    /// The cached body is rejected on load (here: tampered on disk; as well: unsigned once a
+    /// key is given), so the built-in policy is active; its ETag must not be sent, or the
+    /// server's 304 would keep its policy out for as long as it does not change.
+    #[test]
+    fn the_etag_of_a_rejected_cached_body_is_not_sent() {
+        let dir = tempfile::tempdir().unwrap();
+        let srv = serve(|url| vec![(200, vec![("ETag", "\"v2\"".into())], body(url, 2, 4))]);
+        let cache = Cache::new(dir.path());
+        let meta = Meta {
+            etag: Some("\"v2\"".into()),
+            ..Meta::default()
+        };
+        cache.save(body(&srv.url, 2, 4).as_bytes(), &meta).unwrap();
+        std::fs::write(dir.path().join("policy.json"), b"{\"version\":2,").unwrap();
+        assert!(cache.load(None).is_err());
+        let mut r = Refresher::new(Cache::new(dir.path()), None);
+        let active = active_with(&srv.url, 1);
+        let Outcome::Activated(p) = r.refresh(&active, 1_000 * H).unwrap() else {
+            panic!("not activated")
+        };
+        assert_eq!(p.policy.version, 2);
+        let seen = srv.seen.lock().unwrap().clone();
+        assert!(
+            !seen[0].to_lowercase().contains("if-none-match"),
+            "{}",
+            seen[0]
+        );
+        // Cached again, with its ETag.
+        assert_eq!(
+            Cache::new(dir.path()).load(None).unwrap().unwrap().policy,
+            p.policy
+        );
+        assert_eq!(
+            Cache::new(dir.path()).meta().etag.as_deref(),
+            Some("\"v2\"")
+        );
     }
 
     #[test]
