@@ -51,9 +51,9 @@ pub enum AgentError {
     /// The sampler could not open `/proc`.
     #[error("{0}; the agent does not start")]
     Sample(#[from] crate::sample::SampleError),
-    /// The public key given at start is unusable.
-    #[error("{0}; the agent does not start")]
-    Key(crate::policy::PolicyError),
+    /// The public key given at start is unusable (so no remote policy could be checked).
+    #[error("the public key given at start {0}; the agent does not start")]
+    Key(String),
     /// The tokio runtime could not be built.
     #[error("building the agent's runtime: {0}; the agent does not start")]
     Runtime(String),
@@ -329,7 +329,14 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
             what: e.to_string(),
         })?;
         let key = match cfg.public_key.as_deref().filter(|k| !k.trim().is_empty()) {
-            Some(k) => Some(remote::parse_public_key(k).map_err(AgentError::Key)?),
+            Some(k) => Some(remote::parse_public_key(k).map_err(|e| {
+                AgentError::Key(match e {
+                    crate::policy::PolicyError::Signature(what) => {
+                        what.trim_start_matches("public key ").to_string()
+                    }
+                    other => other.to_string(),
+                })
+            })?),
             None => None,
         };
         let sampler = Sampler::new()?;
@@ -981,6 +988,39 @@ mod tests {
         assert_eq!(lines.len(), 1, "{} lines", lines.len());
         assert!(lines[0].len() < 1500, "{}", lines[0]);
         assert!(lines[0].contains("field_0_") && lines[0].contains("and 4990 more"));
+    }
+
+    /// A public key that cannot be used stops the agent from starting; the log must say that,
+    /// not also that a policy was rejected and the last good one stays active.
+    #[test]
+    fn an_unusable_public_key_is_reported_as_such() {
+        let dir = tempfile::tempdir().unwrap();
+        for (key, what) in [
+            ("nope!", "is not base64"),
+            ("AAAA", "is 3 bytes, expected 32"),
+        ] {
+            let cfg = Config {
+                data_dir: dir.path().into(),
+                public_key: Some(key.into()),
+                ..Config::default()
+            };
+            let e = Agent::new(
+                cfg,
+                ScriptedHeap::default(),
+                NoStacks,
+                RecordOnly,
+                Arc::new(Shared::default()),
+            )
+            .err()
+            .unwrap()
+            .to_string();
+            assert!(
+                e.starts_with("the public key given at start ") && e.contains(what),
+                "{e}"
+            );
+            assert!(e.ends_with("; the agent does not start"), "{e}");
+            assert!(!e.contains("stays active"), "{e}");
+        }
     }
 
     #[test]
