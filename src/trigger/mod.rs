@@ -739,4 +739,107 @@ mod tests {
         }
         assert_eq!(kinds, vec![(3, Kind::Fd), (6, Kind::Fd)]);
     }
+
+    fn any_value() -> impl proptest::strategy::Strategy<Value = u64> {
+        use proptest::prelude::*;
+        prop_oneof![
+            Just(0u64),
+            Just(1),
+            Just(u64::MAX),
+            Just(i64::MAX as u64),
+            any::<u64>(),
+            0u64..5000,
+            (0u64..100_000).prop_map(|x| x << 20),
+        ]
+    }
+
+    /// Policies at the edges of their ranges.
+    fn edge_policy() -> impl proptest::strategy::Strategy<Value = Policy> {
+        use proptest::prelude::*;
+        (
+            1u32..=3,
+            any::<bool>(),
+            0u64..=50,
+            prop_oneof![Just(1u64), Just(100), 1u64..=100],
+            prop_oneof![Just(1u64), Just(65_536)],
+            prop_oneof![Just(1u64), Just(100)],
+            prop_oneof![Just(16u64), Just(100_000)],
+            prop_oneof![Just(0u64), Just(100_000)],
+        )
+            .prop_map(|(strikes, ascending, slack, fast, growth, pct, max, tol)| {
+                let mut p = Policy::default();
+                p.heap.strikes = strikes;
+                p.heap.ascending = ascending;
+                p.heap.slack_percent = slack;
+                p.heap.fast_huge_percent = fast;
+                p.heap.fast_huge_growth_mb = growth;
+                p.heap.thresholds[0].percent = pct;
+                p.fd.max = max;
+                p.fd.tolerance = tol;
+                p.fd.strikes = strikes;
+                p.fd.soft_limit_percent = pct;
+                p.threads.max = max;
+                p.threads.tolerance = tol;
+                p.threads.strikes = strikes;
+                p.threads.threads_max_percent = pct;
+                p.vm_size.strikes = strikes;
+                p
+            })
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig {
+            cases: 500,
+            ..proptest::prelude::ProptestConfig::default()
+        })]
+        /// Any numbers (max heap 0 or Long.MAX_VALUE, used over max, limits 0 or unlimited,
+        /// counts far over the limit) with any edge policy and any muted kinds: no panic, no
+        /// empty evidence, no muted verdict, no run longer than its strikes.
+        #[test]
+        fn observe_keeps_its_bounds(
+            p in edge_policy(),
+            is_32bit in proptest::bool::ANY,
+            mutes in 0u8..32,
+            samples in proptest::collection::vec(
+                [any_value(), any_value(), any_value(), any_value(), any_value(), any_value(), any_value()],
+                1..12,
+            ),
+        ) {
+            let d = Device { is_32bit, ..Device::default() };
+            let mut t = Triggers::new();
+            let kinds = [Kind::FastHuge, Kind::Heap, Kind::Fd, Kind::Threads, Kind::VmSize];
+            for (b, k) in kinds.into_iter().enumerate() {
+                if mutes & (1 << b) != 0 {
+                    t.mute(k);
+                }
+            }
+            for (i, [heap_used, heap_max, fds, fd_soft_limit, threads, threads_max, vm_size_kb]) in
+                samples.into_iter().enumerate()
+            {
+                let s = Sample {
+                    seq: i as u64 + 1,
+                    heap_used,
+                    heap_max,
+                    fds,
+                    fd_soft_limit,
+                    threads,
+                    threads_max,
+                    vm_size_kb,
+                    ..Sample::default()
+                };
+                if let Some(v) = t.observe(&s, &p, &d) {
+                    proptest::prop_assert!(!v.evidence.is_empty());
+                    proptest::prop_assert!(mutes & bit(v.kind) == 0, "{:?} was muted", v.kind);
+                }
+                let st = t.strikes();
+                proptest::prop_assert!(
+                    st.heap <= p.heap.strikes
+                        && st.fd <= p.fd.strikes
+                        && st.threads <= p.threads.strikes
+                        && st.vm_size <= p.vm_size.strikes,
+                    "{st:?}"
+                );
+            }
+        }
+    }
 }
