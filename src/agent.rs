@@ -8,7 +8,8 @@
 //! Invariants:
 //! - No JNI here: the VM is reached only through `sample::{HeapSource, StackSource}`, which
 //!   `jni` implements; so the whole loop is tested on Linux with fakes.
-//! - One log line per verdict and one per policy change; per poll only at debug level.
+//! - One log line per verdict and one per policy change (plus one naming, cut short, the fields
+//!   it carried that this agent does not know); per poll only at debug level.
 //! - `status.json` in the data dir is rewritten atomically (tmp, fsync, rename) whenever the
 //!   strike counts, the policy or the last verdict change, and otherwise at most every ten
 //!   minutes (so its last sample is at most ten minutes old without wearing flash with a write
@@ -50,9 +51,9 @@ pub enum AgentError {
     /// The sampler could not open `/proc`.
     #[error("{0}; the agent does not start")]
     Sample(#[from] crate::sample::SampleError),
-    /// The public key given at start is unusable.
-    #[error("{0}; the agent does not start")]
-    Key(crate::policy::PolicyError),
+    /// The public key given at start is unusable (so no remote policy could be checked).
+    #[error("the public key given at start {0}; the agent does not start")]
+    Key(String),
     /// The tokio runtime could not be built.
     #[error("building the agent's runtime: {0}; the agent does not start")]
     Runtime(String),
@@ -328,7 +329,14 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
             what: e.to_string(),
         })?;
         let key = match cfg.public_key.as_deref().filter(|k| !k.trim().is_empty()) {
-            Some(k) => Some(remote::parse_public_key(k).map_err(AgentError::Key)?),
+            Some(k) => Some(remote::parse_public_key(k).map_err(|e| {
+                AgentError::Key(match e {
+                    crate::policy::PolicyError::Signature(what) => {
+                        what.trim_start_matches("public key ").to_string()
+                    }
+                    other => other.to_string(),
+                })
+            })?),
             None => None,
         };
         let sampler = Sampler::new()?;
@@ -514,6 +522,8 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
         if v.kind != Kind::Manual && self.policy.dump.once_per_process && self.muted.insert(v.kind)
         {
             self.status.muted.push(v.kind);
+            // Else a kind that keeps firing would take every poll from the others.
+            self.triggers.mute(v.kind);
         }
         self.status.verdicts += 1;
         self.status.page = page.clone();
@@ -544,9 +554,7 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
     }
 
     fn activate(&mut self, parsed: Parsed, source: &str) {
-        for u in &parsed.unknown {
-            warn!("policy field {u} is unknown to this agent; ignored");
-        }
+        warn_unknown(&parsed.unknown);
         let old = self.policy.version;
         self.policy = parsed.policy;
         self.triggers.reset();
@@ -670,6 +678,38 @@ fn comm_fold(java_name: &str) -> String {
     inventory::fold_name(&java_name[..end])
 }
 
+/// Unknown field names a log line names at most, and the characters kept of each.
+const UNKNOWN_NAMED: usize = 10;
+const UNKNOWN_NAME_CHARS: usize = 64;
+
+/// Log a policy's unknown fields in one line: a policy may carry thousands.
+fn warn_unknown(unknown: &[String]) {
+    let short = |u: &String| -> String {
+        match u.char_indices().nth(UNKNOWN_NAME_CHARS) {
+            Some((i, _)) => format!("{}…", &u[..i]),
+            None => u.clone(),
+        }
+    };
+    match unknown {
+        [] => {}
+        [one] => warn!(
+            "policy field {} is unknown to this agent; ignored",
+            short(one)
+        ),
+        many => {
+            let named: Vec<String> = many.iter().take(UNKNOWN_NAMED).map(short).collect();
+            let more = match many.len() - named.len() {
+                0 => String::new(),
+                n => format!(" and {n} more"),
+            };
+            warn!(
+                "policy fields {}{more} are unknown to this agent; ignored",
+                named.join(", ")
+            );
+        }
+    }
+}
+
 /// The text of a panic payload.
 pub fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
     if let Some(s) = p.downcast_ref::<&str>() {
@@ -693,9 +733,7 @@ fn initial_policy(
     } else {
         match Policy::parse(shipped.as_bytes()) {
             Ok(p) => {
-                for u in &p.unknown {
-                    warn!("policy field {u} is unknown to this agent; ignored");
-                }
+                warn_unknown(&p.unknown);
                 (p.policy, "start".to_string())
             }
             Err(e) => {
@@ -880,6 +918,109 @@ mod tests {
         }
         assert_eq!(a.status().state, "disabled");
         assert!(a.status().last_error.as_deref().unwrap().contains("boom"));
+    }
+
+    /// The heap stays over fast-huge after its verdict (muted: once per process) while fds
+    /// leak: the fd verdict must come on the fd run's third strike, not be swallowed every poll
+    /// by the muted fast-huge one.
+    #[test]
+    fn a_muted_verdict_does_not_hide_a_later_one_of_another_kind() {
+        let dir = tempfile::tempdir().unwrap();
+        let over = Heap {
+            max: 256 * MB,
+            total: 231 * MB,
+            free: 0,
+        };
+        // Any 17 open fds are a strike; other tests' files coming and going never reset the run.
+        let mut a = agent(
+            dir.path(),
+            r#"{"fd":{"max":16,"tolerance":100000}}"#,
+            vec![over],
+        );
+        let _held: Vec<_> = (0..40)
+            .map(|_| std::fs::File::open("/proc/self/status").unwrap())
+            .collect();
+        let fired: Vec<(u64, Kind)> = (1..=4)
+            .filter_map(|i| a.poll(i * 1000).map(|v| (i, v.kind)))
+            .collect();
+        assert_eq!(fired, vec![(1, Kind::FastHuge), (3, Kind::Fd)]);
+        assert_eq!(a.status().muted, vec![Kind::FastHuge, Kind::Fd]);
+    }
+
+    /// A log writer for one test: everything written goes to `buf`.
+    #[derive(Clone)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// A policy with thousands of fields this agent does not know (a 64 KB remote body holds
+    /// about 8,000) must not write a log line for each: on Android that floods logcat and pushes
+    /// the app's own lines out of its buffer.
+    #[test]
+    fn many_unknown_policy_fields_make_one_log_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let fields: Vec<String> = (0..5000)
+            .map(|i| format!(r#""field_{i}_{}":0"#, "x".repeat(i % 300)))
+            .collect();
+        let policy = format!(r#"{{"version":4,{}}}"#, fields.join(","));
+        let buf = Captured(Arc::new(Mutex::new(Vec::new())));
+        let w = buf.clone();
+        let sub = tracing_subscriber::fmt()
+            .with_writer(move || w.clone())
+            .with_ansi(false)
+            .finish();
+        let a =
+            tracing::subscriber::with_default(sub, || agent(dir.path(), &policy, vec![heap(1)]));
+        assert_eq!(a.policy().version, 4);
+        let log = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+        let lines: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains("unknown to this agent"))
+            .collect();
+        assert_eq!(lines.len(), 1, "{} lines", lines.len());
+        assert!(lines[0].len() < 1500, "{}", lines[0]);
+        assert!(lines[0].contains("field_0_") && lines[0].contains("and 4990 more"));
+    }
+
+    /// A public key that cannot be used stops the agent from starting; the log must say that,
+    /// not also that a policy was rejected and the last good one stays active.
+    #[test]
+    fn an_unusable_public_key_is_reported_as_such() {
+        let dir = tempfile::tempdir().unwrap();
+        for (key, what) in [
+            ("nope!", "is not base64"),
+            ("AAAA", "is 3 bytes, expected 32"),
+        ] {
+            let cfg = Config {
+                data_dir: dir.path().into(),
+                public_key: Some(key.into()),
+                ..Config::default()
+            };
+            let e = Agent::new(
+                cfg,
+                ScriptedHeap::default(),
+                NoStacks,
+                RecordOnly,
+                Arc::new(Shared::default()),
+            )
+            .err()
+            .unwrap()
+            .to_string();
+            assert!(
+                e.starts_with("the public key given at start ") && e.contains(what),
+                "{e}"
+            );
+            assert!(e.ends_with("; the agent does not start"), "{e}");
+            assert!(!e.contains("stays active"), "{e}");
+        }
     }
 
     #[test]

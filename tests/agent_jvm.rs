@@ -429,3 +429,96 @@ fn remote_policy_must_be_signed_newer_and_valid() {
         done(r);
     }
 }
+
+/// `stop` from the app while the agent is stuck in a policy fetch (the server holds it open; the
+/// policy allows 120 s) must return without waiting for the fetch, and the stopping agent must
+/// not be joined by a second one: `start` is refused until it has ended, and works after.
+/// The server answers only once the app has written the release file, after its `stop` and
+/// `start` returned: if `stop` waited for the fetch, the server gives up after a minute instead.
+#[test]
+fn stop_does_not_wait_for_a_hung_policy_fetch_and_start_waits_for_the_old_agent() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let marks = tempfile::tempdir().unwrap();
+    let started = marks.path().join("fetch-started");
+    let release = marks.path().join("release");
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/policy.json", l.local_addr().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (started2, release2) = (started.clone(), release.clone());
+    std::thread::spawn(move || {
+        let Ok((mut s, _)) = l.accept() else { return };
+        let mut r = BufReader::new(s.try_clone().unwrap());
+        loop {
+            let mut line = String::new();
+            if r.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                break;
+            }
+        }
+        std::fs::write(&started2, b"").unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_millis(20)))
+            .unwrap();
+        let mut outcome = "the server gave up: stop waited for the fetch";
+        for _ in 0..3000 {
+            if release2.exists() {
+                outcome = "released after stop returned";
+                break;
+            }
+            match s.read(&mut [0u8; 1]) {
+                Ok(0) => {
+                    outcome = "the client went away";
+                    break;
+                }
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::WouldBlock
+                        || e.kind() == std::io::ErrorKind::TimedOut => {}
+                _ => {
+                    outcome = "the client went away";
+                    break;
+                }
+            }
+        }
+        let _ = s.write_all(b"HTTP/1.1 503 X\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+        let _ = tx.send(outcome);
+    });
+    let policy =
+        format!(r#"{{"poll_interval_ms":200,"remote":{{"url":"{url}","timeout_ms":120000}}}}"#);
+    let r = run_leaky_jvm(
+        &[
+            &format!("-Dleaky.fetchStarted={}", started.display()),
+            &format!("-Dleaky.release={}", release.display()),
+        ],
+        "restart",
+        Some(&policy),
+        None,
+        1,
+        None,
+        &[],
+    );
+    assert_eq!(r.code, Some(0), "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(
+        rx.recv().unwrap(),
+        "released after stop returned",
+        "{}\n{}",
+        r.stdout,
+        r.stderr
+    );
+    for line in [
+        "fetch started=true",
+        "first stop rc=0",
+        "restart rc=1",
+        "dumpNow after stop rc=2",
+        "start once the fetch ended rc=0",
+        "stop rc=0",
+        "stop again rc=2",
+    ] {
+        assert!(r.stdout.contains(line), "{line:?} in:\n{}", r.stdout);
+    }
+    assert!(
+        r.stderr
+            .contains("start refused: the agent is still stopping"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("HTTP status 503"), "{}", r.stderr);
+    done(r);
+}

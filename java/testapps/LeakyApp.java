@@ -11,9 +11,14 @@ import java.util.List;
  * A program that leaks on purpose, for the agent's integration tests and benchmark.
  *
  * <p>Usage: {@code java LeakyApp MODE DATA_DIR [POLICY_FILE|-] [PUBLIC_KEY|-] [SECONDS]}; MODE is
- * heap, fd, threads, idle or hold. It starts the agent, leaks, waits until {@code status()} shows a
- * verdict (or a timeout), prints the status between {@code STATUS-BEGIN}/{@code STATUS-END}, stops
- * the agent and exits 0.
+ * heap, fd, threads, idle, dump, restart or bench. It starts the agent, leaks, waits until
+ * {@code status()} shows a verdict (or a timeout), prints the status between
+ * {@code STATUS-BEGIN}/{@code STATUS-END}, stops the agent and exits 0.
+ *
+ * <p>{@code restart} waits for the file {@code -Dleaky.fetchStarted} (the test's server holds the
+ * agent's policy fetch open once it has it), stops the agent, tries to start it again and to dump,
+ * then writes {@code -Dleaky.release} (the server answers) and starts it once the old one has
+ * ended.
  */
 public class LeakyApp {
     static final List<Object> KEEP = new ArrayList<>();
@@ -33,6 +38,18 @@ public class LeakyApp {
         while (!verdict() && System.currentTimeMillis() < end) {
             Thread.sleep(50);
         }
+    }
+
+    /** Wait (at most a minute) until {@code path} exists. */
+    static boolean waitForFile(String path) throws InterruptedException {
+        long end = System.currentTimeMillis() + 60_000;
+        while (!new File(path).exists()) {
+            if (System.currentTimeMillis() > end) {
+                return false;
+            }
+            Thread.sleep(20);
+        }
+        return true;
     }
 
     static long rssKb() throws java.io.IOException {
@@ -141,6 +158,20 @@ public class LeakyApp {
             case "idle":
                 Thread.sleep(seconds * 1000);
                 break;
+            case "restart": {
+                System.out.println("fetch started=" + waitForFile(System.getProperty("leaky.fetchStarted")));
+                System.out.println("first stop rc=" + OomGuard.stop());
+                int again = OomGuard.start(policy, dataDir, "9.9.9", key);
+                System.out.println("restart rc=" + again);
+                System.out.println("dumpNow after stop rc=" + OomGuard.dumpNow("after stop"));
+                Files.write(Paths.get(System.getProperty("leaky.release")), new byte[0]);
+                for (int tries = 0; again == OomGuard.ALREADY_RUNNING && tries < 600; tries++) {
+                    Thread.sleep(100);
+                    again = OomGuard.start(policy, dataDir, "9.9.9", key);
+                }
+                System.out.println("start once the fetch ended rc=" + again);
+                break;
+            }
             case "dump":
                 Thread.sleep(500);
                 System.out.println("dumpNow rc=" + OomGuard.dumpNow("button pressed"));

@@ -9,7 +9,11 @@
 //! - `nativeStart` does no I/O and no policy work on the caller's thread: it reads its string
 //!   arguments, spawns the `oomguard` thread and returns (well under 1 ms). A second start while
 //!   the agent runs is refused with [`CODE_ALREADY_RUNNING`].
-//! - `nativeStop` asks the agent to leave its loop and joins the thread.
+//! - `nativeStop` asks the agent to leave its loop and waits at most [`STOP_WAIT`] for its thread
+//!   (it may be called on the app's main thread, and the agent may be in the middle of a dump or
+//!   a policy fetch that takes far longer); past that the agent ends on its own thread as soon as
+//!   it is done. Until its thread has ended, `start` is refused with [`CODE_ALREADY_RUNNING`]
+//!   (never two agents in one process) and `dumpNow` answers [`CODE_NOT_RUNNING`].
 //! - Logging is set up once, here: `tracing-android` (tag `OomGuard`) on Android, stderr
 //!   elsewhere; the level comes from `OOMGUARD_LOG` (default `info`).
 //! - `nativeSetNetwork` only stores the report (lock-free) and, on a change to a connected
@@ -28,7 +32,8 @@ use jni::objects::{JClass, JString};
 use jni::sys::{jboolean, jint, jstring};
 use jni::JNIEnv;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Arc, LazyLock, Mutex, Once};
+use std::sync::{Arc, Condvar, LazyLock, Mutex, Once};
+use std::time::Duration;
 use tracing::{debug, error, info, warn};
 
 pub use vm::JniVm;
@@ -46,9 +51,52 @@ pub const CODE_PANIC: jint = 4;
 /// Another error (logged).
 pub const CODE_ERROR: jint = 5;
 
+/// How long `stop` waits for the agent's thread to end. An idle agent ends within
+/// milliseconds; one in a dump or a policy fetch finishes that first (up to the policy's
+/// `dump.child_deadline_s` or `remote.timeout_ms`), which `stop` does not wait for.
+pub const STOP_WAIT: Duration = Duration::from_secs(2);
+
+/// The agent thread of this process, from `start` until a `stop` or `start` joins it.
 struct Running {
     tx: tokio::sync::mpsc::UnboundedSender<Command>,
     thread: std::thread::JoinHandle<()>,
+    ended: Arc<Ended>,
+    /// `stop` was called: the agent is on its way out.
+    stopping: bool,
+}
+
+/// Set as the agent thread's last step (also when it panicked), so that `stop` can wait for it
+/// with a bound.
+#[derive(Default)]
+struct Ended {
+    done: Mutex<bool>,
+    cv: Condvar,
+}
+
+impl Ended {
+    fn set(&self) {
+        *self.done.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        self.cv.notify_all();
+    }
+
+    /// Wait at most `limit`; true once the thread has ended.
+    fn wait(&self, limit: Duration) -> bool {
+        let done = self.done.lock().unwrap_or_else(|p| p.into_inner());
+        let (done, _) = self
+            .cv
+            .wait_timeout_while(done, limit, |d| !*d)
+            .unwrap_or_else(|p| p.into_inner());
+        *done
+    }
+}
+
+/// Sets [`Ended`] when dropped: at the end of the agent thread's body, whatever happened in it.
+struct SetOnDrop(Arc<Ended>);
+
+impl Drop for SetOnDrop {
+    fn drop(&mut self) {
+        self.0.set();
+    }
 }
 
 static RUNNING: Mutex<Option<Running>> = Mutex::new(None);
@@ -144,7 +192,11 @@ pub extern "system" fn Java_dev_oomguard_OomGuard_nativeStart<'l>(
         let mut running = RUNNING.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(r) = running.as_ref() {
             if !r.thread.is_finished() {
-                warn!("start refused: the agent is already running");
+                if r.stopping {
+                    warn!("start refused: the agent is still stopping (it finishes the dump or policy fetch in flight first); start again later");
+                } else {
+                    warn!("start refused: the agent is already running");
+                }
                 return CODE_ALREADY_RUNNING;
             }
         }
@@ -175,12 +227,22 @@ pub extern "system" fn Java_dev_oomguard_OomGuard_nativeStart<'l>(
         let shared = Arc::new(Shared::with_network(NETWORK.clone()));
         *SHARED.lock().unwrap_or_else(|p| p.into_inner()) = Some(shared.clone());
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let ended = Arc::new(Ended::default());
+        let on_end = SetOnDrop(ended.clone());
         let spawned = std::thread::Builder::new()
             .name("oomguard".into())
-            .spawn(move || agent_thread(jvm, cfg, shared, rx));
+            .spawn(move || {
+                let _on_end = on_end;
+                agent_thread(jvm, cfg, shared, rx)
+            });
         match spawned {
             Ok(thread) => {
-                *running = Some(Running { tx, thread });
+                *running = Some(Running {
+                    tx,
+                    thread,
+                    ended,
+                    stopping: false,
+                });
                 CODE_OK
             }
             Err(e) => {
@@ -261,7 +323,7 @@ fn agent_thread(
     }
 }
 
-/// `OomGuard.nativeStop()`: stop the loop and join the thread.
+/// `OomGuard.nativeStop()`: stop the loop; join the thread if it ends within [`STOP_WAIT`].
 #[no_mangle]
 pub extern "system" fn Java_dev_oomguard_OomGuard_nativeStop<'l>(
     _env: JNIEnv<'l>,
@@ -269,14 +331,30 @@ pub extern "system" fn Java_dev_oomguard_OomGuard_nativeStop<'l>(
 ) -> jint {
     guard("stop", CODE_PANIC, || {
         maybe_panic("stop");
-        let taken = RUNNING.lock().unwrap_or_else(|p| p.into_inner()).take();
-        let Some(r) = taken else {
-            return CODE_NOT_RUNNING;
+        let ended = {
+            let mut running = RUNNING.lock().unwrap_or_else(|p| p.into_inner());
+            let Some(r) = running.as_mut() else {
+                return CODE_NOT_RUNNING;
+            };
+            let _ = r.tx.send(Command::Stop);
+            r.stopping = true;
+            r.ended.clone()
         };
-        let _ = r.tx.send(Command::Stop);
-        match r.thread.join() {
-            Ok(()) => CODE_OK,
-            Err(_) => CODE_ERROR,
+        // Not under the lock: `status`, `dumpNow` and other threads' calls go on meanwhile.
+        if !ended.wait(STOP_WAIT) {
+            warn!(
+                "stop: the agent is finishing a dump or a policy fetch; it stops as soon as that is done (start is refused until then)"
+            );
+            return CODE_OK;
+        }
+        // Join this agent unless another `stop` (or a `start`) already did.
+        let taken = RUNNING
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take_if(|r| Arc::ptr_eq(&r.ended, &ended));
+        match taken.map(|r| r.thread.join()) {
+            Some(Err(_)) => CODE_ERROR,
+            _ => CODE_OK,
         }
     })
 }
@@ -293,7 +371,7 @@ pub extern "system" fn Java_dev_oomguard_OomGuard_nativeDumpNow<'l>(
         let reason = string_arg(&mut env, &reason).unwrap_or_default();
         let running = RUNNING.lock().unwrap_or_else(|p| p.into_inner());
         match running.as_ref() {
-            Some(r) if r.tx.send(Command::DumpNow(reason)).is_ok() => CODE_OK,
+            Some(r) if !r.stopping && r.tx.send(Command::DumpNow(reason)).is_ok() => CODE_OK,
             _ => CODE_NOT_RUNNING,
         }
     })

@@ -9,7 +9,10 @@
 //! - The cache (`policy.json` + `policy.meta.json` in the data dir) only ever holds a body that
 //!   passed those checks, written atomically (tmp, fsync, rename). On load it is checked again.
 //! - At most one fetch per `remote.min_refresh_hours`, failed or not; the time of the last attempt
-//!   is persisted so restarts do not bypass it. `If-None-Match` carries the last ETag.
+//!   is persisted so restarts do not bypass it. A last attempt later than now (the clock was set
+//!   back) makes a fetch due at once, rather than when the clock catches up.
+//! - `If-None-Match` carries the ETag of the cached body, and only while that body passes its
+//!   checks on load: a 304 must never keep out a policy the agent does not hold.
 //! - The signature travels in the `X-Oomguard-Signature` response header: base64 of the 64-byte
 //!   ed25519 signature over the exact body bytes.
 #![forbid(unsafe_code)]
@@ -210,7 +213,12 @@ pub struct Refresher {
 
 impl Refresher {
     pub fn new(cache: Cache, key: Option<VerifyingKey>) -> Self {
-        let meta = cache.meta();
+        let mut meta = cache.meta();
+        if meta.etag.is_some() && !matches!(cache.load(key.as_ref()), Ok(Some(_))) {
+            // The body that ETag names is gone or rejected (the agent logs why when it loads the
+            // cache): ask for the whole policy.
+            meta.etag = None;
+        }
         Refresher { cache, key, meta }
     }
 
@@ -229,10 +237,11 @@ impl Refresher {
             return Ok(Outcome::Disabled);
         };
         let period = active.remote.min_refresh_hours * 3600 * 1000;
-        let since = now_ms.saturating_sub(self.meta.last_attempt_ms);
-        if self.meta.last_attempt_ms != 0 && since < period {
+        let last = self.meta.last_attempt_ms;
+        // A last attempt in the future (the clock was set back since) does not count.
+        if last != 0 && last <= now_ms && now_ms - last < period {
             return Ok(Outcome::NotDue {
-                due_in_ms: period - since,
+                due_in_ms: period - (now_ms - last),
             });
         }
         self.meta.last_attempt_ms = now_ms;
@@ -520,6 +529,69 @@ mod tests {
         // Tampering with the cache on disk is caught on load.
         std::fs::write(dir.path().join("policy.json"), body(&srv.url, 3, 9)).unwrap();
         assert!(Cache::new(dir.path()).load(Some(&vk)).is_err());
+    }
+
+    /// The cached body is rejected on load (here: tampered on disk; as well: unsigned once a
+    /// key is given), so the built-in policy is active; its ETag must not be sent, or the
+    /// server's 304 would keep its policy out for as long as it does not change.
+    #[test]
+    fn the_etag_of_a_rejected_cached_body_is_not_sent() {
+        let dir = tempfile::tempdir().unwrap();
+        let srv = serve(|url| vec![(200, vec![("ETag", "\"v2\"".into())], body(url, 2, 4))]);
+        let cache = Cache::new(dir.path());
+        let meta = Meta {
+            etag: Some("\"v2\"".into()),
+            ..Meta::default()
+        };
+        cache.save(body(&srv.url, 2, 4).as_bytes(), &meta).unwrap();
+        std::fs::write(dir.path().join("policy.json"), b"{\"version\":2,").unwrap();
+        assert!(cache.load(None).is_err());
+        let mut r = Refresher::new(Cache::new(dir.path()), None);
+        let active = active_with(&srv.url, 1);
+        let Outcome::Activated(p) = r.refresh(&active, 1_000 * H).unwrap() else {
+            panic!("not activated")
+        };
+        assert_eq!(p.policy.version, 2);
+        let seen = srv.seen.lock().unwrap().clone();
+        assert!(
+            !seen[0].to_lowercase().contains("if-none-match"),
+            "{}",
+            seen[0]
+        );
+        // Cached again, with its ETag.
+        assert_eq!(
+            Cache::new(dir.path()).load(None).unwrap().unwrap().policy,
+            p.policy
+        );
+        assert_eq!(
+            Cache::new(dir.path()).meta().etag.as_deref(),
+            Some("\"v2\"")
+        );
+    }
+
+    /// The last attempt is recorded in the future (the clock was set back since, e.g. after
+    /// it had run ahead): the refresh is due now, not once the clock has caught up.
+    #[test]
+    fn a_last_attempt_in_the_future_does_not_suspend_refreshes() {
+        let dir = tempfile::tempdir().unwrap();
+        let srv = serve(|url| vec![(200, vec![], body(url, 2, 4))]);
+        let now = 1_000 * H;
+        Cache::new(dir.path())
+            .save_meta(&Meta {
+                last_attempt_ms: now + 400 * 24 * H,
+                ..Meta::default()
+            })
+            .unwrap();
+        let mut r = Refresher::new(Cache::new(dir.path()), None);
+        let active = active_with(&srv.url, 1);
+        let out = r.refresh(&active, now).unwrap();
+        assert!(matches!(out, Outcome::Activated(_)), "{out:?}");
+        // The attempt is now recorded at the present time: the next is 12 h away.
+        assert_eq!(Cache::new(dir.path()).meta().last_attempt_ms, now);
+        assert!(matches!(
+            r.refresh(&active, now + H).unwrap(),
+            Outcome::NotDue { .. }
+        ));
     }
 
     #[test]

@@ -8,8 +8,13 @@
 //!   than the slack (heap: `slack_percent` of max heap, fd/threads: `tolerance`); a fall beyond it
 //!   starts a new run at this poll, a poll under the threshold resets the run to zero.
 //! - A verdict carries its reason and exactly the samples that made it; the machine that fired is
-//!   reset, so the next verdict of that kind needs a whole new run.
-//! - At most one verdict per poll, in the order fast-huge, heap, fd, threads, vm-size.
+//!   reset, so the next verdict of that kind needs a whole new run. A run holds at most as many
+//!   samples as its strikes: one that reached them but could not fire keeps its latest ones.
+//! - At most one verdict per poll, in the order fast-huge, heap, fd, threads, vm-size; a kind that
+//!   fired but lost the poll to another keeps its run and goes first on the next poll (so a kind
+//!   that fires on every poll cannot starve the others).
+//! - A muted kind ([`Triggers::mute`]: the agent has acted on it for the rest of the process)
+//!   never takes a poll's verdict; when its machine fires it is reset as if it had.
 #![forbid(unsafe_code)]
 
 pub mod inventory;
@@ -159,9 +164,14 @@ impl Run {
         if !self.evidence.is_empty() && ascending && value.saturating_add(slack) < self.last_value {
             self.evidence.clear();
         }
+        let need = (need as usize).max(1);
+        if self.evidence.len() >= need {
+            // Reached before but could not fire (another kind took the poll): keep the latest.
+            self.evidence.remove(0);
+        }
         self.evidence.push(*s);
         self.last_value = value;
-        self.evidence.len() >= need as usize
+        self.evidence.len() >= need
     }
 
     fn take(&mut self) -> Vec<Sample> {
@@ -181,6 +191,22 @@ pub struct Triggers {
     threads: Run,
     vm: Run,
     last: Option<Sample>,
+    /// Kinds that never take a poll's verdict ([`bit`]s); kept across [`Triggers::reset`].
+    muted: u8,
+    /// Kinds that fired on the last poll but lost it to another ([`bit`]s).
+    deferred: u8,
+}
+
+/// A kind as a bit of [`Triggers::muted`] / [`Triggers::deferred`].
+fn bit(k: Kind) -> u8 {
+    match k {
+        Kind::FastHuge => 1,
+        Kind::Heap => 2,
+        Kind::Fd => 4,
+        Kind::Threads => 8,
+        Kind::VmSize => 16,
+        Kind::Manual => 0,
+    }
 }
 
 fn pct(used: u64, max: u64) -> f64 {
@@ -210,15 +236,60 @@ impl Triggers {
         }
     }
 
-    /// Forget every run (after a policy change).
+    /// Forget every run (after a policy change); muted kinds stay muted.
     pub fn reset(&mut self) {
+        let muted = self.muted;
         *self = Self::default();
+        self.muted = muted;
+    }
+
+    /// Never give a verdict of kind `k` again (the agent acted on one for the rest of the
+    /// process), so that it cannot take the poll of another kind.
+    pub fn mute(&mut self, k: Kind) {
+        self.muted |= bit(k);
+    }
+
+    fn run_mut(&mut self, k: Kind) -> Option<&mut Run> {
+        match k {
+            Kind::Heap => Some(&mut self.heap),
+            Kind::Fd => Some(&mut self.fd),
+            Kind::Threads => Some(&mut self.threads),
+            Kind::VmSize => Some(&mut self.vm),
+            Kind::FastHuge | Kind::Manual => None,
+        }
+    }
+
+    /// The poll's verdict among those that fired (in precedence order): the first one not
+    /// muted that was deferred on the last poll, else the first one not muted. The others that
+    /// are not muted get their samples back and are deferred; muted ones stay reset.
+    fn choose(&mut self, fired: Vec<Verdict>) -> Option<Verdict> {
+        let (muted, deferred) = (self.muted, self.deferred);
+        let open = |v: &Verdict| muted & bit(v.kind) == 0;
+        let pick = fired
+            .iter()
+            .position(|v| open(v) && deferred & bit(v.kind) != 0)
+            .or_else(|| fired.iter().position(open));
+        self.deferred = 0;
+        let mut out = None;
+        for (i, v) in fired.into_iter().enumerate() {
+            if Some(i) == pick {
+                out = Some(v);
+            } else if open(&v) {
+                self.deferred |= bit(v.kind);
+                if let Some(run) = self.run_mut(v.kind) {
+                    run.evidence = v.evidence;
+                }
+            }
+        }
+        out
     }
 
     /// Feed one sample; at most one verdict comes out.
     pub fn observe(&mut self, s: &Sample, p: &Policy, d: &Device) -> Option<Verdict> {
         let prev = self.last.replace(*s);
-        let mut out = None;
+        // Every verdict of this poll, in precedence order; `choose` keeps one.
+        let mut fired = Vec::new();
+        let mut fast_huge = false;
 
         // Heap: only meaningful when the VM reported a max.
         if s.heap_max > 0 {
@@ -246,7 +317,8 @@ impl Triggers {
                 };
                 let evidence = prev.into_iter().chain(std::iter::once(*s)).collect();
                 self.heap.take();
-                out = Some(Verdict {
+                fast_huge = true;
+                fired.push(Verdict {
                     kind: Kind::FastHuge,
                     reason,
                     threshold: p.heap.fast_huge_percent,
@@ -256,7 +328,7 @@ impl Triggers {
             let thr = heap_threshold(p, s);
             let over = s.heap_used.saturating_mul(100) > thr.saturating_mul(s.heap_max);
             let slack = s.heap_max / 100 * p.heap.slack_percent;
-            let fired = self.heap.step(
+            let full = self.heap.step(
                 s,
                 over,
                 s.heap_used,
@@ -264,7 +336,8 @@ impl Triggers {
                 p.heap.ascending,
                 p.heap.strikes,
             );
-            if fired && out.is_none() {
+            // A fast-huge poll only restarts the run (it is the same heap, already reported).
+            if full && !fast_huge {
                 let ev = self.heap.take();
                 let reason = format!(
                     "java heap over {}% of {} MB for {} polls{} ({:.1}% → {:.1}%)",
@@ -279,7 +352,7 @@ impl Triggers {
                     pct(ev[0].heap_used, ev[0].heap_max),
                     pct(s.heap_used, s.heap_max)
                 );
-                out = Some(Verdict {
+                fired.push(Verdict {
                     kind: Kind::Heap,
                     reason,
                     threshold: thr,
@@ -289,10 +362,10 @@ impl Triggers {
         }
 
         let thr = fd_threshold(p, s);
-        let fired = self
+        let full = self
             .fd
             .step(s, s.fds > thr, s.fds, p.fd.tolerance, true, p.fd.strikes);
-        if fired && out.is_none() {
+        if full {
             let ev = self.fd.take();
             let reason = format!(
                 "{} open fds, over {} for {} polls (soft limit {})",
@@ -301,7 +374,7 @@ impl Triggers {
                 ev.len(),
                 limit_str(s.fd_soft_limit)
             );
-            out = Some(Verdict {
+            fired.push(Verdict {
                 kind: Kind::Fd,
                 reason,
                 threshold: thr,
@@ -310,7 +383,7 @@ impl Triggers {
         }
 
         let thr = thread_threshold(p, d, s);
-        let fired = self.threads.step(
+        let full = self.threads.step(
             s,
             s.threads > thr,
             s.threads,
@@ -318,10 +391,10 @@ impl Triggers {
             true,
             p.threads.strikes,
         );
-        if fired && out.is_none() {
+        if full {
             let ev = self.threads.take();
             let reason = format!("{} threads, over {} for {} polls", s.threads, thr, ev.len());
-            out = Some(Verdict {
+            fired.push(Verdict {
                 kind: Kind::Threads,
                 reason,
                 threshold: thr,
@@ -331,10 +404,10 @@ impl Triggers {
 
         let thr = p.vm_size.max_mb_32bit * 1024;
         let over = d.is_32bit && s.vm_size_kb > thr;
-        let fired = self
+        let full = self
             .vm
             .step(s, over, s.vm_size_kb, 0, false, p.vm_size.strikes);
-        if fired && out.is_none() {
+        if full {
             let ev = self.vm.take();
             let reason = format!(
                 "VmSize {} MB in a 32-bit process, over {} MB for {} polls",
@@ -342,14 +415,14 @@ impl Triggers {
                 p.vm_size.max_mb_32bit,
                 ev.len()
             );
-            out = Some(Verdict {
+            fired.push(Verdict {
                 kind: Kind::VmSize,
                 reason,
                 threshold: thr,
                 evidence: ev,
             });
         }
-        out
+        self.choose(fired)
     }
 }
 
@@ -607,5 +680,166 @@ mod tests {
                 (6, Kind::Heap)
             ]
         );
+    }
+
+    /// A heap held over fast-huge fires on every poll; an fd leak at the same time must still
+    /// get its verdict, and its run must not grow past its strikes meanwhile.
+    #[test]
+    fn a_kind_firing_every_poll_does_not_starve_the_others() {
+        let p = Policy::default();
+        let d = Device::default();
+        let mut t = Triggers::new();
+        let mut kinds = Vec::new();
+        let mut most = 0;
+        for i in 1..=12 {
+            let mut s = heap(i, 231, 256);
+            s.fds = 2000;
+            if let Some(v) = t.observe(&s, &p, &d) {
+                if v.kind == Kind::Fd {
+                    assert_eq!(
+                        v.evidence.iter().map(|s| s.seq).collect::<Vec<_>>(),
+                        vec![i - 2, i - 1, i],
+                        "the latest three polls"
+                    );
+                }
+                kinds.push((i, v.kind));
+            }
+            most = most.max(t.strikes().fd);
+        }
+        let fd: Vec<u64> = kinds
+            .iter()
+            .filter(|(_, k)| *k == Kind::Fd)
+            .map(|(i, _)| *i)
+            .collect();
+        // Fd reaches three strikes on poll 3, loses it to fast-huge, and goes first on poll 4;
+        // then a new run of three, and so on.
+        assert_eq!(fd, vec![4, 8, 12], "{kinds:?}");
+        assert_eq!(kinds.len(), 12, "one verdict per poll: {kinds:?}");
+        assert!(most <= p.fd.strikes, "fd run grew to {most}");
+    }
+
+    /// Once the agent muted a kind (it acted on it for the rest of the process), that kind
+    /// no longer takes the poll: the fd verdict comes on its third strike. A policy change
+    /// (reset) keeps the mute.
+    #[test]
+    fn a_muted_kind_never_takes_the_poll() {
+        let p = Policy::default();
+        let d = Device::default();
+        let mut t = Triggers::new();
+        t.mute(Kind::FastHuge);
+        t.reset();
+        let mut kinds = Vec::new();
+        for i in 1..=6 {
+            let mut s = heap(i, 231, 256);
+            s.fds = 2000;
+            if let Some(v) = t.observe(&s, &p, &d) {
+                kinds.push((i, v.kind));
+            }
+            assert!(t.strikes().fd <= p.fd.strikes);
+        }
+        assert_eq!(kinds, vec![(3, Kind::Fd), (6, Kind::Fd)]);
+    }
+
+    fn any_value() -> impl proptest::strategy::Strategy<Value = u64> {
+        use proptest::prelude::*;
+        prop_oneof![
+            Just(0u64),
+            Just(1),
+            Just(u64::MAX),
+            Just(i64::MAX as u64),
+            any::<u64>(),
+            0u64..5000,
+            (0u64..100_000).prop_map(|x| x << 20),
+        ]
+    }
+
+    /// Policies at the edges of their ranges.
+    fn edge_policy() -> impl proptest::strategy::Strategy<Value = Policy> {
+        use proptest::prelude::*;
+        (
+            1u32..=3,
+            any::<bool>(),
+            0u64..=50,
+            prop_oneof![Just(1u64), Just(100), 1u64..=100],
+            prop_oneof![Just(1u64), Just(65_536)],
+            prop_oneof![Just(1u64), Just(100)],
+            prop_oneof![Just(16u64), Just(100_000)],
+            prop_oneof![Just(0u64), Just(100_000)],
+        )
+            .prop_map(|(strikes, ascending, slack, fast, growth, pct, max, tol)| {
+                let mut p = Policy::default();
+                p.heap.strikes = strikes;
+                p.heap.ascending = ascending;
+                p.heap.slack_percent = slack;
+                p.heap.fast_huge_percent = fast;
+                p.heap.fast_huge_growth_mb = growth;
+                p.heap.thresholds[0].percent = pct;
+                p.fd.max = max;
+                p.fd.tolerance = tol;
+                p.fd.strikes = strikes;
+                p.fd.soft_limit_percent = pct;
+                p.threads.max = max;
+                p.threads.tolerance = tol;
+                p.threads.strikes = strikes;
+                p.threads.threads_max_percent = pct;
+                p.vm_size.strikes = strikes;
+                p
+            })
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig {
+            cases: 500,
+            ..proptest::prelude::ProptestConfig::default()
+        })]
+        /// Any numbers (max heap 0 or Long.MAX_VALUE, used over max, limits 0 or unlimited,
+        /// counts far over the limit) with any edge policy and any muted kinds: no panic, no
+        /// empty evidence, no muted verdict, no run longer than its strikes.
+        #[test]
+        fn observe_keeps_its_bounds(
+            p in edge_policy(),
+            is_32bit in proptest::bool::ANY,
+            mutes in 0u8..32,
+            samples in proptest::collection::vec(
+                [any_value(), any_value(), any_value(), any_value(), any_value(), any_value(), any_value()],
+                1..12,
+            ),
+        ) {
+            let d = Device { is_32bit, ..Device::default() };
+            let mut t = Triggers::new();
+            let kinds = [Kind::FastHuge, Kind::Heap, Kind::Fd, Kind::Threads, Kind::VmSize];
+            for (b, k) in kinds.into_iter().enumerate() {
+                if mutes & (1 << b) != 0 {
+                    t.mute(k);
+                }
+            }
+            for (i, [heap_used, heap_max, fds, fd_soft_limit, threads, threads_max, vm_size_kb]) in
+                samples.into_iter().enumerate()
+            {
+                let s = Sample {
+                    seq: i as u64 + 1,
+                    heap_used,
+                    heap_max,
+                    fds,
+                    fd_soft_limit,
+                    threads,
+                    threads_max,
+                    vm_size_kb,
+                    ..Sample::default()
+                };
+                if let Some(v) = t.observe(&s, &p, &d) {
+                    proptest::prop_assert!(!v.evidence.is_empty());
+                    proptest::prop_assert!(mutes & bit(v.kind) == 0, "{:?} was muted", v.kind);
+                }
+                let st = t.strikes();
+                proptest::prop_assert!(
+                    st.heap <= p.heap.strikes
+                        && st.fd <= p.fd.strikes
+                        && st.threads <= p.threads.strikes
+                        && st.vm_size <= p.vm_size.strikes,
+                    "{st:?}"
+                );
+            }
+        }
     }
 }

@@ -78,7 +78,11 @@ public final class OomGuard {
         }
     }
 
-    /** Stop the agent and wait for its thread to end. */
+    /**
+     * Stop the agent. Waits for its thread to end, at most two seconds: an agent in the middle of
+     * a dump or a policy fetch finishes that on its own thread and then ends; until it has,
+     * {@link #start} returns {@link #ALREADY_RUNNING} and {@link #dumpNow} {@link #NOT_RUNNING}.
+     */
     public static int stop() {
         if (!load()) {
             return LOAD_FAILED;
