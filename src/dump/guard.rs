@@ -120,10 +120,18 @@ impl Guards {
                 dumps: Vec::new(),
             };
         }
-        let since = now_secs().saturating_sub(self.policy.window.as_secs());
+        let now = now_secs();
+        let since = now.saturating_sub(self.policy.window.as_secs());
+        // A dump recorded after now was counted before the clock was set back: when it really
+        // was is unknown, and kept it would hold the quota until the clock caught up (months,
+        // after a reset to a default date). It no longer counts.
         QuotaFile {
             version: q.version,
-            dumps: q.dumps.into_iter().filter(|&t| t >= since).collect(),
+            dumps: q
+                .dumps
+                .into_iter()
+                .filter(|&t| t >= since && t <= now)
+                .collect(),
         }
     }
 
@@ -228,6 +236,29 @@ mod tests {
         let g = Guards::new(policy(), d.path(), "1.0");
         assert_eq!(g.counted(), 0);
         assert!(g.allow(d.path(), 1).is_ok());
+    }
+
+    /// Dumps recorded in the future (the clock was set back since) do not hold the quota.
+    #[test]
+    fn a_clock_set_back_does_not_hold_the_quota() {
+        let d = tempfile::tempdir().unwrap();
+        let ahead = QuotaFile {
+            version: "1.0".into(),
+            dumps: vec![now_secs() + 180 * 24 * 3600, now_secs() + 3600],
+        };
+        std::fs::write(
+            d.path().join(QUOTA_FILE),
+            serde_json::to_vec(&ahead).unwrap(),
+        )
+        .unwrap();
+        let g = Guards::new(policy(), d.path(), "1.0");
+        assert_eq!(g.counted(), 0);
+        drop(g.allow(d.path(), 1).unwrap());
+        assert_eq!(
+            g.counted(),
+            1,
+            "the future entries are gone from the file too"
+        );
     }
 
     #[test]

@@ -38,6 +38,10 @@ pub enum Error {
     Vm(String),
     #[error("dump child {0}; partial files removed")]
     Child(String),
+    /// The VM dumped, but no file is left to analyse: the mini file was abandoned and the full
+    /// one is not kept.
+    #[error("the dump left no file: the mini file was abandoned ({0}) and the full dump is not kept (dump.keep_full is off)")]
+    NoFile(String),
     #[error("hook: {0}")]
     Hook(#[from] crate::hook::Error),
     #[error("{what} {path}: {err}")]
@@ -152,7 +156,10 @@ pub fn take(
     let permit = guards.allow(&dir, heap_bytes).inspect_err(|e| {
         tracing::warn!(reason = %e, "heap dump refused");
     })?;
-    let r = chosen.dump(req);
+    let r = chosen.dump(req).and_then(|o| match (&o.full, &o.mini) {
+        (None, Some(Err(why))) => Err(Error::NoFile(why.clone())),
+        _ => Ok(o),
+    });
     match &r {
         Ok(o) => {
             permit.succeeded();
@@ -220,6 +227,59 @@ mod tests {
             keep_full: true,
             deadline: Duration::from_secs(5),
         }
+    }
+
+    /// A dumper whose VM dump went through while its mini file was abandoned (a full disk): it
+    /// writes part of the mini file, and the full file only if the request keeps it.
+    struct Abandoned;
+
+    impl Dumper for Abandoned {
+        fn name(&self) -> &'static str {
+            "abandoned"
+        }
+        fn check(&mut self) -> Result<()> {
+            Ok(())
+        }
+        fn dump(&mut self, req: &DumpRequest) -> Result<DumpOutcome> {
+            std::fs::write(req.mini_path.as_ref().unwrap(), b"part").unwrap();
+            if req.keep_full {
+                std::fs::write(&req.full_path, b"full").unwrap();
+            }
+            Ok(DumpOutcome {
+                dumper: "abandoned",
+                full: req.keep_full.then(|| req.full_path.clone()),
+                full_bytes: 1 << 20,
+                mini: Some(Err("No space left on device".into())),
+                caught_by: vec![],
+                pause: Duration::ZERO,
+                total: Duration::ZERO,
+            })
+        }
+    }
+
+    /// A dump that leaves no file (mini file abandoned, full dump not kept) is a failed dump,
+    /// not one taken: an error naming why, and nothing left behind.
+    #[test]
+    fn a_dump_that_leaves_no_file_is_an_error() {
+        let d = tempfile::tempdir().unwrap();
+        let policy = GuardPolicy {
+            min_free_bytes: 1,
+            once_per_process: false,
+            quota_per_version: 5,
+            ..GuardPolicy::default()
+        };
+        let g = Guards::new(policy, d.path(), "1");
+        let r = DumpRequest {
+            keep_full: false,
+            ..req(d.path())
+        };
+        let e = take(&g, 1, &mut Abandoned, None, &r).unwrap_err();
+        assert!(matches!(e, Error::NoFile(_)), "{e}");
+        assert!(e.to_string().contains("No space left on device"), "{e}");
+        assert!(!d.path().join("d.mini.hprof").exists());
+        // With the full dump kept, an abandoned mini file is only a lesser dump.
+        let o = take(&g, 1, &mut Abandoned, None, &req(d.path())).unwrap();
+        assert!(matches!(o.mini, Some(Err(_))));
     }
 
     #[test]

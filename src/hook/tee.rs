@@ -677,7 +677,11 @@ impl Tee {
             },
         };
         if let Some(Err(why)) = &mini {
-            tracing::warn!(dump = %a.path.to_string_lossy(), reason = %why, "mini file abandoned; the full dump is unaffected");
+            if a.keep_full {
+                tracing::warn!(dump = %a.path.to_string_lossy(), reason = %why, "mini file abandoned; the full dump is unaffected");
+            } else {
+                tracing::warn!(dump = %a.path.to_string_lossy(), reason = %why, "mini file abandoned, and the full dump is not kept: this dump leaves no file");
+            }
             if let Some(m) = mini_path {
                 let _ = std::fs::remove_file(m);
             }
