@@ -574,3 +574,30 @@ fn a_clock_set_back_does_not_freeze_backoff_or_retry_after() {
     let sum = run(&env, &s);
     assert_eq!(sum.acknowledged.len(), 1, "{sum:?}");
 }
+
+/// A server that answers every PATCH with success but the offset it was sent (it stored
+/// nothing: a proxy that drops bodies, a broken backend) must not be fed the same chunk until
+/// the day's byte budget is spent, every day: the client asks HEAD, gives up the pass after a
+/// bounded number of rounds, and counts a failed attempt (so backoff and the attempt limit
+/// apply).
+#[test]
+fn patch_answered_without_progress_is_a_failed_attempt_not_a_resend_loop() {
+    let env = Env::new();
+    let s = Scripted::new(|h, _| match (h.method.as_str(), h.offset) {
+        ("PATCH", Some(off)) => Act::Status(200, vec![("Upload-Offset", off.to_string())]),
+        _ => Act::Normal,
+    });
+    // A small budget, so that the loop this guards against ends (the default is 64 MB a day).
+    let mut c = cfg(s.endpoint());
+    c.daily_byte_budget = 20_000;
+    let sum = upload::run_once(&env.spool(), &c, Network::UNMETERED).unwrap();
+    let patches = s.methods().iter().filter(|m| *m == "PATCH").count();
+    assert!(
+        matches!(&sum.stopped, Some(Stop::Backoff { .. })),
+        "{:?} after {patches} PATCHes, {} bytes",
+        sum.stopped,
+        sum.bytes_sent
+    );
+    assert!(patches <= 8, "{patches} PATCHes for no progress");
+    assert_eq!(env.incident().upload_attempts, 1);
+}

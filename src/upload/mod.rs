@@ -538,8 +538,15 @@ fn upload_file(
                 Ok(p) => {
                     sum.bytes_sent += n;
                     allowed -= n;
-                    if p.offset > size || p.offset < offset {
-                        tracing::warn!("upload: {url}: PATCH answered offset {}", p.offset);
+                    // An offset that did not move (the server kept none of the bytes) is no
+                    // better than one that moved back: sending the same chunk again would
+                    // spend the byte budget on nothing, every day. Ask with HEAD; the rounds
+                    // are bounded, and then the attempt counts as failed.
+                    if p.offset > size || p.offset <= offset {
+                        tracing::warn!(
+                            "upload: {url}: PATCH of {n} bytes at offset {offset} answered offset {}",
+                            p.offset
+                        );
                         break 'send; // ask with HEAD
                     }
                     offset = p.offset;
