@@ -574,3 +574,105 @@ fn a_clock_set_back_does_not_freeze_backoff_or_retry_after() {
     let sum = run(&env, &s);
     assert_eq!(sum.acknowledged.len(), 1, "{sum:?}");
 }
+
+/// A server that answers every PATCH with success but the offset it was sent (it stored
+/// nothing: a proxy that drops bodies, a broken backend) must not be fed the same chunk until
+/// the day's byte budget is spent, every day: the client asks HEAD, gives up the pass after a
+/// bounded number of rounds, and counts a failed attempt (so backoff and the attempt limit
+/// apply).
+#[test]
+fn patch_answered_without_progress_is_a_failed_attempt_not_a_resend_loop() {
+    let env = Env::new();
+    let s = Scripted::new(|h, _| match (h.method.as_str(), h.offset) {
+        ("PATCH", Some(off)) => Act::Status(200, vec![("Upload-Offset", off.to_string())]),
+        _ => Act::Normal,
+    });
+    // A small budget, so that the loop this guards against ends (the default is 64 MB a day).
+    let mut c = cfg(s.endpoint());
+    c.daily_byte_budget = 20_000;
+    let sum = upload::run_once(&env.spool(), &c, Network::UNMETERED).unwrap();
+    let patches = s.methods().iter().filter(|m| *m == "PATCH").count();
+    assert!(
+        matches!(&sum.stopped, Some(Stop::Backoff { .. })),
+        "{:?} after {patches} PATCHes, {} bytes",
+        sum.stopped,
+        sum.bytes_sent
+    );
+    assert!(patches <= 8, "{patches} PATCHes for no progress");
+    assert_eq!(env.incident().upload_attempts, 1);
+}
+
+/// The real file system, except that the `fail`-th open of the compressed mini dump fails with
+/// EMFILE, as in a process that is out of file descriptors (what an fd incident is about).
+#[derive(Debug)]
+struct OutOfFds {
+    opens: std::sync::atomic::AtomicU32,
+    fail: u32,
+}
+
+impl oomguard::spool::Fs for OutOfFds {
+    fn create_dir_all(&self, p: &std::path::Path) -> std::io::Result<()> {
+        RealFs.create_dir_all(p)
+    }
+    fn read(&self, p: &std::path::Path) -> std::io::Result<Vec<u8>> {
+        RealFs.read(p)
+    }
+    fn create(&self, p: &std::path::Path) -> std::io::Result<Box<dyn oomguard::spool::FsFile>> {
+        RealFs.create(p)
+    }
+    fn open(&self, p: &std::path::Path) -> std::io::Result<Box<dyn oomguard::spool::FsRead>> {
+        if p.ends_with("mini.hprof.gz") {
+            let n = self.opens.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+            if n == self.fail {
+                return Err(std::io::Error::from_raw_os_error(libc::EMFILE));
+            }
+        }
+        RealFs.open(p)
+    }
+    fn rename(&self, a: &std::path::Path, b: &std::path::Path) -> std::io::Result<()> {
+        RealFs.rename(a, b)
+    }
+    fn remove_file(&self, p: &std::path::Path) -> std::io::Result<()> {
+        RealFs.remove_file(p)
+    }
+    fn remove_dir_all(&self, p: &std::path::Path) -> std::io::Result<()> {
+        RealFs.remove_dir_all(p)
+    }
+    fn sync_dir(&self, p: &std::path::Path) -> std::io::Result<()> {
+        RealFs.sync_dir(p)
+    }
+    fn list(&self, p: &std::path::Path) -> std::io::Result<Vec<oomguard::spool::Entry>> {
+        RealFs.list(p)
+    }
+    fn stat(&self, p: &std::path::Path) -> std::io::Result<oomguard::spool::Entry> {
+        RealFs.stat(p)
+    }
+}
+
+/// A file the uploader cannot open for a moment (EMFILE: the app is out of fds) is a failed
+/// attempt, retried later; it is not a damaged incident. Before, the intact incident was moved to
+/// quarantine, which is never uploaded.
+#[test]
+fn a_transient_error_opening_a_planned_file_retries_instead_of_quarantining() {
+    for fail in [2, 3] {
+        // Open 1: hashing while planning; 2: checking the plan before sending; 3: sending.
+        let env = Env::new();
+        let s = Scripted::new(|_, _| Act::Normal);
+        let fs = Arc::new(OutOfFds {
+            opens: Default::default(),
+            fail,
+        });
+        let spool = Spool::with(&env.root, Quotas::default(), fs, env.clock.clone()).unwrap();
+        let sum = upload::run_once(&spool, &cfg(s.endpoint()), Network::UNMETERED).unwrap();
+        assert!(sum.quarantined.is_empty(), "open {fail}: {sum:?}");
+        assert!(
+            matches!(&sum.stopped, Some(Stop::Backoff { error, .. }) if error.contains("mini.hprof.gz")),
+            "open {fail}: {sum:?}"
+        );
+        let inc = env.incident();
+        assert_eq!((inc.state, inc.upload_attempts), (State::Uploading, 1));
+        env.clock.set(inc.next_attempt_ms);
+        let sum = run(&env, &s);
+        assert_eq!(sum.acknowledged.len(), 1, "open {fail}: {sum:?}");
+    }
+}

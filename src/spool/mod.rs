@@ -14,6 +14,17 @@
 //! ROOT/quarantine/.trash-NAME    a quarantined item being evicted (its eviction recorded first)
 //! ```
 //!
+//! `meta.json`, written once when an incident's upload is planned and uploaded first (camelCase):
+//! `id`, `createdMs`, `reason`, `samples`, `runningInfo`, `policyVersion`; `analysisAttempts` and
+//! `analysisError` (the last failure, null once an analysis succeeded); `missing`, the files this
+//! incident held (committed with it, or the report an analysis wrote) that are gone when the
+//! upload is planned, by the names the server would have received (`report.json`, `fds.txt`,
+//! `threads.txt`, `mini.hprof.gz`): `[]` when none is, `null` for an incident recorded before the
+//! spool listed its files (nothing checked); a file an incident never had (no report after the
+//! analysis gave up, no inventory for a heap incident, no mini dump when the stripper abandoned
+//! it) is not missing; and the spool's `evictions`, `evictedBytes`, `losses`, `evicted` and `lost`
+//! records since the last report.
+//!
 //! States of an incident: `dumped` → `analysed` → `uploading` → acknowledged (deleted), or
 //! `rejected` (the server refused it, or the attempt budget ran out; kept until a quota evicts it).
 //!
@@ -331,6 +342,13 @@ pub struct Incident {
     pub rejected: Option<String>,
     /// Evictions and losses reported with this incident (attached when its upload is planned).
     pub accounting: Accounting,
+    /// The files the spool saw this incident hold: those it was committed with, plus the report
+    /// once an analysis wrote one. [`SpoolGuard::plan_upload`] expects each of them that is
+    /// uploaded (the mini dump as its compressed copy) and names any that has gone missing in
+    /// `meta.json`. `None` in records written before this field existed, where nothing is known
+    /// to be expected; left out of the JSON then, so those records keep their seal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub written: Option<Vec<FileKind>>,
 }
 
 /// What the caller knows about a new incident.
@@ -661,6 +679,7 @@ impl Spool {
     fn commit_inner(&self, staging: &Staging, info: NewIncident) -> Result<String> {
         let mut bytes = 0;
         let mut has_dump = false;
+        let mut seen = Vec::new();
         for e in self
             .fs
             .list(&staging.dir)
@@ -670,12 +689,14 @@ impl Spool {
                 continue;
             }
             match FileKind::from_name(&e.name) {
-                Some(FileKind::FullDump | FileKind::MiniDump) if !e.is_dir => {
+                Some(k @ (FileKind::FullDump | FileKind::MiniDump)) if !e.is_dir => {
                     has_dump = true;
                     bytes += e.len;
+                    seen.push(k);
                 }
-                Some(FileKind::Fds | FileKind::Threads | FileKind::Report) if !e.is_dir => {
-                    bytes += e.len
+                Some(k @ (FileKind::Fds | FileKind::Threads | FileKind::Report)) if !e.is_dir => {
+                    bytes += e.len;
+                    seen.push(k);
                 }
                 _ => {
                     return Err(Error::BadStaging {
@@ -716,6 +737,12 @@ impl Spool {
             uploads: Vec::new(),
             rejected: None,
             accounting: Accounting::default(),
+            written: Some(
+                FileKind::ALL
+                    .into_iter()
+                    .filter(|k| seen.contains(k))
+                    .collect(),
+            ),
         };
         let meta = seal(&inc);
         bytes += meta.len() as u64;
@@ -1179,6 +1206,14 @@ impl<'a> SpoolGuard<'a> {
                 let p = dir.join(FileKind::Report.file_name());
                 fs::write_atomic(fs, &p, &report).map_err(io_err(&p, "write"))?;
                 inc.analysis_error = None;
+                // (A record from before the file list stays without one: nothing is checked.)
+                if let Some(w) = inc
+                    .written
+                    .as_mut()
+                    .filter(|w| !w.contains(&FileKind::Report))
+                {
+                    w.push(FileKind::Report);
+                }
                 self.finish_analysis(&mut inc)?;
                 Ok(AnalysisOutcome::Done)
             }
@@ -1212,9 +1247,10 @@ impl<'a> SpoolGuard<'a> {
         Ok(())
     }
 
-    /// Freeze an analysed incident for upload: compress the mini dump once, write meta.json
-    /// (with the evictions and losses since the last report), hash every file, and record the
-    /// plan (state `uploading`). Idempotent for an incident already uploading.
+    /// Freeze an analysed incident for upload: compress the mini dump once, hash every file,
+    /// write meta.json (with the evictions and losses since the last report, and the files the
+    /// incident held that are gone, each also logged as a warning: the rest still goes up), and
+    /// record the plan (state `uploading`). Idempotent for an incident already uploading.
     pub fn plan_upload(&self, id: &str) -> Result<Incident> {
         let fs = self.fs();
         let mut inc = self.spool.read_incident(id)?;
@@ -1227,28 +1263,10 @@ impl<'a> SpoolGuard<'a> {
         if fs.stat(&mini).is_ok() {
             compress(fs, &mini, &gz).map_err(io_err(&gz, "compress"))?;
         }
-        let pending = self.spool.state().pending;
-        let meta = serde_json::json!({
-            "id": inc.id,
-            "createdMs": inc.created_ms,
-            "reason": inc.reason,
-            "samples": inc.samples,
-            "runningInfo": inc.running_info,
-            "policyVersion": inc.policy_version,
-            "analysisAttempts": inc.analysis_attempts,
-            "analysisError": inc.analysis_error,
-            "evictions": pending.evictions,
-            "evictedBytes": pending.evicted_bytes,
-            "losses": pending.losses,
-            "evicted": pending.eviction_records,
-            "lost": pending.loss_records,
-        });
-        let mp = dir.join(FileKind::Meta.file_name());
-        let mbytes = serde_json::to_vec_pretty(&meta).unwrap_or_default();
-        fs::write_atomic(fs, &mp, &mbytes).map_err(io_err(&mp, "write"))?;
+        // Every file but meta.json first: meta.json names those that should be here and are not.
         let mut uploads = Vec::new();
+        let mut missing = Vec::new();
         for k in [
-            FileKind::Meta,
             FileKind::Report,
             FileKind::Fds,
             FileKind::Threads,
@@ -1263,7 +1281,11 @@ impl<'a> SpoolGuard<'a> {
                     url: None,
                     acked: false,
                 }),
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    if expected(&inc, k) {
+                        missing.push(k.file_name());
+                    }
+                }
                 Err(e) => {
                     return Err(Error::Io {
                         path: p,
@@ -1273,6 +1295,46 @@ impl<'a> SpoolGuard<'a> {
                 }
             }
         }
+        if !missing.is_empty() {
+            tracing::warn!(
+                "spool: {id}: {} should be here and {} not; uploading what is left, with meta.json \
+                 naming what is missing",
+                missing.join(", "),
+                if missing.len() == 1 { "is" } else { "are" }
+            );
+        }
+        let pending = self.spool.state().pending;
+        let meta = serde_json::json!({
+            "id": inc.id,
+            "createdMs": inc.created_ms,
+            "reason": inc.reason,
+            "samples": inc.samples,
+            "runningInfo": inc.running_info,
+            "policyVersion": inc.policy_version,
+            "analysisAttempts": inc.analysis_attempts,
+            "analysisError": inc.analysis_error,
+            // null: an incident recorded before the spool listed its files (nothing checked).
+            "missing": inc.written.as_ref().map(|_| &missing),
+            "evictions": pending.evictions,
+            "evictedBytes": pending.evicted_bytes,
+            "losses": pending.losses,
+            "evicted": pending.eviction_records,
+            "lost": pending.loss_records,
+        });
+        let mp = dir.join(FileKind::Meta.file_name());
+        let mbytes = serde_json::to_vec_pretty(&meta).unwrap_or_default();
+        fs::write_atomic(fs, &mp, &mbytes).map_err(io_err(&mp, "write"))?;
+        let (sha256, size) = hash_file(fs, &mp).map_err(io_err(&mp, "hash"))?;
+        uploads.insert(
+            0,
+            Upload {
+                kind: FileKind::Meta,
+                size,
+                sha256,
+                url: None,
+                acked: false,
+            },
+        );
         inc.uploads = uploads;
         inc.accounting = pending.clone();
         inc.state = State::Uploading;
@@ -1419,6 +1481,18 @@ impl<'a> SpoolGuard<'a> {
             }
         }
         Ok(evicted)
+    }
+}
+
+/// Whether `kind` should be in `inc`'s directory when its upload is planned: it was seen written
+/// (the mini dump counts for its compressed copy, made by the planning itself). The full dump is
+/// never uploaded, and a record without a file list expects nothing.
+fn expected(inc: &Incident, kind: FileKind) -> bool {
+    let seen = |k| inc.written.as_ref().is_some_and(|w| w.contains(&k));
+    match kind {
+        FileKind::MiniDumpGz => seen(FileKind::MiniDump) || seen(FileKind::MiniDumpGz),
+        FileKind::Report | FileKind::Fds | FileKind::Threads => seen(kind),
+        FileKind::Meta | FileKind::FullDump | FileKind::MiniDump => false,
     }
 }
 

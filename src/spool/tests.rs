@@ -581,3 +581,175 @@ fn spool_is_shared_between_threads() {
     send_sync::<Spool>();
     send_sync::<Quotas>();
 }
+
+/// incident.json exactly as the spool wrote it before it recorded the files it saw written
+/// (no `written` field): it must still load, keep its seal, and plan without a `missing` list.
+#[test]
+fn records_written_before_the_file_list_still_load_and_plan() {
+    let env = Env::new();
+    let spool = env.spool(Quotas::default());
+    let dir = spool.incident_dir("legacy");
+    std::fs::create_dir_all(&dir).unwrap();
+    let body = concat!(
+        r#"{"version":1,"id":"legacy","createdMs":1800000000000,"reason":"heap","samples":[],"#,
+        r#""runningInfo":{},"policyVersion":"p1","state":"analysed","analysisAttempts":1,"#,
+        r#""analysisError":null,"uploadAttempts":0,"nextAttemptMs":0,"uploads":[],"#,
+        r#""rejected":null,"accounting":{"evictions":0,"evictedBytes":0,"losses":0,"#,
+        r#""evictionRecords":[],"lossRecords":[]}}"#
+    );
+    let sha = hex::encode(Sha256::digest(body.as_bytes()));
+    let sealed = format!(r#"{{"body":{body},"sha256":"{sha}"}}"#);
+    std::fs::write(dir.join("incident.json"), &sealed).unwrap();
+    std::fs::write(dir.join("fds.txt"), b"0 /dev/null\n").unwrap();
+    let inc = spool.read_incident("legacy").unwrap();
+    assert_eq!(inc.state, State::Analysed);
+    let g = spool.lock().unwrap();
+    assert_eq!(g.recover(&mut good).unwrap().quarantined, 0);
+    let inc = g.plan_upload("legacy").unwrap();
+    let kinds: Vec<_> = inc.uploads.iter().map(|u| u.kind).collect();
+    assert_eq!(kinds, vec![FileKind::Meta, FileKind::Fds]);
+    let meta: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("meta.json")).unwrap()).unwrap();
+    // Nothing is known to be expected: not checked, which is not the same as nothing missing.
+    assert!(meta["missing"].is_null(), "{meta}");
+    assert_eq!(spool.read_incident("legacy").unwrap(), inc);
+}
+
+/// What `tracing` logs at warning level and above while `f` runs on this thread.
+fn warnings<T>(f: impl FnOnce() -> T) -> (T, String) {
+    #[derive(Clone, Default)]
+    struct Buf(Arc<Mutex<Vec<u8>>>);
+    impl Write for Buf {
+        fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+    let buf = Buf::default();
+    let sub = tracing_subscriber::fmt()
+        .with_writer({
+            let b = buf.clone();
+            move || b.clone()
+        })
+        .with_ansi(false)
+        .with_max_level(tracing::Level::WARN)
+        .finish();
+    let r = tracing::subscriber::with_default(sub, f);
+    let text = String::from_utf8_lossy(&buf.0.lock().unwrap()).into_owned();
+    (r, text)
+}
+
+fn meta_of(spool: &Spool, id: &str) -> Value {
+    let p = spool.incident_dir(id).join("meta.json");
+    serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()
+}
+
+fn kinds(inc: &Incident) -> Vec<FileKind> {
+    inc.uploads.iter().map(|u| u.kind).collect()
+}
+
+/// A heap incident (a mini dump, no inventory) analysed, then its report deleted before the
+/// upload is planned: it still goes up, and meta.json and a warning say the report is missing.
+#[test]
+fn a_report_lost_after_analysis_is_named_missing_in_meta() {
+    let env = Env::new();
+    let spool = env.spool(Quotas::default());
+    let st = spool.stage_with_id("heap1").unwrap();
+    std::fs::write(st.path(FileKind::MiniDump), vec![7u8; 1000]).unwrap();
+    spool.commit(st, info("heap")).unwrap();
+    let g = spool.lock().unwrap();
+    assert_eq!(g.recover(&mut good).unwrap().analysed, 1);
+    std::fs::remove_file(spool.incident_dir("heap1").join("report.json")).unwrap();
+    let (inc, logs) = warnings(|| g.plan_upload("heap1").unwrap());
+    assert_eq!(inc.state, State::Uploading);
+    assert_eq!(kinds(&inc), vec![FileKind::Meta, FileKind::MiniDumpGz]);
+    assert_eq!(
+        meta_of(&spool, "heap1")["missing"],
+        serde_json::json!(["report.json"])
+    );
+    assert!(
+        logs.contains("WARN") && logs.contains("heap1") && logs.contains("report.json"),
+        "{logs}"
+    );
+}
+
+/// A thread incident whose mini dump and inventory vanished after analysis: both are named, by
+/// the names the server would have received.
+#[test]
+fn a_lost_mini_dump_and_inventory_are_named_missing_in_meta() {
+    let env = Env::new();
+    let spool = env.spool(Quotas::default());
+    let st = spool.stage_with_id("thr1").unwrap();
+    std::fs::write(st.path(FileKind::MiniDump), vec![7u8; 1000]).unwrap();
+    std::fs::write(st.path(FileKind::Threads), b"main\n").unwrap();
+    spool.commit(st, info("threads")).unwrap();
+    let g = spool.lock().unwrap();
+    g.recover(&mut good).unwrap();
+    let d = spool.incident_dir("thr1");
+    std::fs::remove_file(d.join("mini.hprof")).unwrap();
+    std::fs::remove_file(d.join("threads.txt")).unwrap();
+    let (inc, logs) = warnings(|| g.plan_upload("thr1").unwrap());
+    assert_eq!(kinds(&inc), vec![FileKind::Meta, FileKind::Report]);
+    assert_eq!(
+        meta_of(&spool, "thr1")["missing"],
+        serde_json::json!(["threads.txt", "mini.hprof.gz"])
+    );
+    assert!(
+        logs.contains("WARN") && logs.contains("mini.hprof.gz"),
+        "{logs}"
+    );
+}
+
+/// Files an incident never had are not missing: an fd incident whose mini dump was abandoned
+/// (only the full dump, analysed and then deleted, never uploaded), and an incident whose
+/// analysis gave up (no report).
+#[test]
+fn files_an_incident_never_had_are_not_missing() {
+    let env = Env::new();
+    let q = Quotas {
+        max_analysis_attempts: 1,
+        ..Quotas::default()
+    };
+    let spool = env.spool(q);
+    let st = spool.stage_with_id("fd1").unwrap();
+    std::fs::write(st.path(FileKind::FullDump), vec![7u8; 1000]).unwrap();
+    std::fs::write(st.path(FileKind::Fds), b"0 /dev/null\n").unwrap();
+    spool.commit(st, info("fd")).unwrap();
+    let st = spool.stage_with_id("gaveup").unwrap();
+    std::fs::write(st.path(FileKind::MiniDump), vec![7u8; 1000]).unwrap();
+    spool.commit(st, info("heap")).unwrap();
+    let g = spool.lock().unwrap();
+    let rec = g
+        .recover(&mut |j: &AnalysisJob| {
+            if j.id == "fd1" {
+                good(j)
+            } else {
+                Err("analyser crashed".to_string())
+            }
+        })
+        .unwrap();
+    assert_eq!((rec.analysed, rec.analysis_given_up), (1, 1));
+    assert!(!spool.incident_dir("fd1").join("dump.hprof").exists());
+    let (plans, logs) = warnings(|| {
+        (
+            g.plan_upload("fd1").unwrap(),
+            g.plan_upload("gaveup").unwrap(),
+        )
+    });
+    assert_eq!(
+        kinds(&plans.0),
+        vec![FileKind::Meta, FileKind::Report, FileKind::Fds]
+    );
+    assert_eq!(kinds(&plans.1), vec![FileKind::Meta, FileKind::MiniDumpGz]);
+    for id in ["fd1", "gaveup"] {
+        assert_eq!(
+            meta_of(&spool, id)["missing"],
+            serde_json::json!([]),
+            "{id}"
+        );
+    }
+    assert!(!logs.contains("missing"), "{logs}");
+}

@@ -12,9 +12,10 @@
 //!   ours. A mismatch throws the upload away and starts it again.
 //! - 413 and other 4xx (except 408 and 429) are final: the incident is marked `rejected` with
 //!   the reason. 429 stops the pass and its `Retry-After` is stored in `spool.json`, so a restart
-//!   waits too. 408, 5xx and network errors count one attempt; the next is delayed by capped
-//!   exponential backoff with jitter, stored in `incident.json`; after `max_attempts` the
-//!   incident is marked `rejected`.
+//!   waits too. 408, 5xx, network errors, a PATCH answered without progress (after 8 rounds
+//!   of asking HEAD) and a planned file that cannot be read for a reason other than being gone
+//!   (EMFILE, EIO) count one attempt; the next is delayed by capped exponential backoff with
+//!   jitter, stored in `incident.json`; after `max_attempts` the incident is marked `rejected`.
 //! - A daily byte budget (counted in `spool.json` before bytes are sent) and "unmetered only"
 //!   (the caller says what the network is) bound what is spent.
 //! - Only `https://` URLs, or `http://` to a loopback address, are contacted.
@@ -386,7 +387,7 @@ fn upload_incident(
                     u.sha256
                 )))
             }
-            Err(e) => return Err(Fail::Local(format!("{}: {e}", path.display()))),
+            Err(e) => return Err(unreadable(&path, e)),
         }
     }
     // Create every missing upload, then persist all URLs with one write, before any byte of
@@ -422,6 +423,18 @@ fn upload_incident(
         inc.uploads[i].acked = true;
     }
     Ok(())
+}
+
+/// A planned file that cannot be read: gone, the incident no longer matches its plan (moved
+/// aside); any other error (out of file descriptors, EIO, a permission) may pass, so it is a
+/// failed attempt, retried with backoff, and never moves an intact incident into quarantine.
+fn unreadable(path: &std::path::Path, e: std::io::Error) -> Fail {
+    let what = format!("{}: {e}", path.display());
+    if e.kind() == std::io::ErrorKind::NotFound {
+        Fail::Local(what)
+    } else {
+        Fail::Retryable(what)
+    }
 }
 
 fn create(client: &Client, inc: &Incident, i: usize) -> Result<String, Fail> {
@@ -521,10 +534,7 @@ fn upload_file(
             },
         }
         let url = inc.uploads[i].url.clone().unwrap_or_default();
-        let mut file = spool
-            .fs()
-            .open(&path)
-            .map_err(|e| Fail::Local(format!("{}: {e}", path.display())))?;
+        let mut file = spool.fs().open(&path).map_err(|e| unreadable(&path, e))?;
         // One budget reservation for what is left of the file (counted before it is sent).
         let mut allowed = reserve(spool, cfg, size - offset)?;
         'send: while offset < size {
@@ -538,8 +548,15 @@ fn upload_file(
                 Ok(p) => {
                     sum.bytes_sent += n;
                     allowed -= n;
-                    if p.offset > size || p.offset < offset {
-                        tracing::warn!("upload: {url}: PATCH answered offset {}", p.offset);
+                    // An offset that did not move (the server kept none of the bytes) is no
+                    // better than one that moved back: sending the same chunk again would
+                    // spend the byte budget on nothing, every day. Ask with HEAD; the rounds
+                    // are bounded, and then the attempt counts as failed.
+                    if p.offset > size || p.offset <= offset {
+                        tracing::warn!(
+                            "upload: {url}: PATCH of {n} bytes at offset {offset} answered offset {}",
+                            p.offset
+                        );
                         break 'send; // ask with HEAD
                     }
                     offset = p.offset;
