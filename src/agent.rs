@@ -152,7 +152,7 @@ pub struct ActionContext<'a> {
 /// What an [`Actions`] implementation did, shown in `status.json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ActionRecord {
-    /// Short name: `recorded`, `dumped`, `skipped`...
+    /// Short name: `recorded`, `dumped`, `reported` (an incident without a dump), `skipped`...
     pub action: String,
     /// One line of detail.
     pub detail: String,

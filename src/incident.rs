@@ -25,8 +25,9 @@ use crate::dump::{self, DumpRequest, Dumper};
 use crate::hprof::Level;
 use crate::policy::{Policy, StripLevel};
 use crate::spool::{AnalysisJob, FileKind, NewIncident, Quotas, Spool};
-use crate::trigger::{Inventory, Verdict};
+use crate::trigger::{Inventory, Kind, Verdict};
 use crate::upload::{self, Network};
+use std::collections::HashSet;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -409,6 +410,10 @@ pub struct Pipeline {
     live: Option<Live>,
     network: Arc<NetworkState>,
     analyser: Option<Option<PathBuf>>,
+    /// Kinds whose verdict this process already reported without a dump: a later one of the
+    /// same kind without a dump is only logged (with `dump.once_per_process` off, a heap that
+    /// stays high would otherwise queue one such incident every few polls).
+    dumpless: HashSet<Kind>,
 }
 
 struct Live {
@@ -434,6 +439,7 @@ impl Pipeline {
             live: None,
             network: Arc::new(NetworkState::default()),
             analyser: None,
+            dumpless: HashSet::new(),
         }
     }
 
@@ -499,12 +505,16 @@ impl Pipeline {
         Ok(self.live.as_mut().expect("just started"))
     }
 
+    /// Stage, dump and commit the incident of verdict `v`: the action taken and what it did.
+    /// A dump that is refused, fails or leaves no file does not lose the verdict: the incident
+    /// is committed without a dump (its reason, samples, inventory and `dumpError`), once per
+    /// kind and process.
     fn incident(
         &mut self,
         v: &Verdict,
         inv: Option<&Inventory>,
         cx: &ActionContext<'_>,
-    ) -> Result<String, String> {
+    ) -> Result<(&'static str, String), String> {
         let p = cx.policy;
         self.start(p, cx.device.api_level)?;
         let live = self.live.as_mut().expect("started");
@@ -522,9 +532,21 @@ impl Pipeline {
             Some(f) => Some(&mut **f),
             None => None,
         };
-        let outcome = dump::take(&live.guards, heap, &mut *self.dumper, fallback, &req)
-            .map_err(|e| e.to_string())?;
-        if let Some(Err(why)) = &outcome.mini {
+        let (outcome, dump_error) =
+            match dump::take(&live.guards, heap, &mut *self.dumper, fallback, &req) {
+                Ok(o) => (Some(o), None),
+                Err(e) => (None, Some(e.to_string())),
+            };
+        if let Some(why) = &dump_error {
+            if !self.dumpless.insert(v.kind) {
+                live.spool.discard(staging);
+                return Err(format!(
+                    "{why}; this process already reported a {} verdict without a dump",
+                    v.kind.as_str()
+                ));
+            }
+        }
+        if let Some(Err(why)) = outcome.as_ref().and_then(|o| o.mini.as_ref()) {
             warn!("the mini dump was abandoned ({why}); the full dump stays for analysis");
         }
         if let Some(inv) = inv {
@@ -533,8 +555,11 @@ impl Pipeline {
                 crate::trigger::InventoryKind::Threads => FileKind::Threads,
             };
             let text = serde_json::to_string_pretty(inv).unwrap_or_default();
-            std::fs::write(staging.path(kind), text)
-                .map_err(|e| format!("writing the inventory: {e}"))?;
+            // Without it the incident still has its dump, reason and samples.
+            if let Err(e) = std::fs::write(staging.path(kind), text) {
+                warn!("the {kind:?} inventory could not be written: {e}");
+                let _ = std::fs::remove_file(staging.path(kind));
+            }
         }
         let last = v.evidence.last();
         let running_info = serde_json::json!({
@@ -550,34 +575,48 @@ impl Pipeline {
             "fds": last.map(|s| s.fds),
             "threads": last.map(|s| s.threads),
             "vmRssKb": last.map(|s| s.vm_rss_kb),
-            "dumper": outcome.dumper,
-            "pauseMs": outcome.pause.as_secs_f64() * 1000.0,
-            "dumpMs": outcome.total.as_secs_f64() * 1000.0,
-            "caughtBy": outcome.caught_by,
+            "dumper": outcome.as_ref().map(|o| o.dumper),
+            "pauseMs": outcome.as_ref().map(|o| o.pause.as_secs_f64() * 1000.0),
+            "dumpMs": outcome.as_ref().map(|o| o.total.as_secs_f64() * 1000.0),
+            "caughtBy": outcome.as_ref().map(|o| &o.caught_by),
         });
-        let id = live
-            .spool
-            .commit(
-                staging,
-                NewIncident {
-                    reason: v.reason.clone(),
-                    samples: serde_json::to_value(&v.evidence).unwrap_or_default(),
-                    running_info,
-                    policy_version: p.version.to_string(),
-                },
-            )
-            .map_err(|e| format!("the dump was taken but could not be queued: {e}"))?;
+        let info = NewIncident {
+            reason: v.reason.clone(),
+            samples: serde_json::to_value(&v.evidence).unwrap_or_default(),
+            running_info,
+            policy_version: p.version.to_string(),
+        };
+        let id = match &dump_error {
+            None => live.spool.commit(staging, info),
+            Some(why) => live.spool.commit_without_dump(staging, info, why.clone()),
+        }
+        .map_err(|e| match &outcome {
+            Some(_) => format!("the dump was taken but could not be queued: {e}"),
+            None => format!("the incident could not be queued: {e}"),
+        })?;
         let _ = live.io.tx.send(Work::Pass);
-        Ok(format!(
-            "incident {id}: {} dump, app paused {} ms, {} bytes full{}",
-            outcome.dumper,
-            outcome.pause.as_millis(),
-            outcome.full_bytes,
-            match &outcome.mini {
-                Some(Ok(s)) => format!(", {} bytes stripped", s.output_bytes),
-                _ => String::new(),
-            }
-        ))
+        Ok(match (&outcome, dump_error) {
+            (Some(o), _) => (
+                "dumped",
+                format!(
+                    "incident {id}: {} dump, app paused {} ms, {} bytes full{}",
+                    o.dumper,
+                    o.pause.as_millis(),
+                    o.full_bytes,
+                    match &o.mini {
+                        Some(Ok(s)) => format!(", {} bytes stripped", s.output_bytes),
+                        _ => String::new(),
+                    }
+                ),
+            ),
+            (None, why) => (
+                "reported",
+                format!(
+                    "incident {id} without a dump ({}): its reason, samples and inventory go up",
+                    why.unwrap_or_default()
+                ),
+            ),
+        })
     }
 }
 
@@ -595,10 +634,10 @@ impl Actions for Pipeline {
         cx: &ActionContext<'_>,
     ) -> ActionRecord {
         match self.incident(v, inv, cx) {
-            Ok(detail) => {
+            Ok((action, detail)) => {
                 info!("{detail}");
                 ActionRecord {
-                    action: "dumped".into(),
+                    action: action.into(),
                     detail,
                 }
             }
@@ -758,6 +797,105 @@ mod tests {
         let st = collector.stop();
         assert!(st.files_completed >= 2, "{st:?}");
         assert_eq!((st.corrupt, st.duplicates), (0, 0));
+    }
+
+    fn verdict(kind: Kind, heap_used: u64) -> Verdict {
+        Verdict {
+            kind,
+            reason: format!("{kind:?} over its threshold"),
+            threshold: 85,
+            evidence: vec![crate::sample::Sample {
+                seq: 1,
+                heap_used,
+                heap_max: 100,
+                fds: 900,
+                ..Default::default()
+            }],
+        }
+    }
+
+    /// A verdict whose dump cannot be taken (here: no dumper works on this runtime) is not lost:
+    /// its incident is committed without a dump and uploaded with its reason, samples,
+    /// inventory and `dumpError`. A second verdict of the same kind without a dump is only
+    /// logged, its staging directory removed (no loss counted); another kind is reported again.
+    #[test]
+    fn a_verdict_without_a_dump_is_still_reported_once_per_kind() {
+        let data = tempfile::tempdir().unwrap();
+        let received = tempfile::tempdir().unwrap();
+        let collector = Collector::bind("127.0.0.1:0", CollectorConfig::new(received.path()))
+            .unwrap()
+            .spawn();
+        let mut policy = Policy::default();
+        policy.upload.url = Some(collector.endpoint());
+        policy.upload.unmetered_only = false;
+        let mut pipeline =
+            Pipeline::new(data.path(), "1.0", Box::new(Refuse), None).with_analyser(None);
+        let device = Device::default();
+        let cx = ActionContext {
+            policy: &policy,
+            data_dir: data.path(),
+            app_version: "1.0",
+            page: "MainActivity",
+            device: &device,
+        };
+        pipeline.started(&cx);
+        let inv = Inventory {
+            kind: crate::trigger::InventoryKind::Fd,
+            total: 900,
+            groups: Vec::new(),
+            more_groups: 0,
+            java_stacks: Vec::new(),
+        };
+        let first = pipeline.on_verdict(&verdict(Kind::Fd, 10), Some(&inv), &cx);
+        assert_eq!(first.action, "reported", "{first:?}");
+        assert!(first.detail.contains("dump unsupported"), "{first:?}");
+        let again = pipeline.on_verdict(&verdict(Kind::Fd, 11), Some(&inv), &cx);
+        assert_eq!(again.action, "skipped", "{again:?}");
+        assert!(again.detail.contains("already reported"), "{again:?}");
+        let heap = pipeline.on_verdict(&verdict(Kind::Heap, 90), None, &cx);
+        assert_eq!(heap.action, "reported", "{heap:?}");
+        let staging = data.path().join(SPOOL_DIR).join("staging");
+        let left: Vec<_> = std::fs::read_dir(&staging)
+            .map(|d| d.flatten().map(|e| e.file_name()).collect())
+            .unwrap_or_default();
+        assert!(left.is_empty(), "staging left behind: {left:?}");
+
+        // Both go up: meta.json (with dumpError and no missing file) and the fd inventory.
+        let incidents = received.path().join("incidents");
+        let metas = || -> Vec<serde_json::Value> {
+            std::fs::read_dir(&incidents)
+                .map(|d| {
+                    d.flatten()
+                        .filter_map(|e| std::fs::read(e.path().join("meta.json")).ok())
+                        .filter_map(|b| serde_json::from_slice(&b).ok())
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        wait_for("two incidents", Duration::from_secs(20), || {
+            metas().len() == 2
+                && std::fs::read_dir(data.path().join(SPOOL_DIR).join("incidents"))
+                    .map(|d| d.count() == 0)
+                    .unwrap_or(false)
+        });
+        drop(pipeline);
+        let st = collector.stop();
+        let mut ms = metas();
+        ms.sort_by_key(|m| m["samples"][0]["heap_used"].as_u64());
+        for m in &ms {
+            let why = m["dumpError"].as_str().unwrap_or_default();
+            assert!(why.contains("dump unsupported on this runtime"), "{m}");
+            assert_eq!(m["missing"], serde_json::json!([]), "{m}");
+            assert_eq!(m["runningInfo"]["dumper"], serde_json::Value::Null, "{m}");
+            assert_eq!(m["runningInfo"]["currentPage"], "MainActivity", "{m}");
+        }
+        assert_eq!(ms[0]["reason"], "Fd over its threshold");
+        assert_eq!(ms[1]["reason"], "Heap over its threshold");
+        // meta + fds for the fd incident, meta alone for the heap one.
+        assert_eq!(st.files_completed, 3, "{st:?}");
+        let fd_dir = incidents.join(ms[0]["id"].as_str().unwrap());
+        let fds = std::fs::read_to_string(fd_dir.join("fds.txt")).unwrap();
+        assert!(fds.contains("\"total\": 900"), "{fds}");
     }
 }
 

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{run_leaky, run_leaky_jvm, LeakyRun};
+use common::{run_leaky, run_leaky_jvm, run_leaky_limited, LeakyRun};
 use serde_json::Value;
 
 fn verdict(r: &LeakyRun) -> &Value {
@@ -208,6 +208,60 @@ fn dump_now_is_a_manual_verdict() {
         .as_str()
         .unwrap()
         .contains("button pressed"));
+    done(r);
+}
+
+/// The dump cannot be written (every file the JVM writes is limited to 1.5 MB, so the mini
+/// file's writes through the hook fail with EFBIG, as on a full disk) and the full dump is not
+/// kept: the app runs on, nothing is left in staging, and the verdict becomes an incident
+/// without a dump whose `dumpError` says why.
+#[test]
+fn a_dump_that_cannot_be_written_still_reports_the_verdict() {
+    let r = run_leaky_limited(
+        &[],
+        &["--fsize=1500000".to_string()],
+        "dump",
+        Some(
+            r#"{"poll_interval_ms":200,"dump":{"min_free_disk_mb":0,"min_free_disk_heap_factor":0}}"#,
+        ),
+        None,
+        10,
+        &[],
+    );
+    assert_clean_run(&r);
+    let action = &r.status["last_verdict"]["action"];
+    assert_eq!(action["action"], "reported", "{}\n{}", r.status, r.stderr);
+    let detail = action["detail"].as_str().unwrap();
+    assert!(detail.contains("File too large"), "{detail}");
+    assert!(
+        r.stderr.contains("this dump leaves no file"),
+        "{}",
+        r.stderr
+    );
+    let spool = r.data_dir.join("spool");
+    let staged: Vec<_> = std::fs::read_dir(spool.join("staging"))
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(staged.is_empty(), "left in staging: {staged:?}");
+    // No upload URL: the incident waits in the spool, analysed (nothing to analyse).
+    let incidents: Vec<_> = std::fs::read_dir(spool.join("incidents"))
+        .unwrap()
+        .flatten()
+        .collect();
+    assert_eq!(incidents.len(), 1);
+    let rec: Value =
+        serde_json::from_slice(&std::fs::read(incidents[0].path().join("incident.json")).unwrap())
+            .unwrap();
+    let body = &rec["body"];
+    assert_eq!(body["state"], "analysed", "{rec}");
+    assert!(
+        body["dumpError"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("the dump left no file"),
+        "{rec}"
+    );
+    assert!(!incidents[0].path().join("mini.hprof").exists());
     done(r);
 }
 

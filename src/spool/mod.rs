@@ -16,7 +16,8 @@
 //!
 //! `meta.json`, written once when an incident's upload is planned and uploaded first (camelCase):
 //! `id`, `createdMs`, `reason`, `samples`, `runningInfo`, `policyVersion`; `analysisAttempts` and
-//! `analysisError` (the last failure, null once an analysis succeeded); `missing`, the files this
+//! `analysisError` (the last failure, null once an analysis succeeded); `dumpError` (why the
+//! incident holds no dump, when it was committed without one; else null); `missing`, the files this
 //! incident held (committed with it, or the report an analysis wrote) that are gone when the
 //! upload is planned, by the names the server would have received (`report.json`, `fds.txt`,
 //! `threads.txt`, `mini.hprof.gz`): `[]` when none is, `null` for an incident recorded before the
@@ -349,6 +350,12 @@ pub struct Incident {
     /// to be expected; left out of the JSON then, so those records keep their seal.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub written: Option<Vec<FileKind>>,
+    /// Why this incident holds no dump (the dump was refused, failed, or left no file): it was
+    /// committed without one, straight to `analysed`, so that its reason, samples and
+    /// inventories still go up. Left out of the JSON when `None`, so older records keep their
+    /// seal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dump_error: Option<String>,
 }
 
 /// What the caller knows about a new incident.
@@ -609,6 +616,15 @@ impl Spool {
         }
     }
 
+    /// Give up a staging directory the caller chose not to commit (nothing in it is lost: the
+    /// caller knows why it is not needed). Unlike a writer that died, this counts no loss.
+    pub fn discard(&self, staging: Staging) {
+        if let Err(e) = self.fs.remove_dir_all(&staging.dir) {
+            // Recovery deletes it once its lock is free, and counts it then.
+            tracing::warn!("spool: discarding {} failed: {e}", staging.dir.display());
+        }
+    }
+
     /// Start writing a new incident: a staging directory the dumper writes into.
     pub fn stage(&self) -> Result<Staging> {
         let now = self.clock.now_ms();
@@ -661,7 +677,28 @@ impl Spool {
     /// the lock can be had), and move it into `incidents/` with one rename. On error the staging
     /// directory is deleted and the loss counted; incidents already in the spool are untouched.
     pub fn commit(&self, staging: Staging, info: NewIncident) -> Result<String> {
-        let r = self.commit_inner(&staging, info);
+        self.commit_with(staging, info, None)
+    }
+
+    /// [`commit`](Self::commit) an incident that holds no dump, saying why (`dump_error`: the
+    /// dump was refused, failed or left no file). It goes straight to `analysed`: its reason,
+    /// samples and inventories are uploaded, with `dumpError` in `meta.json`.
+    pub fn commit_without_dump(
+        &self,
+        staging: Staging,
+        info: NewIncident,
+        dump_error: String,
+    ) -> Result<String> {
+        self.commit_with(staging, info, Some(dump_error))
+    }
+
+    fn commit_with(
+        &self,
+        staging: Staging,
+        info: NewIncident,
+        dump_error: Option<String>,
+    ) -> Result<String> {
+        let r = self.commit_inner(&staging, info, dump_error);
         if let Err(e) = &r {
             tracing::warn!("spool: commit of {} failed: {e}", staging.id);
             let bytes = fs::dir_size(&*self.fs, &staging.dir).unwrap_or(0);
@@ -676,7 +713,12 @@ impl Spool {
         r
     }
 
-    fn commit_inner(&self, staging: &Staging, info: NewIncident) -> Result<String> {
+    fn commit_inner(
+        &self,
+        staging: &Staging,
+        info: NewIncident,
+        dump_error: Option<String>,
+    ) -> Result<String> {
         let mut bytes = 0;
         let mut has_dump = false;
         let mut seen = Vec::new();
@@ -711,10 +753,10 @@ impl Spool {
             .stat(&staging.path(FileKind::Report))
             .map(|e| !e.is_dir)
             .unwrap_or(false);
-        if !has_dump && !has_report {
+        if !has_dump && !has_report && dump_error.is_none() {
             return Err(Error::BadStaging {
                 path: staging.dir.clone(),
-                what: "neither a dump nor a report to commit".into(),
+                what: "neither a dump, a report nor why there is no dump to commit".into(),
             });
         }
         let inc = Incident {
@@ -725,7 +767,8 @@ impl Spool {
             samples: info.samples,
             running_info: info.running_info,
             policy_version: info.policy_version,
-            state: if has_report {
+            // Without a dump there is nothing to analyse.
+            state: if has_report || !has_dump {
                 State::Analysed
             } else {
                 State::Dumped
@@ -743,6 +786,7 @@ impl Spool {
                     .filter(|k| seen.contains(k))
                     .collect(),
             ),
+            dump_error,
         };
         let meta = seal(&inc);
         bytes += meta.len() as u64;
@@ -1313,6 +1357,7 @@ impl<'a> SpoolGuard<'a> {
             "policyVersion": inc.policy_version,
             "analysisAttempts": inc.analysis_attempts,
             "analysisError": inc.analysis_error,
+            "dumpError": inc.dump_error,
             // null: an incident recorded before the spool listed its files (nothing checked).
             "missing": inc.written.as_ref().map(|_| &missing),
             "evictions": pending.evictions,

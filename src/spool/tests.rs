@@ -753,3 +753,44 @@ fn files_an_incident_never_had_are_not_missing() {
     }
     assert!(!logs.contains("missing"), "{logs}");
 }
+
+/// An incident committed without a dump, with the reason why, goes straight to `analysed`: no
+/// analysis is attempted, recovery (in this process or a later one) keeps it, and its plan
+/// uploads meta.json (saying why there is no dump) and its inventory. Without a reason, a
+/// staging with neither a dump nor a report is still refused.
+#[test]
+fn an_incident_without_a_dump_goes_up_with_the_reason_why() {
+    let env = Env::new();
+    let spool = env.spool(Quotas::default());
+    let st = spool.stage_with_id("nodump").unwrap();
+    std::fs::write(st.path(FileKind::Fds), b"0 /dev/null\n").unwrap();
+    spool
+        .commit_without_dump(st, info("fd"), "dump refused: 40 MB free".into())
+        .unwrap();
+    let st = spool.stage_with_id("empty").unwrap();
+    std::fs::write(st.path(FileKind::Fds), b"0 /dev/null\n").unwrap();
+    let e = spool.commit(st, info("fd")).unwrap_err().to_string();
+    assert!(e.contains("why there is no dump"), "{e}");
+    assert!(!spool.incident_dir("empty").exists());
+
+    let inc = spool.read_incident("nodump").unwrap();
+    assert_eq!(inc.state, State::Analysed);
+    assert_eq!(inc.dump_error.as_deref(), Some("dump refused: 40 MB free"));
+    // A later launch's recovery: nothing to analyse, nothing quarantined.
+    let spool = env.spool(Quotas::default());
+    let g = spool.lock().unwrap();
+    let rec = g
+        .recover(&mut |j: &AnalysisJob| Err(format!("analysed {}", j.id)))
+        .unwrap();
+    assert_eq!(
+        (rec.analysed, rec.analysis_failed, rec.quarantined),
+        (0, 0, 0),
+        "{rec:?}"
+    );
+    let plan = g.plan_upload("nodump").unwrap();
+    assert_eq!(kinds(&plan), vec![FileKind::Meta, FileKind::Fds]);
+    let meta = meta_of(&spool, "nodump");
+    assert_eq!(meta["dumpError"], "dump refused: 40 MB free");
+    assert_eq!(meta["missing"], serde_json::json!([]));
+    assert_eq!(meta["analysisAttempts"], 0);
+}

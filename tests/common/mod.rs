@@ -265,6 +265,20 @@ pub fn run_leaky_jvm(
     nofile: Option<u32>,
     env: &[(&str, &str)],
 ) -> LeakyRun {
+    let limits: Vec<String> = nofile.iter().map(|n| format!("--nofile={n}:{n}")).collect();
+    run_leaky_limited(jvm_args, &limits, mode, policy, key, seconds, env)
+}
+
+/// [`run_leaky_jvm`] under `prlimit LIMITS` (e.g. `--fsize=N`; none: no prlimit).
+pub fn run_leaky_limited(
+    jvm_args: &[&str],
+    limits: &[String],
+    mode: &str,
+    policy: Option<&str>,
+    key: Option<&str>,
+    seconds: u32,
+    env: &[(&str, &str)],
+) -> LeakyRun {
     let classes = agent_classes();
     let work = tempfile::Builder::new()
         .prefix("oomguard-agent-")
@@ -280,13 +294,12 @@ pub fn run_leaky_jvm(
         }
         None => "-".to_string(),
     };
-    let mut cmd = match nofile {
-        Some(n) => {
-            let mut c = Command::new("prlimit");
-            c.arg(format!("--nofile={n}:{n}")).arg("java");
-            c
-        }
-        None => Command::new("java"),
+    let mut cmd = if limits.is_empty() {
+        Command::new("java")
+    } else {
+        let mut c = Command::new("prlimit");
+        c.args(limits).arg("java");
+        c
     };
     cmd.args(jvm_args)
         .arg("-XX:+UseG1GC")
