@@ -947,20 +947,6 @@ mod tests {
         assert_eq!(a.status().muted, vec![Kind::FastHuge, Kind::Fd]);
     }
 
-    /// A log writer for one test: everything written goes to `buf`.
-    #[derive(Clone)]
-    struct Captured(Arc<Mutex<Vec<u8>>>);
-
-    impl std::io::Write for Captured {
-        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(b);
-            Ok(b.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
     /// A policy with thousands of fields this agent does not know (a 64 KB remote body holds
     /// about 8,000) must not write a log line for each: on Android that floods logcat and pushes
     /// the app's own lines out of its buffer.
@@ -971,16 +957,8 @@ mod tests {
             .map(|i| format!(r#""field_{i}_{}":0"#, "x".repeat(i % 300)))
             .collect();
         let policy = format!(r#"{{"version":4,{}}}"#, fields.join(","));
-        let buf = Captured(Arc::new(Mutex::new(Vec::new())));
-        let w = buf.clone();
-        let sub = tracing_subscriber::fmt()
-            .with_writer(move || w.clone())
-            .with_ansi(false)
-            .finish();
-        let a =
-            tracing::subscriber::with_default(sub, || agent(dir.path(), &policy, vec![heap(1)]));
+        let (a, log) = crate::test_log::warnings(|| agent(dir.path(), &policy, vec![heap(1)]));
         assert_eq!(a.policy().version, 4);
-        let log = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
         let lines: Vec<&str> = log
             .lines()
             .filter(|l| l.contains("unknown to this agent"))

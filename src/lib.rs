@@ -16,3 +16,6 @@ pub mod sample;
 pub mod spool;
 pub mod trigger;
 pub mod upload;
+
+#[cfg(test)]
+mod test_log;

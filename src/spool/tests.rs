@@ -615,32 +615,7 @@ fn records_written_before_the_file_list_still_load_and_plan() {
     assert_eq!(spool.read_incident("legacy").unwrap(), inc);
 }
 
-/// What `tracing` logs at warning level and above while `f` runs on this thread.
-fn warnings<T>(f: impl FnOnce() -> T) -> (T, String) {
-    #[derive(Clone, Default)]
-    struct Buf(Arc<Mutex<Vec<u8>>>);
-    impl Write for Buf {
-        fn write(&mut self, b: &[u8]) -> io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(b);
-            Ok(b.len())
-        }
-        fn flush(&mut self) -> io::Result<()> {
-            Ok(())
-        }
-    }
-    let buf = Buf::default();
-    let sub = tracing_subscriber::fmt()
-        .with_writer({
-            let b = buf.clone();
-            move || b.clone()
-        })
-        .with_ansi(false)
-        .with_max_level(tracing::Level::WARN)
-        .finish();
-    let r = tracing::subscriber::with_default(sub, f);
-    let text = String::from_utf8_lossy(&buf.0.lock().unwrap()).into_owned();
-    (r, text)
-}
+use crate::test_log::warnings;
 
 fn meta_of(spool: &Spool, id: &str) -> Value {
     let p = spool.incident_dir(id).join("meta.json");
