@@ -1,7 +1,8 @@
-//! The server-answer matrix: a scripted tus server on 127.0.0.1 answers 200/201/204, 404 on
-//! HEAD, 409 offset mismatch, 413/400/422 to a creation, 4xx that say the endpoint is wrong
-//! (401, 403, 404, 405, 407, 408, 412, ...), 429 and 503 with Retry-After, 500, a reset
-//! connection and a stalled response, and each gives the behaviour the upload module promises.
+//! The server-answer matrix: a scripted tus server on 127.0.0.1 answers 200/201/204, 404 and
+//! 403 on HEAD, 409 offset mismatch, 413/400/422 to a creation, 4xx and redirects that say the
+//! endpoint is wrong (401, 403, 404, 405, 407, 408, 412, ...), 429 and 503 with Retry-After,
+//! 500, a reset connection and a stalled response, and each gives the behaviour the upload
+//! module promises.
 
 mod common;
 
@@ -780,10 +781,10 @@ fn none_rejected(env: &Env, n: u64, sum: &upload::Summary, what: &str) {
 
 /// An answer to the creation POST that says the endpoint is wrong, not the incident (a wrong
 /// URL, an auth proxy or expired credentials, a method or tus version the server does not
-/// take, a timeout, an upload URL that is not https) rejects nothing and charges
+/// take, a timeout, a redirect, an upload URL that is not https) rejects nothing and charges
 /// no attempt: the pass stops at the first such answer and waits, also in a new process; once
 /// the server answers properly every queued incident is uploaded. Before, every incident was
-/// rejected in that one pass, for good (408: each charged an attempt).
+/// rejected in that one pass, for good (408 and the redirect: each charged an attempt).
 #[test]
 fn an_endpoint_answer_to_the_creation_post_rejects_no_incident() {
     let insecure = || vec![("Location", "http://example.com/files/x".to_string())];
@@ -796,6 +797,7 @@ fn an_endpoint_answer_to_the_creation_post_rejects_no_incident() {
         (408, vec![]),
         (412, vec![("Tus-Version", "2.0.0".into())]),
         (201, insecure()),
+        (308, vec![("Location", "https://example.com/files/".into())]),
     ];
     for (code, headers) in cases {
         let env = Env::with_incidents(3);
@@ -1011,6 +1013,71 @@ fn status_503_with_retry_after_is_obeyed_and_capped() {
             let sum = run(&env, &s);
             assert_eq!(sum.acknowledged.len(), 1, "{code}: {sum:?}");
         }
+    }
+}
+
+/// The tus spec lets a server answer a HEAD for an upload it does not know with 403, like 404
+/// and 410: the upload is created again. If the creation is refused too (an auth proxy that
+/// says 403 to everything), that is an endpoint problem and the old URLs are kept.
+#[test]
+fn head_403_creates_the_upload_again_and_keeps_it_if_creation_is_refused() {
+    for post_too in [false, true] {
+        let env = Env::new();
+        let s = Scripted::new(|h, _| {
+            if h.method == "PATCH" && h.body > 20_000 {
+                Act::Reset
+            } else {
+                Act::Normal
+            }
+        });
+        run(&env, &s);
+        let inc = env.incident();
+        assert!(inc.uploads.iter().any(|u| u.url.is_some() && !u.acked));
+        env.clock.set(inc.next_attempt_ms);
+        let urls: Vec<_> = inc.uploads.iter().map(|u| u.url.clone()).collect();
+        let (s2, on) = switchable(move |h| match h.method.as_str() {
+            "HEAD" => Some(Act::Status(403, vec![])),
+            "POST" if post_too => Some(Act::Status(403, vec![])),
+            _ => None,
+        });
+        let mut c = cfg(s.endpoint());
+        c.endpoint = s2.endpoint();
+        // The URLs point at the first server; re-point them (same paths) to the second one.
+        let spool = env.spool();
+        {
+            let g = spool.lock().unwrap();
+            let mut inc = env.incident();
+            for u in &mut inc.uploads {
+                u.url = u
+                    .url
+                    .as_ref()
+                    .map(|x| x.replace(&s.endpoint(), &s2.endpoint()));
+            }
+            g.save(&inc).unwrap();
+        }
+        let urls: Vec<_> = urls
+            .into_iter()
+            .map(|u| u.map(|x| x.replace(&s.endpoint(), &s2.endpoint())))
+            .collect();
+        let sum = upload::run_once(&spool, &c, Network::UNMETERED).unwrap();
+        if !post_too {
+            assert_eq!(sum.acknowledged.len(), 1, "{sum:?}");
+            assert_eq!(&s2.methods()[..2], &["HEAD", "POST"]);
+            continue;
+        }
+        none_rejected(&env, 1, &sum, "HEAD and POST 403");
+        assert!(
+            matches!(&sum.stopped, Some(Stop::Endpoint { error, .. }) if error.contains("403")),
+            "{sum:?}"
+        );
+        let inc = env.incident();
+        assert_eq!(inc.upload_attempts, 1, "only the reset counted");
+        let kept: Vec<_> = inc.uploads.iter().map(|u| u.url.clone()).collect();
+        assert_eq!(kept, urls, "the old upload URLs are kept");
+        *on.lock().unwrap() = false;
+        env.clock.set(env.wait_until().max(inc.next_attempt_ms));
+        let sum = upload::run_once(&spool, &c, Network::UNMETERED).unwrap();
+        assert_eq!(sum.acknowledged.len(), 1, "{sum:?}");
     }
 }
 

@@ -15,17 +15,18 @@
 //!   - this incident's request: 400, 413 and 422 to the creation POST, which carries the
 //!     incident's length and metadata. The incident is marked `rejected` with the reason (it
 //!     is never sent again and stays until a quota evicts it); the pass goes on.
-//!   - the upload expired: 404 and 410 to a HEAD or PATCH of an upload created in an earlier
-//!     pass. It is created anew; the old URL is kept until the new one exists.
+//!   - the upload expired: 404 and 410 to a HEAD or PATCH, and 403 to a HEAD (the spec allows
+//!     it for an unknown upload), of an upload created in an earlier pass. It is created
+//!     anew; the old URL is kept until the new one exists.
 //!   - the offsets disagree: 409 to a PATCH. HEAD says the server's offset; resume there.
 //!   - come back later: 429, and 503 with `Retry-After`. The pass stops; `Retry-After` (else
 //!     `default_retry_after`), at most `max_retry_after`, is stored in `spool.json`, so a
 //!     restart waits too. No attempt is counted.
 //!   - the endpoint is wrong, not this incident (its URL, credentials, an auth proxy, a proxy's
 //!     size or rate limits, the tus version): every other 4xx (401, 403, 404 and 405 to the
-//!     creation, 407, 408, 412, 413 to a PATCH, 415, ...), an upload URL the server gives
-//!     that is not https, and 404/410 for an upload created in this same pass (the URLs it
-//!     hands out do not reach it).
+//!     creation, 407, 408, 412, 413 to a PATCH, 415, ...), a 3xx (redirects are not
+//!     followed), an upload URL the server gives that is not https, and 404/410/403 for an
+//!     upload created in this same pass (the URLs it hands out do not reach it).
 //!   - a failed attempt: 5xx (503 without `Retry-After`), network errors, a malformed tus
 //!     answer, 460 to a PATCH (a checksum mismatch: oomguard sends no checksum, so bytes
 //!     damaged on the way).
@@ -230,8 +231,8 @@ impl std::fmt::Display for Req {
     }
 }
 
-/// What an error of the tus client means (the table in the module doc). 404/410 of a known
-/// upload and 409 on PATCH are handled where they are met, never here.
+/// What an error of the tus client means (the table in the module doc). 404/410 (and 403 on
+/// HEAD) of a known upload and 409 on PATCH are handled where they are met, never here.
 fn classify(req: Req, e: TusError) -> Fail {
     let (status, retry_after) = match &e {
         TusError::Status {
@@ -669,7 +670,7 @@ fn upload_file(
             }
             Some(url) => match client.head(&url).map_err(|e| classify(Req::Head, e))? {
                 None if created_here => {
-                    return Err(gone_at_once(&url, Req::Head, "404 or 410"));
+                    return Err(gone_at_once(&url, Req::Head, "404, 410 or 403"));
                 }
                 None => {
                     tracing::info!("upload: {url} unknown to the server; creating it again");
@@ -812,6 +813,7 @@ mod tests {
             (Create, 415, None, "endpoint"),
             (Create, 418, None, "endpoint"),
             (Create, 451, None, "endpoint"),
+            (Create, 301, None, "endpoint"),
             (Head, 400, None, "endpoint"),
             (Head, 401, None, "endpoint"),
             (Head, 413, None, "endpoint"),
