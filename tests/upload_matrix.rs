@@ -1,6 +1,8 @@
-//! The server-answer matrix: a scripted tus server on 127.0.0.1 answers 200/201/204, 404 on
-//! HEAD, 409 offset mismatch, 413, 429 with Retry-After, 500, a reset connection and a stalled
-//! response, and each gives the behaviour the upload module promises.
+//! The server-answer matrix: a scripted tus server on 127.0.0.1 answers 200/201/204, 404 and
+//! 403 on HEAD, 409 offset mismatch, 413/400/422 to a creation, 4xx and redirects that say the
+//! endpoint is wrong (401, 403, 404, 405, 407, 408, 412, ...), 429 and 503 with Retry-After,
+//! 500, a reset connection and a stalled response, and each gives the behaviour the upload
+//! module promises.
 
 mod common;
 
@@ -23,6 +25,8 @@ struct Hit {
     path: String,
     offset: Option<u64>,
     body: u64,
+    /// The `incident` of a POST's `Upload-Metadata`.
+    incident: Option<String>,
 }
 
 #[allow(dead_code)]
@@ -102,6 +106,11 @@ fn serve(c: TcpStream, st: &Mutex<State_>) {
                 http::Framing::Length(n) => n,
                 http::Framing::Chunked => 0,
             },
+            incident: req
+                .header("upload-metadata")
+                .and_then(upload::tus::decode_metadata)
+                .and_then(|m| m.into_iter().find(|(k, _)| k == "incident"))
+                .map(|(_, v)| v),
         };
         let act = {
             let mut g = st.lock().unwrap();
@@ -124,7 +133,13 @@ fn serve(c: TcpStream, st: &Mutex<State_>) {
                 let _ = body.drain(1 << 30);
                 let mut hs = vec![("Tus-Resumable", "1.0.0".to_string())];
                 hs.extend(h);
-                let _ = http::write_response(&mut w, code, &hs, b"scripted", true);
+                // (An answer to a HEAD has no body.)
+                let text: &[u8] = if req.method == "HEAD" {
+                    b""
+                } else {
+                    b"scripted"
+                };
+                let _ = http::write_response(&mut w, code, &hs, text, true);
                 continue;
             }
             Act::Conflict(more) => {
@@ -200,6 +215,10 @@ struct Env {
 
 impl Env {
     fn new() -> Env {
+        Env::with_incidents(1)
+    }
+    /// `n` analysed incidents, `{T0}-m` first, then `{T0}-m2`, `{T0}-m3`... (upload order).
+    fn with_incidents(n: u64) -> Env {
         let tmp = common::fast_tmp();
         let root = tmp.path().join("spool");
         let env = Env {
@@ -208,21 +227,23 @@ impl Env {
             clock: Arc::new(ManualClock::new(T0)),
         };
         let s = env.spool();
-        let st = s.stage_with_id(&format!("{T0}-m")).unwrap();
-        let mut mini = vec![0u8; 200_000];
-        rand::Rng::fill(
-            &mut <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(1),
-            &mut mini[..],
-        );
-        std::fs::write(st.path(FileKind::MiniDump), mini).unwrap();
-        s.commit(
-            st,
-            NewIncident {
-                reason: "matrix".into(),
-                ..NewIncident::default()
-            },
-        )
-        .unwrap();
+        for i in 1..=n {
+            let st = s.stage_with_id(&Env::id(i)).unwrap();
+            let mut mini = vec![0u8; 200_000];
+            rand::Rng::fill(
+                &mut <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(i),
+                &mut mini[..],
+            );
+            std::fs::write(st.path(FileKind::MiniDump), mini).unwrap();
+            s.commit(
+                st,
+                NewIncident {
+                    reason: "matrix".into(),
+                    ..NewIncident::default()
+                },
+            )
+            .unwrap();
+        }
         s.lock()
             .unwrap()
             .recover(&mut |j: &AnalysisJob| {
@@ -230,6 +251,14 @@ impl Env {
             })
             .unwrap();
         env
+    }
+    /// The id of the `i`-th incident (from 1).
+    fn id(i: u64) -> String {
+        if i == 1 {
+            format!("{T0}-m")
+        } else {
+            format!("{T0}-m{i}")
+        }
     }
     /// A new process on the same data dir.
     fn spool(&self) -> Spool {
@@ -243,6 +272,14 @@ impl Env {
     }
     fn incident(&self) -> oomguard::spool::Incident {
         self.spool().read_incident(&format!("{T0}-m")).unwrap()
+    }
+    /// The `i`-th incident's record (from 1), `None` once it is deleted.
+    fn record(&self, i: u64) -> Option<oomguard::spool::Incident> {
+        self.spool().read_incident(&Env::id(i)).ok()
+    }
+    /// The spool-wide "not before" (Retry-After, or an endpoint problem's wait).
+    fn wait_until(&self) -> u64 {
+        self.spool().state().retry_after_until_ms
     }
 }
 
@@ -355,8 +392,8 @@ fn patch_409_asks_head_and_resumes_from_the_server_offset() {
 }
 
 #[test]
-fn status_413_and_other_4xx_reject_without_retry() {
-    for code in [413, 403, 400] {
+fn status_413_400_422_to_the_creation_reject_without_retry() {
+    for code in [413, 400, 422] {
         let env = Env::new();
         let s = Scripted::new(move |h, _| {
             if h.method == "POST" {
@@ -410,8 +447,8 @@ fn status_429_retry_after_is_obeyed_and_remembered_across_restarts() {
 }
 
 #[test]
-fn status_500_and_408_retry_with_capped_backoff_then_give_up() {
-    for code in [500, 503, 408] {
+fn status_500_and_503_retry_with_capped_backoff_then_give_up() {
+    for code in [500, 503, 502] {
         let env = Env::new();
         let s = Scripted::new(move |h, _| {
             if h.method == "POST" {
@@ -675,4 +712,395 @@ fn a_transient_error_opening_a_planned_file_retries_instead_of_quarantining() {
         let sum = run(&env, &s);
         assert_eq!(sum.acknowledged.len(), 1, "open {fail}: {sum:?}");
     }
+}
+
+/// A server whose every answer is `broken(hit)` while `on` holds, and a correct tus server after.
+fn switchable(
+    broken: impl Fn(&Hit) -> Option<Act> + Send + 'static,
+) -> (Scripted, Arc<Mutex<bool>>) {
+    let on = Arc::new(Mutex::new(true));
+    let on2 = on.clone();
+    let s = Scripted::new(move |h, _| {
+        if *on2.lock().unwrap() {
+            broken(h).unwrap_or(Act::Normal)
+        } else {
+            Act::Normal
+        }
+    });
+    (s, on)
+}
+
+/// What `tracing` logs at warning level while `f` runs on this thread. (One global
+/// subscriber that names the thread: scoped ones, set while other tests log from other
+/// threads, can miss events.)
+fn warnings<T>(f: impl FnOnce() -> T) -> (T, String) {
+    #[derive(Clone)]
+    struct Buf;
+    static LOG: Mutex<Vec<u8>> = Mutex::new(Vec::new());
+    impl std::io::Write for Buf {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            LOG.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    static INIT: std::sync::Once = std::sync::Once::new();
+    INIT.call_once(|| {
+        let sub = tracing_subscriber::fmt()
+            .with_writer(|| Buf)
+            .with_ansi(false)
+            .with_thread_names(true)
+            .with_max_level(tracing::Level::WARN)
+            .finish();
+        tracing::subscriber::set_global_default(sub).unwrap();
+    });
+    let me = std::thread::current();
+    let me = format!(" {} ", me.name().unwrap_or("main"));
+    let from = LOG.lock().unwrap().len();
+    let r = f();
+    let all = LOG.lock().unwrap()[from..].to_vec();
+    let text = String::from_utf8_lossy(&all)
+        .lines()
+        .filter(|l| l.contains(&me))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    (r, text)
+}
+
+/// Checks that none of incidents 1..=n is rejected.
+fn none_rejected(env: &Env, n: u64, sum: &upload::Summary, what: &str) {
+    assert!(sum.rejected.is_empty(), "{what}: {sum:?}");
+    for i in 1..=n {
+        let inc = env.record(i).unwrap();
+        assert_ne!(inc.state, State::Rejected, "{what}: {inc:?}");
+        assert_eq!(inc.rejected, None, "{what}");
+    }
+}
+
+/// An answer to the creation POST that says the endpoint is wrong, not the incident (a wrong
+/// URL, an auth proxy or expired credentials, a method or tus version the server does not
+/// take, a timeout, a redirect, an upload URL that is not https) rejects nothing and charges
+/// no attempt: the pass stops at the first such answer and waits, also in a new process; once
+/// the server answers properly every queued incident is uploaded. Before, every incident was
+/// rejected in that one pass, for good (408 and the redirect: each charged an attempt).
+#[test]
+fn an_endpoint_answer_to_the_creation_post_rejects_no_incident() {
+    let insecure = || vec![("Location", "http://example.com/files/x".to_string())];
+    let cases: Vec<(u16, Vec<(&'static str, String)>)> = vec![
+        (401, vec![("WWW-Authenticate", "Bearer".into())]),
+        (404, vec![]),
+        (403, vec![]),
+        (405, vec![]),
+        (407, vec![]),
+        (408, vec![]),
+        (412, vec![("Tus-Version", "2.0.0".into())]),
+        (201, insecure()),
+        (308, vec![("Location", "https://example.com/files/".into())]),
+    ];
+    for (code, headers) in cases {
+        let env = Env::with_incidents(3);
+        let (s, on) =
+            switchable(move |h| (h.method == "POST").then(|| Act::Status(code, headers.clone())));
+        let (sum, log) = warnings(|| run(&env, &s));
+        none_rejected(&env, 3, &sum, &format!("{code}"));
+        assert_eq!(s.log().len(), 1, "{code}: the pass went on: {:?}", s.log());
+        assert_eq!(env.record(1).unwrap().upload_attempts, 0, "{code}");
+        let until = env.wait_until();
+        assert!(until > T0, "{code}: no wait: {sum:?}");
+        assert!(
+            matches!(&sum.stopped, Some(Stop::Endpoint { until_ms, .. }) if *until_ms == until),
+            "{code}: {sum:?}"
+        );
+        // One warning, naming the endpoint and the status.
+        let lines: Vec<&str> = log.lines().collect();
+        assert_eq!(lines.len(), 1, "{code}: {log}");
+        let answer = if code == 201 {
+            "http://example.com/files/x".to_string() // the Location
+        } else {
+            format!("HTTP {code}")
+        };
+        assert!(
+            lines[0].contains(&s.endpoint()) && lines[0].contains(&answer),
+            "{code}: {log}"
+        );
+        // Not before the wait, even in a new process.
+        env.clock.set(until - 1);
+        let sum = run(&env, &s);
+        assert_eq!(sum.stopped, Some(Stop::RetryAfter(until)), "{code}");
+        assert_eq!(s.log().len(), 1, "{code}: {sum:?}");
+        // The server is fixed: everything goes.
+        *on.lock().unwrap() = false;
+        env.clock.set(until);
+        let sum = run(&env, &s);
+        assert_eq!(
+            sum.acknowledged,
+            vec![Env::id(1), Env::id(2), Env::id(3)],
+            "{code}: {sum:?}"
+        );
+    }
+}
+
+/// Only an answer about this incident's own request (its length, its metadata) rejects it;
+/// the pass goes on with the next incident.
+#[test]
+fn a_413_400_or_422_to_the_creation_post_rejects_only_that_incident() {
+    for code in [413, 400, 422] {
+        let env = Env::with_incidents(3);
+        let bad = Env::id(2);
+        let s = Scripted::new(move |h, _| {
+            if h.method == "POST" && h.incident.as_deref() == Some(bad.as_str()) {
+                Act::Status(code, vec![])
+            } else {
+                Act::Normal
+            }
+        });
+        let sum = run(&env, &s);
+        assert_eq!(sum.acknowledged, vec![Env::id(1), Env::id(3)], "{sum:?}");
+        assert_eq!(sum.rejected.len(), 1, "{sum:?}");
+        assert_eq!(sum.rejected[0].0, Env::id(2));
+        assert!(
+            sum.rejected[0].1.contains(&format!("HTTP {code}")),
+            "{sum:?}"
+        );
+        assert_eq!(env.record(2).unwrap().state, State::Rejected);
+        assert_eq!(sum.stopped, None, "{sum:?}");
+    }
+}
+
+/// Expired credentials or a proxy in the middle of an upload: a PATCH or HEAD answered with an
+/// endpoint problem rejects nothing, keeps the upload URLs, and the next pass resumes them.
+#[test]
+fn an_endpoint_answer_to_a_patch_or_head_rejects_nothing_and_keeps_the_uploads() {
+    for (method, code) in [
+        ("PATCH", 401),
+        ("PATCH", 403),
+        ("PATCH", 413),
+        ("PATCH", 429),
+        ("HEAD", 401),
+        ("HEAD", 405),
+    ] {
+        let what = format!("{method} {code}");
+        let env = Env::with_incidents(3);
+        // Phase 0 (for HEAD): a reset in a PATCH leaves incident 1 with its URLs persisted.
+        // Phase 1: the endpoint problem. Phase 2: a correct server.
+        let phase = Arc::new(Mutex::new(if method == "HEAD" { 0 } else { 1 }));
+        let p2 = phase.clone();
+        let s = Scripted::new(move |h, _| match *p2.lock().unwrap() {
+            0 if h.method == "PATCH" && h.body > 20_000 => Act::Reset,
+            1 if h.method == method => Act::Status(code, vec![]),
+            _ => Act::Normal,
+        });
+        let mut before = 0;
+        if method == "HEAD" {
+            let sum = run(&env, &s);
+            assert!(matches!(sum.stopped, Some(Stop::Backoff { .. })), "{sum:?}");
+            env.clock.set(env.record(1).unwrap().next_attempt_ms);
+            *phase.lock().unwrap() = 1;
+            before = 1;
+        }
+        let n = s.log().len();
+        let sum = run(&env, &s);
+        none_rejected(&env, 3, &sum, &what);
+        let inc = env.record(1).unwrap();
+        assert_eq!(inc.upload_attempts, before, "{what}: {sum:?} {:?}", s.log());
+        assert!(
+            inc.uploads.iter().all(|u| u.url.is_some()),
+            "{what}: {inc:?}"
+        );
+        let sent = s.methods()[n..].to_vec();
+        assert_eq!(
+            sent.last().map(String::as_str),
+            Some(method),
+            "{what}: {sent:?}"
+        );
+        assert_eq!(
+            sent.iter().filter(|m| *m == method).count(),
+            1,
+            "{what}: {sent:?}"
+        );
+        let until = env.wait_until();
+        assert!(until > env.clock.now_ms(), "{what}: no wait: {sum:?}");
+        if code == 429 {
+            assert_eq!(sum.stopped, Some(Stop::RetryAfter(until)), "{what}");
+        } else {
+            assert!(
+                matches!(&sum.stopped, Some(Stop::Endpoint { until_ms, .. }) if *until_ms == until),
+                "{what}: {sum:?}"
+            );
+        }
+        *phase.lock().unwrap() = 2;
+        env.clock.set(until);
+        let sum = run(&env, &s);
+        assert_eq!(
+            sum.acknowledged,
+            vec![Env::id(1), Env::id(2), Env::id(3)],
+            "{what}: {sum:?}"
+        );
+        // Incident 1's uploads were resumed, not created again: 3 POSTs per incident.
+        let posts = s.log().iter().filter(|h| h.method == "POST").count();
+        assert_eq!(posts, 9, "{what}");
+    }
+}
+
+/// A lasting endpoint problem (a release shipped with a wrong URL) costs one request per pass
+/// and waits longer each time, capped; it never uses up an incident's attempts, so no incident
+/// is given up however long it lasts.
+#[test]
+fn a_lasting_endpoint_problem_waits_longer_each_time_and_burns_no_attempts() {
+    let env = Env::with_incidents(2);
+    let s = Scripted::new(|h, _| {
+        if h.method == "POST" {
+            Act::Status(401, vec![])
+        } else {
+            Act::Normal
+        }
+    });
+    let mut waits = Vec::new();
+    for pass in 1..=6 {
+        // More passes than max_attempts (4).
+        let sum = run(&env, &s);
+        none_rejected(&env, 2, &sum, &format!("pass {pass}"));
+        assert_eq!(s.log().len(), pass, "one request per pass");
+        let until = env.wait_until();
+        let now = env.clock.now_ms();
+        assert!(until > now, "pass {pass}: no wait: {sum:?}");
+        assert!(
+            matches!(&sum.stopped, Some(Stop::Endpoint { until_ms, .. }) if *until_ms == until),
+            "pass {pass}: {sum:?}"
+        );
+        waits.push(until - now);
+        env.clock.set(until);
+    }
+    assert_eq!(env.record(1).unwrap().upload_attempts, 0);
+    // base 10 s doubling, capped at 25 s, jitter in [50 %, 100 %].
+    let caps = [10_000, 20_000, 25_000, 25_000, 25_000, 25_000];
+    for (d, cap) in waits.iter().zip(caps) {
+        assert!(*d >= cap / 2 && *d <= cap, "{waits:?}");
+    }
+}
+
+/// A 503 that says when to come back is obeyed like a 429 (kept across restarts, not a failed
+/// attempt), and a `Retry-After` longer than `max_retry_after` is cut to it.
+#[test]
+fn status_503_with_retry_after_is_obeyed_and_capped() {
+    for code in [503, 429] {
+        for (secs, wait_ms) in [(600u64, 600_000u64), (10_000_000, 24 * 3600 * 1000)] {
+            let env = Env::new();
+            let s = Scripted::new(move |h, n| {
+                if h.method == "POST" && n == 0 {
+                    Act::Status(code, vec![("Retry-After", secs.to_string())])
+                } else {
+                    Act::Normal
+                }
+            });
+            let sum = run(&env, &s);
+            assert_eq!(
+                sum.stopped,
+                Some(Stop::RetryAfter(T0 + wait_ms)),
+                "{code} {secs}"
+            );
+            assert_eq!(
+                env.incident().upload_attempts,
+                0,
+                "{code}: not a failed attempt"
+            );
+            env.clock.set(T0 + wait_ms - 1);
+            run(&env, &s);
+            assert_eq!(s.log().len(), 1, "{code}");
+            env.clock.set(T0 + wait_ms);
+            let sum = run(&env, &s);
+            assert_eq!(sum.acknowledged.len(), 1, "{code}: {sum:?}");
+        }
+    }
+}
+
+/// The tus spec lets a server answer a HEAD for an upload it does not know with 403, like 404
+/// and 410: the upload is created again. If the creation is refused too (an auth proxy that
+/// says 403 to everything), that is an endpoint problem and the old URLs are kept.
+#[test]
+fn head_403_creates_the_upload_again_and_keeps_it_if_creation_is_refused() {
+    for post_too in [false, true] {
+        let env = Env::new();
+        let s = Scripted::new(|h, _| {
+            if h.method == "PATCH" && h.body > 20_000 {
+                Act::Reset
+            } else {
+                Act::Normal
+            }
+        });
+        run(&env, &s);
+        let inc = env.incident();
+        assert!(inc.uploads.iter().any(|u| u.url.is_some() && !u.acked));
+        env.clock.set(inc.next_attempt_ms);
+        let urls: Vec<_> = inc.uploads.iter().map(|u| u.url.clone()).collect();
+        let (s2, on) = switchable(move |h| match h.method.as_str() {
+            "HEAD" => Some(Act::Status(403, vec![])),
+            "POST" if post_too => Some(Act::Status(403, vec![])),
+            _ => None,
+        });
+        let mut c = cfg(s.endpoint());
+        c.endpoint = s2.endpoint();
+        // The URLs point at the first server; re-point them (same paths) to the second one.
+        let spool = env.spool();
+        {
+            let g = spool.lock().unwrap();
+            let mut inc = env.incident();
+            for u in &mut inc.uploads {
+                u.url = u
+                    .url
+                    .as_ref()
+                    .map(|x| x.replace(&s.endpoint(), &s2.endpoint()));
+            }
+            g.save(&inc).unwrap();
+        }
+        let urls: Vec<_> = urls
+            .into_iter()
+            .map(|u| u.map(|x| x.replace(&s.endpoint(), &s2.endpoint())))
+            .collect();
+        let sum = upload::run_once(&spool, &c, Network::UNMETERED).unwrap();
+        if !post_too {
+            assert_eq!(sum.acknowledged.len(), 1, "{sum:?}");
+            assert_eq!(&s2.methods()[..2], &["HEAD", "POST"]);
+            continue;
+        }
+        none_rejected(&env, 1, &sum, "HEAD and POST 403");
+        assert!(
+            matches!(&sum.stopped, Some(Stop::Endpoint { error, .. }) if error.contains("403")),
+            "{sum:?}"
+        );
+        let inc = env.incident();
+        assert_eq!(inc.upload_attempts, 1, "only the reset counted");
+        let kept: Vec<_> = inc.uploads.iter().map(|u| u.url.clone()).collect();
+        assert_eq!(kept, urls, "the old upload URLs are kept");
+        *on.lock().unwrap() = false;
+        env.clock.set(env.wait_until().max(inc.next_attempt_ms));
+        let sum = upload::run_once(&spool, &c, Network::UNMETERED).unwrap();
+        assert_eq!(sum.acknowledged.len(), 1, "{sum:?}");
+    }
+}
+
+/// An upload created a moment ago that the server says it does not know (a proxy that routes
+/// the creation but not the upload URLs it hands out) is the endpoint's problem: the pass
+/// stops after one PATCH instead of creating the upload again and again, and no attempt is
+/// charged.
+#[test]
+fn a_404_to_a_fresh_upload_is_an_endpoint_problem() {
+    let env = Env::with_incidents(2);
+    let (s, on) = switchable(|h| (h.method == "PATCH").then(|| Act::Status(404, vec![])));
+    let sum = run(&env, &s);
+    none_rejected(&env, 2, &sum, "PATCH 404");
+    assert!(
+        matches!(&sum.stopped, Some(Stop::Endpoint { error, .. }) if error.contains("404")),
+        "{sum:?}"
+    );
+    assert_eq!(env.record(1).unwrap().upload_attempts, 0, "{sum:?}");
+    let m = s.methods();
+    assert_eq!(m.iter().filter(|x| *x == "PATCH").count(), 1, "{m:?}");
+    assert_eq!(m.iter().filter(|x| *x == "POST").count(), 3, "{m:?}");
+    *on.lock().unwrap() = false;
+    env.clock.set(env.wait_until());
+    let sum = run(&env, &s);
+    assert_eq!(sum.acknowledged, vec![Env::id(1), Env::id(2)], "{sum:?}");
 }

@@ -10,11 +10,36 @@
 //! - An incident is deleted only after every file is acknowledged: the final offset equals the
 //!   size, and the SHA-256 the server reports (when it reports one, as [`collector`] does) equals
 //!   ours. A mismatch throws the upload away and starts it again.
-//! - 413 and other 4xx (except 408 and 429) are final: the incident is marked `rejected` with
-//!   the reason. 429 stops the pass and its `Retry-After` is stored in `spool.json`, so a restart
-//!   waits too. 408, 5xx, network errors, a PATCH answered without progress (after 8 rounds
-//!   of asking HEAD) and a planned file that cannot be read for a reason other than being gone
-//!   (EMFILE, EIO) count one attempt; the next is delayed by capped exponential backoff with
+//! - Each answer is classified by what it is about; the tus 1.0 core and creation specs tie
+//!   only a few statuses to a request's content:
+//!   - this incident's request: 400, 413 and 422 to the creation POST, which carries the
+//!     incident's length and metadata. The incident is marked `rejected` with the reason (it
+//!     is never sent again and stays until a quota evicts it); the pass goes on.
+//!   - the upload expired: 404 and 410 to a HEAD or PATCH, and 403 to a HEAD (the spec allows
+//!     it for an unknown upload), of an upload created in an earlier pass. It is created
+//!     anew; the old URL is kept until the new one exists.
+//!   - the offsets disagree: 409 to a PATCH. HEAD says the server's offset; resume there.
+//!   - come back later: 429, and 503 with `Retry-After`. The pass stops; `Retry-After` (else
+//!     `default_retry_after`), at most `max_retry_after`, is stored in `spool.json`, so a
+//!     restart waits too. No attempt is counted.
+//!   - the endpoint is wrong, not this incident (its URL, credentials, an auth proxy, a proxy's
+//!     size or rate limits, the tus version): every other 4xx (401, 403, 404 and 405 to the
+//!     creation, 407, 408, 412, 413 to a PATCH, 415, ...), a 3xx (redirects are not
+//!     followed), an upload URL the server gives that is not https, and 404/410/403 for an
+//!     upload created in this same pass (the URLs it hands out do not reach it).
+//!   - a failed attempt: 5xx (503 without `Retry-After`), network errors, a malformed tus
+//!     answer, 460 to a PATCH (a checksum mismatch: oomguard sends no checksum, so bytes
+//!     damaged on the way).
+//! - An endpoint problem rejects nothing and counts no attempt: the pass stops, one warning
+//!   names the answer and the endpoint, and nothing is sent before a wait stored in
+//!   `spool.json` like `Retry-After`: `backoff_base`, doubling with each endpoint problem in a
+//!   row (counted in this process), at most `backoff_cap`; longer if the answer carries a
+//!   `Retry-After`; never more than `max_retry_after`. A release with a wrong URL or expired
+//!   credentials thus costs one request per wait, loses no incident, and uploads everything
+//!   once fixed.
+//! - A failed attempt (also: a PATCH answered without progress after 8 rounds of asking HEAD,
+//!   a planned file that cannot be read for a reason other than being gone, such as EMFILE or
+//!   EIO) counts against the incident: the next is delayed by capped exponential backoff with
 //!   jitter, stored in `incident.json`; after `max_attempts` the incident is marked `rejected`.
 //! - A daily byte budget (counted in `spool.json` before bytes are sent) and "unmetered only"
 //!   (the caller says what the network is) bound what is spent.
@@ -30,6 +55,8 @@ pub mod tus;
 use crate::spool::{self, Error as SpoolError, FileKind, Incident, Spool, SpoolGuard, State};
 use rand::Rng;
 use std::io::{Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::time::Duration;
 use tus::{Client, TusError};
 
@@ -58,13 +85,15 @@ pub struct Config {
     pub min_rate: u64,
     /// Bytes per PATCH.
     pub chunk_size: u64,
-    /// Failed attempts (408, 5xx, network) per incident before it is given up.
+    /// Failed attempts (5xx, network errors) per incident before it is given up; endpoint
+    /// problems and 429 are not counted (see the module doc).
     pub max_attempts: u32,
     pub backoff_base: Duration,
     pub backoff_cap: Duration,
     /// Used when a 429 has no readable `Retry-After`.
     pub default_retry_after: Duration,
-    /// At most this many `Retry-After` seconds are obeyed.
+    /// At most this many `Retry-After` seconds are obeyed; an endpoint problem's wait is no
+    /// longer either.
     pub max_retry_after: Duration,
     /// Bytes sent per UTC day, all incidents together.
     pub daily_byte_budget: u64,
@@ -121,8 +150,16 @@ pub enum Stop {
     Offline,
     /// Metered network and `unmetered_only`.
     Metered,
-    /// The server said 429; not before this time (ms since the epoch).
+    /// The server said 429 (or 503 with `Retry-After`), or the wait after an endpoint problem
+    /// runs: not before this time (ms since the epoch).
     RetryAfter(u64),
+    /// An answer said the endpoint is wrong, not an incident (a wrong URL, credentials, a
+    /// proxy: see the module doc). Nothing was rejected or counted as an attempt; nothing is
+    /// sent before this time (ms since the epoch, stored in `spool.json`).
+    Endpoint {
+        until_ms: u64,
+        error: String,
+    },
     /// The daily byte budget is spent.
     BudgetExhausted,
     /// A retryable failure; the incident waits until this time (ms since the epoch).
@@ -153,7 +190,16 @@ pub struct Summary {
 
 /// One incident's upload failed.
 enum Fail {
-    RetryAfter(Option<u64>),
+    /// 429, or 503 with `Retry-After` (seconds, when readable): come back later.
+    ServerWait {
+        status: u16,
+        retry_after: Option<u64>,
+    },
+    /// The endpoint is wrong, not this incident.
+    Endpoint {
+        what: String,
+        retry_after: Option<u64>,
+    },
     Retryable(String),
     Rejected(String),
     Budget,
@@ -167,22 +213,88 @@ impl From<SpoolError> for Fail {
     }
 }
 
-impl From<TusError> for Fail {
-    fn from(e: TusError) -> Fail {
-        match &e {
-            TusError::Status {
-                status: 429,
-                retry_after,
-                ..
-            } => Fail::RetryAfter(*retry_after),
-            TusError::Status { status: 408, .. } => Fail::Retryable(e.to_string()),
-            TusError::Status { status, .. } if (400..500).contains(status) => {
-                Fail::Rejected(e.to_string())
+/// The request an answer came to: a status can mean something else on each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Req {
+    Create,
+    Head,
+    Patch,
+}
+
+impl std::fmt::Display for Req {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Req::Create => "creation POST",
+            Req::Head => "HEAD",
+            Req::Patch => "PATCH",
+        })
+    }
+}
+
+/// What an error of the tus client means (the table in the module doc). 404/410 (and 403 on
+/// HEAD) of a known upload and 409 on PATCH are handled where they are met, never here.
+fn classify(req: Req, e: TusError) -> Fail {
+    let (status, retry_after) = match &e {
+        TusError::Status {
+            status,
+            retry_after,
+            ..
+        } => (*status, *retry_after),
+        // The server handed out an upload URL we may not contact: its configuration.
+        TusError::Insecure(_) => {
+            return Fail::Endpoint {
+                what: format!("{e} (an upload URL the server gave)"),
+                retry_after: None,
             }
-            TusError::Insecure(_) => Fail::Rejected(e.to_string()),
-            _ => Fail::Retryable(e.to_string()),
+        }
+        TusError::Network { .. } | TusError::Protocol { .. } => {
+            return Fail::Retryable(e.to_string())
+        }
+    };
+    match (req, status) {
+        (_, 429) => Fail::ServerWait {
+            status,
+            retry_after,
+        },
+        (_, 503) if retry_after.is_some() => Fail::ServerWait {
+            status,
+            retry_after,
+        },
+        // The creation carries this incident's length and metadata.
+        (Req::Create, 400 | 413 | 422) => Fail::Rejected(e.to_string()),
+        (Req::Patch, 460) => Fail::Retryable(e.to_string()),
+        (_, 300..=499) => Fail::Endpoint {
+            what: format!("{e} (answer to the {req})"),
+            retry_after,
+        },
+        _ => Fail::Retryable(e.to_string()),
+    }
+}
+
+/// Endpoint problems in a row, per spool root, in this process: each wait doubles. (The
+/// wait itself is in `spool.json`; the count is not, so a new process starts again from
+/// `backoff_base` once the stored wait is over.)
+static ENDPOINT_PROBLEMS: Mutex<Vec<(PathBuf, u32)>> = Mutex::new(Vec::new());
+
+/// Count one more endpoint problem for `root`; returns how many in a row.
+fn endpoint_problem(root: &Path) -> u32 {
+    let mut v = ENDPOINT_PROBLEMS.lock().unwrap_or_else(|p| p.into_inner());
+    match v.iter_mut().find(|(r, _)| r == root) {
+        Some((_, n)) => {
+            *n = n.saturating_add(1);
+            *n
+        }
+        None => {
+            v.push((root.to_path_buf(), 1));
+            1
         }
     }
+}
+
+/// The server took a request as it should: the next endpoint problem waits `backoff_base`.
+fn endpoint_works(root: &Path) {
+    let mut v = ENDPOINT_PROBLEMS.lock().unwrap_or_else(|p| p.into_inner());
+    v.retain(|(r, _)| r != root);
 }
 
 /// The delay before attempt `attempts + 1`: `base · 2^(attempts-1)`, capped, times a random
@@ -272,26 +384,55 @@ pub fn run_once(spool: &Spool, cfg: &Config, net: Network) -> Result<Summary, Er
             inc
         };
         match upload_incident(&guard, &client, cfg, &mut inc, &mut sum) {
-            Ok(()) => match guard.delete(&id) {
-                Ok(()) => {
-                    tracing::info!("upload: incident {id} acknowledged by the server; deleted");
-                    sum.acknowledged.push(id);
+            Ok(()) => {
+                endpoint_works(spool.root());
+                match guard.delete(&id) {
+                    Ok(()) => {
+                        tracing::info!("upload: incident {id} acknowledged by the server; deleted");
+                        sum.acknowledged.push(id);
+                    }
+                    Err(e) => tracing::warn!("upload: {id} acknowledged but not deleted: {e}"),
                 }
-                Err(e) => tracing::warn!("upload: {id} acknowledged but not deleted: {e}"),
-            },
-            Err(Fail::RetryAfter(secs)) => {
-                let wait = secs
+            }
+            Err(Fail::ServerWait {
+                status,
+                retry_after,
+            }) => {
+                let wait = retry_after
                     .map(Duration::from_secs)
                     .unwrap_or(cfg.default_retry_after)
                     .min(cfg.max_retry_after);
                 let until = spool.now_ms() + wait.as_millis() as u64;
                 tracing::warn!(
-                    "upload: 429 from the server; waiting {wait:?} (kept across restarts)"
+                    "upload: HTTP {status} from {}; waiting {wait:?} (kept across restarts)",
+                    cfg.endpoint
                 );
                 if let Err(e) = spool.update_state(|s| s.retry_after_until_ms = until) {
                     tracing::warn!("upload: could not persist Retry-After: {e}");
                 }
                 sum.stopped = Some(Stop::RetryAfter(until));
+                break;
+            }
+            Err(Fail::Endpoint { what, retry_after }) => {
+                // Not this incident's fault: nothing is rejected or counted against it, and
+                // the pass stops; the wait grows while the problem lasts.
+                let mut wait = backoff(cfg, endpoint_problem(spool.root()));
+                if let Some(secs) = retry_after {
+                    wait = wait.max(Duration::from_secs(secs));
+                }
+                let wait = wait.min(cfg.max_retry_after);
+                let until = spool.now_ms() + wait.as_millis() as u64;
+                tracing::warn!(
+                    "upload: endpoint {} is not usable: {what}; a problem of the endpoint (URL, credentials, proxy, limits), not of incident {id}: nothing rejected, no attempt counted; next try in {wait:?}",
+                    cfg.endpoint
+                );
+                if let Err(e) = spool.update_state(|s| s.retry_after_until_ms = until) {
+                    tracing::warn!("upload: could not persist the wait: {e}");
+                }
+                sum.stopped = Some(Stop::Endpoint {
+                    until_ms: until,
+                    error: what,
+                });
                 break;
             }
             Err(Fail::Budget) => {
@@ -327,7 +468,10 @@ pub fn run_once(spool: &Spool, cfg: &Config, net: Network) -> Result<Summary, Er
                 });
                 break;
             }
-            Err(Fail::Rejected(reason)) => reject(&guard, &mut inc, reason, &mut sum),
+            Err(Fail::Rejected(reason)) => {
+                endpoint_works(spool.root());
+                reject(&guard, &mut inc, reason, &mut sum)
+            }
             Err(Fail::Local(what)) => {
                 guard.quarantine(&spool.incident_dir(&id), &what);
                 sum.quarantined.push(id);
@@ -439,15 +583,27 @@ fn unreadable(path: &std::path::Path, e: std::io::Error) -> Fail {
 
 fn create(client: &Client, inc: &Incident, i: usize) -> Result<String, Fail> {
     let u = &inc.uploads[i];
-    Ok(client.create(
-        u.size,
-        &[
-            ("incident", &inc.id),
-            ("kind", u.kind.upload_kind()),
-            ("sha256", &u.sha256),
-            ("filename", u.kind.file_name()),
-        ],
-    )?)
+    client
+        .create(
+            u.size,
+            &[
+                ("incident", &inc.id),
+                ("kind", u.kind.upload_kind()),
+                ("sha256", &u.sha256),
+                ("filename", u.kind.file_name()),
+            ],
+        )
+        .map_err(|e| classify(Req::Create, e))
+}
+
+/// An upload created in this pass that the server says it does not know: the URLs it hands
+/// out do not reach it (a proxy routing only the creation, a wrong base path). Creating it
+/// again would only repeat that.
+fn gone_at_once(url: &str, req: Req, answer: &str) -> Fail {
+    Fail::Endpoint {
+        what: format!("{url}: {answer} to the {req} of an upload created a moment ago"),
+        retry_after: None,
+    }
 }
 
 /// Bytes left in today's budget.
@@ -492,24 +648,33 @@ fn upload_file(
     let path = spool.incident_dir(&inc.id).join(kind.file_name());
     let size = inc.uploads[i].size;
     let upload_kind = kind.upload_kind();
+    // The URL was created in this pass (the server cannot have let it expire since).
+    let mut created_here = fresh;
+    // The server does not know the URL, or holds another length under it: create the upload
+    // anew. The old URL stays (in memory and on disk) until the new one exists, so that a
+    // creation refused by an endpoint problem leaves it to be asked about next time.
+    let mut stale = false;
     for _round in 0..8 {
         let mut offset;
-        match inc.uploads[i].url.clone() {
+        match inc.uploads[i].url.clone().filter(|_| !stale) {
             None => {
                 let url = create(client, inc, i)?;
                 inc.uploads[i].url = Some(url);
                 guard.save(inc)?;
+                (stale, created_here) = (false, true);
                 offset = 0;
             }
             Some(_) if fresh => {
                 fresh = false;
                 offset = 0;
             }
-            Some(url) => match client.head(&url)? {
+            Some(url) => match client.head(&url).map_err(|e| classify(Req::Head, e))? {
+                None if created_here => {
+                    return Err(gone_at_once(&url, Req::Head, "404, 410 or 403"));
+                }
                 None => {
                     tracing::info!("upload: {url} unknown to the server; creating it again");
-                    inc.uploads[i].url = None;
-                    guard.save(inc)?;
+                    stale = true;
                     continue;
                 }
                 Some(h) => {
@@ -519,8 +684,7 @@ fn upload_file(
                             h.offset,
                             h.length
                         );
-                        inc.uploads[i].url = None;
-                        guard.save(inc)?;
+                        stale = true;
                         continue;
                     }
                     offset = h.offset;
@@ -566,13 +730,16 @@ fn upload_file(
                 }
                 Err(TusError::Status { status: 409, .. }) => break 'send,
                 Err(TusError::Status {
-                    status: 404 | 410, ..
+                    status: status @ (404 | 410),
+                    ..
                 }) => {
-                    inc.uploads[i].url = None;
-                    guard.save(inc)?;
+                    if created_here {
+                        return Err(gone_at_once(&url, Req::Patch, &status.to_string()));
+                    }
+                    stale = true;
                     break 'send;
                 }
-                Err(e) => return Err(e.into()),
+                Err(e) => return Err(classify(Req::Patch, e)),
             }
         }
     }
@@ -601,5 +768,91 @@ fn verify(
             Err(Fail::Retryable(what))
         }
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(status: u16, retry_after: Option<u64>) -> TusError {
+        TusError::Status {
+            status,
+            url: "https://x/files/".into(),
+            retry_after,
+            body: String::new(),
+        }
+    }
+
+    fn kind(f: Fail) -> &'static str {
+        match f {
+            Fail::ServerWait { .. } => "wait",
+            Fail::Endpoint { .. } => "endpoint",
+            Fail::Retryable(_) => "attempt",
+            Fail::Rejected(_) => "reject",
+            Fail::Budget | Fail::Local(_) | Fail::Spool(_) => "other",
+        }
+    }
+
+    /// The table of the module doc.
+    #[test]
+    fn answers_are_classified_by_what_they_are_about() {
+        use Req::*;
+        let table: &[(Req, u16, Option<u64>, &str)] = &[
+            (Create, 400, None, "reject"),
+            (Create, 413, None, "reject"),
+            (Create, 422, None, "reject"),
+            (Create, 401, None, "endpoint"),
+            (Create, 403, None, "endpoint"),
+            (Create, 404, None, "endpoint"),
+            (Create, 405, None, "endpoint"),
+            (Create, 407, None, "endpoint"),
+            (Create, 408, None, "endpoint"),
+            (Create, 410, None, "endpoint"),
+            (Create, 412, None, "endpoint"),
+            (Create, 415, None, "endpoint"),
+            (Create, 418, None, "endpoint"),
+            (Create, 451, None, "endpoint"),
+            (Create, 301, None, "endpoint"),
+            (Head, 400, None, "endpoint"),
+            (Head, 401, None, "endpoint"),
+            (Head, 413, None, "endpoint"),
+            (Patch, 400, None, "endpoint"),
+            (Patch, 403, None, "endpoint"),
+            (Patch, 413, None, "endpoint"),
+            (Patch, 415, None, "endpoint"),
+            (Patch, 460, None, "attempt"),
+            (Create, 429, None, "wait"),
+            (Patch, 429, Some(5), "wait"),
+            (Create, 503, Some(60), "wait"),
+            (Create, 503, None, "attempt"),
+            (Patch, 500, Some(60), "attempt"),
+            (Head, 502, None, "attempt"),
+        ];
+        for &(req, code, ra, want) in table {
+            assert_eq!(
+                kind(classify(req, status(code, ra))),
+                want,
+                "{code} to {req}"
+            );
+        }
+        let insecure = TusError::Insecure("http://example.com/files/1".into());
+        assert_eq!(kind(classify(Create, insecure)), "endpoint");
+        let net = TusError::Network {
+            url: "https://x/".into(),
+            what: "reset".into(),
+        };
+        assert_eq!(kind(classify(Patch, net)), "attempt");
+    }
+
+    #[test]
+    fn endpoint_problems_in_a_row_are_counted_per_spool() {
+        let (a, b) = (Path::new("/spool/a"), Path::new("/spool/b"));
+        assert_eq!(endpoint_problem(a), 1);
+        assert_eq!(endpoint_problem(a), 2);
+        assert_eq!(endpoint_problem(b), 1);
+        endpoint_works(a);
+        assert_eq!(endpoint_problem(a), 1);
+        assert_eq!(endpoint_problem(b), 2);
     }
 }

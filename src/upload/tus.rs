@@ -2,8 +2,9 @@
 //! PATCH with `application/offset+octet-stream`.
 //!
 //! Invariants: every request carries `Tus-Resumable: 1.0.0`; no URL that is not HTTPS (or plain
-//! HTTP to a loopback address) is ever contacted; each response body is read (bounded) so that
-//! the connection can be reused; nothing panics on a malformed answer.
+//! HTTP to a loopback address) is ever contacted; no redirect is followed (a 3xx is an error
+//! like a 4xx); each response body is read (bounded) so that the connection can be reused;
+//! nothing panics on a malformed answer.
 
 use base64::Engine;
 use std::io::Read;
@@ -287,6 +288,23 @@ impl Client {
         }
     }
 
+    /// A redirect is not followed (a tus request must not be replayed elsewhere unasked): it
+    /// is an error naming where it pointed, like a 4xx.
+    fn no_redirect(url: &str, r: ureq::Response) -> Result<ureq::Response, TusError> {
+        if !(300..400).contains(&r.status()) {
+            return Ok(r);
+        }
+        let status = r.status();
+        let to = r.header("Location").unwrap_or("").to_string();
+        let _ = read_small(r);
+        Err(TusError::Status {
+            status,
+            url: url.to_string(),
+            retry_after: None,
+            body: format!("redirect to {to:?}, not followed"),
+        })
+    }
+
     /// Create an upload of `length` bytes; returns its absolute URL.
     pub fn create(&self, length: u64, metadata: &[(&str, &str)]) -> Result<String, TusError> {
         let url = &self.endpoint;
@@ -301,6 +319,7 @@ impl Client {
             .set("Content-Length", "0")
             .call()
             .map_err(|e| Self::map(url, e))?;
+        let r = Self::no_redirect(url, r)?;
         if r.status() != 201 && r.status() != 200 {
             return Err(TusError::Protocol {
                 url: url.clone(),
@@ -318,7 +337,8 @@ impl Client {
         Ok(abs)
     }
 
-    /// The server's offset for an upload; `None` if the server no longer knows it (404/410).
+    /// The server's offset for an upload; `None` if the server no longer knows it (404, 410,
+    /// or 403, which the tus spec also allows for an upload that is not found).
     pub fn head(&self, url: &str) -> Result<Option<Head>, TusError> {
         self.check(url)?;
         let r = match self
@@ -328,8 +348,8 @@ impl Client {
             .set("Tus-Resumable", "1.0.0")
             .call()
         {
-            Ok(r) => r,
-            Err(ureq::Error::Status(404 | 410, _)) => return Ok(None),
+            Ok(r) => Self::no_redirect(url, r)?,
+            Err(ureq::Error::Status(403 | 404 | 410, _)) => return Ok(None),
             Err(e) => return Err(Self::map(url, e)),
         };
         let offset = r
@@ -370,6 +390,7 @@ impl Client {
             .set("Content-Length", &len.to_string())
             .send(body.take(len))
             .map_err(|e| Self::map(url, e))?;
+        let r = Self::no_redirect(url, r)?;
         let new = r
             .header("Upload-Offset")
             .and_then(|v| v.trim().parse::<u64>().ok())
