@@ -3,7 +3,8 @@
 //! Layout of a spool directory `ROOT`:
 //! ```text
 //! ROOT/lock                      flock'd by the one process that recovers, analyses, uploads, evicts
-//! ROOT/spool.json                spool-wide state: Retry-After wait, daily byte budget, pending
+//! ROOT/spool.json                spool-wide state: the wait before sending again (Retry-After, an
+//!                                endpoint problem), daily byte budget, pending
 //!                                eviction and loss records (attached to the next uploaded report)
 //! ROOT/staging/ID/               an incident being written (dump, mini dump, inventories); its
 //!                                `.lock` is flock'd by the writer for as long as it writes
@@ -371,7 +372,8 @@ pub struct NewIncident {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SpoolState {
-    /// The server asked us (429 Retry-After) not to come back before this time.
+    /// Nothing is sent before this time: the server asked us to wait (429, or 503 with
+    /// `Retry-After`), or the endpoint answered that it is wrong (see `upload`'s module doc).
     pub retry_after_until_ms: u64,
     /// The day (ms / 86_400_000) `bytes_sent_today` counts.
     pub budget_day: u64,
