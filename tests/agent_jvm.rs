@@ -389,20 +389,26 @@ fn bad_policies_at_start_are_rejected_with_the_reason() {
     done(r);
 }
 
+/// Read an HTTP request's head from `s` (up to its blank line, or until the peer closes).
+fn skip_request_head(s: &std::net::TcpStream) {
+    use std::io::BufRead;
+    let mut r = std::io::BufReader::new(s);
+    loop {
+        let mut line = String::new();
+        if r.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+            break;
+        }
+    }
+}
+
 /// One scripted HTTP response from a server on 127.0.0.1; returns the URL.
 fn serve_once(body: String, signature: Option<String>) -> String {
-    use std::io::{BufRead, BufReader, Write};
+    use std::io::Write;
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/policy.json", l.local_addr().unwrap());
     std::thread::spawn(move || {
         let Ok((mut s, _)) = l.accept() else { return };
-        let mut r = BufReader::new(s.try_clone().unwrap());
-        loop {
-            let mut line = String::new();
-            if r.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                break;
-            }
-        }
+        skip_request_head(&s);
         let mut out = format!(
             "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nETag: \"e1\"\r\nConnection: close\r\n",
             body.len()
@@ -491,7 +497,7 @@ fn remote_policy_must_be_signed_newer_and_valid() {
 /// `start` returned: if `stop` waited for the fetch, the server gives up after a minute instead.
 #[test]
 fn stop_does_not_wait_for_a_hung_policy_fetch_and_start_waits_for_the_old_agent() {
-    use std::io::{BufRead, BufReader, Read, Write};
+    use std::io::{Read, Write};
     let marks = tempfile::tempdir().unwrap();
     let started = marks.path().join("fetch-started");
     let release = marks.path().join("release");
@@ -501,13 +507,7 @@ fn stop_does_not_wait_for_a_hung_policy_fetch_and_start_waits_for_the_old_agent(
     let (started2, release2) = (started.clone(), release.clone());
     std::thread::spawn(move || {
         let Ok((mut s, _)) = l.accept() else { return };
-        let mut r = BufReader::new(s.try_clone().unwrap());
-        loop {
-            let mut line = String::new();
-            if r.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                break;
-            }
-        }
+        skip_request_head(&s);
         std::fs::write(&started2, b"").unwrap();
         s.set_read_timeout(Some(std::time::Duration::from_millis(20)))
             .unwrap();
