@@ -446,12 +446,20 @@ fn status_429_retry_after_is_obeyed_and_remembered_across_restarts() {
     assert_eq!(sum.acknowledged.len(), 1, "{sum:?}");
 }
 
+/// A 5xx counts an attempt against the incident once the endpoint has shown it works in that
+/// pass: always for 500 (the server may fail on this incident), and for 502 to 504 after an
+/// earlier request of the pass was answered (here the creation, for a PATCH).
 #[test]
-fn status_500_and_503_retry_with_capped_backoff_then_give_up() {
-    for code in [500, 503, 502] {
+fn status_5xx_retry_with_capped_backoff_then_give_up() {
+    for (code, on) in [
+        (500, "POST"),
+        (502, "PATCH"),
+        (503, "PATCH"),
+        (504, "PATCH"),
+    ] {
         let env = Env::new();
         let s = Scripted::new(move |h, _| {
-            if h.method == "POST" {
+            if h.method == on {
                 Act::Status(code, vec![])
             } else {
                 Act::Normal
@@ -599,7 +607,7 @@ fn a_clock_set_back_does_not_freeze_backoff_or_retry_after() {
     let f2 = fail.clone();
     let s = Scripted::new(move |h, _| {
         if h.method == "POST" && *f2.lock().unwrap() {
-            Act::Status(503, vec![])
+            Act::Status(500, vec![])
         } else {
             Act::Normal
         }
@@ -978,6 +986,45 @@ fn a_lasting_endpoint_problem_waits_longer_each_time_and_burns_no_attempts() {
     let caps = [10_000, 20_000, 25_000, 25_000, 25_000, 25_000];
     for (d, cap) in waits.iter().zip(caps) {
         assert!(*d >= cap / 2 && *d <= cap, "{waits:?}");
+    }
+}
+
+/// A server that cannot be reached, or whose gateway says it is down (502, 503 without
+/// `Retry-After`, 504), or that answers as no tus server does (a captive portal's 200 page),
+/// before it has answered any request of the pass, is an outage: the pass stops and waits like
+/// for an endpoint problem, charging no attempt, so an outage longer than `max_attempts`
+/// backoffs gives up no queued incident; once the server is back every one is uploaded.
+/// Before, each pass charged the first incident an attempt and gave it up after four.
+#[test]
+fn an_outage_before_any_answer_charges_no_attempt() {
+    type Case = (&'static str, fn() -> Act);
+    let cases: [Case; 5] = [
+        ("502", || Act::Status(502, vec![])),
+        ("503", || Act::Status(503, vec![])),
+        ("504", || Act::Status(504, vec![])),
+        ("reset", || Act::Reset),
+        ("portal", || Act::Status(200, vec![])),
+    ];
+    for (what, act) in cases {
+        let env = Env::with_incidents(3);
+        let (s, on) = switchable(move |h| (h.method == "POST").then(act));
+        for pass in 1..=6 {
+            // More passes than max_attempts (4).
+            let sum = run(&env, &s);
+            let what = format!("{what}, pass {pass}");
+            none_rejected(&env, 3, &sum, &what);
+            assert!(
+                matches!(&sum.stopped, Some(Stop::Endpoint { .. })),
+                "{what}: {sum:?}"
+            );
+            for i in 1..=3 {
+                assert_eq!(env.record(i).unwrap().upload_attempts, 0, "{what}");
+            }
+            env.clock.set(env.wait_until());
+        }
+        *on.lock().unwrap() = false;
+        let sum = run(&env, &s);
+        assert_eq!(sum.acknowledged.len(), 3, "{what}: {sum:?}");
     }
 }
 

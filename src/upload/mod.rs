@@ -27,9 +27,13 @@
 //!     creation, 407, 408, 412, 413 to a PATCH, 415, ...), a 3xx (redirects are not
 //!     followed), an upload URL the server gives that is not https, and 404/410/403 for an
 //!     upload created in this same pass (the URLs it hands out do not reach it).
-//!   - a failed attempt: 5xx (503 without `Retry-After`), network errors, a malformed tus
-//!     answer, 460 to a PATCH (a checksum mismatch: oomguard sends no checksum, so bytes
-//!     damaged on the way).
+//!   - an outage, handled like the endpoint being wrong: before the server has answered any
+//!     request of the pass as tus says, a network error (refused, reset, timed out, DNS), a
+//!     502, 503 (without `Retry-After`) or 504, or an answer no tus server gives (a captive
+//!     portal's 200 page). A server down for days thus gives up no queued incident.
+//!   - a failed attempt: 5xx (500 always; 502 to 504 once the pass had an answer), network
+//!     errors and malformed tus answers once the pass had an answer, 460 to a PATCH (a
+//!     checksum mismatch: oomguard sends no checksum, so bytes damaged on the way).
 //! - An endpoint problem rejects nothing and counts no attempt: the pass stops, one warning
 //!   names the answer and the endpoint, and nothing is sent before a wait stored in
 //!   `spool.json` like `Retry-After`: `backoff_base`, doubling with each endpoint problem in a
@@ -85,8 +89,9 @@ pub struct Config {
     pub min_rate: u64,
     /// Bytes per PATCH.
     pub chunk_size: u64,
-    /// Failed attempts (5xx, network errors) per incident before it is given up; endpoint
-    /// problems and 429 are not counted (see the module doc).
+    /// Failed attempts (see the module doc: 500, and other 5xx and network errors once the
+    /// server answered in that pass) per incident before it is given up; endpoint problems,
+    /// outages and 429 are not counted.
     pub max_attempts: u32,
     pub backoff_base: Duration,
     pub backoff_cap: Duration,
@@ -233,7 +238,14 @@ impl std::fmt::Display for Req {
 
 /// What an error of the tus client means (the table in the module doc). 404/410 (and 403 on
 /// HEAD) of a known upload and 409 on PATCH are handled where they are met, never here.
-fn classify(req: Req, e: TusError) -> Fail {
+/// `answered`: the endpoint has answered a request of this pass as tus says, so a failure now
+/// may be this incident's; before that, a server that cannot be reached or answers as no tus
+/// server does is the endpoint's problem.
+fn classify(req: Req, e: TusError, answered: bool) -> Fail {
+    let unreachable = |e: &TusError| Fail::Endpoint {
+        what: format!("{e} (answer to the {req}, before any request of this pass was answered)"),
+        retry_after: None,
+    };
     let (status, retry_after) = match &e {
         TusError::Status {
             status,
@@ -246,6 +258,9 @@ fn classify(req: Req, e: TusError) -> Fail {
                 what: format!("{e} (an upload URL the server gave)"),
                 retry_after: None,
             }
+        }
+        TusError::Network { .. } | TusError::Protocol { .. } if !answered => {
+            return unreachable(&e)
         }
         TusError::Network { .. } | TusError::Protocol { .. } => {
             return Fail::Retryable(e.to_string())
@@ -267,6 +282,9 @@ fn classify(req: Req, e: TusError) -> Fail {
             what: format!("{e} (answer to the {req})"),
             retry_after,
         },
+        // A gateway or a server saying it is down (502, 503, 504) before the endpoint has
+        // answered anything: an outage, which must not use up queued incidents' attempts.
+        (_, 502..=504) if !answered => unreachable(&e),
         _ => Fail::Retryable(e.to_string()),
     }
 }
@@ -593,7 +611,7 @@ fn create(client: &Client, inc: &Incident, i: usize) -> Result<String, Fail> {
                 ("filename", u.kind.file_name()),
             ],
         )
-        .map_err(|e| classify(Req::Create, e))
+        .map_err(|e| classify(Req::Create, e, client.answered() > 0))
 }
 
 /// An upload created in this pass that the server says it does not know: the URLs it hands
@@ -668,7 +686,10 @@ fn upload_file(
                 fresh = false;
                 offset = 0;
             }
-            Some(url) => match client.head(&url).map_err(|e| classify(Req::Head, e))? {
+            Some(url) => match client
+                .head(&url)
+                .map_err(|e| classify(Req::Head, e, client.answered() > 0))?
+            {
                 None if created_here => {
                     return Err(gone_at_once(&url, Req::Head, "404, 410 or 403"));
                 }
@@ -739,7 +760,7 @@ fn upload_file(
                     stale = true;
                     break 'send;
                 }
-                Err(e) => return Err(classify(Req::Patch, e)),
+                Err(e) => return Err(classify(Req::Patch, e, client.answered() > 0)),
             }
         }
     }
@@ -831,18 +852,37 @@ mod tests {
         ];
         for &(req, code, ra, want) in table {
             assert_eq!(
-                kind(classify(req, status(code, ra))),
+                kind(classify(req, status(code, ra), true)),
                 want,
                 "{code} to {req}"
             );
+            // Before anything was answered, only an outage (502 to 504) changes meaning.
+            let before = match (code, want) {
+                (502..=504, "attempt") => "endpoint",
+                _ => want,
+            };
+            assert_eq!(
+                kind(classify(req, status(code, ra), false)),
+                before,
+                "{code} to {req}, nothing answered yet"
+            );
         }
+        assert_eq!(kind(classify(Create, status(500, None), false)), "attempt");
+        assert_eq!(kind(classify(Head, status(504, None), false)), "endpoint");
         let insecure = TusError::Insecure("http://example.com/files/1".into());
-        assert_eq!(kind(classify(Create, insecure)), "endpoint");
-        let net = TusError::Network {
+        assert_eq!(kind(classify(Create, insecure, true)), "endpoint");
+        let net = || TusError::Network {
             url: "https://x/".into(),
             what: "reset".into(),
         };
-        assert_eq!(kind(classify(Patch, net)), "attempt");
+        assert_eq!(kind(classify(Patch, net(), true)), "attempt");
+        assert_eq!(kind(classify(Create, net(), false)), "endpoint");
+        let odd = || TusError::Protocol {
+            url: "https://x/".into(),
+            what: "creation answer without Location".into(),
+        };
+        assert_eq!(kind(classify(Patch, odd(), true)), "attempt");
+        assert_eq!(kind(classify(Create, odd(), false)), "endpoint");
     }
 
     #[test]

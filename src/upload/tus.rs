@@ -8,6 +8,8 @@
 
 use base64::Engine;
 use std::io::Read;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// What went wrong talking to the server.
@@ -230,6 +232,8 @@ pub struct Client {
     endpoint: String,
     io_timeout: Duration,
     min_rate: u64,
+    /// Requests the server answered as tus says (shared by clones).
+    answered: Arc<AtomicU64>,
 }
 
 impl Client {
@@ -254,7 +258,20 @@ impl Client {
             endpoint: endpoint.to_string(),
             io_timeout,
             min_rate: min_rate.max(1),
+            answered: Arc::new(AtomicU64::new(0)),
         }
+    }
+
+    /// How many requests this client's server has answered as tus says (a creation with its
+    /// `Location`, a HEAD with an offset or "unknown", a PATCH with its new offset): whether
+    /// the endpoint has shown it works.
+    pub fn answered(&self) -> u64 {
+        self.answered.load(Ordering::Relaxed)
+    }
+
+    fn ok<T>(&self, v: T) -> Result<T, TusError> {
+        self.answered.fetch_add(1, Ordering::Relaxed);
+        Ok(v)
     }
 
     fn deadline(&self, body: u64) -> Duration {
@@ -334,7 +351,7 @@ impl Client {
         })?;
         let abs = resolve(url, loc.trim());
         self.check(&abs)?;
-        Ok(abs)
+        self.ok(abs)
     }
 
     /// The server's offset for an upload; `None` if the server no longer knows it (404, 410,
@@ -349,7 +366,7 @@ impl Client {
             .call()
         {
             Ok(r) => Self::no_redirect(url, r)?,
-            Err(ureq::Error::Status(403 | 404 | 410, _)) => return Ok(None),
+            Err(ureq::Error::Status(403 | 404 | 410, _)) => return self.ok(None),
             Err(e) => return Err(Self::map(url, e)),
         };
         let offset = r
@@ -364,7 +381,7 @@ impl Client {
             .and_then(|v| v.trim().parse::<u64>().ok());
         let sha256 = r.header("Upload-Sha256").map(|s| s.trim().to_string());
         let _ = read_small(r);
-        Ok(Some(Head {
+        self.ok(Some(Head {
             offset,
             length,
             sha256,
@@ -400,7 +417,7 @@ impl Client {
             })?;
         let sha256 = r.header("Upload-Sha256").map(|s| s.trim().to_string());
         let _ = read_small(r);
-        Ok(Patched {
+        self.ok(Patched {
             offset: new,
             sha256,
         })
