@@ -321,6 +321,42 @@ fn answers_200_201_204_complete_the_upload() {
     }
 }
 
+/// Each file's acknowledgement is on disk before the next file's bytes go out, so a crash
+/// between two files never sends an acknowledged file again (a server that expired the
+/// finished upload would get it twice). Seen from the server: when each PATCH arrives, the
+/// incident record already marks every earlier file acknowledged.
+#[test]
+fn each_acknowledgement_is_saved_before_the_next_file_is_sent() {
+    let env = Env::new();
+    let record = env
+        .root
+        .join("incidents")
+        .join(Env::id(1))
+        .join("incident.json");
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let seen2 = seen.clone();
+    let s = Scripted::new(move |h, _| {
+        if h.method == "PATCH" {
+            let rec: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(&record).unwrap()).unwrap();
+            let acked = rec["body"]["uploads"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|u| u["acked"] == true)
+                .count();
+            seen2.lock().unwrap().push(acked);
+        }
+        Act::Normal
+    });
+    let sum = run(&env, &s);
+    assert_eq!(sum.acknowledged.len(), 1, "{sum:?}");
+    // meta, report, mini.hprof.gz, in order, each in one or more PATCHes.
+    let mut files = seen.lock().unwrap().clone();
+    files.dedup();
+    assert_eq!(files, vec![0, 1, 2]);
+}
+
 #[test]
 fn head_404_creates_the_upload_again() {
     let env = Env::new();

@@ -581,8 +581,13 @@ fn upload_incident(
             continue;
         }
         upload_file(guard, client, cfg, inc, i, f, sum)?;
-        // Kept in memory: persisted with the next save; after a crash, HEAD says it again.
+        // On disk before the next file's bytes go out: after a crash, an acknowledged file is
+        // never sent again (HEAD could say it again, unless the server expired the upload).
         inc.uploads[i].acked = true;
+        if let Err(e) = guard.save(inc) {
+            // The upload goes on; only a crash before the next save would resend this file.
+            tracing::warn!("upload: {}: saving an acknowledgement failed: {e}", inc.id);
+        }
     }
     Ok(())
 }
