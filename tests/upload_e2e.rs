@@ -781,3 +781,47 @@ fn collect_command_finishes_the_upload_in_flight_on_sigterm() {
     );
     assert_eq!(s.acknowledged, vec![id], "{s:?}");
 }
+
+/// A plan that fails (a full disk while compressing the mini dump) is retried after a backoff,
+/// not on every pass: each try redoes the compression and logs a warning, and the incident's
+/// record, which would hold a wait, cannot be written on a full disk either. No attempt is
+/// counted; once the disk has room the incident goes up.
+#[test]
+fn a_plan_that_fails_on_a_full_disk_waits_before_it_is_tried_again() {
+    let tmp = common::fast_tmp();
+    let col = collector(&tmp.path().join("col"));
+    let fs = FaultFs::new();
+    let clock = Arc::new(ManualClock::new(T0));
+    let spool = Spool::with(
+        tmp.path().join("spool"),
+        Quotas::default(),
+        Arc::new(fs.clone()),
+        clock.clone(),
+    )
+    .unwrap();
+    let id = format!("{T0}-full");
+    add(&spool, &id, &mini_bytes(7, 50_000));
+    spool.lock().unwrap().recover(&mut good).unwrap();
+    let c = cfg(&col.endpoint());
+    fs.fail_at(0, Fault::NoSpace, true);
+    let s = upload::run_once(&spool, &c, Network::UNMETERED).unwrap();
+    assert!(fs.tripped(), "the plan wrote nothing: {s:?}");
+    assert!(s.acknowledged.is_empty(), "{s:?}");
+    let tried = fs.points();
+    // The next pass, a moment later: the plan waits, and nothing is written.
+    clock.set(T0 + 100);
+    let s = upload::run_once(&spool, &c, Network::UNMETERED).unwrap();
+    assert_eq!(s.waiting, 1, "{s:?}");
+    assert_eq!(fs.points(), tried, "planning was tried again at once");
+    // After the backoff (at most the 8 s cap) it is tried again, and fails again.
+    clock.set(T0 + 8_200);
+    upload::run_once(&spool, &c, Network::UNMETERED).unwrap();
+    assert!(fs.points() > tried, "planning was not tried after the wait");
+    // The disk has room again: after the next wait, it goes up; no attempt was counted.
+    fs.heal();
+    clock.set(T0 + 3_600_000);
+    let inc = spool.read_incident(&id).unwrap();
+    assert_eq!(inc.upload_attempts, 0);
+    let s = upload::run_once(&spool, &c, Network::UNMETERED).unwrap();
+    assert_eq!(s.acknowledged, vec![id.clone()], "{s:?}");
+}

@@ -45,6 +45,9 @@
 //!   a planned file that cannot be read for a reason other than being gone, such as EMFILE or
 //!   EIO) counts against the incident: the next is delayed by capped exponential backoff with
 //!   jitter, stored in `incident.json`; after `max_attempts` the incident is marked `rejected`.
+//! - A plan that cannot be made (a full disk while compressing the mini dump or writing
+//!   `meta.json`) is retried after the same capped backoff, kept in memory (the record that
+//!   would hold it cannot be written then), and counts no attempt.
 //! - A daily byte budget (counted in `spool.json` before bytes are sent) and "unmetered only"
 //!   (the caller says what the network is) bound what is spent.
 //! - Only `https://` URLs, or `http://` to a loopback address, are contacted.
@@ -309,6 +312,44 @@ fn endpoint_problem(root: &Path) -> u32 {
     }
 }
 
+/// Incidents whose plan failed (a full disk while compressing or writing meta.json), per
+/// spool root, in this process: (root, id, failures in a row, not before ms). Planning is
+/// retried after a backoff, not on every pass: it redoes the compression each time, and
+/// the record that would hold the wait cannot be written on a full disk either. No attempt is
+/// counted: the server is not involved, and the spool's age quota bounds how long it waits.
+type PlanFailures = Vec<(PathBuf, String, u32, u64)>;
+static PLAN_FAILURES: Mutex<PlanFailures> = Mutex::new(Vec::new());
+
+/// Whether planning `id` must wait at `now` (a wait longer than the cap means the clock was
+/// set back: it has expired).
+fn plan_waits(root: &Path, id: &str, now: u64, cfg: &Config) -> bool {
+    let cap = cfg.backoff_cap.as_millis() as u64;
+    let v = PLAN_FAILURES.lock().unwrap_or_else(|p| p.into_inner());
+    v.iter()
+        .any(|(r, i, _, until)| r == root && i == id && *until > now && *until - now <= cap)
+}
+
+/// Planning `id` failed (`Some((cfg, now))`: returns the wait before the next try) or
+/// succeeded (`None`: forgotten).
+fn plan_failed(root: &Path, id: &str, failed: Option<(&Config, u64)>) -> Duration {
+    let mut v = PLAN_FAILURES.lock().unwrap_or_else(|p| p.into_inner());
+    let at = v.iter().position(|(r, i, _, _)| r == root && i == id);
+    let Some((cfg, now)) = failed else {
+        if let Some(k) = at {
+            v.swap_remove(k);
+        }
+        return Duration::ZERO;
+    };
+    let n = at.map_or(0, |k| v[k].2).saturating_add(1);
+    let wait = backoff(cfg, n);
+    let until = now + wait.as_millis() as u64;
+    match at {
+        Some(k) => v[k] = (root.to_path_buf(), id.to_string(), n, until),
+        None => v.push((root.to_path_buf(), id.to_string(), n, until)),
+    }
+    wait
+}
+
 /// The server took a request as it should: the next endpoint problem waits `backoff_base`.
 fn endpoint_works(root: &Path) {
     let mut v = ENDPOINT_PROBLEMS.lock().unwrap_or_else(|p| p.into_inner());
@@ -390,11 +431,19 @@ pub fn run_once(spool: &Spool, cfg: &Config, net: Network) -> Result<Summary, Er
         }
         let id = inc.id.clone();
         let mut inc = if inc.state == State::Analysed {
+            if plan_waits(spool.root(), &id, now, cfg) {
+                sum.waiting += 1;
+                continue;
+            }
             match guard.plan_upload(&id) {
-                Ok(i) => i,
+                Ok(i) => {
+                    plan_failed(spool.root(), &id, None);
+                    i
+                }
                 Err(SpoolError::NotFound(_)) => continue, // evicted by the quotas
                 Err(e) => {
-                    tracing::warn!("upload: planning {id}: {e}");
+                    let wait = plan_failed(spool.root(), &id, Some((cfg, now)));
+                    tracing::warn!("upload: planning {id}: {e}; next try in {wait:?}");
                     continue;
                 }
             }
