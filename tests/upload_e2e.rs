@@ -397,6 +397,9 @@ fn faults_during_upload_never_corrupt_an_upload_or_lose_an_incident() {
     assert!(points > 10, "only {points} write points");
 }
 
+/// A planned file whose bytes changed on disk (bit rot, a torn write) is never sent: it is
+/// moved to quarantine and counted as a loss, and the incident's other files still go up.
+/// Before, the whole incident was quarantined, its intact report and inventories with it.
 #[test]
 fn a_file_that_rotted_after_planning_is_never_uploaded() {
     let tmp = common::fast_tmp();
@@ -410,9 +413,26 @@ fn a_file_that_rotted_after_planning_is_never_uploaded() {
     b[1000] ^= 0x01;
     std::fs::write(&p, b).unwrap();
     let s = upload::run_once(&spool, &cfg(&col.endpoint()), Network::UNMETERED).unwrap();
-    assert_eq!(s.quarantined, vec![id.clone()]);
-    assert_eq!(col.stats().patch_bytes, 0);
+    assert!(s.quarantined.is_empty(), "{s:?}");
+    assert_eq!(s.acknowledged, vec![id.clone()], "{s:?}");
     assert_eq!(spool.state().pending.losses, 1);
+    let got = col.dir().join("incidents").join(&id);
+    for f in ["meta.json", "report.json", "fds.txt", "threads.txt"] {
+        assert!(got.join(f).exists(), "{f} not received");
+    }
+    assert!(!got.join("mini.hprof.gz").exists());
+    let st = col.stats();
+    assert_eq!((st.corrupt, st.duplicates), (0, 0), "{st:?}");
+    // The rotted file is kept aside, not deleted.
+    let aside: Vec<_> = std::fs::read_dir(spool.quarantine_dir())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        aside.iter().any(|n| n.ends_with("-mini.hprof.gz")),
+        "{aside:?}"
+    );
 }
 
 #[test]

@@ -1026,6 +1026,17 @@ impl<'a> SpoolGuard<'a> {
             .map(|i| i.accounting)
     }
 
+    /// Give up one planned, unacknowledged file of an uploading incident that no longer
+    /// matches its plan (gone, or changed: bit rot, a torn write): it is moved to quarantine if
+    /// it is still there, counted as a loss (`what`), and dropped from the plan, so that the
+    /// incident's other files still go up.
+    pub fn drop_planned(&self, inc: &mut Incident, kind: FileKind, what: &str) -> Result<()> {
+        let p = self.spool.incident_dir(&inc.id).join(kind.file_name());
+        self.quarantine(&p, what);
+        inc.uploads.retain(|u| u.kind != kind || u.acked);
+        self.save(inc)
+    }
+
     /// Move an entry (file or directory) into `quarantine/`, log it and count the loss.
     pub fn quarantine(&self, path: &Path, what: &str) {
         let name = path
@@ -1191,12 +1202,29 @@ impl<'a> SpoolGuard<'a> {
             State::Dumped => !has(FileKind::MiniDump) && !has(FileKind::FullDump),
             // Even without a report or a dump, the reason, samples and inventories go up.
             State::Analysed => false,
-            State::Uploading => inc.uploads.iter().any(|u| {
-                !u.acked
-                    && !present
-                        .iter()
-                        .any(|(k, len)| *k == u.kind && *len == u.size)
-            }),
+            // A planned file gone or changed is given up alone; the others still go up.
+            State::Uploading => {
+                let mut inc = inc.clone();
+                let gone: Vec<FileKind> = inc
+                    .uploads
+                    .iter()
+                    .filter(|u| {
+                        !u.acked
+                            && !present
+                                .iter()
+                                .any(|(k, len)| *k == u.kind && *len == u.size)
+                    })
+                    .map(|u| u.kind)
+                    .collect();
+                for k in gone {
+                    self.drop_planned(
+                        &mut inc,
+                        k,
+                        "planned file gone or changed before its upload",
+                    )?;
+                }
+                false
+            }
             State::Rejected => false,
         };
         if bad {

@@ -210,6 +210,12 @@ enum Fail {
     },
     Retryable(String),
     Rejected(String),
+    /// A planned file no longer matches its plan (gone, or changed: bit rot, a torn write):
+    /// that file is given up, the incident's others still go up.
+    Gone {
+        kind: FileKind,
+        what: String,
+    },
     Budget,
     Local(String),
     Spool(SpoolError),
@@ -543,6 +549,12 @@ pub fn run_once(spool: &Spool, cfg: &Config, net: Network) -> Result<Summary, Er
                 guard.quarantine(&spool.incident_dir(&id), &what);
                 sum.quarantined.push(id);
             }
+            Err(Fail::Gone { kind, what }) => {
+                // Counted as a loss; the next pass sends the rest.
+                if let Err(e) = guard.drop_planned(&mut inc, kind, &what) {
+                    tracing::warn!("upload: {id}: dropping {kind:?} from its plan: {e}");
+                }
+            }
             Err(Fail::Spool(SpoolError::NotFound(_))) => {
                 tracing::warn!("upload: {id} vanished (evicted) during its upload");
             }
@@ -585,21 +597,29 @@ fn upload_incident(
 ) -> Result<(), Fail> {
     let spool = guard.spool();
     let dir = spool.incident_dir(&inc.id);
-    // Never send bytes that differ from the plan (bit rot, a torn file).
+    // Never send bytes that differ from the plan (bit rot, a torn file): such a file is given
+    // up (quarantined, counted as a loss), the others still go up.
+    let mut changed = Vec::new();
     for u in inc.uploads.iter().filter(|u| !u.acked) {
         let path = dir.join(u.kind.file_name());
         match spool::hash_file(spool.fs(), &path) {
             Ok((s, n)) if s == u.sha256 && n == u.size => {}
-            Ok((s, n)) => {
-                return Err(Fail::Local(format!(
-                    "{}: {n} bytes with SHA-256 {s}, planned {} bytes with {}",
-                    path.display(),
-                    u.size,
-                    u.sha256
-                )))
-            }
-            Err(e) => return Err(unreadable(&path, e)),
+            Ok((s, n)) => changed.push((
+                u.kind,
+                format!(
+                    "planned file changed before its upload: {n} bytes with SHA-256 {s}, \
+                     planned {} bytes with {}",
+                    u.size, u.sha256
+                ),
+            )),
+            Err(e) => match unreadable(&path, u.kind, e) {
+                Fail::Gone { kind, what } => changed.push((kind, what)),
+                f => return Err(f),
+            },
         }
+    }
+    for (kind, what) in changed {
+        guard.drop_planned(inc, kind, &what)?;
     }
     // Create every missing upload, then persist all URLs with one write, before any byte of
     // content goes out: a restart resumes them with HEAD.
@@ -641,15 +661,18 @@ fn upload_incident(
     Ok(())
 }
 
-/// A planned file that cannot be read: gone, the incident no longer matches its plan (moved
-/// aside); any other error (out of file descriptors, EIO, a permission) may pass, so it is a
-/// failed attempt, retried with backoff, and never moves an intact incident into quarantine.
-fn unreadable(path: &std::path::Path, e: std::io::Error) -> Fail {
-    let what = format!("{}: {e}", path.display());
+/// A planned file that cannot be read: gone, that file is given up (the incident's others
+/// still go up); any other error (out of file descriptors, EIO, a permission) may pass, so it
+/// is a failed attempt, retried with backoff, and never moves an intact incident into
+/// quarantine.
+fn unreadable(path: &std::path::Path, kind: FileKind, e: std::io::Error) -> Fail {
     if e.kind() == std::io::ErrorKind::NotFound {
-        Fail::Local(what)
+        Fail::Gone {
+            kind,
+            what: "planned file gone before its upload".into(),
+        }
     } else {
-        Fail::Retryable(what)
+        Fail::Retryable(format!("{}: {e}", path.display()))
     }
 }
 
@@ -773,7 +796,10 @@ fn upload_file(
             },
         }
         let url = inc.uploads[i].url.clone().unwrap_or_default();
-        let mut file = spool.fs().open(&path).map_err(|e| unreadable(&path, e))?;
+        let mut file = spool
+            .fs()
+            .open(&path)
+            .map_err(|e| unreadable(&path, kind, e))?;
         // One budget reservation for what is left of the file (counted before it is sent).
         let mut allowed = reserve(spool, cfg, size - offset)?;
         'send: while offset < size {
@@ -865,7 +891,7 @@ mod tests {
             Fail::Endpoint { .. } => "endpoint",
             Fail::Retryable(_) => "attempt",
             Fail::Rejected(_) => "reject",
-            Fail::Budget | Fail::Local(_) | Fail::Spool(_) => "other",
+            Fail::Budget | Fail::Local(_) | Fail::Spool(_) | Fail::Gone { .. } => "other",
         }
     }
 
