@@ -1217,11 +1217,11 @@ impl<'a> SpoolGuard<'a> {
                     .map(|u| u.kind)
                     .collect();
                 for k in gone {
-                    self.drop_planned(
-                        &mut inc,
-                        k,
-                        "planned file gone or changed before its upload",
-                    )?;
+                    let what = "planned file gone or changed before its upload";
+                    if let Err(e) = self.drop_planned(&mut inc, k, what) {
+                        // The next recovery tries again; the rest of this one goes on.
+                        tracing::warn!("spool: {id}: dropping {k:?} from its plan: {e}");
+                    }
                 }
                 false
             }
