@@ -251,8 +251,12 @@ impl Refresher {
             url: url.clone(),
             what,
         };
+        let limit = Duration::from_millis(active.remote.timeout_ms);
         let agent = ureq::AgentBuilder::new()
-            .timeout(Duration::from_millis(active.remote.timeout_ms))
+            .timeout(limit)
+            // ureq's timeout does not cover DNS: without this, a lookup that hangs holds the
+            // agent's thread (and its sampling) until the system's resolver gives up.
+            .resolver(move |netloc: &str| crate::upload::tus::resolve_within(netloc, limit))
             .redirects(2)
             .build();
         let mut req = agent.get(&url);

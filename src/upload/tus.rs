@@ -7,7 +7,8 @@
 //! nothing panics on a malformed answer.
 
 use base64::Engine;
-use std::io::Read;
+use std::io::{self, Read};
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -225,6 +226,45 @@ fn read_small(r: ureq::Response) -> String {
     s.chars().take(300).collect()
 }
 
+/// The system's lookup of `host:port` (getaddrinfo), which can block far longer than any
+/// timeout of ours when DNS does not answer.
+fn std_lookup(netloc: String) -> io::Result<Vec<SocketAddr>> {
+    netloc.to_socket_addrs().map(|a| a.collect())
+}
+
+/// Resolve `netloc` ("host:port") in a thread of its own and wait at most `limit`: ureq 2 puts
+/// no deadline on DNS, so a lookup that hangs would hold the calling thread until the system's
+/// resolver gives up. For `ureq::AgentBuilder::resolver`.
+pub(crate) fn resolve_within(netloc: &str, limit: Duration) -> io::Result<Vec<SocketAddr>> {
+    resolve_with(netloc, limit, std_lookup)
+}
+
+/// [`resolve_within`] with the lookup given. A lookup past the limit is left to finish on its
+/// own and its answer dropped. An address that is already numeric needs no lookup.
+fn resolve_with(
+    netloc: &str,
+    limit: Duration,
+    lookup: fn(String) -> io::Result<Vec<SocketAddr>>,
+) -> io::Result<Vec<SocketAddr>> {
+    if let Ok(a) = netloc.parse::<SocketAddr>() {
+        return Ok(vec![a]);
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    let owned = netloc.to_string();
+    std::thread::Builder::new()
+        .name("oomguard-dns".into())
+        .spawn(move || {
+            let _ = tx.send(lookup(owned));
+        })?;
+    match rx.recv_timeout(limit) {
+        Ok(r) => r,
+        Err(_) => Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!("DNS lookup of {netloc} took more than {limit:?}"),
+        )),
+    }
+}
+
 /// A tus client.
 #[derive(Debug, Clone)]
 pub struct Client {
@@ -247,6 +287,7 @@ impl Client {
         min_rate: u64,
     ) -> Client {
         let agent = ureq::AgentBuilder::new()
+            .resolver(move |netloc: &str| resolve_within(netloc, connect_timeout))
             .timeout_connect(connect_timeout)
             .timeout_read(io_timeout)
             .timeout_write(io_timeout)
@@ -427,6 +468,33 @@ impl Client {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A lookup that never answers (DNS that does not reply): the caller gets a timeout, not
+    /// a hang; a numeric address needs no lookup; a lookup's own error comes through.
+    #[test]
+    fn a_dns_lookup_that_hangs_is_given_up_at_the_limit() {
+        fn hang(_: String) -> io::Result<Vec<SocketAddr>> {
+            loop {
+                std::thread::park();
+            }
+        }
+        fn fail(n: String) -> io::Result<Vec<SocketAddr>> {
+            Err(io::Error::new(io::ErrorKind::NotFound, format!("no {n}")))
+        }
+        let limit = Duration::from_millis(50);
+        let e = resolve_with("collector.example:443", limit, hang).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut, "{e}");
+        assert!(e.to_string().contains("collector.example:443"), "{e}");
+        let a = resolve_with("127.0.0.1:8080", limit, hang).unwrap();
+        assert_eq!(a, vec!["127.0.0.1:8080".parse().unwrap()]);
+        let e = resolve_with("x.example:1", Duration::from_secs(60), fail).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::NotFound, "{e}");
+        let a = resolve_within("localhost:9", Duration::from_secs(60)).unwrap();
+        assert!(
+            a.iter().all(|a| a.ip().is_loopback() && a.port() == 9),
+            "{a:?}"
+        );
+    }
 
     #[test]
     fn only_https_or_loopback() {
