@@ -298,69 +298,76 @@ fn classify(req: Req, e: TusError, answered: bool) -> Fail {
     }
 }
 
-/// Endpoint problems in a row, per spool root, in this process: each wait doubles. (The
-/// wait itself is in `spool.json`; the count is not, so a new process starts again from
-/// `backoff_base` once the stored wait is over.)
-static ENDPOINT_PROBLEMS: Mutex<Vec<(PathBuf, u32)>> = Mutex::new(Vec::new());
+/// Failures in a row, in this process, per spool root and key, each with the time before
+/// which the next try waits. Kept in memory: the record that would hold them may not be
+/// writable then (a full disk), and a new process simply starts a streak afresh.
+struct Streaks(Mutex<Vec<Streak>>);
 
-/// Count one more endpoint problem for `root`; returns how many in a row.
-fn endpoint_problem(root: &Path) -> u32 {
-    let mut v = ENDPOINT_PROBLEMS.lock().unwrap_or_else(|p| p.into_inner());
-    match v.iter_mut().find(|(r, _)| r == root) {
-        Some((_, n)) => {
-            *n = n.saturating_add(1);
-            *n
-        }
-        None => {
-            v.push((root.to_path_buf(), 1));
-            1
-        }
+struct Streak {
+    root: PathBuf,
+    key: String,
+    failures: u32,
+    until_ms: u64,
+}
+
+impl Streaks {
+    const fn new() -> Streaks {
+        Streaks(Mutex::new(Vec::new()))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Streak>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// One more failure of `key`: the streak's length and its [`backoff`]; the next try is
+    /// not due before `now` plus that.
+    fn failed(&self, root: &Path, key: &str, cfg: &Config, now: u64) -> (u32, Duration) {
+        let mut v = self.lock();
+        let at = match v.iter().position(|s| s.root == root && s.key == key) {
+            Some(k) => k,
+            None => {
+                v.push(Streak {
+                    root: root.to_path_buf(),
+                    key: key.to_string(),
+                    failures: 0,
+                    until_ms: 0,
+                });
+                v.len() - 1
+            }
+        };
+        let s = &mut v[at];
+        s.failures = s.failures.saturating_add(1);
+        let wait = backoff(cfg, s.failures);
+        s.until_ms = now + wait.as_millis() as u64;
+        (s.failures, wait)
+    }
+
+    /// A success ends `key`'s streak.
+    fn ended(&self, root: &Path, key: &str) {
+        self.lock().retain(|s| s.root != root || s.key != key);
+    }
+
+    /// Whether a try of `key` at `now` must still wait (a wait longer than `backoff_cap` means
+    /// the clock was set back: it has expired).
+    fn waits(&self, root: &Path, key: &str, now: u64, cfg: &Config) -> bool {
+        let cap = cfg.backoff_cap.as_millis() as u64;
+        self.lock()
+            .iter()
+            .any(|s| s.root == root && s.key == key && s.until_ms > now && s.until_ms - now <= cap)
     }
 }
 
-/// Incidents whose plan failed (a full disk while compressing or writing meta.json), per
-/// spool root, in this process: (root, id, failures in a row, not before ms). Planning is
-/// retried after a backoff, not on every pass: it redoes the compression each time, and
-/// the record that would hold the wait cannot be written on a full disk either. No attempt is
-/// counted: the server is not involved, and the spool's age quota bounds how long it waits.
-type PlanFailures = Vec<(PathBuf, String, u32, u64)>;
-static PLAN_FAILURES: Mutex<PlanFailures> = Mutex::new(Vec::new());
+/// Endpoint problems in a row (key ""): each wait doubles. The wait itself is kept in
+/// `spool.json`; the count is not, so a new process starts again from `backoff_base` once the
+/// stored wait is over.
+static ENDPOINT_PROBLEMS: Streaks = Streaks::new();
 
-/// Whether planning `id` must wait at `now` (a wait longer than the cap means the clock was
-/// set back: it has expired).
-fn plan_waits(root: &Path, id: &str, now: u64, cfg: &Config) -> bool {
-    let cap = cfg.backoff_cap.as_millis() as u64;
-    let v = PLAN_FAILURES.lock().unwrap_or_else(|p| p.into_inner());
-    v.iter()
-        .any(|(r, i, _, until)| r == root && i == id && *until > now && *until - now <= cap)
-}
-
-/// Planning `id` failed (`Some((cfg, now))`: returns the wait before the next try) or
-/// succeeded (`None`: forgotten).
-fn plan_failed(root: &Path, id: &str, failed: Option<(&Config, u64)>) -> Duration {
-    let mut v = PLAN_FAILURES.lock().unwrap_or_else(|p| p.into_inner());
-    let at = v.iter().position(|(r, i, _, _)| r == root && i == id);
-    let Some((cfg, now)) = failed else {
-        if let Some(k) = at {
-            v.swap_remove(k);
-        }
-        return Duration::ZERO;
-    };
-    let n = at.map_or(0, |k| v[k].2).saturating_add(1);
-    let wait = backoff(cfg, n);
-    let until = now + wait.as_millis() as u64;
-    match at {
-        Some(k) => v[k] = (root.to_path_buf(), id.to_string(), n, until),
-        None => v.push((root.to_path_buf(), id.to_string(), n, until)),
-    }
-    wait
-}
-
-/// The server took a request as it should: the next endpoint problem waits `backoff_base`.
-fn endpoint_works(root: &Path) {
-    let mut v = ENDPOINT_PROBLEMS.lock().unwrap_or_else(|p| p.into_inner());
-    v.retain(|(r, _)| r != root);
-}
+/// Incidents whose plan failed (key: the incident's id), a full disk while compressing or
+/// writing meta.json: planning is retried after a backoff, not on every pass, since it redoes
+/// the compression each time, and the incident's record cannot hold the wait on a full disk.
+/// No attempt is counted: the server is not involved, and the spool's age quota bounds how
+/// long it waits.
+static PLAN_FAILURES: Streaks = Streaks::new();
 
 /// The delay before attempt `attempts + 1`: `base · 2^(attempts-1)`, capped, times a random
 /// factor in [0.5, 1].
@@ -437,18 +444,18 @@ pub fn run_once(spool: &Spool, cfg: &Config, net: Network) -> Result<Summary, Er
         }
         let id = inc.id.clone();
         let mut inc = if inc.state == State::Analysed {
-            if plan_waits(spool.root(), &id, now, cfg) {
+            if PLAN_FAILURES.waits(spool.root(), &id, now, cfg) {
                 sum.waiting += 1;
                 continue;
             }
             match guard.plan_upload(&id) {
                 Ok(i) => {
-                    plan_failed(spool.root(), &id, None);
+                    PLAN_FAILURES.ended(spool.root(), &id);
                     i
                 }
                 Err(SpoolError::NotFound(_)) => continue, // evicted by the quotas
                 Err(e) => {
-                    let wait = plan_failed(spool.root(), &id, Some((cfg, now)));
+                    let (_, wait) = PLAN_FAILURES.failed(spool.root(), &id, cfg, now);
                     tracing::warn!("upload: planning {id}: {e}; next try in {wait:?}");
                     continue;
                 }
@@ -458,7 +465,7 @@ pub fn run_once(spool: &Spool, cfg: &Config, net: Network) -> Result<Summary, Er
         };
         match upload_incident(&guard, &client, cfg, &mut inc, &mut sum) {
             Ok(()) => {
-                endpoint_works(spool.root());
+                ENDPOINT_PROBLEMS.ended(spool.root(), "");
                 match guard.delete(&id) {
                     Ok(()) => {
                         tracing::info!("upload: incident {id} acknowledged by the server; deleted");
@@ -489,7 +496,7 @@ pub fn run_once(spool: &Spool, cfg: &Config, net: Network) -> Result<Summary, Er
             Err(Fail::Endpoint { what, retry_after }) => {
                 // Not this incident's fault: nothing is rejected or counted against it, and
                 // the pass stops; the wait grows while the problem lasts.
-                let mut wait = backoff(cfg, endpoint_problem(spool.root()));
+                let (_, mut wait) = ENDPOINT_PROBLEMS.failed(spool.root(), "", cfg, now);
                 if let Some(secs) = retry_after {
                     wait = wait.max(Duration::from_secs(secs));
                 }
@@ -542,7 +549,7 @@ pub fn run_once(spool: &Spool, cfg: &Config, net: Network) -> Result<Summary, Er
                 break;
             }
             Err(Fail::Rejected(reason)) => {
-                endpoint_works(spool.root());
+                ENDPOINT_PROBLEMS.ended(spool.root(), "");
                 reject(&guard, &mut inc, reason, &mut sum)
             }
             Err(Fail::Local(what)) => {
@@ -688,7 +695,7 @@ fn create(client: &Client, inc: &Incident, i: usize) -> Result<String, Fail> {
                 ("filename", u.kind.file_name()),
             ],
         )
-        .map_err(|e| classify(Req::Create, e, client.answered() > 0))
+        .map_err(|e| classify(Req::Create, e, client.answered()))
 }
 
 /// An upload created in this pass that the server says it does not know: the URLs it hands
@@ -765,7 +772,7 @@ fn upload_file(
             }
             Some(url) => match client
                 .head(&url)
-                .map_err(|e| classify(Req::Head, e, client.answered() > 0))?
+                .map_err(|e| classify(Req::Head, e, client.answered()))?
             {
                 None if created_here => {
                     return Err(gone_at_once(&url, Req::Head, "404, 410 or 403"));
@@ -840,7 +847,7 @@ fn upload_file(
                     stale = true;
                     break 'send;
                 }
-                Err(e) => return Err(classify(Req::Patch, e, client.answered() > 0)),
+                Err(e) => return Err(classify(Req::Patch, e, client.answered())),
             }
         }
     }
@@ -968,11 +975,13 @@ mod tests {
     #[test]
     fn endpoint_problems_in_a_row_are_counted_per_spool() {
         let (a, b) = (Path::new("/spool/a"), Path::new("/spool/b"));
-        assert_eq!(endpoint_problem(a), 1);
-        assert_eq!(endpoint_problem(a), 2);
-        assert_eq!(endpoint_problem(b), 1);
-        endpoint_works(a);
-        assert_eq!(endpoint_problem(a), 1);
-        assert_eq!(endpoint_problem(b), 2);
+        let cfg = Config::default();
+        let problem = |root| ENDPOINT_PROBLEMS.failed(root, "", &cfg, 0).0;
+        assert_eq!(problem(a), 1);
+        assert_eq!(problem(a), 2);
+        assert_eq!(problem(b), 1);
+        ENDPOINT_PROBLEMS.ended(a, "");
+        assert_eq!(problem(a), 1);
+        assert_eq!(problem(b), 2);
     }
 }

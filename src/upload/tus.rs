@@ -9,7 +9,7 @@
 use base64::Engine;
 use std::io::{self, Read};
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -272,8 +272,8 @@ pub struct Client {
     endpoint: String,
     io_timeout: Duration,
     min_rate: u64,
-    /// Requests the server answered as tus says (shared by clones).
-    answered: Arc<AtomicU64>,
+    /// The server has answered a request as tus says (shared by clones).
+    answered: Arc<AtomicBool>,
 }
 
 impl Client {
@@ -299,19 +299,19 @@ impl Client {
             endpoint: endpoint.to_string(),
             io_timeout,
             min_rate: min_rate.max(1),
-            answered: Arc::new(AtomicU64::new(0)),
+            answered: Arc::new(AtomicBool::new(false)),
         }
     }
 
-    /// How many requests this client's server has answered as tus says (a creation with its
+    /// Whether this client's server has answered a request as tus says (a creation with its
     /// `Location`, a HEAD with an offset or "unknown", a PATCH with its new offset): whether
     /// the endpoint has shown it works.
-    pub fn answered(&self) -> u64 {
+    pub fn answered(&self) -> bool {
         self.answered.load(Ordering::Relaxed)
     }
 
     fn ok<T>(&self, v: T) -> Result<T, TusError> {
-        self.answered.fetch_add(1, Ordering::Relaxed);
+        self.answered.store(true, Ordering::Relaxed);
         Ok(v)
     }
 
