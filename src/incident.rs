@@ -532,12 +532,9 @@ impl Pipeline {
             Some(f) => Some(&mut **f),
             None => None,
         };
-        let (outcome, dump_error) =
-            match dump::take(&live.guards, heap, &mut *self.dumper, fallback, &req) {
-                Ok(o) => (Some(o), None),
-                Err(e) => (None, Some(e.to_string())),
-            };
-        if let Some(why) = &dump_error {
+        let dump = dump::take(&live.guards, heap, &mut *self.dumper, fallback, &req)
+            .map_err(|e| e.to_string());
+        if let Err(why) = &dump {
             if !self.dumpless.insert(v.kind) {
                 live.spool.discard(staging);
                 return Err(format!(
@@ -546,7 +543,8 @@ impl Pipeline {
                 ));
             }
         }
-        if let Some(Err(why)) = outcome.as_ref().and_then(|o| o.mini.as_ref()) {
+        let outcome = dump.as_ref().ok();
+        if let Some(Err(why)) = outcome.and_then(|o| o.mini.as_ref()) {
             warn!("the mini dump was abandoned ({why}); the full dump stays for analysis");
         }
         if let Some(inv) = inv {
@@ -575,10 +573,10 @@ impl Pipeline {
             "fds": last.map(|s| s.fds),
             "threads": last.map(|s| s.threads),
             "vmRssKb": last.map(|s| s.vm_rss_kb),
-            "dumper": outcome.as_ref().map(|o| o.dumper),
-            "pauseMs": outcome.as_ref().map(|o| o.pause.as_secs_f64() * 1000.0),
-            "dumpMs": outcome.as_ref().map(|o| o.total.as_secs_f64() * 1000.0),
-            "caughtBy": outcome.as_ref().map(|o| &o.caught_by),
+            "dumper": outcome.map(|o| o.dumper),
+            "pauseMs": outcome.map(|o| o.pause.as_secs_f64() * 1000.0),
+            "dumpMs": outcome.map(|o| o.total.as_secs_f64() * 1000.0),
+            "caughtBy": outcome.map(|o| &o.caught_by),
         });
         let info = NewIncident {
             reason: v.reason.clone(),
@@ -586,17 +584,17 @@ impl Pipeline {
             running_info,
             policy_version: p.version.to_string(),
         };
-        let id = match &dump_error {
-            None => live.spool.commit(staging, info),
-            Some(why) => live.spool.commit_without_dump(staging, info, why.clone()),
+        let id = match &dump {
+            Ok(_) => live.spool.commit(staging, info),
+            Err(why) => live.spool.commit_without_dump(staging, info, why.clone()),
         }
-        .map_err(|e| match &outcome {
-            Some(_) => format!("the dump was taken but could not be queued: {e}"),
-            None => format!("the incident could not be queued: {e}"),
+        .map_err(|e| match &dump {
+            Ok(_) => format!("the dump was taken but could not be queued: {e}"),
+            Err(_) => format!("the incident could not be queued: {e}"),
         })?;
         let _ = live.io.tx.send(Work::Pass);
-        Ok(match (&outcome, dump_error) {
-            (Some(o), _) => (
+        Ok(match &dump {
+            Ok(o) => (
                 "dumped",
                 format!(
                     "incident {id}: {} dump, app paused {} ms, {} bytes full{}",
@@ -609,11 +607,10 @@ impl Pipeline {
                     }
                 ),
             ),
-            (None, why) => (
+            Err(why) => (
                 "reported",
                 format!(
-                    "incident {id} without a dump ({}): its reason, samples and inventory go up",
-                    why.unwrap_or_default()
+                    "incident {id} without a dump ({why}): its reason, samples and inventory go up"
                 ),
             ),
         })
