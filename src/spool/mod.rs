@@ -254,6 +254,19 @@ pub struct Upload {
     pub acked: bool,
 }
 
+impl Upload {
+    /// A file planned for upload, not yet sent.
+    fn planned(kind: FileKind, sha256: String, size: u64) -> Upload {
+        Upload {
+            kind,
+            size,
+            sha256,
+            url: None,
+            acked: false,
+        }
+    }
+}
+
 /// One incident evicted by a quota.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -722,7 +735,6 @@ impl Spool {
         dump_error: Option<String>,
     ) -> Result<String> {
         let mut bytes = 0;
-        let mut has_dump = false;
         let mut seen = Vec::new();
         for e in self
             .fs
@@ -733,12 +745,13 @@ impl Spool {
                 continue;
             }
             match FileKind::from_name(&e.name) {
-                Some(k @ (FileKind::FullDump | FileKind::MiniDump)) if !e.is_dir => {
-                    has_dump = true;
-                    bytes += e.len;
-                    seen.push(k);
-                }
-                Some(k @ (FileKind::Fds | FileKind::Threads | FileKind::Report)) if !e.is_dir => {
+                Some(
+                    k @ (FileKind::FullDump
+                    | FileKind::MiniDump
+                    | FileKind::Fds
+                    | FileKind::Threads
+                    | FileKind::Report),
+                ) if !e.is_dir => {
                     bytes += e.len;
                     seen.push(k);
                 }
@@ -750,11 +763,8 @@ impl Spool {
                 }
             }
         }
-        let has_report = self
-            .fs
-            .stat(&staging.path(FileKind::Report))
-            .map(|e| !e.is_dir)
-            .unwrap_or(false);
+        let has_dump = seen.contains(&FileKind::FullDump) || seen.contains(&FileKind::MiniDump);
+        let has_report = seen.contains(&FileKind::Report);
         if !has_dump && !has_report && dump_error.is_none() {
             return Err(Error::BadStaging {
                 path: staging.dir.clone(),
@@ -1348,13 +1358,7 @@ impl<'a> SpoolGuard<'a> {
         ] {
             let p = dir.join(k.file_name());
             match hash_file(fs, &p) {
-                Ok((sha256, size)) => uploads.push(Upload {
-                    kind: k,
-                    size,
-                    sha256,
-                    url: None,
-                    acked: false,
-                }),
+                Ok((sha256, size)) => uploads.push(Upload::planned(k, sha256, size)),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {
                     if expected(&inc, k) {
                         missing.push(k.file_name());
@@ -1400,16 +1404,7 @@ impl<'a> SpoolGuard<'a> {
         let mbytes = serde_json::to_vec_pretty(&meta).unwrap_or_default();
         fs::write_atomic(fs, &mp, &mbytes).map_err(io_err(&mp, "write"))?;
         let (sha256, size) = hash_file(fs, &mp).map_err(io_err(&mp, "hash"))?;
-        uploads.insert(
-            0,
-            Upload {
-                kind: FileKind::Meta,
-                size,
-                sha256,
-                url: None,
-                acked: false,
-            },
-        );
+        uploads.insert(0, Upload::planned(FileKind::Meta, sha256, size));
         inc.uploads = uploads;
         inc.accounting = pending.clone();
         inc.state = State::Uploading;
