@@ -1178,7 +1178,7 @@ impl<'a> SpoolGuard<'a> {
     fn check_incident(&self, id: &str) -> Result<bool> {
         let fs = self.fs();
         let dir = self.spool.incident_dir(id);
-        let inc = match self.spool.read_incident(id) {
+        let mut inc = match self.spool.read_incident(id) {
             Ok(i) => i,
             Err(Error::Corrupt { what, .. }) => {
                 self.quarantine(&dir, &format!("incident.json unreadable: {what}"));
@@ -1214,7 +1214,6 @@ impl<'a> SpoolGuard<'a> {
             State::Analysed => false,
             // A planned file gone or changed is given up alone; the others still go up.
             State::Uploading => {
-                let mut inc = inc.clone();
                 let gone: Vec<FileKind> = inc
                     .uploads
                     .iter()
