@@ -329,14 +329,7 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
             what: e.to_string(),
         })?;
         let key = match cfg.public_key.as_deref().filter(|k| !k.trim().is_empty()) {
-            Some(k) => Some(remote::parse_public_key(k).map_err(|e| {
-                AgentError::Key(match e {
-                    crate::policy::PolicyError::Signature(what) => {
-                        what.trim_start_matches("public key ").to_string()
-                    }
-                    other => other.to_string(),
-                })
-            })?),
+            Some(k) => Some(remote::parse_public_key(k).map_err(AgentError::Key)?),
             None => None,
         };
         let sampler = Sampler::new()?;

@@ -39,17 +39,17 @@ pub struct Meta {
     pub signature: Option<String>,
 }
 
-/// Decode a base64 ed25519 public key (32 bytes).
-pub fn parse_public_key(b64: &str) -> Result<VerifyingKey, PolicyError> {
+/// Decode a base64 ed25519 public key (32 bytes); the error says what is wrong with the key
+/// ("is not base64: …", "is 3 bytes, expected 32").
+pub fn parse_public_key(b64: &str) -> Result<VerifyingKey, String> {
     let raw = base64::engine::general_purpose::STANDARD
         .decode(b64.trim())
-        .map_err(|e| PolicyError::Signature(format!("public key is not base64: {e}")))?;
-    let arr: [u8; 32] = raw.as_slice().try_into().map_err(|_| {
-        PolicyError::Signature(format!("public key is {} bytes, expected 32", raw.len()))
-    })?;
-    VerifyingKey::from_bytes(&arr).map_err(|e| {
-        PolicyError::Signature(format!("public key is not a valid ed25519 point: {e}"))
-    })
+        .map_err(|e| format!("is not base64: {e}"))?;
+    let arr: [u8; 32] = raw
+        .as_slice()
+        .try_into()
+        .map_err(|_| format!("is {} bytes, expected 32", raw.len()))?;
+    VerifyingKey::from_bytes(&arr).map_err(|e| format!("is not a valid ed25519 point: {e}"))
 }
 
 /// Check `sig_b64` over `body` when a key is given; without a key anything passes.
