@@ -333,8 +333,11 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
             None => None,
         };
         let sampler = Sampler::new()?;
-        let refresher = Refresher::new(Cache::new(&cfg.data_dir), key);
-        let (policy, source) = initial_policy(&cfg.policy_json, refresher.cache(), refresher.key());
+        // The last good policy on disk, read and checked once for both.
+        let cache = Cache::new(&cfg.data_dir);
+        let cached = cache.load(key.as_ref());
+        let refresher = Refresher::with_cached(cache, key, matches!(cached, Ok(Some(_))));
+        let (policy, source) = initial_policy(&cfg.policy_json, cached);
         info!(version = policy.version, source = %source, poll_ms = policy.poll_interval_ms, "policy v{} active (from {source})", policy.version);
         let status = Status {
             state: "running",
@@ -718,8 +721,7 @@ pub fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
 /// least as new. Every rejection is logged; something valid always comes out.
 fn initial_policy(
     shipped: &str,
-    cache: &Cache,
-    key: Option<&ed25519_dalek::VerifyingKey>,
+    cached: Result<Option<Parsed>, crate::policy::PolicyError>,
 ) -> (Policy, String) {
     let (mut policy, mut source) = if shipped.trim().is_empty() {
         (Policy::default(), "built-in default".to_string())
@@ -738,7 +740,7 @@ fn initial_policy(
             }
         }
     };
-    match cache.load(key) {
+    match cached {
         Ok(Some(p)) if p.policy.version >= policy.version => {
             policy = p.policy;
             source = "last good on disk".to_string();

@@ -213,21 +213,20 @@ pub struct Refresher {
 
 impl Refresher {
     pub fn new(cache: Cache, key: Option<VerifyingKey>) -> Self {
+        let cached = matches!(cache.load(key.as_ref()), Ok(Some(_)));
+        Self::with_cached(cache, key, cached)
+    }
+
+    /// [`new`](Self::new) for a caller that has loaded the cache already: `cached` says whether
+    /// its body passed its checks.
+    pub fn with_cached(cache: Cache, key: Option<VerifyingKey>, cached: bool) -> Self {
         let mut meta = cache.meta();
-        if meta.etag.is_some() && !matches!(cache.load(key.as_ref()), Ok(Some(_))) {
+        if !cached {
             // The body that ETag names is gone or rejected (the agent logs why when it loads the
             // cache): ask for the whole policy.
             meta.etag = None;
         }
         Refresher { cache, key, meta }
-    }
-
-    pub fn cache(&self) -> &Cache {
-        &self.cache
-    }
-
-    pub fn key(&self) -> Option<&VerifyingKey> {
-        self.key.as_ref()
     }
 
     /// Fetch the policy at `active.remote.url` if due. Blocks for at most
