@@ -29,7 +29,6 @@ use crate::trigger::{
     self, inventory, Device, Inventory, Kind, Strikes, Thresholds, Triggers, Verdict,
 };
 use serde::Serialize;
-use std::collections::HashSet;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -309,7 +308,6 @@ pub struct Agent<H, S, A> {
     refresher: Refresher,
     shared: Arc<Shared>,
     status: Status,
-    muted: HashSet<Kind>,
     last_status_write_ms: u64,
     consecutive_panics: u32,
     test_panic: Option<String>,
@@ -378,7 +376,6 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
             refresher,
             shared,
             status,
-            muted: HashSet::new(),
             last_status_write_ms: 0,
             consecutive_panics: 0,
             test_panic,
@@ -433,7 +430,7 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
         debug!(seq = s.seq, heap_used = s.heap_used, heap_max = s.heap_max, fds = s.fds, threads = s.threads, strikes = ?self.status.strikes, "poll");
         let mut changed = self.status.strikes != before;
         let acted = match verdict {
-            Some(v) if self.muted.contains(&v.kind) => {
+            Some(v) if self.status.muted.contains(&v.kind) => {
                 debug!(kind = v.kind.as_str(), "verdict muted: {}", v.reason);
                 None
             }
@@ -515,7 +512,9 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
             device: &self.device,
         };
         let action = self.actions.on_verdict(&v, inv.as_ref(), &cx);
-        if v.kind != Kind::Manual && self.policy.dump.once_per_process && self.muted.insert(v.kind)
+        if v.kind != Kind::Manual
+            && self.policy.dump.once_per_process
+            && !self.status.muted.contains(&v.kind)
         {
             self.status.muted.push(v.kind);
             // Else a kind that keeps firing would take every poll from the others.
