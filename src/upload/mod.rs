@@ -482,14 +482,11 @@ pub fn run_once(spool: &Spool, cfg: &Config, net: Network) -> Result<Summary, Er
                     .map(Duration::from_secs)
                     .unwrap_or(cfg.default_retry_after)
                     .min(cfg.max_retry_after);
-                let until = spool.now_ms() + wait.as_millis() as u64;
                 tracing::warn!(
                     "upload: HTTP {status} from {}; waiting {wait:?} (kept across restarts)",
                     cfg.endpoint
                 );
-                if let Err(e) = spool.update_state(|s| s.retry_after_until_ms = until) {
-                    tracing::warn!("upload: could not persist Retry-After: {e}");
-                }
+                let until = hold_sending(spool, wait);
                 sum.stopped = Some(Stop::RetryAfter(until));
                 break;
             }
@@ -501,14 +498,11 @@ pub fn run_once(spool: &Spool, cfg: &Config, net: Network) -> Result<Summary, Er
                     wait = wait.max(Duration::from_secs(secs));
                 }
                 let wait = wait.min(cfg.max_retry_after);
-                let until = spool.now_ms() + wait.as_millis() as u64;
                 tracing::warn!(
                     "upload: endpoint {} is not usable: {what}; a problem of the endpoint (URL, credentials, proxy, limits), not of incident {id}: nothing rejected, no attempt counted; next try in {wait:?}",
                     cfg.endpoint
                 );
-                if let Err(e) = spool.update_state(|s| s.retry_after_until_ms = until) {
-                    tracing::warn!("upload: could not persist the wait: {e}");
-                }
+                let until = hold_sending(spool, wait);
                 sum.stopped = Some(Stop::Endpoint {
                     until_ms: until,
                     error: what,
@@ -572,6 +566,16 @@ pub fn run_once(spool: &Spool, cfg: &Config, net: Network) -> Result<Summary, Er
         }
     }
     Ok(sum)
+}
+
+/// Send nothing for `wait` (429, 503 with `Retry-After`, an endpoint problem): the time is kept
+/// in `spool.json`, so a restart waits too. Returns it (ms since the epoch).
+fn hold_sending(spool: &Spool, wait: Duration) -> u64 {
+    let until = spool.now_ms() + wait.as_millis() as u64;
+    if let Err(e) = spool.update_state(|s| s.retry_after_until_ms = until) {
+        tracing::warn!("upload: could not persist the wait before sending again: {e}");
+    }
+    until
 }
 
 fn reject(guard: &SpoolGuard<'_>, inc: &mut Incident, reason: String, sum: &mut Summary) {
