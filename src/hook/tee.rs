@@ -65,8 +65,16 @@ static STATE: Cell = Cell(UnsafeCell::new(None));
 /// A single-producer single-consumer byte ring from the write hook to the stripper thread.
 /// The producer (a hook, under our spin flag) writes only to `[head, tail + cap)`, the consumer
 /// reads only `[tail, head)`; both counters only grow.
+///
+/// The buffer is held as a raw pointer and a length, never as a `Box<[u8]>` or a reference to
+/// the whole of it: a `&[u8]`/`&mut [u8]` over the whole buffer would assert that no other
+/// thread writes any byte of it while it lives, which the producer does (in its own region)
+/// while the consumer holds a slice of the published region. Each side only ever creates a
+/// slice or a pointer range over the bytes it owns at that moment.
 struct Ring {
-    buf: UnsafeCell<Box<[u8]>>,
+    /// The start of `cap` bytes allocated by `new` and freed by `drop`.
+    buf: *mut u8,
+    cap: usize,
     head: AtomicU64,
     tail: AtomicU64,
     /// No more bytes will come (set by `disarm`).
@@ -75,15 +83,19 @@ struct Ring {
     failed: AtomicBool,
 }
 
-// SAFETY: the regions each side touches are disjoint by the head/tail protocol above.
+// SAFETY: the regions each side touches are disjoint by the head/tail protocol above, and the
+// pointer is only freed by `drop`, when no other side holds the ring (`Arc`).
 unsafe impl Sync for Ring {}
 // SAFETY: as above.
 unsafe impl Send for Ring {}
 
 impl Ring {
     fn new(cap: usize) -> Ring {
+        let cap = cap.max(4096);
+        let buf = Box::into_raw(vec![0u8; cap].into_boxed_slice()) as *mut u8;
         Ring {
-            buf: UnsafeCell::new(vec![0u8; cap.max(4096)].into_boxed_slice()),
+            buf,
+            cap,
             head: AtomicU64::new(0),
             tail: AtomicU64::new(0),
             closed: AtomicBool::new(false),
@@ -92,13 +104,7 @@ impl Ring {
     }
 
     fn cap(&self) -> u64 {
-        // SAFETY: the length of the box never changes.
-        unsafe { (&*self.buf.get()).len() as u64 }
-    }
-
-    fn base(&self) -> *mut u8 {
-        // SAFETY: a raw pointer to the buffer; accesses follow the protocol.
-        unsafe { (*self.buf.get()).as_mut_ptr() }
+        self.cap as u64
     }
 
     /// Copy `data` in, waiting (spin, then yield) while the ring is full. `false` if the
@@ -124,10 +130,10 @@ impl Ring {
             }
             let at = head % cap;
             let n = (free.min(data.len() as u64)).min(cap - at) as usize;
-            // SAFETY: [at, at + n) is free space owned by the producer (see the protocol).
-            unsafe {
-                std::ptr::copy_nonoverlapping(data.as_ptr(), self.base().add(at as usize), n)
-            };
+            // SAFETY: `at + n <= cap`, so the range is inside the allocation; [at, at + n) is
+            // free space owned by the producer (see the protocol): the consumer holds no slice
+            // of it, and `data` (the VM's buffer) cannot overlap our allocation.
+            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.buf.add(at as usize), n) };
             self.head.store(head + n as u64, Ordering::Release);
             data = &data[n..];
         }
@@ -150,8 +156,11 @@ impl Ring {
             }
             let at = tail % cap;
             let n = (head - tail).min(cap - at) as usize;
-            // SAFETY: [at, at + n) holds bytes the producer published with `head`.
-            let chunk = unsafe { std::slice::from_raw_parts(self.base().add(at as usize), n) };
+            // SAFETY: `at + n <= cap`, inside the allocation; [at, at + n) holds bytes the
+            // producer published with `head` (Acquire above) and will not touch again until
+            // `tail` moves past them, after this slice's last use below. The slice covers only
+            // those bytes, never the producer's region.
+            let chunk = unsafe { std::slice::from_raw_parts(self.buf.add(at as usize), n) };
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| s.feed(chunk)));
             match r {
                 Ok(Ok(())) => {}
@@ -166,6 +175,14 @@ impl Ring {
             }
             self.tail.store(tail + n as u64, Ordering::Release);
         }
+    }
+}
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        // SAFETY: `buf` and `cap` are the boxed slice `new` leaked; `&mut self` means no other
+        // side holds the ring any more, so no slice of it is alive.
+        drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(self.buf, self.cap)) });
     }
 }
 
