@@ -31,8 +31,6 @@ pub enum Error {
     Malformed { library: String, what: String },
     #[error("import {0} points back into its library and dlsym cannot resolve it: not hooked")]
     Unresolved(String),
-    #[error("reading /proc/self/maps: {0}")]
-    Maps(std::io::Error),
     #[error("mprotect of the page holding GOT slot {addr:#x}: {err}")]
     Protect { addr: usize, err: std::io::Error },
     #[error("library {library}: slots of {symbols} were changed by someone else since we hooked them; left as they are")]
