@@ -1,7 +1,8 @@
 //! Patching the global offset table of one loaded library.
 //!
 //! [`patch_library`] finds the library with `dl_iterate_phdr` (by file name), reads its
-//! `PT_DYNAMIC`, walks its `DT_JMPREL` and `DT_RELA`/`DT_REL` tables for `JUMP_SLOT` and
+//! `PT_DYNAMIC`, walks its `DT_JMPREL`, `DT_RELA`/`DT_REL` and Android's packed
+//! `DT_ANDROID_RELA`/`DT_ANDROID_REL` tables ([`super::elf::for_packed_relocs`]) for `JUMP_SLOT` and
 //! `GLOB_DAT` relocations whose symbol is one of the named imports, and stores the replacement in
 //! each such slot. [`Patched::unpatch`] stores the original values back.
 //!
@@ -339,6 +340,7 @@ unsafe fn scan(
     let (mut strtab, mut strsz, mut symtab) = (0usize, 0usize, 0usize);
     let (mut jmprel, mut pltrelsz, mut pltrel) = (0usize, 0usize, DT_RELA as usize);
     let (mut rela, mut relasz, mut rel, mut relsz) = (0usize, 0usize, 0usize, 0usize);
+    let (mut aps_rela, mut aps_relasz, mut aps_rel, mut aps_relsz) = (0usize, 0, 0usize, 0);
     let mut d = dynamic as *const Dyn;
     for _ in 0..4096 {
         // SAFETY: PT_DYNAMIC is an array of Dyn ending with DT_NULL, mapped readable.
@@ -355,6 +357,10 @@ unsafe fn scan(
             DT_RELASZ => relasz = e.d_val,
             DT_REL => rel = addr(e.d_val),
             DT_RELSZ => relsz = e.d_val,
+            DT_ANDROID_RELA => aps_rela = addr(e.d_val),
+            DT_ANDROID_RELASZ => aps_relasz = e.d_val,
+            DT_ANDROID_REL => aps_rel = addr(e.d_val),
+            DT_ANDROID_RELSZ => aps_relsz = e.d_val,
             _ => {}
         }
         // SAFETY: still inside the table (we stop at DT_NULL).
@@ -419,6 +425,37 @@ unsafe fn scan(
     }
     if rel != 0 {
         walk_rel(rel, relsz);
+    }
+    // Android's packed tables (bionic reads them instead of DT_RELA/DT_REL when present). DT_RELR
+    // needs no reading: it holds only relative relocations, which never name a symbol.
+    for (base, size, is_rela) in [(aps_rela, aps_relasz, true), (aps_rel, aps_relsz, false)] {
+        if base == 0 || size == 0 {
+            continue;
+        }
+        if base < lo || base.checked_add(size).is_none_or(|e| e > hi) {
+            return Err(Error::Malformed {
+                library: name,
+                what: format!(
+                    "packed relocation table at {:#x}+{size} outside the library",
+                    base.wrapping_sub(bias)
+                ),
+            });
+        }
+        // SAFETY: the table lies inside the library's loaded segments (checked above), which
+        // stay mapped during this call; it is read-only data the loader does not change.
+        let data = unsafe { std::slice::from_raw_parts(base as *const u8, size) };
+        if let Err(why) = for_packed_relocs(data, is_rela, |off, info| {
+            consider(off as usize, info as Addr)
+        }) {
+            return Err(Error::Malformed {
+                library: name,
+                what: format!(
+                    "packed relocation table (DT_ANDROID_REL{}) at {:#x}: {why}",
+                    if is_rela { "A" } else { "" },
+                    base.wrapping_sub(bias)
+                ),
+            });
+        }
     }
     slots.sort_unstable();
     slots.dedup();
@@ -750,6 +787,68 @@ long pid(void) { return getpid(); }
             libc::close(fds[0]);
             libc::close(fds[1]);
         }
+    }
+
+    /// System libraries on Android are linked with `--pack-dyn-relocs=android`: their GLOB_DAT
+    /// slots (an address-taken `write`, calls from `-fno-plt` code) are in the packed
+    /// `DT_ANDROID_RELA` table, not in `DT_RELA`. glibc's loader ignores that table, so here the
+    /// slot keeps its link-time 0 and the real `write` comes from `dlsym`; on Android the loader
+    /// fills it. Either way our replacement must land in it.
+    #[test]
+    fn glob_dat_slots_in_android_packed_relocations_are_patched() {
+        const SRC: &str = r#"
+#include <unistd.h>
+typedef ssize_t (*wfn)(int, const void *, size_t);
+wfn write_ptr(void) { return &write; }
+long say(int fd) { return write(fd, "hello", 5); }
+"#;
+        let dir = tempfile::tempdir().unwrap();
+        // No start files: their relative relocations would be packed too, and glibc, which
+        // does not apply the packed table, would run an unrelocated initialiser.
+        let so = crate::hook::build_c_lib(
+            dir.path(),
+            "libgot_aps2",
+            SRC,
+            &[
+                "-fuse-ld=lld",
+                "-fno-plt",
+                "-nostartfiles",
+                "-Wl,-z,now",
+                "-Wl,--pack-dyn-relocs=android",
+            ],
+        );
+        let say: extern "C" fn(libc::c_int) -> libc::c_long =
+            // SAFETY: `say` has this signature in SRC.
+            unsafe { std::mem::transmute(crate::hook::dl_fn(&so, "say")) };
+        let write_ptr: extern "C" fn() -> usize =
+            // SAFETY: `write_ptr` returns the GOT slot's value, a function pointer or 0.
+            unsafe { std::mem::transmute(crate::hook::dl_fn(&so, "write_ptr")) };
+        assert_eq!(write_ptr(), 0, "glibc left the packed GLOB_DAT slot alone");
+        let imports = [Import {
+            name: "write",
+            replacement: counting_write as *const () as usize,
+        }];
+        let p = patch_library("libgot_aps2.so", &imports, &mut |_, a| {
+            REAL_WRITE.store(a, Ordering::SeqCst);
+        })
+        .unwrap();
+        assert_eq!(p.slots.len(), 1, "{p:?}");
+        assert!(!p.slots[0].jump_slot);
+        assert_eq!(p.real("write"), Some(libc::write as *const () as usize));
+        assert_eq!(write_ptr(), counting_write as *const () as usize);
+        let mut fds = [0; 2];
+        // SAFETY: a two-int array for pipe.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        let before = CALLS.load(Ordering::SeqCst);
+        assert_eq!(say(fds[1]), 5);
+        assert_eq!(pipe_read(fds[0]), b"hello");
+        assert!(CALLS.load(Ordering::SeqCst) > before);
+        // SAFETY: our pipe.
+        unsafe {
+            libc::close(fds[0]);
+            libc::close(fds[1]);
+        }
+        std::mem::forget(p);
     }
 
     #[test]
