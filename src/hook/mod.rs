@@ -16,6 +16,7 @@
 
 pub mod elf;
 pub mod got;
+mod ring;
 pub mod tee;
 
 pub use got::{loaded_libraries, patch_library, Import, Patched};
