@@ -114,5 +114,14 @@ export GLIBC_TUNABLES="glibc.pthread.rseq=0\${GLIBC_TUNABLES:+:\$GLIBC_TUNABLES}
 exec "$(command -v java)" "\$@"
 WRAP
   chmod +x "$out/bin/java"
+  # The same for a test binary of ours (cargo's runner): the whole test process is the app.
+  cat >"$out/under-filter" <<WRAP
+#!/bin/sh
+export LD_PRELOAD="$out/liboomguard_seccomp.so\${LD_PRELOAD:+:\$LD_PRELOAD}"
+export OOMGUARD_SECCOMP=\${OOMGUARD_SECCOMP:-android26}
+export GLIBC_TUNABLES="glibc.pthread.rseq=0\${GLIBC_TUNABLES:+:\$GLIBC_TUNABLES}"
+exec "\$@"
+WRAP
+  chmod +x "$out/under-filter"
   echo "$out/bin"
 }
