@@ -100,7 +100,7 @@ pub fn resolve(lib: &str, api: u32) -> Result<ArtSymbols> {
         .ok_or_else(|| Error::Unsupported(format!("{lib} is not loaded in this process")))?;
     let elf = ElfSymbols::open(std::path::Path::new(&path))?;
     let names = required_symbols(api);
-    let found = elf.lookup_many(&names);
+    let found = elf.lookup_many(&names)?;
     let missing: Vec<&str> = names
         .iter()
         .zip(&found)
@@ -404,6 +404,7 @@ mod tests {
         let sym = ElfSymbols::open(std::path::Path::new(&path))
             .unwrap()
             .lookup(DUMP_HEAP)
+            .unwrap()
             .unwrap();
         assert_eq!(bias + sym.value as usize, dump_addr);
     }

@@ -1,19 +1,29 @@
 //! Symbols of an ELF shared library read from its file: `.dynsym` and `.symtab`, 32- and 64-bit,
-//! little-endian. This is how the fork dumper finds ART's VM-control functions without `dlopen`
+//! little-endian, and MiniDebugInfo: the `.symtab` of the xz-compressed ELF file that Android's
+//! build embeds as `.gnu_debugdata` (some Android 15 builds keep ART's internal symbols only
+//! there). This is how the fork dumper finds ART's VM-control functions without `dlopen`
 //! (which Android 7+ refuses for system libraries from an app's namespace): read the file the
 //! library was mapped from, look the names up, add the load bias.
 //!
 //! Every offset read from the file is bounds-checked: a truncated or hostile file gives an error
-//! naming the byte offset, never a panic.
+//! naming the byte offset, never a panic. `.gnu_debugdata` is decompressed only when a name is
+//! in neither table, with a bounded dictionary and at most [`MAX_MINI_DEBUGINFO`] bytes of
+//! output: a corrupt or oversized section is an error naming the file and the section's offset.
 
 use super::{Error, Result};
-use std::path::Path;
+use std::cell::OnceCell;
+use std::path::{Path, PathBuf};
+
+/// Most bytes the embedded MiniDebugInfo ELF may decompress to (ART's is a few MB).
+pub const MAX_MINI_DEBUGINFO: usize = 32 << 20;
 
 /// Which table a symbol came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Table {
     Dynsym,
     Symtab,
+    /// The `.symtab` of the compressed ELF in `.gnu_debugdata`.
+    MiniDebugInfo,
 }
 
 /// A defined symbol.
@@ -27,14 +37,36 @@ pub struct Symbol {
 
 /// An ELF file's symbol tables.
 pub struct ElfSymbols {
-    data: memmap2::Mmap,
+    path: PathBuf,
+    data: Bytes,
     is64: bool,
     /// (table, symbols offset, count, entry size, strings offset, strings size)
     tables: Vec<(Table, usize, usize, usize, usize, usize)>,
+    /// The `.gnu_debugdata` section: (offset, size).
+    debugdata: Option<(usize, usize)>,
+    /// The ELF file decompressed from `.gnu_debugdata`, once it was needed.
+    mini: OnceCell<std::result::Result<Box<ElfSymbols>, String>>,
+}
+
+/// The bytes of an ELF file: the mapped library, or a decompressed embedded file.
+enum Bytes {
+    Mapped(memmap2::Mmap),
+    Owned(Vec<u8>),
+}
+
+impl std::ops::Deref for Bytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Bytes::Mapped(m) => m,
+            Bytes::Owned(v) => v,
+        }
+    }
 }
 
 const SHT_SYMTAB: u32 = 2;
 const SHT_DYNSYM: u32 = 11;
+const SHT_NOBITS: u32 = 8;
 const SHN_UNDEF: u16 = 0;
 
 fn bad(path: &Path, off: usize, what: &str) -> Error {
@@ -69,6 +101,12 @@ impl ElfSymbols {
             path: path.display().to_string(),
             err,
         })?;
+        ElfSymbols::parse(path.to_path_buf(), Bytes::Mapped(data))
+    }
+
+    /// Find the symbol tables (and `.gnu_debugdata`) of the ELF file in `data`.
+    fn parse(path_buf: PathBuf, data: Bytes) -> Result<ElfSymbols> {
+        let path = path_buf.as_path();
         let d = &data[..];
         if d.get(0..4) != Some(b"\x7fELF") {
             return Err(bad(path, 0, "not an ELF file"));
@@ -98,9 +136,15 @@ impl ElfSymbols {
             shentsize.ok_or_else(|| bad(path, 0x2e, "truncated header"))? as usize,
             shnum.ok_or_else(|| bad(path, 0x30, "truncated header"))? as usize,
         );
+        let shstrndx = if is64 {
+            u16_at(d, 0x3e)
+        } else {
+            u16_at(d, 0x32)
+        }
+        .ok_or_else(|| bad(path, 0x32, "truncated header"))? as usize;
         let sect = |i: usize| -> Option<(u32, usize, usize, u32, usize)> {
             let o = shoff.checked_add(i.checked_mul(shentsize)?)?;
-            let ty = u32_at(d, o + 4)?;
+            let ty = u32_at(d, o.checked_add(4)?)?;
             if is64 {
                 Some((
                     ty,
@@ -119,10 +163,33 @@ impl ElfSymbols {
                 ))
             }
         };
+        // The section name string table, to find `.gnu_debugdata` by name.
+        let shstr =
+            sect(shstrndx).and_then(|(_, off, size, _, _)| d.get(off..off.checked_add(size)?));
+        let name_is = |i: usize, want: &[u8]| -> bool {
+            let (Some(o), Some(names)) = (shoff.checked_add(i * shentsize), shstr) else {
+                return false;
+            };
+            let Some(n) = u32_at(d, o) else {
+                return false;
+            };
+            names
+                .get(n as usize..)
+                .and_then(|s| s.get(..want.len() + 1))
+                .is_some_and(|s| &s[..want.len()] == want && s[want.len()] == 0)
+        };
         let mut tables = Vec::new();
+        let mut debugdata = None;
         for i in 0..shnum {
             let (ty, off, size, link, entsize) =
                 sect(i).ok_or_else(|| bad(path, shoff, "section header table past the end"))?;
+            if ty != SHT_NOBITS && name_is(i, b".gnu_debugdata") {
+                if off.checked_add(size).is_none_or(|e| e > d.len()) {
+                    return Err(bad(path, off, ".gnu_debugdata outside the file"));
+                }
+                debugdata = Some((off, size));
+                continue;
+            }
             let table = match ty {
                 SHT_DYNSYM => Table::Dynsym,
                 SHT_SYMTAB => Table::Symtab,
@@ -139,7 +206,39 @@ impl ElfSymbols {
             }
             tables.push((table, off, size / entsize, entsize, stroff, strsize));
         }
-        Ok(ElfSymbols { data, is64, tables })
+        Ok(ElfSymbols {
+            path: path_buf,
+            data,
+            is64,
+            tables,
+            debugdata,
+            mini: OnceCell::new(),
+        })
+    }
+
+    /// Whether the file embeds MiniDebugInfo (`.gnu_debugdata`).
+    pub fn has_mini_debuginfo(&self) -> bool {
+        self.debugdata.is_some()
+    }
+
+    /// The ELF file embedded in `.gnu_debugdata`, decompressed on first use.
+    fn mini(&self) -> Result<Option<&ElfSymbols>> {
+        let Some((off, size)) = self.debugdata else {
+            return Ok(None);
+        };
+        let r = self.mini.get_or_init(|| {
+            let name = || format!("{} (.gnu_debugdata)", self.path.display());
+            let elf = unxz(&self.data[off..off + size], MAX_MINI_DEBUGINFO).map_err(|why| {
+                format!("{}: byte {off}: .gnu_debugdata: {why}", self.path.display())
+            })?;
+            ElfSymbols::parse(PathBuf::from(name()), Bytes::Owned(elf))
+                .map(Box::new)
+                .map_err(|e| e.to_string())
+        });
+        match r {
+            Ok(m) => Ok(Some(m)),
+            Err(why) => Err(Error::Unsupported(why.clone())),
+        }
     }
 
     /// Whether the file has a `.symtab` (most release builds keep only `.dynsym`).
@@ -147,8 +246,32 @@ impl ElfSymbols {
         self.tables.iter().any(|t| t.0 == Table::Symtab)
     }
 
-    /// Look up each name; `.dynsym` wins over `.symtab`. Undefined symbols are not found.
-    pub fn lookup_many(&self, names: &[&str]) -> Vec<Option<Symbol>> {
+    /// Look up each name; `.dynsym` wins over `.symtab`, and both over MiniDebugInfo, which is
+    /// only decompressed if a name is in neither. Undefined symbols are not found. An error
+    /// only when MiniDebugInfo was needed and is corrupt or too large.
+    pub fn lookup_many(&self, names: &[&str]) -> Result<Vec<Option<Symbol>>> {
+        let mut out = self.lookup_own(names);
+        if out.iter().any(Option::is_none) {
+            if let Some(mini) = self.mini()? {
+                let missing: Vec<usize> = (0..names.len()).filter(|&k| out[k].is_none()).collect();
+                let wanted: Vec<&str> = missing.iter().map(|&k| names[k]).collect();
+                for (k, found) in missing.into_iter().zip(mini.lookup_own(&wanted)) {
+                    out[k] = found.map(|s| Symbol {
+                        table: Table::MiniDebugInfo,
+                        ..s
+                    });
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    pub fn lookup(&self, name: &str) -> Result<Option<Symbol>> {
+        Ok(self.lookup_many(&[name])?.pop().flatten())
+    }
+
+    /// Look the names up in this file's own `.dynsym` and `.symtab`.
+    fn lookup_own(&self, names: &[&str]) -> Vec<Option<Symbol>> {
         let d = &self.data[..];
         let mut out = vec![None; names.len()];
         for &(table, off, count, entsize, stroff, strsize) in &self.tables {
@@ -185,10 +308,23 @@ impl ElfSymbols {
         }
         out
     }
+}
 
-    pub fn lookup(&self, name: &str) -> Option<Symbol> {
-        self.lookup_many(&[name]).pop().flatten()
+/// Decompress an xz stream of at most `limit` bytes of output. A block whose dictionary (with
+/// the decoder's overhead) would need more than [`MAX_MINI_DEBUGINFO`] plus 1 MiB is refused
+/// before anything is allocated for it (Android's build compresses with xz's default 8 MiB).
+fn unxz(xz: &[u8], limit: usize) -> std::result::Result<Vec<u8>, String> {
+    use std::io::Read;
+    const MEM_KB: u32 = (MAX_MINI_DEBUGINFO >> 10) as u32 + 1024;
+    let r = lzma_rust2::XzReader::new_mem_limit(xz, false, MEM_KB);
+    let mut out = Vec::new();
+    r.take(limit as u64 + 1)
+        .read_to_end(&mut out)
+        .map_err(|e| format!("xz: {e}"))?;
+    if out.len() > limit {
+        return Err(format!("decompresses to more than {limit} bytes"));
     }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -208,12 +344,14 @@ int (*volatile keep)(int) = hidden_helper;
         let so = crate::hook::build_c_lib(dir.path(), "libsyms", SRC, &[]);
         let e = ElfSymbols::open(&so).unwrap();
         assert!(e.has_symtab());
-        let r = e.lookup_many(&[
-            "art_like_suspend",
-            "exported_counter",
-            "hidden_helper",
-            "absent",
-        ]);
+        let r = e
+            .lookup_many(&[
+                "art_like_suspend",
+                "exported_counter",
+                "hidden_helper",
+                "absent",
+            ])
+            .unwrap();
         let f = r[0].unwrap();
         assert_eq!(f.table, Table::Dynsym);
         assert_eq!(r[1].unwrap().table, Table::Dynsym);
@@ -248,8 +386,8 @@ int (*volatile keep)(int) = hidden_helper;
         assert!(st.success());
         let e = ElfSymbols::open(&stripped).unwrap();
         assert!(!e.has_symtab());
-        assert!(e.lookup("art_like_suspend").is_some());
-        assert!(e.lookup("hidden_helper").is_none());
+        assert!(e.lookup("art_like_suspend").unwrap().is_some());
+        assert!(e.lookup("hidden_helper").unwrap().is_none());
     }
 
     #[test]
@@ -264,5 +402,126 @@ int (*volatile keep)(int) = hidden_helper;
         b.truncate(b.len() / 2);
         std::fs::write(&p, &b).unwrap();
         assert!(ElfSymbols::open(&p).is_err());
+    }
+
+    fn run(cmd: &str, args: &[&std::ffi::OsStr]) {
+        let st = std::process::Command::new(cmd).args(args).status().unwrap();
+        assert!(st.success(), "{cmd} {args:?}");
+    }
+
+    /// `so` with its `.symtab` moved into `.gnu_debugdata` the way Android's build makes
+    /// MiniDebugInfo: the symbols kept in a debug-only copy, that copy xz-compressed, the
+    /// library stripped and the compressed copy added as a section.
+    fn with_mini_debuginfo(dir: &Path, so: &Path, xz: &Path) -> PathBuf {
+        let mini = dir.join("mini_debuginfo");
+        let out = dir.join("libsyms-mini.so");
+        run(
+            "objcopy",
+            &[
+                "--only-keep-debug".as_ref(),
+                so.as_os_str(),
+                mini.as_os_str(),
+            ],
+        );
+        run("objcopy", &["--strip-debug".as_ref(), mini.as_os_str()]);
+        let c = std::process::Command::new("xz")
+            .args(["-c", "--check=crc32"])
+            .arg(&mini)
+            .output()
+            .unwrap();
+        assert!(c.status.success());
+        std::fs::write(xz, c.stdout).unwrap();
+        run(
+            "strip",
+            &[
+                "--strip-all".as_ref(),
+                "-o".as_ref(),
+                out.as_os_str(),
+                so.as_os_str(),
+            ],
+        );
+        let mut arg = std::ffi::OsString::from(".gnu_debugdata=");
+        arg.push(xz);
+        run(
+            "objcopy",
+            &["--add-section".as_ref(), arg.as_os_str(), out.as_os_str()],
+        );
+        out
+    }
+
+    #[test]
+    fn finds_symbols_only_in_mini_debuginfo() {
+        let dir = tempfile::tempdir().unwrap();
+        let so = crate::hook::build_c_lib(dir.path(), "libsyms_full", SRC, &[]);
+        let want = ElfSymbols::open(&so)
+            .unwrap()
+            .lookup("hidden_helper")
+            .unwrap()
+            .unwrap();
+        let xz = dir.path().join("mini.xz");
+        let lib = with_mini_debuginfo(dir.path(), &so, &xz);
+        let e = ElfSymbols::open(&lib).unwrap();
+        assert!(!e.has_symtab() && e.has_mini_debuginfo());
+        let r = e
+            .lookup_many(&["art_like_suspend", "hidden_helper", "absent"])
+            .unwrap();
+        assert_eq!(r[0].unwrap().table, Table::Dynsym);
+        let h = r[1].expect("hidden_helper is in .gnu_debugdata's .symtab");
+        assert_eq!(h.table, Table::MiniDebugInfo);
+        assert_eq!((h.value, h.size), (want.value, want.size));
+        assert!(r[2].is_none());
+        // Loaded, the function is at bias + value.
+        crate::hook::dl_fn(&lib, "art_like_suspend");
+        let (_, bias) = crate::hook::got::find_loaded("libsyms-mini.so").unwrap();
+        // SAFETY: the address of `static int hidden_helper(int)` in the loaded library.
+        let g: extern "C" fn(i32) -> i32 = unsafe { std::mem::transmute(bias + h.value as usize) };
+        assert_eq!(g(5), 15);
+    }
+
+    #[test]
+    fn corrupt_or_oversized_mini_debuginfo_is_an_error_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let so = crate::hook::build_c_lib(dir.path(), "libsyms_bad", SRC, &[]);
+        let xz = dir.path().join("mini.xz");
+        let lib = with_mini_debuginfo(dir.path(), &so, &xz);
+        // Corrupt the compressed section's middle: the xz check or the decoder fails.
+        let mut bytes = std::fs::read(&lib).unwrap();
+        let packed = std::fs::read(&xz).unwrap();
+        let at = bytes
+            .windows(packed.len())
+            .position(|w| w == packed)
+            .unwrap();
+        for b in &mut bytes[at + packed.len() / 2..at + packed.len() / 2 + 16] {
+            *b ^= 0x5a;
+        }
+        let bad = dir.path().join("libsyms-corrupt.so");
+        std::fs::write(&bad, &bytes).unwrap();
+        let e = ElfSymbols::open(&bad).unwrap();
+        // Names in .dynsym need no decompression.
+        assert!(e.lookup("art_like_suspend").unwrap().is_some());
+        let err = e.lookup("hidden_helper").unwrap_err().to_string();
+        assert!(
+            err.contains(&bad.display().to_string())
+                && err.contains(&format!("byte {at}: .gnu_debugdata")),
+            "{err}"
+        );
+        // Asked again: the same error, no second decompression attempt needed.
+        assert_eq!(e.lookup("hidden_helper").unwrap_err().to_string(), err);
+
+        // More output than allowed: stopped at the limit, an error.
+        let zeros = vec![0u8; 3 << 20];
+        let mut c = std::process::Command::new("xz")
+            .args(["-c", "--check=crc32"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        c.stdin.take().unwrap().write_all(&zeros).unwrap();
+        let big = c.wait_with_output().unwrap().stdout;
+        assert_eq!(unxz(&big, 4 << 20).unwrap().len(), 3 << 20);
+        let err = unxz(&big, 1 << 20).unwrap_err();
+        assert_eq!(err, format!("decompresses to more than {} bytes", 1 << 20));
+        assert!(unxz(b"\xfd7zXZ\0garbage", 1 << 20).is_err());
     }
 }

@@ -1,11 +1,20 @@
 //! Patching the global offset table of one loaded library.
 //!
 //! [`patch_library`] finds the library with `dl_iterate_phdr` (by file name), reads its
-//! `PT_DYNAMIC`, walks its `DT_JMPREL` and `DT_RELA`/`DT_REL` tables for `JUMP_SLOT` and
+//! `PT_DYNAMIC`, walks its `DT_JMPREL`, `DT_RELA`/`DT_REL` and Android's packed
+//! `DT_ANDROID_RELA`/`DT_ANDROID_REL` tables ([`super::elf::for_packed_relocs`]) for `JUMP_SLOT` and
 //! `GLOB_DAT` relocations whose symbol is one of the named imports, and stores the replacement in
-//! each such slot. A slot on a read-only page (full RELRO) is made writable for the store and its
-//! protection, read from `/proc/self/maps`, is put back at once. [`Patched::unpatch`] stores the
-//! original values back.
+//! each such slot. [`Patched::unpatch`] stores the original values back.
+//!
+//! Other hook libraries (bytehook, xhook) patch the same GOT pages from their own threads, with
+//! their own `mprotect` windows. So each page is made writable right before our stores to it,
+//! whatever its protection looked like (another hooker may be holding it writable at that
+//! moment, or close it a moment later), all our slots of that page are stored in that one
+//! window, and the page is then given its proper protection, derived from the library's program
+//! headers (read-only inside `PT_GNU_RELRO`, the `PT_LOAD` segment's flags elsewhere), never a
+//! protection read earlier. What remains is the window itself: a hooker that closes the page
+//! between our `mprotect` and our store (a few instructions) would make the store fault; nothing
+//! short of a lock shared by all hookers removes that.
 //!
 //! Invariants:
 //! - Every slot store is a single aligned atomic pointer store, so a thread calling through the
@@ -40,6 +49,8 @@ pub struct PatchedSlot {
     pub replacement: usize,
     /// `true` for `JUMP_SLOT`, `false` for `GLOB_DAT`.
     pub jump_slot: bool,
+    /// The protection the slot's page is given back after a store.
+    pub page_prot: libc::c_int,
 }
 
 /// A library whose slots are patched. Dropping it does not unpatch: call [`Patched::unpatch`].
@@ -62,6 +73,7 @@ impl Patched {
     /// hooked it after us) is left alone and reported.
     pub fn unpatch(self) -> Result<(), Error> {
         let mut changed = Vec::new();
+        let mut stores = Vec::new();
         for s in &self.slots {
             // SAFETY: `s.addr` is a GOT slot of a library that is still loaded (we never unpatch a
             // library after dlclose: libraries we hook are the VM's, never unloaded), pointer-aligned.
@@ -70,8 +82,9 @@ impl Patched {
                 changed.push(s.symbol);
                 continue;
             }
-            store_slot(s.addr, s.original)?;
+            stores.push((s.addr, s.original, s.page_prot));
         }
+        store_slots(&stores)?;
         if changed.is_empty() {
             Ok(())
         } else {
@@ -152,6 +165,39 @@ struct Found {
     /// Range of the library's loadable segments in memory.
     lo: usize,
     hi: usize,
+    /// Each loadable segment's range in memory and its protection.
+    loads: Vec<(usize, usize, libc::c_int)>,
+    /// The `PT_GNU_RELRO` range the loader made read-only, page-aligned.
+    relro: Option<(usize, usize)>,
+}
+
+impl Found {
+    /// The protection the loader gave the page starting at `start`.
+    fn page_prot(&self, start: usize, page: usize) -> libc::c_int {
+        let end = start + page;
+        let mut prot = 0;
+        for &(a, b, p) in &self.loads {
+            if a < end && start < b {
+                prot |= p;
+            }
+        }
+        if let Some((a, b)) = self.relro {
+            if start >= a && end <= b {
+                prot &= !libc::PROT_WRITE;
+            }
+        }
+        prot | libc::PROT_READ
+    }
+}
+
+fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if p > 0 {
+        p as usize
+    } else {
+        4096
+    }
 }
 
 /// Redirect `imports` of the loaded library whose file name is `lib` (e.g. `"libjvm.so"`).
@@ -185,6 +231,7 @@ pub fn patch_library(
         slots: Vec::new(),
         reals: Vec::new(),
     };
+    let page = page_size();
     for &(addr, which, jump_slot) in &found.slots {
         let imp = imports[which];
         // SAFETY: `addr` is a pointer-aligned GOT slot inside the library's mapped RW/RELRO data.
@@ -201,17 +248,26 @@ pub fn patch_library(
             on_real(imp.name, real);
             patched.reals.push((imp.name, real));
         }
-        if let Err(e) = store_slot(addr, imp.replacement) {
-            let _ = patched.unpatch();
-            return Err(e);
-        }
         patched.slots.push(PatchedSlot {
             symbol: imp.name,
             addr,
             original,
             replacement: imp.replacement,
             jump_slot,
+            page_prot: found.page_prot(addr & !(page - 1), page),
         });
+    }
+    // Every real function is known before the first store (`on_real` above).
+    let stores: Vec<_> = patched
+        .slots
+        .iter()
+        .map(|s| (s.addr, s.replacement, s.page_prot))
+        .collect();
+    if let Err((done, e)) = store_slots_counted(&stores) {
+        // Put back the pages we did patch; the rest were never changed.
+        patched.slots.truncate(done);
+        let _ = patched.unpatch();
+        return Err(e);
     }
     Ok(patched)
 }
@@ -239,13 +295,32 @@ unsafe fn scan(
     let mut lo = usize::MAX;
     let mut hi = 0usize;
     let mut dynamic = None;
+    let mut loads = Vec::new();
+    let mut relro = None;
+    let page = page_size();
     for p in phdrs {
+        let (a, b) = (
+            bias.wrapping_add(p.p_vaddr as usize),
+            bias.wrapping_add((p.p_vaddr + p.p_memsz) as usize),
+        );
         match p.p_type {
             PT_LOAD => {
-                lo = lo.min(bias + p.p_vaddr as usize);
-                hi = hi.max(bias + (p.p_vaddr + p.p_memsz) as usize);
+                lo = lo.min(a);
+                hi = hi.max(b);
+                let f = p.p_flags;
+                let prot = (if f & PF_R != 0 { libc::PROT_READ } else { 0 })
+                    | (if f & PF_W != 0 { libc::PROT_WRITE } else { 0 })
+                    | (if f & PF_X != 0 { libc::PROT_EXEC } else { 0 });
+                loads.push((a & !(page - 1), (b + page - 1) & !(page - 1), prot));
             }
-            PT_DYNAMIC => dynamic = Some(bias + p.p_vaddr as usize),
+            PT_DYNAMIC => dynamic = Some(a),
+            // bionic protects whole pages up to the end of the segment rounded up
+            // (`phdr_table_protect_gnu_relro`); glibc rounds the end down
+            // (`_dl_protect_relro`), leaving a partial last page writable.
+            PT_GNU_RELRO if cfg!(target_os = "android") => {
+                relro = Some((a & !(page - 1), (b + page - 1) & !(page - 1)))
+            }
+            PT_GNU_RELRO => relro = Some((a & !(page - 1), b & !(page - 1))),
             _ => {}
         }
     }
@@ -265,6 +340,7 @@ unsafe fn scan(
     let (mut strtab, mut strsz, mut symtab) = (0usize, 0usize, 0usize);
     let (mut jmprel, mut pltrelsz, mut pltrel) = (0usize, 0usize, DT_RELA as usize);
     let (mut rela, mut relasz, mut rel, mut relsz) = (0usize, 0usize, 0usize, 0usize);
+    let (mut aps_rela, mut aps_relasz, mut aps_rel, mut aps_relsz) = (0usize, 0, 0usize, 0);
     let mut d = dynamic as *const Dyn;
     for _ in 0..4096 {
         // SAFETY: PT_DYNAMIC is an array of Dyn ending with DT_NULL, mapped readable.
@@ -281,6 +357,10 @@ unsafe fn scan(
             DT_RELASZ => relasz = e.d_val,
             DT_REL => rel = addr(e.d_val),
             DT_RELSZ => relsz = e.d_val,
+            DT_ANDROID_RELA => aps_rela = addr(e.d_val),
+            DT_ANDROID_RELASZ => aps_relasz = e.d_val,
+            DT_ANDROID_REL => aps_rel = addr(e.d_val),
+            DT_ANDROID_RELSZ => aps_relsz = e.d_val,
             _ => {}
         }
         // SAFETY: still inside the table (we stop at DT_NULL).
@@ -346,6 +426,37 @@ unsafe fn scan(
     if rel != 0 {
         walk_rel(rel, relsz);
     }
+    // Android's packed tables (bionic reads them instead of DT_RELA/DT_REL when present). DT_RELR
+    // needs no reading: it holds only relative relocations, which never name a symbol.
+    for (base, size, is_rela) in [(aps_rela, aps_relasz, true), (aps_rel, aps_relsz, false)] {
+        if base == 0 || size == 0 {
+            continue;
+        }
+        if base < lo || base.checked_add(size).is_none_or(|e| e > hi) {
+            return Err(Error::Malformed {
+                library: name,
+                what: format!(
+                    "packed relocation table at {:#x}+{size} outside the library",
+                    base.wrapping_sub(bias)
+                ),
+            });
+        }
+        // SAFETY: the table lies inside the library's loaded segments (checked above), which
+        // stay mapped during this call; it is read-only data the loader does not change.
+        let data = unsafe { std::slice::from_raw_parts(base as *const u8, size) };
+        if let Err(why) = for_packed_relocs(data, is_rela, |off, info| {
+            consider(off as usize, info as Addr)
+        }) {
+            return Err(Error::Malformed {
+                library: name,
+                what: format!(
+                    "packed relocation table (DT_ANDROID_REL{}) at {:#x}: {why}",
+                    if is_rela { "A" } else { "" },
+                    base.wrapping_sub(bias)
+                ),
+            });
+        }
+    }
     slots.sort_unstable();
     slots.dedup();
     Ok(Found {
@@ -353,53 +464,32 @@ unsafe fn scan(
         slots,
         lo,
         hi,
+        loads,
+        relro,
     })
 }
 
-/// The protection of the page holding `addr`, from `/proc/self/maps`.
-fn page_protection(addr: usize) -> Result<libc::c_int, Error> {
-    let maps = std::fs::read_to_string("/proc/self/maps").map_err(Error::Maps)?;
-    for line in maps.lines() {
-        let mut parts = line.split_whitespace();
-        let (Some(range), Some(perms)) = (parts.next(), parts.next()) else {
-            continue;
-        };
-        let Some((a, b)) = range.split_once('-') else {
-            continue;
-        };
-        let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16)) else {
-            continue;
-        };
-        if addr >= a && addr < b {
-            let p = perms.as_bytes();
-            let mut prot = 0;
-            if p.first() == Some(&b'r') {
-                prot |= libc::PROT_READ;
-            }
-            if p.get(1) == Some(&b'w') {
-                prot |= libc::PROT_WRITE;
-            }
-            if p.get(2) == Some(&b'x') {
-                prot |= libc::PROT_EXEC;
-            }
-            return Ok(prot);
-        }
-    }
-    Err(Error::Maps(std::io::Error::new(
-        std::io::ErrorKind::NotFound,
-        format!("address {addr:#x} is in no mapping of /proc/self/maps"),
-    )))
+/// Store each `(slot, value, page protection)`: see [`store_slots_counted`].
+fn store_slots(stores: &[(usize, usize, libc::c_int)]) -> Result<(), Error> {
+    store_slots_counted(stores).map_err(|(_, e)| e)
 }
 
-/// Store `value` into the slot at `addr`, making its page writable for the store if needed.
-fn store_slot(addr: usize, value: usize) -> Result<(), Error> {
-    let prot = page_protection(addr)?;
-    // SAFETY: sysconf has no preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
-    let start = addr & !(page - 1);
-    let writable = prot & libc::PROT_WRITE != 0;
-    if !writable {
-        // SAFETY: `start` is the page-aligned start of a mapping page that holds the slot.
+/// Store each `(slot, value, page protection)`, one writable window per page: the page is made
+/// writable right before its stores (never trusting what its protection was), all of that
+/// page's slots are stored, and the page gets the protection given with its slots. `stores` is
+/// sorted by address. On an error, also says how many leading entries were stored.
+fn store_slots_counted(stores: &[(usize, usize, libc::c_int)]) -> Result<(), (usize, Error)> {
+    let page = page_size();
+    let mut i = 0;
+    while i < stores.len() {
+        let start = stores[i].0 & !(page - 1);
+        let prot = stores[i].2;
+        let n = stores[i..]
+            .iter()
+            .take_while(|s| s.0 & !(page - 1) == start)
+            .count();
+        // SAFETY: `start` is the page-aligned start of a page of a loaded library's data that
+        // holds GOT slots; only its protection changes (it stays readable).
         let r = unsafe {
             libc::mprotect(
                 start as *mut libc::c_void,
@@ -408,23 +498,35 @@ fn store_slot(addr: usize, value: usize) -> Result<(), Error> {
             )
         };
         if r != 0 {
-            return Err(Error::Protect {
-                addr,
-                err: std::io::Error::last_os_error(),
-            });
+            let err = std::io::Error::last_os_error();
+            return Err((
+                i,
+                Error::Protect {
+                    addr: stores[i].0,
+                    err,
+                },
+            ));
         }
-    }
-    // SAFETY: the page is now writable and `addr` is a pointer-aligned slot of that page.
-    unsafe { (*(addr as *const AtomicUsize)).store(value, Ordering::SeqCst) };
-    if !writable {
-        // SAFETY: as above; puts back the protection the page had.
-        let r = unsafe { libc::mprotect(start as *mut libc::c_void, page, prot) };
-        if r != 0 {
-            return Err(Error::Protect {
-                addr,
-                err: std::io::Error::last_os_error(),
-            });
+        for &(addr, value, _) in &stores[i..i + n] {
+            // SAFETY: the page was made writable just above and `addr` is a pointer-aligned
+            // slot of that page.
+            unsafe { (*(addr as *const AtomicUsize)).store(value, Ordering::SeqCst) };
         }
+        if prot & libc::PROT_WRITE == 0 {
+            // SAFETY: as above; gives the page the protection the loader gave it.
+            let r = unsafe { libc::mprotect(start as *mut libc::c_void, page, prot) };
+            if r != 0 {
+                let err = std::io::Error::last_os_error();
+                return Err((
+                    i + n,
+                    Error::Protect {
+                        addr: stores[i].0,
+                        err,
+                    },
+                ));
+            }
+        }
+        i += n;
     }
     Ok(())
 }
@@ -539,6 +641,214 @@ wfn write_ptr(void) { return &write; }
         run(&["-Wl,-z,now", "-Wl,-z,relro"], "libgot_now");
         // Lazy binding: the JUMP_SLOT holds a PLT stub; the real write comes from dlsym.
         run(&["-Wl,-z,lazy", "-Wl,-z,norelro"], "libgot_lazy");
+    }
+
+    /// The protection `/proc/self/maps` shows for the page holding `addr`.
+    fn maps_prot(addr: usize) -> String {
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        for line in maps.lines() {
+            let mut parts = line.split_whitespace();
+            let (range, perms) = (parts.next().unwrap(), parts.next().unwrap());
+            let (a, b) = range.split_once('-').unwrap();
+            let (a, b) = (
+                usize::from_str_radix(a, 16).unwrap(),
+                usize::from_str_radix(b, 16).unwrap(),
+            );
+            if addr >= a && addr < b {
+                return perms[..3].to_string();
+            }
+        }
+        panic!("{addr:#x} is not mapped")
+    }
+
+    /// The GOT slot of `sym` in the loaded library `lib`, as another hooker would find it.
+    fn slot_of(lib: &str, sym: &'static str) -> usize {
+        let imports = [Import {
+            name: sym,
+            replacement: 0,
+        }];
+        let mut out = None;
+        iterate(|info| {
+            let name = info_name(info);
+            if base_name(&name) != lib {
+                return false;
+            }
+            // SAFETY: `info` describes a loaded object during this callback.
+            out = Some(unsafe { scan(info, name, &imports) }.unwrap());
+            true
+        });
+        out.unwrap().slots[0].0
+    }
+
+    static PIDS: AtomicUsize = AtomicUsize::new(0);
+    extern "C" fn other_hookers_getpid() -> libc::pid_t {
+        PIDS.fetch_add(1, Ordering::SeqCst);
+        4242
+    }
+
+    /// Another hooker (bytehook, xhook) patching another slot of the same RELRO page at the
+    /// same time: it has made the page writable and not yet stored when we patch. We must not
+    /// take that writable page for the page's own protection: after our window the page is
+    /// read-only again, as the loader left it, and both hookers' slots hold what each stored.
+    #[test]
+    fn a_relro_page_another_hooker_holds_open_is_made_read_only_again() {
+        const SRC: &str = r#"
+#include <unistd.h>
+long say(int fd) { return write(fd, "hello", 5); }
+long pid(void) { return getpid(); }
+"#;
+        let dir = tempfile::tempdir().unwrap();
+        let so = crate::hook::build_c_lib(
+            dir.path(),
+            "libgot_race",
+            SRC,
+            &["-Wl,-z,now", "-Wl,-z,relro"],
+        );
+        let say: extern "C" fn(libc::c_int) -> libc::c_long =
+            // SAFETY: `say` has this signature in SRC.
+            unsafe { std::mem::transmute(crate::hook::dl_fn(&so, "say")) };
+        let pid: extern "C" fn() -> libc::c_long =
+            // SAFETY: `pid` has this signature in SRC.
+            unsafe { std::mem::transmute(crate::hook::dl_fn(&so, "pid")) };
+        let write_slot = slot_of("libgot_race.so", "write");
+        let pid_slot = slot_of("libgot_race.so", "getpid");
+        // SAFETY: sysconf has no preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+        let start = write_slot & !(page - 1);
+        assert_eq!(start, pid_slot & !(page - 1), "both slots on one page");
+        assert_eq!(
+            maps_prot(start),
+            "r--",
+            "full RELRO: the loader left the GOT read-only"
+        );
+
+        let opened = std::sync::Barrier::new(2);
+        let patched = std::sync::Barrier::new(2);
+        std::thread::scope(|sc| {
+            sc.spawn(|| {
+                // The other hooker opens its window on the page...
+                // SAFETY: the page of a loaded library's GOT; only its protection changes.
+                let r = unsafe {
+                    libc::mprotect(
+                        start as *mut libc::c_void,
+                        page,
+                        libc::PROT_READ | libc::PROT_WRITE,
+                    )
+                };
+                assert_eq!(r, 0);
+                opened.wait();
+                patched.wait();
+                // ...and stores after we are done, opening the page again first as it must.
+                // SAFETY: as above; then an aligned store into the slot of the page we made
+                // writable.
+                unsafe {
+                    let r = libc::mprotect(
+                        start as *mut libc::c_void,
+                        page,
+                        libc::PROT_READ | libc::PROT_WRITE,
+                    );
+                    assert_eq!(r, 0);
+                    (*(pid_slot as *const AtomicUsize))
+                        .store(other_hookers_getpid as *const () as usize, Ordering::SeqCst);
+                    libc::mprotect(start as *mut libc::c_void, page, libc::PROT_READ);
+                }
+            });
+            opened.wait();
+            let imports = [Import {
+                name: "write",
+                replacement: counting_write as *const () as usize,
+            }];
+            let p = patch_library("libgot_race.so", &imports, &mut |_, a| {
+                REAL_WRITE.store(a, Ordering::SeqCst);
+            })
+            .unwrap();
+            let prot = maps_prot(start);
+            patched.wait();
+            assert_eq!(
+                prot, "r--",
+                "the RELRO page must be read-only after our store, whatever it was before"
+            );
+            std::mem::forget(p);
+        });
+        let mut fds = [0; 2];
+        // SAFETY: a two-int array for pipe.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        let before = CALLS.load(Ordering::SeqCst);
+        assert_eq!(say(fds[1]), 5);
+        assert_eq!(pipe_read(fds[0]), b"hello");
+        assert!(
+            CALLS.load(Ordering::SeqCst) > before,
+            "our write hook is in place"
+        );
+        assert_eq!(pid(), 4242, "the other hooker's getpid is in place");
+        assert_eq!(maps_prot(start), "r--");
+        // SAFETY: our pipe.
+        unsafe {
+            libc::close(fds[0]);
+            libc::close(fds[1]);
+        }
+    }
+
+    /// System libraries on Android are linked with `--pack-dyn-relocs=android`: their GLOB_DAT
+    /// slots (an address-taken `write`, calls from `-fno-plt` code) are in the packed
+    /// `DT_ANDROID_RELA` table, not in `DT_RELA`. glibc's loader ignores that table, so here the
+    /// slot keeps its link-time 0 and the real `write` comes from `dlsym`; on Android the loader
+    /// fills it. Either way our replacement must land in it.
+    #[test]
+    fn glob_dat_slots_in_android_packed_relocations_are_patched() {
+        const SRC: &str = r#"
+#include <unistd.h>
+typedef ssize_t (*wfn)(int, const void *, size_t);
+wfn write_ptr(void) { return &write; }
+long say(int fd) { return write(fd, "hello", 5); }
+"#;
+        let dir = tempfile::tempdir().unwrap();
+        // No start files: their relative relocations would be packed too, and glibc, which
+        // does not apply the packed table, would run an unrelocated initialiser.
+        let so = crate::hook::build_c_lib(
+            dir.path(),
+            "libgot_aps2",
+            SRC,
+            &[
+                "-fuse-ld=lld",
+                "-fno-plt",
+                "-nostartfiles",
+                "-Wl,-z,now",
+                "-Wl,--pack-dyn-relocs=android",
+            ],
+        );
+        let say: extern "C" fn(libc::c_int) -> libc::c_long =
+            // SAFETY: `say` has this signature in SRC.
+            unsafe { std::mem::transmute(crate::hook::dl_fn(&so, "say")) };
+        let write_ptr: extern "C" fn() -> usize =
+            // SAFETY: `write_ptr` returns the GOT slot's value, a function pointer or 0.
+            unsafe { std::mem::transmute(crate::hook::dl_fn(&so, "write_ptr")) };
+        assert_eq!(write_ptr(), 0, "glibc left the packed GLOB_DAT slot alone");
+        let imports = [Import {
+            name: "write",
+            replacement: counting_write as *const () as usize,
+        }];
+        let p = patch_library("libgot_aps2.so", &imports, &mut |_, a| {
+            REAL_WRITE.store(a, Ordering::SeqCst);
+        })
+        .unwrap();
+        assert_eq!(p.slots.len(), 1, "{p:?}");
+        assert!(!p.slots[0].jump_slot);
+        assert_eq!(p.real("write"), Some(libc::write as *const () as usize));
+        assert_eq!(write_ptr(), counting_write as *const () as usize);
+        let mut fds = [0; 2];
+        // SAFETY: a two-int array for pipe.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        let before = CALLS.load(Ordering::SeqCst);
+        assert_eq!(say(fds[1]), 5);
+        assert_eq!(pipe_read(fds[0]), b"hello");
+        assert!(CALLS.load(Ordering::SeqCst) > before);
+        // SAFETY: our pipe.
+        unsafe {
+            libc::close(fds[0]);
+            libc::close(fds[1]);
+        }
+        std::mem::forget(p);
     }
 
     #[test]

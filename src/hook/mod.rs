@@ -3,18 +3,20 @@
 //! Owns:
 //! - [`got::patch_library`]: redirect named imports (`JUMP_SLOT` and `GLOB_DAT` relocations) of
 //!   one loaded library to our functions, and put them back. Pure Rust, 64- and 32-bit ELF.
-//! - [`tee::Tee`]: the `open`/`open64`/`openat`/`write`/`close` hooks that recognise the dump
-//!   file the VM opens and copy its bytes into [`crate::hprof::Stripper`], which writes the mini
-//!   file while the VM writes the full one.
+//! - [`tee::Tee`]: the `open`/`open64`/`openat`/`write`/`close`/`android_fdsan_close_with_tag`
+//!   hooks that recognise the dump file the VM opens and copy its bytes into
+//!   [`crate::hprof::Stripper`], which writes the mini file while the VM writes the full one.
 //!
 //! Invariants:
 //! - Inside a hook: no allocation, no lock the VM could hold (our own spin flag only), `errno` as
-//!   the real call left it, and any fd but the dump's goes straight to the real function.
+//!   the real call left it (a swallowed write, which succeeds, leaves it as it was), and any fd
+//!   but the dump's goes straight to the real function.
 //! - A failure of ours (stripper error, panic, seek on the dump fd) abandons the mini file only;
 //!   the VM's own file is written exactly as without the hook.
 
 pub mod elf;
 pub mod got;
+mod ring;
 pub mod tee;
 
 pub use got::{loaded_libraries, patch_library, Import, Patched};
@@ -31,8 +33,6 @@ pub enum Error {
     Malformed { library: String, what: String },
     #[error("import {0} points back into its library and dlsym cannot resolve it: not hooked")]
     Unresolved(String),
-    #[error("reading /proc/self/maps: {0}")]
-    Maps(std::io::Error),
     #[error("mprotect of the page holding GOT slot {addr:#x}: {err}")]
     Protect { addr: usize, err: std::io::Error },
     #[error("library {library}: slots of {symbols} were changed by someone else since we hooked them; left as they are")]

@@ -1,4 +1,5 @@
-//! The dump tee: hooks on the VM's `open`, `open64`, `openat`, `openat64`, `write` and `close`.
+//! The dump tee: hooks on the VM's `open`, `open64`, `openat`, `openat64`, `write`, `close` and
+//! `android_fdsan_close_with_tag`.
 //!
 //! Life cycle: [`Tee::install`] patches the imports of every listed library that is loaded;
 //! [`Tee::arm`] names the dump path and sets up the mini file and its [`Stripper`] (all buffers
@@ -16,12 +17,13 @@
 //! report says which libraries' calls caught the dump.
 
 use super::got::{patch_library, Import, Patched};
+use super::ring::Ring;
 use super::Error;
 use crate::hprof::{FileSink, Level, ParserLimits, StripStats, Stripper};
 use std::cell::UnsafeCell;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// Most libraries hooked at once.
@@ -33,8 +35,20 @@ const OPENAT: usize = 2;
 const OPENAT64: usize = 3;
 const WRITE: usize = 4;
 const CLOSE: usize = 5;
-const NSYM: usize = 6;
-const NAMES: [&str; NSYM] = ["open", "open64", "openat", "openat64", "write", "close"];
+const FDSAN_CLOSE: usize = 6;
+const NSYM: usize = 7;
+/// ART closes the dump through `unique_fd`, i.e. bionic's `android_fdsan_close_with_tag`
+/// (API 29+), not `close`: both are hooked so the dump fd is disarmed before its number can be
+/// reused.
+const NAMES: [&str; NSYM] = [
+    "open",
+    "open64",
+    "openat",
+    "openat64",
+    "write",
+    "close",
+    "android_fdsan_close_with_tag",
+];
 
 /// Libraries whose imports catch the VM's heap dump, by runtime.
 pub const HOTSPOT_LIBS: &[&str] = &["libjvm.so"];
@@ -61,113 +75,6 @@ struct Cell(UnsafeCell<Option<Armed>>);
 // SAFETY: the contents are only touched while LOCK is held (see `with_state`).
 unsafe impl Sync for Cell {}
 static STATE: Cell = Cell(UnsafeCell::new(None));
-
-/// A single-producer single-consumer byte ring from the write hook to the stripper thread.
-/// The producer (a hook, under our spin flag) writes only to `[head, tail + cap)`, the consumer
-/// reads only `[tail, head)`; both counters only grow.
-struct Ring {
-    buf: UnsafeCell<Box<[u8]>>,
-    head: AtomicU64,
-    tail: AtomicU64,
-    /// No more bytes will come (set by `disarm`).
-    closed: AtomicBool,
-    /// The stripper thread stopped (error or panic): the producer must not wait for it.
-    failed: AtomicBool,
-}
-
-// SAFETY: the regions each side touches are disjoint by the head/tail protocol above.
-unsafe impl Sync for Ring {}
-// SAFETY: as above.
-unsafe impl Send for Ring {}
-
-impl Ring {
-    fn new(cap: usize) -> Ring {
-        Ring {
-            buf: UnsafeCell::new(vec![0u8; cap.max(4096)].into_boxed_slice()),
-            head: AtomicU64::new(0),
-            tail: AtomicU64::new(0),
-            closed: AtomicBool::new(false),
-            failed: AtomicBool::new(false),
-        }
-    }
-
-    fn cap(&self) -> u64 {
-        // SAFETY: the length of the box never changes.
-        unsafe { (&*self.buf.get()).len() as u64 }
-    }
-
-    fn base(&self) -> *mut u8 {
-        // SAFETY: a raw pointer to the buffer; accesses follow the protocol.
-        unsafe { (*self.buf.get()).as_mut_ptr() }
-    }
-
-    /// Copy `data` in, waiting (spin, then yield) while the ring is full. `false` if the
-    /// consumer has stopped. Allocates nothing.
-    fn push(&self, mut data: &[u8]) -> bool {
-        let cap = self.cap();
-        let mut spins = 0u32;
-        while !data.is_empty() {
-            if self.failed.load(Ordering::Acquire) {
-                return false;
-            }
-            let head = self.head.load(Ordering::Relaxed);
-            let tail = self.tail.load(Ordering::Acquire);
-            let free = cap - (head - tail);
-            if free == 0 {
-                spins += 1;
-                if spins < 128 {
-                    std::hint::spin_loop();
-                } else {
-                    std::thread::yield_now();
-                }
-                continue;
-            }
-            let at = head % cap;
-            let n = (free.min(data.len() as u64)).min(cap - at) as usize;
-            // SAFETY: [at, at + n) is free space owned by the producer (see the protocol).
-            unsafe {
-                std::ptr::copy_nonoverlapping(data.as_ptr(), self.base().add(at as usize), n)
-            };
-            self.head.store(head + n as u64, Ordering::Release);
-            data = &data[n..];
-        }
-        true
-    }
-
-    /// The stripper thread: feed everything that arrives until closed and drained.
-    fn run(&self, mut s: Stripper<FileSink>) -> Result<Stripper<FileSink>, String> {
-        let cap = self.cap();
-        loop {
-            let tail = self.tail.load(Ordering::Relaxed);
-            let head = self.head.load(Ordering::Acquire);
-            if head == tail {
-                if self.closed.load(Ordering::Acquire) && self.head.load(Ordering::Acquire) == tail
-                {
-                    return Ok(s);
-                }
-                std::thread::sleep(std::time::Duration::from_micros(50));
-                continue;
-            }
-            let at = tail % cap;
-            let n = (head - tail).min(cap - at) as usize;
-            // SAFETY: [at, at + n) holds bytes the producer published with `head`.
-            let chunk = unsafe { std::slice::from_raw_parts(self.base().add(at as usize), n) };
-            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| s.feed(chunk)));
-            match r {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => {
-                    self.failed.store(true, Ordering::Release);
-                    return Err(format!("stripper: {e}"));
-                }
-                Err(_) => {
-                    self.failed.store(true, Ordering::Release);
-                    return Err("stripper panicked".into());
-                }
-            }
-            self.tail.store(tail + n as u64, Ordering::Release);
-        }
-    }
-}
 
 /// What the hooks share while armed.
 struct Armed {
@@ -228,6 +135,7 @@ type OpenFn = unsafe extern "C" fn(*const c_char, c_int, c_uint) -> c_int;
 type OpenatFn = unsafe extern "C" fn(c_int, *const c_char, c_int, c_uint) -> c_int;
 type WriteFn = unsafe extern "C" fn(c_int, *const c_void, usize) -> isize;
 type CloseFn = unsafe extern "C" fn(c_int) -> c_int;
+type FdsanCloseFn = unsafe extern "C" fn(c_int, u64) -> c_int;
 
 fn real(lib: usize, sym: usize) -> usize {
     REAL[lib][sym].load(Ordering::Acquire)
@@ -341,16 +249,20 @@ unsafe extern "C" fn h_openat64<const L: usize>(
     fd
 }
 
-unsafe extern "C" fn h_close<const L: usize>(fd: c_int) -> c_int {
+/// Called before the real close of `fd`: once closed, its number can be reused for another file.
+fn closing(fd: c_int) {
     if fd >= 0 && fd == DUMP_FD.load(Ordering::Acquire) {
         with_state(|st| {
             if let Some(a) = st.as_mut() {
                 a.closed = true;
             }
-            // Before the real close: once closed, the number can be reused for another file.
             DUMP_FD.store(-1, Ordering::Release);
         });
     }
+}
+
+unsafe extern "C" fn h_close<const L: usize>(fd: c_int) -> c_int {
+    closing(fd);
     let f = real(L, CLOSE);
     // SAFETY: REAL holds the resolved `close`.
     unsafe {
@@ -358,6 +270,20 @@ unsafe extern "C" fn h_close<const L: usize>(fd: c_int) -> c_int {
             libc::close(fd)
         } else {
             std::mem::transmute::<usize, CloseFn>(f)(fd)
+        }
+    }
+}
+
+unsafe extern "C" fn h_fdsan_close<const L: usize>(fd: c_int, tag: u64) -> c_int {
+    closing(fd);
+    let f = real(L, FDSAN_CLOSE);
+    // SAFETY: REAL holds the resolved `android_fdsan_close_with_tag` (set before the slot was
+    // patched, so never 0 for a patched slot; plain close is the last resort).
+    unsafe {
+        if f == 0 {
+            libc::close(fd)
+        } else {
+            std::mem::transmute::<usize, FdsanCloseFn>(f)(fd, tag)
         }
     }
 }
@@ -379,7 +305,9 @@ unsafe extern "C" fn h_write<const L: usize>(fd: c_int, buf: *const c_void, coun
     }
     CAUGHT[L].store(true, Ordering::Relaxed);
     let mut ret = 0isize;
-    let mut err = 0;
+    // A write we swallow succeeds and so leaves errno as it was; a real call sets `err`.
+    // SAFETY: errno of this thread.
+    let mut err = unsafe { *errno_ptr() };
     with_state(|st| {
         let Some(a) = st.as_mut() else {
             ret = call(fd, buf, count);
@@ -455,6 +383,7 @@ fn table<const L: usize>() -> [usize; NSYM] {
         h_openat64::<L> as *const () as usize,
         h_write::<L> as *const () as usize,
         h_close::<L> as *const () as usize,
+        h_fdsan_close::<L> as *const () as usize,
     ]
 }
 
@@ -776,6 +705,13 @@ impl Tee {
     }
 }
 
+/// Tests that install the tee (one per process) take this first.
+#[cfg(test)]
+pub(crate) fn test_lock() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -828,6 +764,7 @@ int vm_dump(const char *path, const char *buf, size_t len, int other) {
 
     #[test]
     fn tee_copies_the_dump_and_strips_it_while_written() {
+        let _one = test_lock();
         let dir = tempfile::tempdir().unwrap();
         let so = crate::hook::build_c_lib(dir.path(), "libteevm", SRC, &["-Wl,-z,now", "-pthread"]);
         // SAFETY: `vm_dump` has this signature in SRC.
@@ -932,5 +869,113 @@ int vm_dump(const char *path, const char *buf, size_t len, int other) {
             0
         );
         assert!(std::fs::read(&full).unwrap() == input);
+    }
+
+    /// bionic's fdsan close, which glibc lacks: a library of its own, as libc is on Android.
+    const FDSAN_SHIM: &str = r#"
+#include <stdint.h>
+#include <unistd.h>
+int android_fdsan_close_with_tag(int fd, uint64_t expected_tag) { (void)expected_tag; return close(fd); }
+"#;
+
+    /// A stand-in for ART's dumper: the dump file is closed through the fdsan close (as
+    /// `art::hprof` does through `unique_fd`), then its number is reused for another file.
+    /// The errno a successful write leaves must be what it was before the write.
+    const SRC_FDSAN: &str = r#"
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <unistd.h>
+int android_fdsan_close_with_tag(int fd, uint64_t expected_tag);
+int art_dump(const char *path, const char *buf, size_t len, const char *other, int *errno_after) {
+    int fd = open64(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) return -1;
+    size_t pos = 0;
+    *errno_after = -1;
+    while (pos < len) {
+        size_t n = len - pos > 8192 ? 8192 : len - pos;
+        errno = EINTR;
+        ssize_t w = write(fd, buf + pos, n);
+        if (w <= 0) return -2;
+        if (*errno_after == -1 || errno != EINTR) *errno_after = errno;
+        pos += (size_t)w;
+    }
+    if (android_fdsan_close_with_tag(fd, 0x1234) != 0) return -3;
+    int o = open64(other, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (o < 0) return -4;
+    if (o != fd) { if (dup2(o, fd) != fd) return -5; close(o); }
+    if (write(fd, "not the dump", 12) != 12) return -6;
+    return close(fd);
+}
+"#;
+
+    type ArtDumpFn =
+        extern "C" fn(*const c_char, *const u8, usize, *const c_char, *mut c_int) -> c_int;
+
+    #[test]
+    fn fdsan_close_disarms_the_dump_fd_and_swallowed_writes_keep_errno() {
+        let _one = test_lock();
+        let dir = tempfile::tempdir().unwrap();
+        crate::hook::build_c_lib(dir.path(), "libfdsan_shim", FDSAN_SHIM, &[]);
+        let d = dir.path().to_str().unwrap();
+        let so = crate::hook::build_c_lib(
+            dir.path(),
+            "libartvm",
+            SRC_FDSAN,
+            &[
+                "-Wl,-z,now",
+                "-L",
+                d,
+                "-lfdsan_shim",
+                &format!("-Wl,-rpath,{d}"),
+            ],
+        );
+        // SAFETY: `art_dump` has this signature in SRC_FDSAN.
+        let art_dump: ArtDumpFn =
+            unsafe { std::mem::transmute(crate::hook::dl_fn(&so, "art_dump")) };
+        let input =
+            std::fs::read(crate::hook::tests_fixture("jvm/heapdump_hashmap.hprof")).unwrap();
+        let (want_mini, _) = strip_bytes(&input, Level::Arrays).unwrap();
+        let tee = Tee::install(&["libartvm.so"]).unwrap();
+        let full = dir.path().join("art.hprof");
+        let mini = dir.path().join("art.mini.hprof");
+        let other = dir.path().join("other");
+        tee.arm(&TeeConfig {
+            full_path: full.clone(),
+            mini_path: Some(mini.clone()),
+            level: Level::Arrays,
+            keep_full: false,
+            ring_bytes: 0,
+        })
+        .unwrap();
+        let cpath = CString::new(full.to_str().unwrap()).unwrap();
+        let cother = CString::new(other.to_str().unwrap()).unwrap();
+        let mut errno_after = 0;
+        let r = art_dump(
+            cpath.as_ptr(),
+            input.as_ptr(),
+            input.len(),
+            cother.as_ptr(),
+            &mut errno_after,
+        );
+        let rep = tee.disarm(Some(&mini));
+        tee.uninstall().unwrap();
+        assert_eq!(r, 0);
+        assert_eq!(
+            errno_after,
+            libc::EINTR,
+            "a swallowed write that succeeded changed errno"
+        );
+        assert_eq!(
+            std::fs::read(&other).unwrap(),
+            b"not the dump",
+            "a write on the dump's reused fd number was swallowed"
+        );
+        assert!(rep.opened && rep.closed, "{rep:?}");
+        assert_eq!(rep.full_bytes, input.len() as u64);
+        assert!(rep.mini.unwrap().is_ok());
+        assert!(std::fs::read(&mini).unwrap() == want_mini);
+        assert_eq!(std::fs::metadata(&full).unwrap().len(), 0);
     }
 }
