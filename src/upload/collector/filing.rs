@@ -2,7 +2,7 @@
 //! and how a complete one is checked against its declared SHA-256 and moved under its incident.
 #![forbid(unsafe_code)]
 
-use super::index::{render_index, report_line};
+use super::index::report_line;
 use super::Shared;
 use crate::spool::{fs as sfs, FileKind, RealFs};
 use serde::{Deserialize, Serialize};
@@ -87,7 +87,7 @@ fn file(info: &mut UploadInfo, bp: &Path, sh: &Shared, sha: &str) -> io::Result<
     let dir = sh.cfg.dir.join("incidents").join(&info.incident);
     std::fs::create_dir_all(&dir)?;
     let dst = dir.join(file_name_for(&info.kind));
-    let _g = sh.index.lock().unwrap_or_else(|p| p.into_inner());
+    let mut ix = sh.index.lock().unwrap_or_else(|p| p.into_inner());
     if dst.exists() {
         sh.counters.duplicates.fetch_add(1, Ordering::SeqCst);
         tracing::warn!(
@@ -95,20 +95,28 @@ fn file(info: &mut UploadInfo, bp: &Path, sh: &Shared, sha: &str) -> io::Result<
             info.incident,
             info.kind
         );
-        let _ = std::fs::remove_file(bp);
+        if std::fs::remove_file(bp).is_ok() {
+            sh.quota.release(info.length);
+        }
         return Ok(());
     }
     std::fs::rename(bp, &dst)?;
     let _ = std::fs::File::open(&dir).and_then(|d| d.sync_all());
     sh.counters.files_completed.fetch_add(1, Ordering::SeqCst);
+    let name = file_name_for(&info.kind);
+    let summary = ix.filed(&info.incident, &name, &dst);
     if info.kind == FileKind::Report.upload_kind() {
         sh.counters.reports.fetch_add(1, Ordering::SeqCst);
         if sh.cfg.print {
-            println!("{}", report_line(&sh.cfg.dir, &info.incident));
+            println!("{}", report_line(&sh.cfg.dir, &summary));
             let _ = io::stdout().flush();
         }
-        let html = render_index(&sh.cfg.dir);
-        let _ = sfs::write_atomic(&RealFs, &sh.cfg.dir.join("index.html"), html.as_bytes());
+    }
+    if let Err(e) = ix.write(sh.cfg.index_page) {
+        tracing::warn!(
+            "collector: {}: {e}; the index is served at / all the same",
+            sh.cfg.dir.join("index.html").display()
+        );
     }
     Ok(())
 }

@@ -5,8 +5,10 @@
 //! ```text
 //! DIR/uploads/UID.json   one tus upload: length, metadata, bytes received, completion
 //! DIR/uploads/UID.bin    its bytes so far (the offset is this file's length)
+//! DIR/uploads/UID.corrupt  a complete upload whose SHA-256 differed from its metadata's
 //! DIR/incidents/ID/      completed files of incident ID, by kind (meta.json, report.json, ...)
-//! DIR/index.html         the received reports with their top leaks and dominators
+//! DIR/incidents/ID/.summary.json  what the index shows of it ([`summary`])
+//! DIR/index.html         the first page of the index: the newest reports, their top leaks
 //! ```
 //!
 //! Invariants:
@@ -16,18 +18,25 @@
 //!   metadata; the SHA-256 of the stored bytes is returned as `Upload-Sha256` on the final PATCH
 //!   and on HEAD, so the client acknowledges only what was stored intact. A second complete
 //!   copy of the same (incident, kind) is counted as a duplicate and not filed again.
-//! - Request heads are bounded (16 KiB), bodies by `Upload-Length` and `max_upload_bytes`, every
-//!   read and write by `io_timeout`, connections by `max_connections` (503 beyond).
+//! - Request heads are bounded (16 KiB) and `head_timeout`, requests by `request_timeout`,
+//!   bodies by `Upload-Length` and `max_upload_bytes`, every read and write by `io_timeout`,
+//!   connections by `max_connections` (503 beyond), the directory by `max_disk_bytes` (an
+//!   upload that does not fit is refused at creation: 503 with `Retry-After`), uploads left
+//!   unfinished by `upload_expiry` ([`limits`]).
+//! - Memory does not grow with what clients send: files are read and served as streams, the
+//!   index is made of small summaries ([`summary`]), a page shows at most `index_page`
+//!   incidents, and at most `index_incidents` summaries are kept in memory.
 //! - On stop (SIGINT/SIGTERM in `oomguard collect`) it stops accepting, lets requests in flight
 //!   finish, fsyncs its directories and returns.
 #![forbid(unsafe_code)]
 
 mod filing;
 mod index;
+mod limits;
 mod server;
+pub mod summary;
 
 pub use filing::{file_name_for, UploadInfo};
-pub use index::{render_index, report_line, top_dominators, top_leaks};
 
 use super::http;
 use crate::spool::{Fs, RealFs};
@@ -39,7 +48,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime};
 
 /// Errors of the collector.
 #[derive(Debug, thiserror::Error)]
@@ -72,6 +81,20 @@ pub struct Config {
     pub allow_non_loopback: bool,
     /// Print one line per received report on stdout.
     pub print: bool,
+    /// Bytes the directory may hold, counting what open uploads may still bring; an upload
+    /// that does not fit is refused at creation (503 with `Retry-After`).
+    pub max_disk_bytes: u64,
+    /// An upload without a request for this long is removed with its partial file.
+    pub upload_expiry: Duration,
+    /// A request head must arrive whole within this.
+    pub head_timeout: Duration,
+    /// A request, head and body, must arrive whole within this (an upload keeps the bytes
+    /// that came and the client resumes from there).
+    pub request_timeout: Duration,
+    /// The newest incidents whose summaries the index keeps in memory.
+    pub index_incidents: usize,
+    /// Incidents per page of the index.
+    pub index_page: usize,
 }
 
 impl Config {
@@ -84,6 +107,12 @@ impl Config {
             max_connections: 32,
             allow_non_loopback: false,
             print: false,
+            max_disk_bytes: 10 << 30,
+            upload_expiry: Duration::from_secs(24 * 3600),
+            head_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(300),
+            index_incidents: 1000,
+            index_page: 50,
         }
     }
 }
@@ -140,7 +169,8 @@ struct Shared {
     counters: Counters,
     stop: Arc<AtomicBool>,
     locks: Mutex<HashMap<String, Arc<Mutex<()>>>>,
-    index: Mutex<()>,
+    index: Mutex<index::Index>,
+    quota: limits::Quota,
     active: AtomicUsize,
 }
 
@@ -189,6 +219,20 @@ impl Collector {
                 addr: addr.to_string(),
                 source,
             })?;
+        let index = index::Index::open(&cfg.dir, cfg.index_incidents);
+        index.write(cfg.index_page).map_err(|source| Error::Io {
+            path: cfg.dir.join("index.html"),
+            source,
+        })?;
+        let quota = limits::Quota::scan(&cfg.dir, cfg.max_disk_bytes);
+        if quota.used() > quota.max() {
+            tracing::warn!(
+                "collector: {} holds {} bytes, over the quota of {}: new uploads are refused until some are removed",
+                cfg.dir.display(),
+                quota.used(),
+                quota.max()
+            );
+        }
         Ok(Collector {
             listener,
             shared: Arc::new(Shared {
@@ -196,7 +240,8 @@ impl Collector {
                 counters: Counters::default(),
                 stop: Arc::new(AtomicBool::new(false)),
                 locks: Mutex::new(HashMap::new()),
-                index: Mutex::new(()),
+                index: Mutex::new(index),
+                quota,
                 active: AtomicUsize::new(0),
             }),
         })
@@ -222,7 +267,14 @@ impl Collector {
     pub fn serve(self) -> Result<Stats, Error> {
         let mut workers: Vec<JoinHandle<()>> = Vec::new();
         let sh = self.shared.clone();
+        let sweep_every =
+            (sh.cfg.upload_expiry / 4).clamp(Duration::from_secs(1), Duration::from_secs(60));
+        let mut swept: Option<Instant> = None;
         while !sh.stop.load(Ordering::SeqCst) {
+            if swept.is_none_or(|t| t.elapsed() >= sweep_every) {
+                limits::expire(&sh, SystemTime::now());
+                swept = Some(Instant::now());
+            }
             match self.listener.accept() {
                 Ok((stream, _)) => {
                     workers.retain(|h| !h.is_finished());

@@ -4,7 +4,7 @@
 #![forbid(unsafe_code)]
 
 use super::filing::{finish, load_info, save_info, upload_paths, UploadInfo};
-use super::index::render_index;
+use super::limits::{with_upload, Deadline};
 use super::{http, safe_name, Shared};
 use crate::upload::http::{Body, Framing, Request};
 use crate::upload::tus::decode_metadata;
@@ -13,41 +13,39 @@ use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+/// The `Retry-After` of an upload refused for the disk quota, in seconds.
+const QUOTA_RETRY_SECS: u64 = 300;
 
 pub(super) fn tus_headers() -> Vec<(&'static str, String)> {
     vec![("Tus-Resumable", "1.0.0".to_string())]
 }
 
-/// Serve one connection: requests one after another while it is kept alive.
+/// Serve one connection: requests one after another while it is kept alive, each within its
+/// deadlines ([`Deadline`]).
 pub(super) fn connection(stream: TcpStream, sh: &Shared) {
     let _ = stream.set_nonblocking(false);
     let _ = stream.set_nodelay(true);
     let _ = stream.set_write_timeout(Some(sh.cfg.io_timeout));
+    let peer = stream
+        .peer_addr()
+        .map_or_else(|_| "a client".to_string(), |a| a.to_string());
     let Ok(wr) = stream.try_clone() else {
         return;
     };
     let mut w = io::BufWriter::new(wr);
-    let mut r = BufReader::with_capacity(64 * 1024, stream);
+    let wait = Duration::from_millis(100);
+    let mut r = BufReader::with_capacity(64 * 1024, Deadline::new(stream, wait));
     loop {
         // Wait for the next request, checking the stop flag.
-        let _ = r
-            .get_ref()
-            .set_read_timeout(Some(Duration::from_millis(100)));
+        r.get_mut().set(wait, None);
         let idle = Instant::now();
         loop {
             match r.fill_buf() {
                 Ok([]) => return,
                 Ok(_) => break,
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock
-                            | io::ErrorKind::TimedOut
-                            | io::ErrorKind::Interrupted
-                    ) =>
-                {
+                Err(e) if timed_out(&e) => {
                     if sh.stop.load(Ordering::SeqCst) || idle.elapsed() > sh.cfg.idle_timeout {
                         return;
                     }
@@ -55,10 +53,19 @@ pub(super) fn connection(stream: TcpStream, sh: &Shared) {
                 Err(_) => return,
             }
         }
-        let _ = r.get_ref().set_read_timeout(Some(sh.cfg.io_timeout));
+        let start = Instant::now();
+        let head_by = start + sh.cfg.head_timeout.min(sh.cfg.request_timeout);
+        r.get_mut().set(sh.cfg.io_timeout, Some(head_by));
         let req = match http::read_request(&mut r, 16 * 1024) {
             Ok(Some(q)) => q,
             Ok(None) => return,
+            Err(e) if timed_out(&e) => {
+                tracing::info!(
+                    "collector: {peer}: no whole request head within {} s; connection closed",
+                    sh.cfg.head_timeout.as_secs_f64()
+                );
+                return;
+            }
             Err(e) => {
                 let _ = http::write_response(
                     &mut w,
@@ -70,11 +77,22 @@ pub(super) fn connection(stream: TcpStream, sh: &Shared) {
                 return;
             }
         };
+        r.get_mut()
+            .set(sh.cfg.io_timeout, Some(start + sh.cfg.request_timeout));
         sh.counters.requests.fetch_add(1, Ordering::SeqCst);
         let keep = match handle(&req, &mut r, &mut w, sh) {
             Ok(k) => k && req.keep_alive(),
             Err(e) => {
-                tracing::debug!("collector: {} {}: {e}", req.method, req.target);
+                if timed_out(&e) {
+                    tracing::info!(
+                        "collector: {peer}: {} {} not whole within {} s ({e}); connection closed, an upload keeps what came",
+                        req.method,
+                        req.target,
+                        sh.cfg.request_timeout.as_secs_f64()
+                    );
+                } else {
+                    tracing::debug!("collector: {peer}: {} {}: {e}", req.method, req.target);
+                }
                 false
             }
         };
@@ -82,6 +100,13 @@ pub(super) fn connection(stream: TcpStream, sh: &Shared) {
             return;
         }
     }
+}
+
+fn timed_out(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+    )
 }
 
 fn respond(
@@ -127,7 +152,17 @@ fn handle<R: BufRead, W: Write>(
         }
         ("GET", "/" | "/index.html") => {
             let ok = Body::new(r, framing).drain(64 * 1024)?;
-            let html = render_index(&sh.cfg.dir);
+            let page = req
+                .target
+                .split_once('?')
+                .and_then(|(_, q)| q.split('&').find_map(|kv| kv.strip_prefix("page=")))
+                .and_then(|n| n.parse::<usize>().ok())
+                .unwrap_or(0);
+            let html = sh
+                .index
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .render(page, sh.cfg.index_page);
             respond(
                 w,
                 200,
@@ -152,14 +187,24 @@ fn handle<R: BufRead, W: Write>(
             let mut parts = p["/incidents/".len()..].split('/');
             match (parts.next(), parts.next(), parts.next()) {
                 (Some(id), Some(f), None) if safe_name(id) && safe_name(f) => {
-                    match std::fs::read(sh.cfg.dir.join("incidents").join(id).join(f)) {
-                        Ok(b) => respond(
-                            w,
-                            200,
-                            &[("Content-Type", "application/octet-stream".into())],
-                            &b,
-                            ok,
-                        ),
+                    let p = sh.cfg.dir.join("incidents").join(id).join(f);
+                    match std::fs::File::open(&p).and_then(|f| Ok((f.metadata()?.len(), f))) {
+                        Ok((len, file)) => {
+                            // Streamed: a large file never sits in memory whole.
+                            let mut h = tus_headers();
+                            h.push(("Content-Type", "application/octet-stream".into()));
+                            http::write_head(w, 200, &h, len, ok)?;
+                            let sent = io::copy(&mut file.take(len), w)?;
+                            w.flush()?;
+                            if sent < len {
+                                // The file shrank: the announced length cannot be kept.
+                                return Err(io::Error::new(
+                                    io::ErrorKind::UnexpectedEof,
+                                    format!("{}: {sent} of {len} bytes could be read", p.display()),
+                                ));
+                            }
+                            Ok(ok)
+                        }
                         Err(_) => respond(w, 404, &[], b"not found", ok),
                     }
                 }
@@ -169,34 +214,11 @@ fn handle<R: BufRead, W: Write>(
         ("POST", "/files" | "/files/") => create(req, framing, r, w, sh),
         ("HEAD", _) if safe_name(uid) => {
             let ok = Body::new(r, framing).drain(64 * 1024)?;
-            let (ip, bp) = upload_paths(sh, uid);
-            let lock = upload_lock(sh, uid);
-            let _g = lock.lock().unwrap_or_else(|p| p.into_inner());
-            let Ok(mut info) = load_info(&ip) else {
-                return respond(w, 404, &[], b"", ok);
-            };
-            let got = received(&info, &bp);
-            if !info.complete && got == Some(info.length) {
-                // Every byte arrived but filing failed when the last came: file it now. Only
-                // then does an answer with the full offset carry the SHA-256 that says it is
-                // filed; a client that saw the full offset alone would take the file as stored
-                // and drop its copy of a file the collector never filed.
-                if let Err(e) = finish(&mut info, &bp, sh).and_then(|_| save_info(&ip, &info)) {
-                    return not_filed(w, &info, e, ok, false);
-                }
-            }
-            let offset = got.unwrap_or(0);
-            let mut h = vec![
-                ("Upload-Offset", offset.to_string()),
-                ("Upload-Length", info.length.to_string()),
-                ("Cache-Control", "no-store".to_string()),
-            ];
-            if let Some(s) = info.sha256 {
-                h.push(("Upload-Sha256", s));
-            }
-            respond(w, 200, &h, b"", ok)
+            with_upload(sh, uid, || head(uid, w, sh, ok))
         }
-        ("PATCH", _) if safe_name(uid) => patch(req, framing, uid, r, w, sh),
+        ("PATCH", _) if safe_name(uid) => {
+            with_upload(sh, uid, || patch(req, framing, uid, r, w, sh))
+        }
         _ => {
             let ok = Body::new(r, framing).drain(64 * 1024)?;
             respond(w, 404, &[], b"not found", ok)
@@ -204,9 +226,32 @@ fn handle<R: BufRead, W: Write>(
     }
 }
 
-fn upload_lock(sh: &Shared, uid: &str) -> Arc<Mutex<()>> {
-    let mut m = sh.locks.lock().unwrap_or_else(|p| p.into_inner());
-    m.entry(uid.to_string()).or_default().clone()
+/// HEAD of upload `uid`: its offset (and SHA-256 once filed). Under the upload's lock.
+fn head(uid: &str, w: &mut impl Write, sh: &Shared, ok: bool) -> io::Result<bool> {
+    let (ip, bp) = upload_paths(sh, uid);
+    let Ok(mut info) = load_info(&ip) else {
+        return respond(w, 404, &[], b"", ok);
+    };
+    let got = received(&info, &bp);
+    if !info.complete && got == Some(info.length) {
+        // Every byte arrived but filing failed when the last came: file it now. Only
+        // then does an answer with the full offset carry the SHA-256 that says it is
+        // filed; a client that saw the full offset alone would take the file as stored
+        // and drop its copy of a file the collector never filed.
+        if let Err(e) = finish(&mut info, &bp, sh).and_then(|_| save_info(&ip, &info)) {
+            return not_filed(w, &info, e, ok, false);
+        }
+    }
+    let offset = got.unwrap_or(0);
+    let mut h = vec![
+        ("Upload-Offset", offset.to_string()),
+        ("Upload-Length", info.length.to_string()),
+        ("Cache-Control", "no-store".to_string()),
+    ];
+    if let Some(s) = info.sha256 {
+        h.push(("Upload-Sha256", s));
+    }
+    respond(w, 200, &h, b"", ok)
 }
 
 fn create<R: BufRead, W: Write>(
@@ -239,26 +284,49 @@ fn create<R: BufRead, W: Write>(
     if !safe_name(&incident) || !safe_name(&kind) {
         return respond(w, 400, &[], b"metadata needs incident and kind", ok);
     }
+    if let Err(full) = sh.quota.reserve(length) {
+        // 503 with Retry-After: the client keeps its files and comes back (a 413 would make
+        // it give the incident up).
+        tracing::warn!(
+            "collector: disk quota reached: {} holds or awaits {} of {} bytes (--max-disk-bytes); \
+             the upload of {length} bytes for {incident}/{kind} is refused (503, Retry-After {QUOTA_RETRY_SECS} s), nothing stored",
+            sh.cfg.dir.display(),
+            full.used,
+            full.max
+        );
+        let why = format!(
+            "the collector's disk quota is reached ({} of {} bytes used or awaited; this upload needs {length}); try again later",
+            full.used, full.max
+        );
+        let wait = [("Retry-After", QUOTA_RETRY_SECS.to_string())];
+        return respond(w, 503, &wait, why.as_bytes(), ok);
+    }
     let uid = format!(
         "{:016x}{:016x}",
         rand::random::<u64>(),
         rand::random::<u64>()
     );
     let (ip, bp) = upload_paths(sh, &uid);
-    std::fs::File::create(&bp)?;
-    save_info(
-        &ip,
-        &UploadInfo {
-            length,
-            incident,
-            kind,
-            metadata: md,
-            received: 0,
-            complete: false,
-            sha256: None,
-            corrupt: false,
-        },
-    )?;
+    let made = std::fs::File::create(&bp).and_then(|_| {
+        save_info(
+            &ip,
+            &UploadInfo {
+                length,
+                incident,
+                kind,
+                metadata: md,
+                received: 0,
+                complete: false,
+                sha256: None,
+                corrupt: false,
+            },
+        )
+    });
+    if let Err(e) = made {
+        let _ = std::fs::remove_file(&bp);
+        sh.quota.release(length);
+        return Err(e);
+    }
     sh.counters.uploads_created.fetch_add(1, Ordering::SeqCst);
     respond(w, 201, &[("Location", format!("/files/{uid}"))], b"", ok)
 }
@@ -300,8 +368,6 @@ fn patch<R: BufRead, W: Write>(
     w: &mut W,
     sh: &Shared,
 ) -> io::Result<bool> {
-    let lock = upload_lock(sh, uid);
-    let _g = lock.lock().unwrap_or_else(|p| p.into_inner());
     let (ip, bp) = upload_paths(sh, uid);
     let Ok(mut info) = load_info(&ip) else {
         return refuse(r, framing, w, sh, None, 404, &[], b"");
