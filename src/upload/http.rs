@@ -259,6 +259,19 @@ pub fn write_response(
     body: &[u8],
     keep_alive: bool,
 ) -> io::Result<()> {
+    write_head(w, status, headers, body.len() as u64, keep_alive)?;
+    w.write_all(body)?;
+    w.flush()
+}
+
+/// Write a response head announcing a body of `len` bytes, which the caller then writes.
+pub fn write_head(
+    w: &mut impl Write,
+    status: u16,
+    headers: &[(&str, String)],
+    len: u64,
+    keep_alive: bool,
+) -> io::Result<()> {
     let mut head = format!("HTTP/1.1 {status} {}\r\n", reason(status));
     for (k, v) in headers {
         head.push_str(k);
@@ -266,14 +279,12 @@ pub fn write_response(
         head.push_str(v);
         head.push_str("\r\n");
     }
-    head.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    head.push_str(&format!("Content-Length: {len}\r\n"));
     if !keep_alive {
         head.push_str("Connection: close\r\n");
     }
     head.push_str("\r\n");
-    w.write_all(head.as_bytes())?;
-    w.write_all(body)?;
-    w.flush()
+    w.write_all(head.as_bytes())
 }
 
 #[cfg(test)]

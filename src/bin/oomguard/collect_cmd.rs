@@ -4,6 +4,7 @@ use crate::Failure;
 use clap::Args;
 use oomguard::upload::collector::{self, Collector};
 use std::path::PathBuf;
+use std::time::Duration;
 
 #[derive(Args)]
 pub struct CollectArgs {
@@ -19,6 +20,24 @@ pub struct CollectArgs {
     /// Allow listening on a non-loopback address (a phone on the same network).
     #[arg(long)]
     any_address: bool,
+    /// Bytes DIR may hold, counting what unfinished uploads may still bring; beyond it new
+    /// uploads are refused (503, Retry-After) and the client keeps its files.
+    #[arg(long, default_value_t = 10 << 30)]
+    max_disk_bytes: u64,
+    /// Seconds an upload may go without receiving a byte before it is removed with its
+    /// partial file.
+    #[arg(long, default_value_t = 24 * 3600)]
+    upload_expiry_secs: u64,
+    /// Seconds a request (head and body) may take to arrive; a request head must arrive
+    /// within 10 s or this, whichever is shorter. An upload keeps what came.
+    #[arg(long, default_value_t = 300)]
+    request_timeout_secs: u64,
+    /// Incidents per page of the index (`/?page=N`).
+    #[arg(long, default_value_t = 50)]
+    index_page: usize,
+    /// The newest incidents the index lists (their summaries are kept in memory).
+    #[arg(long, default_value_t = 1000)]
+    index_incidents: usize,
 }
 
 pub fn collect(a: CollectArgs) -> Result<(), Failure> {
@@ -33,6 +52,11 @@ pub fn collect(a: CollectArgs) -> Result<(), Failure> {
     cfg.print = true;
     cfg.max_upload_bytes = a.max_upload_bytes;
     cfg.allow_non_loopback = a.any_address;
+    cfg.max_disk_bytes = a.max_disk_bytes;
+    cfg.upload_expiry = Duration::from_secs(a.upload_expiry_secs);
+    cfg.request_timeout = Duration::from_secs(a.request_timeout_secs.max(1));
+    cfg.index_page = a.index_page.max(1);
+    cfg.index_incidents = a.index_incidents.max(1);
     let c = Collector::bind(&a.listen, cfg).map_err(|e| Failure {
         code: 1,
         message: format!("collect: {e}"),
@@ -45,11 +69,6 @@ pub fn collect(a: CollectArgs) -> Result<(), Failure> {
         })?;
     }
     let index = a.dir.join("index.html");
-    let html = collector::render_index(&a.dir);
-    std::fs::write(&index, html).map_err(|e| Failure {
-        code: 1,
-        message: format!("collect: {}: {e}", index.display()),
-    })?;
     say!(
         "collector listening: tus endpoint {}  index {}",
         c.endpoint(),

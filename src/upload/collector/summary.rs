@@ -1,0 +1,544 @@
+//! What the index shows of one incident, read once when its files are filed: a small summary
+//! (`incidents/ID/.summary.json`), so that no page of the index, no `--print` line and no
+//! start-up ever parses a report in full.
+//!
+//! Invariants:
+//! - `meta.json` and `report.json` are read as a stream ([`Guarded`], a 64 KiB buffer): fields
+//!   the summary does not keep are skipped without being stored; of the lists only the
+//!   [`TOP`] largest entries are kept; every text is cut to [`MAX_TEXT`] characters; a JSON
+//!   string longer than [`MAX_STRING`] bytes stops the read. So reading a file of any size
+//!   takes a bounded amount of memory, and a summary file is small.
+//! - A file that cannot be read whole (not JSON, a wrong type, a string too long) leaves its
+//!   part of the summary empty with the reason, naming the file and the byte offset.
+//! - The summary carries what grouping incidents by leak signature needs: each leak's
+//!   signature, class, reason, instances and retained size, the app version, the device, and
+//!   when the collector received the incident.
+#![forbid(unsafe_code)]
+
+use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize};
+use std::fmt;
+use std::io::{self, BufReader, Read};
+use std::path::Path;
+
+/// Entries kept of each list of a report (leaks, dominators).
+pub const TOP: usize = 10;
+/// Characters kept of any text.
+pub const MAX_TEXT: usize = 300;
+/// A JSON string longer than this (in bytes) stops the read of a file.
+pub const MAX_STRING: u64 = 1 << 20;
+/// The largest summary file read back.
+const MAX_SUMMARY_FILE: u64 = 256 << 10;
+/// File names kept per incident.
+const MAX_FILES: usize = 32;
+
+/// The summary of one received incident.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Summary {
+    pub id: String,
+    /// When the collector received this incident, ms since the epoch: the modification time of
+    /// its directory when its summary was first made (as its first file was filed, or at the
+    /// first start after an older collector filed it).
+    pub received_ms: u64,
+    /// The files filed, by name.
+    pub files: Vec<String>,
+    /// From `meta.json`.
+    pub reason: Option<String>,
+    pub evictions: u64,
+    pub losses: u64,
+    /// From `runningInfo` (of `meta.json`, else of `report.json`).
+    pub app_version: Option<String>,
+    /// `runningInfo.deviceId`, when the app sends one.
+    pub device_id: Option<String>,
+    /// `runningInfo.manufacturer` and `apiLevel`, as "maker, API n".
+    pub device: Option<String>,
+    /// Why `meta.json` could not be read whole.
+    pub meta_error: Option<String>,
+    pub report: Option<ReportSummary>,
+}
+
+/// The part of a summary that comes from `report.json`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ReportSummary {
+    /// Entries of `gcPaths` (leak groups).
+    pub leak_groups: u64,
+    /// The [`TOP`] groups with the most instances, most first.
+    pub leaks: Vec<Leak>,
+    /// The [`TOP`] dominator groups retaining most, most first.
+    pub dominators: Vec<Dominator>,
+    /// Why `report.json` could not be read whole (the lists then hold what was read before).
+    pub error: Option<String>,
+}
+
+/// One leak group of a report.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Leak {
+    pub signature: String,
+    pub class_name: String,
+    pub reason: String,
+    pub instances: u64,
+    pub retained_size: u64,
+}
+
+/// One dominator group of a report.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Dominator {
+    pub class_name: String,
+    pub retained_size: u64,
+}
+
+impl Summary {
+    pub fn new(id: &str, received_ms: u64) -> Summary {
+        Summary {
+            id: id.to_string(),
+            received_ms,
+            ..Summary::default()
+        }
+    }
+
+    /// Take in `name`, just filed at `path`.
+    pub fn add_file(&mut self, name: &str, path: &Path) {
+        if !self.files.iter().any(|f| f == name) && self.files.len() < MAX_FILES {
+            self.files.push(name.to_string());
+            self.files.sort();
+        }
+        match name {
+            "meta.json" => self.read_meta(path),
+            "report.json" => self.read_report(path),
+            _ => {}
+        }
+    }
+
+    fn read_meta(&mut self, path: &Path) {
+        let m: Result<MetaFields, String> = read_stream(path);
+        let m = match m {
+            Ok(m) => m,
+            Err(e) => {
+                self.meta_error = Some(e);
+                return;
+            }
+        };
+        self.meta_error = None;
+        self.reason = m.reason.0;
+        self.evictions = m.evictions.0.unwrap_or(0);
+        self.losses = m.losses.0.unwrap_or(0);
+        self.running(m.running_info);
+    }
+
+    fn running(&mut self, r: Option<Running>) {
+        let Some(r) = r else { return };
+        self.app_version = r.app_version.0.or(self.app_version.take());
+        self.device_id = r.device_id.0.or(self.device_id.take());
+        let device = match (r.manufacturer.0, r.api_level.0) {
+            (Some(m), Some(a)) => Some(format!("{m}, API {a}")),
+            (Some(m), None) => Some(m),
+            (None, Some(a)) => Some(format!("API {a}")),
+            (None, None) => None,
+        };
+        self.device = device.or(self.device.take());
+    }
+
+    fn read_report(&mut self, path: &Path) {
+        let mut rep = ReportSummary::default();
+        let mut running = None;
+        let res = read_with(path, |de| {
+            ReportSeed {
+                rep: &mut rep,
+                running: &mut running,
+            }
+            .deserialize(de)
+        });
+        rep.error = res.err();
+        // The meta's running info, when it came first, wins.
+        if self.app_version.is_none() && self.device_id.is_none() && self.device.is_none() {
+            self.running(running);
+        }
+        self.report = Some(rep);
+    }
+
+    /// Read back a summary file; `None` if it is missing, too large or not one.
+    pub fn load(path: &Path) -> Option<Summary> {
+        let f = std::fs::File::open(path).ok()?;
+        if f.metadata().ok()?.len() > MAX_SUMMARY_FILE {
+            return None;
+        }
+        serde_json::from_reader(BufReader::new(f.take(MAX_SUMMARY_FILE))).ok()
+    }
+}
+
+/// Read `path` as a stream through `f`; an error names the file and the byte offset.
+fn read_with<T>(
+    path: &Path,
+    f: impl FnOnce(
+        &mut serde_json::Deserializer<serde_json::de::IoRead<Guarded<BufReader<std::fs::File>>>>,
+    ) -> serde_json::Result<T>,
+) -> Result<T, String> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let file = std::fs::File::open(path).map_err(|e| format!("{name}: {e}"))?;
+    let g = Guarded::new(BufReader::with_capacity(64 << 10, file));
+    let offset = g.offset.clone();
+    let mut de = serde_json::Deserializer::from_reader(g);
+    let r = f(&mut de).and_then(|v| de.end().map(|()| v));
+    r.map_err(|e| {
+        let at = offset.get();
+        // An error of the guard itself carries its own text (and offset).
+        format!("{name}: byte {at}: {e}")
+    })
+}
+
+fn read_stream<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, String> {
+    read_with(path, |de| T::deserialize(de))
+}
+
+/// A reader that counts the bytes read (the offset errors name) and stops at a JSON string
+/// longer than [`MAX_STRING`] bytes, so the parser never buffers one.
+pub struct Guarded<R> {
+    inner: R,
+    offset: std::rc::Rc<std::cell::Cell<u64>>,
+    in_string: bool,
+    escaped: bool,
+    string_len: u64,
+}
+
+impl<R> Guarded<R> {
+    fn new(inner: R) -> Guarded<R> {
+        Guarded {
+            inner,
+            offset: Default::default(),
+            in_string: false,
+            escaped: false,
+            string_len: 0,
+        }
+    }
+}
+
+impl<R: Read> Read for Guarded<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        let start = self.offset.get();
+        for (i, &b) in buf[..n].iter().enumerate() {
+            if !self.in_string {
+                if b == b'"' {
+                    self.in_string = true;
+                    self.string_len = 0;
+                }
+                continue;
+            }
+            if self.escaped {
+                self.escaped = false;
+            } else if b == b'\\' {
+                self.escaped = true;
+            } else if b == b'"' {
+                self.in_string = false;
+                continue;
+            }
+            self.string_len += 1;
+            if self.string_len > MAX_STRING {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "a string longer than {MAX_STRING} bytes, at byte {}; not read further",
+                        start + i as u64
+                    ),
+                ));
+            }
+        }
+        self.offset.set(start + n as u64);
+        Ok(n)
+    }
+}
+
+/// Cut `s` to [`MAX_TEXT`] characters.
+fn cut(s: &str) -> String {
+    match s.char_indices().nth(MAX_TEXT) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
+/// A text field: a string (cut), anything else read past as absent.
+#[derive(Default)]
+struct Text(Option<String>);
+/// A count field: an unsigned integer, anything else read past as absent.
+#[derive(Default)]
+struct Count(Option<u64>);
+
+struct Lenient<T>(std::marker::PhantomData<T>);
+
+macro_rules! skip_other {
+    () => {
+        fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+            Ok(Default::default())
+        }
+        fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+            Ok(Default::default())
+        }
+        fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+            Ok(Default::default())
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(Default::default())
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+            while a.next_element::<IgnoredAny>()?.is_some() {}
+            Ok(Default::default())
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+            while a.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+            Ok(Default::default())
+        }
+    };
+}
+
+impl<'de> Visitor<'de> for Lenient<Text> {
+    type Value = Text;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a string")
+    }
+    fn visit_str<E: de::Error>(self, s: &str) -> Result<Text, E> {
+        Ok(Text(Some(cut(s))))
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Text, E> {
+        Ok(Text(None))
+    }
+    skip_other!();
+}
+
+impl<'de> Visitor<'de> for Lenient<Count> {
+    type Value = Count;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a count")
+    }
+    fn visit_u64<E: de::Error>(self, n: u64) -> Result<Count, E> {
+        Ok(Count(Some(n)))
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Count, E> {
+        Ok(Count(None))
+    }
+    skip_other!();
+}
+
+impl<'de> Deserialize<'de> for Text {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Text, D::Error> {
+        d.deserialize_any(Lenient::<Text>(Default::default()))
+    }
+}
+
+impl<'de> Deserialize<'de> for Count {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Count, D::Error> {
+        d.deserialize_any(Lenient::<Count>(Default::default()))
+    }
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+struct Running {
+    app_version: Text,
+    device_id: Text,
+    manufacturer: Text,
+    api_level: Count,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+struct MetaFields {
+    reason: Text,
+    evictions: Count,
+    losses: Count,
+    running_info: Option<Running>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+struct LeakFields {
+    signature: Text,
+    class_name: Text,
+    leak_reason: Text,
+    instance_count: Count,
+    retained_size: Count,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+struct DominatorFields {
+    class_name: Text,
+    retained_size: Count,
+}
+
+/// Keep `e` among the [`TOP`] largest of `v` by `key`, largest first.
+fn keep_top<T>(v: &mut Vec<T>, e: T, key: impl Fn(&T) -> u64) {
+    let k = key(&e);
+    if v.len() == TOP && v.last().is_some_and(|l| key(l) >= k) {
+        return;
+    }
+    let at = v.partition_point(|x| key(x) >= k);
+    v.insert(at, e);
+    v.truncate(TOP);
+}
+
+/// Reads a report's top level: `gcPaths` and `dominators` element by element, `runningInfo`.
+struct ReportSeed<'a> {
+    rep: &'a mut ReportSummary,
+    running: &'a mut Option<Running>,
+}
+
+impl<'de> DeserializeSeed<'de> for ReportSeed<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ReportSeed<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a report object")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<(), A::Error> {
+        while let Some(k) = a.next_key::<Text>()? {
+            match k.0.as_deref() {
+                Some("gcPaths") => a.next_value_seed(ListSeed {
+                    each: |l: LeakFields, rep: &mut ReportSummary| {
+                        rep.leak_groups += 1;
+                        let leak = Leak {
+                            signature: l.signature.0.unwrap_or_default(),
+                            class_name: l.class_name.0.unwrap_or_default(),
+                            reason: l.leak_reason.0.unwrap_or_default(),
+                            instances: l.instance_count.0.unwrap_or(0),
+                            retained_size: l.retained_size.0.unwrap_or(0),
+                        };
+                        keep_top(&mut rep.leaks, leak, |l| l.instances);
+                    },
+                    rep: &mut *self.rep,
+                    _t: Default::default(),
+                })?,
+                Some("dominators") => a.next_value_seed(ListSeed {
+                    each: |d: DominatorFields, rep: &mut ReportSummary| {
+                        let dom = Dominator {
+                            class_name: d.class_name.0.unwrap_or_default(),
+                            retained_size: d.retained_size.0.unwrap_or(0),
+                        };
+                        keep_top(&mut rep.dominators, dom, |d| d.retained_size);
+                    },
+                    rep: &mut *self.rep,
+                    _t: Default::default(),
+                })?,
+                Some("runningInfo") => *self.running = a.next_value::<Option<Running>>()?,
+                _ => {
+                    a.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A list read element by element, each handed to `each` and dropped.
+struct ListSeed<'a, T, F> {
+    each: F,
+    rep: &'a mut ReportSummary,
+    _t: std::marker::PhantomData<T>,
+}
+
+impl<'de, T: Deserialize<'de>, F: FnMut(T, &mut ReportSummary)> DeserializeSeed<'de>
+    for ListSeed<'_, T, F>
+{
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de, T: Deserialize<'de>, F: FnMut(T, &mut ReportSummary)> Visitor<'de>
+    for ListSeed<'_, T, F>
+{
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a list")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(mut self, mut a: A) -> Result<(), A::Error> {
+        while let Some(e) = a.next_element::<T>()? {
+            (self.each)(e, self.rep);
+        }
+        Ok(())
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_the_largest_and_cuts_text() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("report.json");
+        let mut s = String::from(r#"{"analysis":{"x":[1,2,{"y":"z"}]},"gcPaths":["#);
+        for i in 0..100 {
+            if i > 0 {
+                s.push(',');
+            }
+            s.push_str(&format!(
+                r#"{{"signature":"s{i}","leakReason":"r","instanceCount":{},"className":"{}","path":[{{"a":1}}]}}"#,
+                (i * 37) % 100,
+                "C".repeat(if i == 99 { 5000 } else { 3 })
+            ));
+        }
+        s.push_str(r#"],"dominators":[{"className":"a","retainedSize":5},{"className":"b","retainedSize":"x"}],"runningInfo":{"appVersion":"1.0","apiLevel":30,"manufacturer":7}}"#);
+        std::fs::write(&p, s).unwrap();
+        let mut sum = Summary::new("i", 1);
+        sum.add_file("report.json", &p);
+        let r = sum.report.as_ref().unwrap();
+        assert_eq!(r.error, None);
+        assert_eq!(r.leak_groups, 100);
+        assert_eq!(r.leaks.len(), TOP);
+        let counts: Vec<u64> = r.leaks.iter().map(|l| l.instances).collect();
+        assert_eq!(counts, (90..100).rev().collect::<Vec<u64>>());
+        // i = 99 has 99 * 37 % 100 = 63 instances: not kept; every class name kept is short.
+        assert!(r.leaks.iter().all(|l| l.class_name == "CCC"));
+        assert_eq!(r.dominators[0].class_name, "a");
+        assert_eq!(r.dominators[1].retained_size, 0);
+        assert_eq!(sum.app_version.as_deref(), Some("1.0"));
+        assert_eq!(sum.device.as_deref(), Some("API 30"));
+        assert_eq!(cut(&"é".repeat(400)).chars().count(), MAX_TEXT + 1);
+    }
+
+    #[test]
+    fn errors_name_the_file_and_offset() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("report.json");
+        std::fs::write(
+            &p,
+            r#"{"gcPaths":[{"signature":"a","instanceCount":1}], oops"#,
+        )
+        .unwrap();
+        let mut sum = Summary::new("i", 1);
+        sum.add_file("report.json", &p);
+        let r = sum.report.unwrap();
+        assert_eq!(r.leaks.len(), 1);
+        let e = r.error.unwrap();
+        assert!(e.starts_with("report.json: byte "), "{e}");
+        // A string longer than MAX_STRING stops the read, whatever field it is in.
+        let mut big = br#"{"analysis":{"note":""#.to_vec();
+        big.extend(vec![b'x'; MAX_STRING as usize + 10]);
+        big.extend_from_slice(br#""}}"#);
+        std::fs::write(&p, big).unwrap();
+        let mut sum = Summary::new("i", 1);
+        sum.add_file("report.json", &p);
+        let e = sum.report.take().unwrap().error.unwrap();
+        assert!(e.contains("a string longer than"), "{e}");
+        std::fs::write(d.path().join("meta.json"), "\"text\"").unwrap();
+        sum.add_file("meta.json", &d.path().join("meta.json"));
+        assert!(sum.meta_error.unwrap().starts_with("meta.json: byte "));
+        assert_eq!(sum.files, ["meta.json", "report.json"]);
+    }
+}
