@@ -93,14 +93,18 @@ pub fn api_level() -> Option<u32> {
 
 #[cfg(target_os = "android")]
 fn platform_api_level() -> Option<u32> {
-    let mut buf = [0 as libc::c_char; 92]; // PROP_VALUE_MAX
-                                           // SAFETY: a NUL-terminated name and a buffer of PROP_VALUE_MAX bytes, as bionic asks.
+    // PROP_VALUE_MAX bytes.
+    let mut buf = [0 as libc::c_char; 92];
+    // SAFETY: a NUL-terminated name and a buffer of PROP_VALUE_MAX bytes, as bionic asks.
     let n =
         unsafe { libc::__system_property_get(c"ro.build.version.sdk".as_ptr(), buf.as_mut_ptr()) };
-    let len = (n.max(0) as usize).min(buf.len());
-    let text: Vec<u8> = buf[..len].iter().map(|&c| c as u8).collect();
+    if n <= 0 {
+        return Some(0);
+    }
+    // SAFETY: bionic wrote a NUL-terminated value of at most PROP_VALUE_MAX bytes.
+    let text = unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) };
     Some(
-        std::str::from_utf8(&text)
+        text.to_str()
             .ok()
             .and_then(|t| t.trim().parse().ok())
             .unwrap_or(0),
