@@ -357,3 +357,57 @@ isolated!(a_dump_whose_exit_status_the_app_took_is_kept, &[], |_art| {
         assert!(matches!(o.mini, Some(Ok(_))), "{:?}", o.mini);
     }
 });
+
+/// The address of the tee's spin flag (`oomguard::hook::tee::LOCK`, private) in this test
+/// executable: its symbol from `nm`, plus the executable's load bias.
+fn tee_lock_address() -> usize {
+    let exe = std::env::current_exe().unwrap();
+    let out = Command::new("nm").arg(&exe).output().expect("nm runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.contains("4hook3tee4LOCK"))
+        .expect("the tee's LOCK in the symbol table");
+    let value = usize::from_str_radix(line.split_whitespace().next().unwrap(), 16).unwrap();
+    // The executable is the first mapping of /proc/self/maps; its file offset 0 is vaddr 0.
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    let first = maps.lines().next().unwrap();
+    let start = usize::from_str_radix(first.split('-').next().unwrap(), 16).unwrap();
+    start + value
+}
+
+// A native thread (not stopped by the VM's suspension) inside one of the tee's hooks at the
+// fork leaves the child's copy of the tee's spin flag held by a thread the child does not
+// have: the child frees it first, and dumps. The stand-in stops such a thread inside the
+// hook (a signal while it holds the flag) during the suspension, and lets it go on resuming.
+isolated!(
+    a_native_thread_inside_the_tee_at_the_fork_does_not_hang_the_child,
+    &[],
+    |art| {
+        let lock = tee_lock_address();
+        let d = tempfile::tempdir().unwrap();
+        let mut dumper = ArtForkDumper::new(33);
+        dumper.check().unwrap();
+        // Install the tee (the first dump), then hold its lock during the next one.
+        dumper
+            .dump(&request(d.path(), false, Duration::from_secs(30)))
+            .unwrap();
+        // SAFETY: `void standin_hold_tee_lock_at_suspend(const unsigned char*)`; the address of a
+        // static of this process.
+        unsafe {
+            std::mem::transmute::<*mut libc::c_void, extern "C" fn(usize)>(
+                art.sym("standin_hold_tee_lock_at_suspend"),
+            )(lock)
+        };
+        art.events();
+        let req = request(d.path(), false, Duration::from_secs(5));
+        let r = dumper.dump(&req);
+        let parent = art.events();
+        assert!(
+            parent.contains("tee_lock_held_by_native_thread"),
+            "{parent}"
+        );
+        let o = r.unwrap();
+        assert!(matches!(o.mini, Some(Ok(_))), "{:?}", o.mini);
+    }
+);

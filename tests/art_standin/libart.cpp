@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -145,6 +146,62 @@ extern "C" EXPORT void standin_clear_events() {
   pthread_mutex_unlock(&events_lock);
 }
 
+
+// A native thread inside the tee's hook at the fork (for the test of the tee's spin flag):
+// a thread that keeps opening /dev/null through this library's imports (the tee's hooks),
+// and a signal that stops it while it holds the tee's spin flag, whose address the test gives.
+static volatile const unsigned char* tee_lock;
+static pid_t churn_tid;
+static volatile int churn_stop;
+static int reply_pipe[2], release_pipe[2];
+static int stop_churn_at_suspend;
+
+static void on_usr2(int) {
+  char c = (tee_lock && *tee_lock) ? 'H' : 'N';
+  write(reply_pipe[1], &c, 1);
+  if (c == 'H') read(release_pipe[0], &c, 1);
+}
+
+static void* churn(void*) {
+  churn_tid = (pid_t)syscall(SYS_gettid);
+  while (!churn_stop) {
+    int fd = open64("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) close(fd);
+  }
+  return nullptr;
+}
+
+extern "C" EXPORT void standin_hold_tee_lock_at_suspend(const unsigned char* lock) {
+  tee_lock = lock;
+  pipe(reply_pipe);
+  pipe(release_pipe);
+  struct sigaction sa = {};
+  sa.sa_handler = on_usr2;
+  sigaction(SIGUSR2, &sa, nullptr);
+  pthread_t t;
+  pthread_create(&t, nullptr, churn, nullptr);
+  pthread_detach(t);
+  while (!churn_tid) usleep(1000);
+  stop_churn_at_suspend = 1;
+}
+
+// In the parent's suspend-all: stop the churning thread inside the tee's lock.
+static void hold_tee_lock() {
+  for (;;) {
+    syscall(SYS_tgkill, getpid(), churn_tid, SIGUSR2);
+    char c = 0;
+    read(reply_pipe[0], &c, 1);
+    if (c == 'H') break;
+  }
+  note("tee_lock_held_by_native_thread");
+}
+
+static void release_tee_lock() {
+  churn_stop = 1;
+  char c = 'r';
+  write(release_pipe[1], &c, 1);
+}
+
 art::Thread* art::Thread::CurrentFromGdb() { return &the_thread; }
 
 void art::Mutex::ExclusiveLock(Thread*) {
@@ -197,6 +254,7 @@ static void suspend_all() {
 art::ScopedSuspendAll::ScopedSuspendAll(const char*, bool) {
   note("ssa_ctor");
   suspend_all();
+  if (stop_churn_at_suspend && getpid() == loaded_in) hold_tee_lock();
   if (hold_thread_list_ms > 0 && getpid() == loaded_in) {
     holder.ms = hold_thread_list_ms;
     holder.taken = 0;
@@ -212,6 +270,10 @@ art::ScopedSuspendAll::ScopedSuspendAll(const char*, bool) {
 
 art::ScopedSuspendAll::~ScopedSuspendAll() {
   note("ssa_dtor");
+  if (stop_churn_at_suspend && getpid() == loaded_in) {
+    stop_churn_at_suspend = 0;
+    release_tee_lock();
+  }
   pthread_rwlock_unlock(&mutator_mutex.l);
 }
 
