@@ -472,7 +472,7 @@ impl Pipeline {
                 analysis_dir: self.data_dir.join(ANALYSIS_DIR),
                 analyser,
                 limits: AnalysisLimits {
-                    address_space: policy.analysis.memory_limit_mb << 20,
+                    memory: policy.analysis.memory_limit_mb << 20,
                     max_attempts: policy.analysis.max_attempts,
                     ..AnalysisLimits::default()
                 },

@@ -2,10 +2,21 @@
 //! so that a crash, a kill or an out-of-memory there never touches the app.
 //!
 //! The child, between fork and exec, only makes system calls: it raises its `oom_score_adj` (the
-//! kernel kills it before the app), sets the lowest CPU priority (nice 19), limits its address
-//! space (`RLIMIT_AS`), arms `alarm` as a last-resort deadline, sends its stdout/stderr to a log
-//! file, and execs. Everything it needs (paths, argv) is built before the fork: no allocation
-//! after it. The parent waits for that one pid with a deadline (see [`super::fork`]).
+//! kernel kills it before the app), sets the lowest CPU priority (nice 19), limits the memory it
+//! may use, arms `alarm` as a last-resort deadline, sends its stdout/stderr to a log file, closes
+//! every other fd it inherited from the app (a pipe the app holds must see its end-of-file when
+//! the app closes it, a lock on a file must go with the app's fd, not live on for the 300 s of an
+//! analysis; a plain `close` loop over `/proc/self/fd`, as `close_range` is not allowed on older
+//! Android), and execs. Everything it needs (paths, argv) is built before the fork: no
+//! allocation after it. The parent waits for that one pid with a deadline (see [`super::fork`]).
+//!
+//! The memory limit is `RLIMIT_DATA`, not `RLIMIT_AS`: a fork of the app starts with the app's
+//! address space (several GB on a phone), and allocators such as scudo reserve large ranges
+//! `PROT_NONE` at start; under an address-space limit every allocation would fail. The data
+//! limit counts only private writable memory. A child that stays the app's fork
+//! ([`run_forked`]) is allowed its data at the fork plus the budget; an exec'd analyser starts
+//! afresh and gets the budget. A run that fails for want of memory is reported as over its
+//! budget (from its log). Kernels before 4.7 apply `RLIMIT_DATA` to `brk` only.
 //!
 //! Attempts are counted on disk before each start (`IN.attempts`), so an analysis that takes
 //! the app down with it still counts, and a dump that always crashes the analyser is given up
@@ -26,8 +37,9 @@ pub struct AnalysisLimits {
     pub oom_score_adj: i32,
     /// `setpriority` niceness (19 is the lowest priority).
     pub nice: i32,
-    /// `RLIMIT_AS` in bytes; 0 for none.
-    pub address_space: u64,
+    /// The memory the analysis may use, in bytes (`RLIMIT_DATA`, see the module docs); 0 for
+    /// no limit.
+    pub memory: u64,
     pub deadline: Duration,
     /// Give up on a dump after this many attempts.
     pub max_attempts: u32,
@@ -38,7 +50,7 @@ impl Default for AnalysisLimits {
         AnalysisLimits {
             oom_score_adj: 1000,
             nice: 19,
-            address_space: 2 << 30,
+            memory: 2 << 30,
             deadline: Duration::from_secs(300),
             max_attempts: 3,
         }
@@ -52,6 +64,8 @@ pub struct RunOutcome {
     pub elapsed: Duration,
     /// The attempt number of this run (1 for the first).
     pub attempt: u32,
+    /// The run failed for want of memory within its budget (said so in its log).
+    pub over_budget: bool,
 }
 
 /// Attempts recorded so far for `input`.
@@ -98,18 +112,25 @@ struct ChildLimits {
     adj_path: CString,
     adj: String,
     nice: i32,
-    address_space: u64,
+    /// `RLIMIT_DATA` to set; 0 for none.
+    data_limit: u64,
     /// Seconds until SIGALRM, the last-resort deadline.
     alarm: u32,
 }
 
 impl ChildLimits {
-    fn new(limits: &AnalysisLimits) -> Result<ChildLimits> {
+    /// `forked`: the child stays a fork of this process (its data counts), else it execs.
+    fn new(limits: &AnalysisLimits, forked: bool) -> Result<ChildLimits> {
+        let data_limit = match (limits.memory, forked) {
+            (0, _) => 0,
+            (m, false) => m,
+            (m, true) => own_data_bytes().saturating_add(m),
+        };
         Ok(ChildLimits {
             adj_path: cstr(b"/proc/self/oom_score_adj")?,
             adj: format!("{}\n", limits.oom_score_adj.clamp(-1000, 1000)),
             nice: limits.nice,
-            address_space: limits.address_space,
+            data_limit,
             alarm: limits
                 .deadline
                 .as_secs()
@@ -118,8 +139,8 @@ impl ChildLimits {
         })
     }
 
-    /// In the child: raise `oom_score_adj`, lower the priority, cap the address space. Only
-    /// system calls on data built before the fork.
+    /// In the child: raise `oom_score_adj`, lower the priority, cap the data. Only system
+    /// calls on data built before the fork.
     fn apply(&self) {
         // SAFETY: plain system calls on buffers owned by `self`, which outlives them.
         unsafe {
@@ -129,12 +150,111 @@ impl ChildLimits {
                 libc::close(fd);
             }
             libc::setpriority(libc::PRIO_PROCESS, 0, self.nice);
-            if self.address_space > 0 {
+            if self.data_limit > 0 {
                 let rl = libc::rlimit {
-                    rlim_cur: self.address_space as libc::rlim_t,
-                    rlim_max: self.address_space as libc::rlim_t,
+                    rlim_cur: self.data_limit as libc::rlim_t,
+                    rlim_max: self.data_limit as libc::rlim_t,
                 };
-                libc::setrlimit(libc::RLIMIT_AS, &rl);
+                libc::setrlimit(libc::RLIMIT_DATA, &rl);
+            }
+        }
+    }
+}
+
+/// This process's private writable memory (`VmData` in `/proc/self/status`), in bytes; 0 if
+/// unknown.
+fn own_data_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines().find_map(|l| {
+                l.strip_prefix("VmData:")
+                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            })
+        })
+        .map_or(0, |kb| kb << 10)
+}
+
+/// Whether a failed run's log says it ran out of memory: Rust's allocation failure message,
+/// or a C runtime's / Python's.
+fn log_says_out_of_memory(log: &Path) -> bool {
+    let Ok(text) = std::fs::read(log) else {
+        return false;
+    };
+    let tail = &text[text.len().saturating_sub(64 << 10)..];
+    let tail = String::from_utf8_lossy(tail);
+    [
+        "memory allocation of",
+        "MemoryError",
+        "Cannot allocate memory",
+        "out of memory",
+    ]
+    .iter()
+    .any(|m| tail.contains(m))
+}
+
+/// In the analyser child before `execv`: close every fd but 0, 1 and 2. The numbers are read
+/// from `/proc/self/fd` with `getdents64` into a buffer on the stack (no allocation after the
+/// fork), and the scan is repeated until it finds nothing more to close (closing while
+/// reading may skip entries); without `/proc`, every number below the fd limit is closed.
+///
+/// # Safety
+/// Only in a forked child about to exec.
+unsafe fn close_inherited_fds() {
+    // SAFETY: plain system calls on our own fds and a stack buffer.
+    unsafe {
+        loop {
+            let dir = libc::open(
+                c"/proc/self/fd".as_ptr(),
+                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+            );
+            if dir < 0 {
+                let mut rl: libc::rlimit = std::mem::zeroed();
+                let max = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) == 0 {
+                    (rl.rlim_cur as u64).min(1 << 20) as libc::c_int
+                } else {
+                    1024
+                };
+                for fd in 3..max {
+                    libc::close(fd);
+                }
+                return;
+            }
+            let mut closed = 0;
+            let mut buf = [0u64; 512];
+            loop {
+                let n = libc::syscall(
+                    libc::SYS_getdents64,
+                    dir,
+                    buf.as_mut_ptr() as *mut libc::c_void,
+                    std::mem::size_of_val(&buf),
+                );
+                if n <= 0 {
+                    break;
+                }
+                let bytes = buf.as_ptr() as *const u8;
+                let mut off = 0usize;
+                while off < n as usize {
+                    // struct linux_dirent64: ino u64, off i64, reclen u16, type u8, name[]
+                    let reclen = u16::from_ne_bytes([*bytes.add(off + 16), *bytes.add(off + 17)]);
+                    let mut fd: libc::c_int = 0;
+                    let mut digits = 0;
+                    let mut p = bytes.add(off + 19);
+                    while (*p).is_ascii_digit() {
+                        fd = fd * 10 + (*p - b'0') as libc::c_int;
+                        digits += 1;
+                        p = p.add(1);
+                    }
+                    if digits > 0 && fd > 2 && fd != dir {
+                        libc::close(fd);
+                        closed += 1;
+                    }
+                    off += reclen as usize;
+                }
+            }
+            libc::close(dir);
+            if closed == 0 {
+                return;
             }
         }
     }
@@ -165,7 +285,7 @@ pub fn run_limited(
     }
     let mut argv: Vec<*const libc::c_char> = argv_c.iter().map(|c| c.as_ptr()).collect();
     argv.push(std::ptr::null());
-    let child_limits = ChildLimits::new(limits)?;
+    let child_limits = ChildLimits::new(limits, false)?;
     let logf = std::fs::File::create(log).map_err(|err| Error::Io {
         what: "creating the analysis log",
         path: log.display().to_string(),
@@ -180,6 +300,7 @@ pub fn run_limited(
         unsafe {
             libc::dup2(log_fd, 1);
             libc::dup2(log_fd, 2);
+            close_inherited_fds();
             libc::execv(argv[0], argv.as_ptr());
         }
         127
@@ -187,10 +308,12 @@ pub fn run_limited(
     drop(logf);
     let end = child.wait(limits.deadline)?;
     let elapsed = child.elapsed();
+    let over_budget = !end.ok() && limits.memory > 0 && log_says_out_of_memory(log);
     Ok(RunOutcome {
         end,
         elapsed,
         attempt,
+        over_budget,
     })
 }
 
@@ -218,6 +341,13 @@ pub fn analyze(
         let _ = std::fs::remove_file(output);
         let why = if out.end.ok() {
             "exited 0 without writing its output".to_string()
+        } else if out.over_budget {
+            format!(
+                "{} for want of memory: it needs more than its budget of {} MiB (policy analysis.memory_limit_mb); its log: {}",
+                out.end,
+                limits.memory >> 20,
+                log.display()
+            )
         } else {
             out.end.to_string()
         };
@@ -232,14 +362,15 @@ pub fn analyze(
 
 /// Where no `oomguard` executable is shipped: run `f` (pure Rust, no JNI, no logging through
 /// the app's logger) in a forked child with the same limits as [`run_limited`]: `oom_score_adj`
-/// raised, nice 19, `RLIMIT_AS`, a deadline. `f` returns the child's exit code.
+/// raised, nice 19, a data limit (its data at the fork plus the budget), a deadline. `f` returns
+/// the child's exit code; an allocation over the budget aborts it (SIGABRT).
 ///
 /// A child forked from a multi-threaded process may find a lock held by a thread that does not
 /// exist in it. glibc and bionic reinitialise malloc's locks across `fork`, so `f` may allocate;
 /// it must not touch the VM or any lock of the app's. A child that hangs anyway is killed at the
 /// deadline, and the dump stays queued for the next launch.
 pub fn run_forked<F: FnOnce() -> i32>(limits: &AnalysisLimits, f: F) -> Result<RunOutcome> {
-    let child_limits = ChildLimits::new(limits)?;
+    let child_limits = ChildLimits::new(limits, true)?;
     let mut child = super::fork::spawn("oomguard-analyze", child_limits.alarm, move || {
         child_limits.apply();
         f()
@@ -249,6 +380,7 @@ pub fn run_forked<F: FnOnce() -> i32>(limits: &AnalysisLimits, f: F) -> Result<R
         end,
         elapsed: child.elapsed(),
         attempt: 0,
+        over_budget: limits.memory > 0 && end == ChildEnd::Signaled(libc::SIGABRT),
     })
 }
 
@@ -277,11 +409,11 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let out = d.path().join("out");
         let lim = AnalysisLimits {
-            address_space: 512 << 20,
+            memory: 512 << 20,
             ..AnalysisLimits::default()
         };
         let script = format!(
-            "cat /proc/self/oom_score_adj > {o}; nice >> {o}; ulimit -v >> {o}",
+            "cat /proc/self/oom_score_adj > {o}; nice >> {o}; ulimit -d >> {o}",
             o = out.display()
         );
         let r = sh(&script, d.path(), &lim).unwrap();
@@ -326,7 +458,7 @@ mod tests {
         let _serial = crate::dump::fork_test_lock();
         let d = tempfile::tempdir().unwrap();
         let lim = AnalysisLimits {
-            address_space: 256 << 20,
+            memory: 256 << 20,
             ..AnalysisLimits::default()
         };
         // python3 asks for 1 GiB: refused under a 256 MiB address space limit.
@@ -341,6 +473,136 @@ mod tests {
         assert_eq!(r.end, ChildEnd::Exited(1));
         let log = std::fs::read_to_string(d.path().join("log")).unwrap();
         assert!(log.contains("MemoryError"), "{log}");
+    }
+
+    /// A pipe the app holds reaches end-of-file when the app closes its end, while the
+    /// analyser still runs: the analyser did not inherit it.
+    #[test]
+    fn the_analyser_does_not_keep_the_apps_fds_open() {
+        let _serial = crate::dump::fork_test_lock();
+        let d = tempfile::tempdir().unwrap();
+        let fifo = d.path().join("release");
+        let started = d.path().join("started");
+        let cfifo = CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid path.
+        assert_eq!(unsafe { libc::mkfifo(cfifo.as_ptr(), 0o600) }, 0);
+        let mut fds = [0; 2];
+        // SAFETY: a valid array; an app's pipe, without O_CLOEXEC.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        let script = format!(
+            "echo > {s}; read x < {f}",
+            s = started.display(),
+            f = fifo.display()
+        );
+        let dir = d.path().to_path_buf();
+        let runner = std::thread::spawn(move || sh(&script, &dir, &AnalysisLimits::default()));
+        while !started.exists() {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // The app closes its write end: only the analyser's copy, if any, keeps the pipe open.
+        let mut p = libc::pollfd {
+            fd: fds[0],
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: our pipe's ends and one pollfd.
+        let ready = unsafe {
+            libc::close(fds[1]);
+            libc::poll(&mut p, 1, 10_000)
+        };
+        // Let the analyser finish either way.
+        std::fs::write(&fifo, b"\n").unwrap();
+        let r = runner.join().unwrap().unwrap();
+        // SAFETY: our pipe's read end.
+        unsafe { libc::close(fds[0]) };
+        assert_eq!(r.end, ChildEnd::Exited(0));
+        assert!(
+            ready == 1 && p.revents & libc::POLLHUP != 0,
+            "no end-of-file while the analyser ran: it holds the app's pipe"
+        );
+    }
+
+    /// A reservation of 16 GiB `PROT_NONE`, as an allocator such as scudo makes at start.
+    fn reserve_16_gib() -> (*mut libc::c_void, usize) {
+        let len = 16usize << 30;
+        // SAFETY: a fresh anonymous mapping, inaccessible, not backed.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(p, libc::MAP_FAILED);
+        (p, len)
+    }
+
+    /// An analyser that reserves a large address space at start works within its budget, and
+    /// one that needs more than its budget is stopped with an error that says so.
+    #[test]
+    fn an_analyser_with_a_large_address_space_runs_within_its_memory_budget() {
+        let _serial = crate::dump::fork_test_lock();
+        let d = tempfile::tempdir().unwrap();
+        let lim = AnalysisLimits {
+            memory: 512 << 20,
+            ..AnalysisLimits::default()
+        };
+        let fake = d.path().join("fake-oomguard");
+        let script = |mb: u32| {
+            format!(
+                "#!/usr/bin/python3\nimport ctypes, sys\n\
+                 libc = ctypes.CDLL(None)\nlibc.mmap.restype = ctypes.c_void_p\n\
+                 # 16 GiB PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE\n\
+                 r = libc.mmap(None, ctypes.c_size_t(16 << 30), 0, 0x4022, -1, 0)\n\
+                 assert r not in (None, ctypes.c_void_p(-1).value), 'reservation failed'\n\
+                 x = bytearray({mb} << 20)\nopen(sys.argv[4], 'w').write('{{}}')\n"
+            )
+        };
+        std::fs::write(&fake, script(100)).unwrap();
+        std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let input = d.path().join("in.hprof");
+        std::fs::write(&input, b"dump").unwrap();
+        let output = d.path().join("report.json");
+        let r = analyze(&fake, &input, &output, &lim);
+        let log = std::fs::read_to_string(output.with_extension("log")).unwrap_or_default();
+        assert!(r.is_ok(), "{r:?}: {log}");
+        std::fs::write(&fake, script(1024)).unwrap();
+        let e = analyze(&fake, &input, &output, &lim)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("for want of memory") && e.contains("budget of 512 MiB"),
+            "{e}"
+        );
+    }
+
+    /// A forked analysis (no analyser executable) starts with the app's address space: from a
+    /// process that reserved 16 GiB it still allocates within its budget, and is stopped past
+    /// it.
+    #[test]
+    fn a_forked_analysis_from_a_large_address_space_runs_within_its_budget() {
+        let _serial = crate::dump::fork_test_lock();
+        let (p, len) = reserve_16_gib();
+        let lim = AnalysisLimits {
+            memory: 512 << 20,
+            ..AnalysisLimits::default()
+        };
+        let alloc = |mb: usize| {
+            let v = vec![1u8; mb << 20];
+            (v.iter().step_by(4096).map(|&b| b as usize).sum::<usize>() == 0) as i32
+        };
+        let within = run_forked(&lim, || alloc(100)).unwrap();
+        let over = run_forked(&lim, || alloc(1024)).unwrap();
+        // SAFETY: the reservation made above.
+        unsafe { libc::munmap(p, len) };
+        assert_eq!(within.end, ChildEnd::Exited(0));
+        assert!(!within.over_budget);
+        assert_eq!(over.end, ChildEnd::Signaled(libc::SIGABRT));
+        assert!(over.over_budget);
     }
 
     #[test]

@@ -1,34 +1,58 @@
 //! The ART fork dumper (Android): suspend the VM, fork, resume at once; the child, a frozen
 //! copy-on-write snapshot of the heap, calls `art::hprof::DumpHeap` directly (no JNI in the
-//! child) through the tee, and `_exit`s.
+//! child) through the tee, reports how the dump went, and `_exit`s.
 //!
 //! The VM-control functions are not exported to apps, so they are looked up in `libart.so`'s
 //! own symbol tables ([`super::elfsym`]), read from the file the loader mapped, plus the load
 //! bias: no `dlopen` of a system library, which Android 7+ namespaces refuse. What is called
-//! depends on the API level:
+//! depends on the API level, one function per sequence ([`ArtForkDumper`]'s `fork_dbg` and
+//! `fork_suspend_all`):
 //! - 21–29: `art::Dbg::SuspendVM()` before the fork, `art::Dbg::ResumeVM()` after.
-//! - 30–34: a `gc::ScopedGCCriticalSection` (no GC may start while we suspend), a
+//! - 30+: a `gc::ScopedGCCriticalSection` (no GC may start while we suspend), a
 //!   `ScopedSuspendAll`; the critical section is closed and the mutator lock released before
 //!   the fork (the child's own `DumpHeap` takes both again: in the child, a copy of a lock held
-//!   by our thread would never be released); after the fork the parent retakes the mutator
-//!   lock and ends the suspension.
-//! - 35+: as 30–34, and `Locks::thread_list_lock_` is held across the `fork()` call itself
-//!   (released right after in both processes), as ART's own perfetto heap profiler does.
+//!   by our thread would never be released); `Locks::thread_list_lock_` is held across the
+//!   `fork()` call itself and released right after in both processes, wherever its symbols
+//!   resolve, because the child's `DumpHeap` suspends all threads again, which takes that lock:
+//!   a native thread (not stopped by the suspension) holding it at the fork would leave the
+//!   child's copy held for ever. ART's own perfetto heap profiler (`perfetto_hprof.cc`, Android
+//!   12 to 14) forks inside its `ScopedSuspendAll` instead and dumps in the child without
+//!   suspending again, so it does not need the thread list lock; `DumpHeap` does suspend.
+//!   After the fork the parent retakes the mutator lock and ends the suspension.
+//!
+//! The child, before anything else, frees its copy of the tee's spin flag (a native thread of
+//! the parent may have held it at the fork), dumps, and writes a completion record to a pipe:
+//! its exit code, the dump's byte count (the tee's count: with `dump.keep_full` off the VM's
+//! own file stays empty) and the mini file's stats. The parent judges the dump by that record
+//! and the exit code, not by the full file's size. Where the app took the child's exit status
+//! (SIGCHLD ignored, a `waitpid(-1)` reaper), the record alone says whether it finished.
+//!
+//! `ScopedGCCriticalSection` takes a `GcCause` and a `CollectorType`. `kGcCauseHprof` is 15 in
+//! Android 11 to 14 (`gc_cause.h`). `kCollectorTypeHprof` moved as the mark-compact collector
+//! was added: 13 without it (Android 11–13), 14 with `kCollectorTypeCMC`, 15 once
+//! `kCollectorTypeCMCBackground` followed (Android 14). ART is updated through Play since API
+//! 31, so the API level does not say which: the library is probed. The mark-compact collector
+//! has a symbol (`MarkCompact::RunPhases`), and ART's generated `operator<<` for the enum keeps
+//! each value's name as a string in `.rodata` (`CollectorTypeCMC`, `CollectorTypeCMCBackground`).
 //!
 //! A missing symbol is reported as "unsupported on this runtime" by [`Dumper::check`], before
 //! anything is suspended or forked; [`super::take`] then falls back as the policy says.
 //!
-//! Not run on a device in this repository's tests (there is none here): it compiles for
-//! aarch64 and armv7 Android, and its symbol resolution is tested on Linux against a real ELF
-//! library. The enum values passed to `ScopedGCCriticalSection` are those of the AOSP headers
-//! for the API levels named in [`gc_enums`] and must be checked on each new Android release.
+//! Tested on Linux against a stand-in for libart (`tests/art_standin.rs`): a C++ library built
+//! in the test that exports these symbols under their real mangled names, with real locks
+//! that record the order of the calls and a `DumpHeap` that writes a real HPROF through
+//! `open64`/`write`. What the stand-in cannot show: API 21–29's `Dbg::SuspendVM` against a real
+//! debugger state, ART's own lock checks (lock levels, owner tids), bionic, linker namespaces,
+//! SELinux and the device's seccomp filter, `libsigchain`, and the real layouts of the scoped
+//! objects (256 bytes are reserved for each).
 
 use super::elfsym::ElfSymbols;
-use super::fork::{self, DUMP_CHILD_NAME};
+use super::fork::{self, ChildEnd, DUMP_CHILD_NAME};
 use super::{DumpOutcome, DumpRequest, Dumper, Error, Result};
 use crate::hook::{got::find_loaded, tee::ART_LIBS, Tee, TeeConfig};
+use crate::hprof::StripStats;
 use std::ffi::{c_char, c_int, c_void, CString};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 const DBG_SUSPEND_VM: &str = "_ZN3art3Dbg9SuspendVMEv";
 const DBG_RESUME_VM: &str = "_ZN3art3Dbg8ResumeVMEv";
@@ -45,6 +69,21 @@ const RW_UNLOCK: &str = "_ZN3art17ReaderWriterMutex15ExclusiveUnlockEPNS_6Thread
 const THREAD_LIST_LOCK: &str = "_ZN3art5Locks17thread_list_lock_E";
 const MUTEX_LOCK: &str = "_ZN3art5Mutex13ExclusiveLockEPNS_6ThreadE";
 const MUTEX_UNLOCK: &str = "_ZN3art5Mutex15ExclusiveUnlockEPNS_6ThreadE";
+/// `art::gc::collector::MarkCompact::RunPhases()`: the mark-compact collector is built in.
+const MARK_COMPACT: &str = "_ZN3art2gc9collector11MarkCompact9RunPhasesEv";
+
+/// `art::gc::kGcCauseHprof` (Android 11 to 14).
+pub const GC_CAUSE_HPROF: c_int = 15;
+
+/// The child's exit codes, shared with [`ArtForkDumper::dump`]'s judgement.
+pub mod exit {
+    /// The dump is complete, and so is the mini file if one was asked for.
+    pub const DUMPED: i32 = 0;
+    /// The VM's dump went through, the mini file was abandoned (the full file may be kept).
+    pub const MINI_ABANDONED: i32 = 10;
+    /// The VM's dumper returned, but no hooked library wrote the dump.
+    pub const NOTHING_SEEN: i32 = 11;
+}
 
 /// The symbols each API level needs.
 pub fn required_symbols(api: u32) -> Vec<&'static str> {
@@ -62,36 +101,64 @@ pub fn required_symbols(api: u32) -> Vec<&'static str> {
             RW_LOCK,
             RW_UNLOCK,
         ]);
-        if api >= 35 {
-            v.extend([THREAD_LIST_LOCK, MUTEX_LOCK, MUTEX_UNLOCK]);
-        }
     }
     v
 }
 
-/// `(GcCause::kGcCauseHprof, CollectorType::kCollectorTypeHprof)` for an API level, as declared
-/// in AOSP's `gc_cause.h` and `collector_type.h` of that release.
-pub fn gc_enums(api: u32) -> (c_int, c_int) {
-    match api {
-        0..=30 => (15, 13),
-        _ => (15, 14),
+/// The symbols used where they resolve: the thread list lock held across the fork (API 30+).
+pub fn optional_symbols(api: u32) -> Vec<&'static str> {
+    if api < 30 {
+        Vec::new()
+    } else {
+        vec![THREAD_LIST_LOCK, MUTEX_LOCK, MUTEX_UNLOCK]
     }
 }
 
-/// Resolved addresses (load bias added), by the name order of [`required_symbols`].
+/// `kCollectorTypeHprof` in an ART that has (or not) the mark-compact collector and its
+/// background twin.
+pub fn collector_type_hprof(mark_compact: bool, cmc_background: bool) -> c_int {
+    match (mark_compact, cmc_background) {
+        (_, true) => 15,
+        (true, false) => 14,
+        (false, false) => 13,
+    }
+}
+
+/// Resolved addresses (load bias added) and what the library's ART version needs.
 #[derive(Debug, Clone)]
 pub struct ArtSymbols {
     pub library: String,
     addrs: Vec<(&'static str, usize)>,
+    /// `kCollectorTypeHprof` of this ART.
+    pub collector_hprof: c_int,
 }
 
 impl ArtSymbols {
-    fn get(&self, name: &str) -> usize {
-        self.addrs
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map_or(0, |&(_, a)| a)
+    /// The address of `name`, if it resolved.
+    fn get(&self, name: &str) -> Option<usize> {
+        self.addrs.iter().find(|(n, _)| *n == name).map(|&(_, a)| a)
     }
+
+    fn must(&self, name: &str) -> usize {
+        self.get(name).unwrap_or(0)
+    }
+}
+
+/// Whether the file at `path` holds `needle` (an ART enum name with its NUL), read through a
+/// read-only mapping (no copy of a library of tens of MB on the heap of an app short of it).
+fn file_holds(path: &std::path::Path, needles: &[&[u8]]) -> Vec<bool> {
+    let Ok(f) = std::fs::File::open(path) else {
+        return vec![false; needles.len()];
+    };
+    // SAFETY: a read-only private mapping of a system library that nobody writes while it is
+    // loaded; it is dropped before we return.
+    let Ok(map) = (unsafe { memmap2::Mmap::map(&f) }) else {
+        return vec![false; needles.len()];
+    };
+    needles
+        .iter()
+        .map(|n| !n.is_empty() && map.windows(n.len()).any(|w| w == *n))
+        .collect()
 }
 
 /// Look the symbols for `api` up in the loaded library `lib` (by file name).
@@ -113,13 +180,41 @@ pub fn resolve(lib: &str, api: u32) -> Result<ArtSymbols> {
             missing.join(", ")
         )));
     }
+    let mut addrs: Vec<(&'static str, usize)> = names
+        .iter()
+        .zip(found)
+        .map(|(n, f)| (*n, bias + f.map_or(0, |s| s.value as usize)))
+        .collect();
+    let optional = optional_symbols(api);
+    // Optional: a section that cannot be read (a corrupt MiniDebugInfo) leaves them unresolved.
+    let opt_found = elf.lookup_many(&optional).unwrap_or_else(|e| {
+        tracing::warn!("{e}");
+        vec![None; optional.len()]
+    });
+    if !optional.is_empty() && opt_found.iter().any(|f| f.is_none()) {
+        tracing::warn!(library = %path, api, "ART's thread list lock does not resolve: it is not held across the fork (a dump child may then hang until its deadline)");
+    } else {
+        addrs.extend(
+            optional
+                .iter()
+                .zip(opt_found)
+                .map(|(n, f)| (*n, bias + f.map_or(0, |s| s.value as usize))),
+        );
+    }
+    let mut collector_hprof = 0;
+    if api >= 30 {
+        let mark_compact_sym = elf.lookup(MARK_COMPACT).ok().flatten().is_some();
+        let strings = file_holds(
+            std::path::Path::new(&path),
+            &[b"CollectorTypeCMC\0", b"CollectorTypeCMCBackground\0"],
+        );
+        collector_hprof = collector_type_hprof(mark_compact_sym || strings[0], strings[1]);
+        tracing::info!(library = %path, mark_compact = mark_compact_sym || strings[0], cmc_background = strings[1], collector_hprof, "ART's kCollectorTypeHprof");
+    }
     Ok(ArtSymbols {
         library: path,
-        addrs: names
-            .iter()
-            .zip(found)
-            .map(|(n, f)| (*n, bias + f.map_or(0, |s| s.value as usize)))
-            .collect(),
+        addrs,
+        collector_hprof,
     })
 }
 
@@ -144,6 +239,166 @@ type SsaCtor = unsafe extern "C" fn(*mut c_void, *const c_char, bool);
 type LockFn = unsafe extern "C" fn(*mut c_void, *mut c_void);
 type DumpHeapFn = unsafe extern "C" fn(*const c_char, c_int, bool);
 
+/// What the dump child reports through its pipe: magic, exit code, the dump's bytes, whether
+/// the mini file is complete, then its [`StripStats`]. One write of less than `PIPE_BUF`.
+const REPORT_WORDS: usize = 9;
+const REPORT_MAGIC: u64 = 0x6f6f_6d67_6172_6401;
+
+/// The child's completion record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct ChildReport {
+    code: i32,
+    full_bytes: u64,
+    mini: Option<StripStats>,
+}
+
+impl ChildReport {
+    fn encode(&self) -> [u64; REPORT_WORDS] {
+        let m = self.mini.clone().unwrap_or_default();
+        [
+            REPORT_MAGIC,
+            self.code as u64,
+            self.full_bytes,
+            self.mini.is_some() as u64,
+            m.input_bytes,
+            m.output_bytes,
+            m.arrays_stripped,
+            m.array_bytes_removed,
+            m.objects_dropped,
+        ]
+    }
+
+    fn decode(w: &[u64; REPORT_WORDS]) -> Option<ChildReport> {
+        (w[0] == REPORT_MAGIC).then(|| ChildReport {
+            code: w[1] as i32,
+            full_bytes: w[2],
+            mini: (w[3] != 0).then(|| StripStats {
+                input_bytes: w[4],
+                output_bytes: w[5],
+                arrays_stripped: w[6],
+                array_bytes_removed: w[7],
+                objects_dropped: w[8],
+            }),
+        })
+    }
+}
+
+/// A pipe for the child's record: both ends close on exec.
+fn report_pipe() -> Result<(c_int, c_int)> {
+    let mut fds = [-1; 2];
+    // SAFETY: a valid array of two fds.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(Error::Sys(format!(
+            "pipe for the dump child's report: {}",
+            std::io::Error::last_os_error()
+        )));
+    }
+    Ok((fds[0], fds[1]))
+}
+
+/// Read the child's record after it ended (whatever it wrote is in the pipe), and close `fd`.
+fn read_report(fd: c_int) -> Option<ChildReport> {
+    let mut words = [0u64; REPORT_WORDS];
+    let len = std::mem::size_of_val(&words);
+    let mut got = 0usize;
+    // SAFETY: our pipe's read end, made non-blocking: a child killed before it wrote leaves
+    // nothing, and another process holding a copy of the write end must not make us wait.
+    unsafe {
+        let fl = libc::fcntl(fd, libc::F_GETFL);
+        libc::fcntl(fd, libc::F_SETFL, fl | libc::O_NONBLOCK);
+        while got < len {
+            let n = libc::read(
+                fd,
+                (words.as_mut_ptr() as *mut u8).add(got) as *mut c_void,
+                len - got,
+            );
+            if n > 0 {
+                got += n as usize;
+            } else if n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                continue;
+            } else {
+                break;
+            }
+        }
+        libc::close(fd);
+    }
+    if got == len {
+        ChildReport::decode(&words)
+    } else {
+        None
+    }
+}
+
+/// What the dump child needs, prepared before the fork.
+struct ChildJob<'a> {
+    dump_heap: usize,
+    path: &'a CString,
+    keep_full: bool,
+    tee: Option<&'a Tee>,
+    report_fd: c_int,
+}
+
+impl ChildJob<'_> {
+    /// In the child: dump, finish the mini file, write the completion record. Returns the
+    /// exit code ([`exit`]). Only system calls and the tee's child path: no JNI, no locks of
+    /// the app's.
+    fn run(&self) -> i32 {
+        Tee::reset_lock_in_child();
+        // SAFETY: ART's own dumper, resolved for this process's libart, called with the
+        // signature AOSP declares; it writes the file through the (inherited) tee.
+        unsafe {
+            std::mem::transmute::<usize, DumpHeapFn>(self.dump_heap)(self.path.as_ptr(), -1, false)
+        };
+        let file_bytes = || {
+            // SAFETY: a zeroed stat buffer and a NUL-terminated path.
+            unsafe {
+                let mut st: libc::stat = std::mem::zeroed();
+                if libc::stat(self.path.as_ptr(), &mut st) == 0 {
+                    st.st_size as u64
+                } else {
+                    0
+                }
+            }
+        };
+        let report = match self.tee {
+            None => ChildReport {
+                code: exit::DUMPED,
+                full_bytes: file_bytes(),
+                mini: None,
+            },
+            Some(t) => {
+                let f = t.finish_in_child();
+                let full_bytes = if self.keep_full {
+                    file_bytes()
+                } else {
+                    f.full_bytes
+                };
+                let code = match f.code {
+                    0 => exit::DUMPED,
+                    1 => exit::MINI_ABANDONED,
+                    _ if self.keep_full && full_bytes > 0 => exit::MINI_ABANDONED,
+                    _ => exit::NOTHING_SEEN,
+                };
+                ChildReport {
+                    code,
+                    full_bytes,
+                    mini: f.mini,
+                }
+            }
+        };
+        let words = report.encode();
+        // SAFETY: the pipe's write end and a buffer of the record's size.
+        unsafe {
+            libc::write(
+                self.report_fd,
+                words.as_ptr() as *const c_void,
+                std::mem::size_of_val(&words),
+            )
+        };
+        report.code
+    }
+}
+
 impl ArtForkDumper {
     /// `api`: `Build.VERSION.SDK_INT`, read by the caller through JNI.
     pub fn new(api: u32) -> ArtForkDumper {
@@ -156,52 +411,86 @@ impl ArtForkDumper {
         }
     }
 
-    /// Stop the VM: every Java thread suspended, no GC running. Returns the `art::Thread*`.
+    /// API 21–29: suspend the VM through the debugger's entry points, fork, resume. Returns
+    /// the child and how long the app was stopped.
     ///
     /// # Safety
-    /// Must be called on an attached Java thread with the symbols of this API level.
-    unsafe fn suspend(&mut self, s: &ArtSymbols) -> *mut c_void {
-        // SAFETY (all calls): addresses resolved from this process's libart.so for this API
-        // level, called with the signatures AOSP declares for them.
+    /// On an attached Java thread, with this API level's symbols.
+    unsafe fn fork_dbg(
+        &mut self,
+        s: &ArtSymbols,
+        alarm: u32,
+        child: impl FnOnce() -> i32,
+    ) -> (Result<fork::Child>, Duration) {
+        // SAFETY: addresses resolved from this process's libart.so for this API level, called
+        // with the signatures AOSP declares for them.
         unsafe {
-            if self.api < 30 {
-                std::mem::transmute::<usize, VoidFn>(s.get(DBG_SUSPEND_VM))();
-                return std::ptr::null_mut();
-            }
-            let me = std::mem::transmute::<usize, SelfFn>(s.get(THREAD_CURRENT))();
-            let (cause, collector) = gc_enums(self.api);
-            let sgc = self.sgc.0.as_mut_ptr() as *mut c_void;
-            let ssa = self.ssa.0.as_mut_ptr() as *mut c_void;
-            std::mem::transmute::<usize, SgcCtor>(s.get(SGC_CTOR))(sgc, me, cause, collector);
-            std::mem::transmute::<usize, SsaCtor>(s.get(SSA_CTOR))(
+            std::mem::transmute::<usize, VoidFn>(s.must(DBG_SUSPEND_VM))();
+            let paused = Instant::now();
+            let forked = fork::spawn(DUMP_CHILD_NAME, alarm, child);
+            std::mem::transmute::<usize, VoidFn>(s.must(DBG_RESUME_VM))();
+            (forked, paused.elapsed())
+        }
+    }
+
+    /// API 30+: stop the VM (no GC running, every Java thread suspended), fork with the thread
+    /// list lock held, resume. Returns the child and how long the app was stopped.
+    ///
+    /// # Safety
+    /// On an attached Java thread, with this API level's symbols.
+    unsafe fn fork_suspend_all(
+        &mut self,
+        s: &ArtSymbols,
+        alarm: u32,
+        child: impl FnOnce() -> i32,
+    ) -> (Result<fork::Child>, Duration) {
+        let sgc = self.sgc.0.as_mut_ptr() as *mut c_void;
+        let ssa = self.ssa.0.as_mut_ptr() as *mut c_void;
+        let thread_list = s
+            .get(THREAD_LIST_LOCK)
+            .zip(s.get(MUTEX_LOCK))
+            .zip(s.get(MUTEX_UNLOCK));
+        // SAFETY (all calls): addresses resolved from this process's libart.so for this API
+        // level, called with the signatures AOSP declares for them; `Locks::*_lock_` are
+        // pointers to the lock objects.
+        unsafe {
+            let me = std::mem::transmute::<usize, SelfFn>(s.must(THREAD_CURRENT))();
+            // 1. No GC may start, then every Java thread suspended.
+            std::mem::transmute::<usize, SgcCtor>(s.must(SGC_CTOR))(
+                sgc,
+                me,
+                GC_CAUSE_HPROF,
+                s.collector_hprof,
+            );
+            std::mem::transmute::<usize, SsaCtor>(s.must(SSA_CTOR))(
                 ssa,
                 c"oomguard-dump".as_ptr(),
                 true,
             );
-            // All suspended: no GC can start. Close the critical section and release the
-            // mutator lock so that the child's own DumpHeap can take both.
-            std::mem::transmute::<usize, DtorFn>(s.get(SGC_DTOR))(sgc);
-            let mutator = *(s.get(MUTATOR_LOCK) as *const *mut c_void);
-            std::mem::transmute::<usize, LockFn>(s.get(RW_UNLOCK))(mutator, me);
-            me
-        }
-    }
-
-    /// Undo [`Self::suspend`] in the parent.
-    ///
-    /// # Safety
-    /// Only after `suspend` on the same thread.
-    unsafe fn resume(&mut self, s: &ArtSymbols, me: *mut c_void) {
-        // SAFETY: as in `suspend`.
-        unsafe {
-            if self.api < 30 {
-                std::mem::transmute::<usize, VoidFn>(s.get(DBG_RESUME_VM))();
-                return;
+            let paused = Instant::now();
+            // 2. All suspended, so no GC can start: close the critical section and release the
+            //    mutator lock, which the child's own DumpHeap takes again.
+            std::mem::transmute::<usize, DtorFn>(s.must(SGC_DTOR))(sgc);
+            let mutator = *(s.must(MUTATOR_LOCK) as *const *mut c_void);
+            std::mem::transmute::<usize, LockFn>(s.must(RW_UNLOCK))(mutator, me);
+            // 3. The thread list lock held by us across the fork, released in both processes.
+            let tl = thread_list.map(|((lock, l), u)| (*(lock as *const *mut c_void), l, u));
+            if let Some((m, lock, _)) = tl {
+                std::mem::transmute::<usize, LockFn>(lock)(m, me);
             }
-            let mutator = *(s.get(MUTATOR_LOCK) as *const *mut c_void);
-            std::mem::transmute::<usize, LockFn>(s.get(RW_LOCK))(mutator, me);
-            let ssa = self.ssa.0.as_mut_ptr() as *mut c_void;
-            std::mem::transmute::<usize, DtorFn>(s.get(SSA_DTOR))(ssa);
+            let forked = fork::spawn(DUMP_CHILD_NAME, alarm, || {
+                if let Some((m, _, unlock)) = tl {
+                    std::mem::transmute::<usize, LockFn>(unlock)(m, me);
+                }
+                child()
+            });
+            if let Some((m, _, unlock)) = tl {
+                std::mem::transmute::<usize, LockFn>(unlock)(m, me);
+            }
+            // 4. Resume: the mutator lock back, then the suspension ended.
+            std::mem::transmute::<usize, LockFn>(s.must(RW_LOCK))(mutator, me);
+            std::mem::transmute::<usize, DtorFn>(s.must(SSA_DTOR))(ssa);
+            (forked, paused.elapsed())
         }
     }
 }
@@ -228,115 +517,109 @@ impl Dumper for ArtForkDumper {
         if req.mini_path.is_some() && self.tee.is_none() {
             self.tee = Some(Tee::install(ART_LIBS)?);
         }
+        let path = CString::new(req.full_path.to_string_lossy().as_bytes())
+            .map_err(|_| Error::Sys("dump path contains a NUL byte".into()))?;
+        let (report_rd, report_wr) = report_pipe()?;
         if req.mini_path.is_some() {
             if let Some(t) = &self.tee {
-                t.arm(&TeeConfig {
+                let armed = t.arm(&TeeConfig {
                     full_path: req.full_path.clone(),
                     mini_path: req.mini_path.clone(),
                     level: req.level,
                     keep_full: req.keep_full,
                     // the child has no thread but the dumping one: strip inside the hook
                     ring_bytes: 0,
-                })?;
+                });
+                if let Err(e) = armed {
+                    // SAFETY: the pipe we just made.
+                    unsafe {
+                        libc::close(report_rd);
+                        libc::close(report_wr);
+                    }
+                    return Err(e.into());
+                }
             }
         }
-        let path = CString::new(req.full_path.to_string_lossy().as_bytes())
-            .map_err(|_| Error::Sys("dump path contains a NUL byte".into()))?;
-        let dump_heap = s.get(DUMP_HEAP);
         let alarm = req
             .deadline
             .as_secs()
             .saturating_add(2)
             .min(u32::MAX as u64) as u32;
         let tee_owned = self.tee.take();
-        let tee = tee_owned.as_ref();
-        let hold_thread_list = self.api >= 35;
-        let (tl_lock, m_lock, m_unlock) = (
-            s.get(THREAD_LIST_LOCK),
-            s.get(MUTEX_LOCK),
-            s.get(MUTEX_UNLOCK),
-        );
-        // SAFETY: on an attached Java thread (the agent's), with this API level's symbols.
-        let me = unsafe { self.suspend(&s) };
-        let pause_start = Instant::now();
-        let tl = if hold_thread_list {
-            // SAFETY: Locks::thread_list_lock_ is a `Mutex*`; held only across fork().
-            unsafe {
-                let m = *(tl_lock as *const *mut c_void);
-                std::mem::transmute::<usize, LockFn>(m_lock)(m, me);
-                m
-            }
-        } else {
-            std::ptr::null_mut()
+        let job = ChildJob {
+            dump_heap: s.must(DUMP_HEAP),
+            path: &path,
+            keep_full: req.keep_full,
+            tee: tee_owned.as_ref().filter(|_| req.mini_path.is_some()),
+            report_fd: report_wr,
         };
-        let child = fork::spawn(DUMP_CHILD_NAME, alarm, || {
-            // SAFETY: in the child: release the copy of thread_list_lock_, then ART's own
-            // dumper writes the file through the (inherited) tee; no JNI.
-            unsafe {
-                if !tl.is_null() {
-                    std::mem::transmute::<usize, LockFn>(m_unlock)(tl, me);
-                }
-                std::mem::transmute::<usize, DumpHeapFn>(dump_heap)(path.as_ptr(), -1, false);
+        // SAFETY: on an attached Java thread (the agent's), with this API level's symbols.
+        let (forked, pause) = unsafe {
+            if self.api < 30 {
+                self.fork_dbg(&s, alarm, || job.run())
+            } else {
+                self.fork_suspend_all(&s, alarm, || job.run())
             }
-            match tee.map(|t| t.finish_in_child()) {
-                Some(1) => 10, // full file written, mini file abandoned
-                _ => 0,
-            }
-        });
-        // SAFETY: parent side of the same calls.
-        unsafe {
-            if !tl.is_null() {
-                std::mem::transmute::<usize, LockFn>(m_unlock)(tl, me);
-            }
-            self.resume(&s, me);
-        }
-        let pause = pause_start.elapsed();
-        if let Some(t) = &tee_owned {
+        };
+        // SAFETY: the parent's copy of the write end: the child holds its own.
+        unsafe { libc::close(report_wr) };
+        if let (Some(t), Some(_)) = (&tee_owned, &req.mini_path) {
             t.discard();
         }
         self.tee = tee_owned;
-        let mut child = child?;
-        let mut files = vec![req.full_path.clone()];
-        files.extend(req.mini_path.clone());
-        let r = child.wait(req.deadline);
-        let mini = match (&r, &req.mini_path) {
-            (Ok(fork::ChildEnd::Exited(0)), Some(m)) => Some(
-                std::fs::metadata(m)
-                    .map(|md| crate::hprof::StripStats {
-                        output_bytes: md.len(),
-                        ..Default::default()
-                    })
-                    .map_err(|e| e.to_string()),
-            ),
-            (Ok(fork::ChildEnd::Exited(10)), Some(m)) => {
-                let _ = std::fs::remove_file(m);
-                Some(Err("the stripper failed in the dump child".into()))
-            }
-            _ => None,
-        };
-        match r {
-            Ok(fork::ChildEnd::Exited(0 | 10)) => {}
-            Ok(end) => {
-                super::remove_partial(req);
-                return Err(Error::Child(format!("{} {end}", child.pid)));
-            }
+        let mut child = match forked {
+            Ok(c) => c,
             Err(e) => {
+                read_report(report_rd);
                 super::remove_partial(req);
                 return Err(e);
             }
-        }
-        let full_bytes = std::fs::metadata(&req.full_path)
-            .map(|m| m.len())
-            .unwrap_or(0);
-        if full_bytes == 0 {
+        };
+        let end = child.wait(req.deadline);
+        let report = read_report(report_rd);
+        let fail = |why: String| {
             super::remove_partial(req);
-            return Err(Error::Child("wrote an empty dump".into()));
+            Err(Error::Child(why))
+        };
+        let pid = child.pid;
+        let report = match (end, report) {
+            (Ok(ChildEnd::Exited(c)), Some(r)) if r.code == c => r,
+            (Ok(ChildEnd::Reaped), Some(r)) => {
+                tracing::info!(pid, "the app took the dump child's exit status (SIGCHLD ignored or reaped); its completion record says how the dump went");
+                r
+            }
+            (Ok(ChildEnd::Exited(c)), _) => {
+                return fail(format!(
+                    "{pid} exited with code {c} without its completion record"
+                ))
+            }
+            (Ok(end), _) => return fail(format!("{pid} {end}")),
+            (Err(e), _) => {
+                super::remove_partial(req);
+                return Err(e);
+            }
+        };
+        if report.code == exit::NOTHING_SEEN {
+            return fail(format!(
+                "{pid}: the VM's dumper returned, but no hooked library wrote the dump"
+            ));
         }
+        if report.full_bytes == 0 {
+            return fail(format!("{pid} wrote an empty dump"));
+        }
+        let mini = match (&req.mini_path, report.code, report.mini) {
+            (None, _, _) => None,
+            (Some(_), exit::DUMPED, Some(stats)) => Some(Ok(stats)),
+            (Some(m), _, _) => {
+                let _ = std::fs::remove_file(m);
+                Some(Err("the stripper failed in the dump child".to_string()))
+            }
+        };
         let full = super::keep_or_remove_full(req);
         Ok(DumpOutcome {
             dumper: self.name(),
             full,
-            full_bytes,
+            full_bytes: report.full_bytes,
             mini,
             caught_by: Vec::new(),
             pause,
@@ -354,8 +637,9 @@ mod tests {
         assert!(required_symbols(29).contains(&DBG_SUSPEND_VM));
         assert!(!required_symbols(30).contains(&DBG_SUSPEND_VM));
         assert!(required_symbols(30).contains(&SSA_CTOR));
-        assert!(!required_symbols(34).contains(&THREAD_LIST_LOCK));
-        assert!(required_symbols(35).contains(&THREAD_LIST_LOCK));
+        assert!(optional_symbols(30).contains(&THREAD_LIST_LOCK));
+        assert!(optional_symbols(35).contains(&THREAD_LIST_LOCK));
+        assert!(optional_symbols(29).is_empty());
     }
 
     #[test]

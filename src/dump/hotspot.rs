@@ -17,9 +17,10 @@ use std::time::Instant;
 pub const RING_BYTES: usize = 16 << 20;
 
 /// Call `HotSpotDiagnosticMXBean.dumpHeap(path, live)`; a Java exception becomes an error with
-/// its `toString()`, and is cleared.
+/// its `toString()`, and is cleared. The local references it makes live in a local frame of
+/// their own: the agent's thread stays attached for good, where they would pile up.
 pub fn dump_heap(env: &mut JNIEnv, path: &str, live: bool) -> Result<()> {
-    let r = (|| -> jni::errors::Result<()> {
+    let r = env.with_local_frame(8, |env| -> jni::errors::Result<()> {
         let diag = env.find_class("com/sun/management/HotSpotDiagnosticMXBean")?;
         let bean = env
             .call_static_method(
@@ -37,7 +38,7 @@ pub fn dump_heap(env: &mut JNIEnv, path: &str, live: bool) -> Result<()> {
             &[JValue::Object(&jpath), JValue::Bool(live as u8)],
         )?;
         Ok(())
-    })();
+    });
     match r {
         Ok(()) => Ok(()),
         Err(jni::errors::Error::JavaException) => Err(Error::Vm(take_exception(env))),
@@ -103,8 +104,13 @@ impl Dumper for HotSpotDumper {
             .vm
             .attach_current_thread()
             .map_err(|e| Error::Unsupported(format!("cannot attach to the JVM: {e}")))?;
-        match env.find_class("com/sun/management/HotSpotDiagnosticMXBean") {
-            Ok(_) => Ok(()),
+        // A local frame: the class reference goes when the frame does.
+        let found = env.with_local_frame(4, |env| -> jni::errors::Result<()> {
+            env.find_class("com/sun/management/HotSpotDiagnosticMXBean")
+                .map(|_| ())
+        });
+        match found {
+            Ok(()) => Ok(()),
             Err(_) => {
                 let _ = env.exception_clear();
                 Err(Error::Unsupported(

@@ -7,11 +7,13 @@
 //!   [`art::ArtForkDumper`] suspends ART, forks, resumes, and lets the child dump (Android).
 //! - [`guard::Guards`]: free disk, once per process, per-version quota and window, one dump at a
 //!   time. [`take`] checks them before every dump: no caller can skip them.
-//! - [`fork`]: fork a child that runs a closure against the copy-on-write snapshot, with a
-//!   deadline, a watchdog kill, `waitpid` retried on EINTR and no zombie left.
+//! - [`fork`]: fork a child that runs a closure against the copy-on-write snapshot, with the
+//!   app's signal setup undone, a deadline, a watchdog kill (through a pidfd where the API level
+//!   allows one), `waitpid` retried on EINTR, a status the app took reported as such, and no
+//!   zombie left.
 //! - [`elfsym`]: symbols from an ELF file's `.dynsym`/`.symtab` (no `dlopen`).
-//! - [`analysis`]: fork+exec of the analyser with `oom_score_adj` raised, nice 19, `RLIMIT_AS`
-//!   and a deadline; attempts counted on disk.
+//! - [`analysis`]: fork+exec of the analyser with `oom_score_adj` raised, nice 19,
+//!   `RLIMIT_DATA`, the app's fds closed, and a deadline; attempts counted on disk.
 //!
 //! Invariants: a failed dump leaves no partial file behind and is never handed to analysis;
 //! every refusal and failure is logged once with its reason; no JNI in a forked child.

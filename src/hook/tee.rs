@@ -432,6 +432,15 @@ pub struct TeeReport {
     pub mini: Option<Result<StripStats, String>>,
 }
 
+/// What [`Tee::finish_in_child`] found.
+#[derive(Clone, Debug)]
+pub struct ChildFinish {
+    pub code: i32,
+    pub full_bytes: u64,
+    /// The complete mini file's stats.
+    pub mini: Option<StripStats>,
+}
+
 /// The installed hooks. One per process.
 #[derive(Debug)]
 pub struct Tee {
@@ -626,49 +635,73 @@ impl Tee {
     }
 
     /// In a forked dump child, after the VM's dumper returned: finish the mini file this
-    /// process's copy of the tee was writing. Returns 0 if the mini file is complete, 1 if it
+    /// process's copy of the tee was writing. `code` is 0 if the mini file is complete, 1 if it
     /// was abandoned (the caller then removes it), 2 if there was no mini file or no dump was
-    /// seen. Nothing is freed (the memory goes with the child): `free` in a forked child of a
-    /// multi-threaded process could wait for a lock held by a thread that does not exist here.
-    pub fn finish_in_child(&self) -> i32 {
+    /// seen; `full_bytes` counts the dump's bytes that went through the hooks (written or, with
+    /// `keep_full` off, swallowed). Nothing is freed (the memory goes with the child): `free` in
+    /// a forked child of a multi-threaded process could wait for a lock held by a thread that
+    /// does not exist here.
+    pub fn finish_in_child(&self) -> ChildFinish {
         let armed = with_state(|st| {
             ARMED.store(false, Ordering::Release);
             DUMP_FD.store(-1, Ordering::Release);
             st.take()
         });
         let Some(mut a) = armed else {
-            return 2;
+            return ChildFinish {
+                code: 2,
+                full_bytes: 0,
+                mini: None,
+            };
         };
+        let full_bytes = a.bytes;
         if a.ring.is_some() {
             // The stripper thread was not forked with us: the mini file cannot be finished.
             std::mem::forget(a);
-            return 1;
+            return ChildFinish {
+                code: 1,
+                full_bytes,
+                mini: None,
+            };
         }
-        let code = match (a.stripper.take(), a.abandoned.is_some(), a.opened) {
+        let (code, mini) = match (a.stripper.take(), a.abandoned.is_some(), a.opened) {
             (Some(s), false, true) => match s.finish() {
-                Ok((sink, _stats)) => {
+                Ok((sink, stats)) => {
                     let ok = sink.file.sync_all().is_ok();
                     std::mem::forget(sink);
                     if ok {
-                        0
+                        (0, Some(stats))
                     } else {
-                        1
+                        (1, None)
                     }
                 }
                 Err(e) => {
                     std::mem::forget(e);
-                    1
+                    (1, None)
                 }
             },
             (Some(s), _, _) => {
                 std::mem::forget(s);
-                1
+                (1, None)
             }
-            (None, true, _) => 1,
-            (None, false, _) => 2,
+            (None, true, _) => (1, None),
+            (None, false, _) => (2, None),
         };
         std::mem::forget(a);
-        code
+        ChildFinish {
+            code,
+            full_bytes,
+            mini,
+        }
+    }
+
+    /// In a forked child, which has one thread, before anything else touches the tee: a
+    /// thread of the parent that was inside a hook at the fork (a native thread opening a file
+    /// while the tee was armed; the VM's suspension does not stop it) left the child's copy of
+    /// the spin flag held by a thread that does not exist here. Before the fork no hook had
+    /// the dump's fd yet, so such a holder only compared a path and changed nothing.
+    pub fn reset_lock_in_child() {
+        LOCK.store(false, Ordering::Release);
     }
 
     /// In the parent of a fork dumper: drop the armed state without touching the mini file

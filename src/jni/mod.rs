@@ -21,6 +21,8 @@
 //!   thread, and works before `start` too (the report is kept for the next start).
 //! - The test-only panic hook (`OOMGUARD_TEST_PANIC=<entry>`) exists in debug builds only.
 
+/// Test-only exports, built with the `test-probe` feature only: never in a shipped library.
+#[cfg(feature = "test-probe")]
 pub mod probe;
 mod vm;
 

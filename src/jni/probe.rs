@@ -191,3 +191,39 @@ pub extern "system" fn Java_dev_oomguard_testing_DumpProbe_reap<'l>(
     };
     ok as jboolean
 }
+
+/// `LocalRefs.exercise(String dir, int checks, int dumps)`: call the HotSpot dumper's `check`
+/// `checks` times and `dumpHeap` `dumps` times (to `dir/refs.hprof`, removed after each) from
+/// this one native call, so that local references they leak pile up in its frame, where
+/// `-Xcheck:jni` reports them. Returns null, or the error.
+#[no_mangle]
+pub extern "system" fn Java_dev_oomguard_testing_LocalRefs_exercise<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    dir: JString<'l>,
+    checks: jni::sys::jint,
+    dumps: jni::sys::jint,
+) -> jstring {
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| -> Result<(), String> {
+        let dir: String = env.get_string(&dir).map_err(|e| e.to_string())?.into();
+        let vm = env.get_java_vm().map_err(|e| e.to_string())?;
+        let mut d = HotSpotDumper::new(vm);
+        for _ in 0..checks {
+            d.check().map_err(|e| e.to_string())?;
+        }
+        let path = format!("{dir}/refs.hprof");
+        for _ in 0..dumps {
+            crate::dump::hotspot::dump_heap(&mut env, &path, false).map_err(|e| e.to_string())?;
+            std::fs::remove_file(&path).map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }));
+    let err = match r {
+        Ok(Ok(())) => return std::ptr::null_mut(),
+        Ok(Err(e)) => e,
+        Err(_) => "panic in the probe".to_string(),
+    };
+    env.new_string(err)
+        .map(|s| s.into_raw())
+        .unwrap_or(std::ptr::null_mut())
+}

@@ -198,7 +198,9 @@ pub fn cdylib_dir() -> PathBuf {
     let dir = bin.parent().expect("target dir").to_path_buf();
     BUILT.call_once(|| {
         let mut c = Command::new(env!("CARGO"));
-        c.args(["build", "--lib", "--quiet"]).current_dir(root());
+        // The tests' library carries the test-only exports (jni::probe).
+        c.args(["build", "--lib", "--quiet", "--features", "test-probe"])
+            .current_dir(root());
         if dir.ends_with("release") {
             c.arg("--release");
         }
