@@ -8,6 +8,10 @@
 //!                                eviction and loss records (attached to the next uploaded report)
 //! ROOT/staging/ID/               an incident being written (dump, mini dump, inventories); its
 //!                                `.lock` is flock'd by the writer for as long as it writes
+//! ROOT/staging/.new-ID-RAND/     a staging directory being built (or removed): it takes its
+//!                                name only once its `.lock` is held, and leaves it before it is
+//!                                removed, so that a recovery never takes a live writer's for a
+//!                                dead one's; removed without a loss counted when found unlocked
 //! ROOT/incidents/ID/             a committed incident: incident.json + its files (see FileKind)
 //! ROOT/incidents/.trash-ID/      an incident being deleted
 //! ROOT/quarantine/               files and directories of unknown shape, moved aside, never

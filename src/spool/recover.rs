@@ -18,10 +18,14 @@ impl SpoolGuard<'_> {
                 rec.quarantined += 1;
                 continue;
             }
+            // A directory still being built (see `stage_with_id`) holds nothing yet: when its
+            // lock is free, it goes without a loss counted, and its writer builds another.
+            let building = e.name.starts_with(staging::NEW_PREFIX);
             match try_flock(&p.join(".lock")) {
                 Ok(Some(_l)) => {
                     let bytes = fs::dir_size(fs, &p).unwrap_or(0);
                     match fs.remove_dir_all(&p) {
+                        Ok(()) if building => {}
                         Ok(()) => {
                             rec.half_written_deleted += 1;
                             self.spool.record_loss(Loss {
@@ -31,10 +35,14 @@ impl SpoolGuard<'_> {
                                 at_ms: self.spool.now_ms(),
                             });
                         }
+                        // Committed or discarded since the listing.
+                        Err(err) if err.kind() == io::ErrorKind::NotFound => {}
                         Err(err) => tracing::warn!("spool: {}: remove failed: {err}", p.display()),
                     }
                 }
                 Ok(None) => {} // still being written by a live process
+                // Committed, discarded or removed since the listing.
+                Err(err) if err.kind() == io::ErrorKind::NotFound => {}
                 Err(err) => tracing::warn!("spool: {}: {err}", p.display()),
             }
         }

@@ -18,6 +18,13 @@ impl Staging {
     }
 }
 
+/// Staging directories being built carry this prefix until their `.lock` is held.
+pub(super) const NEW_PREFIX: &str = ".new-";
+
+/// Tries to build a staging directory before giving up (each lost only to a recovery that
+/// found it unlocked in the moment between its creation and its lock).
+const STAGING_TRIES: u32 = 8;
+
 pub(super) fn try_flock(path: &Path) -> io::Result<Option<nix::fcntl::Flock<std::fs::File>>> {
     let f = std::fs::OpenOptions::new()
         .create(true)
@@ -36,9 +43,25 @@ impl Spool {
     /// Give up a staging directory the caller chose not to commit (nothing in it is lost: the
     /// caller knows why it is not needed). Unlike a writer that died, this counts no loss.
     pub fn discard(&self, staging: Staging) {
-        if let Err(e) = self.fs.remove_dir_all(&staging.dir) {
-            // Recovery deletes it once its lock is free, and counts it then.
+        if let Err(e) = self.remove_staging(&staging) {
+            // Recovery deletes it once its lock is free.
             tracing::warn!("spool: discarding {} failed: {e}", staging.dir.display());
+        }
+    }
+
+    /// Remove a staging directory whose lock the caller holds. It first leaves its name for a
+    /// `.new-…` one, in one rename: a recovery that listed it must not find it half removed, its
+    /// `.lock` gone, and take it for a dead writer's (counting a loss). A directory that cannot
+    /// be renamed (a fault) is removed where it is.
+    fn remove_staging(&self, staging: &Staging) -> io::Result<()> {
+        let gone = staging.dir.with_file_name(format!(
+            "{NEW_PREFIX}{}-{:08x}",
+            staging.id,
+            rand::random::<u32>()
+        ));
+        match self.fs.rename(&staging.dir, &gone) {
+            Ok(()) => self.fs.remove_dir_all(&gone),
+            Err(_) => self.fs.remove_dir_all(&staging.dir),
         }
     }
 
@@ -61,32 +84,67 @@ impl Spool {
                 what: "invalid incident id".into(),
             });
         }
-        let dir = self.root.join("staging").join(id);
-        self.fs
-            .create_dir_all(&dir)
-            .map_err(io_err(&dir, "mkdir"))?;
-        let lp = dir.join(".lock");
-        let lock = match try_flock(&lp) {
-            Ok(Some(l)) => l,
-            Ok(None) => {
-                return Err(Error::BadStaging {
-                    path: dir,
-                    what: "already being written by someone else".into(),
-                })
+        let staging = self.root.join("staging");
+        let dir = staging.join(id);
+        // The directory gets its name only once its `.lock` is held: a recovery (another thread
+        // or process of the app) that sees `staging/ID` and can take its lock knows its writer
+        // is gone. It is built under a name of its own (`.new-…`), which a recovery may remove
+        // whenever it finds its lock free; then the next try uses a new name.
+        for _ in 0..STAGING_TRIES {
+            let tmp = staging.join(format!("{NEW_PREFIX}{id}-{:08x}", rand::random::<u32>()));
+            self.fs
+                .create_dir_all(&tmp)
+                .map_err(io_err(&tmp, "mkdir"))?;
+            let lp = tmp.join(".lock");
+            let lock = match try_flock(&lp) {
+                Ok(Some(l)) => l,
+                // A recovery holds it, or removed the directory: it was not ours yet.
+                Ok(None) => continue,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => {
+                    let _ = self.fs.remove_dir_all(&tmp);
+                    return Err(Error::Io {
+                        path: lp,
+                        op: "flock",
+                        source: e,
+                    });
+                }
+            };
+            match self.fs.rename(&tmp, &dir) {
+                Ok(()) => {
+                    return Ok(Staging {
+                        id: id.to_string(),
+                        dir,
+                        _lock: lock,
+                    })
+                }
+                // Removed by a recovery between our open of `.lock` and our lock.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => {
+                    let _ = self.fs.remove_dir_all(&tmp);
+                    let exists = self.fs.stat(&dir).is_ok();
+                    return Err(if exists {
+                        Error::BadStaging {
+                            path: dir,
+                            what: "already staged (being written, or left by a writer that \
+                                   died: recovery removes it)"
+                                .into(),
+                        }
+                    } else {
+                        Error::Io {
+                            path: tmp,
+                            op: "rename",
+                            source: e,
+                        }
+                    });
+                }
             }
-            Err(e) => {
-                let _ = self.fs.remove_dir_all(&dir);
-                return Err(Error::Io {
-                    path: lp,
-                    op: "flock",
-                    source: e,
-                });
-            }
-        };
-        Ok(Staging {
-            id: id.to_string(),
-            dir,
-            _lock: lock,
+        }
+        Err(Error::BadStaging {
+            path: dir,
+            what: format!(
+                "its directory was taken away {STAGING_TRIES} times before it could be locked"
+            ),
         })
     }
 
@@ -119,7 +177,7 @@ impl Spool {
         if let Err(e) = &r {
             tracing::warn!("spool: commit of {} failed: {e}", staging.id);
             let bytes = fs::dir_size(&*self.fs, &staging.dir).unwrap_or(0);
-            let _ = self.fs.remove_dir_all(&staging.dir);
+            let _ = self.remove_staging(&staging);
             self.record_loss(Loss {
                 what: format!("commit failed: {e}"),
                 path: format!("staging/{}", staging.id),
