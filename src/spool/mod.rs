@@ -651,13 +651,45 @@ impl<'a> SpoolGuard<'a> {
         Ok(v)
     }
 
-    /// Delete an acknowledged incident: rename to `.trash-ID`, then remove.
+    /// Delete an acknowledged incident: rename to `.trash-ID`, then remove. Where the rename
+    /// fails (a full disk can refuse it), the incident is removed in place, its files first and
+    /// `incident.json` last: a kill in between leaves a record whose files are all acknowledged,
+    /// which the next pass deletes again. Deleting is what frees a full disk.
     pub fn delete(&self, id: &str) -> Result<()> {
         let dir = self.spool.incident_dir(id);
         let trash = self.spool.incidents_dir().join(format!(".trash-{id}"));
-        self.fs()
-            .rename(&dir, &trash)
-            .map_err(io_err(&dir, "rename"))?;
+        if let Err(e) = self.fs().rename(&dir, &trash) {
+            if self.fs().stat(&dir).is_err() {
+                return Err(Error::Io {
+                    path: dir,
+                    op: "rename",
+                    source: e,
+                });
+            }
+            tracing::warn!(
+                "spool: {}: rename failed ({e}); removing it in place",
+                dir.display()
+            );
+            for f in self.fs().list(&dir).map_err(io_err(&dir, "list"))? {
+                if f.name != "incident.json" {
+                    let p = dir.join(&f.name);
+                    let r = if f.is_dir {
+                        self.fs().remove_dir_all(&p)
+                    } else {
+                        self.fs().remove_file(&p)
+                    };
+                    r.map_err(io_err(&p, "remove"))?;
+                }
+            }
+            let record = dir.join("incident.json");
+            self.fs()
+                .remove_file(&record)
+                .map_err(io_err(&record, "remove"))?;
+            return self
+                .fs()
+                .remove_dir_all(&dir)
+                .map_err(io_err(&dir, "remove"));
+        }
         let d = self.spool.incidents_dir();
         let _ = self.fs().sync_dir(&d);
         self.fs()

@@ -24,6 +24,8 @@ pub(super) enum Fail {
         what: String,
     },
     Budget,
+    /// The network may no longer be used (offline, or metered with `unmetered_only`).
+    Network(Stop),
     Local(String),
     Spool(SpoolError),
 }
@@ -134,7 +136,11 @@ mod tests {
             Fail::Endpoint { .. } => "endpoint",
             Fail::Retryable(_) => "attempt",
             Fail::Rejected(_) => "reject",
-            Fail::Budget | Fail::Local(_) | Fail::Spool(_) | Fail::Gone { .. } => "other",
+            Fail::Budget
+            | Fail::Network(_)
+            | Fail::Local(_)
+            | Fail::Spool(_)
+            | Fail::Gone { .. } => "other",
         }
     }
 

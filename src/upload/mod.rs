@@ -48,8 +48,16 @@
 //! - A plan that cannot be made (a full disk while compressing the mini dump or writing
 //!   `meta.json`) is retried after the same capped backoff, kept in memory (the record that
 //!   would hold it cannot be written then), and counts no attempt.
-//! - A daily byte budget (counted in `spool.json` before bytes are sent) and "unmetered only"
-//!   (the caller says what the network is) bound what is spent.
+//! - A daily byte budget and "unmetered only" bound what is spent. The budget, counted in
+//!   `spool.json`, is charged after each PATCH with the bytes it put on the wire (a PATCH cut
+//!   short charges only what went out; a kill during one forgets at most that chunk); a PATCH
+//!   is never larger than what is left of it, and a zero-byte file needs none. The network is
+//!   asked (the caller passes a function: the app's latest word) before each incident and each
+//!   PATCH: a change to mobile data stops the pass before its next chunk, counting no attempt.
+//! - A full disk does not stop uploads, which are what frees it: an upload URL, an
+//!   acknowledgement or a backoff that cannot be saved is kept in memory for this process's
+//!   later passes (`unsaved.rs`), the budget likewise (the spool keeps its state in memory), and
+//!   an acknowledged incident is deleted even where the disk refuses the rename to `.trash-`.
 //! - Only `https://` URLs, or `http://` to a loopback address, are contacted.
 //! - [`run_once`] blocks: the agent calls it from a blocking worker thread, never from the
 //!   sampling loop or the app's main thread.
@@ -61,11 +69,13 @@ pub mod http;
 mod retry;
 mod send;
 pub mod tus;
+mod unsaved;
 
 use classify::{classify, gone_at_once, Fail, Req};
 pub use retry::backoff;
 use retry::{ENDPOINT_PROBLEMS, PLAN_FAILURES};
 use send::{budget_left, upload_incident};
+use unsaved::UNSAVED;
 
 use crate::spool::{self, Error as SpoolError, FileKind, Incident, Spool, SpoolGuard, State};
 use std::io::{Seek, SeekFrom};
@@ -226,12 +236,8 @@ pub fn run_once_with(
         }
         Err(e) => return Err(e.into()),
     };
-    if !net.connected {
-        sum.stopped = Some(Stop::Offline);
-        return Ok(sum);
-    }
-    if cfg.unmetered_only && net.metered {
-        sum.stopped = Some(Stop::Metered);
+    if let Some(stop) = network_stop(cfg, net) {
+        sum.stopped = Some(stop);
         return Ok(sum);
     }
     let now = spool.now_ms();
@@ -250,7 +256,18 @@ pub fn run_once_with(
         cfg.io_timeout,
         cfg.min_rate,
     );
-    for (n, inc) in guard.incidents()?.into_iter().enumerate() {
+    let incidents = guard.incidents()?;
+    let ids: Vec<String> = incidents.iter().map(|i| i.id.clone()).collect();
+    UNSAVED.keep_only(spool.root(), &ids);
+    for (n, inc) in incidents.into_iter().enumerate() {
+        // The network may have changed since the last incident (Wi-Fi to mobile data).
+        if n > 0 {
+            if let Some(stop) = network_stop(cfg, network()) {
+                sum.stopped = Some(stop);
+                break;
+            }
+        }
+        let inc = UNSAVED.newest(spool.root(), inc);
         if n > 0 {
             // Incidents committed meanwhile (commits do not wait for this lock) count too.
             if let Err(e) = guard.enforce_quotas(0, 0) {
@@ -295,7 +312,7 @@ pub fn run_once_with(
         } else {
             inc
         };
-        match upload_incident(&guard, &client, cfg, &mut inc, &mut sum) {
+        match upload_incident(&guard, &client, cfg, network, &mut inc, &mut sum) {
             Ok(()) => {
                 ENDPOINT_PROBLEMS.ended(spool.root(), "");
                 match guard.delete(&id) {
@@ -341,6 +358,11 @@ pub fn run_once_with(
                 });
                 break;
             }
+            Err(Fail::Network(stop)) => {
+                tracing::info!("upload: the network changed ({stop:?}); stopping this pass");
+                sum.stopped = Some(stop);
+                break;
+            }
             Err(Fail::Budget) => {
                 tracing::info!("upload: daily byte budget spent; resuming tomorrow");
                 sum.stopped = Some(Stop::BudgetExhausted);
@@ -364,7 +386,7 @@ pub fn run_once_with(
                     inc.upload_attempts,
                     cfg.max_attempts
                 );
-                if let Err(e) = guard.save(&inc) {
+                if let Err(e) = UNSAVED.save(&guard, &inc) {
                     tracing::warn!("upload: {id}: could not persist the backoff: {e}");
                 }
                 sum.stopped = Some(Stop::Backoff {
@@ -400,6 +422,17 @@ pub fn run_once_with(
     Ok(sum)
 }
 
+/// Why the pass may not send on `net`, if it may not.
+fn network_stop(cfg: &Config, net: Network) -> Option<Stop> {
+    if !net.connected {
+        Some(Stop::Offline)
+    } else if cfg.unmetered_only && net.metered {
+        Some(Stop::Metered)
+    } else {
+        None
+    }
+}
+
 /// Send nothing for `wait` (429, 503 with `Retry-After`, an endpoint problem): the time is kept
 /// in `spool.json`, so a restart waits too. Returns it (ms since the epoch).
 fn hold_sending(spool: &Spool, wait: Duration) -> u64 {
@@ -425,7 +458,7 @@ fn reject(guard: &SpoolGuard<'_>, inc: &mut Incident, reason: String, sum: &mut 
             tracing::warn!("upload: could not carry the counts of {} over: {e}", inc.id);
         }
     }
-    if let Err(e) = guard.save(inc) {
+    if let Err(e) = UNSAVED.save(guard, inc) {
         tracing::warn!("upload: {}: could not persist the rejection: {e}", inc.id);
     }
     sum.rejected.push((inc.id.clone(), reason));

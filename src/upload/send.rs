@@ -7,6 +7,7 @@ pub(super) fn upload_incident(
     guard: &SpoolGuard<'_>,
     client: &Client,
     cfg: &Config,
+    network: &dyn Fn() -> Network,
     inc: &mut Incident,
     sum: &mut Summary,
 ) -> Result<(), Fail> {
@@ -57,18 +58,23 @@ pub(super) fn upload_incident(
         }
     }
     if fresh.iter().any(|f| *f) {
-        guard.save(inc)?;
+        UNSAVED.save(guard, inc)?;
     }
     created?;
     for (i, f) in fresh.into_iter().enumerate() {
         if inc.uploads[i].acked {
             continue;
         }
-        upload_file(guard, client, cfg, inc, i, f, sum)?;
+        let link = Link {
+            client,
+            cfg,
+            network,
+        };
+        upload_file(guard, &link, inc, i, f, sum)?;
         // On disk before the next file's bytes go out: after a crash, an acknowledged file is
         // never sent again (HEAD could say it again, unless the server expired the upload).
         inc.uploads[i].acked = true;
-        if let Err(e) = guard.save(inc) {
+        if let Err(e) = UNSAVED.save(guard, inc) {
             // The upload goes on; only a crash before the next save would resend this file.
             tracing::warn!("upload: {}: saving an acknowledgement failed: {e}", inc.id);
         }
@@ -117,32 +123,55 @@ pub(super) fn budget_left(spool: &Spool, cfg: &Config) -> u64 {
     cfg.daily_byte_budget.saturating_sub(used)
 }
 
-/// Reserve up to `want` bytes of today's budget; returns how many may be sent.
-pub(super) fn reserve(spool: &Spool, cfg: &Config, want: u64) -> Result<u64, Fail> {
-    let day = spool.now_ms() / DAY_MS;
-    let n = want.min(budget_left(spool, cfg));
+/// Charge `n` bytes that went out to today's budget. On a full disk the count stays in memory
+/// (the spool keeps its state there until a write succeeds) and the pass goes on: uploading is
+/// what frees the disk.
+fn charge(spool: &Spool, n: u64) {
     if n == 0 {
-        return Err(Fail::Budget);
+        return;
     }
-    spool.update_state(|s| {
+    let day = spool.now_ms() / DAY_MS;
+    if let Err(e) = spool.update_state(|s| {
         if s.budget_day != day {
             s.budget_day = day;
             s.bytes_sent_today = 0;
         }
         s.bytes_sent_today += n;
-    })?;
-    Ok(n)
+    }) {
+        tracing::warn!("upload: the byte budget could not be saved ({e}); counted in memory");
+    }
+}
+
+/// A reader that counts what it gave: the bytes a PATCH put on the wire, even when it is cut.
+struct Counting<R> {
+    inner: R,
+    read: u64,
+}
+
+impl<R: std::io::Read> std::io::Read for Counting<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let k = self.inner.read(buf)?;
+        self.read += k as u64;
+        Ok(k)
+    }
+}
+
+/// What one pass sends through: the tus client, the settings, and the network as it is now.
+pub(super) struct Link<'a> {
+    pub(super) client: &'a Client,
+    pub(super) cfg: &'a Config,
+    pub(super) network: &'a dyn Fn() -> Network,
 }
 
 pub(super) fn upload_file(
     guard: &SpoolGuard<'_>,
-    client: &Client,
-    cfg: &Config,
+    link: &Link<'_>,
     inc: &mut Incident,
     i: usize,
     mut fresh: bool,
     sum: &mut Summary,
 ) -> Result<(), Fail> {
+    let (client, cfg, network) = (link.client, link.cfg, link.network);
     let spool = guard.spool();
     let kind: FileKind = inc.uploads[i].kind;
     let path = spool.incident_dir(&inc.id).join(kind.file_name());
@@ -160,7 +189,7 @@ pub(super) fn upload_file(
             None => {
                 let url = create(client, inc, i)?;
                 inc.uploads[i].url = Some(url);
-                guard.save(inc)?;
+                UNSAVED.save(guard, inc)?;
                 (stale, created_here) = (false, true);
                 offset = 0;
             }
@@ -205,19 +234,30 @@ pub(super) fn upload_file(
             .fs()
             .open(&path)
             .map_err(|e| unreadable(&path, kind, e))?;
-        // One budget reservation for what is left of the file (counted before it is sent).
-        let mut allowed = reserve(spool, cfg, size - offset)?;
         'send: while offset < size {
-            if allowed == 0 {
-                allowed = reserve(spool, cfg, size - offset)?;
+            // Asked before each chunk: Wi-Fi may have given way to mobile data.
+            if let Some(stop) = network_stop(cfg, network()) {
+                return Err(Fail::Network(stop));
             }
-            let n = (size - offset).min(cfg.chunk_size.max(1)).min(allowed);
+            // Charged with what each PATCH sent, once it is over: a PATCH cut short charges
+            // only the bytes that went out (a kill during one forgets at most that chunk).
+            let n = (size - offset)
+                .min(cfg.chunk_size.max(1))
+                .min(budget_left(spool, cfg));
+            if n == 0 {
+                return Err(Fail::Budget);
+            }
             file.seek(SeekFrom::Start(offset))
                 .map_err(|e| Fail::Local(format!("{}: {e}", path.display())))?;
-            match client.patch(&url, offset, &mut file, n) {
+            let mut body = Counting {
+                inner: &mut file,
+                read: 0,
+            };
+            let r = client.patch(&url, offset, &mut body, n);
+            charge(spool, body.read.min(n));
+            match r {
                 Ok(p) => {
                     sum.bytes_sent += n;
-                    allowed -= n;
                     // An offset that did not move (the server kept none of the bytes) is no
                     // better than one that moved back: sending the same chunk again would
                     // spend the byte budget on nothing, every day. Ask with HEAD; the rounds
@@ -270,7 +310,7 @@ pub(super) fn verify(
                 inc.uploads[i].sha256
             );
             inc.uploads[i].url = None;
-            guard.save(inc)?;
+            UNSAVED.save(guard, inc)?;
             Err(Fail::Retryable(what))
         }
         _ => Ok(()),
