@@ -39,7 +39,8 @@
 //!   fsync, rename, directory fsync. Both files carry the SHA-256 of their body: a flipped bit or a
 //!   torn write is detected, never trusted.
 //! - An incident enters `incidents/` by one rename of a complete staging directory, after its
-//!   `incident.json` is durable. A staging directory whose writer is gone (its `.lock` is free) is
+//!   files (fsynced by the commit: the writer wrote them with plain writes) and then its
+//!   `incident.json` are durable. A staging directory whose writer is gone (its `.lock` is free) is
 //!   a half-written dump: recovery deletes it and counts the loss.
 //! - A file that has not been acknowledged is never deleted, except by a quota eviction, which is
 //!   logged and counted in the next uploaded report (`meta.json`), or when it is replaced by its

@@ -268,6 +268,13 @@ impl Spool {
                 quota: self.quotas.max_total_bytes,
             });
         }
+        // The writer's files (dumps, inventories: plain writes) are durable before the record
+        // that makes them an incident; the record's own write then makes their names durable
+        // (it fsyncs the directory).
+        for k in &seen {
+            let f = staging.dir.join(k.file_name());
+            self.fs.sync_file(&f).map_err(io_err(&f, "fsync"))?;
+        }
         let p = staging.dir.join("incident.json");
         fs::write_atomic(&*self.fs, &p, &meta).map_err(io_err(&p, "write"))?;
         // Make room first, so the spool never holds more than the quotas.

@@ -817,6 +817,9 @@ impl Fs for RecoverAfterStagingMkdir {
     fn sync_dir(&self, path: &Path) -> io::Result<()> {
         RealFs.sync_dir(path)
     }
+    fn sync_file(&self, path: &Path) -> io::Result<()> {
+        RealFs.sync_file(path)
+    }
     fn list(&self, path: &Path) -> io::Result<Vec<Entry>> {
         RealFs.list(path)
     }
@@ -910,4 +913,78 @@ fn staging_while_another_spool_recovers_in_a_loop_never_fails() {
         failures[0]
     );
     assert_eq!(spool.state().pending.losses, 0);
+}
+
+/// A file system that records the creations and file fsyncs it is asked for, in order.
+#[derive(Debug, Default)]
+struct Recording(Mutex<Vec<(&'static str, PathBuf)>>);
+
+impl Recording {
+    fn log(&self, op: &'static str, p: &Path) {
+        self.0.lock().unwrap().push((op, p.to_path_buf()));
+    }
+}
+
+impl Fs for Recording {
+    fn create_dir_all(&self, path: &Path) -> io::Result<()> {
+        RealFs.create_dir_all(path)
+    }
+    fn read(&self, path: &Path) -> io::Result<Vec<u8>> {
+        RealFs.read(path)
+    }
+    fn create(&self, path: &Path) -> io::Result<Box<dyn FsFile>> {
+        self.log("create", path);
+        RealFs.create(path)
+    }
+    fn open(&self, path: &Path) -> io::Result<Box<dyn FsRead>> {
+        RealFs.open(path)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        RealFs.rename(from, to)
+    }
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        RealFs.remove_file(path)
+    }
+    fn remove_dir_all(&self, path: &Path) -> io::Result<()> {
+        RealFs.remove_dir_all(path)
+    }
+    fn sync_dir(&self, path: &Path) -> io::Result<()> {
+        RealFs.sync_dir(path)
+    }
+    fn sync_file(&self, path: &Path) -> io::Result<()> {
+        self.log("sync", path);
+        RealFs.sync_file(path)
+    }
+    fn list(&self, path: &Path) -> io::Result<Vec<Entry>> {
+        RealFs.list(path)
+    }
+    fn stat(&self, path: &Path) -> io::Result<Entry> {
+        RealFs.stat(path)
+    }
+}
+
+/// The files a writer staged (a dump, `fds.txt`, `threads.txt`, written with plain writes) are
+/// fsynced before the `incident.json` that makes them part of a committed incident: after a
+/// power cut they could otherwise be empty beside a durable record.
+#[test]
+fn staged_files_are_fsynced_before_the_record_that_commits_them() {
+    let env = Env::new();
+    let fs = Arc::new(Recording::default());
+    let spool = Spool::with(&env.root, Quotas::default(), fs.clone(), env.clock.clone()).unwrap();
+    let st = stage_files(&spool, "synced", 100);
+    spool.commit(st, info("heap")).unwrap();
+    let ops = fs.0.lock().unwrap().clone();
+    let record = ops
+        .iter()
+        .position(|(op, p)| *op == "create" && p.ends_with(".incident.json.tmp"))
+        .expect("incident.json written");
+    for name in ["mini.hprof", "fds.txt", "threads.txt"] {
+        let synced = ops
+            .iter()
+            .position(|(op, p)| *op == "sync" && p.file_name().is_some_and(|n| n == name));
+        assert!(
+            synced.is_some_and(|k| k < record),
+            "{name} not fsynced before incident.json: {ops:?}"
+        );
+    }
 }
