@@ -52,6 +52,16 @@
 //! - Only the holder of `ROOT/lock` (a [`SpoolGuard`]) changes committed incidents, so two
 //!   processes sharing a data dir never upload the same incident twice. Committing a new incident
 //!   needs no lock (it is one rename of a directory nobody else knows about).
+//! - The age quota counts the time the spool watched an item (incident or quarantined entry),
+//!   never its creation time: the wall clock can be wrong (an RTC reset to 2000 before network
+//!   time, a date set days ahead). `spool.json` keeps a watched-time count ([`Watch`]): at each
+//!   enforcement the wall clock's step since the last look is added, counted as 0 when the clock
+//!   went back and as at most one day ([`MAX_WATCHED_STEP_MS`]) when it leapt forward. Each item
+//!   is aged from the watched time when the quotas first saw it (`firstSeen`). So a clock set
+//!   right, or jumping 14 days, ages an incident by at most a day, while an incident watched
+//!   through 14 days of use (a pass a day or more often) is evicted. The price: on a device
+//!   where the app does not run for a while, that while counts one day. Items already in a
+//!   spool when this rule came are aged from their first enforcement under it.
 //! - Quotas (bytes, count, age) are enforced oldest first, counting the incident about to be
 //!   committed, so the spool never exceeds them after any public call returns (when the lock
 //!   can be had; otherwise the holder enforces them on its next pass).
@@ -410,6 +420,39 @@ pub struct SpoolState {
     /// Since the spool was created.
     pub evictions_total: u64,
     pub losses_total: u64,
+    /// The spool's own count of elapsed time, by which the age quota ages items (see the
+    /// module doc). Left out of the JSON when `None`, so older files keep their seal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watch: Option<Watch>,
+    /// Per item (an incident's id, or `quarantine/NAME`): the watched time
+    /// ([`Watch::watched_ms`]) when the quotas first saw it.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub first_seen: std::collections::BTreeMap<String, u64>,
+}
+
+/// Time as the spool watched it pass: the wall clock's steps between two looks, each counted
+/// from 0 (the clock went back) to [`MAX_WATCHED_STEP_MS`] (a jump forward, or a device or app
+/// not running for a while, counts one day).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Watch {
+    /// The wall clock at the last look (ms since the epoch).
+    pub wall_ms: u64,
+    /// Watched time up to then.
+    pub watched_ms: u64,
+}
+
+/// The most one step between two looks at the clock adds to the watched time: a day.
+pub const MAX_WATCHED_STEP_MS: u64 = 24 * 3600 * 1000;
+
+impl Watch {
+    /// The watch after a look at `now`.
+    pub fn at(&self, now: u64) -> Watch {
+        Watch {
+            wall_ms: now,
+            watched_ms: self.watched_ms + now.saturating_sub(self.wall_ms).min(MAX_WATCHED_STEP_MS),
+        }
+    }
 }
 
 /// Hex SHA-256 and size of a file read through `fs`.

@@ -11,6 +11,10 @@ pub(super) struct Item {
     bytes: u64,
 }
 
+/// The watched time is saved when the wall clock moved back or by at least this much (or the
+/// items changed): between saves, the next look counts from the last saved one.
+const WATCH_SAVE_STEP_MS: u64 = 60 * 1000;
+
 impl SpoolGuard<'_> {
     /// Evict oldest first until the spool plus an incoming incident of `incoming_bytes` and
     /// `incoming_count` fits the quotas. Returns how many items were evicted.
@@ -68,12 +72,45 @@ impl SpoolGuard<'_> {
             });
         }
         items.sort_by(|a, b| (a.created_ms, &a.id).cmp(&(b.created_ms, &b.id)));
+        // Ages in watched time (the module doc's rule), each item from when it was first seen.
+        let st = self.spool.state();
+        let watch = st
+            .watch
+            .clone()
+            .unwrap_or(Watch {
+                wall_ms: now,
+                watched_ms: 0,
+            })
+            .at(now);
+        let mut first_seen: std::collections::BTreeMap<String, u64> = items
+            .iter()
+            .map(|it| {
+                let seen = st.first_seen.get(&it.id).copied();
+                (it.id.clone(), seen.unwrap_or(watch.watched_ms))
+            })
+            .collect();
+        let stepped = st
+            .watch
+            .as_ref()
+            .is_none_or(|w| now < w.wall_ms || now - w.wall_ms >= WATCH_SAVE_STEP_MS);
+        if stepped || first_seen != st.first_seen {
+            let (w, seen) = (watch.clone(), first_seen.clone());
+            if let Err(e) = self.spool.update_state(|s| {
+                s.watch = Some(w);
+                s.first_seen = seen;
+            }) {
+                tracing::warn!("spool: the watched time could not be saved: {e}; kept in memory");
+            }
+        }
         let mut total: u64 = items.iter().map(|i| i.bytes).sum::<u64>() + incoming_bytes;
         let mut count = items.len() + incoming_count;
         let max_age = q.max_age.as_millis() as u64;
         let mut evicted = 0;
         for it in items {
-            let quota = if now.saturating_sub(it.created_ms) > max_age {
+            let age = watch
+                .watched_ms
+                .saturating_sub(first_seen.get(&it.id).copied().unwrap_or(watch.watched_ms));
+            let quota = if age > max_age {
                 "age"
             } else if count > q.max_count {
                 "count"
@@ -126,11 +163,17 @@ impl SpoolGuard<'_> {
                         it.bytes,
                         now.saturating_sub(it.created_ms)
                     );
+                    first_seen.remove(&it.id);
                     total -= it.bytes;
                     count -= 1;
                     evicted += 1;
                 }
                 Err(e) => tracing::warn!("spool: evicting {}: {e}", it.path.display()),
+            }
+        }
+        if evicted > 0 {
+            if let Err(e) = self.spool.update_state(|s| s.first_seen = first_seen) {
+                tracing::warn!("spool: the watched items could not be saved: {e}; kept in memory");
             }
         }
         Ok(evicted)

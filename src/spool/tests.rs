@@ -364,12 +364,25 @@ fn faults_at_every_write_point_of_planning_and_eviction() {
     every_write_point(
         "plan",
         |s, clock| {
-            // An incident old enough for the age quota to evict.
+            // An incident old enough for the age quota to evict: watched for 15 days, the
+            // others just now.
             clock.set(T0 - 15 * 24 * 3600 * 1000);
             add(s, "ancient", 2000);
             clock.set(T0);
+            let days = 15 * 24 * 3600 * 1000;
+            s.update_state(|st| {
+                let w = st.watch.get_or_insert_with(Watch::default);
+                w.wall_ms = T0;
+                w.watched_ms += days;
+                for v in st.first_seen.values_mut() {
+                    *v += days;
+                }
+                st.first_seen.insert("ancient".into(), w.watched_ms - days);
+            })
+            .unwrap();
             let g = s.lock().unwrap();
             g.recover(&mut good).unwrap();
+            assert!(!s.incident_dir("ancient").exists(), "not evicted by age");
         },
         |s| {
             let g = s.lock().map_err(|e| e.to_string())?;
@@ -427,8 +440,14 @@ fn quotas_evict_oldest_first_and_count_it_in_the_next_report() {
     add(&spool, "big", 20_000);
     let g = spool.lock().unwrap();
     assert_eq!(g.ids().unwrap(), vec!["big", "q4"]);
-    // Age: 14 days later everything older goes.
-    env.clock.advance(Duration::from_secs(14 * 24 * 3600 + 1));
+    // Age: 14 days later (watched: a pass each day, the first right after the commit, as the
+    // uploader's is) everything older goes.
+    g.enforce_quotas(0, 0).unwrap();
+    for _ in 0..14 {
+        env.clock.advance(Duration::from_secs(24 * 3600));
+        g.enforce_quotas(0, 0).unwrap();
+    }
+    env.clock.advance(Duration::from_secs(1));
     drop(g);
     add(&spool, "fresh", 100);
     let g = spool.lock().unwrap();
@@ -987,4 +1006,52 @@ fn staged_files_are_fsynced_before_the_record_that_commits_them() {
             "{name} not fsynced before incident.json: {ops:?}"
         );
     }
+}
+
+/// The age quota and a wrong clock. An incident committed while the clock said 2000 (an RTC
+/// reset before network time) must not be evicted as 26 years old when the clock is set right,
+/// nor must everything queued when the date jumps 14 days forward. Time the spool watched
+/// still ages an incident out: 15 days of daily passes evict it.
+#[test]
+fn a_clock_set_right_or_jumping_forward_evicts_nothing_but_watched_days_do() {
+    let env = Env::new();
+    let spool = env.spool(Quotas::default());
+    env.clock.set(946_684_800_000); // 2000-01-01, before network time
+    let st = spool.stage().unwrap();
+    std::fs::write(st.path(FileKind::Report), b"{}").unwrap();
+    let early = spool.commit(st, info("early")).unwrap();
+    env.clock.set(T0); // network time arrives
+    let g = spool.lock().unwrap();
+    assert_eq!(
+        g.enforce_quotas(0, 0).unwrap(),
+        0,
+        "set right: {:?}",
+        spool.state().pending
+    );
+    drop(g);
+    add(&spool, "queued", 100);
+    env.clock.set(T0 + 14 * 86_400_000 + 3_600_000); // the date jumps 14 days and an hour
+    let g = spool.lock().unwrap();
+    assert_eq!(
+        g.enforce_quotas(0, 0).unwrap(),
+        0,
+        "jump: {:?}",
+        spool.state().pending
+    );
+    assert_eq!(g.ids().unwrap().len(), 2);
+    // Fifteen days, watched by a pass each day: both go.
+    let mut evicted = 0;
+    for _ in 0..15 {
+        env.clock.advance(Duration::from_secs(86_400));
+        evicted += g.enforce_quotas(0, 0).unwrap();
+    }
+    assert_eq!(evicted, 2, "{:?}", g.ids().unwrap());
+    let quotas: Vec<_> = spool
+        .state()
+        .pending
+        .eviction_records
+        .iter()
+        .map(|e| (e.id.clone(), e.quota.clone()))
+        .collect();
+    assert!(quotas.contains(&(early, "age".into())), "{quotas:?}");
 }
