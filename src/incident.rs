@@ -262,8 +262,9 @@ fn io_pass(cfg: &IoConfig) {
     let Some(up) = &cfg.upload else {
         return;
     };
-    let net = cfg.network.get().unwrap_or(cfg.default_network);
-    match upload::run_once(&spool, up, net) {
+    // Asked before each incident and each chunk: the app may report another network meanwhile.
+    let net = || cfg.network.get().unwrap_or(cfg.default_network);
+    match upload::run_once_with(&spool, up, &net) {
         Ok(s) => {
             for id in &s.acknowledged {
                 info!(incident = %id, "report acknowledged by the server; incident deleted");

@@ -722,6 +722,9 @@ impl oomguard::spool::Fs for OutOfFds {
     fn sync_dir(&self, p: &std::path::Path) -> std::io::Result<()> {
         RealFs.sync_dir(p)
     }
+    fn sync_file(&self, p: &std::path::Path) -> std::io::Result<()> {
+        RealFs.sync_file(p)
+    }
     fn list(&self, p: &std::path::Path) -> std::io::Result<Vec<oomguard::spool::Entry>> {
         RealFs.list(p)
     }

@@ -47,6 +47,9 @@ pub trait Fs: Send + Sync + fmt::Debug {
     fn remove_dir_all(&self, path: &Path) -> io::Result<()>;
     /// fsync a directory, so that renames and creations inside it are durable.
     fn sync_dir(&self, path: &Path) -> io::Result<()>;
+    /// fsync a file someone else wrote (a staged dump or inventory), so that its bytes are
+    /// durable before a record that names it is.
+    fn sync_file(&self, path: &Path) -> io::Result<()>;
     /// The entries of a directory, in no particular order.
     fn list(&self, path: &Path) -> io::Result<Vec<Entry>>;
     /// The entry for one path (name is the last component).
@@ -112,6 +115,9 @@ impl Fs for RealFs {
         std::fs::remove_dir_all(path)
     }
     fn sync_dir(&self, path: &Path) -> io::Result<()> {
+        std::fs::File::open(path)?.sync_all()
+    }
+    fn sync_file(&self, path: &Path) -> io::Result<()> {
         std::fs::File::open(path)?.sync_all()
     }
     fn list(&self, path: &Path) -> io::Result<Vec<Entry>> {
@@ -219,7 +225,7 @@ struct Plan {
 }
 
 /// A [`Fs`] over [`RealFs`] that counts write points (create, each write, fsync, rename,
-/// remove, directory fsync, mkdir) and fails the chosen one.
+/// remove, directory and file fsync, mkdir) and fails the chosen one.
 #[derive(Debug, Clone)]
 pub struct FaultFs {
     inner: Arc<dyn Fs>,
@@ -367,6 +373,10 @@ impl Fs for FaultFs {
     fn sync_dir(&self, path: &Path) -> io::Result<()> {
         self.check()?;
         self.inner.sync_dir(path)
+    }
+    fn sync_file(&self, path: &Path) -> io::Result<()> {
+        self.check()?;
+        self.inner.sync_file(path)
     }
     fn list(&self, path: &Path) -> io::Result<Vec<Entry>> {
         self.inner.list(path)

@@ -8,6 +8,10 @@
 //!                                eviction and loss records (attached to the next uploaded report)
 //! ROOT/staging/ID/               an incident being written (dump, mini dump, inventories); its
 //!                                `.lock` is flock'd by the writer for as long as it writes
+//! ROOT/staging/.new-ID-RAND/     a staging directory being built (or removed): it takes its
+//!                                name only once its `.lock` is held, and leaves it before it is
+//!                                removed, so that a recovery never takes a live writer's for a
+//!                                dead one's; removed without a loss counted when found unlocked
 //! ROOT/incidents/ID/             a committed incident: incident.json + its files (see FileKind)
 //! ROOT/incidents/.trash-ID/      an incident being deleted
 //! ROOT/quarantine/               files and directories of unknown shape, moved aside, never
@@ -35,7 +39,8 @@
 //!   fsync, rename, directory fsync. Both files carry the SHA-256 of their body: a flipped bit or a
 //!   torn write is detected, never trusted.
 //! - An incident enters `incidents/` by one rename of a complete staging directory, after its
-//!   `incident.json` is durable. A staging directory whose writer is gone (its `.lock` is free) is
+//!   files (fsynced by the commit: the writer wrote them with plain writes) and then its
+//!   `incident.json` are durable. A staging directory whose writer is gone (its `.lock` is free) is
 //!   a half-written dump: recovery deletes it and counts the loss.
 //! - A file that has not been acknowledged is never deleted, except by a quota eviction, which is
 //!   logged and counted in the next uploaded report (`meta.json`), or when it is replaced by its
@@ -47,6 +52,16 @@
 //! - Only the holder of `ROOT/lock` (a [`SpoolGuard`]) changes committed incidents, so two
 //!   processes sharing a data dir never upload the same incident twice. Committing a new incident
 //!   needs no lock (it is one rename of a directory nobody else knows about).
+//! - The age quota counts the time the spool watched an item (incident or quarantined entry),
+//!   never its creation time: the wall clock can be wrong (an RTC reset to 2000 before network
+//!   time, a date set days ahead). `spool.json` keeps a watched-time count ([`Watch`]): at each
+//!   enforcement the wall clock's step since the last look is added, counted as 0 when the clock
+//!   went back and as at most one day ([`MAX_WATCHED_STEP_MS`]) when it leapt forward. Each item
+//!   is aged from the watched time when the quotas first saw it (`firstSeen`). So a clock set
+//!   right, or jumping 14 days, ages an incident by at most a day, while an incident watched
+//!   through 14 days of use (a pass a day or more often) is evicted. The price: on a device
+//!   where the app does not run for a while, that while counts one day. Items already in a
+//!   spool when this rule came are aged from their first enforcement under it.
 //! - Quotas (bytes, count, age) are enforced oldest first, counting the incident about to be
 //!   committed, so the spool never exceeds them after any public call returns (when the lock
 //!   can be had; otherwise the holder enforces them on its next pass).
@@ -55,6 +70,15 @@
 #![forbid(unsafe_code)]
 
 pub mod fs;
+mod plan;
+mod quotas;
+mod recover;
+mod staging;
+mod state;
+
+use staging::try_flock;
+pub use staging::Staging;
+use state::{seal, unseal, CachedState};
 
 pub use fs::{Entry, Fault, FaultFs, Fs, FsFile, FsRead, RealFs};
 
@@ -396,42 +420,39 @@ pub struct SpoolState {
     /// Since the spool was created.
     pub evictions_total: u64,
     pub losses_total: u64,
+    /// The spool's own count of elapsed time, by which the age quota ages items (see the
+    /// module doc). Left out of the JSON when `None`, so older files keep their seal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watch: Option<Watch>,
+    /// Per item (an incident's id, or `quarantine/NAME`): the watched time
+    /// ([`Watch::watched_ms`]) when the quotas first saw it.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub first_seen: std::collections::BTreeMap<String, u64>,
 }
 
-#[derive(Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Envelope<T> {
-    body: T,
-    sha256: String,
+/// Time as the spool watched it pass: the wall clock's steps between two looks, each counted
+/// from 0 (the clock went back) to [`MAX_WATCHED_STEP_MS`] (a jump forward, or a device or app
+/// not running for a while, counts one day).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Watch {
+    /// The wall clock at the last look (ms since the epoch).
+    pub wall_ms: u64,
+    /// Watched time up to then.
+    pub watched_ms: u64,
 }
 
-/// Serialize `body` with a SHA-256 of its canonical bytes.
-fn seal<T: Serialize>(body: &T) -> Vec<u8> {
-    let bytes = serde_json::to_vec(body).unwrap_or_default();
-    let sha = hex::encode(Sha256::digest(&bytes));
-    // Build the envelope by hand so the body bytes are exactly the hashed ones.
-    let mut out = Vec::with_capacity(bytes.len() + 96);
-    out.extend_from_slice(b"{\"body\":");
-    out.extend_from_slice(&bytes);
-    out.extend_from_slice(b",\"sha256\":\"");
-    out.extend_from_slice(sha.as_bytes());
-    out.extend_from_slice(b"\"}");
-    out
-}
+/// The most one step between two looks at the clock adds to the watched time: a day.
+pub const MAX_WATCHED_STEP_MS: u64 = 24 * 3600 * 1000;
 
-/// Parse a sealed file; any flipped bit or torn write is an error naming the byte offset.
-fn unseal<T: Serialize + DeserializeOwned>(bytes: &[u8]) -> std::result::Result<T, String> {
-    let env: Envelope<T> =
-        serde_json::from_slice(bytes).map_err(|e| format!("not valid sealed JSON: {e}"))?;
-    let again = serde_json::to_vec(&env.body).map_err(|e| e.to_string())?;
-    let sha = hex::encode(Sha256::digest(&again));
-    if sha != env.sha256 {
-        return Err(format!(
-            "SHA-256 of the body is {sha}, the file says {} (bit flip or torn write)",
-            env.sha256
-        ));
+impl Watch {
+    /// The watch after a look at `now`.
+    pub fn at(&self, now: u64) -> Watch {
+        Watch {
+            wall_ms: now,
+            watched_ms: self.watched_ms + now.saturating_sub(self.wall_ms).min(MAX_WATCHED_STEP_MS),
+        }
     }
-    Ok(env.body)
 }
 
 /// Hex SHA-256 and size of a file read through `fs`.
@@ -502,30 +523,6 @@ pub struct Spool {
     state: Mutex<Option<CachedState>>,
 }
 
-/// spool.json as last read or written: the state, whether it is newer than the disk, and the
-/// bytes it was read from or written as (equal bytes on disk need no parsing).
-#[derive(Debug)]
-struct CachedState {
-    state: SpoolState,
-    dirty: bool,
-    raw: Vec<u8>,
-}
-
-/// An incident being written: its directory and the lock that says its writer is alive.
-#[derive(Debug)]
-pub struct Staging {
-    pub id: String,
-    pub dir: PathBuf,
-    _lock: nix::fcntl::Flock<std::fs::File>,
-}
-
-impl Staging {
-    /// Where the writer puts a file of this kind.
-    pub fn path(&self, kind: FileKind) -> PathBuf {
-        self.dir.join(kind.file_name())
-    }
-}
-
 /// The creation time a `Spool::stage` id starts with (`{ms:013}-...`).
 fn id_time(id: &str) -> Option<u64> {
     let (t, rest) = id.split_at_checked(13)?;
@@ -542,20 +539,6 @@ fn valid_id(id: &str) -> bool {
         && id
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
-}
-
-fn try_flock(path: &Path) -> io::Result<Option<nix::fcntl::Flock<std::fs::File>>> {
-    let f = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .read(true)
-        .write(true)
-        .open(path)?;
-    match nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock) {
-        Ok(l) => Ok(Some(l)),
-        Err((_, nix::errno::Errno::EWOULDBLOCK)) => Ok(None),
-        Err((_, e)) => Err(io::Error::from_raw_os_error(e as i32)),
-    }
 }
 
 impl Spool {
@@ -631,205 +614,6 @@ impl Spool {
         }
     }
 
-    /// Give up a staging directory the caller chose not to commit (nothing in it is lost: the
-    /// caller knows why it is not needed). Unlike a writer that died, this counts no loss.
-    pub fn discard(&self, staging: Staging) {
-        if let Err(e) = self.fs.remove_dir_all(&staging.dir) {
-            // Recovery deletes it once its lock is free, and counts it then.
-            tracing::warn!("spool: discarding {} failed: {e}", staging.dir.display());
-        }
-    }
-
-    /// Start writing a new incident: a staging directory the dumper writes into.
-    pub fn stage(&self) -> Result<Staging> {
-        let now = self.clock.now_ms();
-        let id = format!(
-            "{now:013}-{}-{:08x}",
-            std::process::id(),
-            rand::random::<u32>()
-        );
-        self.stage_with_id(&id)
-    }
-
-    /// [`stage`](Self::stage) with a chosen id (tests, tools): `[A-Za-z0-9._-]`, ≤ 100 bytes.
-    pub fn stage_with_id(&self, id: &str) -> Result<Staging> {
-        if !valid_id(id) {
-            return Err(Error::BadStaging {
-                path: self.root.join("staging").join(id),
-                what: "invalid incident id".into(),
-            });
-        }
-        let dir = self.root.join("staging").join(id);
-        self.fs
-            .create_dir_all(&dir)
-            .map_err(io_err(&dir, "mkdir"))?;
-        let lp = dir.join(".lock");
-        let lock = match try_flock(&lp) {
-            Ok(Some(l)) => l,
-            Ok(None) => {
-                return Err(Error::BadStaging {
-                    path: dir,
-                    what: "already being written by someone else".into(),
-                })
-            }
-            Err(e) => {
-                let _ = self.fs.remove_dir_all(&dir);
-                return Err(Error::Io {
-                    path: lp,
-                    op: "flock",
-                    source: e,
-                });
-            }
-        };
-        Ok(Staging {
-            id: id.to_string(),
-            dir,
-            _lock: lock,
-        })
-    }
-
-    /// Commit a staged incident: write its `incident.json`, make room under the quotas (when
-    /// the lock can be had), and move it into `incidents/` with one rename. On error the staging
-    /// directory is deleted and the loss counted; incidents already in the spool are untouched.
-    pub fn commit(&self, staging: Staging, info: NewIncident) -> Result<String> {
-        self.commit_with(staging, info, None)
-    }
-
-    /// [`commit`](Self::commit) an incident that holds no dump, saying why (`dump_error`: the
-    /// dump was refused, failed or left no file). It goes straight to `analysed`: its reason,
-    /// samples and inventories are uploaded, with `dumpError` in `meta.json`.
-    pub fn commit_without_dump(
-        &self,
-        staging: Staging,
-        info: NewIncident,
-        dump_error: String,
-    ) -> Result<String> {
-        self.commit_with(staging, info, Some(dump_error))
-    }
-
-    fn commit_with(
-        &self,
-        staging: Staging,
-        info: NewIncident,
-        dump_error: Option<String>,
-    ) -> Result<String> {
-        let r = self.commit_inner(&staging, info, dump_error);
-        if let Err(e) = &r {
-            tracing::warn!("spool: commit of {} failed: {e}", staging.id);
-            let bytes = fs::dir_size(&*self.fs, &staging.dir).unwrap_or(0);
-            let _ = self.fs.remove_dir_all(&staging.dir);
-            self.record_loss(Loss {
-                what: format!("commit failed: {e}"),
-                path: format!("staging/{}", staging.id),
-                bytes,
-                at_ms: self.clock.now_ms(),
-            });
-        }
-        r
-    }
-
-    fn commit_inner(
-        &self,
-        staging: &Staging,
-        info: NewIncident,
-        dump_error: Option<String>,
-    ) -> Result<String> {
-        let mut bytes = 0;
-        let mut seen = Vec::new();
-        for e in self
-            .fs
-            .list(&staging.dir)
-            .map_err(io_err(&staging.dir, "list"))?
-        {
-            if e.name == ".lock" {
-                continue;
-            }
-            match FileKind::from_name(&e.name) {
-                Some(
-                    k @ (FileKind::FullDump
-                    | FileKind::MiniDump
-                    | FileKind::Fds
-                    | FileKind::Threads
-                    | FileKind::Report),
-                ) if !e.is_dir => {
-                    bytes += e.len;
-                    seen.push(k);
-                }
-                _ => {
-                    return Err(Error::BadStaging {
-                        path: staging.dir.join(&e.name),
-                        what: "unexpected file in a staged incident".into(),
-                    })
-                }
-            }
-        }
-        let has_dump = seen.contains(&FileKind::FullDump) || seen.contains(&FileKind::MiniDump);
-        let has_report = seen.contains(&FileKind::Report);
-        if !has_dump && !has_report && dump_error.is_none() {
-            return Err(Error::BadStaging {
-                path: staging.dir.clone(),
-                what: "neither a dump, a report nor why there is no dump to commit".into(),
-            });
-        }
-        let inc = Incident {
-            version: 1,
-            id: staging.id.clone(),
-            created_ms: self.clock.now_ms(),
-            reason: info.reason,
-            samples: info.samples,
-            running_info: info.running_info,
-            policy_version: info.policy_version,
-            // Without a dump there is nothing to analyse.
-            state: if has_report || !has_dump {
-                State::Analysed
-            } else {
-                State::Dumped
-            },
-            analysis_attempts: 0,
-            analysis_error: None,
-            upload_attempts: 0,
-            next_attempt_ms: 0,
-            uploads: Vec::new(),
-            rejected: None,
-            accounting: Accounting::default(),
-            written: Some(
-                FileKind::ALL
-                    .into_iter()
-                    .filter(|k| seen.contains(k))
-                    .collect(),
-            ),
-            dump_error,
-        };
-        let meta = seal(&inc);
-        bytes += meta.len() as u64;
-        if bytes > self.quotas.max_total_bytes {
-            return Err(Error::TooBig {
-                bytes,
-                quota: self.quotas.max_total_bytes,
-            });
-        }
-        let p = staging.dir.join("incident.json");
-        fs::write_atomic(&*self.fs, &p, &meta).map_err(io_err(&p, "write"))?;
-        // Make room first, so the spool never holds more than the quotas.
-        if let Ok(g) = self.lock() {
-            if let Err(e) = g.enforce_quotas(bytes, 1) {
-                tracing::warn!("spool: quota enforcement failed: {e}");
-            }
-        }
-        let dst = self.incident_dir(&staging.id);
-        self.fs
-            .rename(&staging.dir, &dst)
-            .map_err(io_err(&staging.dir, "rename"))?;
-        // The staging lock file travels with the directory; remove it (harmless if it stays:
-        // recovery treats a stray `.lock` as ours).
-        let _ = self.fs.remove_file(&dst.join(".lock"));
-        for d in [self.incidents_dir(), self.root.join("staging")] {
-            self.fs.sync_dir(&d).map_err(io_err(&d, "fsync dir"))?;
-        }
-        tracing::info!("spool: committed incident {} ({bytes} bytes)", staging.id);
-        Ok(staging.id.clone())
-    }
-
     /// Read one incident's `incident.json`.
     pub fn read_incident(&self, id: &str) -> Result<Incident> {
         let p = self.incident_dir(id).join("incident.json");
@@ -856,91 +640,6 @@ impl Spool {
         }
         Ok(inc)
     }
-
-    /// The spool-wide state (from memory, or spool.json, or defaults if that is corrupt).
-    pub fn state(&self) -> SpoolState {
-        let mut g = match self.state.lock() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        };
-        self.load_state(&mut g)
-    }
-
-    /// The current state: the in-memory copy if it is newer than the disk, else spool.json
-    /// (re-read each time: another process sharing the data dir may have changed it).
-    fn load_state(&self, cache: &mut Option<CachedState>) -> SpoolState {
-        if let Some(c) = cache.as_ref().filter(|c| c.dirty) {
-            return c.state.clone();
-        }
-        let p = self.root.join("spool.json");
-        let (s, raw) = match self.fs.read(&p) {
-            Ok(b) if cache.as_ref().is_some_and(|c| c.raw == b) => {
-                return cache.as_ref().map(|c| c.state.clone()).unwrap_or_default();
-            }
-            Ok(b) => match unseal::<SpoolState>(&b) {
-                Ok(s) => (s, b),
-                Err(what) => {
-                    tracing::warn!("spool: {}: {what}; starting from empty state", p.display());
-                    let mut s = SpoolState::default();
-                    s.pending.add_loss(Loss {
-                        what: format!("spool.json corrupt: {what}"),
-                        path: "spool.json".into(),
-                        bytes: b.len() as u64,
-                        at_ms: self.clock.now_ms(),
-                    });
-                    s.losses_total += 1;
-                    // Newer than the disk: counted once, written with the next change.
-                    *cache = Some(CachedState {
-                        state: s.clone(),
-                        dirty: true,
-                        raw: Vec::new(),
-                    });
-                    return s;
-                }
-            },
-            Err(e) if e.kind() == io::ErrorKind::NotFound => (SpoolState::default(), Vec::new()),
-            Err(e) => {
-                tracing::warn!("spool: {}: {e}; using the last known state", p.display());
-                return cache.as_ref().map(|c| c.state.clone()).unwrap_or_default();
-            }
-        };
-        *cache = Some(CachedState {
-            state: s.clone(),
-            dirty: false,
-            raw,
-        });
-        s
-    }
-
-    /// Change the spool-wide state and persist it (the in-memory copy changes even if the
-    /// write fails; the write is retried with the next change).
-    pub fn update_state(&self, f: impl FnOnce(&mut SpoolState)) -> Result<()> {
-        let mut g = match self.state.lock() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        };
-        let mut s = self.load_state(&mut g);
-        f(&mut s);
-        let bytes = seal(&s);
-        let p = self.root.join("spool.json");
-        let r = fs::write_atomic(&*self.fs, &p, &bytes).map_err(io_err(&p, "write"));
-        *g = Some(CachedState {
-            state: s,
-            dirty: r.is_err(),
-            raw: if r.is_ok() { bytes } else { Vec::new() },
-        });
-        r
-    }
-
-    fn record_loss(&self, l: Loss) {
-        tracing::warn!("spool: loss: {} ({}, {} bytes)", l.what, l.path, l.bytes);
-        if let Err(e) = self.update_state(|s| {
-            s.pending.add_loss(l);
-            s.losses_total += 1;
-        }) {
-            tracing::warn!("spool: could not persist the loss count: {e}");
-        }
-    }
 }
 
 /// Proof of holding the spool lock; every change to committed incidents goes through it.
@@ -948,15 +647,6 @@ impl Spool {
 pub struct SpoolGuard<'a> {
     spool: &'a Spool,
     _lock: nix::fcntl::Flock<std::fs::File>,
-}
-
-/// One item the quotas count: an incident or a quarantined entry.
-#[derive(Debug)]
-struct Item {
-    path: PathBuf,
-    id: String,
-    created_ms: u64,
-    bytes: u64,
 }
 
 impl<'a> SpoolGuard<'a> {
@@ -1005,13 +695,45 @@ impl<'a> SpoolGuard<'a> {
         Ok(v)
     }
 
-    /// Delete an acknowledged incident: rename to `.trash-ID`, then remove.
+    /// Delete an acknowledged incident: rename to `.trash-ID`, then remove. Where the rename
+    /// fails (a full disk can refuse it), the incident is removed in place, its files first and
+    /// `incident.json` last: a kill in between leaves a record whose files are all acknowledged,
+    /// which the next pass deletes again. Deleting is what frees a full disk.
     pub fn delete(&self, id: &str) -> Result<()> {
         let dir = self.spool.incident_dir(id);
         let trash = self.spool.incidents_dir().join(format!(".trash-{id}"));
-        self.fs()
-            .rename(&dir, &trash)
-            .map_err(io_err(&dir, "rename"))?;
+        if let Err(e) = self.fs().rename(&dir, &trash) {
+            if self.fs().stat(&dir).is_err() {
+                return Err(Error::Io {
+                    path: dir,
+                    op: "rename",
+                    source: e,
+                });
+            }
+            tracing::warn!(
+                "spool: {}: rename failed ({e}); removing it in place",
+                dir.display()
+            );
+            for f in self.fs().list(&dir).map_err(io_err(&dir, "list"))? {
+                if f.name != "incident.json" {
+                    let p = dir.join(&f.name);
+                    let r = if f.is_dir {
+                        self.fs().remove_dir_all(&p)
+                    } else {
+                        self.fs().remove_file(&p)
+                    };
+                    r.map_err(io_err(&p, "remove"))?;
+                }
+            }
+            let record = dir.join("incident.json");
+            self.fs()
+                .remove_file(&record)
+                .map_err(io_err(&record, "remove"))?;
+            return self
+                .fs()
+                .remove_dir_all(&dir)
+                .map_err(io_err(&dir, "remove"));
+        }
         let d = self.spool.incidents_dir();
         let _ = self.fs().sync_dir(&d);
         self.fs()
@@ -1096,505 +818,6 @@ impl<'a> SpoolGuard<'a> {
             at_ms: now,
         });
     }
-
-    /// Put every incident in its right state after a crash, analyse what was never analysed,
-    /// and enforce the quotas.
-    pub fn recover(&self, analyser: &mut dyn Analyser) -> Result<Recovery> {
-        let mut rec = Recovery::default();
-        let fs = self.fs();
-        // 1. Half-written dumps: staging directories whose writer is gone.
-        let staging = self.spool.root.join("staging");
-        for e in fs.list(&staging).map_err(io_err(&staging, "list"))? {
-            let p = staging.join(&e.name);
-            if !e.is_dir {
-                self.quarantine(&p, "unknown file in staging/");
-                rec.quarantined += 1;
-                continue;
-            }
-            match try_flock(&p.join(".lock")) {
-                Ok(Some(_l)) => {
-                    let bytes = fs::dir_size(fs, &p).unwrap_or(0);
-                    match fs.remove_dir_all(&p) {
-                        Ok(()) => {
-                            rec.half_written_deleted += 1;
-                            self.spool.record_loss(Loss {
-                                what: "half-written dump deleted".into(),
-                                path: format!("staging/{}", e.name),
-                                bytes,
-                                at_ms: self.spool.now_ms(),
-                            });
-                        }
-                        Err(err) => tracing::warn!("spool: {}: remove failed: {err}", p.display()),
-                    }
-                }
-                Ok(None) => {} // still being written by a live process
-                Err(err) => tracing::warn!("spool: {}: {err}", p.display()),
-            }
-        }
-        // 2. Committed incidents.
-        let inc_dir = self.spool.incidents_dir();
-        for e in fs.list(&inc_dir).map_err(io_err(&inc_dir, "list"))? {
-            let p = inc_dir.join(&e.name);
-            if e.name.starts_with(".trash-") {
-                let _ = fs.remove_dir_all(&p);
-                continue;
-            }
-            if fs::is_tmp_name(&e.name) {
-                let _ = fs.remove_file(&p);
-                continue;
-            }
-            if !e.is_dir || !valid_id(&e.name) {
-                self.quarantine(&p, "unknown entry in incidents/");
-                rec.quarantined += 1;
-                continue;
-            }
-            match self.check_incident(&e.name) {
-                Ok(true) => rec.incidents += 1,
-                Ok(false) => rec.quarantined += 1,
-                Err(err) => tracing::warn!("spool: {}: {err}", p.display()),
-            }
-        }
-        // 3. Analyse what was never analysed.
-        for id in self.ids()? {
-            let Ok(inc) = self.spool.read_incident(&id) else {
-                continue;
-            };
-            if inc.state == State::Dumped {
-                match self.analyse(inc, analyser) {
-                    Ok(AnalysisOutcome::Done) => rec.analysed += 1,
-                    Ok(AnalysisOutcome::Failed) => rec.analysis_failed += 1,
-                    Ok(AnalysisOutcome::GaveUp) => rec.analysis_given_up += 1,
-                    Err(err) => tracing::warn!("spool: analysing {id}: {err}"),
-                }
-            }
-        }
-        // 4. Quotas.
-        rec.evicted = self.enforce_quotas(0, 0)?;
-        Ok(rec)
-    }
-
-    /// Check one committed incident's shape; quarantine what does not fit. Ok(false) if the
-    /// whole incident was quarantined.
-    fn check_incident(&self, id: &str) -> Result<bool> {
-        let fs = self.fs();
-        let dir = self.spool.incident_dir(id);
-        let mut inc = match self.spool.read_incident(id) {
-            Ok(i) => i,
-            Err(Error::Corrupt { what, .. }) => {
-                self.quarantine(&dir, &format!("incident.json unreadable: {what}"));
-                return Ok(false);
-            }
-            Err(Error::NotFound(_)) => {
-                self.quarantine(&dir, "incident directory without incident.json");
-                return Ok(false);
-            }
-            Err(e) => return Err(e),
-        };
-        let mut present = Vec::new();
-        for e in fs.list(&dir).map_err(io_err(&dir, "list"))? {
-            let p = dir.join(&e.name);
-            if e.name == "incident.json" {
-                continue;
-            }
-            if fs::is_tmp_name(&e.name) || e.name == ".lock" || e.name == ".report.out" {
-                let _ = fs.remove_file(&p);
-                continue;
-            }
-            match FileKind::from_name(&e.name) {
-                Some(k) if !e.is_dir => present.push((k, e.len)),
-                _ => {
-                    self.quarantine(&p, "unknown file in an incident");
-                }
-            }
-        }
-        let has = |k: FileKind| present.iter().any(|(p, _)| *p == k);
-        let bad = match inc.state {
-            State::Dumped => !has(FileKind::MiniDump) && !has(FileKind::FullDump),
-            // Even without a report or a dump, the reason, samples and inventories go up.
-            State::Analysed => false,
-            // A planned file gone or changed is given up alone; the others still go up.
-            State::Uploading => {
-                let gone: Vec<FileKind> = inc
-                    .uploads
-                    .iter()
-                    .filter(|u| {
-                        !u.acked
-                            && !present
-                                .iter()
-                                .any(|(k, len)| *k == u.kind && *len == u.size)
-                    })
-                    .map(|u| u.kind)
-                    .collect();
-                for k in gone {
-                    let what = "planned file gone or changed before its upload";
-                    if let Err(e) = self.drop_planned(&mut inc, k, what) {
-                        // The next recovery tries again; the rest of this one goes on.
-                        tracing::warn!("spool: {id}: dropping {k:?} from its plan: {e}");
-                    }
-                }
-                false
-            }
-            State::Rejected => false,
-        };
-        if bad {
-            self.quarantine(
-                &dir,
-                &format!("incident in state {:?} lacks the files it needs", inc.state),
-            );
-            return Ok(false);
-        }
-        Ok(true)
-    }
-
-    fn analyse(&self, mut inc: Incident, analyser: &mut dyn Analyser) -> Result<AnalysisOutcome> {
-        let fs = self.fs();
-        let dir = self.spool.incident_dir(&inc.id);
-        let max = self.spool.quotas.max_analysis_attempts;
-        if inc.analysis_attempts >= max {
-            tracing::warn!(
-                "spool: {}: analysis failed {} times; uploading it without a report",
-                inc.id,
-                inc.analysis_attempts
-            );
-            self.finish_analysis(&mut inc)?;
-            return Ok(AnalysisOutcome::GaveUp);
-        }
-        // Count the attempt before making it: a crash during analysis counts.
-        inc.analysis_attempts += 1;
-        self.save(&inc)?;
-        let exists = |k: FileKind| {
-            let p = dir.join(k.file_name());
-            fs.stat(&p).ok().map(|_| p)
-        };
-        let job = AnalysisJob {
-            id: inc.id.clone(),
-            dir: dir.clone(),
-            full_dump: exists(FileKind::FullDump),
-            mini_dump: exists(FileKind::MiniDump),
-            report_out: dir.join(".report.out"),
-            attempt: inc.analysis_attempts,
-        };
-        let _ = fs.remove_file(&job.report_out);
-        let r = analyser.analyse(&job).and_then(|()| {
-            let b = fs
-                .read(&job.report_out)
-                .map_err(|e| format!("{}: {e}", job.report_out.display()))?;
-            serde_json::from_slice::<Value>(&b)
-                .map_err(|e| format!("{}: not JSON: {e}", job.report_out.display()))?;
-            Ok(b)
-        });
-        let _ = fs.remove_file(&job.report_out);
-        match r {
-            Ok(report) => {
-                let p = dir.join(FileKind::Report.file_name());
-                fs::write_atomic(fs, &p, &report).map_err(io_err(&p, "write"))?;
-                inc.analysis_error = None;
-                // (A record from before the file list stays without one: nothing is checked.)
-                if let Some(w) = inc
-                    .written
-                    .as_mut()
-                    .filter(|w| !w.contains(&FileKind::Report))
-                {
-                    w.push(FileKind::Report);
-                }
-                self.finish_analysis(&mut inc)?;
-                Ok(AnalysisOutcome::Done)
-            }
-            Err(what) => {
-                tracing::warn!(
-                    "spool: {}: analysis attempt {} of {max} failed: {what}",
-                    inc.id,
-                    inc.analysis_attempts
-                );
-                inc.analysis_error = Some(what);
-                if inc.analysis_attempts >= max {
-                    self.finish_analysis(&mut inc)?;
-                    return Ok(AnalysisOutcome::GaveUp);
-                }
-                self.save(&inc)?;
-                Ok(AnalysisOutcome::Failed)
-            }
-        }
-    }
-
-    fn finish_analysis(&self, inc: &mut Incident) -> Result<()> {
-        inc.state = State::Analysed;
-        self.save(inc)?;
-        if !self.spool.quotas.keep_full_dump {
-            let p = self
-                .spool
-                .incident_dir(&inc.id)
-                .join(FileKind::FullDump.file_name());
-            let _ = self.fs().remove_file(&p);
-        }
-        Ok(())
-    }
-
-    /// Freeze an analysed incident for upload: compress the mini dump once, hash every file,
-    /// write meta.json (with the evictions and losses since the last report, and the files the
-    /// incident held that are gone, each also logged as a warning: the rest still goes up), and
-    /// record the plan (state `uploading`). Idempotent for an incident already uploading.
-    pub fn plan_upload(&self, id: &str) -> Result<Incident> {
-        let fs = self.fs();
-        let mut inc = self.spool.read_incident(id)?;
-        if inc.state != State::Analysed {
-            return Ok(inc);
-        }
-        let dir = self.spool.incident_dir(id);
-        let mini = dir.join(FileKind::MiniDump.file_name());
-        let gz = dir.join(FileKind::MiniDumpGz.file_name());
-        if fs.stat(&mini).is_ok() {
-            compress(fs, &mini, &gz).map_err(io_err(&gz, "compress"))?;
-        }
-        // Every file but meta.json first: meta.json names those that should be here and are not.
-        let mut uploads = Vec::new();
-        let mut missing = Vec::new();
-        for k in [
-            FileKind::Report,
-            FileKind::Fds,
-            FileKind::Threads,
-            FileKind::MiniDumpGz,
-        ] {
-            let p = dir.join(k.file_name());
-            match hash_file(fs, &p) {
-                Ok((sha256, size)) => uploads.push(Upload::planned(k, sha256, size)),
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                    if expected(&inc, k) {
-                        missing.push(k.file_name());
-                    }
-                }
-                Err(e) => {
-                    return Err(Error::Io {
-                        path: p,
-                        op: "hash",
-                        source: e,
-                    })
-                }
-            }
-        }
-        if !missing.is_empty() {
-            tracing::warn!(
-                "spool: {id}: {} should be here and {} not; uploading what is left, with meta.json \
-                 naming what is missing",
-                missing.join(", "),
-                if missing.len() == 1 { "is" } else { "are" }
-            );
-        }
-        let pending = self.spool.state().pending;
-        let meta = serde_json::json!({
-            "id": inc.id,
-            "createdMs": inc.created_ms,
-            "reason": inc.reason,
-            "samples": inc.samples,
-            "runningInfo": inc.running_info,
-            "policyVersion": inc.policy_version,
-            "analysisAttempts": inc.analysis_attempts,
-            "analysisError": inc.analysis_error,
-            "dumpError": inc.dump_error,
-            // null: an incident recorded before the spool listed its files (nothing checked).
-            "missing": inc.written.as_ref().map(|_| &missing),
-            "evictions": pending.evictions,
-            "evictedBytes": pending.evicted_bytes,
-            "losses": pending.losses,
-            "evicted": pending.eviction_records,
-            "lost": pending.loss_records,
-        });
-        let mp = dir.join(FileKind::Meta.file_name());
-        let mbytes = serde_json::to_vec_pretty(&meta).unwrap_or_default();
-        fs::write_atomic(fs, &mp, &mbytes).map_err(io_err(&mp, "write"))?;
-        let (sha256, size) = hash_file(fs, &mp).map_err(io_err(&mp, "hash"))?;
-        uploads.insert(0, Upload::planned(FileKind::Meta, sha256, size));
-        inc.uploads = uploads;
-        inc.accounting = pending.clone();
-        inc.state = State::Uploading;
-        self.save(&inc)?;
-        // The plan is durable: the counts now travel with this incident.
-        if !pending.is_empty() {
-            let _ = self.spool.update_state(|s| {
-                if s.pending == pending {
-                    s.pending = Accounting::default();
-                }
-            });
-        }
-        let _ = fs.remove_file(&mini);
-        // The plan added meta.json and the compressed copy: back under the quotas (this may
-        // evict the incident itself if it is the oldest and the spool is full).
-        if let Err(e) = self.enforce_quotas(0, 0) {
-            tracing::warn!("spool: quota enforcement failed: {e}");
-        }
-        if fs.stat(&dir).is_err() {
-            return Err(Error::NotFound(id.to_string()));
-        }
-        Ok(inc)
-    }
-
-    /// Evict oldest first until the spool plus an incoming incident of `incoming_bytes` and
-    /// `incoming_count` fits the quotas. Returns how many items were evicted.
-    pub fn enforce_quotas(&self, incoming_bytes: u64, incoming_count: usize) -> Result<u32> {
-        let fs = self.fs();
-        let q = &self.spool.quotas;
-        let now = self.spool.now_ms();
-        let mut items = Vec::new();
-        let inc_dir = self.spool.incidents_dir();
-        for e in fs.list(&inc_dir).map_err(io_err(&inc_dir, "list"))? {
-            if !e.is_dir || !valid_id(&e.name) {
-                continue;
-            }
-            let path = inc_dir.join(&e.name);
-            // Ids made by `Spool::stage` start with their creation time: no need to parse
-            // incident.json for those.
-            let created_ms = match id_time(&e.name) {
-                Some(t) => t,
-                None => match self.spool.read_incident(&e.name) {
-                    Ok(i) => i.created_ms,
-                    Err(_) => e.mtime_ms,
-                },
-            };
-            items.push(Item {
-                bytes: fs::dir_size(fs, &path).unwrap_or(0),
-                path,
-                id: e.name,
-                created_ms,
-            });
-        }
-        let qd = self.spool.quarantine_dir();
-        for e in fs.list(&qd).map_err(io_err(&qd, "list"))? {
-            let path = qd.join(&e.name);
-            if e.name.starts_with(".trash-") {
-                // An eviction below that a kill cut short between its rename and the removal:
-                // it is recorded already, so the leftover goes without being counted again.
-                let _ = if e.is_dir {
-                    fs.remove_dir_all(&path)
-                } else {
-                    fs.remove_file(&path)
-                };
-                continue;
-            }
-            // Quarantined names start with the time they were moved aside.
-            let created_ms = e
-                .name
-                .get(..13)
-                .and_then(|s| s.parse().ok())
-                .unwrap_or(e.mtime_ms);
-            items.push(Item {
-                bytes: fs::dir_size(fs, &path).unwrap_or(0),
-                path,
-                id: format!("quarantine/{}", e.name),
-                created_ms,
-            });
-        }
-        items.sort_by(|a, b| (a.created_ms, &a.id).cmp(&(b.created_ms, &b.id)));
-        let mut total: u64 = items.iter().map(|i| i.bytes).sum::<u64>() + incoming_bytes;
-        let mut count = items.len() + incoming_count;
-        let max_age = q.max_age.as_millis() as u64;
-        let mut evicted = 0;
-        for it in items {
-            let quota = if now.saturating_sub(it.created_ms) > max_age {
-                "age"
-            } else if count > q.max_count {
-                "count"
-            } else if total > q.max_total_bytes {
-                "bytes"
-            } else {
-                continue;
-            };
-            // Counts that were to travel with this incident's meta.json, not yet acknowledged,
-            // go back to pending so the next report carries them.
-            let carried = self.unsent_accounting(&it.id);
-            // Record the eviction before deleting: a crash in between leaves an incident that
-            // is reported as evicted and may still be uploaded, never one that vanished
-            // without a trace.
-            let ev = Eviction {
-                id: it.id.clone(),
-                quota: quota.to_string(),
-                bytes: it.bytes,
-                created_ms: it.created_ms,
-                at_ms: now,
-            };
-            if let Err(e) = self.spool.update_state(|s| {
-                if let Some(c) = carried {
-                    s.pending.merge(c);
-                }
-                s.pending.add_eviction(ev);
-                s.evictions_total += 1;
-            }) {
-                tracing::warn!("spool: cannot record the eviction of {}: {e}; kept", it.id);
-                continue;
-            }
-            let r = if fs.stat(&it.path).map(|e| e.is_dir).unwrap_or(false) {
-                let trash = it.path.with_file_name(format!(
-                    ".trash-{}",
-                    it.path
-                        .file_name()
-                        .map(|n| n.to_string_lossy())
-                        .unwrap_or_default()
-                ));
-                fs.rename(&it.path, &trash)
-                    .and_then(|()| fs.remove_dir_all(&trash))
-            } else {
-                fs.remove_file(&it.path)
-            };
-            match r {
-                Ok(()) => {
-                    tracing::warn!(
-                        "spool: evicted {} ({} bytes, created {} ms ago): {quota} quota",
-                        it.id,
-                        it.bytes,
-                        now.saturating_sub(it.created_ms)
-                    );
-                    total -= it.bytes;
-                    count -= 1;
-                    evicted += 1;
-                }
-                Err(e) => tracing::warn!("spool: evicting {}: {e}", it.path.display()),
-            }
-        }
-        Ok(evicted)
-    }
 }
-
-/// Whether `kind` should be in `inc`'s directory when its upload is planned: it was seen written
-/// (the mini dump counts for its compressed copy, made by the planning itself). The full dump is
-/// never uploaded, and a record without a file list expects nothing.
-fn expected(inc: &Incident, kind: FileKind) -> bool {
-    let seen = |k| inc.written.as_ref().is_some_and(|w| w.contains(&k));
-    match kind {
-        FileKind::MiniDumpGz => seen(FileKind::MiniDump) || seen(FileKind::MiniDumpGz),
-        FileKind::Report | FileKind::Fds | FileKind::Threads => seen(kind),
-        FileKind::Meta | FileKind::FullDump | FileKind::MiniDump => false,
-    }
-}
-
-enum AnalysisOutcome {
-    Done,
-    Failed,
-    GaveUp,
-}
-
-/// gzip `src` into `dst` through `fs` (temporary file, fsync, rename): done once per incident,
-/// so resumed uploads see the same bytes.
-fn compress(fs: &dyn Fs, src: &Path, dst: &Path) -> io::Result<()> {
-    let tmp = fs::tmp_path(dst);
-    let r = (|| {
-        let mut input = fs.open(src)?;
-        let out = fs.create(&tmp)?;
-        let mut enc = flate2::write::GzEncoder::new(out, flate2::Compression::new(6));
-        io::copy(&mut input, &mut enc)?;
-        let mut out = enc.finish()?;
-        out.flush()?;
-        out.sync()?;
-        drop(out);
-        fs.rename(&tmp, dst)?;
-        if let Some(d) = dst.parent() {
-            fs.sync_dir(d)?;
-        }
-        Ok(())
-    })();
-    if r.is_err() {
-        let _ = fs.remove_file(&tmp);
-    }
-    r
-}
-
 #[cfg(test)]
 mod tests;

@@ -48,22 +48,37 @@
 //! - A plan that cannot be made (a full disk while compressing the mini dump or writing
 //!   `meta.json`) is retried after the same capped backoff, kept in memory (the record that
 //!   would hold it cannot be written then), and counts no attempt.
-//! - A daily byte budget (counted in `spool.json` before bytes are sent) and "unmetered only"
-//!   (the caller says what the network is) bound what is spent.
+//! - A daily byte budget and "unmetered only" bound what is spent. The budget, counted in
+//!   `spool.json`, is charged after each PATCH with the bytes it put on the wire (a PATCH cut
+//!   short charges only what went out; a kill during one forgets at most that chunk); a PATCH
+//!   is never larger than what is left of it, and a zero-byte file needs none. The network is
+//!   asked (the caller passes a function: the app's latest word) before each incident and each
+//!   PATCH: a change to mobile data stops the pass before its next chunk, counting no attempt.
+//! - A full disk does not stop uploads, which are what frees it: an upload URL, an
+//!   acknowledgement or a backoff that cannot be saved is kept in memory for this process's
+//!   later passes (`unsaved.rs`), the budget likewise (the spool keeps its state in memory), and
+//!   an acknowledged incident is deleted even where the disk refuses the rename to `.trash-`.
 //! - Only `https://` URLs, or `http://` to a loopback address, are contacted.
 //! - [`run_once`] blocks: the agent calls it from a blocking worker thread, never from the
 //!   sampling loop or the app's main thread.
 #![forbid(unsafe_code)]
 
+mod classify;
 pub mod collector;
 pub mod http;
+mod retry;
+mod send;
 pub mod tus;
+mod unsaved;
+
+use classify::{classify, gone_at_once, Fail, Req};
+pub use retry::backoff;
+use retry::{ENDPOINT_PROBLEMS, PLAN_FAILURES};
+use send::{budget_left, upload_incident};
+use unsaved::UNSAVED;
 
 use crate::spool::{self, Error as SpoolError, FileKind, Incident, Spool, SpoolGuard, State};
-use rand::Rng;
 use std::io::{Seek, SeekFrom};
-use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::time::Duration;
 use tus::{Client, TusError};
 
@@ -196,192 +211,19 @@ pub struct Summary {
     pub stopped: Option<Stop>,
 }
 
-/// One incident's upload failed.
-enum Fail {
-    /// 429, or 503 with `Retry-After` (seconds, when readable): come back later.
-    ServerWait {
-        status: u16,
-        retry_after: Option<u64>,
-    },
-    /// The endpoint is wrong, not this incident.
-    Endpoint {
-        what: String,
-        retry_after: Option<u64>,
-    },
-    Retryable(String),
-    Rejected(String),
-    /// A planned file no longer matches its plan (gone, or changed: bit rot, a torn write):
-    /// that file is given up, the incident's others still go up.
-    Gone {
-        kind: FileKind,
-        what: String,
-    },
-    Budget,
-    Local(String),
-    Spool(SpoolError),
-}
-
-impl From<SpoolError> for Fail {
-    fn from(e: SpoolError) -> Fail {
-        Fail::Spool(e)
-    }
-}
-
-/// The request an answer came to: a status can mean something else on each.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Req {
-    Create,
-    Head,
-    Patch,
-}
-
-impl std::fmt::Display for Req {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Req::Create => "creation POST",
-            Req::Head => "HEAD",
-            Req::Patch => "PATCH",
-        })
-    }
-}
-
-/// What an error of the tus client means (the table in the module doc). 404/410 (and 403 on
-/// HEAD) of a known upload and 409 on PATCH are handled where they are met, never here.
-/// `answered`: the endpoint has answered a request of this pass as tus says, so a failure now
-/// may be this incident's; before that, a server that cannot be reached or answers as no tus
-/// server does is the endpoint's problem.
-fn classify(req: Req, e: TusError, answered: bool) -> Fail {
-    let unreachable = |e: &TusError| Fail::Endpoint {
-        what: format!("{e} (answer to the {req}, before any request of this pass was answered)"),
-        retry_after: None,
-    };
-    let (status, retry_after) = match &e {
-        TusError::Status {
-            status,
-            retry_after,
-            ..
-        } => (*status, *retry_after),
-        // The server handed out an upload URL we may not contact: its configuration.
-        TusError::Insecure(_) => {
-            return Fail::Endpoint {
-                what: format!("{e} (an upload URL the server gave)"),
-                retry_after: None,
-            }
-        }
-        TusError::Network { .. } | TusError::Protocol { .. } if !answered => {
-            return unreachable(&e)
-        }
-        TusError::Network { .. } | TusError::Protocol { .. } => {
-            return Fail::Retryable(e.to_string())
-        }
-    };
-    match (req, status) {
-        (_, 429) => Fail::ServerWait {
-            status,
-            retry_after,
-        },
-        (_, 503) if retry_after.is_some() => Fail::ServerWait {
-            status,
-            retry_after,
-        },
-        // The creation carries this incident's length and metadata.
-        (Req::Create, 400 | 413 | 422) => Fail::Rejected(e.to_string()),
-        (Req::Patch, 460) => Fail::Retryable(e.to_string()),
-        (_, 300..=499) => Fail::Endpoint {
-            what: format!("{e} (answer to the {req})"),
-            retry_after,
-        },
-        // A gateway or a server saying it is down (502, 503, 504) before the endpoint has
-        // answered anything: an outage, which must not use up queued incidents' attempts.
-        (_, 502..=504) if !answered => unreachable(&e),
-        _ => Fail::Retryable(e.to_string()),
-    }
-}
-
-/// Failures in a row, in this process, per spool root and key, each with the time before
-/// which the next try waits. Kept in memory: the record that would hold them may not be
-/// writable then (a full disk), and a new process simply starts a streak afresh.
-struct Streaks(Mutex<Vec<Streak>>);
-
-struct Streak {
-    root: PathBuf,
-    key: String,
-    failures: u32,
-    until_ms: u64,
-}
-
-impl Streaks {
-    const fn new() -> Streaks {
-        Streaks(Mutex::new(Vec::new()))
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Streak>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// One more failure of `key`: the streak's length and its [`backoff`]; the next try is
-    /// not due before `now` plus that.
-    fn failed(&self, root: &Path, key: &str, cfg: &Config, now: u64) -> (u32, Duration) {
-        let mut v = self.lock();
-        let at = match v.iter().position(|s| s.root == root && s.key == key) {
-            Some(k) => k,
-            None => {
-                v.push(Streak {
-                    root: root.to_path_buf(),
-                    key: key.to_string(),
-                    failures: 0,
-                    until_ms: 0,
-                });
-                v.len() - 1
-            }
-        };
-        let s = &mut v[at];
-        s.failures = s.failures.saturating_add(1);
-        let wait = backoff(cfg, s.failures);
-        s.until_ms = now + wait.as_millis() as u64;
-        (s.failures, wait)
-    }
-
-    /// A success ends `key`'s streak.
-    fn ended(&self, root: &Path, key: &str) {
-        self.lock().retain(|s| s.root != root || s.key != key);
-    }
-
-    /// Whether a try of `key` at `now` must still wait (a wait longer than `backoff_cap` means
-    /// the clock was set back: it has expired).
-    fn waits(&self, root: &Path, key: &str, now: u64, cfg: &Config) -> bool {
-        let cap = cfg.backoff_cap.as_millis() as u64;
-        self.lock()
-            .iter()
-            .any(|s| s.root == root && s.key == key && s.until_ms > now && s.until_ms - now <= cap)
-    }
-}
-
-/// Endpoint problems in a row (key ""): each wait doubles. The wait itself is kept in
-/// `spool.json`; the count is not, so a new process starts again from `backoff_base` once the
-/// stored wait is over.
-static ENDPOINT_PROBLEMS: Streaks = Streaks::new();
-
-/// Incidents whose plan failed (key: the incident's id), a full disk while compressing or
-/// writing meta.json: planning is retried after a backoff, not on every pass, since it redoes
-/// the compression each time, and the incident's record cannot hold the wait on a full disk.
-/// No attempt is counted: the server is not involved, and the spool's age quota bounds how
-/// long it waits.
-static PLAN_FAILURES: Streaks = Streaks::new();
-
-/// The delay before attempt `attempts + 1`: `base · 2^(attempts-1)`, capped, times a random
-/// factor in [0.5, 1].
-pub fn backoff(cfg: &Config, attempts: u32) -> Duration {
-    let base = cfg.backoff_base.as_millis() as u64;
-    let cap = cfg.backoff_cap.as_millis() as u64;
-    let exp = attempts.saturating_sub(1).min(40);
-    let d = base.saturating_mul(1u64 << exp).min(cap);
-    let jitter = rand::thread_rng().gen_range(0.5..=1.0);
-    Duration::from_millis((d as f64 * jitter) as u64)
-}
-
 /// Upload what the spool holds, once, then return. Blocking: call it from a worker thread.
 pub fn run_once(spool: &Spool, cfg: &Config, net: Network) -> Result<Summary, Error> {
+    run_once_with(spool, cfg, &|| net)
+}
+
+/// [`run_once`] on a network that may change during the pass: `network` says what it is now
+/// (on Android, the app's latest word through `OomGuard.setNetwork`).
+pub fn run_once_with(
+    spool: &Spool,
+    cfg: &Config,
+    network: &dyn Fn() -> Network,
+) -> Result<Summary, Error> {
+    let net = network();
     if !tus::allowed_url(&cfg.endpoint) {
         return Err(Error::Insecure(cfg.endpoint.clone()));
     }
@@ -394,12 +236,8 @@ pub fn run_once(spool: &Spool, cfg: &Config, net: Network) -> Result<Summary, Er
         }
         Err(e) => return Err(e.into()),
     };
-    if !net.connected {
-        sum.stopped = Some(Stop::Offline);
-        return Ok(sum);
-    }
-    if cfg.unmetered_only && net.metered {
-        sum.stopped = Some(Stop::Metered);
+    if let Some(stop) = network_stop(cfg, net) {
+        sum.stopped = Some(stop);
         return Ok(sum);
     }
     let now = spool.now_ms();
@@ -418,7 +256,18 @@ pub fn run_once(spool: &Spool, cfg: &Config, net: Network) -> Result<Summary, Er
         cfg.io_timeout,
         cfg.min_rate,
     );
-    for (n, inc) in guard.incidents()?.into_iter().enumerate() {
+    let incidents = guard.incidents()?;
+    let ids: Vec<String> = incidents.iter().map(|i| i.id.clone()).collect();
+    UNSAVED.keep_only(spool.root(), &ids);
+    for (n, inc) in incidents.into_iter().enumerate() {
+        // The network may have changed since the last incident (Wi-Fi to mobile data).
+        if n > 0 {
+            if let Some(stop) = network_stop(cfg, network()) {
+                sum.stopped = Some(stop);
+                break;
+            }
+        }
+        let inc = UNSAVED.newest(spool.root(), inc);
         if n > 0 {
             // Incidents committed meanwhile (commits do not wait for this lock) count too.
             if let Err(e) = guard.enforce_quotas(0, 0) {
@@ -463,7 +312,7 @@ pub fn run_once(spool: &Spool, cfg: &Config, net: Network) -> Result<Summary, Er
         } else {
             inc
         };
-        match upload_incident(&guard, &client, cfg, &mut inc, &mut sum) {
+        match upload_incident(&guard, &client, cfg, network, &mut inc, &mut sum) {
             Ok(()) => {
                 ENDPOINT_PROBLEMS.ended(spool.root(), "");
                 match guard.delete(&id) {
@@ -509,6 +358,11 @@ pub fn run_once(spool: &Spool, cfg: &Config, net: Network) -> Result<Summary, Er
                 });
                 break;
             }
+            Err(Fail::Network(stop)) => {
+                tracing::info!("upload: the network changed ({stop:?}); stopping this pass");
+                sum.stopped = Some(stop);
+                break;
+            }
             Err(Fail::Budget) => {
                 tracing::info!("upload: daily byte budget spent; resuming tomorrow");
                 sum.stopped = Some(Stop::BudgetExhausted);
@@ -532,7 +386,7 @@ pub fn run_once(spool: &Spool, cfg: &Config, net: Network) -> Result<Summary, Er
                     inc.upload_attempts,
                     cfg.max_attempts
                 );
-                if let Err(e) = guard.save(&inc) {
+                if let Err(e) = UNSAVED.save(&guard, &inc) {
                     tracing::warn!("upload: {id}: could not persist the backoff: {e}");
                 }
                 sum.stopped = Some(Stop::Backoff {
@@ -568,6 +422,17 @@ pub fn run_once(spool: &Spool, cfg: &Config, net: Network) -> Result<Summary, Er
     Ok(sum)
 }
 
+/// Why the pass may not send on `net`, if it may not.
+fn network_stop(cfg: &Config, net: Network) -> Option<Stop> {
+    if !net.connected {
+        Some(Stop::Offline)
+    } else if cfg.unmetered_only && net.metered {
+        Some(Stop::Metered)
+    } else {
+        None
+    }
+}
+
 /// Send nothing for `wait` (429, 503 with `Retry-After`, an endpoint problem): the time is kept
 /// in `spool.json`, so a restart waits too. Returns it (ms since the epoch).
 fn hold_sending(spool: &Spool, wait: Duration) -> u64 {
@@ -593,399 +458,8 @@ fn reject(guard: &SpoolGuard<'_>, inc: &mut Incident, reason: String, sum: &mut 
             tracing::warn!("upload: could not carry the counts of {} over: {e}", inc.id);
         }
     }
-    if let Err(e) = guard.save(inc) {
+    if let Err(e) = UNSAVED.save(guard, inc) {
         tracing::warn!("upload: {}: could not persist the rejection: {e}", inc.id);
     }
     sum.rejected.push((inc.id.clone(), reason));
-}
-
-fn upload_incident(
-    guard: &SpoolGuard<'_>,
-    client: &Client,
-    cfg: &Config,
-    inc: &mut Incident,
-    sum: &mut Summary,
-) -> Result<(), Fail> {
-    let spool = guard.spool();
-    let dir = spool.incident_dir(&inc.id);
-    // Never send bytes that differ from the plan (bit rot, a torn file): such a file is given
-    // up (quarantined, counted as a loss), the others still go up.
-    let mut changed = Vec::new();
-    for u in inc.uploads.iter().filter(|u| !u.acked) {
-        let path = dir.join(u.kind.file_name());
-        match spool::hash_file(spool.fs(), &path) {
-            Ok((s, n)) if s == u.sha256 && n == u.size => {}
-            Ok((s, n)) => changed.push((
-                u.kind,
-                format!(
-                    "planned file changed before its upload: {n} bytes with SHA-256 {s}, \
-                     planned {} bytes with {}",
-                    u.size, u.sha256
-                ),
-            )),
-            Err(e) => match unreadable(&path, u.kind, e) {
-                Fail::Gone { kind, what } => changed.push((kind, what)),
-                f => return Err(f),
-            },
-        }
-    }
-    for (kind, what) in changed {
-        guard.drop_planned(inc, kind, &what)?;
-    }
-    // Create every missing upload, then persist all URLs with one write, before any byte of
-    // content goes out: a restart resumes them with HEAD.
-    let mut fresh = vec![false; inc.uploads.len()];
-    let mut created = Ok(());
-    for (i, f) in fresh.iter_mut().enumerate() {
-        let u = &inc.uploads[i];
-        if u.acked || u.url.is_some() {
-            continue;
-        }
-        match create(client, inc, i) {
-            Ok(url) => {
-                inc.uploads[i].url = Some(url);
-                *f = true;
-            }
-            Err(e) => {
-                created = Err(e);
-                break;
-            }
-        }
-    }
-    if fresh.iter().any(|f| *f) {
-        guard.save(inc)?;
-    }
-    created?;
-    for (i, f) in fresh.into_iter().enumerate() {
-        if inc.uploads[i].acked {
-            continue;
-        }
-        upload_file(guard, client, cfg, inc, i, f, sum)?;
-        // On disk before the next file's bytes go out: after a crash, an acknowledged file is
-        // never sent again (HEAD could say it again, unless the server expired the upload).
-        inc.uploads[i].acked = true;
-        if let Err(e) = guard.save(inc) {
-            // The upload goes on; only a crash before the next save would resend this file.
-            tracing::warn!("upload: {}: saving an acknowledgement failed: {e}", inc.id);
-        }
-    }
-    Ok(())
-}
-
-/// A planned file that cannot be read: gone, that file is given up (the incident's others
-/// still go up); any other error (out of file descriptors, EIO, a permission) may pass, so it
-/// is a failed attempt, retried with backoff, and never moves an intact incident into
-/// quarantine.
-fn unreadable(path: &std::path::Path, kind: FileKind, e: std::io::Error) -> Fail {
-    if e.kind() == std::io::ErrorKind::NotFound {
-        Fail::Gone {
-            kind,
-            what: "planned file gone before its upload".into(),
-        }
-    } else {
-        Fail::Retryable(format!("{}: {e}", path.display()))
-    }
-}
-
-fn create(client: &Client, inc: &Incident, i: usize) -> Result<String, Fail> {
-    let u = &inc.uploads[i];
-    client
-        .create(
-            u.size,
-            &[
-                ("incident", &inc.id),
-                ("kind", u.kind.upload_kind()),
-                ("sha256", &u.sha256),
-                ("filename", u.kind.file_name()),
-            ],
-        )
-        .map_err(|e| classify(Req::Create, e, client.answered()))
-}
-
-/// An upload created in this pass that the server says it does not know: the URLs it hands
-/// out do not reach it (a proxy routing only the creation, a wrong base path). Creating it
-/// again would only repeat that.
-fn gone_at_once(url: &str, req: Req, answer: &str) -> Fail {
-    Fail::Endpoint {
-        what: format!("{url}: {answer} to the {req} of an upload created a moment ago"),
-        retry_after: None,
-    }
-}
-
-/// Bytes left in today's budget.
-fn budget_left(spool: &Spool, cfg: &Config) -> u64 {
-    let st = spool.state();
-    let used = if st.budget_day == spool.now_ms() / DAY_MS {
-        st.bytes_sent_today
-    } else {
-        0
-    };
-    cfg.daily_byte_budget.saturating_sub(used)
-}
-
-/// Reserve up to `want` bytes of today's budget; returns how many may be sent.
-fn reserve(spool: &Spool, cfg: &Config, want: u64) -> Result<u64, Fail> {
-    let day = spool.now_ms() / DAY_MS;
-    let n = want.min(budget_left(spool, cfg));
-    if n == 0 {
-        return Err(Fail::Budget);
-    }
-    spool.update_state(|s| {
-        if s.budget_day != day {
-            s.budget_day = day;
-            s.bytes_sent_today = 0;
-        }
-        s.bytes_sent_today += n;
-    })?;
-    Ok(n)
-}
-
-fn upload_file(
-    guard: &SpoolGuard<'_>,
-    client: &Client,
-    cfg: &Config,
-    inc: &mut Incident,
-    i: usize,
-    mut fresh: bool,
-    sum: &mut Summary,
-) -> Result<(), Fail> {
-    let spool = guard.spool();
-    let kind: FileKind = inc.uploads[i].kind;
-    let path = spool.incident_dir(&inc.id).join(kind.file_name());
-    let size = inc.uploads[i].size;
-    let upload_kind = kind.upload_kind();
-    // The URL was created in this pass (the server cannot have let it expire since).
-    let mut created_here = fresh;
-    // The server does not know the URL, or holds another length under it: create the upload
-    // anew. The old URL stays (in memory and on disk) until the new one exists, so that a
-    // creation refused by an endpoint problem leaves it to be asked about next time.
-    let mut stale = false;
-    for _round in 0..8 {
-        let mut offset;
-        match inc.uploads[i].url.clone().filter(|_| !stale) {
-            None => {
-                let url = create(client, inc, i)?;
-                inc.uploads[i].url = Some(url);
-                guard.save(inc)?;
-                (stale, created_here) = (false, true);
-                offset = 0;
-            }
-            Some(_) if fresh => {
-                fresh = false;
-                offset = 0;
-            }
-            Some(url) => match client
-                .head(&url)
-                .map_err(|e| classify(Req::Head, e, client.answered()))?
-            {
-                None if created_here => {
-                    return Err(gone_at_once(&url, Req::Head, "404, 410 or 403"));
-                }
-                None => {
-                    tracing::info!("upload: {url} unknown to the server; creating it again");
-                    stale = true;
-                    continue;
-                }
-                Some(h) => {
-                    if h.length.is_some_and(|l| l != size) || h.offset > size {
-                        tracing::warn!(
-                            "upload: {url}: server has offset {} length {:?}, ours is {size}; starting again",
-                            h.offset,
-                            h.length
-                        );
-                        stale = true;
-                        continue;
-                    }
-                    offset = h.offset;
-                    if offset > 0 {
-                        sum.resumed.push((inc.id.clone(), upload_kind, offset));
-                    }
-                    if offset == size {
-                        return verify(guard, inc, i, h.sha256.as_deref());
-                    }
-                }
-            },
-        }
-        let url = inc.uploads[i].url.clone().unwrap_or_default();
-        let mut file = spool
-            .fs()
-            .open(&path)
-            .map_err(|e| unreadable(&path, kind, e))?;
-        // One budget reservation for what is left of the file (counted before it is sent).
-        let mut allowed = reserve(spool, cfg, size - offset)?;
-        'send: while offset < size {
-            if allowed == 0 {
-                allowed = reserve(spool, cfg, size - offset)?;
-            }
-            let n = (size - offset).min(cfg.chunk_size.max(1)).min(allowed);
-            file.seek(SeekFrom::Start(offset))
-                .map_err(|e| Fail::Local(format!("{}: {e}", path.display())))?;
-            match client.patch(&url, offset, &mut file, n) {
-                Ok(p) => {
-                    sum.bytes_sent += n;
-                    allowed -= n;
-                    // An offset that did not move (the server kept none of the bytes) is no
-                    // better than one that moved back: sending the same chunk again would
-                    // spend the byte budget on nothing, every day. Ask with HEAD; the rounds
-                    // are bounded, and then the attempt counts as failed.
-                    if p.offset > size || p.offset <= offset {
-                        tracing::warn!(
-                            "upload: {url}: PATCH of {n} bytes at offset {offset} answered offset {}",
-                            p.offset
-                        );
-                        break 'send; // ask with HEAD
-                    }
-                    offset = p.offset;
-                    if offset == size {
-                        return verify(guard, inc, i, p.sha256.as_deref());
-                    }
-                }
-                Err(TusError::Status { status: 409, .. }) => break 'send,
-                Err(TusError::Status {
-                    status: status @ (404 | 410),
-                    ..
-                }) => {
-                    if created_here {
-                        return Err(gone_at_once(&url, Req::Patch, &status.to_string()));
-                    }
-                    stale = true;
-                    break 'send;
-                }
-                Err(e) => return Err(classify(Req::Patch, e, client.answered())),
-            }
-        }
-    }
-    Err(Fail::Retryable(format!(
-        "{}: the server's offsets kept disagreeing with ours",
-        path.display()
-    )))
-}
-
-/// The server has every byte: accept it if its SHA-256 (when it says one) is ours.
-fn verify(
-    guard: &SpoolGuard<'_>,
-    inc: &mut Incident,
-    i: usize,
-    server_sha: Option<&str>,
-) -> Result<(), Fail> {
-    match server_sha {
-        Some(s) if !s.eq_ignore_ascii_case(&inc.uploads[i].sha256) => {
-            let what = format!(
-                "{}: the server stored SHA-256 {s}, ours is {}; uploading it again",
-                inc.uploads[i].kind.file_name(),
-                inc.uploads[i].sha256
-            );
-            inc.uploads[i].url = None;
-            guard.save(inc)?;
-            Err(Fail::Retryable(what))
-        }
-        _ => Ok(()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn status(status: u16, retry_after: Option<u64>) -> TusError {
-        TusError::Status {
-            status,
-            url: "https://x/files/".into(),
-            retry_after,
-            body: String::new(),
-        }
-    }
-
-    fn kind(f: Fail) -> &'static str {
-        match f {
-            Fail::ServerWait { .. } => "wait",
-            Fail::Endpoint { .. } => "endpoint",
-            Fail::Retryable(_) => "attempt",
-            Fail::Rejected(_) => "reject",
-            Fail::Budget | Fail::Local(_) | Fail::Spool(_) | Fail::Gone { .. } => "other",
-        }
-    }
-
-    /// The table of the module doc.
-    #[test]
-    fn answers_are_classified_by_what_they_are_about() {
-        use Req::*;
-        let table: &[(Req, u16, Option<u64>, &str)] = &[
-            (Create, 400, None, "reject"),
-            (Create, 413, None, "reject"),
-            (Create, 422, None, "reject"),
-            (Create, 401, None, "endpoint"),
-            (Create, 403, None, "endpoint"),
-            (Create, 404, None, "endpoint"),
-            (Create, 405, None, "endpoint"),
-            (Create, 407, None, "endpoint"),
-            (Create, 408, None, "endpoint"),
-            (Create, 410, None, "endpoint"),
-            (Create, 412, None, "endpoint"),
-            (Create, 415, None, "endpoint"),
-            (Create, 418, None, "endpoint"),
-            (Create, 451, None, "endpoint"),
-            (Create, 301, None, "endpoint"),
-            (Head, 400, None, "endpoint"),
-            (Head, 401, None, "endpoint"),
-            (Head, 413, None, "endpoint"),
-            (Patch, 400, None, "endpoint"),
-            (Patch, 403, None, "endpoint"),
-            (Patch, 413, None, "endpoint"),
-            (Patch, 415, None, "endpoint"),
-            (Patch, 460, None, "attempt"),
-            (Create, 429, None, "wait"),
-            (Patch, 429, Some(5), "wait"),
-            (Create, 503, Some(60), "wait"),
-            (Create, 503, None, "attempt"),
-            (Patch, 500, Some(60), "attempt"),
-            (Head, 502, None, "attempt"),
-        ];
-        for &(req, code, ra, want) in table {
-            assert_eq!(
-                kind(classify(req, status(code, ra), true)),
-                want,
-                "{code} to {req}"
-            );
-            // Before anything was answered, only an outage (502 to 504) changes meaning.
-            let before = match (code, want) {
-                (502..=504, "attempt") => "endpoint",
-                _ => want,
-            };
-            assert_eq!(
-                kind(classify(req, status(code, ra), false)),
-                before,
-                "{code} to {req}, nothing answered yet"
-            );
-        }
-        assert_eq!(kind(classify(Create, status(500, None), false)), "attempt");
-        assert_eq!(kind(classify(Head, status(504, None), false)), "endpoint");
-        let insecure = TusError::Insecure("http://example.com/files/1".into());
-        assert_eq!(kind(classify(Create, insecure, true)), "endpoint");
-        let net = || TusError::Network {
-            url: "https://x/".into(),
-            what: "reset".into(),
-        };
-        assert_eq!(kind(classify(Patch, net(), true)), "attempt");
-        assert_eq!(kind(classify(Create, net(), false)), "endpoint");
-        let odd = || TusError::Protocol {
-            url: "https://x/".into(),
-            what: "creation answer without Location".into(),
-        };
-        assert_eq!(kind(classify(Patch, odd(), true)), "attempt");
-        assert_eq!(kind(classify(Create, odd(), false)), "endpoint");
-    }
-
-    #[test]
-    fn endpoint_problems_in_a_row_are_counted_per_spool() {
-        let (a, b) = (Path::new("/spool/a"), Path::new("/spool/b"));
-        let cfg = Config::default();
-        let problem = |root| ENDPOINT_PROBLEMS.failed(root, "", &cfg, 0).0;
-        assert_eq!(problem(a), 1);
-        assert_eq!(problem(a), 2);
-        assert_eq!(problem(b), 1);
-        ENDPOINT_PROBLEMS.ended(a, "");
-        assert_eq!(problem(a), 1);
-        assert_eq!(problem(b), 2);
-    }
 }

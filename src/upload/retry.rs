@@ -1,0 +1,107 @@
+//! Waits in memory: failures in a row per spool and key, and the capped, jittered backoff.
+
+use super::*;
+use rand::Rng;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// Failures in a row, in this process, per spool root and key, each with the time before
+/// which the next try waits. Kept in memory: the record that would hold them may not be
+/// writable then (a full disk), and a new process simply starts a streak afresh.
+pub(super) struct Streaks(Mutex<Vec<Streak>>);
+
+pub(super) struct Streak {
+    root: PathBuf,
+    key: String,
+    failures: u32,
+    until_ms: u64,
+}
+
+impl Streaks {
+    const fn new() -> Streaks {
+        Streaks(Mutex::new(Vec::new()))
+    }
+
+    pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Streak>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// One more failure of `key`: the streak's length and its [`backoff`]; the next try is
+    /// not due before `now` plus that.
+    pub(super) fn failed(&self, root: &Path, key: &str, cfg: &Config, now: u64) -> (u32, Duration) {
+        let mut v = self.lock();
+        let at = match v.iter().position(|s| s.root == root && s.key == key) {
+            Some(k) => k,
+            None => {
+                v.push(Streak {
+                    root: root.to_path_buf(),
+                    key: key.to_string(),
+                    failures: 0,
+                    until_ms: 0,
+                });
+                v.len() - 1
+            }
+        };
+        let s = &mut v[at];
+        s.failures = s.failures.saturating_add(1);
+        let wait = backoff(cfg, s.failures);
+        s.until_ms = now + wait.as_millis() as u64;
+        (s.failures, wait)
+    }
+
+    /// A success ends `key`'s streak.
+    pub(super) fn ended(&self, root: &Path, key: &str) {
+        self.lock().retain(|s| s.root != root || s.key != key);
+    }
+
+    /// Whether a try of `key` at `now` must still wait (a wait longer than `backoff_cap` means
+    /// the clock was set back: it has expired).
+    pub(super) fn waits(&self, root: &Path, key: &str, now: u64, cfg: &Config) -> bool {
+        let cap = cfg.backoff_cap.as_millis() as u64;
+        self.lock()
+            .iter()
+            .any(|s| s.root == root && s.key == key && s.until_ms > now && s.until_ms - now <= cap)
+    }
+}
+
+/// Endpoint problems in a row (key ""): each wait doubles. The wait itself is kept in
+/// `spool.json`; the count is not, so a new process starts again from `backoff_base` once the
+/// stored wait is over.
+pub(super) static ENDPOINT_PROBLEMS: Streaks = Streaks::new();
+
+/// Incidents whose plan failed (key: the incident's id), a full disk while compressing or
+/// writing meta.json: planning is retried after a backoff, not on every pass, since it redoes
+/// the compression each time, and the incident's record cannot hold the wait on a full disk.
+/// No attempt is counted: the server is not involved, and the spool's age quota bounds how
+/// long it waits.
+pub(super) static PLAN_FAILURES: Streaks = Streaks::new();
+
+/// The delay before attempt `attempts + 1`: `base · 2^(attempts-1)`, capped, times a random
+/// factor in [0.5, 1].
+pub fn backoff(cfg: &Config, attempts: u32) -> Duration {
+    let base = cfg.backoff_base.as_millis() as u64;
+    let cap = cfg.backoff_cap.as_millis() as u64;
+    let exp = attempts.saturating_sub(1).min(40);
+    let d = base.saturating_mul(1u64 << exp).min(cap);
+    let jitter = rand::thread_rng().gen_range(0.5..=1.0);
+    Duration::from_millis((d as f64 * jitter) as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    #[test]
+    fn endpoint_problems_in_a_row_are_counted_per_spool() {
+        let (a, b) = (Path::new("/spool/a"), Path::new("/spool/b"));
+        let cfg = Config::default();
+        let problem = |root| ENDPOINT_PROBLEMS.failed(root, "", &cfg, 0).0;
+        assert_eq!(problem(a), 1);
+        assert_eq!(problem(a), 2);
+        assert_eq!(problem(b), 1);
+        ENDPOINT_PROBLEMS.ended(a, "");
+        assert_eq!(problem(a), 1);
+        assert_eq!(problem(b), 2);
+    }
+}
