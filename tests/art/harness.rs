@@ -177,22 +177,34 @@ fn build() -> Runtime {
             .arg("-ldl"),
         "clang launch.c",
     );
+    // libopenjdk.so's Runtime.nativeLoad calls libart's C++ JavaVMExt::LoadNativeLibrary.
+    let nativeload = tmp.join("nativeload.o");
+    run(
+        Command::new("clang++")
+            .args(["-c", "-fPIC", "-O1", "-Wall", "-Wextra", "-Werror"])
+            .args(&inc)
+            .arg("-o")
+            .arg(&nativeload)
+            .arg(src.join("native/nativeload.cc")),
+        "clang++ nativeload.cc",
+    );
     for (lib, def) in [
         ("libjavacore.so", "-DLIB_JAVACORE"),
         ("libopenjdk.so", "-DLIB_OPENJDK"),
         ("libicu_jni.so", "-DLIB_ICU"),
     ] {
-        run(
-            Command::new("clang")
-                .args(["-shared", "-fPIC", "-O1", "-Wall", "-Wextra", "-Werror"])
-                .arg("-Wno-unused-function")
-                .args(&inc)
-                .arg(def)
-                .arg("-o")
-                .arg(tmp.join("lib").join(lib))
-                .arg(src.join("native/jnilib.c")),
-            &format!("clang {lib}"),
-        );
+        let mut cc = Command::new("clang");
+        cc.args(["-shared", "-fPIC", "-O1", "-Wall", "-Wextra", "-Werror"])
+            .arg("-Wno-unused-function")
+            .args(&inc)
+            .arg(def)
+            .arg("-o")
+            .arg(tmp.join("lib").join(lib))
+            .arg(src.join("native/jnilib.c"));
+        if lib == "libopenjdk.so" {
+            cc.arg(&nativeload).arg("-lstdc++");
+        }
+        run(&mut cc, &format!("clang {lib}"));
     }
     std::fs::write(tmp.join("done"), b"").expect("write done");
     if std::fs::rename(&tmp, &dir).is_err() {
@@ -234,7 +246,9 @@ impl Run {
 
 /// Boots ART with the core library and the test apps on the boot class path, and runs
 /// `main_class`'s `main`, killing it after `timeout`. `vm_options` are added (e.g. `-Xmx64m`);
-/// `env` is set for the process. ANDROID_DATA and the other roots are made under `work`.
+/// `env` is set for the process, an `LD_LIBRARY_PATH` in it searched after our JNI libraries'
+/// directory (`System.loadLibrary` finds libraries there, as in an app's native library
+/// directory). ANDROID_DATA and the other roots are made under `work`.
 pub fn launch(
     work: &Path,
     main_class: &str,
@@ -243,6 +257,11 @@ pub fn launch(
     timeout: Duration,
 ) -> Run {
     let rt = runtime();
+    let mut lib_path = rt.lib_dir().into_os_string();
+    for (_, v) in env.iter().filter(|(k, _)| *k == "LD_LIBRARY_PATH") {
+        lib_path.push(":");
+        lib_path.push(v);
+    }
     let mut cmd = Command::new(rt.launcher());
     cmd.arg(work.join("android"))
         .arg(main_class)
@@ -253,8 +272,8 @@ pub fn launch(
             rt.app_dex().display()
         ))
         .args(vm_options)
-        .env("LD_LIBRARY_PATH", rt.lib_dir())
-        .envs(env.iter().copied())
+        .envs(env.iter().copied().filter(|(k, _)| *k != "LD_LIBRARY_PATH"))
+        .env("LD_LIBRARY_PATH", lib_path)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());

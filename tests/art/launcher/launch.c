@@ -51,6 +51,28 @@ static int make_dir(const char *root, const char *name, const char *var) {
   return 0;
 }
 
+/* Prints "art-launch: main threw CLASS: MESSAGE" and the causes: the class name from ART's
+ * own Class.getNameNative, the message from Throwable.detailMessage. */
+static void describe_throwable(JNIEnv *env, jthrowable t) {
+  jclass throwable = (*env)->FindClass(env, "java/lang/Throwable");
+  jfieldID msg_f = (*env)->GetFieldID(env, throwable, "detailMessage", "Ljava/lang/String;");
+  jfieldID cause_f = (*env)->GetFieldID(env, throwable, "cause", "Ljava/lang/Throwable;");
+  jclass class_class = (*env)->FindClass(env, "java/lang/Class");
+  jmethodID name_m = (*env)->GetMethodID(env, class_class, "getNameNative", "()Ljava/lang/String;");
+  const char *what = "main threw";
+  for (int depth = 0; t != NULL && depth < 8; depth++) {
+    jclass tc = (*env)->GetObjectClass(env, t);
+    jstring name = name_m ? (jstring)(*env)->CallObjectMethod(env, tc, name_m) : NULL;
+    jstring msg = msg_f ? (jstring)(*env)->GetObjectField(env, t, msg_f) : NULL;
+    const char *n = name ? (*env)->GetStringUTFChars(env, name, NULL) : "?";
+    const char *m = msg ? (*env)->GetStringUTFChars(env, msg, NULL) : NULL;
+    fprintf(stderr, "art-launch: %s %s%s%s\n", what, n, m ? ": " : "", m ? m : "");
+    jthrowable cause = cause_f ? (jthrowable)(*env)->GetObjectField(env, t, cause_f) : NULL;
+    t = (cause != NULL && !(*env)->IsSameObject(env, cause, t)) ? cause : NULL;
+    what = "  caused by";
+  }
+}
+
 typedef jint (*create_vm_fn)(JavaVM **, JNIEnv **, void *);
 
 int main(int argc, char **argv) {
@@ -114,15 +136,7 @@ int main(int argc, char **argv) {
   if ((*env)->ExceptionCheck(env)) {
     jthrowable t = (*env)->ExceptionOccurred(env);
     (*env)->ExceptionClear(env);
-    jclass tc = (*env)->GetObjectClass(env, t);
-    jclass cc = (*env)->GetObjectClass(env, tc);
-    jmethodID get_name = (*env)->GetMethodID(env, cc, "getName", "()Ljava/lang/String;");
-    const char *name = "?";
-    if (get_name != NULL) {
-      jstring s = (jstring)(*env)->CallObjectMethod(env, tc, get_name);
-      if (s != NULL) name = (*env)->GetStringUTFChars(env, s, NULL);
-    }
-    fprintf(stderr, "art-launch: main threw %s\n", name);
+    describe_throwable(env, t);
     fflush(NULL);
     _exit(3);
   }

@@ -1,8 +1,9 @@
 /* The three JNI libraries ART 11 loads while it starts (Runtime::InitNativeMethods loads
  * libicu_jni.so, libjavacore.so and libopenjdk.so, and aborts if one is missing). On Android
  * they hold libcore's natives; here they hold the few the test core library (tests/art/core)
- * declares as ours. One source, built three times: -DLIB_JAVACORE, -DLIB_OPENJDK, or neither
- * (libicu_jni.so, which only has to load). */
+ * declares as ours (libopenjdk.so also links nativeload.cc: Runtime.nativeLoad). One source,
+ * built three times: -DLIB_JAVACORE, -DLIB_OPENJDK, or -DLIB_ICU (libicu_jni.so, which only has
+ * to load). */
 #include <jni.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -36,10 +37,46 @@ static jstring Long_toString(JNIEnv *env, jclass cls, jlong v) {
   return (*env)->NewStringUTF(env, buf);
 }
 
+/* System.getProperty(key): "java.vm.name" is "Dalvik", as ART reports itself; any other key is
+ * looked up in the VM's -Dkey=value options, which VMRuntime.properties() (ART's) returns. */
+static jstring System_getProperty(JNIEnv *env, jclass cls, jstring key) {
+  (void)cls;
+  if (key == NULL) return NULL;
+  const char *k = (*env)->GetStringUTFChars(env, key, NULL);
+  if (k == NULL) return NULL;
+  jstring result = NULL;
+  if (strcmp(k, "java.vm.name") == 0) {
+    result = (*env)->NewStringUTF(env, "Dalvik");
+  } else {
+    size_t klen = strlen(k);
+    jclass vmr = (*env)->FindClass(env, "dalvik/system/VMRuntime");
+    /* properties() is an instance native of ART's that does not look at its VMRuntime. */
+    jmethodID props = vmr ? (*env)->GetMethodID(env, vmr, "properties", "()[Ljava/lang/String;") : NULL;
+    jobject rt = props ? (*env)->AllocObject(env, vmr) : NULL;
+    jobjectArray all = rt ? (jobjectArray)(*env)->CallObjectMethod(env, rt, props) : NULL;
+    if (rt) (*env)->DeleteLocalRef(env, rt);
+    jsize n = all ? (*env)->GetArrayLength(env, all) : 0;
+    for (jsize i = 0; i < n && result == NULL; i++) {
+      jstring p = (jstring)(*env)->GetObjectArrayElement(env, all, i);
+      const char *pc = p ? (*env)->GetStringUTFChars(env, p, NULL) : NULL;
+      if (pc && strncmp(pc, k, klen) == 0 && pc[klen] == '=') result = (*env)->NewStringUTF(env, pc + klen + 1);
+      if (pc) (*env)->ReleaseStringUTFChars(env, p, pc);
+      if (p) (*env)->DeleteLocalRef(env, p);
+    }
+    if (all) (*env)->DeleteLocalRef(env, all);
+    if (vmr) (*env)->DeleteLocalRef(env, vmr);
+  }
+  (*env)->ReleaseStringUTFChars(env, key, k);
+  return result;
+}
+
 static int register_javacore(JNIEnv *env) {
-  JNINativeMethod system[] = {{"logI", "(Ljava/lang/String;)V", (void *)System_logI}};
+  JNINativeMethod system[] = {
+      {"logI", "(Ljava/lang/String;)V", (void *)System_logI},
+      {"getProperty", "(Ljava/lang/String;)Ljava/lang/String;", (void *)System_getProperty},
+  };
   JNINativeMethod lng[] = {{"toString", "(J)Ljava/lang/String;", (void *)Long_toString}};
-  return register_on(env, "java/lang/System", system, 1) || register_on(env, "java/lang/Long", lng, 1);
+  return register_on(env, "java/lang/System", system, 2) || register_on(env, "java/lang/Long", lng, 1);
 }
 #endif
 
@@ -93,6 +130,9 @@ static jlong Runtime_freeMemory(JNIEnv *env, jobject self) {
   return (jlong)(total > used ? total - used : 0);
 }
 
+/* nativeload.cc */
+jstring test_runtime_native_load(JNIEnv *env, jclass cls, jstring filename, jobject loader, jclass caller);
+
 static int register_openjdk(JNIEnv *env) {
   runtime_instance = (char **)dlsym(RTLD_DEFAULT, "_ZN3art7Runtime9instance_E");
   heap_total_memory = (total_memory_fn)dlsym(RTLD_DEFAULT, "_ZNK3art2gc4Heap14GetTotalMemoryEv");
@@ -104,8 +144,10 @@ static int register_openjdk(JNIEnv *env) {
       {"maxMemory", "()J", (void *)Runtime_maxMemory},
       {"totalMemory", "()J", (void *)Runtime_totalMemory},
       {"freeMemory", "()J", (void *)Runtime_freeMemory},
+      {"nativeLoad", "(Ljava/lang/String;Ljava/lang/ClassLoader;Ljava/lang/Class;)Ljava/lang/String;",
+       (void *)test_runtime_native_load},
   };
-  return register_on(env, "java/lang/Runtime", m, 3);
+  return register_on(env, "java/lang/Runtime", m, 4);
 }
 #endif
 

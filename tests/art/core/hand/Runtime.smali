@@ -1,6 +1,6 @@
 # java.lang.Runtime: one instance; maxMemory/totalMemory/freeMemory are natives of
-# libopenjdk.so (ours: tests/art/native/jnilib.c), as on Android. Written by hand for the
-# instance getRuntime() returns.
+# libopenjdk.so (ours: tests/art/native/jnilib.c), as on Android, and so is nativeLoad
+# (System.loadLibrary's route). Written by hand for the instance getRuntime() returns.
 .class public Ljava/lang/Runtime;
 .super Ljava/lang/Object;
 
@@ -35,9 +35,7 @@
 .method public native freeMemory()J
 .end method
 
-# Called by the runtime's System.loadLibrary path; not used here (no library loading from Java).
-.method private static nativeLoad(Ljava/lang/String;Ljava/lang/ClassLoader;Ljava/lang/Class;)Ljava/lang/String;
-    .registers 4
-    const-string v0, "nativeLoad is not supported by the test core library"
-    return-object v0
+# Loads the shared library FILENAME for LOADER (null: the boot class loader) and runs its
+# JNI_OnLoad; null on success, else the reason. Ours: libopenjdk.so.
+.method static native nativeLoad(Ljava/lang/String;Ljava/lang/ClassLoader;Ljava/lang/Class;)Ljava/lang/String;
 .end method

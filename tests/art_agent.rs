@@ -1,0 +1,152 @@
+//! oomguard on ART 11 (the test runtime of `tests/art`): the facade as dex agrees with
+//! `java/dev/oomguard/OomGuard.java`, and the agent starts through it the way an app starts it.
+
+mod common;
+#[path = "art/harness.rs"]
+mod harness;
+
+use std::path::PathBuf;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The natives `OomGuard.java` declares, as (name, JNI descriptor), in file order.
+fn java_natives(src: &str) -> Vec<(String, String)> {
+    let flat = src.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut out = Vec::new();
+    for decl in flat.split("private static native ").skip(1) {
+        let decl = &decl[..decl.find(';').expect("native ends with ;")];
+        let (ret, rest) = decl.split_once(' ').expect("return type");
+        let (name, params) = rest.split_once('(').expect("parameters");
+        let params = params.trim_end_matches(')');
+        let mut sig = String::from("(");
+        for p in params.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            sig.push_str(java_type(p.split_whitespace().next().expect("type")));
+        }
+        sig.push(')');
+        sig.push_str(java_type(ret));
+        out.push((name.trim().to_string(), sig));
+    }
+    out
+}
+
+fn java_type(t: &str) -> &'static str {
+    match t {
+        "int" => "I",
+        "boolean" => "Z",
+        "long" => "J",
+        "void" => "V",
+        "String" => "Ljava/lang/String;",
+        other => panic!("OomGuard.java: native with a {other} parameter: teach java_type"),
+    }
+}
+
+/// The natives the smali facade declares, as (name, descriptor), in file order.
+fn smali_natives(src: &str) -> Vec<(String, String)> {
+    src.lines()
+        .filter_map(|l| l.strip_prefix(".method private static native "))
+        .map(|m| {
+            let i = m.find('(').expect("descriptor");
+            (m[..i].to_string(), m[i..].to_string())
+        })
+        .collect()
+}
+
+/// The dex facade and the Java one must declare the same natives: liboomguard's
+/// `Java_dev_oomguard_OomGuard_*` functions serve both.
+#[test]
+fn art_facade_declares_the_natives_of_oomguard_java() {
+    let java = std::fs::read_to_string(root().join("java/dev/oomguard/OomGuard.java")).unwrap();
+    let smali =
+        std::fs::read_to_string(root().join("tests/art/app/dev/oomguard/OomGuard.smali")).unwrap();
+    let j = java_natives(&java);
+    let s = smali_natives(&smali);
+    assert_eq!(j.len(), 6, "OomGuard.java's natives: {j:?}");
+    assert_eq!(
+        s, j,
+        "tests/art/app/dev/oomguard/OomGuard.smali against OomGuard.java"
+    );
+    // The same public entry points and result codes.
+    for code in [
+        "OK:I = 0x0",
+        "ALREADY_RUNNING:I = 0x1",
+        "NOT_RUNNING:I = 0x2",
+        "BAD_ARGUMENT:I = 0x3",
+        "INTERNAL_ERROR:I = 0x4",
+        "ERROR:I = 0x5",
+        "LOAD_FAILED:I = 0x6",
+    ] {
+        let (name, value) = code.split_once(":I = ").unwrap();
+        let v: i32 = i32::from_str_radix(value.trim_start_matches("0x"), 16).unwrap();
+        assert!(smali.contains(code), "smali lacks {code}");
+        assert!(
+            java.contains(&format!("public static final int {name} = {v};")),
+            "OomGuard.java lacks {name} = {v}"
+        );
+    }
+    for m in [
+        "start(Ljava/lang/String;Ljava/lang/String;Ljava/lang/String;)I",
+        "start(Ljava/lang/String;Ljava/lang/String;Ljava/lang/String;Ljava/lang/String;)I",
+        "stop()I",
+        "dumpNow(Ljava/lang/String;)I",
+        "status()Ljava/lang/String;",
+        "setCurrentPage(Ljava/lang/String;)I",
+        "setNetwork(ZZ)I",
+    ] {
+        assert!(
+            smali.contains(&format!(".method public static {m}")),
+            "smali lacks {m}"
+        );
+    }
+}
+
+/// `AgentMain` (tests/art/app/AgentMain.smali) starts the agent through the dex facade, as an
+/// app's `Application.onCreate` does: `System.loadLibrary("oomguard")` goes through ART's own
+/// `JavaVMExt::LoadNativeLibrary`, the natives bind by their `Java_dev_oomguard_OomGuard_*`
+/// names, the agent's thread attaches to ART, and its first sample reads ART's heap through
+/// `java.lang.Runtime`.
+#[test]
+fn art_agent_starts_through_the_facade_and_reads_the_heap() {
+    if !harness::available("art_agent_starts_through_the_facade_and_reads_the_heap") {
+        return;
+    }
+    let lib = common::cdylib_dir();
+    let work = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+    let data = work.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let run = harness::launch(
+        work.path(),
+        "AgentMain",
+        &["-Xmx64m", &format!("-Doomguard.data={}", data.display())],
+        &[("LD_LIBRARY_PATH", lib.to_str().unwrap())],
+        std::time::Duration::from_secs(60),
+    );
+    let why = run.describe();
+    assert_eq!(run.code, Some(0), "{why}");
+    assert_eq!(run.value("start"), Some(0), "OomGuard.OK\n{why}");
+    assert_eq!(run.value("second_start"), Some(1), "ALREADY_RUNNING\n{why}");
+    assert_eq!(run.value("stop"), Some(0), "{why}");
+    assert_eq!(run.value("held"), Some(1000), "{why}");
+    assert!(
+        run.stderr.contains("heap numbers read through jni"),
+        "{why}"
+    );
+    let status = run
+        .stdout
+        .split("STATUS-BEGIN\n")
+        .nth(1)
+        .and_then(|s| s.split("STATUS-END").next())
+        .unwrap_or_else(|| panic!("no status\n{why}"));
+    let status: serde_json::Value =
+        serde_json::from_str(status).unwrap_or_else(|e| panic!("status JSON: {e}\n{why}"));
+    assert_eq!(status["state"], "running", "{why}");
+    let sample = &status["last_sample"];
+    assert_eq!(sample["heap_max"], 64 << 20, "-Xmx64m\n{why}");
+    let used = sample["heap_used"].as_u64().unwrap_or(0);
+    // The 1000 arrays of 4 KiB are live when the agent samples.
+    assert!(
+        (4_096_000..64 << 20).contains(&used),
+        "heap_used {used}\n{why}"
+    );
+}
