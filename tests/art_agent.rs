@@ -6,6 +6,7 @@ mod common;
 mod harness;
 
 use std::path::PathBuf;
+use std::process::Command;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -148,5 +149,109 @@ fn art_agent_starts_through_the_facade_and_reads_the_heap() {
     assert!(
         (4_096_000..64 << 20).contains(&used),
         "heap_used {used}\n{why}"
+    );
+}
+
+/// Runs `AgentMain` with `OomGuard.dumpNow` and the policy `policy` (the default one, changed by
+/// `edit`), returning the run and its data directory's holder.
+fn run_incident(
+    edit: impl FnOnce(&mut serde_json::Value),
+) -> (harness::Run, tempfile::TempDir, PathBuf) {
+    let lib = common::cdylib_dir();
+    let mut policy: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(root().join("config/policy.default.json")).unwrap())
+            .unwrap();
+    edit(&mut policy);
+    let work = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+    let data = work.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let bin = common::oomguard_bin();
+    let run = harness::launch(
+        work.path(),
+        "AgentMain",
+        &[
+            "-Xmx64m",
+            &format!("-Doomguard.data={}", data.display()),
+            &format!("-Doomguard.policy={policy}"),
+            "-Doomguard.dump_now=art-test",
+        ],
+        &[
+            ("LD_LIBRARY_PATH", lib.to_str().unwrap()),
+            ("OOMGUARD_BIN", bin.to_str().unwrap()),
+        ],
+        std::time::Duration::from_secs(90),
+    );
+    (run, work, data)
+}
+
+/// The incident on ART with the full file kept: the facade reports API 30 (our
+/// `android.os.Build$VERSION`), so the agent uses the ART fork dumper: it suspends ART, forks,
+/// and the child runs libart's `hprof::DumpHeap` while the tee on libart's `open`/`write`
+/// imports writes the stripped file; the analyser runs out of process and names the 4 leaked
+/// Activities and their path. The mini file is exactly `oomguard strip` of the full one.
+#[test]
+fn art_fork_dump_keep_full_incident_names_the_activity_leak() {
+    if !harness::available("art_fork_dump_keep_full_incident_names_the_activity_leak") {
+        return;
+    }
+    let (run, _work, data) = run_incident(|p| p["dump"]["keep_full"] = true.into());
+    let why = run.describe();
+    assert_eq!(run.code, Some(0), "{why}");
+    assert_eq!(run.value("dump_now"), Some(0), "{why}");
+    assert_eq!(run.value("stop"), Some(0), "{why}");
+    assert!(
+        run.stderr.contains("tee hooked library=") && run.stderr.contains("android/libart.so"),
+        "the tee hooks libart itself\n{why}"
+    );
+    assert!(
+        run.stderr.contains("heap dump taken dumper=\"art-fork\""),
+        "{why}"
+    );
+    assert!(run.stderr.contains("hprof: heap dump completed"), "{why}");
+    assert!(run.stderr.contains("analysis done out of process"), "{why}");
+
+    let incidents: Vec<PathBuf> = std::fs::read_dir(data.join("spool/incidents"))
+        .unwrap_or_else(|e| panic!("no incidents: {e}\n{why}"))
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(incidents.len(), 1, "{incidents:?}\n{why}");
+    let dir = &incidents[0];
+    let full = std::fs::read(dir.join("dump.hprof")).expect("dump.hprof kept");
+    assert!(full.starts_with(b"JAVA PROFILE 1.0.3\0"));
+    let mini = std::fs::read(dir.join("mini.hprof")).expect("mini.hprof");
+    let stripped = dir.join("strip.hprof");
+    let out = Command::new(common::oomguard_bin())
+        .args(["strip", "--level", "arrays"])
+        .arg(dir.join("dump.hprof"))
+        .arg("-o")
+        .arg(&stripped)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        std::fs::read(&stripped).unwrap() == mini,
+        "the tee's mini file differs from oomguard strip of the full dump"
+    );
+    assert!(
+        mini.len() * 10 < full.len(),
+        "{} / {}",
+        mini.len(),
+        full.len()
+    );
+
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("report.json")).expect("report.json"))
+            .unwrap();
+    let leak = report["gcPaths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["leakReason"] == "Activity Leak")
+        .unwrap_or_else(|| panic!("no Activity Leak: {report:#}"));
+    assert_eq!(leak["className"], "com.example.leaky.MainActivity");
+    assert_eq!(leak["instanceCount"], 4, "{leak:#}");
+    assert_eq!(
+        leak["path"][0]["reference"], "com.example.leaky.Registry.sListeners",
+        "{leak:#}"
     );
 }

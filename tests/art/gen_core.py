@@ -8,7 +8,8 @@ Inputs, all in tests/art/core/:
   intrinsics.txt  the methods InitializeIntrinsics looks up: CLASS KIND NAME+SIG (KIND
                   Static|Direct|Virtual|Polymorphic), from runtime/intrinsics_list.h;
   hand/*.smali    classes with real code, written by hand; natives and intrinsics of the tables
-                  that such a file lacks are appended to it.
+                  that such a file lacks are appended to it;
+  code/*.smali    bodies of the few methods with real code in classes.txt's classes.
 Output: one .smali per class under the directory given as argv[1].
 
 classes.txt format (# starts a comment):
@@ -17,6 +18,8 @@ classes.txt format (# starts a comment):
     m FLAGS NAME(ARGS)RET [super]              a method; its body is trivial (returns 0/null/void;
                                                a constructor calls its superclass's <init>()V, or
                                                with "super" the one of its own signature)
+    m FLAGS NAME(ARGS)RET @NAME                a method with real code: its body (.registers on)
+                                               is core/code/NAME.smali
     vtable N                                   check: the class adds N virtual methods
   class+ NAME                                  adds lines to a class declared above
 Names use slashes (java/lang/Object); a class without ": SUPER" extends java/lang/Object
@@ -78,6 +81,9 @@ def parse_classes(path):
             flags = flag_list(words[1])
             if len(words) == 4 and words[3] == "super" and words[2].startswith("<init>"):
                 flags.append("@super")
+            elif len(words) == 4 and words[3].startswith("@"):
+                # Real code: the body is in core/code/NAME.smali.
+                flags.append("@code=" + words[3][1:])
             elif len(words) != 3:
                 sys.exit(f"{path}:{lineno}: bad method line")
             cur["methods"].append((flags, words[2]))
@@ -150,22 +156,30 @@ def method_smali(cls, flags, namesig):
         flags = [f for f in flags if f not in ("public", "private", "protected")]
         flags = list(dict.fromkeys(flags + ["static", "constructor"]))
     out = [f".method {' '.join(f for f in flags if not f.startswith('@'))} {name}{sig}"]
-    if "native" not in flags and "abstract" not in flags:
+    code = [f[len("@code="):] for f in flags if f.startswith("@code=")]
+    if code:
+        body = open(os.path.join(CORE, "code", code[0] + ".smali")).read().rstrip("\n")
+        out += body.split("\n")
+    elif "native" not in flags and "abstract" not in flags:
         out += trivial_body(cls, flags, name, sig)
     out.append(".end method")
     return "\n".join(out) + "\n"
 
 
-def extra_methods(natives, intrinsics, name):
+def extra_methods(natives, intrinsics, name, fixed_vtable=False):
     """Methods the tables ask of class NAME: (flags, name+sig)."""
     out = []
     virtual_intrinsics = set(ns for kind, ns in intrinsics.get(name, []) if kind == "Virtual")
+    direct_intrinsics = set(ns for kind, ns in intrinsics.get(name, []) if kind == "Direct")
     for kind, flag, namesig in natives.get(name, []):
-        # An instance native is private (a direct method, outside the vtable whose length ART
-        # checks for Object, Class and String) unless an intrinsic wants it virtual.
+        # An instance native of a class whose vtable length ART checks (Object, Class, String)
+        # is private (a direct method) unless an intrinsic wants it virtual; elsewhere public
+        # unless an intrinsic wants it direct.
         if kind == "static":
             flags = ["public", "static", "native"]
-        elif namesig in virtual_intrinsics:
+        elif namesig in direct_intrinsics:
+            flags = ["private", "native"]
+        elif namesig in virtual_intrinsics or not fixed_vtable:
             flags = ["public", "native"]
         else:
             flags = ["private", "native"]
@@ -223,7 +237,7 @@ def class_smali(cls, natives, intrinsics, object_virtuals):
     methods = list(cls["methods"])
     for flags, namesig in methods:
         seen.add(namesig)
-    for flags, namesig in extra_methods(natives, intrinsics, cls["name"]):
+    for flags, namesig in extra_methods(natives, intrinsics, cls["name"], "vtable" in cls):
         if namesig not in seen:
             methods.append(([f for f in flags if not f.startswith("#")], namesig))
             seen.add(namesig)

@@ -2,7 +2,9 @@
 # (dev/oomguard/OomGuard.smali loads liboomguard.so through System.loadLibrary). Reads
 # -Doomguard.data (the data directory) and -Doomguard.policy (policy JSON, or absent for the
 # default), holds 1000 arrays of 4 KiB, gives the agent 1.5 s (its first poll is at start), then
-# prints start=, second_start=, the status JSON between STATUS-BEGIN/STATUS-END, and stop=.
+# with -Doomguard.dump_now=REASON leaks 4 destroyed Activities and calls OomGuard.dumpNow and
+# waits 10 s; prints start=, second_start=, dump_now=, the status JSON between
+# STATUS-BEGIN/STATUS-END, stop= and held=.
 .class public LAgentMain;
 .super Ljava/lang/Object;
 
@@ -64,6 +66,31 @@
     :filled
     const-wide/16 v5, 0x5dc
     invoke-static {v5, v6}, LAgentMain;->sleep(J)V
+    # -Doomguard.dump_now=REASON: OomGuard.dumpNow(REASON), then 10 s for the incident
+    const-string v0, "oomguard.dump_now"
+    invoke-static {v0}, Ljava/lang/System;->getProperty(Ljava/lang/String;)Ljava/lang/String;
+    move-result-object v0
+    if-eqz v0, :status
+    # first leak 4 destroyed Activities (1 MiB each) through Registry's static list
+    const/4 v9, 0x0
+    :leak
+    const/4 v10, 0x4
+    if-ge v9, v10, :leaked
+    new-instance v10, Lcom/example/leaky/MainActivity;
+    invoke-direct {v10}, Lcom/example/leaky/MainActivity;-><init>()V
+    invoke-static {v10}, Lcom/example/leaky/Registry;->register(Ljava/lang/Object;)V
+    invoke-virtual {v10}, Landroid/app/Activity;->destroy()V
+    add-int/lit8 v9, v9, 0x1
+    goto :leak
+    :leaked
+    invoke-static {v0}, Ldev/oomguard/OomGuard;->dumpNow(Ljava/lang/String;)I
+    move-result v4
+    const-string v0, "dump_now"
+    int-to-long v5, v4
+    invoke-static {v0, v5, v6}, LAgentMain;->print(Ljava/lang/String;J)V
+    const-wide/16 v5, 0x2710
+    invoke-static {v5, v6}, LAgentMain;->sleep(J)V
+    :status
     invoke-static {}, Ldev/oomguard/OomGuard;->status()Ljava/lang/String;
     move-result-object v0
     const-string v9, "STATUS-BEGIN"

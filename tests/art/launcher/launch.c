@@ -37,7 +37,9 @@ static const char *const preload[] = {
     ANDROID_LIB "libnativeloader.so.0",
     ANDROID_LIB "libnativehelper.so.0",
     ANDROID_LIB "libdexfile_support.so.0",
-    ANDROID_LIB "libart.so.0",
+    /* By its Android file name (the unversioned link Debian ships), as the process maps
+     * /apex/com.android.art/lib64/libart.so on a device: oomguard finds libart by that name. */
+    ANDROID_LIB "libart.so",
 };
 
 static int make_dir(const char *root, const char *name, const char *var) {
