@@ -152,9 +152,11 @@ fn art_agent_starts_through_the_facade_and_reads_the_heap() {
     );
 }
 
-/// Runs `AgentMain` with `OomGuard.dumpNow` and the policy `policy` (the default one, changed by
-/// `edit`), returning the run and its data directory's holder.
+/// Runs `AgentMain` with `OomGuard.dumpNow` and the default policy changed by `edit`; with
+/// `api35` the app reports API 35. Returns the run, the directory holding it, and the data
+/// directory.
 fn run_incident(
+    api35: bool,
     edit: impl FnOnce(&mut serde_json::Value),
 ) -> (harness::Run, tempfile::TempDir, PathBuf) {
     let lib = common::cdylib_dir();
@@ -166,9 +168,11 @@ fn run_incident(
     let data = work.path().join("data");
     std::fs::create_dir_all(&data).unwrap();
     let bin = common::oomguard_bin();
-    let run = harness::launch(
+    let api35_dex = harness::runtime().api35_dex();
+    let run = harness::launch_with(
         work.path(),
         "AgentMain",
+        api35.then_some(api35_dex.as_path()),
         &[
             "-Xmx64m",
             &format!("-Doomguard.data={}", data.display()),
@@ -194,7 +198,7 @@ fn art_fork_dump_keep_full_incident_names_the_activity_leak() {
     if !harness::available("art_fork_dump_keep_full_incident_names_the_activity_leak") {
         return;
     }
-    let (run, _work, data) = run_incident(|p| p["dump"]["keep_full"] = true.into());
+    let (run, _work, data) = run_incident(false, |p| p["dump"]["keep_full"] = true.into());
     let why = run.describe();
     assert_eq!(run.code, Some(0), "{why}");
     assert_eq!(run.value("dump_now"), Some(0), "{why}");
@@ -216,6 +220,10 @@ fn art_fork_dump_keep_full_incident_names_the_activity_leak() {
         .collect();
     assert_eq!(incidents.len(), 1, "{incidents:?}\n{why}");
     let dir = &incidents[0];
+    let info = running_info(dir);
+    assert_eq!(info["apiLevel"], 30, "{info:#}");
+    assert_eq!(info["manufacturer"], "debian-art11", "{info:#}");
+    assert_eq!(info["dumper"], "art-fork", "{info:#}");
     let full = std::fs::read(dir.join("dump.hprof")).expect("dump.hprof kept");
     assert!(full.starts_with(b"JAVA PROFILE 1.0.3\0"));
     let mini = std::fs::read(dir.join("mini.hprof")).expect("mini.hprof");
@@ -254,4 +262,43 @@ fn art_fork_dump_keep_full_incident_names_the_activity_leak() {
         leak["path"][0]["reference"], "com.example.leaky.Registry.sListeners",
         "{leak:#}"
     );
+}
+
+/// `incident.json`'s `runningInfo` in the incident directory `dir`.
+fn running_info(dir: &std::path::Path) -> serde_json::Value {
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("incident.json")).expect("incident.json"))
+            .unwrap();
+    v["body"]["runningInfo"].clone()
+}
+
+/// The same incident with the app reporting API 35 (tests/art/app-api35 before app.dex): the
+/// agent takes its API-35 sequence (the thread list lock held across `fork`, released in both
+/// processes) on this API-30 ART; the child dumps, the parent goes on running Java.
+#[test]
+fn art_fork_dump_api35_sequence_dumps_and_the_app_goes_on() {
+    if !harness::available("art_fork_dump_api35_sequence_dumps_and_the_app_goes_on") {
+        return;
+    }
+    let (run, _work, data) = run_incident(true, |p| p["dump"]["keep_full"] = true.into());
+    let why = run.describe();
+    assert_eq!(run.code, Some(0), "{why}");
+    assert!(
+        run.stderr.contains("heap dump taken dumper=\"art-fork\""),
+        "{why}"
+    );
+    // Java ran after the fork: the program printed its last lines.
+    assert_eq!(run.value("held"), Some(1000), "{why}");
+    let dir = std::fs::read_dir(data.join("spool/incidents"))
+        .unwrap()
+        .next()
+        .expect("one incident")
+        .unwrap()
+        .path();
+    let info = running_info(&dir);
+    assert_eq!(info["apiLevel"], 35, "{info:#}");
+    assert_eq!(info["dumper"], "art-fork", "{info:#}");
+    let full = std::fs::read(dir.join("dump.hprof")).expect("dump.hprof kept");
+    assert!(full.starts_with(b"JAVA PROFILE 1.0.3\0"));
+    assert!(dir.join("report.json").exists(), "analysed");
 }

@@ -100,6 +100,11 @@ impl Runtime {
     pub fn app_dex(&self) -> PathBuf {
         self.dir.join("app.dex")
     }
+    /// `android.os.Build$VERSION` with `SDK_INT` 35 (tests/art/app-api35), to be placed before
+    /// `app.dex`: the agent then takes its API-35 dump sequence.
+    pub fn api35_dex(&self) -> PathBuf {
+        self.dir.join("app-api35.dex")
+    }
     pub fn lib_dir(&self) -> PathBuf {
         self.dir.join("lib")
     }
@@ -149,7 +154,9 @@ fn build() -> Runtime {
     std::thread::scope(|s| {
         let core = s.spawn(|| assemble(&smali_dir, &tmp.join("core.dex")));
         let app = assemble(&src.join("app"), &tmp.join("app.dex"));
-        for (what, out) in [("core", core.join().expect("smali thread")), ("app", app)] {
+        let api35 = assemble(&src.join("app-api35"), &tmp.join("app-api35.dex"));
+        let core = core.join().expect("smali thread");
+        for (what, out) in [("core", core), ("app", app), ("app-api35", api35)] {
             let out = out.unwrap_or_else(|e| panic!("smali: {e}"));
             assert!(
                 out.status.success(),
@@ -256,7 +263,26 @@ pub fn launch(
     env: &[(&str, &str)],
     timeout: Duration,
 ) -> Run {
+    launch_with(work, main_class, None, vm_options, env, timeout)
+}
+
+/// [`launch`] with `first_dex` on the boot class path before `app.dex` (its classes win).
+pub fn launch_with(
+    work: &Path,
+    main_class: &str,
+    first_dex: Option<&Path>,
+    vm_options: &[&str],
+    env: &[(&str, &str)],
+    timeout: Duration,
+) -> Run {
     let rt = runtime();
+    let mut boot = rt.core_dex().into_os_string();
+    if let Some(d) = first_dex {
+        boot.push(":");
+        boot.push(d);
+    }
+    boot.push(":");
+    boot.push(rt.app_dex());
     let mut lib_path = rt.lib_dir().into_os_string();
     for (_, v) in env.iter().filter(|(k, _)| *k == "LD_LIBRARY_PATH") {
         lib_path.push(":");
@@ -266,11 +292,7 @@ pub fn launch(
     cmd.arg(work.join("android"))
         .arg(main_class)
         .args(["-Xnoimage-dex2oat", "-Xusejit:false", "-Xint"])
-        .arg(format!(
-            "-Xbootclasspath:{}:{}",
-            rt.core_dex().display(),
-            rt.app_dex().display()
-        ))
+        .arg(format!("-Xbootclasspath:{}", boot.to_string_lossy()))
         .args(vm_options)
         .envs(env.iter().copied().filter(|(k, _)| *k != "LD_LIBRARY_PATH"))
         .env("LD_LIBRARY_PATH", lib_path)
