@@ -159,6 +159,17 @@ fn run_incident(
     api35: bool,
     edit: impl FnOnce(&mut serde_json::Value),
 ) -> (harness::Run, tempfile::TempDir, PathBuf) {
+    run_app("AgentMain", api35, &["-Doomguard.dump_now=art-test"], edit)
+}
+
+/// Runs `main_class` (AgentMain, LeakyMain) with the agent's library, `-Xmx64m`, the data
+/// directory and the default policy changed by `edit`, plus `extra` VM options.
+fn run_app(
+    main_class: &str,
+    api35: bool,
+    extra: &[&str],
+    edit: impl FnOnce(&mut serde_json::Value),
+) -> (harness::Run, tempfile::TempDir, PathBuf) {
     let lib = common::cdylib_dir();
     let mut policy: serde_json::Value =
         serde_json::from_slice(&std::fs::read(root().join("config/policy.default.json")).unwrap())
@@ -169,16 +180,15 @@ fn run_incident(
     std::fs::create_dir_all(&data).unwrap();
     let bin = common::oomguard_bin();
     let api35_dex = harness::runtime().api35_dex();
+    let data_opt = format!("-Doomguard.data={}", data.display());
+    let policy_opt = format!("-Doomguard.policy={policy}");
+    let mut options = vec!["-Xmx64m", data_opt.as_str(), policy_opt.as_str()];
+    options.extend_from_slice(extra);
     let run = harness::launch_with(
         work.path(),
-        "AgentMain",
+        main_class,
         api35.then_some(api35_dex.as_path()),
-        &[
-            "-Xmx64m",
-            &format!("-Doomguard.data={}", data.display()),
-            &format!("-Doomguard.policy={policy}"),
-            "-Doomguard.dump_now=art-test",
-        ],
+        &options,
         &[
             ("LD_LIBRARY_PATH", lib.to_str().unwrap()),
             ("OOMGUARD_BIN", bin.to_str().unwrap()),
@@ -301,4 +311,61 @@ fn art_fork_dump_api35_sequence_dumps_and_the_app_goes_on() {
     let full = std::fs::read(dir.join("dump.hprof")).expect("dump.hprof kept");
     assert!(full.starts_with(b"JAVA PROFILE 1.0.3\0"));
     assert!(dir.join("report.json").exists(), "analysed");
+}
+
+/// The leaky app on ART: `LeakyMain` leaks a destroyed 1 MiB Activity every 100 ms through a
+/// static list in a 64 MiB heap; with a 100 ms poll and a 50 % heap threshold the heap verdict
+/// fires after three ascending strikes, the ART fork dumper dumps while the app keeps
+/// allocating, and the report names the Activity leak and its path.
+#[test]
+fn art_leaky_app_heap_verdict_dumps_and_names_the_leak() {
+    if !harness::available("art_leaky_app_heap_verdict_dumps_and_names_the_leak") {
+        return;
+    }
+    let (run, _work, data) = run_app("LeakyMain", false, &[], |p| {
+        p["poll_interval_ms"] = 100.into();
+        p["heap"]["thresholds"] = serde_json::json!([{ "min_max_heap_mb": 0, "percent": 50 }]);
+        // The default policy (keep_full off) loses every ART dump today: issue 29.
+        p["dump"]["keep_full"] = true.into();
+    });
+    let why = run.describe();
+    assert_eq!(run.code, Some(0), "{why}");
+    assert_eq!(run.value("start"), Some(0), "{why}");
+    assert_eq!(run.value("leaked"), Some(48), "{why}");
+    assert_eq!(run.value("stop"), Some(0), "{why}");
+    assert!(
+        run.stderr
+            .contains("verdict heap: java heap over 50% of 64 MB for 3 polls"),
+        "{why}"
+    );
+    assert!(
+        run.stderr.contains("heap dump taken dumper=\"art-fork\""),
+        "{why}"
+    );
+    let dir = std::fs::read_dir(data.join("spool/incidents"))
+        .unwrap()
+        .next()
+        .expect("one incident")
+        .unwrap()
+        .path();
+    assert_eq!(running_info(&dir)["kind"], "Heap", "{why}");
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("report.json")).expect("report.json"))
+            .unwrap();
+    let leak = report["gcPaths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["leakReason"] == "Activity Leak")
+        .unwrap_or_else(|| panic!("no Activity Leak: {report:#}"));
+    assert_eq!(leak["className"], "com.example.leaky.MainActivity");
+    // The verdict fires past 32 MiB: at least that many leaked Activities are in the dump.
+    assert!(
+        leak["instanceCount"].as_u64().unwrap_or(0) >= 30,
+        "{leak:#}"
+    );
+    assert_eq!(
+        leak["path"][0]["reference"], "com.example.leaky.Registry.sListeners",
+        "{leak:#}"
+    );
 }
