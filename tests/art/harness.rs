@@ -1,7 +1,8 @@
 //! Builds and runs the ART test runtime (see `tests/art/README.md`): Debian's ART 11
 //! (`android-libart`), our core library assembled from `tests/art/core` with smali, our three
 //! start-up JNI libraries and the launcher, all built into `target/art/<hash of the inputs>/`
-//! once (another test process that finds that directory uses it).
+//! once (another test process that finds that directory uses it; those of older inputs are
+//! removed an hour after they were built).
 //!
 //! Included by the `tests/art_*.rs` tests with `#[path = "art/harness.rs"] mod harness;`.
 #![allow(dead_code)]
@@ -116,6 +117,26 @@ pub fn runtime() -> &'static Runtime {
     ONCE.get_or_init(build)
 }
 
+/// Removes the runtimes of earlier contents of `tests/art/` built more than an hour ago (a
+/// test process still using one has had it that long).
+fn prune(base: &Path) {
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        let old = std::fs::metadata(e.path().join("done"))
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age > Duration::from_secs(3600));
+        if name.len() == 16 && name.chars().all(|c| c.is_ascii_hexdigit()) && old {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
 fn build() -> Runtime {
     let src = root().join("tests/art");
     let mut inputs = Vec::new();
@@ -130,6 +151,7 @@ fn build() -> Runtime {
     if dir.join("done").exists() {
         return Runtime { dir };
     }
+    prune(&base);
     let tmp = base.join(format!("build-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
     std::fs::create_dir_all(tmp.join("lib")).expect("mkdir target/art");
