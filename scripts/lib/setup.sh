@@ -44,8 +44,21 @@ setup_tus_server() {
   (cd "$dst" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 }
 
+# ART_PACKAGES: Debian's ART 11 (android-libart) and the libraries it uses without naming them
+# in its NEEDED entries (loaded by tests/art/launcher/launch.c in this order), p7zip-full for the
+# 7z.so libbacktrace wants, smali to assemble the test core library (tests/art/core) and dexdump
+# to read dex files back.
+ART_PACKAGES=(android-libart android-liblog android-libbase android-libziparchive
+  android-libunwind android-libbacktrace android-libnativebridge android-libnativeloader
+  android-libnativehelper p7zip-full libsmali-java dexdump)
+
+setup_art() {
+  apt_install "${ART_PACKAGES[@]}"
+}
+
 setup_test_deps() {
   apt_install hprof-conv clang lld llvm-14
+  setup_art
   need_java
   setup_tus_server
   rust_target aarch64-linux-android

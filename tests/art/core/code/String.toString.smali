@@ -1,0 +1,3 @@
+    # toString(): this String.
+    .registers 1
+    return-object p0

@@ -1,0 +1,94 @@
+# java.lang.Thread: ART creates the peer of every attached thread (the main thread, and threads
+# that call AttachCurrentThread such as the agent's) with <init>(ThreadGroup, String, int,
+# boolean), then reads the fields WellKnownClasses names and sets nativePeer itself. Written by
+# hand: that constructor does real work. Threads are never started from Java here.
+.class public Ljava/lang/Thread;
+.super Ljava/lang/Object;
+.implements Ljava/lang/Runnable;
+
+.field volatile nativePeer:J
+.field volatile group:Ljava/lang/ThreadGroup;
+.field volatile name:Ljava/lang/String;
+.field private priority:I
+.field private daemon:Z
+.field private systemDaemon:Z
+.field private unparkedBeforeStart:Z
+.field private final lock:Ljava/lang/Object;
+.field volatile parkBlocker:Ljava/lang/Object;
+.field private contextClassLoader:Ljava/lang/ClassLoader;
+.field private target:Ljava/lang/Runnable;
+.field private started:Z
+
+.method public constructor <init>()V
+    .registers 2
+    invoke-direct {p0}, Ljava/lang/Object;-><init>()V
+    new-instance v0, Ljava/lang/Object;
+    invoke-direct {v0}, Ljava/lang/Object;-><init>()V
+    iput-object v0, p0, Ljava/lang/Thread;->lock:Ljava/lang/Object;
+    return-void
+.end method
+
+# The peer of a thread the runtime attaches: GROUP (null: the main group), NAME, PRIORITY,
+# DAEMON. Enters itself in its group, as libcore's does.
+.method constructor <init>(Ljava/lang/ThreadGroup;Ljava/lang/String;IZ)V
+    .registers 6
+    invoke-direct {p0}, Ljava/lang/Thread;-><init>()V
+    if-nez p1, :have_group
+    sget-object p1, Ljava/lang/ThreadGroup;->mainThreadGroup:Ljava/lang/ThreadGroup;
+    :have_group
+    iput-object p1, p0, Ljava/lang/Thread;->group:Ljava/lang/ThreadGroup;
+    iput-object p2, p0, Ljava/lang/Thread;->name:Ljava/lang/String;
+    iput p3, p0, Ljava/lang/Thread;->priority:I
+    iput-boolean p4, p0, Ljava/lang/Thread;->daemon:Z
+    const/4 v0, 0x1
+    iput-boolean v0, p0, Ljava/lang/Thread;->started:Z
+    invoke-virtual {p1, p0}, Ljava/lang/ThreadGroup;->add(Ljava/lang/Thread;)V
+    return-void
+.end method
+
+.method public run()V
+    .registers 2
+    iget-object v0, p0, Ljava/lang/Thread;->target:Ljava/lang/Runnable;
+    if-eqz v0, :done
+    invoke-interface {v0}, Ljava/lang/Runnable;->run()V
+    :done
+    return-void
+.end method
+
+.method public getName()Ljava/lang/String;
+    .registers 2
+    iget-object v0, p0, Ljava/lang/Thread;->name:Ljava/lang/String;
+    return-object v0
+.end method
+
+.method public getThreadGroup()Ljava/lang/ThreadGroup;
+    .registers 2
+    iget-object v0, p0, Ljava/lang/Thread;->group:Ljava/lang/ThreadGroup;
+    return-object v0
+.end method
+
+.method public getContextClassLoader()Ljava/lang/ClassLoader;
+    .registers 2
+    iget-object v0, p0, Ljava/lang/Thread;->contextClassLoader:Ljava/lang/ClassLoader;
+    return-object v0
+.end method
+
+.method public final isDaemon()Z
+    .registers 2
+    iget-boolean v0, p0, Ljava/lang/Thread;->daemon:Z
+    return v0
+.end method
+
+# Called by the runtime for an exception no frame caught. Nothing handles it here.
+.method public final dispatchUncaughtException(Ljava/lang/Throwable;)V
+    .registers 2
+    return-void
+.end method
+
+# The core library has no Map: null, which callers (the agent's thread-stack listing) take as
+# "no stacks".
+.method public static getAllStackTraces()Ljava/util/Map;
+    .registers 1
+    const/4 v0, 0x0
+    return-object v0
+.end method
