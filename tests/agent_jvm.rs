@@ -423,16 +423,44 @@ fn serve_once(body: String, signature: Option<String>) -> String {
     url
 }
 
+/// The public key the tests' remote policies are signed with (base64, as `OomGuard.start`
+/// takes it).
+fn test_public_key() -> String {
+    use base64::Engine as _;
+    let key = ed25519_dalek::SigningKey::from_bytes(&[42u8; 32]);
+    base64::engine::general_purpose::STANDARD.encode(key.verifying_key().to_bytes())
+}
+
+/// Seconds since the epoch.
+fn now_s() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+/// The last good policy's body in the agent's cache file, if any.
+fn cached_body(data_dir: &std::path::Path) -> Option<String> {
+    let raw = std::fs::read(data_dir.join("policy.cache.json")).ok()?;
+    let v: Value = serde_json::from_slice(&raw).ok()?;
+    v["body"].as_str().map(str::to_string)
+}
+
 #[test]
 fn remote_policy_must_be_signed_newer_and_valid() {
     use base64::Engine as _;
     use ed25519_dalek::{Signer, SigningKey};
     let key = SigningKey::from_bytes(&[42u8; 32]);
     let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
-    let public = b64(&key.verifying_key().to_bytes());
+    let public = test_public_key();
     let sign = |body: &str| Some(b64(&key.sign(body.as_bytes()).to_bytes()));
+    let now = now_s();
     let remote_body = |version: u32| {
-        format!(r#"{{"version":{version},"poll_interval_ms":150,"heap":{{"strikes":4}}}}"#)
+        format!(
+            r#"{{"version":{version},"issued_at_s":{},"expires_at_s":{},"poll_interval_ms":150,"heap":{{"strikes":4}},"remote":{{"url":null}},"upload":{{"url":null}}}}"#,
+            now - 60,
+            now + 86_400
+        )
     };
 
     // (what the server sends, the log line expected, the policy version active at the end)
@@ -476,15 +504,13 @@ fn remote_policy_must_be_signed_newer_and_valid() {
             r.stderr
         );
         assert_eq!(r.status["policy_version"], version, "{}", r.status);
-        let cached = r.data_dir.join("policy.json");
+        let cached = cached_body(&r.data_dir);
         if version == 7 {
             assert_eq!(r.status["policy_source"], "remote");
             assert_eq!(r.status["poll_interval_ms"], 150);
-            assert!(std::fs::read_to_string(&cached)
-                .unwrap()
-                .contains("\"version\":7"));
+            assert!(cached.unwrap().contains("\"version\":7"));
         } else {
-            assert!(!cached.exists(), "a rejected policy was cached");
+            assert_eq!(cached, None, "a rejected policy was cached");
         }
         done(r);
     }
@@ -543,7 +569,7 @@ fn stop_does_not_wait_for_a_hung_policy_fetch_and_start_waits_for_the_old_agent(
         ],
         "restart",
         Some(&policy),
-        None,
+        Some(&test_public_key()),
         1,
         None,
         &[],
