@@ -38,10 +38,13 @@ use crate::sample::{HeapSource, Sample, SampleParts, Sampler, StackSource};
 use crate::trigger::{
     self, inventory, Device, Inventory, Kind, Strikes, Thresholds, Triggers, Verdict,
 };
-use policy::{initial_policy, refresher_key, shipped_policy};
+use policy::{
+    initial_policy, refresher_key, shipped_policy, FetchReply, FETCH_CANCELLED, FETCH_QUEUED,
+};
 use serde::Serialize;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tracing::{debug, error, info, warn};
@@ -171,8 +174,16 @@ pub struct ActionRecord {
     pub detail: String,
 }
 
+/// Work that may block on the network, handed off the agent thread.
+pub type IoJob = Box<dyn FnOnce() + Send + 'static>;
+
 /// The seam where the agent acts on a verdict: dump, enqueue, upload. Runs on the agent thread.
 pub trait Actions {
+    /// Run `job` on the I/O thread, off the agent thread; `Err(job)` back when there is none
+    /// (the agent then runs it on a thread of its own).
+    fn run_io(&mut self, job: IoJob) -> Result<(), IoJob> {
+        Err(job)
+    }
     /// Called once on the agent thread after the policy is loaded, before the first poll:
     /// resume what earlier launches left.
     fn started(&mut self, _cx: &ActionContext<'_>) {}
@@ -319,7 +330,12 @@ pub struct Agent<H, S, A> {
     stacks: S,
     actions: A,
     triggers: Triggers,
-    refresher: Refresher,
+    /// Shared with the fetch on the I/O thread; locked only by one of them at a time.
+    refresher: Arc<Mutex<Refresher>>,
+    /// The fetch handed off and not yet answered.
+    fetch: Option<Arc<AtomicU8>>,
+    fetch_tx: tokio::sync::mpsc::UnboundedSender<FetchReply>,
+    fetch_rx: tokio::sync::mpsc::UnboundedReceiver<FetchReply>,
     /// The policy given at start (or the default), which an expired remote policy gives way to.
     shipped: Policy,
     /// Whether the active policy came from remote (fetched or cached), so it can expire.
@@ -385,6 +401,7 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
         } else {
             None
         };
+        let (fetch_tx, fetch_rx) = tokio::sync::mpsc::unbounded_channel();
         let mut a = Agent {
             policy,
             device: cfg.device,
@@ -395,7 +412,10 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
             stacks,
             actions,
             triggers: Triggers::new(),
-            refresher,
+            refresher: Arc::new(Mutex::new(refresher)),
+            fetch: None,
+            fetch_tx,
+            fetch_rx,
             shipped,
             remote_active,
             shared,
@@ -634,11 +654,16 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
                             self.fenced("dumpNow", |a| { a.dump_now(&reason, now_ms()); });
                         }
                     },
+                    reply = self.fetch_rx.recv() => {
+                        // Never None: the agent holds a sender itself.
+                        let reply = reply.flatten();
+                        self.fenced("policy", |a| a.fetched(reply));
+                    }
                     _ = tokio::time::sleep_until(next), if !sleeping => {
                         self.fenced("poll", |a| {
                             let now = now_ms();
                             a.expire_policy(now);
-                            a.refresh_policy(now);
+                            a.start_fetch(now);
                             a.poll(now);
                         });
                         let interval = Duration::from_millis(self.policy.poll_interval_ms);
@@ -648,6 +673,22 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
                             next = t + interval;
                         }
                     }
+                }
+            }
+            // A fetch still queued is cancelled; one under way ends within its timeout, and is
+            // waited for so that two agents never fetch at once (`start` is refused meanwhile).
+            let running = self.fetch.as_ref().is_some_and(|st| {
+                st.compare_exchange(
+                    FETCH_QUEUED,
+                    FETCH_CANCELLED,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                )
+                .is_err()
+            });
+            if running {
+                if let Some(reply) = self.fetch_rx.recv().await {
+                    self.fenced("policy", |a| a.fetched(reply));
                 }
             }
         });

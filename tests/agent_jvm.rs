@@ -602,3 +602,40 @@ fn stop_does_not_wait_for_a_hung_policy_fetch_and_start_waits_for_the_old_agent(
     assert!(r.stderr.contains("HTTP status 503"), "{}", r.stderr);
     done(r);
 }
+
+/// The policy host accepts the fetch and never answers (black-holed; the policy allows it
+/// 120 s): the agent, whose fetch runs on its `oomguard-io` thread, keeps sampling meanwhile.
+/// Before, the fetch ran on the sampling thread and no poll was taken until it gave up.
+#[test]
+fn samples_keep_coming_while_the_policy_host_does_not_answer() {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/policy.json", l.local_addr().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let Ok((s, _)) = l.accept() else { return };
+        skip_request_head(&s);
+        let _ = tx.send(());
+        // Never answer; hold the connection until the test process ends.
+        std::thread::sleep(std::time::Duration::from_secs(3600));
+        drop(s);
+    });
+    let policy =
+        format!(r#"{{"poll_interval_ms":200,"remote":{{"url":"{url}","timeout_ms":120000}}}}"#);
+    let r = run_leaky(
+        "idle",
+        Some(&policy),
+        Some(&test_public_key()),
+        3,
+        None,
+        &[],
+    );
+    assert_eq!(r.code, Some(0), "{}\n{}", r.stdout, r.stderr);
+    assert!(rx.try_recv().is_ok(), "the fetch never reached the server");
+    let polls = r.status["polls"].as_u64().unwrap_or(0);
+    assert!(
+        polls >= 3,
+        "{polls} polls while the fetch hung:\n{}",
+        r.status
+    );
+    done(r);
+}

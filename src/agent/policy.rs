@@ -1,26 +1,87 @@
 //! The agent's policy: the one given at start, the last good one on disk, and the remote
-//! refresh. See the invariants in the parent module.
+//! refresh handed to the I/O thread (the agent thread never waits on the network). See the
+//! invariants in the parent module.
 
-use super::{Actions, Agent, Config};
+use super::{now_ms, panic_message, Actions, Agent, Config, IoJob};
 use crate::policy::remote::Outcome;
 use crate::policy::{Parsed, Policy, PolicyError};
 use crate::sample::{HeapSource, StackSource};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
 use tracing::{debug, info, warn};
 
 impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
-    /// Refresh the policy from its remote URL if due. Blocks for at most the fetch timeout.
-    pub fn refresh_policy(&mut self, now: u64) {
-        match self.refresher.refresh(&self.policy, now) {
-            Ok(Outcome::Activated(parsed)) => self.activate(*parsed, "remote", true),
-            Ok(Outcome::NotModified) => debug!("policy not modified"),
-            Ok(Outcome::Unchanged) => debug!("policy unchanged"),
-            Ok(Outcome::Disabled | Outcome::NotDue { .. }) => {}
-            Err(e) => {
+    /// Hand a policy fetch to the I/O thread if one is due and none is under way. Never waits
+    /// on the network.
+    pub fn start_fetch(&mut self, now: u64) {
+        if self.fetch.is_some() {
+            return;
+        }
+        {
+            let r = self.refresher.lock().unwrap_or_else(|p| p.into_inner());
+            if r.not_due(&self.policy, now).is_some() {
+                return;
+            }
+        }
+        let state = Arc::new(AtomicU8::new(FETCH_QUEUED));
+        let reply = Reply(Some(self.fetch_tx.clone()));
+        let (refresher, active, st) = (self.refresher.clone(), self.policy.clone(), state.clone());
+        let job: IoJob = Box::new(move || {
+            let mut reply = reply;
+            if st
+                .compare_exchange(
+                    FETCH_QUEUED,
+                    FETCH_RUNNING,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                )
+                .is_err()
+            {
+                return; // cancelled by stop before it began
+            }
+            let out = catch_unwind(AssertUnwindSafe(|| {
+                let mut r = refresher.lock().unwrap_or_else(|p| p.into_inner());
+                r.refresh(&active, now_ms())
+            }));
+            if let Some(tx) = reply.0.take() {
+                let _ = tx.send(match out {
+                    Ok(r) => Some(r),
+                    Err(p) => Some(Err(PolicyError::Fetch {
+                        url: active.remote.url.clone().unwrap_or_default(),
+                        what: format!("the fetch panicked: {}", panic_message(&*p)),
+                    })),
+                });
+            }
+        });
+        if let Err(job) = self.actions.run_io(job) {
+            // No I/O thread (none started, or gone): a short-lived thread of our own. Should
+            // it not start, the job is dropped and its reply says the fetch did not run.
+            if let Err(e) = std::thread::Builder::new()
+                .name("oomguard-policy".into())
+                .spawn(job)
+            {
+                self.note_error(format!("cannot start a thread for the policy fetch: {e}"));
+            }
+        }
+        self.fetch = Some(state);
+    }
+
+    /// Apply what a fetch handed off by [`start_fetch`](Self::start_fetch) brought back.
+    pub(super) fn fetched(&mut self, reply: FetchReply) {
+        self.fetch = None;
+        match reply {
+            Some(Ok(Outcome::Activated(parsed))) => self.activate(*parsed, "remote", true),
+            Some(Ok(Outcome::NotModified)) => debug!("policy not modified"),
+            Some(Ok(Outcome::Unchanged)) => debug!("policy unchanged"),
+            Some(Ok(Outcome::Disabled | Outcome::NotDue { .. })) => {}
+            Some(Err(e)) => {
                 warn!("{e}");
                 self.status.errors += 1;
                 self.status.last_error = Some(e.to_string());
                 self.publish(true);
             }
+            None => debug!("the policy fetch did not run (stopped or cancelled)"),
         }
     }
 
@@ -59,6 +120,25 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
             "policy v{} active (from {source}, was v{old})", self.policy.version
         );
         self.publish(true);
+    }
+}
+
+/// What a fetch handed off sends back: its outcome, or `None` when it did not run.
+pub(super) type FetchReply = Option<Result<Outcome, PolicyError>>;
+
+pub(super) const FETCH_QUEUED: u8 = 0;
+pub(super) const FETCH_RUNNING: u8 = 1;
+pub(super) const FETCH_CANCELLED: u8 = 2;
+
+/// The reply channel of a fetch handed off: says `None` when dropped unsent (the job was
+/// cancelled, or dropped by an I/O thread that stopped), so the agent never waits for it.
+struct Reply(Option<tokio::sync::mpsc::UnboundedSender<FetchReply>>);
+
+impl Drop for Reply {
+    fn drop(&mut self) {
+        if let Some(tx) = self.0.take() {
+            let _ = tx.send(None);
+        }
     }
 }
 

@@ -349,6 +349,80 @@ fn an_expired_cached_policy_gives_way_to_the_shipped_one() {
     assert!(log.contains("v5 expired 1 day ago"), "{log}");
 }
 
+/// The policy host accepts the connection and never answers (black-holed): samples must
+/// keep coming while the fetch waits (it may wait `remote.timeout_ms`, here 120 s). The
+/// server holds the request until the test has seen three more polls, then checks that the
+/// client is still waiting for its answer.
+#[test]
+fn samples_keep_coming_while_the_policy_fetch_hangs() {
+    use std::io::{BufRead, Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let (_, public) = test_key();
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/policy.json", l.local_addr().unwrap());
+    let (accepted_tx, accepted) = std::sync::mpsc::channel();
+    let (release, released) = std::sync::mpsc::channel::<()>();
+    let server = std::thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        let mut r = std::io::BufReader::new(s.try_clone().unwrap());
+        loop {
+            let mut line = String::new();
+            if r.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                break;
+            }
+        }
+        accepted_tx.send(()).unwrap();
+        let _ = released.recv();
+        s.set_nonblocking(true).unwrap();
+        let waiting =
+            matches!(s.read(&mut [0u8; 1]), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock);
+        let _ = s.write_all(b"HTTP/1.1 503 X\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+        waiting
+    });
+    let shared = Arc::new(Shared::default());
+    let cfg = Config {
+        policy_json: format!(
+            r#"{{"poll_interval_ms":100,"remote":{{"url":"{url}","timeout_ms":120000}}}}"#
+        ),
+        data_dir: dir.path().into(),
+        public_key: Some(public),
+        ..Config::default()
+    };
+    let a = Agent::new(
+        cfg,
+        ScriptedHeap::new(vec![heap(10)]),
+        NoStacks,
+        RecordOnly,
+        shared.clone(),
+    )
+    .unwrap();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let h = std::thread::spawn(move || a.run(rx));
+    accepted
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the fetch never reached the server");
+    let polls = || {
+        serde_json::from_str::<serde_json::Value>(&shared.status_json()).unwrap()["polls"]
+            .as_u64()
+            .unwrap_or(0)
+    };
+    let p0 = polls();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while polls() < p0 + 3 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let p1 = polls();
+    release.send(()).unwrap();
+    let still_waiting = server.join().unwrap();
+    tx.send(Command::Stop).unwrap();
+    h.join().unwrap().unwrap();
+    assert!(
+        p1 >= p0 + 3,
+        "polls stayed at {p1} (from {p0}) while the fetch hung"
+    );
+    assert!(still_waiting, "the fetch had ended before the polls came");
+}
+
 #[test]
 fn comm_folding_matches_kernel_truncation() {
     assert_eq!(comm_fold("leaky-worker-123"), "leaky-worker-N");

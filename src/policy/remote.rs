@@ -20,6 +20,8 @@
 //!   checks on load: a 304 must never keep out a policy the agent does not hold.
 //! - The signature travels in the `X-Oomguard-Signature` response header: base64 of the 64-byte
 //!   ed25519 signature over the exact body bytes.
+//! - A fetch blocks its thread for up to `remote.timeout_ms` per step: the agent runs it on the
+//!   I/O thread, never on the sampling thread.
 #![forbid(unsafe_code)]
 
 pub use super::cache::{write_atomic, Cache, Meta};
