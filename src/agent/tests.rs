@@ -135,6 +135,27 @@ fn a_remote_policy_that_expires_while_active_gives_way_to_the_shipped_one() {
     assert_eq!(a.policy().version, 3);
 }
 
+/// An agent (heap at 10 MB, verdicts recorded only) running its loop on a thread of its own,
+/// as `start` runs it; the sender stops it.
+fn run_agent(
+    cfg: Config,
+    shared: Arc<Shared>,
+) -> (
+    tokio::sync::mpsc::UnboundedSender<Command>,
+    std::thread::JoinHandle<Result<(), AgentError>>,
+) {
+    let a = Agent::new(
+        cfg,
+        ScriptedHeap::new(vec![heap(10)]),
+        NoStacks,
+        RecordOnly,
+        shared,
+    )
+    .unwrap();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    (tx, std::thread::spawn(move || a.run(rx)))
+}
+
 #[test]
 fn loop_runs_dump_now_and_stops_and_survives_panics() {
     let dir = tempfile::tempdir().unwrap();
@@ -144,16 +165,7 @@ fn loop_runs_dump_now_and_stops_and_survives_panics() {
         data_dir: dir.path().into(),
         ..Config::default()
     };
-    let a = Agent::new(
-        cfg,
-        ScriptedHeap::new(vec![heap(10)]),
-        NoStacks,
-        RecordOnly,
-        shared.clone(),
-    )
-    .unwrap();
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    let h = std::thread::spawn(move || a.run(rx));
+    let (tx, h) = run_agent(cfg, shared.clone());
     std::thread::sleep(Duration::from_millis(350));
     shared.set_page("CheckoutActivity");
     tx.send(Command::DumpNow("button".into())).unwrap();
@@ -388,16 +400,7 @@ fn samples_keep_coming_while_the_policy_fetch_hangs() {
         public_key: Some(public),
         ..Config::default()
     };
-    let a = Agent::new(
-        cfg,
-        ScriptedHeap::new(vec![heap(10)]),
-        NoStacks,
-        RecordOnly,
-        shared.clone(),
-    )
-    .unwrap();
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    let h = std::thread::spawn(move || a.run(rx));
+    let (tx, h) = run_agent(cfg, shared.clone());
     accepted
         .recv_timeout(Duration::from_secs(60))
         .expect("the fetch never reached the server");
