@@ -13,8 +13,8 @@ echo "== $pkg: pid ${pid:-(not running)}"
 echo "== $sub/status.json"
 adb shell run-as "$pkg" cat "$sub/status.json" 2>/dev/null || echo "(cannot read it: the app must be debuggable and have started oomguard)"
 echo
-echo "== $sub/policy.json (last good remote policy)"
-adb shell run-as "$pkg" cat "$sub/policy.json" 2>/dev/null || echo "(none)"
+echo "== $sub/policy.cache.json (last good remote policy: body, signature, ETag, fetch times)"
+adb shell run-as "$pkg" cat "$sub/policy.cache.json" 2>/dev/null || echo "(none)"
 echo
 echo "== adb logcat -s OomGuard (last 200 lines)"
 adb logcat -d -t 200 -s OomGuard

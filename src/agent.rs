@@ -19,18 +19,32 @@
 //!   answering `status` and `stop`. Nothing propagates to the host.
 //! - After a verdict of some kind, that kind is muted for the rest of the process when
 //!   `dump.once_per_process` is set (the dumper could not act on it again anyway).
+//! - The agent thread never waits on the network: a due policy fetch is handed to the I/O
+//!   thread ([`Actions::run_io`]; a thread of its own where there is none), at most one at a
+//!   time, and its outcome comes back to the loop as a message. On `stop`, a fetch still queued
+//!   is cancelled; one under way is waited for (it is bounded by `remote.timeout_ms`).
+//! - A `remote.url` without a public key is a start-up error. A remote policy (fetched or
+//!   cached) that expires gives way to the policy given at start, with a log line saying why.
 #![forbid(unsafe_code)]
 
+mod policy;
+#[cfg(test)]
+mod tests;
+
 use crate::incident::NetworkState;
-use crate::policy::remote::{self, Cache, Outcome, Refresher};
-use crate::policy::{Parsed, Policy};
+use crate::policy::remote::{self, Cache, Refresher};
+use crate::policy::Policy;
 use crate::sample::{HeapSource, Sample, SampleParts, Sampler, StackSource};
 use crate::trigger::{
     self, inventory, Device, Inventory, Kind, Strikes, Thresholds, Triggers, Verdict,
 };
+use policy::{
+    initial_policy, refresher_key, shipped_policy, FetchReply, FETCH_CANCELLED, FETCH_QUEUED,
+};
 use serde::Serialize;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tracing::{debug, error, info, warn};
@@ -53,6 +67,9 @@ pub enum AgentError {
     /// The public key given at start is unusable (so no remote policy could be checked).
     #[error("the public key given at start {0}; the agent does not start")]
     Key(String),
+    /// The policy names a `remote.url` but no key was given to check what it serves.
+    #[error("remote.url is set ({0}) but no public key was given at start: a remote policy could not be checked, so whoever answers there could set it; give OomGuard.start the base64 ed25519 public key that signs the policies, or set remote.url to null; the agent does not start")]
+    NoKey(String),
     /// The tokio runtime could not be built.
     #[error("building the agent's runtime: {0}; the agent does not start")]
     Runtime(String),
@@ -157,8 +174,16 @@ pub struct ActionRecord {
     pub detail: String,
 }
 
+/// Work that may block on the network, handed off the agent thread.
+pub type IoJob = Box<dyn FnOnce() + Send + 'static>;
+
 /// The seam where the agent acts on a verdict: dump, enqueue, upload. Runs on the agent thread.
 pub trait Actions {
+    /// Run `job` on the I/O thread, off the agent thread; `Err(job)` back when there is none
+    /// (the agent then runs it on a thread of its own).
+    fn run_io(&mut self, job: IoJob) -> Result<(), IoJob> {
+        Err(job)
+    }
     /// Called once on the agent thread after the policy is loaded, before the first poll:
     /// resume what earlier launches left.
     fn started(&mut self, _cx: &ActionContext<'_>) {}
@@ -305,7 +330,16 @@ pub struct Agent<H, S, A> {
     stacks: S,
     actions: A,
     triggers: Triggers,
-    refresher: Refresher,
+    /// Shared with the fetch on the I/O thread; locked only by one of them at a time.
+    refresher: Arc<Mutex<Refresher>>,
+    /// The fetch handed off and not yet answered.
+    fetch: Option<Arc<AtomicU8>>,
+    fetch_tx: tokio::sync::mpsc::UnboundedSender<FetchReply>,
+    fetch_rx: tokio::sync::mpsc::UnboundedReceiver<FetchReply>,
+    /// The policy given at start (or the default), which an expired remote policy gives way to.
+    shipped: Policy,
+    /// Whether the active policy came from remote (fetched or cached), so it can expire.
+    remote_active: bool,
     shared: Arc<Shared>,
     status: Status,
     last_status_write_ms: u64,
@@ -333,9 +367,13 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
         let sampler = Sampler::new()?;
         // The last good policy on disk, read and checked once for both.
         let cache = Cache::new(&cfg.data_dir);
-        let cached = cache.load(key.as_ref());
+        let cached = cache.load(key.as_ref(), now_ms() / 1000);
         let refresher = Refresher::with_cached(cache, key, matches!(cached, Ok(Some(_))));
-        let (policy, source) = initial_policy(&cfg.policy_json, cached);
+        let (shipped, shipped_source) = shipped_policy(&cfg.policy_json);
+        let (policy, source, remote_active) = initial_policy(&shipped, shipped_source, cached);
+        if let (None, Some(url)) = (refresher_key(&cfg), &policy.remote.url) {
+            return Err(AgentError::NoKey(url.clone()));
+        }
         info!(version = policy.version, source = %source, poll_ms = policy.poll_interval_ms, "policy v{} active (from {source})", policy.version);
         let status = Status {
             state: "running",
@@ -363,6 +401,7 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
         } else {
             None
         };
+        let (fetch_tx, fetch_rx) = tokio::sync::mpsc::unbounded_channel();
         let mut a = Agent {
             policy,
             device: cfg.device,
@@ -373,7 +412,12 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
             stacks,
             actions,
             triggers: Triggers::new(),
-            refresher,
+            refresher: Arc::new(Mutex::new(refresher)),
+            fetch: None,
+            fetch_tx,
+            fetch_rx,
+            shipped,
+            remote_active,
             shared,
             status,
             last_status_write_ms: 0,
@@ -532,37 +576,6 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
         Some(v)
     }
 
-    /// Refresh the policy from its remote URL if due. Blocks for at most the fetch timeout.
-    pub fn refresh_policy(&mut self, now: u64) {
-        match self.refresher.refresh(&self.policy, now) {
-            Ok(Outcome::Activated(parsed)) => self.activate(*parsed, "remote"),
-            Ok(Outcome::NotModified) => debug!("policy not modified"),
-            Ok(Outcome::Unchanged) => debug!("policy unchanged"),
-            Ok(Outcome::Disabled | Outcome::NotDue { .. }) => {}
-            Err(e) => {
-                warn!("{e}");
-                self.status.errors += 1;
-                self.status.last_error = Some(e.to_string());
-                self.publish(true);
-            }
-        }
-    }
-
-    fn activate(&mut self, parsed: Parsed, source: &str) {
-        warn_unknown(&parsed.unknown);
-        let old = self.policy.version;
-        self.policy = parsed.policy;
-        self.triggers.reset();
-        self.status.policy_version = self.policy.version;
-        self.status.policy_source = source.to_string();
-        self.status.poll_interval_ms = self.policy.poll_interval_ms;
-        info!(
-            version = self.policy.version,
-            "policy v{} active (from {source}, was v{old})", self.policy.version
-        );
-        self.publish(true);
-    }
-
     fn note_error(&mut self, what: String) {
         warn!("{what}");
         self.status.errors += 1;
@@ -641,10 +654,16 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
                             self.fenced("dumpNow", |a| { a.dump_now(&reason, now_ms()); });
                         }
                     },
+                    reply = self.fetch_rx.recv() => {
+                        // Never None: the agent holds a sender itself.
+                        let reply = reply.flatten();
+                        self.fenced("policy", |a| a.fetched(reply));
+                    }
                     _ = tokio::time::sleep_until(next), if !sleeping => {
                         self.fenced("poll", |a| {
                             let now = now_ms();
-                            a.refresh_policy(now);
+                            a.expire_policy(now);
+                            a.start_fetch(now);
                             a.poll(now);
                         });
                         let interval = Duration::from_millis(self.policy.poll_interval_ms);
@@ -654,6 +673,22 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
                             next = t + interval;
                         }
                     }
+                }
+            }
+            // A fetch still queued is cancelled; one under way ends within its timeout, and is
+            // waited for so that two agents never fetch at once (`start` is refused meanwhile).
+            let running = self.fetch.as_ref().is_some_and(|st| {
+                st.compare_exchange(
+                    FETCH_QUEUED,
+                    FETCH_CANCELLED,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                )
+                .is_err()
+            });
+            if running {
+                if let Some(reply) = self.fetch_rx.recv().await {
+                    self.fenced("policy", |a| a.fetched(reply));
                 }
             }
         });
@@ -673,38 +708,6 @@ fn comm_fold(java_name: &str) -> String {
     inventory::fold_name(&java_name[..end])
 }
 
-/// Unknown field names a log line names at most, and the characters kept of each.
-const UNKNOWN_NAMED: usize = 10;
-const UNKNOWN_NAME_CHARS: usize = 64;
-
-/// Log a policy's unknown fields in one line: a policy may carry thousands.
-fn warn_unknown(unknown: &[String]) {
-    let short = |u: &String| -> String {
-        match u.char_indices().nth(UNKNOWN_NAME_CHARS) {
-            Some((i, _)) => format!("{}…", &u[..i]),
-            None => u.clone(),
-        }
-    };
-    match unknown {
-        [] => {}
-        [one] => warn!(
-            "policy field {} is unknown to this agent; ignored",
-            short(one)
-        ),
-        many => {
-            let named: Vec<String> = many.iter().take(UNKNOWN_NAMED).map(short).collect();
-            let more = match many.len() - named.len() {
-                0 => String::new(),
-                n => format!(" and {n} more"),
-            };
-            warn!(
-                "policy fields {}{more} are unknown to this agent; ignored",
-                named.join(", ")
-            );
-        }
-    }
-}
-
 /// The text of a panic payload.
 pub fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
     if let Some(s) = p.downcast_ref::<&str>() {
@@ -713,292 +716,5 @@ pub fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
         s.clone()
     } else {
         "(non-string panic payload)".to_string()
-    }
-}
-
-/// The shipped policy (or the default), replaced by the last good cached one when that is at
-/// least as new. Every rejection is logged; something valid always comes out.
-fn initial_policy(
-    shipped: &str,
-    cached: Result<Option<Parsed>, crate::policy::PolicyError>,
-) -> (Policy, String) {
-    let (mut policy, mut source) = if shipped.trim().is_empty() {
-        (Policy::default(), "built-in default".to_string())
-    } else {
-        match Policy::parse(shipped.as_bytes()) {
-            Ok(p) => {
-                warn_unknown(&p.unknown);
-                (p.policy, "start".to_string())
-            }
-            Err(e) => {
-                warn!("policy given at start: {e}");
-                (
-                    Policy::default(),
-                    "built-in default (the policy given at start was rejected)".to_string(),
-                )
-            }
-        }
-    };
-    match cached {
-        Ok(Some(p)) if p.policy.version >= policy.version => {
-            policy = p.policy;
-            source = "last good on disk".to_string();
-        }
-        Ok(_) => {}
-        Err(e) => warn!("cached policy: {e}"),
-    }
-    (policy, source)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::sample::{Heap, NoStacks, ScriptedHeap};
-
-    const MB: u64 = 1 << 20;
-
-    fn heap(used_mb: u64) -> Heap {
-        Heap {
-            max: 256 * MB,
-            total: used_mb * MB,
-            free: 0,
-        }
-    }
-
-    fn agent(
-        dir: &Path,
-        policy: &str,
-        script: Vec<Heap>,
-    ) -> Agent<ScriptedHeap, NoStacks, RecordOnly> {
-        let cfg = Config {
-            policy_json: policy.into(),
-            data_dir: dir.into(),
-            app_version: "1.2.3".into(),
-            ..Config::default()
-        };
-        Agent::new(
-            cfg,
-            ScriptedHeap::new(script),
-            NoStacks,
-            RecordOnly,
-            Arc::new(Shared::default()),
-        )
-        .unwrap()
-    }
-
-    #[test]
-    fn heap_verdict_after_three_ascending_polls_and_status_file() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut a = agent(
-            dir.path(),
-            "",
-            vec![
-                heap(100),
-                heap(218),
-                heap(219),
-                heap(220),
-                heap(221),
-                heap(222),
-                heap(223),
-            ],
-        );
-        let mut fired = Vec::new();
-        for i in 1..=7 {
-            if let Some(v) = a.poll(i * 1000) {
-                fired.push((i, v.kind));
-            }
-        }
-        // Muted after the first (once per process).
-        assert_eq!(fired, vec![(4, Kind::Heap)]);
-        let st: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(dir.path().join("status.json")).unwrap())
-                .unwrap();
-        assert_eq!(st["verdicts"], 1);
-        assert_eq!(st["last_verdict"]["verdict"]["kind"], "heap");
-        assert_eq!(
-            st["last_verdict"]["verdict"]["evidence"]
-                .as_array()
-                .unwrap()
-                .len(),
-            3
-        );
-        assert_eq!(st["last_verdict"]["action"]["action"], "recorded");
-        assert_eq!(st["app_version"], "1.2.3");
-        assert_eq!(st["policy_version"], 1);
-        assert_eq!(st["muted"][0], "heap");
-        assert!(st["last_sample"]["fds"].as_u64().unwrap() > 0);
-    }
-
-    #[test]
-    fn bad_start_policy_falls_back_and_cache_wins_when_newer() {
-        let dir = tempfile::tempdir().unwrap();
-        let a = agent(
-            dir.path(),
-            r#"{"version":2,"heap":{"strikes":0}}"#,
-            vec![heap(1)],
-        );
-        assert_eq!(a.policy(), &Policy::default());
-        assert!(a.status().policy_source.contains("rejected"));
-        let cached = r#"{"version":5,"poll_interval_ms":1000}"#;
-        Cache::new(dir.path())
-            .save(cached.as_bytes(), &remote::Meta::default())
-            .unwrap();
-        let a = agent(dir.path(), r#"{"version":3}"#, vec![heap(1)]);
-        assert_eq!((a.policy().version, a.policy().poll_interval_ms), (5, 1000));
-        let a = agent(dir.path(), r#"{"version":6}"#, vec![heap(1)]);
-        assert_eq!(a.policy().version, 6);
-    }
-
-    #[test]
-    fn loop_runs_dump_now_and_stops_and_survives_panics() {
-        let dir = tempfile::tempdir().unwrap();
-        let shared = Arc::new(Shared::default());
-        let cfg = Config {
-            policy_json: r#"{"poll_interval_ms":100}"#.into(),
-            data_dir: dir.path().into(),
-            ..Config::default()
-        };
-        let a = Agent::new(
-            cfg,
-            ScriptedHeap::new(vec![heap(10)]),
-            NoStacks,
-            RecordOnly,
-            shared.clone(),
-        )
-        .unwrap();
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        let h = std::thread::spawn(move || a.run(rx));
-        std::thread::sleep(Duration::from_millis(350));
-        shared.set_page("CheckoutActivity");
-        tx.send(Command::DumpNow("button".into())).unwrap();
-        std::thread::sleep(Duration::from_millis(100));
-        tx.send(Command::Stop).unwrap();
-        h.join().unwrap().unwrap();
-        let st: serde_json::Value = serde_json::from_str(&shared.status_json()).unwrap();
-        assert_eq!(st["state"], "stopped");
-        assert!(st["polls"].as_u64().unwrap() >= 3, "{st}");
-        assert_eq!(st["last_verdict"]["verdict"]["kind"], "manual");
-        assert_eq!(st["last_verdict"]["page"], "CheckoutActivity");
-
-        // A panicking action is fenced.
-        struct Boom;
-        impl Actions for Boom {
-            fn on_verdict(
-                &mut self,
-                _: &Verdict,
-                _: Option<&Inventory>,
-                _: &ActionContext<'_>,
-            ) -> ActionRecord {
-                panic!("boom")
-            }
-        }
-        let cfg = Config {
-            data_dir: dir.path().into(),
-            ..Config::default()
-        };
-        let mut a = Agent::new(
-            cfg,
-            ScriptedHeap::new(vec![heap(10)]),
-            NoStacks,
-            Boom,
-            Arc::new(Shared::default()),
-        )
-        .unwrap();
-        for i in 0..MAX_PANICS {
-            assert!(!a.fenced("dumpNow", |a| {
-                a.dump_now("x", 1);
-            }));
-            assert_eq!(a.status().panics, u64::from(i) + 1);
-        }
-        assert_eq!(a.status().state, "disabled");
-        assert!(a.status().last_error.as_deref().unwrap().contains("boom"));
-    }
-
-    /// The heap stays over fast-huge after its verdict (muted: once per process) while fds
-    /// leak: the fd verdict must come on the fd run's third strike, not be swallowed every poll
-    /// by the muted fast-huge one.
-    #[test]
-    fn a_muted_verdict_does_not_hide_a_later_one_of_another_kind() {
-        let dir = tempfile::tempdir().unwrap();
-        let over = Heap {
-            max: 256 * MB,
-            total: 231 * MB,
-            free: 0,
-        };
-        // Any 17 open fds are a strike; other tests' files coming and going never reset the run.
-        let mut a = agent(
-            dir.path(),
-            r#"{"fd":{"max":16,"tolerance":100000}}"#,
-            vec![over],
-        );
-        let _held: Vec<_> = (0..40)
-            .map(|_| std::fs::File::open("/proc/self/status").unwrap())
-            .collect();
-        let fired: Vec<(u64, Kind)> = (1..=4)
-            .filter_map(|i| a.poll(i * 1000).map(|v| (i, v.kind)))
-            .collect();
-        assert_eq!(fired, vec![(1, Kind::FastHuge), (3, Kind::Fd)]);
-        assert_eq!(a.status().muted, vec![Kind::FastHuge, Kind::Fd]);
-    }
-
-    /// A policy with thousands of fields this agent does not know (a 64 KB remote body holds
-    /// about 8,000) must not write a log line for each: on Android that floods logcat and pushes
-    /// the app's own lines out of its buffer.
-    #[test]
-    fn many_unknown_policy_fields_make_one_log_line() {
-        let dir = tempfile::tempdir().unwrap();
-        let fields: Vec<String> = (0..5000)
-            .map(|i| format!(r#""field_{i}_{}":0"#, "x".repeat(i % 300)))
-            .collect();
-        let policy = format!(r#"{{"version":4,{}}}"#, fields.join(","));
-        let (a, log) = crate::test_log::warnings(|| agent(dir.path(), &policy, vec![heap(1)]));
-        assert_eq!(a.policy().version, 4);
-        let lines: Vec<&str> = log
-            .lines()
-            .filter(|l| l.contains("unknown to this agent"))
-            .collect();
-        assert_eq!(lines.len(), 1, "{} lines", lines.len());
-        assert!(lines[0].len() < 1500, "{}", lines[0]);
-        assert!(lines[0].contains("field_0_") && lines[0].contains("and 4990 more"));
-    }
-
-    /// A public key that cannot be used stops the agent from starting; the log must say that,
-    /// not also that a policy was rejected and the last good one stays active.
-    #[test]
-    fn an_unusable_public_key_is_reported_as_such() {
-        let dir = tempfile::tempdir().unwrap();
-        for (key, what) in [
-            ("nope!", "is not base64"),
-            ("AAAA", "is 3 bytes, expected 32"),
-        ] {
-            let cfg = Config {
-                data_dir: dir.path().into(),
-                public_key: Some(key.into()),
-                ..Config::default()
-            };
-            let e = Agent::new(
-                cfg,
-                ScriptedHeap::default(),
-                NoStacks,
-                RecordOnly,
-                Arc::new(Shared::default()),
-            )
-            .err()
-            .unwrap()
-            .to_string();
-            assert!(
-                e.starts_with("the public key given at start ") && e.contains(what),
-                "{e}"
-            );
-            assert!(e.ends_with("; the agent does not start"), "{e}");
-            assert!(!e.contains("stays active"), "{e}");
-        }
-    }
-
-    #[test]
-    fn comm_folding_matches_kernel_truncation() {
-        assert_eq!(comm_fold("leaky-worker-123"), "leaky-worker-N");
-        assert_eq!(comm_fold("OkHttp ConnectionPool"), "OkHttp Connecti");
-        assert_eq!(comm_fold("ééééééééé"), "ééééééé");
     }
 }

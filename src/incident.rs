@@ -15,10 +15,12 @@
 //! Android (API level > 0), so that an app which never reports its network never spends mobile
 //! data under `unmetered_only`. A change to a connected network wakes the I/O thread for a pass.
 //!
+//! The agent's policy fetch runs here too, between passes ([`Actions::run_io`]).
+//!
 //! Invariants: the agent thread never analyses or uploads; a failed dump leaves no incident; an
 //! incident is deleted only by the uploader after the server acknowledged every file.
 
-use crate::agent::{ActionContext, ActionRecord, Actions};
+use crate::agent::{ActionContext, ActionRecord, Actions, IoJob};
 use crate::dump::analysis::{run_limited, AnalysisLimits};
 use crate::dump::guard::{GuardPolicy, Guards};
 use crate::dump::{self, DumpRequest, Dumper};
@@ -175,6 +177,8 @@ pub fn default_network(api_level: u32) -> Network {
 enum Work {
     /// Analyse what is dumped, upload what is analysed.
     Pass,
+    /// The agent's work that may block on the network (its policy fetch).
+    Run(IoJob),
     Stop,
 }
 
@@ -385,14 +389,24 @@ fn analyse_in_fork(
 }
 
 fn io_thread(cfg: IoConfig, rx: mpsc::Receiver<Work>) {
+    let mut pass = true;
     loop {
-        io_pass(&cfg);
+        if pass {
+            io_pass(&cfg);
+        }
+        pass = true;
         match rx.recv_timeout(cfg.retry_every) {
+            Ok(Work::Run(job)) => {
+                job();
+                pass = false;
+            }
             Ok(Work::Pass) | Err(mpsc::RecvTimeoutError::Timeout) => {
                 // Coalesce kicks that came meanwhile.
                 while let Ok(w) = rx.try_recv() {
-                    if matches!(w, Work::Stop) {
-                        return;
+                    match w {
+                        Work::Stop => return,
+                        Work::Run(job) => job(),
+                        Work::Pass => {}
                     }
                 }
             }
@@ -619,6 +633,16 @@ impl Pipeline {
 }
 
 impl Actions for Pipeline {
+    fn run_io(&mut self, job: IoJob) -> Result<(), IoJob> {
+        let Some(live) = &self.live else {
+            return Err(job);
+        };
+        match live.io.tx.send(Work::Run(job)) {
+            Err(mpsc::SendError(Work::Run(job))) => Err(job),
+            _ => Ok(()),
+        }
+    }
+
     fn started(&mut self, cx: &ActionContext<'_>) {
         if let Err(e) = self.start(cx.policy, cx.device.api_level) {
             warn!("incident pipeline not started: {e}; verdicts will be recorded only");

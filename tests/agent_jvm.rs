@@ -423,16 +423,44 @@ fn serve_once(body: String, signature: Option<String>) -> String {
     url
 }
 
+/// The public key the tests' remote policies are signed with (base64, as `OomGuard.start`
+/// takes it).
+fn test_public_key() -> String {
+    use base64::Engine as _;
+    let key = ed25519_dalek::SigningKey::from_bytes(&[42u8; 32]);
+    base64::engine::general_purpose::STANDARD.encode(key.verifying_key().to_bytes())
+}
+
+/// Seconds since the epoch.
+fn now_s() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+/// The last good policy's body in the agent's cache file, if any.
+fn cached_body(data_dir: &std::path::Path) -> Option<String> {
+    let raw = std::fs::read(data_dir.join("policy.cache.json")).ok()?;
+    let v: Value = serde_json::from_slice(&raw).ok()?;
+    v["body"].as_str().map(str::to_string)
+}
+
 #[test]
 fn remote_policy_must_be_signed_newer_and_valid() {
     use base64::Engine as _;
     use ed25519_dalek::{Signer, SigningKey};
     let key = SigningKey::from_bytes(&[42u8; 32]);
     let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
-    let public = b64(&key.verifying_key().to_bytes());
+    let public = test_public_key();
     let sign = |body: &str| Some(b64(&key.sign(body.as_bytes()).to_bytes()));
+    let now = now_s();
     let remote_body = |version: u32| {
-        format!(r#"{{"version":{version},"poll_interval_ms":150,"heap":{{"strikes":4}}}}"#)
+        format!(
+            r#"{{"version":{version},"issued_at_s":{},"expires_at_s":{},"poll_interval_ms":150,"heap":{{"strikes":4}},"remote":{{"url":null}},"upload":{{"url":null}}}}"#,
+            now - 60,
+            now + 86_400
+        )
     };
 
     // (what the server sends, the log line expected, the policy version active at the end)
@@ -476,15 +504,13 @@ fn remote_policy_must_be_signed_newer_and_valid() {
             r.stderr
         );
         assert_eq!(r.status["policy_version"], version, "{}", r.status);
-        let cached = r.data_dir.join("policy.json");
+        let cached = cached_body(&r.data_dir);
         if version == 7 {
             assert_eq!(r.status["policy_source"], "remote");
             assert_eq!(r.status["poll_interval_ms"], 150);
-            assert!(std::fs::read_to_string(&cached)
-                .unwrap()
-                .contains("\"version\":7"));
+            assert!(cached.unwrap().contains("\"version\":7"));
         } else {
-            assert!(!cached.exists(), "a rejected policy was cached");
+            assert_eq!(cached, None, "a rejected policy was cached");
         }
         done(r);
     }
@@ -543,7 +569,7 @@ fn stop_does_not_wait_for_a_hung_policy_fetch_and_start_waits_for_the_old_agent(
         ],
         "restart",
         Some(&policy),
-        None,
+        Some(&test_public_key()),
         1,
         None,
         &[],
@@ -574,5 +600,42 @@ fn stop_does_not_wait_for_a_hung_policy_fetch_and_start_waits_for_the_old_agent(
         r.stderr
     );
     assert!(r.stderr.contains("HTTP status 503"), "{}", r.stderr);
+    done(r);
+}
+
+/// The policy host accepts the fetch and never answers (black-holed; the policy allows it
+/// 120 s): the agent, whose fetch runs on its `oomguard-io` thread, keeps sampling meanwhile.
+/// Before, the fetch ran on the sampling thread and no poll was taken until it gave up.
+#[test]
+fn samples_keep_coming_while_the_policy_host_does_not_answer() {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/policy.json", l.local_addr().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let Ok((s, _)) = l.accept() else { return };
+        skip_request_head(&s);
+        let _ = tx.send(());
+        // Never answer; hold the connection until the test process ends.
+        std::thread::sleep(std::time::Duration::from_secs(3600));
+        drop(s);
+    });
+    let policy =
+        format!(r#"{{"poll_interval_ms":200,"remote":{{"url":"{url}","timeout_ms":120000}}}}"#);
+    let r = run_leaky(
+        "idle",
+        Some(&policy),
+        Some(&test_public_key()),
+        3,
+        None,
+        &[],
+    );
+    assert_eq!(r.code, Some(0), "{}\n{}", r.stdout, r.stderr);
+    assert!(rx.try_recv().is_ok(), "the fetch never reached the server");
+    let polls = r.status["polls"].as_u64().unwrap_or(0);
+    assert!(
+        polls >= 3,
+        "{polls} polls while the fetch hung:\n{}",
+        r.status
+    );
     done(r);
 }

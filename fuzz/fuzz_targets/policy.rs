@@ -14,7 +14,7 @@ fuzz_target!(|data: &[u8]| {
             assert!(again.unknown.is_empty());
             // The remote acceptance path on the same bytes agrees with the parser.
             let active = Policy::default();
-            let _ = remote::accept(data, None, None, &active, 1 << 20);
+            let _ = remote::accept(data, None, None, &active, 1 << 20, 0);
         }
         Err(e) => {
             // Every error renders, and says what the agent did.

@@ -1,13 +1,18 @@
-//! The last-good policy on disk and its refresh from a remote URL.
+//! The refresh of the policy from a remote URL, and the rules a remote policy must pass.
 //!
 //! Invariants:
 //! - A body becomes active only after it passed, in order: the size bound, the ed25519 signature
-//!   (required whenever a public key was given at start), [`Policy::parse`], and the version check
-//!   (strictly newer than the active one; the same version is accepted only with the same body).
-//!   Any failure leaves the active policy and the cache untouched and is returned as an error for
-//!   the caller to log.
-//! - The cache (`policy.json` + `policy.meta.json` in the data dir) only ever holds a body that
-//!   passed those checks, written atomically (tmp, fsync, rename). On load it is checked again.
+//!   (a public key is required: without one nothing remote is trusted, and the agent refuses to
+//!   start with a `remote.url`), [`Policy::parse`], the rules of remote policies
+//!   ([`check_remote`]: `issued_at_s` and `expires_at_s` given, not expired, not issued more
+//!   than [`MAX_CLOCK_AHEAD_S`] ahead of the device's clock; `remote.url` and `upload.url`
+//!   named, null included), and the version check (strictly newer than the active one; the same
+//!   version only with the same content, or signed again later). Any failure leaves the active
+//!   policy and the cache untouched and is returned as an error for the caller to log.
+//! - Only `https://` is fetched, or plain `http://` to a loopback address; a redirect is
+//!   followed (at most [`MAX_REDIRECTS`]) only to a URL that passes the same rule, and never
+//!   from https to http.
+//! - The cache ([`super::cache`]) only ever holds a body that passed those checks.
 //! - At most one fetch per `remote.min_refresh_hours`, failed or not; the time of the last attempt
 //!   is persisted so restarts do not bypass it. A last attempt later than now (the clock was set
 //!   back) makes a fetch due at once, rather than when the clock catches up.
@@ -15,29 +20,26 @@
 //!   checks on load: a 304 must never keep out a policy the agent does not hold.
 //! - The signature travels in the `X-Oomguard-Signature` response header: base64 of the 64-byte
 //!   ed25519 signature over the exact body bytes.
+//! - A fetch blocks its thread for up to `remote.timeout_ms` per step: the agent runs it on the
+//!   I/O thread, never on the sampling thread.
 #![forbid(unsafe_code)]
 
+pub use super::cache::{write_atomic, Cache, Meta};
 use super::{Parsed, Policy, PolicyError};
 use base64::Engine as _;
 use ed25519_dalek::{Signature, VerifyingKey};
-use serde::{Deserialize, Serialize};
-use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::io::Read;
 use std::time::Duration;
 
 /// Response header that carries the signature.
 pub const SIGNATURE_HEADER: &str = "X-Oomguard-Signature";
 
-/// What is remembered about the cached policy and the last fetch.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Meta {
-    /// ETag of the cached body, sent back as `If-None-Match`.
-    pub etag: Option<String>,
-    /// Wall-clock ms of the last fetch attempt (successful or not).
-    pub last_attempt_ms: u64,
-    /// The signature of the cached body, base64, when it came signed.
-    pub signature: Option<String>,
-}
+/// How far ahead of the device's clock a remote policy's `issued_at_s` may lie (the server's
+/// and the device's clocks differ).
+pub const MAX_CLOCK_AHEAD_S: u64 = 86_400;
+
+/// Redirects followed at most by one fetch.
+pub const MAX_REDIRECTS: u32 = 2;
 
 /// Decode a base64 ed25519 public key (32 bytes); the error says what is wrong with the key
 /// ("is not base64: …", "is 3 bytes, expected 32").
@@ -52,13 +54,18 @@ pub fn parse_public_key(b64: &str) -> Result<VerifyingKey, String> {
     VerifyingKey::from_bytes(&arr).map_err(|e| format!("is not a valid ed25519 point: {e}"))
 }
 
-/// Check `sig_b64` over `body` when a key is given; without a key anything passes.
+/// Check `sig_b64` over `body` with `key`. Without a key nothing passes: a remote policy is
+/// trusted only for its signature.
 pub fn verify(
     body: &[u8],
     sig_b64: Option<&str>,
     key: Option<&VerifyingKey>,
 ) -> Result<(), PolicyError> {
-    let Some(key) = key else { return Ok(()) };
+    let Some(key) = key else {
+        return Err(PolicyError::Signature(
+            "cannot be checked: no public key was given at start".into(),
+        ));
+    };
     let Some(sig_b64) = sig_b64 else {
         return Err(PolicyError::Signature(
             "is missing (a public key was given at start)".into(),
@@ -76,14 +83,76 @@ pub fn verify(
     })
 }
 
-/// Validate a candidate body against the active policy. `Ok(None)` means it is the active policy
-/// again (same version, same content): nothing to do.
+/// A span of seconds for a log line: "1 day", "3 days", "5 h", "12 min", "40 s".
+fn span(s: u64) -> String {
+    if s < 120 {
+        format!("{s} s")
+    } else if s < 7200 {
+        format!("{} min", s / 60)
+    } else if s < 86_400 {
+        format!("{} h", s / 3600)
+    } else if s < 2 * 86_400 {
+        "1 day".to_string()
+    } else {
+        format!("{} days", s / 86_400)
+    }
+}
+
+/// The rules a remote policy (fetched, or cached from a fetch) passes beyond validation, at
+/// `now_s` (seconds since the epoch): dated, within its validity, naming both URLs.
+///
+/// Why both URLs must be named: a field left out takes its built-in default, and both URLs
+/// default to null, so a signed policy that only says what it changes would switch refresh and
+/// upload off on every device, for as long as it is cached. Filling the gaps from the policy
+/// active on the device instead would make one signed document mean different things on
+/// different devices (and again at the next start, against whatever policy that app version
+/// ships), so it is refused with its reason; null is accepted when it is written.
+pub fn check_remote(parsed: &Parsed, now_s: u64) -> Result<(), PolicyError> {
+    let p = &parsed.policy;
+    let v = p.version;
+    if let Some(field) = parsed.left_out.first() {
+        return Err(PolicyError::Remote(format!(
+            "v{v} leaves out {field}: a remote policy names remote.url and upload.url (null to switch one off), or every device would take the built-in null"
+        )));
+    }
+    let (Some(issued), Some(expires)) = (p.issued_at_s, p.expires_at_s) else {
+        return Err(PolicyError::Remote(format!(
+            "v{v} is not dated: a remote policy carries issued_at_s and expires_at_s (seconds since the epoch)"
+        )));
+    };
+    if issued > now_s.saturating_add(MAX_CLOCK_AHEAD_S) {
+        return Err(PolicyError::Remote(format!(
+            "v{v} is issued {} in the future (issued_at_s {issued}, the device's clock {now_s})",
+            span(issued - now_s)
+        )));
+    }
+    if expires <= now_s {
+        return Err(PolicyError::Remote(format!(
+            "v{v} expired {} ago (expires_at_s {expires}, the device's clock {now_s})",
+            span(now_s - expires)
+        )));
+    }
+    Ok(())
+}
+
+/// `p` without its signing times: what a renewal (the same version signed again) must keep.
+fn undated(p: &Policy) -> Policy {
+    Policy {
+        issued_at_s: None,
+        expires_at_s: None,
+        ..p.clone()
+    }
+}
+
+/// Validate a candidate body against the active policy at `now_s` (seconds since the epoch).
+/// `Ok(None)` means it is the active policy again (same version, same content): nothing to do.
 pub fn accept(
     body: &[u8],
     sig_b64: Option<&str>,
     key: Option<&VerifyingKey>,
     active: &Policy,
     max_bytes: u64,
+    now_s: u64,
 ) -> Result<Option<Parsed>, PolicyError> {
     if body.len() as u64 > max_bytes {
         return Err(PolicyError::TooBig {
@@ -93,99 +162,40 @@ pub fn accept(
     }
     verify(body, sig_b64, key)?;
     let parsed = Policy::parse(body)?;
+    check_remote(&parsed, now_s)?;
     let v = parsed.policy.version;
-    if v < active.version || (v == active.version && parsed.policy != *active) {
+    if v == active.version && parsed.policy == *active {
+        return Ok(None);
+    }
+    // The same version signed again later (a new expiry) replaces the active one.
+    let renewed = v == active.version
+        && undated(&parsed.policy) == undated(active)
+        && parsed.policy.issued_at_s > active.issued_at_s;
+    if v < active.version || (v == active.version && !renewed) {
         return Err(PolicyError::NotNewer {
             got: v,
             active: active.version,
         });
     }
-    if v == active.version {
-        return Ok(None);
-    }
     Ok(Some(parsed))
 }
 
-/// Write `bytes` to `path` atomically: a temporary file beside it, fsync, rename, fsync the dir.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
+/// Where a redirect from `from` to `location` leads, if it may be followed: the same rule as the
+/// policy URL itself (https, or http to loopback), and never from https down to http.
+pub fn redirect_target(from: &str, location: &str) -> Result<String, String> {
+    let next = url::Url::parse(from)
+        .and_then(|base| base.join(location.trim()))
+        .map_err(|e| format!("redirect to {location:?} is not a URL ({e})"))?;
+    if let Err(why) = crate::upload::tus::check_url(next.as_str()) {
+        return Err(format!("redirect to {:?} refused: it {why}", next.as_str()));
     }
-    std::fs::rename(&tmp, path)?;
-    if let Some(dir) = path.parent() {
-        if let Ok(d) = std::fs::File::open(dir) {
-            let _ = d.sync_all();
-        }
+    if from.starts_with("https:") && next.scheme() != "https" {
+        return Err(format!(
+            "redirect to {:?} refused: from https down to plain http",
+            next.as_str()
+        ));
     }
-    Ok(())
-}
-
-/// The last-good cache in a directory.
-#[derive(Debug, Clone)]
-pub struct Cache {
-    dir: PathBuf,
-}
-
-impl Cache {
-    pub fn new(dir: impl Into<PathBuf>) -> Self {
-        Cache { dir: dir.into() }
-    }
-
-    fn body_path(&self) -> PathBuf {
-        self.dir.join("policy.json")
-    }
-
-    fn meta_path(&self) -> PathBuf {
-        self.dir.join("policy.meta.json")
-    }
-
-    fn io(path: &Path, e: impl std::fmt::Display) -> PolicyError {
-        PolicyError::Io {
-            path: path.display().to_string(),
-            what: e.to_string(),
-        }
-    }
-
-    /// The remembered fetch state; a missing or unreadable file reads as empty.
-    pub fn meta(&self) -> Meta {
-        std::fs::read(self.meta_path())
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok())
-            .unwrap_or_default()
-    }
-
-    pub fn save_meta(&self, meta: &Meta) -> Result<(), PolicyError> {
-        let p = self.meta_path();
-        let bytes = serde_json::to_vec(meta).map_err(|e| Self::io(&p, e))?;
-        write_atomic(&p, &bytes).map_err(|e| Self::io(&p, e))
-    }
-
-    /// The cached policy, checked again (signature when a key is given, then validation).
-    /// `Ok(None)` when there is none.
-    pub fn load(&self, key: Option<&VerifyingKey>) -> Result<Option<Parsed>, PolicyError> {
-        let p = self.body_path();
-        let body = match std::fs::read(&p) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(Self::io(&p, e)),
-        };
-        let meta = self.meta();
-        verify(&body, meta.signature.as_deref(), key)?;
-        Policy::parse(&body).map(Some)
-    }
-
-    /// Store a body that passed [`accept`].
-    pub fn save(&self, body: &[u8], meta: &Meta) -> Result<(), PolicyError> {
-        std::fs::create_dir_all(&self.dir).map_err(|e| Self::io(&self.dir, e))?;
-        let p = self.body_path();
-        write_atomic(&p, body).map_err(|e| Self::io(&p, e))?;
-        self.save_meta(meta)
-    }
+    Ok(next.into())
 }
 
 /// What a refresh did.
@@ -213,7 +223,8 @@ pub struct Refresher {
 
 impl Refresher {
     pub fn new(cache: Cache, key: Option<VerifyingKey>) -> Self {
-        let cached = matches!(cache.load(key.as_ref()), Ok(Some(_)));
+        let now_s = super::cache::now_ms() / 1000;
+        let cached = matches!(cache.load(key.as_ref(), now_s), Ok(Some(_)));
         Self::with_cached(cache, key, cached)
     }
 
@@ -229,45 +240,81 @@ impl Refresher {
         Refresher { cache, key, meta }
     }
 
-    /// Fetch the policy at `active.remote.url` if due. Blocks for at most
-    /// `active.remote.timeout_ms` (per connect/read).
-    pub fn refresh(&mut self, active: &Policy, now_ms: u64) -> Result<Outcome, PolicyError> {
-        let Some(url) = active.remote.url.clone() else {
-            return Ok(Outcome::Disabled);
-        };
+    /// Why no fetch is due now: `Some(Disabled)` or `Some(NotDue)`; `None` when one is. Reads
+    /// nothing but memory.
+    pub fn not_due(&self, active: &Policy, now_ms: u64) -> Option<Outcome> {
+        if active.remote.url.is_none() {
+            return Some(Outcome::Disabled);
+        }
         let period = active.remote.min_refresh_hours * 3600 * 1000;
         let last = self.meta.last_attempt_ms;
         // A last attempt in the future (the clock was set back since) does not count.
         if last != 0 && last <= now_ms && now_ms - last < period {
-            return Ok(Outcome::NotDue {
+            return Some(Outcome::NotDue {
                 due_in_ms: period - (now_ms - last),
             });
         }
-        self.meta.last_attempt_ms = now_ms;
-        // Persist the attempt first: a crash or failure must not cause a fetch storm.
-        self.cache.save_meta(&self.meta)?;
+        None
+    }
+
+    /// Fetch the policy at `active.remote.url` if due. Blocks for at most
+    /// `active.remote.timeout_ms` per connect, read and DNS lookup, and per redirect.
+    pub fn refresh(&mut self, active: &Policy, now_ms: u64) -> Result<Outcome, PolicyError> {
+        if let Some(o) = self.not_due(active, now_ms) {
+            return Ok(o);
+        }
+        let Some(url) = active.remote.url.clone() else {
+            return Ok(Outcome::Disabled);
+        };
         let fetch_err = |what: String| PolicyError::Fetch {
             url: url.clone(),
             what,
         };
+        if self.key.is_none() {
+            return Err(fetch_err(
+                "not fetched: no public key was given at start to check what it serves".into(),
+            ));
+        }
+        self.meta.last_attempt_ms = now_ms;
+        // Persist the attempt first: a crash or failure must not cause a fetch storm.
+        self.cache.save_meta(&self.meta)?;
+        if let Err(why) = crate::upload::tus::check_url(&url) {
+            return Err(fetch_err(format!("not fetched: it {why}")));
+        }
         let limit = Duration::from_millis(active.remote.timeout_ms);
         let agent = ureq::AgentBuilder::new()
             .timeout(limit)
             // ureq's timeout does not cover DNS: without this, a lookup that hangs holds the
-            // agent's thread (and its sampling) until the system's resolver gives up.
+            // fetching thread until the system's resolver gives up.
             .resolver(move |netloc: &str| crate::upload::tus::resolve_within(netloc, limit))
-            .redirects(2)
+            // Redirects are followed here, each one checked (see `redirect_target`).
+            .redirects(0)
             .build();
-        let mut req = agent.get(&url);
-        if let Some(etag) = &self.meta.etag {
-            req = req.set("If-None-Match", etag);
-        }
-        let resp = match req.call() {
-            Ok(r) => r,
-            Err(ureq::Error::Status(code, _)) => {
-                return Err(fetch_err(format!("HTTP status {code}")))
+        let mut at = url.clone();
+        let mut hops = 0;
+        let resp = loop {
+            let mut req = agent.get(&at);
+            if let Some(etag) = &self.meta.etag {
+                req = req.set("If-None-Match", etag);
             }
-            Err(e) => return Err(fetch_err(e.to_string())),
+            let resp = match req.call() {
+                Ok(r) => r,
+                Err(ureq::Error::Status(code, _)) => {
+                    return Err(fetch_err(format!("HTTP status {code}")))
+                }
+                Err(e) => return Err(fetch_err(e.to_string())),
+            };
+            if !(300..400).contains(&resp.status()) || resp.status() == 304 {
+                break resp;
+            }
+            let location = resp.header("Location").unwrap_or("").to_string();
+            hops += 1;
+            if hops > MAX_REDIRECTS {
+                return Err(fetch_err(format!(
+                    "more than {MAX_REDIRECTS} redirects (the last to {location:?})"
+                )));
+            }
+            at = redirect_target(&at, &location).map_err(fetch_err)?;
         };
         if resp.status() == 304 {
             return Ok(Outcome::NotModified);
@@ -294,20 +341,15 @@ impl Refresher {
             .take(max + 1)
             .read_to_end(&mut body)
             .map_err(|e| fetch_err(format!("reading the body: {e}")))?;
-        match accept(&body, sig.as_deref(), self.key.as_ref(), active, max)? {
-            None => {
-                self.meta.etag = etag;
-                self.meta.signature = sig;
-                self.cache.save(&body, &self.meta)?;
-                Ok(Outcome::Unchanged)
-            }
-            Some(parsed) => {
-                self.meta.etag = etag;
-                self.meta.signature = sig;
-                self.cache.save(&body, &self.meta)?;
-                Ok(Outcome::Activated(Box::new(parsed)))
-            }
-        }
+        let now_s = now_ms / 1000;
+        let accepted = accept(&body, sig.as_deref(), self.key.as_ref(), active, max, now_s)?;
+        self.meta.etag = etag;
+        self.meta.signature = sig;
+        self.cache.save(&body, &self.meta)?;
+        Ok(match accepted {
+            None => Outcome::Unchanged,
+            Some(parsed) => Outcome::Activated(Box::new(parsed)),
+        })
     }
 }
 
@@ -315,8 +357,9 @@ impl Refresher {
 mod tests {
     use super::*;
     use ed25519_dalek::{Signer, SigningKey};
-    use std::io::{BufRead, BufReader};
+    use std::io::{BufRead, BufReader, Write};
     use std::net::TcpListener;
+    use std::path::Path;
     use std::sync::{Arc, Mutex};
 
     type Response = (u16, Vec<(&'static str, String)>, String);
@@ -380,10 +423,27 @@ mod tests {
         p
     }
 
+    /// A remote policy as a server sends it: dated around [`NOW_S`], naming both URLs.
     fn body(url: &str, version: u64, strikes: u32) -> String {
         format!(
-            r#"{{"version":{version},"heap":{{"strikes":{strikes}}},"remote":{{"url":"{url}"}}}}"#
+            r#"{{"version":{version},"issued_at_s":{},"expires_at_s":{},"heap":{{"strikes":{strikes}}},"remote":{{"url":"{url}"}},"upload":{{"url":null}}}}"#,
+            NOW_S - 3600,
+            NOW_S + 30 * DAY_S
         )
+    }
+
+    /// `body` with its signature header.
+    fn signed(body: String, mut headers: Vec<(&'static str, String)>) -> Response {
+        headers.push((SIGNATURE_HEADER, sign(&body)));
+        (200, headers, body)
+    }
+
+    /// Replace the body in the cache file, as something other than the agent might.
+    fn tamper(dir: &Path, body: &str) {
+        let p = dir.join(super::super::cache::CACHE_FILE);
+        let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+        v["body"] = body.into();
+        std::fs::write(&p, v.to_string()).unwrap();
     }
 
     const H: u64 = 3600 * 1000;
@@ -393,13 +453,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let srv = serve(|url| {
             vec![
-                (200, vec![("ETag", "\"v2\"".into())], body(url, 2, 4)),
+                signed(body(url, 2, 4), vec![("ETag", "\"v2\"".into())]),
                 (304, vec![], String::new()),
             ]
         });
-        let mut r = Refresher::new(Cache::new(dir.path()), None);
+        let mut r = Refresher::new(Cache::new(dir.path()), Some(signing_key().verifying_key()));
         let active = active_with(&srv.url, 1);
-        let t0 = 1_000 * H;
+        let t0 = NOW_S * 1000;
         let Outcome::Activated(p) = r.refresh(&active, t0).unwrap() else {
             panic!("not activated")
         };
@@ -424,9 +484,12 @@ mod tests {
             seen[1]
         );
         // The cache holds the new policy, and a restart honours the interval.
-        let cached = Cache::new(dir.path()).load(None).unwrap().unwrap();
+        let cached = Cache::new(dir.path())
+            .load(Some(&signing_key().verifying_key()), NOW_S)
+            .unwrap()
+            .unwrap();
         assert_eq!(cached.policy, p.policy);
-        let mut r2 = Refresher::new(Cache::new(dir.path()), None);
+        let mut r2 = Refresher::new(Cache::new(dir.path()), Some(signing_key().verifying_key()));
         assert!(matches!(
             r2.refresh(&p.policy, t0 + 13 * H).unwrap(),
             Outcome::NotDue { .. }
@@ -477,13 +540,16 @@ mod tests {
         let vk = signing_key().verifying_key();
         let mut r = Refresher::new(Cache::new(dir.path()), Some(vk));
         let active = active_with(&srv.url, 2);
-        let mut t = 1_000 * H;
+        let mut t = NOW_S * 1000;
         let mut errors = Vec::new();
         for _ in 0..7 {
             errors.push(r.refresh(&active, t).unwrap_err().to_string());
             t += 12 * H;
             assert!(
-                Cache::new(dir.path()).load(Some(&vk)).unwrap().is_none(),
+                Cache::new(dir.path())
+                    .load(Some(&vk), NOW_S)
+                    .unwrap()
+                    .is_none(),
                 "a bad body was cached"
             );
         }
@@ -523,15 +589,15 @@ mod tests {
         assert_eq!(p.policy.heap.strikes, 5);
         assert_eq!(
             Cache::new(dir.path())
-                .load(Some(&vk))
+                .load(Some(&vk), NOW_S)
                 .unwrap()
                 .unwrap()
                 .policy,
             p.policy
         );
         // Tampering with the cache on disk is caught on load.
-        std::fs::write(dir.path().join("policy.json"), body(&srv.url, 3, 9)).unwrap();
-        assert!(Cache::new(dir.path()).load(Some(&vk)).is_err());
+        tamper(dir.path(), &body(&srv.url, 3, 9));
+        assert!(Cache::new(dir.path()).load(Some(&vk), NOW_S).is_err());
     }
 
     /// The cached body is rejected on load (here: tampered on disk; as well: unsigned once a
@@ -540,18 +606,20 @@ mod tests {
     #[test]
     fn the_etag_of_a_rejected_cached_body_is_not_sent() {
         let dir = tempfile::tempdir().unwrap();
-        let srv = serve(|url| vec![(200, vec![("ETag", "\"v2\"".into())], body(url, 2, 4))]);
+        let srv = serve(|url| vec![signed(body(url, 2, 4), vec![("ETag", "\"v2\"".into())])]);
         let cache = Cache::new(dir.path());
         let meta = Meta {
             etag: Some("\"v2\"".into()),
             ..Meta::default()
         };
         cache.save(body(&srv.url, 2, 4).as_bytes(), &meta).unwrap();
-        std::fs::write(dir.path().join("policy.json"), b"{\"version\":2,").unwrap();
-        assert!(cache.load(None).is_err());
-        let mut r = Refresher::new(Cache::new(dir.path()), None);
+        tamper(dir.path(), "{\"version\":2,");
+        assert!(cache
+            .load(Some(&signing_key().verifying_key()), NOW_S)
+            .is_err());
+        let mut r = Refresher::new(Cache::new(dir.path()), Some(signing_key().verifying_key()));
         let active = active_with(&srv.url, 1);
-        let Outcome::Activated(p) = r.refresh(&active, 1_000 * H).unwrap() else {
+        let Outcome::Activated(p) = r.refresh(&active, NOW_S * 1000).unwrap() else {
             panic!("not activated")
         };
         assert_eq!(p.policy.version, 2);
@@ -563,7 +631,11 @@ mod tests {
         );
         // Cached again, with its ETag.
         assert_eq!(
-            Cache::new(dir.path()).load(None).unwrap().unwrap().policy,
+            Cache::new(dir.path())
+                .load(Some(&signing_key().verifying_key()), NOW_S)
+                .unwrap()
+                .unwrap()
+                .policy,
             p.policy
         );
         assert_eq!(
@@ -577,15 +649,15 @@ mod tests {
     #[test]
     fn a_last_attempt_in_the_future_does_not_suspend_refreshes() {
         let dir = tempfile::tempdir().unwrap();
-        let srv = serve(|url| vec![(200, vec![], body(url, 2, 4))]);
-        let now = 1_000 * H;
+        let srv = serve(|url| vec![signed(body(url, 2, 4), vec![])]);
+        let now = NOW_S * 1000;
         Cache::new(dir.path())
             .save_meta(&Meta {
                 last_attempt_ms: now + 400 * 24 * H,
                 ..Meta::default()
             })
             .unwrap();
-        let mut r = Refresher::new(Cache::new(dir.path()), None);
+        let mut r = Refresher::new(Cache::new(dir.path()), Some(signing_key().verifying_key()));
         let active = active_with(&srv.url, 1);
         let out = r.refresh(&active, now).unwrap();
         assert!(matches!(out, Outcome::Activated(_)), "{out:?}");
@@ -597,18 +669,226 @@ mod tests {
         ));
     }
 
+    /// Now, in the tests of dated policies (seconds since the epoch).
+    const NOW_S: u64 = 1_795_000_000;
+    const DAY_S: u64 = 86_400;
+    const URLS: &str = r#""remote":{"url":"https://p.example/p.json"},"upload":{"url":"https://c.example/files/"}"#;
+
+    fn dated(version: u64, issued: u64, expires: u64) -> String {
+        format!(r#"{{"version":{version},"issued_at_s":{issued},"expires_at_s":{expires},{URLS}}}"#)
+    }
+
+    /// What a remote policy must be: signed (no key, no trust), dated and not expired, and
+    /// naming both URLs (left out, they would take the built-in null and switch refresh and
+    /// upload off on every device).
     #[test]
-    fn same_version_same_body_is_unchanged() {
-        let a = Policy::default();
-        assert!(accept(a.to_json().as_bytes(), None, None, &a, 65_536)
-            .unwrap()
-            .is_none());
-        let mut other = a.clone();
-        other.heap.strikes = 9;
+    fn a_remote_policy_must_be_signed_dated_and_name_its_urls() {
+        let vk = signing_key().verifying_key();
+        let active = Policy::default();
+        let good = dated(2, NOW_S - 3600, NOW_S + 30 * DAY_S);
+        let cases = [
+            (
+                format!(r#"{{"version":2,{URLS}}}"#),
+                "v2 is not dated: a remote policy carries issued_at_s and expires_at_s",
+            ),
+            (
+                dated(2, NOW_S - 40 * DAY_S, NOW_S - DAY_S),
+                "v2 expired 1 day ago",
+            ),
+            (
+                dated(2, NOW_S + 3 * DAY_S, NOW_S + 30 * DAY_S),
+                "v2 is issued 3 days in the future",
+            ),
+            (
+                format!(
+                    r#"{{"version":2,"issued_at_s":{},"expires_at_s":{},"upload":{{"url":null}}}}"#,
+                    NOW_S,
+                    NOW_S + DAY_S
+                ),
+                "v2 leaves out remote.url",
+            ),
+            (
+                format!(
+                    r#"{{"version":2,"issued_at_s":{},"expires_at_s":{},"remote":{{"url":"https://p.example/p.json"}}}}"#,
+                    NOW_S,
+                    NOW_S + DAY_S
+                ),
+                "v2 leaves out upload.url",
+            ),
+        ];
+        let mut failures = Vec::new();
+        for (body, want) in &cases {
+            match accept(
+                body.as_bytes(),
+                Some(&sign(body)),
+                Some(&vk),
+                &active,
+                65_536,
+                NOW_S,
+            ) {
+                Err(e) if e.to_string().contains(want) => {}
+                other => failures.push(format!("{body}: wanted {want:?}, got {other:?}")),
+            }
+        }
+        match accept(good.as_bytes(), None, None, &active, 65_536, NOW_S) {
+            Err(e) if e.to_string().contains("no public key was given at start") => {}
+            other => failures.push(format!("without a key: {other:?}")),
+        }
+        match accept(
+            good.as_bytes(),
+            Some(&sign(&good)),
+            Some(&vk),
+            &active,
+            65_536,
+            NOW_S,
+        ) {
+            Ok(Some(p)) if p.policy.version == 2 => {}
+            other => failures.push(format!("good: {other:?}")),
+        }
+        // Explicit nulls are a choice, not an omission; a clock a few hours behind is fine.
+        let off = format!(
+            r#"{{"version":2,"issued_at_s":{},"expires_at_s":{},"remote":{{"url":null}},"upload":{{"url":null}}}}"#,
+            NOW_S + 3600,
+            NOW_S + DAY_S
+        );
+        if let Err(e) = accept(
+            off.as_bytes(),
+            Some(&sign(&off)),
+            Some(&vk),
+            &active,
+            65_536,
+            NOW_S,
+        ) {
+            failures.push(format!("explicit nulls: {e}"));
+        }
+        assert!(failures.is_empty(), "{failures:#?}");
+    }
+
+    /// A redirect is followed only where the URL itself could point: never to plain http off
+    /// loopback (here an unroutable address: had it been followed, the error would be a
+    /// connection failure, not a refusal).
+    #[test]
+    fn a_redirect_to_plain_http_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let srv = serve(|_| {
+            vec![(
+                302,
+                vec![("Location", "http://192.0.2.1:9/policy.json".into())],
+                String::new(),
+            )]
+        });
+        let vk = signing_key().verifying_key();
+        let mut r = Refresher::new(Cache::new(dir.path()), Some(vk));
+        let mut active = active_with(&srv.url, 1);
+        active.remote.timeout_ms = 500;
+        let e = r.refresh(&active, NOW_S * 1000).unwrap_err().to_string();
+        assert!(
+            e.contains("redirect to \"http://192.0.2.1:9/policy.json\" refused"),
+            "{e}"
+        );
+    }
+
+    /// A save cut short (the two-file cache wrote the body, then was killed before the file
+    /// holding its signature) or two processes of the app saving at once must never leave a
+    /// cache that fails its checks: the last good policy survives.
+    #[test]
+    fn a_save_cut_short_or_two_savers_at_once_keep_the_last_good_policy() {
+        let dir = tempfile::tempdir().unwrap();
+        let vk = signing_key().verifying_key();
+        let v3 = dated(3, NOW_S, NOW_S + 30 * DAY_S);
+        let v4 = dated(4, NOW_S, NOW_S + 30 * DAY_S);
+        let meta = |b: &str| Meta {
+            signature: Some(sign(b)),
+            ..Meta::default()
+        };
+        let c = Cache::new(dir.path());
+        c.save(v3.as_bytes(), &meta(&v3)).unwrap();
+        write_atomic(&dir.path().join("policy.json"), v4.as_bytes()).unwrap();
+        match c.load(Some(&vk), NOW_S) {
+            Ok(Some(p)) => assert_eq!(p.policy.version, 3),
+            other => panic!("after a save cut short: {other:?}"),
+        }
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let savers: Vec<_> = [(v3.clone(), v4.clone()), (v4.clone(), v3.clone())]
+            .into_iter()
+            .map(|(a, b)| {
+                let c = Cache::new(dir.path());
+                let (ma, mb) = (meta(&a), meta(&b));
+                std::thread::spawn(move || {
+                    for i in 0..40 {
+                        let (body, m) = if i % 2 == 0 { (&a, &ma) } else { (&b, &mb) };
+                        c.save(body.as_bytes(), m).unwrap();
+                    }
+                })
+            })
+            .collect();
+        let reader = {
+            let done = done.clone();
+            let c = Cache::new(dir.path());
+            std::thread::spawn(move || {
+                let mut bad = Vec::new();
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    match c.load(Some(&vk), NOW_S) {
+                        Ok(Some(_)) => {}
+                        other => bad.push(format!("{other:?}")),
+                    }
+                }
+                bad
+            })
+        };
+        for s in savers {
+            s.join().unwrap();
+        }
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        let bad = reader.join().unwrap();
+        assert!(
+            bad.is_empty(),
+            "{} failed loads, first: {}",
+            bad.len(),
+            bad[0]
+        );
+    }
+
+    /// The active policy again is nothing to do; other content under the same version is
+    /// refused, unless it is the same policy signed again later (a renewal of its expiry).
+    #[test]
+    fn same_version_same_body_is_unchanged_and_a_later_signature_renews() {
+        let vk = signing_key().verifying_key();
+        let v2 = dated(2, NOW_S - DAY_S, NOW_S + DAY_S);
+        let a = Policy::parse(v2.as_bytes()).unwrap().policy;
+        let check = |b: &str| accept(b.as_bytes(), Some(&sign(b)), Some(&vk), &a, 65_536, NOW_S);
+        assert!(check(&v2).unwrap().is_none());
+        let other = v2.replace(r#""version":2,"#, r#""version":2,"poll_interval_ms":1000,"#);
         assert!(matches!(
-            accept(other.to_json().as_bytes(), None, None, &a, 65_536),
-            Err(PolicyError::NotNewer { got: 1, active: 1 })
+            check(&other),
+            Err(PolicyError::NotNewer { got: 2, active: 2 })
         ));
+        let renewed = dated(2, NOW_S - 60, NOW_S + 30 * DAY_S);
+        let p = check(&renewed).unwrap().unwrap().policy;
+        assert_eq!(p.expires_at_s, Some(NOW_S + 30 * DAY_S));
+        let older = dated(2, NOW_S - 2 * DAY_S, NOW_S + 30 * DAY_S);
+        assert!(matches!(
+            check(&older),
+            Err(PolicyError::NotNewer { got: 2, active: 2 })
+        ));
+    }
+
+    /// The recipe in README.md: a key made and a policy signed with OpenSSL 3 (`genpkey
+    /// -algorithm ed25519`, the DER public key's last 32 bytes, `pkeyutl -sign -rawin`).
+    #[test]
+    fn a_policy_signed_with_openssl_is_accepted() {
+        let body = r#"{"version":2,"issued_at_s":1795000000,"expires_at_s":1795086400,"remote":{"url":null},"upload":{"url":null}}"#;
+        let vk = parse_public_key("9maPDS4juz2Sww+AcYIeneTNUEkbEYA9ZV2KiYI+9Tk=").unwrap();
+        let sig = "CV6tFtHEbNzmc9W7qtW7gr5sgjWsdWTV3NuNmdyG2EbYXxn8gvExebDw6WR75p7yQbRqOr6GsuwotLnNd38OCw==";
+        let p = accept(
+            body.as_bytes(),
+            Some(sig),
+            Some(&vk),
+            &Policy::default(),
+            65_536,
+            NOW_S,
+        );
+        assert_eq!(p.unwrap().unwrap().policy.version, 2);
     }
 
     #[test]

@@ -49,58 +49,35 @@ pub struct Patched {
     pub sha256: Option<String>,
 }
 
-/// Whether `url` may be contacted: https, or http to 127.0.0.0/8, localhost or [::1].
+/// Whether `url` may be contacted, and why not: `https://` to any host, or plain `http://` to a
+/// loopback address (127.0.0.0/8, `localhost`, `[::1]`). Judged on the host the URL parser
+/// finds, the same parser (the `url` crate) ureq connects by, never on the text: in
+/// `http://vm\@127.0.0.1/` the host is `vm` (a backslash ends the authority in an http URL),
+/// in `http://127.0.0.1@vm/` it is `vm` too. `localhost.` is refused: a resolver may ask DNS.
+pub fn check_url(url: &str) -> Result<url::Url, String> {
+    let u = url::Url::parse(url).map_err(|e| format!("is not a URL ({e})"))?;
+    match (u.scheme(), u.host()) {
+        ("https", Some(_)) => Ok(u),
+        ("http", Some(url::Host::Domain(d))) if d.eq_ignore_ascii_case("localhost") => Ok(u),
+        ("http", Some(url::Host::Ipv4(ip))) if ip.is_loopback() => Ok(u),
+        ("http", Some(url::Host::Ipv6(ip))) if ip.is_loopback() => Ok(u),
+        ("http", _) => Err("is plain http to a host that is not loopback; use https://".into()),
+        _ => Err("is not an http:// or https:// URL".into()),
+    }
+}
+
+/// Whether `url` may be contacted (see [`check_url`]).
 pub fn allowed_url(url: &str) -> bool {
-    if let Some(rest) = url.strip_prefix("https://") {
-        return !rest.is_empty();
-    }
-    let Some(rest) = url.strip_prefix("http://") else {
-        return false;
-    };
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-    let authority = authority.rsplit('@').next().unwrap_or("");
-    let host = if let Some(v6) = authority.strip_prefix('[') {
-        v6.split(']').next().unwrap_or("")
-    } else {
-        authority.split(':').next().unwrap_or("")
-    };
-    if host.eq_ignore_ascii_case("localhost") || host == "::1" {
-        return true;
-    }
-    match host.parse::<std::net::Ipv4Addr>() {
-        Ok(ip) => ip.is_loopback(),
-        Err(_) => false,
-    }
+    check_url(url).is_ok()
 }
 
-/// `scheme://authority` of an absolute URL.
-fn origin(url: &str) -> &str {
-    let start = url.find("://").map(|i| i + 3).unwrap_or(0);
-    match url[start..].find('/') {
-        Some(i) => &url[..start + i],
-        None => url,
-    }
-}
-
-/// Resolve a `Location` header against the endpoint.
+/// Resolve a `Location` header against the endpoint, as a URL parser does (RFC 3986 with the
+/// WHATWG rules ureq follows). What cannot be resolved comes back as it is, for
+/// [`allowed_url`] to refuse.
 pub fn resolve(endpoint: &str, location: &str) -> String {
-    if location.starts_with("http://") || location.starts_with("https://") {
-        location.to_string()
-    } else if let Some(rest) = location.strip_prefix("//") {
-        let scheme = endpoint.split("://").next().unwrap_or("https");
-        format!("{scheme}://{rest}")
-    } else if location.starts_with('/') {
-        format!("{}{location}", origin(endpoint))
-    } else {
-        let base = match endpoint.rfind('/') {
-            Some(i) if i + 1 > origin(endpoint).len() => &endpoint[..=i],
-            _ => endpoint,
-        };
-        if base.ends_with('/') {
-            format!("{base}{location}")
-        } else {
-            format!("{base}/{location}")
-        }
+    match url::Url::parse(endpoint).and_then(|base| base.join(location)) {
+        Ok(u) => u.into(),
+        Err(_) => location.to_string(),
     }
 }
 
@@ -509,6 +486,50 @@ mod tests {
         assert!(!allowed_url("http://user@evil.com/x"));
         assert!(!allowed_url("ftp://127.0.0.1/"));
         assert!(!allowed_url("127.0.0.1/files"));
+    }
+
+    /// The host is the one a URL parser (ureq's) would contact, not a guess from the text: the
+    /// backslash form ends the authority at `\\` (plain http to `vm`), userinfo is not the host,
+    /// `localhost.` is a name a resolver may answer for, percent-encoded and long IPv6 forms of
+    /// loopback are loopback. The same for a `Location` the server returns.
+    #[test]
+    fn urls_are_judged_by_the_host_a_client_contacts() {
+        for refused in [
+            "http://vm:8080\\@127.0.0.1/../files/",
+            "http://evil.example\\@localhost/files/",
+            "http://evil.example\\127.0.0.1/files/",
+            "http://127.0.0.1@evil.example/files/",
+            "http://127.0.0.1:80@evil.example/files/",
+            "http://[::1]@evil.example/files/",
+            "http://localhost.:9/files/",
+            "http://localhost.evil.example/files/",
+            "http://evil.example#@127.0.0.1/",
+            "http://evil.example?@127.0.0.1/",
+            "http:evil.example/files/",
+            "http://[::ffff:10.0.0.1]/files/",
+            "https://",
+            "HTTP://evil.example/",
+        ] {
+            assert!(!allowed_url(refused), "{refused} was allowed");
+        }
+        for allowed in [
+            "http://%31%32%37.0.0.1:9/files/",
+            "http://[0:0:0:0:0:0:0:1]:9/files/",
+            "http://LOCALHOST:9/files/",
+            "http://user:pw@127.0.0.1:9/files/",
+            "HTTPS://collector.example/files/",
+            "https://collector.example\\files/",
+        ] {
+            assert!(allowed_url(allowed), "{allowed} was refused");
+        }
+        let e = "http://127.0.0.1:9/files/";
+        for loc in [
+            "http://vm:9\\@127.0.0.1/files/abc",
+            "//vm:9\\@127.0.0.1/files/abc",
+            "\\\\vm:9/files/abc",
+        ] {
+            assert!(!allowed_url(&resolve(e, loc)), "Location {loc} was allowed");
+        }
     }
 
     #[test]
