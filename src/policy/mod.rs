@@ -107,6 +107,8 @@ pub struct Policy {
     pub analysis: AnalysisPolicy,
     /// Limits of the on-disk incident queue.
     pub spool: SpoolPolicy,
+    /// Reports of the previous process's death, from the flight recorder.
+    pub death: DeathPolicy,
     /// Upload of reports.
     pub upload: UploadPolicy,
     /// Where the next policy comes from.
@@ -271,6 +273,16 @@ pub struct SpoolPolicy {
     pub max_age_days: u32,
 }
 
+/// Reports of the previous process's death (the flight recorder).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DeathPolicy {
+    /// Report a previous process that died without a clean exit. Default true.
+    pub report: bool,
+    /// Death incidents queued per day at most (a crash loop must not fill the spool). Range
+    /// 0..=1000. Default 5.
+    pub max_per_day: u32,
+}
+
 /// Upload of reports.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct UploadPolicy {
@@ -371,6 +383,10 @@ impl Default for Policy {
                 max_bytes: 256 << 20,
                 max_count: 20,
                 max_age_days: 14,
+            },
+            death: DeathPolicy {
+                report: true,
+                max_per_day: 5,
             },
             upload: UploadPolicy {
                 url: None,
@@ -622,6 +638,16 @@ impl Policy {
                     max_bytes: s.u64(&mut cx, "max_bytes", x.max_bytes, (1 << 20)..=(64 << 30)),
                     max_count: s.u32(&mut cx, "max_count", x.max_count, 1..=10_000),
                     max_age_days: s.u32(&mut cx, "max_age_days", x.max_age_days, 1..=365),
+                };
+                s.finish(&mut cx);
+                p
+            },
+            death: {
+                let mut s = r.section(&mut cx, "death");
+                let x = &d.death;
+                let p = DeathPolicy {
+                    report: s.bool(&mut cx, "report", x.report),
+                    max_per_day: s.u32(&mut cx, "max_per_day", x.max_per_day, 0..=1000),
                 };
                 s.finish(&mut cx);
                 p
