@@ -34,6 +34,7 @@ mod tests;
 use crate::incident::NetworkState;
 use crate::policy::remote::{self, Cache, Refresher};
 use crate::policy::Policy;
+use crate::recorder::{self, Flight, Previous};
 use crate::sample::{HeapSource, Sample, SampleParts, Sampler, StackSource};
 use crate::trigger::{
     self, inventory, Device, Inventory, Kind, Strikes, Thresholds, Triggers, Verdict,
@@ -106,6 +107,7 @@ pub struct Shared {
     status: Mutex<String>,
     page: Mutex<String>,
     network: Arc<NetworkState>,
+    flight: Flight,
 }
 
 impl Shared {
@@ -117,9 +119,20 @@ impl Shared {
         }
     }
 
+    /// Record into `flight` (the process's recorder, which the JNI entries also reach).
+    pub fn with_flight(mut self, flight: Flight) -> Shared {
+        self.flight = flight;
+        self
+    }
+
     /// The app's network reports, read by the uploads.
     pub fn network(&self) -> &Arc<NetworkState> {
         &self.network
+    }
+
+    /// The flight recorder (empty until the agent has opened its ring).
+    pub fn flight(&self) -> &Flight {
+        &self.flight
     }
 
     /// The last status, as JSON.
@@ -148,6 +161,7 @@ impl Shared {
         let mut g = self.page.lock().unwrap_or_else(|p| p.into_inner());
         g.clear();
         g.push_str(page);
+        self.flight.set_page(page);
     }
 
     pub fn page(&self) -> String {
@@ -163,6 +177,8 @@ pub struct ActionContext<'a> {
     pub app_version: &'a str,
     pub page: &'a str,
     pub device: &'a Device,
+    /// The process's flight recorder: the pipeline marks a dump or an analysis in progress.
+    pub flight: &'a Flight,
 }
 
 /// What an [`Actions`] implementation did, shown in `status.json`.
@@ -193,6 +209,14 @@ pub trait Actions {
         inv: Option<&Inventory>,
         cx: &ActionContext<'_>,
     ) -> ActionRecord;
+    /// Called once at start, after [`started`](Self::started), when the previous process of
+    /// this name died without a clean exit (its flight ring says so): report it.
+    fn on_death(&mut self, _previous: &Previous, _cx: &ActionContext<'_>) -> ActionRecord {
+        ActionRecord {
+            action: "recorded".into(),
+            detail: "no pipeline wired in this build: the death is logged only".into(),
+        }
+    }
 }
 
 /// The implementation used until the dumper and the spool are wired in: the verdict is logged
@@ -310,6 +334,10 @@ pub struct Status {
     pub last_error: Option<String>,
     pub panics: u64,
     pub sample_cost: SampleCost,
+    /// The flight recorder's ring file, or why this process records nothing.
+    pub flight: String,
+    /// What was done about the previous process's death, when it died.
+    pub previous_death: Option<ActionRecord>,
 }
 
 fn now_ms() -> u64 {
@@ -395,6 +423,8 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
             last_error: None,
             panics: 0,
             sample_cost: SampleCost::default(),
+            flight: "not opened yet".into(),
+            previous_death: None,
         };
         let test_panic = if cfg!(debug_assertions) {
             std::env::var("OOMGUARD_TEST_PANIC").ok()
@@ -466,6 +496,7 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
         self.status.polls += 1;
         self.status.last_sample = Some(s);
         self.status.strikes = self.triggers.strikes();
+        self.shared.flight.record(&s, &self.status.strikes, None);
         self.status.thresholds = Thresholds {
             heap_percent: trigger::heap_threshold(&self.policy, &s),
             fd: trigger::fd_threshold(&self.policy, &s),
@@ -554,8 +585,11 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
             app_version: &self.app_version,
             page: &page,
             device: &self.device,
+            flight: &self.shared.flight,
         };
+        self.shared.flight.set_busy(recorder::BUSY_DUMP, true);
         let action = self.actions.on_verdict(&v, inv.as_ref(), &cx);
+        self.shared.flight.set_busy(recorder::BUSY_DUMP, false);
         if v.kind != Kind::Manual
             && self.policy.dump.once_per_process
             && !self.status.muted.contains(&v.kind)
@@ -623,6 +657,65 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
         }
     }
 
+    /// Open this process's flight ring: report the previous process's death if its ring says
+    /// it died (before the ring is started afresh, so that nothing is lost before it is
+    /// committed), then start recording. Never fails the agent: a ring that cannot be kept
+    /// turns the recorder off, with the reason in `status.json`.
+    fn open_flight(&mut self) {
+        let path = recorder::ring_path(&self.data_dir, &crate::sample::process_name());
+        let claimed = match recorder::open(&path) {
+            Ok(c) => c,
+            Err(e) => {
+                warn!("flight recorder off: {e}");
+                self.status.flight = format!("off: {e}");
+                return;
+            }
+        };
+        match &claimed.previous {
+            None => {}
+            Some(Err(e)) => warn!("the previous flight ring is not trusted: {e}"),
+            Some(Ok(p)) if p.died() => {
+                warn!("{}", p.reason());
+                let page = self.shared.page();
+                let cx = ActionContext {
+                    policy: &self.policy,
+                    data_dir: &self.data_dir,
+                    app_version: &self.app_version,
+                    page: &page,
+                    device: &self.device,
+                    flight: &self.shared.flight,
+                };
+                let record = self.actions.on_death(p, &cx);
+                info!(
+                    "previous process's death: {}: {}",
+                    record.action, record.detail
+                );
+                self.status.previous_death = Some(record);
+            }
+            Some(Ok(p)) => debug!(state = ?p.state, "the previous process ended cleanly"),
+        }
+        let id = recorder::Identity {
+            pid: std::process::id(),
+            process_start_ms: crate::sample::process_start_ms().unwrap_or(0),
+            agent_start_ms: now_ms(),
+            app_version: self.app_version.clone(),
+            policy_version: self.policy.version,
+        };
+        match claimed.start(&id) {
+            Ok(r) => {
+                self.status.flight = r.path().display().to_string();
+                self.shared.flight.install(Some(r));
+                let page = self.shared.page();
+                self.shared.flight.set_page(&page);
+            }
+            Err(e) => {
+                warn!("flight recorder off: {e}");
+                self.status.flight = format!("off: {e}");
+            }
+        }
+        self.publish(true);
+    }
+
     /// The loop, until `Stop` or the sender is dropped. Builds its own current-thread runtime.
     pub fn run(
         mut self,
@@ -640,9 +733,11 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
                 app_version: &a.app_version,
                 page: &page,
                 device: &a.device,
+                flight: &a.shared.flight,
             };
             a.actions.started(&cx);
         });
+        self.fenced("flight", |a| a.open_flight());
         rt.block_on(async {
             let mut next = tokio::time::Instant::now();
             loop {
@@ -693,6 +788,7 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
             }
         });
         self.status.state = "stopped";
+        self.shared.flight.finish(recorder::State::Stopped);
         self.publish(true);
         info!("agent stopped after {} polls", self.status.polls);
         Ok(())

@@ -26,6 +26,7 @@ use crate::dump::guard::{GuardPolicy, Guards};
 use crate::dump::{self, DumpRequest, Dumper};
 use crate::hprof::Level;
 use crate::policy::{Policy, StripLevel};
+use crate::recorder::{self, Flight, Previous};
 use crate::spool::{AnalysisJob, FileKind, NewIncident, Quotas, Spool};
 use crate::trigger::{Inventory, Kind, Verdict};
 use crate::upload::{self, Network};
@@ -34,7 +35,7 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tracing::{info, warn};
 
 /// Where the agent keeps its spool, under the data dir.
@@ -224,6 +225,7 @@ struct IoConfig {
     /// The app's latest report, and what to assume before one.
     network: Arc<NetworkState>,
     default_network: Network,
+    flight: Flight,
 }
 
 fn io_pass(cfg: &IoConfig) {
@@ -239,7 +241,12 @@ fn io_pass(cfg: &IoConfig) {
     };
     match spool.lock() {
         Ok(guard) => {
-            let mut analyse = |job: &AnalysisJob| analyse_out_of_process(cfg, job);
+            let mut analyse = |job: &AnalysisJob| {
+                cfg.flight.set_busy(recorder::BUSY_ANALYSIS, true);
+                let r = analyse_out_of_process(cfg, job);
+                cfg.flight.set_busy(recorder::BUSY_ANALYSIS, false);
+                r
+            };
             match guard.recover(&mut analyse) {
                 Ok(r) => {
                     if r != Default::default() {
@@ -429,6 +436,8 @@ pub struct Pipeline {
     /// same kind without a dump is only logged (with `dump.once_per_process` off, a heap that
     /// stays high would otherwise queue one such incident every few polls).
     dumpless: HashSet<Kind>,
+    /// The process's flight recorder, for the analysis-in-progress flag.
+    flight: Flight,
 }
 
 struct Live {
@@ -455,6 +464,7 @@ impl Pipeline {
             network: Arc::new(NetworkState::default()),
             analyser: None,
             dumpless: HashSet::new(),
+            flight: Flight::default(),
         }
     }
 
@@ -496,6 +506,7 @@ impl Pipeline {
                 retry_every: Duration::from_secs(60),
                 network: self.network.clone(),
                 default_network: default_network(api_level),
+                flight: self.flight.clone(),
             };
             let (tx, rx) = mpsc::channel();
             self.network.set_waker(tx.clone());
@@ -632,6 +643,103 @@ impl Pipeline {
     }
 }
 
+impl Pipeline {
+    /// Commit a `death` incident for the previous process, whose flight ring says it died: its
+    /// last samples, the trend of each figure over its last minute, its last words, what was in
+    /// progress. It holds no dump (`dumpError` says why) and goes up like any other incident,
+    /// within its own daily quota (the policy's `death.max_per_day`).
+    fn death(
+        &mut self,
+        prev: &Previous,
+        cx: &ActionContext<'_>,
+    ) -> Result<(&'static str, String), String> {
+        let p = cx.policy;
+        let quota = self.data_dir.join(DEATH_QUOTA_FILE);
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        if !p.death.report {
+            return Err("the policy's death.report is off: the death is logged only".into());
+        }
+        let count = deaths_today(&quota, now);
+        if count >= p.death.max_per_day {
+            return Err(format!(
+                "{count} deaths already reported today (the policy's death.max_per_day): this one is logged only"
+            ));
+        }
+        self.start(p, cx.device.api_level)?;
+        let live = self.live.as_mut().expect("started");
+        let staging = live.spool.stage().map_err(|e| e.to_string())?;
+        let reason = prev.reason();
+        let running_info = serde_json::json!({
+            "kind": "death",
+            "appVersion": prev.app_version,
+            "currentPage": prev.page,
+            "manufacturer": cx.device.manufacturer,
+            "apiLevel": cx.device.api_level,
+            "is32bit": cx.device.is_32bit,
+            "reason": reason,
+            "pid": prev.pid,
+            "processStartMs": prev.process_start_ms,
+            "agentStartMs": prev.agent_start_ms,
+            "policyVersionAtDeath": prev.policy_version,
+            "exit": prev.state,
+            "dumpInProgress": prev.dump_in_progress,
+            "analysisInProgress": prev.analysis_in_progress,
+            "lastWords": prev.last_words,
+            "trend": prev.trend(60_000),
+            "tornSamples": prev.torn_slots,
+            "tornLastWords": prev.torn_last_words,
+            "reportedByAppVersion": cx.app_version,
+        });
+        let info = NewIncident {
+            reason,
+            samples: serde_json::to_value(&prev.samples).unwrap_or_default(),
+            running_info,
+            policy_version: p.version.to_string(),
+        };
+        let id = live
+            .spool
+            .commit_without_dump(
+                staging,
+                info,
+                "no dump: the process died before one was taken".into(),
+            )
+            .map_err(|e| format!("the death could not be queued: {e}"))?;
+        if let Err(e) = save_deaths_today(&quota, now, count + 1) {
+            warn!(
+                "{}: {e}; the death quota may let one more through",
+                quota.display()
+            );
+        }
+        let _ = live.io.tx.send(Work::Pass);
+        Ok((
+            "reported",
+            format!("incident {id}: the death of pid {} goes up", prev.pid),
+        ))
+    }
+}
+
+/// Where the count of deaths reported today is kept, in the data dir.
+const DEATH_QUOTA_FILE: &str = "flight/deaths.json";
+
+/// Deaths reported on the day of `now_ms` (0 when the file is missing, unreadable or of
+/// another day).
+fn deaths_today(path: &Path, now_ms: u64) -> u32 {
+    let day = now_ms / 86_400_000;
+    std::fs::read(path)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .filter(|v| v["day"].as_u64() == Some(day))
+        .and_then(|v| v["count"].as_u64())
+        .map_or(0, |c| c.min(u32::MAX as u64) as u32)
+}
+
+fn save_deaths_today(path: &Path, now_ms: u64, count: u32) -> std::io::Result<()> {
+    let body = serde_json::json!({"day": now_ms / 86_400_000, "count": count});
+    crate::policy::remote::write_atomic(path, body.to_string().as_bytes())
+}
+
 impl Actions for Pipeline {
     fn run_io(&mut self, job: IoJob) -> Result<(), IoJob> {
         let Some(live) = &self.live else {
@@ -644,6 +752,7 @@ impl Actions for Pipeline {
     }
 
     fn started(&mut self, cx: &ActionContext<'_>) {
+        self.flight = cx.flight.clone();
         if let Err(e) = self.start(cx.policy, cx.device.api_level) {
             warn!("incident pipeline not started: {e}; verdicts will be recorded only");
         }
@@ -665,6 +774,22 @@ impl Actions for Pipeline {
             }
             Err(detail) => {
                 warn!("no incident for this verdict: {detail}");
+                ActionRecord {
+                    action: "skipped".into(),
+                    detail,
+                }
+            }
+        }
+    }
+
+    fn on_death(&mut self, prev: &Previous, cx: &ActionContext<'_>) -> ActionRecord {
+        match self.death(prev, cx) {
+            Ok((action, detail)) => ActionRecord {
+                action: action.into(),
+                detail,
+            },
+            Err(detail) => {
+                warn!("the previous process's death is not reported: {detail}");
                 ActionRecord {
                     action: "skipped".into(),
                     detail,
@@ -796,6 +921,7 @@ mod tests {
             app_version: "1.0",
             page: "",
             device: &device,
+            flight: &Flight::default(),
         });
         // The first pass analyses, then stops uploading because the network is metered.
         let gone = || !spool.incident_dir(&id).exists();
@@ -859,6 +985,7 @@ mod tests {
             app_version: "1.0",
             page: "MainActivity",
             device: &device,
+            flight: &Flight::default(),
         };
         pipeline.started(&cx);
         let inv = Inventory {
@@ -965,6 +1092,7 @@ mod fork_tests {
             retry_every: Duration::from_secs(60),
             network: Arc::new(NetworkState::default()),
             default_network: Network::UNMETERED,
+            flight: Flight::default(),
         }
     }
 

@@ -12,6 +12,7 @@ pub mod incident;
 pub mod jni;
 pub mod mapped;
 pub mod policy;
+pub mod recorder;
 pub mod sample;
 pub mod spool;
 pub mod trigger;

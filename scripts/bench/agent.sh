@@ -7,7 +7,9 @@
 #   3. the RSS the agent adds: VmRSS after start + 1 s minus after loadLibrary, minus the same
 #      difference in a control run that loads the library but never starts the agent;
 #   4. the time `OomGuard.start` takes on the caller's thread.
-# Targets: sample < 50 µs, CPU < 0.01 % of one core, RSS < 2 MB.
+#   5. the flight recorder's store per poll (examples/flight_cost.rs), against the same sample
+#      without it, interleaved in one process.
+# Targets: sample < 50 µs, recorder < 2 µs added, CPU < 0.01 % of one core, RSS < 2 MB.
 # Row 1 is repeated with OOMGUARD_HEAP_VIA_JNI=1 (heap through JNI CallLongMethodA instead of
 # HotSpot's JVM_* entry points), to show what that path costs on the same build.
 set -euo pipefail
@@ -51,6 +53,9 @@ status_of "$tmp/slow.out" > "$tmp/slow.json.out"
 # Calibration: the same sample outside the VM (no JNI), 100 ms apart, in a plain process.
 cargo run -q --release --example sample_cost -- 1000 cold > "$tmp/cold.out"
 
+# The flight recorder's store per poll, against the same sample without it (interleaved).
+cargo run -q --release --example flight_cost > "$tmp/flight.out"
+
 # 3. RSS: agent run above vs a control run without start.
 LEAKY_NO_AGENT=1 jrun bench "$tmp/d3" "$tmp/slow.json" - 1 > "$tmp/ctl.out" 2> "$tmp/ctl.err"
 
@@ -80,11 +85,14 @@ lib_kb = ra["after-load"] - ra["before-load"]
 agent_kb = (ra["started-1s"] - ra["after-load"]) - (rc["started-1s"] - rc["after-load"])
 start_ns = int(re.search(r"start rc=0 ns=(\d+)", open(f"{tmp}/slow.out").read()).group(1))
 cold = dict(re.findall(r"(min|median)=([0-9.]+)", open(f"{tmp}/cold.out").read()))
+fl = kv(f"{tmp}/flight.out")
 rows = [
     cost_row("one full sample, 100 ms polling (mean)", fc, f"; {fds} open fds; load avg {load}"),
     cost_row("one full sample, 5 s polling (mean)", sc),
     cost_row("  same, heap via JNI CallLongMethodA (mean)", jc, " (OOMGUARD_HEAP_VIA_JNI=1)"),
     ("  same sample without JNI, plain process", f"{cold['median']} µs", f"median of 40 samples 100 ms apart (min {cold['min']} µs): the machine's cold /proc cost", ""),
+    ("flight recorder: store per poll", f"{fl['record-alone-ns']} ns",
+     f"median of 4000, interleaved: sample {fl['sample-alone-ns']} ns alone, {fl['sample-and-record-ns']} ns with the store (no JNI)", "< 2000 ns"),
     ("oomguard thread CPU at 5 s polling", f"{pct:.5f} % of a core", f"{cpu*1e6:.0f} µs CPU in {wall:.1f} s wall; 10 min extrapolated: {cpu*600/wall*1e3:.2f} ms", "< 0.01 %"),
     ("RSS added by the running agent", f"{agent_kb} kB", f"agent run {ra['started-1s']-ra['after-load']} kB minus control {rc['started-1s']-rc['after-load']} kB (JVM drift)", "< 2048 kB"),
     ("RSS of loading liboomguard.so (release)", f"{lib_kb} kB", "file-backed pages mapped by System.loadLibrary", "(info)"),

@@ -114,6 +114,7 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
         self.triggers.reset();
         self.status.policy_version = self.policy.version;
         self.status.policy_source = source.to_string();
+        self.shared.flight().set_policy_version(self.policy.version);
         self.status.poll_interval_ms = self.policy.poll_interval_ms;
         info!(
             version = self.policy.version,

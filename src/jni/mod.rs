@@ -20,6 +20,8 @@
 //!   network, queues a pass for the `oomguard-io` thread: it never does I/O on the caller's
 //!   thread, and works before `start` too (the report is kept for the next start).
 //! - The test-only panic hook (`OOMGUARD_TEST_PANIC=<entry>`) exists in debug builds only.
+//! - The flight recorder ([`FLIGHT`]) is the process's, not one start's: `nativeLastWords` and
+//!   `nativeExiting` reach it even while an agent is stopping; each is a lock and a copy.
 
 /// Test-only exports, built with the `test-probe` feature only: never in a shipped library.
 #[cfg(feature = "test-probe")]
@@ -28,9 +30,10 @@ mod vm;
 
 use crate::agent::{panic_message, Agent, Command, Config, Shared};
 use crate::incident::{NetworkState, Pipeline};
+use crate::recorder::{Flight, LastWords, State};
 use crate::trigger::Device;
 use crate::upload::Network;
-use jni::objects::{JClass, JString};
+use jni::objects::{JClass, JObject, JString, JThrowable};
 use jni::sys::{jboolean, jint, jstring};
 use jni::JNIEnv;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -106,6 +109,10 @@ static SHARED: Mutex<Option<Arc<Shared>>> = Mutex::new(None);
 /// The app's network reports: process-wide, so that a report made before `start` (or between
 /// two starts) is kept.
 static NETWORK: LazyLock<Arc<NetworkState>> = LazyLock::new(Default::default);
+
+/// The process's flight recorder: the agent installs its ring here; the last words and the
+/// exit mark reach it even while the agent is stopping.
+static FLIGHT: LazyLock<Flight> = LazyLock::new(Default::default);
 
 /// Set up `tracing` once for the process.
 pub fn init_logging() {
@@ -226,7 +233,7 @@ pub extern "system" fn Java_dev_oomguard_OomGuard_nativeStart<'l>(
                 return CODE_ERROR;
             }
         };
-        let shared = Arc::new(Shared::with_network(NETWORK.clone()));
+        let shared = Arc::new(Shared::with_network(NETWORK.clone()).with_flight(FLIGHT.clone()));
         *SHARED.lock().unwrap_or_else(|p| p.into_inner()) = Some(shared.clone());
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let ended = Arc::new(Ended::default());
@@ -443,4 +450,125 @@ pub extern "system" fn Java_dev_oomguard_OomGuard_nativeSetNetwork<'l>(
         );
         CODE_OK
     })
+}
+
+/// `OomGuard.nativeExiting(exiting)`: the VM is exiting normally (the facade's shutdown hook).
+/// Marks the flight ring so that the next launch does not report a death (unless last words
+/// were recorded before the exit). With `false`, nothing: the facade binds the method early.
+#[no_mangle]
+pub extern "system" fn Java_dev_oomguard_OomGuard_nativeExiting<'l>(
+    _env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    exiting: jboolean,
+) -> jint {
+    guard("exiting", CODE_PANIC, || {
+        if exiting != 0 {
+            FLIGHT.set_state(State::Exited);
+        }
+        CODE_OK
+    })
+}
+
+/// How many frames of the fatal error the last words keep.
+const LAST_WORDS_FRAMES: i32 = 16;
+
+/// `OomGuard.nativeLastWords(thread, throwable)`: the facade's uncaught-exception handler saw a
+/// memory-related fatal error. Its class, message, thread and top frames go into the flight
+/// ring's trailer (a null `throwable` records nothing). Reading them may need the Java heap (the frames' strings); whatever cannot be
+/// read (an allocation failing in an exhausted heap) is left out, and nothing is left pending.
+#[no_mangle]
+pub extern "system" fn Java_dev_oomguard_OomGuard_nativeLastWords<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    thread: JObject<'l>,
+    throwable: JThrowable<'l>,
+) -> jint {
+    guard("lastWords", CODE_PANIC, || {
+        if throwable.is_null() {
+            // The facade binds the method early with nulls.
+            return CODE_BAD_ARGUMENT;
+        }
+        let w = read_last_words(&mut env, &thread, &throwable);
+        if env.exception_check().unwrap_or(false) {
+            let _ = env.exception_clear();
+        }
+        if FLIGHT.last_words(&w) {
+            CODE_OK
+        } else {
+            CODE_NOT_RUNNING
+        }
+    })
+}
+
+/// The call's string result, or empty when it fails (its exception cleared).
+fn call_string(env: &mut JNIEnv<'_>, obj: &JObject<'_>, method: &str) -> String {
+    let r = env
+        .call_method(obj, method, "()Ljava/lang/String;", &[])
+        .and_then(|v| v.l());
+    match r {
+        Ok(o) if !o.is_null() => {
+            let js = JString::from(o);
+            let out = env.get_string(&js).map(|s| s.into()).unwrap_or_default();
+            let _ = env.delete_local_ref(js);
+            out
+        }
+        _ => {
+            let _ = env.exception_clear();
+            String::new()
+        }
+    }
+}
+
+fn read_last_words(env: &mut JNIEnv<'_>, thread: &JObject<'_>, t: &JThrowable<'_>) -> LastWords {
+    let at_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let mut w = LastWords {
+        at_ms,
+        class: String::new(),
+        message: String::new(),
+        thread: String::new(),
+        frames: Vec::new(),
+    };
+    if t.is_null() {
+        return w;
+    }
+    let _ = env.with_local_frame(LAST_WORDS_FRAMES + 8, |env| -> jni::errors::Result<()> {
+        if let Ok(class) = env.get_object_class(t) {
+            w.class = call_string(env, &class, "getName");
+        }
+        w.message = call_string(env, t, "getMessage");
+        if !thread.is_null() {
+            w.thread = call_string(env, thread, "getName");
+        }
+        let frames = env
+            .call_method(t, "getStackTrace", "()[Ljava/lang/StackTraceElement;", &[])
+            .and_then(|v| v.l());
+        let Ok(frames) = frames else {
+            let _ = env.exception_clear();
+            return Ok(());
+        };
+        if frames.is_null() {
+            return Ok(());
+        }
+        let arr = jni::objects::JObjectArray::from(frames);
+        let n = env
+            .get_array_length(&arr)
+            .unwrap_or(0)
+            .min(LAST_WORDS_FRAMES);
+        for i in 0..n {
+            let Ok(f) = env.get_object_array_element(&arr, i) else {
+                let _ = env.exception_clear();
+                break;
+            };
+            let line = call_string(env, &f, "toString");
+            let _ = env.delete_local_ref(f);
+            if line.is_empty() {
+                break;
+            }
+            w.frames.push(line);
+        }
+        Ok(())
+    });
+    w
 }

@@ -3,8 +3,8 @@
 #![forbid(unsafe_code)]
 
 use super::{
-    AnalysisPolicy, DumpFallback, DumpMode, DumpPolicy, FdPolicy, FieldError, HeapPolicy,
-    HeapThreshold, Parsed, Policy, PolicyError, RemotePolicy, SpoolPolicy, StripLevel,
+    AnalysisPolicy, DeathPolicy, DumpFallback, DumpMode, DumpPolicy, FdPolicy, FieldError,
+    HeapPolicy, HeapThreshold, Parsed, Policy, PolicyError, RemotePolicy, SpoolPolicy, StripLevel,
     ThreadPolicy, UploadPolicy, VmSizePolicy, MAX_DOCUMENT_BYTES,
 };
 use serde_json::{Map, Value};
@@ -230,6 +230,16 @@ impl Policy {
                     max_bytes: s.u64(&mut cx, "max_bytes", x.max_bytes, (1 << 20)..=(64 << 30)),
                     max_count: s.u32(&mut cx, "max_count", x.max_count, 1..=10_000),
                     max_age_days: s.u32(&mut cx, "max_age_days", x.max_age_days, 1..=365),
+                };
+                s.finish(&mut cx);
+                p
+            },
+            death: {
+                let mut s = r.section(&mut cx, "death");
+                let x = &d.death;
+                let p = DeathPolicy {
+                    report: s.bool(&mut cx, "report", x.report),
+                    max_per_day: s.u32(&mut cx, "max_per_day", x.max_per_day, 0..=1000),
                 };
                 s.finish(&mut cx);
                 p

@@ -35,6 +35,8 @@ pub struct Policy {
     pub analysis: AnalysisPolicy,
     /// Limits of the on-disk incident queue.
     pub spool: SpoolPolicy,
+    /// Reports of the previous process's death, from the flight recorder.
+    pub death: DeathPolicy,
     /// Upload of reports.
     pub upload: UploadPolicy,
     /// Where the next policy comes from.
@@ -199,6 +201,16 @@ pub struct SpoolPolicy {
     pub max_age_days: u32,
 }
 
+/// Reports of the previous process's death (the flight recorder).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DeathPolicy {
+    /// Report a previous process that died without a clean exit. Default true.
+    pub report: bool,
+    /// Death incidents queued per day at most (a crash loop must not fill the spool). Range
+    /// 0..=1000. Default 5.
+    pub max_per_day: u32,
+}
+
 /// Upload of reports.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct UploadPolicy {
@@ -304,6 +316,10 @@ impl Default for Policy {
                 max_bytes: 256 << 20,
                 max_count: 20,
                 max_age_days: 14,
+            },
+            death: DeathPolicy {
+                report: true,
+                max_per_day: 5,
             },
             upload: UploadPolicy {
                 url: None,

@@ -560,6 +560,44 @@ pub fn thread_names() -> Result<Vec<String>, SampleError> {
     Ok(out)
 }
 
+/// This process's name as Android gives it (`/proc/self/cmdline`'s first string: the package,
+/// or `package:service` for a second process), else the executable's file name (`java` on a
+/// JVM). Empty when unreadable.
+pub fn process_name() -> String {
+    let Ok(b) = std::fs::read("/proc/self/cmdline") else {
+        return String::new();
+    };
+    let first = b.split(|&c| c == 0).next().unwrap_or(&[]);
+    let name = String::from_utf8_lossy(first);
+    name.rsplit('/').next().unwrap_or("").to_string()
+}
+
+/// When this process started, in ms since the epoch (from `/proc/self/stat`'s start time and
+/// the boot time in `/proc/stat`); `None` when unreadable.
+pub fn process_start_ms() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let ticks = parse_start_ticks(&stat)?;
+    let btime = std::fs::read_to_string("/proc/stat")
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("btime "))?
+        .trim()
+        .parse::<u64>()
+        .ok()?;
+    let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .ok()
+        .flatten()
+        .filter(|&h| h > 0)? as u64;
+    Some(btime * 1000 + ticks * 1000 / hz)
+}
+
+/// Field 22 (`starttime`, clock ticks after boot) of a `/proc/PID/stat` line. The command name
+/// (field 2) may hold spaces and parentheses, so fields are counted after its last `)`.
+fn parse_start_ticks(stat: &str) -> Option<u64> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -808,5 +846,22 @@ mod tests {
         assert_eq!(h.heap().unwrap().max, 2);
         assert_eq!(h.heap().unwrap().max, 2);
         assert!(ScriptedHeap::default().heap().is_err());
+    }
+
+    #[test]
+    fn process_start_is_read_after_the_last_parenthesis() {
+        let line = "123 (we (are) odd) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 4242 19 20";
+        assert_eq!(parse_start_ticks(line), Some(4242));
+        assert_eq!(parse_start_ticks("garbage"), None);
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64;
+        let start = process_start_ms().expect("readable on Linux");
+        assert!(
+            start <= now + 1000 && start + 86_400_000 * 365 > now,
+            "{start} vs {now}"
+        );
+        assert!(!process_name().is_empty());
     }
 }

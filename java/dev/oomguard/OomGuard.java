@@ -30,6 +30,17 @@ public final class OomGuard {
 
     private static final Object LOCK = new Object();
     private static volatile boolean loaded;
+    private static boolean watching;
+
+    /**
+     * Heap set aside for the last words: released before they are read, so that reading the
+     * fatal error's frames (which the VM builds as new objects) can succeed in a heap the error
+     * left full. It must be a block the collector frees whole: on ART any array of 12 KB or more
+     * lives in the large-object space, so 64 KB; on HotSpot's G1 only an array of half a region or
+     * more is freed as a region of its own (a smaller one freed in a full old region did not let
+     * the frames be built in a 48 MB heap here), so 512 KB.
+     */
+    private static volatile byte[] reserve;
 
     private OomGuard() {}
 
@@ -72,9 +83,112 @@ public final class OomGuard {
             return LOAD_FAILED;
         }
         try {
-            return nativeStart(policyJson, dataDir, appVersion, publicKeyBase64, manufacturer(), apiLevel());
+            int code = nativeStart(policyJson, dataDir, appVersion, publicKeyBase64, manufacturer(), apiLevel());
+            if (code == OK) {
+                watchForTheEnd();
+            }
+            return code;
         } catch (Throwable t) {
             return ERROR;
+        }
+    }
+
+    /**
+     * Once per process: chain an uncaught-exception handler that records the last words of a
+     * memory-related fatal error in the flight recorder before passing the error on to the handler
+     * it replaced, and a shutdown hook that marks a normal exit. Neither is needed for the
+     * recorder to see a death: a process killed without either is reported as one.
+     */
+    private static void watchForTheEnd() {
+        synchronized (LOCK) {
+            if (watching) {
+                return;
+            }
+            watching = true;
+        }
+        // Bind both natives and cache the names of the usual fatal errors now: binding a native
+        // method on first call, and a first Class.getName(), take Java heap, which an
+        // OutOfMemoryError leaves none of.
+        nativeLastWords(null, null);
+        nativeExiting(false);
+        for (Class<?> c : new Class<?>[] {
+                OutOfMemoryError.class, java.io.FileNotFoundException.class,
+                java.io.IOException.class, java.net.SocketException.class}) {
+            c.getName();
+        }
+        // Load what reading the frames needs (StackTraceElement and its formatting) while the
+        // heap has room: loading a class takes heap.
+        new Throwable().getStackTrace()[0].toString();
+        reserve = new byte[onAndroid() ? 64 << 10 : 512 << 10];
+        final Thread.UncaughtExceptionHandler previous = Thread.getDefaultUncaughtExceptionHandler();
+        Thread.setDefaultUncaughtExceptionHandler(new LastWords(previous));
+        try {
+            Runtime.getRuntime().addShutdownHook(new Thread("oomguard-exit") {
+                @Override
+                public void run() {
+                    try {
+                        nativeExiting(true);
+                    } catch (Throwable ignored) {
+                        // The VM is going away; nothing to report to.
+                    }
+                }
+            });
+        } catch (Throwable ignored) {
+            // Already shutting down: no hook, and no exit mark (reported as a death at worst).
+        }
+    }
+
+    /** Whether {@code e} (or a cause of it) is the heap, fds or threads running out. */
+    static boolean memoryRelated(Throwable e) {
+        for (int depth = 0; e != null && depth < 8; depth++, e = e.getCause()) {
+            if (e instanceof OutOfMemoryError) {
+                return true;
+            }
+            String m = e.getMessage();
+            if (m != null
+                    && (m.contains("Too many open files")
+                            || m.contains("EMFILE")
+                            || m.contains("pthread_create")
+                            || m.contains("unable to create native thread")
+                            || m.contains("unable to create new native thread"))) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /** The chained handler. Allocates nothing on the Java heap before the native call. */
+    private static final class LastWords implements Thread.UncaughtExceptionHandler {
+        private final Thread.UncaughtExceptionHandler previous;
+
+        LastWords(Thread.UncaughtExceptionHandler previous) {
+            this.previous = previous;
+        }
+
+        @Override
+        public void uncaughtException(Thread t, Throwable e) {
+            try {
+                if (memoryRelated(e)) {
+                    reserve = null;
+                    nativeLastWords(t, e);
+                }
+            } catch (Throwable ignored) {
+                // Never stand between the error and the handler that reports it.
+            }
+            if (previous != null) {
+                previous.uncaughtException(t, e);
+                return;
+            }
+            // What the VM does without a default handler (ThreadGroup's would call us again),
+            // without string concatenation, which an exhausted heap may refuse.
+            try {
+                System.err.print("Exception in thread \"");
+                System.err.print(t.getName());
+                System.err.print("\" ");
+                e.printStackTrace();
+            } catch (Throwable ignored) {
+                // Nothing left to print with.
+            }
         }
     }
 
@@ -195,4 +309,8 @@ public final class OomGuard {
     private static native int nativeSetCurrentPage(String page);
 
     private static native int nativeSetNetwork(boolean connected, boolean metered);
+
+    private static native int nativeExiting(boolean exiting);
+
+    private static native int nativeLastWords(Thread thread, Throwable error);
 }

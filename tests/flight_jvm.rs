@@ -1,0 +1,284 @@
+//! The flight recorder inside a real Java 17 JVM: processes killed with `kill -9`, ended by an
+//! `OutOfMemoryError` or by running out of fds, and ended cleanly; the next launch reports each
+//! death exactly once (and no clean end) as a `death` incident in the spool.
+
+mod common;
+
+use common::{cdylib_dir, javac, root};
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// The test program, compiled once beside the facade.
+fn classes() -> PathBuf {
+    static ONCE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    ONCE.get_or_init(|| {
+        let out = root().join(format!("target/test-java/dying-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&out);
+        javac(
+            &[
+                &root().join("java/dev/oomguard/OomGuard.java"),
+                &root().join("java/testapps/DyingApp.java"),
+            ],
+            &out,
+        );
+        out
+    })
+    .clone()
+}
+
+/// Fast polls, no upload, room for every death the tests make.
+const POLICY: &str = r#"{"version": 3, "poll_interval_ms": 100,
+  "spool": {"max_count": 1000}, "death": {"max_per_day": 1000}}"#;
+
+struct Dir {
+    work: tempfile::TempDir,
+}
+
+impl Dir {
+    fn new() -> Dir {
+        let work = tempfile::Builder::new()
+            .prefix("oomguard-flight-")
+            .tempdir()
+            .unwrap();
+        std::fs::write(work.path().join("policy.json"), POLICY).unwrap();
+        Dir { work }
+    }
+
+    fn data(&self) -> PathBuf {
+        self.work.path().join("data")
+    }
+
+    fn java(&self, jvm: &[&str], limits: &[&str], mode: &str) -> Command {
+        let mut c = if limits.is_empty() {
+            Command::new("java")
+        } else {
+            let mut c = Command::new("prlimit");
+            c.args(limits).arg("java");
+            c
+        };
+        c.args(jvm)
+            .arg(format!("-Djava.library.path={}", cdylib_dir().display()))
+            .arg("-cp")
+            .arg(classes())
+            .arg("DyingApp")
+            .arg(mode)
+            .arg(self.data())
+            .arg(self.work.path().join("policy.json"));
+        c
+    }
+
+    /// Run a mode to its end; (exit code, stdout, stderr).
+    fn run(&self, jvm: &[&str], limits: &[&str], mode: &str) -> (Option<i32>, String, String) {
+        let out = self.java(jvm, limits, mode).output().expect("java runs");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// A launch that only reports: its status.
+    fn report(&self) -> Value {
+        let (code, out, err) = self.run(&[], &[], "report");
+        assert_eq!(code, Some(0), "stdout:\n{out}\nstderr:\n{err}");
+        let json = out
+            .split("STATUS-BEGIN\n")
+            .nth(1)
+            .and_then(|s| s.split("\nSTATUS-END").next())
+            .unwrap_or("null");
+        serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {out}\n{err}"))
+    }
+
+    /// The bodies of the spool's death incidents.
+    fn deaths(&self) -> Vec<Value> {
+        let dir = self.data().join("spool/incidents");
+        let mut out = Vec::new();
+        for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let Ok(b) = std::fs::read(e.path().join("incident.json")) else {
+                continue;
+            };
+            let v: Value = serde_json::from_slice(&b).unwrap();
+            let body = v["body"].clone();
+            if body["runningInfo"]["kind"] == "death" {
+                out.push(body);
+            }
+        }
+        out
+    }
+}
+
+/// Start `poll`, read its `polls=N` lines until `min` polls, then `kill -9` it after `extra`
+/// more; returns (pid, the last poll count it printed).
+fn kill_while_polling(dir: &Dir, min: u32, extra: Duration) -> (u32, u32) {
+    let mut child: Child = dir
+        .java(&[], &[], "poll")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("java starts");
+    let pid = child.id();
+    let stdout = child.stdout.take().unwrap();
+    let last = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let reached = std::sync::Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
+    let (l, r) = (last.clone(), reached.clone());
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Some(n) = line.strip_prefix("polls=").and_then(|n| n.parse().ok()) {
+                l.store(n, std::sync::atomic::Ordering::SeqCst);
+                if n >= min {
+                    *r.0.lock().unwrap() = true;
+                    r.1.notify_all();
+                }
+            }
+        }
+    });
+    {
+        let (m, cv) = &*reached;
+        let g = cv
+            .wait_timeout_while(m.lock().unwrap(), Duration::from_secs(30), |r| !*r)
+            .unwrap()
+            .0;
+        assert!(*g, "pid {pid} never reached {min} polls");
+    }
+    std::thread::sleep(extra);
+    child.kill().expect("kill -9");
+    let _ = child.wait();
+    reader.join().unwrap();
+    (pid, last.load(std::sync::atomic::Ordering::SeqCst))
+}
+
+fn seq_of_last_sample(death: &Value) -> u64 {
+    death["samples"]
+        .as_array()
+        .and_then(|a| a.last())
+        .and_then(|s| s["seq"].as_u64())
+        .unwrap_or(0)
+}
+
+#[test]
+fn each_kill_9_is_reported_once_by_the_next_launch_with_its_last_polls() {
+    let dir = Dir::new();
+    let mut killed = Vec::new();
+    // A cheap pseudo-random spread of kill moments (no seed to keep: each run is a new spread).
+    let mut x = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos() as u64
+        | 1;
+    for _ in 0..50 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let extra = Duration::from_millis(x % 350);
+        killed.push(kill_while_polling(&dir, 1, extra));
+    }
+    let status = dir.report();
+    assert_eq!(status["previous_death"]["action"], "reported", "{status:#}");
+    let deaths = dir.deaths();
+    let spool_state =
+        std::fs::read_to_string(dir.data().join("spool/spool.json")).unwrap_or_default();
+    assert_eq!(
+        deaths.len(),
+        killed.len(),
+        "one death per kill; spool.json: {spool_state}"
+    );
+    for (pid, printed) in &killed {
+        let mine: Vec<&Value> = deaths
+            .iter()
+            .filter(|d| d["runningInfo"]["pid"].as_u64() == Some(*pid as u64))
+            .collect();
+        assert_eq!(mine.len(), 1, "pid {pid}: exactly one death incident");
+        let d = mine[0];
+        let last = seq_of_last_sample(d);
+        assert!(
+            last >= *printed as u64 && last > 0,
+            "pid {pid}: the last recorded poll {last} is before the last one it printed, {printed}"
+        );
+        let seqs: Vec<u64> = d["samples"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["seq"].as_u64().unwrap())
+            .collect();
+        assert!(
+            seqs.windows(2).all(|w| w[1] == w[0] + 1),
+            "pid {pid}: samples up to the last poll, in order: {seqs:?}"
+        );
+        assert_eq!(d["runningInfo"]["lastWords"], Value::Null);
+        assert_eq!(d["runningInfo"]["currentPage"], "Dyingpoll");
+        assert_eq!(d["runningInfo"]["appVersion"], "7.0.1");
+        assert!(
+            d["reason"].as_str().unwrap().contains("no last words"),
+            "{}",
+            d["reason"]
+        );
+    }
+}
+
+#[test]
+fn a_clean_stop_or_exit_reports_no_death() {
+    let dir = Dir::new();
+    for mode in ["stop", "exit"] {
+        let (code, out, err) = dir.run(&[], &[], mode);
+        assert_eq!(code, Some(0), "{mode}: {out}\n{err}");
+        let status = dir.report();
+        assert_eq!(status["previous_death"], Value::Null, "{mode}: {status:#}");
+        assert!(
+            status["flight"].as_str().unwrap().ends_with(".ring"),
+            "{status:#}"
+        );
+    }
+    assert!(dir.deaths().is_empty());
+}
+
+fn last_words_of_the_one_death(dir: &Dir) -> Value {
+    let status = dir.report();
+    assert_eq!(status["previous_death"]["action"], "reported", "{status:#}");
+    let deaths = dir.deaths();
+    assert_eq!(deaths.len(), 1, "{deaths:#?}");
+    let w = deaths[0]["runningInfo"]["lastWords"].clone();
+    assert!(w.is_object(), "{:#}", deaths[0]);
+    assert!(seq_of_last_sample(&deaths[0]) >= 3, "{:#}", deaths[0]);
+    w
+}
+
+#[test]
+fn an_out_of_memory_error_is_reported_with_its_last_words() {
+    let dir = Dir::new();
+    let (code, out, err) = dir.run(&["-Xmx48m"], &[], "oom");
+    assert_ne!(code, Some(0), "the OOM must end the JVM: {out}\n{err}");
+    assert!(err.contains("java.lang.OutOfMemoryError"), "{err}");
+    let w = last_words_of_the_one_death(&dir);
+    assert_eq!(w["class"], "java.lang.OutOfMemoryError");
+    assert_eq!(w["message"], "Java heap space");
+    assert_eq!(w["thread"], "main");
+    let frames: Vec<&str> = w["frames"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_str().unwrap())
+        .collect();
+    assert!(
+        frames.iter().any(|f| f.starts_with("DyingApp.main(")),
+        "{frames:?}"
+    );
+}
+
+#[test]
+fn running_out_of_fds_is_reported_with_its_last_words() {
+    let dir = Dir::new();
+    let (code, out, err) = dir.run(&[], &["--nofile=200:200"], "fds");
+    assert_ne!(code, Some(0), "{out}\n{err}");
+    let w = last_words_of_the_one_death(&dir);
+    assert_eq!(w["class"], "java.io.FileNotFoundException");
+    assert!(
+        w["message"]
+            .as_str()
+            .unwrap()
+            .contains("Too many open files"),
+        "{w:#}"
+    );
+}
