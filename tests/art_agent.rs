@@ -316,7 +316,8 @@ fn art_fork_dump_api35_sequence_dumps_and_the_app_goes_on() {
 /// The leaky app on ART: `LeakyMain` leaks a destroyed 1 MiB Activity every 100 ms through a
 /// static list in a 64 MiB heap; with a 100 ms poll and a 50 % heap threshold the heap verdict
 /// fires after three ascending strikes, the ART fork dumper dumps while the app keeps
-/// allocating, and the report names the Activity leak and its path.
+/// allocating, and the report names the Activity leak and its path. The dump policy is the
+/// default one: only the stripped file is written, and it is what is analysed.
 #[test]
 fn art_leaky_app_heap_verdict_dumps_and_names_the_leak() {
     if !harness::available("art_leaky_app_heap_verdict_dumps_and_names_the_leak") {
@@ -325,8 +326,8 @@ fn art_leaky_app_heap_verdict_dumps_and_names_the_leak() {
     let (run, _work, data) = run_app("LeakyMain", false, &[], |p| {
         p["poll_interval_ms"] = 100.into();
         p["heap"]["thresholds"] = serde_json::json!([{ "min_max_heap_mb": 0, "percent": 50 }]);
-        // The default policy (keep_full off) loses every ART dump today: issue 29.
-        p["dump"]["keep_full"] = true.into();
+        // The dump policy stays the default: keep_full off, so the tee swallows libart's
+        // writes and only the stripped file is kept (issue 29 item 2 lost every such dump).
     });
     let why = run.describe();
     assert_eq!(run.code, Some(0), "{why}");
@@ -349,6 +350,9 @@ fn art_leaky_app_heap_verdict_dumps_and_names_the_leak() {
         .unwrap()
         .path();
     assert_eq!(running_info(&dir)["kind"], "Heap", "{why}");
+    assert!(!dir.join("dump.hprof").exists(), "keep_full is off\n{why}");
+    let mini = std::fs::read(dir.join("mini.hprof")).expect("the stripped dump is kept");
+    assert!(mini.starts_with(b"JAVA PROFILE 1.0.3\0"), "{why}");
     let report: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("report.json")).expect("report.json"))
             .unwrap();
