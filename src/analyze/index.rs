@@ -41,12 +41,15 @@ mod idmap;
 mod onepass;
 mod pass2;
 mod shared;
+mod sizes;
 
 use fields::*;
 pub use idmap::*;
 pub(crate) use onepass::*;
 pub(crate) use pass2::*;
 pub(crate) use shared::*;
+pub use sizes::Conventions;
+pub(crate) use sizes::{settle, ARRAY_FINDING, RAW_SLACK};
 
 /// "No node / no class".
 pub const NONE: u32 = u32::MAX;
@@ -135,8 +138,9 @@ pub struct Class {
     /// Fields this class declares (not inherited), in dump order.
     pub fields: Vec<Field>,
     pub statics: Vec<StaticRef>,
-    /// Size of the static values in the dump (the class object's shallow size).
-    pub statics_bytes: u32,
+    /// Bytes of the primitive static values (the class object's shallow size adds the
+    /// reference statics at the VM's reference size: see `sizes`).
+    pub static_prim_bytes: u32,
     /// Strong reference slots of an instance: (byte offset in the field data, declaring class,
     /// field index in that class), over the whole superclass chain.
     pub ref_slots: Vec<(u32, u32, u16)>,
@@ -235,6 +239,13 @@ pub struct Index {
     pub prim_base: u32,
     /// Heap dump segments in file order.
     pub segments: Vec<Segment>,
+    /// The ids of the class objects of the primitive array types (`char[]`, ...; in `PRIMS`
+    /// order), 0 where the dump has none: a primitive array's edge to its class.
+    pub prim_class_ids: [u64; 8],
+    /// Whether the dump holds records only Android writes (see `Pass1`).
+    pub android: bool,
+    /// How the shallow sizes were counted (set once the graph is complete: see `sizes`).
+    pub sizes: Conventions,
 }
 
 impl Index {
@@ -361,7 +372,7 @@ struct RawClass {
     instance_size: u32,
     fields: Vec<(u64, BasicType)>,
     statics: Vec<(u64, u64)>,
-    statics_bytes: u32,
+    static_prim_bytes: u32,
 }
 
 /// The per-node arrays a finished index holds: class, shallow size, edge range.
@@ -385,6 +396,10 @@ pub(crate) struct Pass1 {
     classes: Vec<RawClass>,
     roots: Vec<(u64, u8)>,
     ids: Vec<u64>,
+    /// Whether the dump holds records only Android writes (HEAP_DUMP_INFO, ROOT_* 0x89-0x90):
+    /// its objects are laid out as Dalvik and ART do (see `sizes`). The format alone does not
+    /// tell: a stripped HotSpot dump is 1.0.3 too.
+    android: bool,
     /// Whether `ids` is known to be sorted ([`Pass1::sort_ids`] sorts it; the merge of two
     /// sorted gatherings keeps it so), which spares a scan of the ids to find out.
     sorted: bool,
@@ -407,6 +422,7 @@ impl Visitor for Pass1 {
         match s {
             Sub::Root { tag, id, .. } => {
                 // ART's "unreachable" objects are listed as roots but are not held by anything.
+                self.android |= sizes::android_root(*tag);
                 if *tag != sub::ROOT_UNREACHABLE && *id != 0 {
                     self.roots.push((*id, *tag));
                 }
@@ -418,7 +434,7 @@ impl Visitor for Pass1 {
             Sub::Instance { id, .. }
             | Sub::ObjectArray { id, .. }
             | Sub::PrimitiveArray { id, .. } => self.ids.push(*id),
-            Sub::HeapDumpInfo { .. } => {}
+            Sub::HeapDumpInfo { .. } => self.android = true,
         }
         Ok(())
     }
@@ -436,7 +452,11 @@ fn raw_class(c: &ClassDump<'_>) -> RawClass {
             .filter(|(_, ty, _)| *ty == BasicType::Object)
             .map(|(name, _, v)| (name, read_id(v, c.id_size)))
             .collect(),
-        statics_bytes: c.statics_raw.len() as u32,
+        static_prim_bytes: c
+            .statics()
+            .filter(|(_, ty, _)| *ty != BasicType::Object)
+            .map(|(_, ty, _)| ty.size(c.id_size))
+            .sum(),
     }
 }
 
@@ -450,6 +470,7 @@ impl Pass1 {
             self.strings
                 .push(id, &o.strings.arena[at as usize..(at + len) as usize]);
         }
+        self.android |= o.android;
         self.names.extend(o.names);
         self.classes.extend(o.classes);
         self.roots.extend(o.roots);
@@ -597,7 +618,7 @@ impl Pass1 {
                         value,
                     })
                     .collect(),
-                statics_bytes: c.statics_bytes,
+                static_prim_bytes: c.static_prim_bytes,
                 ref_slots: Vec::new(),
                 data_len: 0,
                 role: Role::None,
@@ -618,6 +639,10 @@ impl Pass1 {
                 }
             }
         }
+        let prim_class_ids = PRIMS.map(|ty| {
+            let name = prim_name(ty);
+            classes.iter().find(|c| c.name == name).map_or(0, |c| c.id)
+        });
         // Pseudo-classes: primitive arrays, java.lang.Class if absent, unknown classes.
         let prim_base = classes.len() as u32;
         for ty in PRIMS {
@@ -667,6 +692,9 @@ impl Pass1 {
             class_class,
             prim_base,
             segments: Vec::new(),
+            prim_class_ids,
+            android: self.android,
+            sizes: Conventions::default(),
         })
     }
 }
@@ -682,7 +710,7 @@ fn pseudo(name: String) -> Class {
         instance_size: 0,
         fields: Vec::new(),
         statics: Vec::new(),
-        statics_bytes: 0,
+        static_prim_bytes: 0,
         ref_slots: Vec::new(),
         data_len: 0,
         role: Role::None,

@@ -709,9 +709,9 @@ impl Visitor for Pass2<'_> {
                     return Ok(());
                 };
                 self.out.stats.object_arrays += 1;
-                if bytes >= self.limits.array_min_bytes {
+                if bytes + RAW_SLACK >= self.limits.array_min_bytes {
                     let name = ix.classes[ci as usize].name.clone();
-                    self.flag(n, "Array Size Over Threshold", format!("{name} of {len}"));
+                    self.flag(n, ARRAY_FINDING, format!("{name} of {len}"));
                 }
                 self.edge(class_id);
                 self.in_array = true;
@@ -734,12 +734,13 @@ impl Visitor for Pass2<'_> {
                 if nodata {
                     self.out.stats.stripped_arrays += 1;
                 }
-                if bytes >= self.limits.array_min_bytes {
-                    self.flag(
-                        n,
-                        "Array Size Over Threshold",
-                        format!("{} of {len}", prim_name(ty)),
-                    );
+                if bytes + RAW_SLACK >= self.limits.array_min_bytes {
+                    self.flag(n, ARRAY_FINDING, format!("{} of {len}", prim_name(ty)));
+                }
+                // A primitive array -> its class (`char[]`), as for any other object.
+                let class_id = ix.prim_class_ids[pi as usize];
+                if class_id != 0 {
+                    self.edge(class_id);
                 }
                 self.end();
             }
