@@ -1040,17 +1040,27 @@ fn analyze_graph(
     // Shortest paths (BFS) and the dominators' depth-first half both need the forward graph:
     // run them side by side, then free the graph before the dominators' second half.
     let t = Instant::now();
-    let late: Vec<u32> = ix
+    // Classes are roots where the dump says so (sticky class roots, among `roots`) or where
+    // their loader is reachable: the bootstrap loader (id 0, or a loader the dump does not
+    // hold) always is. A class whose loader is garbage keeps neither the loader nor its
+    // statics.
+    let late: Vec<(u32, u32)> = ix
         .classes
         .iter()
         .filter(|c| c.node != index::NONE)
-        .map(|c| c.node)
+        .map(|c| {
+            let loader = match c.loader_id {
+                0 => None,
+                id => ix.node(id),
+            };
+            (c.node, loader.unwrap_or(dominators::UNGATED))
+        })
         .collect();
     let root_nodes: Vec<u32> = ix.roots.iter().map(|r| r.node).collect();
     let (bfs, prep) = std::thread::scope(|s| {
         let ixr = &ix;
         let h = s.spawn(|| paths::shortest(ixr, &ixr.roots, &late));
-        let prep = dominators::prepare(ixr, &root_nodes, &late);
+        let prep = dominators::prepare_gated(ixr, &root_nodes, &late);
         (joined(h), prep)
     });
     tm.paths_ms = t.elapsed().as_millis() as u64;
@@ -1258,6 +1268,36 @@ mod tests {
         w.end_segment();
         w.heap_dump_end();
         w.finish()
+    }
+
+    /// A class is a root where the dump says so (a sticky class root) or where its loader is
+    /// reachable; a class whose loader nothing holds keeps neither the loader nor its statics.
+    #[test]
+    fn a_class_whose_loader_is_unreachable_is_no_root() {
+        let plugin_class = |w: &mut Writer, class: u64, loader: u64, held: u64| {
+            let statics = [(3, BasicType::Object, held.to_be_bytes().to_vec())];
+            w.class_dump(class, 0x10, loader, 8, &statics, &[]);
+            w.instance(loader, 0x20, &0u64.to_be_bytes());
+            w.instance(held, 0x20, &0u64.to_be_bytes());
+        };
+        let bytes = holder_dump(|w| {
+            w.root(sub::ROOT_STICKY_CLASS, 0x10);
+            w.root(sub::ROOT_STICKY_CLASS, 0x20);
+            // Loaded by 0x500, which nothing holds.
+            plugin_class(w, 0x40, 0x500, 0x600);
+            // Loaded by 0x700, which a JNI global holds.
+            plugin_class(w, 0x50, 0x700, 0x800);
+            w.root_jni_global(0x700, 1);
+        });
+        let r = analyze(
+            Input::Bytes(&bytes),
+            &Config::default(),
+            serde_json::Value::Null,
+        )
+        .unwrap();
+        // 0x10 and 0x20 (sticky), 0x700 (JNI global), 0x50 (its loader is reachable) and the
+        // 0x800 it holds; not 0x40, 0x500, 0x600.
+        assert_eq!(r.analysis.reachable_objects, 5);
     }
 
     /// One pass keeps edge targets one word each while they fit (8-byte aligned ids below 32
