@@ -562,3 +562,280 @@ fn cli_takes_the_policy_thresholds_from_a_config_file() {
     assert!(err.contains("bad.json: byte "), "{err}");
     assert!(!dir.path().join("r2.json").exists());
 }
+
+// ---------------------------------------------------------------------------------------------
+// Shallow sizes, computed here from the dump's own records (MAT's convention for HotSpot, the
+// VM's layout for Android), independently of the analyser's code.
+
+mod layouts {
+    use oomguard::hprof::{read_id, BasicType, Header, Parser, Record, Sub, Visitor};
+    use std::collections::HashMap;
+
+    #[derive(Default)]
+    struct ClassRec {
+        super_id: u64,
+        instance_size: u32,
+        fields: Vec<BasicType>,
+        statics: Vec<BasicType>,
+    }
+
+    enum Obj {
+        Plain { class_id: u64, data_len: u64 },
+        Refs { class_id: u64, len: u64 },
+        Prims { ty: BasicType, len: u64 },
+        Class,
+    }
+
+    #[derive(Default)]
+    pub struct Dump {
+        header: Option<Header>,
+        names: HashMap<u64, Vec<u8>>,
+        class_names: HashMap<u64, u64>,
+        classes: HashMap<u64, ClassRec>,
+        /// Objects in file order (the first of a duplicated id is kept).
+        objects: Vec<(u64, Obj)>,
+        /// MAT's compressed-references rule, in file order: an object array that starts inside
+        /// the previous object array's uncompressed extent.
+        prev_array: Option<(u64, u64)>,
+        pub compressed_seen: bool,
+        /// Records only Android writes: HEAP_DUMP_INFO, ROOT_* 0x89-0x90.
+        android_records: bool,
+    }
+
+    impl Visitor for Dump {
+        fn header(&mut self, h: &Header, _raw: &[u8]) -> Result<(), String> {
+            self.header = Some(*h);
+            Ok(())
+        }
+        fn record(&mut self, _o: u64, r: &Record<'_>, _raw: &[u8]) -> Result<(), String> {
+            if let Some((id, text)) = r.utf8() {
+                self.names.insert(id, text.to_vec());
+            } else if let Some((_, class_id, _, name_id)) = r.load_class() {
+                self.class_names.insert(class_id, name_id);
+            }
+            Ok(())
+        }
+        fn sub(&mut self, _o: u64, s: &Sub<'_>, _raw: &[u8]) -> Result<(), String> {
+            let id_size = self.header.map_or(4, |h| h.id_size);
+            match s {
+                Sub::Class(c) => {
+                    self.classes.entry(c.id).or_insert_with(|| ClassRec {
+                        super_id: c.super_id,
+                        instance_size: c.instance_size,
+                        fields: c.fields().map(|f| f.1).collect(),
+                        statics: c.statics().map(|f| f.1).collect(),
+                    });
+                    self.objects.push((c.id, Obj::Class));
+                }
+                Sub::Instance {
+                    id, class_id, data, ..
+                } => self.objects.push((
+                    *id,
+                    Obj::Plain {
+                        class_id: *class_id,
+                        data_len: data.len() as u64,
+                    },
+                )),
+                Sub::ObjectArray {
+                    id, len, class_id, ..
+                } => {
+                    let (id, len) = (*id, *len as u64);
+                    if let Some((start, end)) = self.prev_array {
+                        if id_size == 8 && id > start && id < end {
+                            self.compressed_seen = true;
+                        }
+                    }
+                    self.prev_array = Some((id, id + 16 + 8 * len));
+                    self.objects.push((
+                        id,
+                        Obj::Refs {
+                            class_id: *class_id,
+                            len,
+                        },
+                    ));
+                }
+                Sub::HeapDumpInfo { .. } => self.android_records = true,
+                Sub::Root { tag, .. } if (0x89..=0x90).contains(tag) => self.android_records = true,
+                Sub::PrimitiveArray { id, len, ty, .. } => self.objects.push((
+                    *id,
+                    Obj::Prims {
+                        ty: *ty,
+                        len: *len as u64,
+                    },
+                )),
+                _ => {}
+            }
+            Ok(())
+        }
+    }
+
+    pub fn read(path: &std::path::Path) -> Dump {
+        let bytes = std::fs::read(path).unwrap();
+        let mut d = Dump::default();
+        let mut p = Parser::new();
+        p.feed(&bytes, &mut d).unwrap();
+        p.finish().unwrap();
+        let _ = read_id;
+        d
+    }
+
+    fn up(n: u64, to: u64) -> u64 {
+        n.div_ceil(to) * to
+    }
+
+    fn elem(ty: BasicType) -> u64 {
+        match ty {
+            BasicType::Boolean | BasicType::Byte => 1,
+            BasicType::Char | BasicType::Short => 2,
+            BasicType::Float | BasicType::Int => 4,
+            BasicType::Double | BasicType::Long => 8,
+            BasicType::Object => 4,
+        }
+    }
+
+    impl Dump {
+        pub fn android(&self) -> bool {
+            self.android_records
+        }
+        pub fn id_size(&self) -> u64 {
+            self.header.unwrap().id_size as u64
+        }
+        fn name(&self, class_id: u64) -> String {
+            self.class_names
+                .get(&class_id)
+                .and_then(|n| self.names.get(n))
+                .map(|b| String::from_utf8_lossy(b).into_owned())
+                .unwrap_or_default()
+        }
+        /// (header, reference size) for HotSpot.
+        fn hotspot(&self) -> (u64, u64) {
+            let p = self.id_size();
+            let r = if p == 8 && self.compressed_seen { 4 } else { p };
+            (p + r, r)
+        }
+        fn field_size(&self, ty: BasicType, r: u64) -> u64 {
+            if ty == BasicType::Object {
+                r
+            } else {
+                elem(ty)
+            }
+        }
+        fn instance(&self, class_id: u64, data_len: u64) -> u64 {
+            let Some(c) = self.classes.get(&class_id) else {
+                let h = if self.android() { 8 } else { self.hotspot().0 };
+                return up(h + data_len, 8);
+            };
+            if self.android() {
+                let s = if c.instance_size > 0 {
+                    c.instance_size as u64
+                } else {
+                    8 + c.fields.iter().map(|&t| self.field_size(t, 4)).sum::<u64>()
+                };
+                return up(s, 8).max(8);
+            }
+            let (h, r) = self.hotspot();
+            // Superclasses first: java.lang.Object at the bottom of the list.
+            let mut chain = vec![c];
+            let mut cur = c;
+            while let Some(s) = self.classes.get(&cur.super_id) {
+                if chain.len() > 256 {
+                    break;
+                }
+                chain.push(s);
+                cur = s;
+            }
+            let mut size = h;
+            for k in chain.iter().rev() {
+                let own: u64 = k.fields.iter().map(|&t| self.field_size(t, r)).sum();
+                if own > 0 || k.super_id != 0 {
+                    size = up(size + own, r);
+                }
+            }
+            up(size, 8)
+        }
+        /// Every object's expected shallow size, by id (the first object of an id).
+        pub fn expected(&self) -> HashMap<u64, u64> {
+            let android = self.android();
+            let (h, r) = if android { (8, 4) } else { self.hotspot() };
+            let mut m = HashMap::new();
+            for (id, o) in &self.objects {
+                let v = match o {
+                    Obj::Class => {
+                        let c = &self.classes[id];
+                        up(c.statics.iter().map(|&t| self.field_size(t, r)).sum(), 8)
+                    }
+                    Obj::Plain { class_id, data_len } => self.instance(*class_id, *data_len),
+                    Obj::Refs { class_id, len } => {
+                        let _ = self.name(*class_id);
+                        up(h + 4 + len * r, 8)
+                    }
+                    Obj::Prims { ty, len } => {
+                        let e = elem(*ty);
+                        let head = if android {
+                            up(h + 4, e.max(4))
+                        } else {
+                            up(h + 4, r)
+                        };
+                        up(head + len * e, 8)
+                    }
+                };
+                m.entry(*id).or_insert(v);
+            }
+            m
+        }
+    }
+}
+
+/// Compares every object's shallow size with the layouts computed above; returns the number
+/// of objects and whether the analyser said references are compressed.
+fn check_shallow_sizes(path: &Path) -> (usize, bool) {
+    let dump = layouts::read(path);
+    let want = dump.expected();
+    let (conv, got) = analyze::shallow_sizes(Input::File(path), &test_config()).unwrap();
+    let name = path.display();
+    assert_eq!(got.len(), want.len(), "{name}: objects");
+    let mut wrong = Vec::new();
+    for &(id, size) in &got {
+        let w = want[&id];
+        if w != size as u64 {
+            wrong.push((id, size, w));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "{name}: {} of {} objects have another shallow size than the layout's, e.g. (id, ours, layout's) {:?}",
+        wrong.len(),
+        got.len(),
+        &wrong[..wrong.len().min(5)]
+    );
+    assert_eq!(
+        conv.vm,
+        if dump.android() { "Android" } else { "HotSpot" },
+        "{name}"
+    );
+    assert_eq!(
+        conv.compressed_references,
+        dump.id_size() == 8 && dump.compressed_seen && !dump.android(),
+        "{name}: compressed references as MAT decides them"
+    );
+    (got.len(), conv.compressed_references)
+}
+
+#[test]
+fn shallow_sizes_follow_the_vm_layout_on_every_fixture() {
+    for f in common::fixtures() {
+        check_shallow_sizes(&f);
+    }
+}
+
+#[test]
+fn shallow_sizes_follow_the_vm_layout_on_a_java_17_dump() {
+    let dump = common::java_dump(4, "sizes-marker");
+    let (n, compressed) = check_shallow_sizes(&dump);
+    assert!(n > 10_000, "{n} objects");
+    // Java 17 with a 1 GB heap uses compressed references by default.
+    assert!(
+        compressed,
+        "a Java 17 dump with -Xmx1g has compressed references"
+    );
+}

@@ -581,6 +581,31 @@ pub fn analyze(
 ) -> Result<Report, Error> {
     let t0 = Instant::now();
     let mut tm = Timings::default();
+    let (ix, bytes, parts) = build_index(&input, cfg, t0, &mut tm)?;
+    analyze_graph(ix, input, cfg, running_info, bytes, &parts, t0, tm)
+}
+
+/// Every object's id and shallow size as the analysis counts them, in id order, and the
+/// conventions used (for cross-checks against other tools).
+pub fn shallow_sizes(
+    input: Input<'_>,
+    cfg: &Config,
+) -> Result<(index::Conventions, Vec<(u64, u32)>), Error> {
+    let mut tm = Timings::default();
+    let (ix, _, _) = build_index(&input, cfg, Instant::now(), &mut tm)?;
+    let sizes = ix.ids.iter().copied().zip(ix.shallow.iter().copied());
+    Ok((ix.sizes, sizes.collect()))
+}
+
+/// The index of a dump with its graph and shallow sizes; its byte length and the parts it was
+/// read in.
+#[allow(clippy::type_complexity)]
+fn build_index(
+    input: &Input<'_>,
+    cfg: &Config,
+    t0: Instant,
+    tm: &mut Timings,
+) -> Result<(index::Index, u64, Option<Vec<(u64, u64)>>), Error> {
     if let Input::File(path) = input {
         // The passes read the file more than once: a pipe would be empty the second time.
         let meta = std::fs::metadata(path).map_err(|source| Error::Io {
@@ -618,7 +643,7 @@ pub fn analyze(
                 None => &whole,
             };
             if cfg.one_pass && len > hprof::HEADER_LEN as u64 {
-                one_pass(&input, ps, limits)
+                one_pass(input, ps, limits)
             } else {
                 None
             }
@@ -634,7 +659,7 @@ pub fn analyze(
             .map_err(|what| Error::Input { offset: 0, what })?,
             None,
         ),
-        None => (scan(&input, &mut parts)?, None),
+        None => (scan(input, &mut parts)?, None),
     };
     let bytes = input.len()?;
     tm.scan_ms = t0.elapsed().as_millis() as u64;
@@ -642,14 +667,15 @@ pub fn analyze(
     let t = Instant::now();
     let watched = match outs {
         Some((placed, edges)) => index::apply_placed(&mut ix, placed, edges),
-        None => two_pass_graph(&input, &parts, &mut ix, limits)?,
+        None => two_pass_graph(input, &parts, &mut ix, limits)?,
     };
     index::flag_watched(&mut ix, watched);
+    index::settle(&mut ix, limits.array_min_bytes);
     // The paths, the dominators and the report look no object up by id.
     ix.drop_id_map();
     ix.edges.shrink_to_fit();
     tm.graph_ms = t.elapsed().as_millis() as u64;
-    analyze_graph(ix, input, cfg, running_info, bytes, &parts, t0, tm)
+    Ok((ix, bytes, parts))
 }
 
 /// Most threads [`Config::threads`] asks for that are used (within [`index::MAX_WORKERS`]).
@@ -1014,17 +1040,27 @@ fn analyze_graph(
     // Shortest paths (BFS) and the dominators' depth-first half both need the forward graph:
     // run them side by side, then free the graph before the dominators' second half.
     let t = Instant::now();
-    let late: Vec<u32> = ix
+    // Classes are roots where the dump says so (sticky class roots, among `roots`) or where
+    // their loader is reachable: the bootstrap loader (id 0, or a loader the dump does not
+    // hold) always is. A class whose loader is garbage keeps neither the loader nor its
+    // statics.
+    let late: Vec<(u32, u32)> = ix
         .classes
         .iter()
         .filter(|c| c.node != index::NONE)
-        .map(|c| c.node)
+        .map(|c| {
+            let loader = match c.loader_id {
+                0 => None,
+                id => ix.node(id),
+            };
+            (c.node, loader.unwrap_or(dominators::UNGATED))
+        })
         .collect();
     let root_nodes: Vec<u32> = ix.roots.iter().map(|r| r.node).collect();
     let (bfs, prep) = std::thread::scope(|s| {
         let ixr = &ix;
         let h = s.spawn(|| paths::shortest(ixr, &ixr.roots, &late));
-        let prep = dominators::prepare(ixr, &root_nodes, &late);
+        let prep = dominators::prepare_gated(ixr, &root_nodes, &late);
         (joined(h), prep)
     });
     tm.paths_ms = t.elapsed().as_millis() as u64;
@@ -1068,6 +1104,50 @@ mod tests {
     use crate::hprof::writer::Writer;
     use crate::hprof::{sub, tag, BasicType, Format};
     use proptest::prelude::*;
+
+    /// The index of a shared fixture, built as `analyze` builds it.
+    fn fixture_index(rel: &str) -> index::Index {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../shared/fixtures/hprof")
+            .join(rel);
+        let mut tm = Timings::default();
+        let (ix, _, _) = build_index(
+            &Input::File(&path),
+            &Config::default(),
+            Instant::now(),
+            &mut tm,
+        )
+        .unwrap();
+        ix
+    }
+
+    #[test]
+    fn a_primitive_array_references_its_class() {
+        for rel in [
+            "jvm/openjdk_jdk11_04_x64.hprof",
+            "android/leak_service_binder.hprof",
+        ] {
+            let ix = fixture_index(rel);
+            let mut checked = 0;
+            for n in 0..ix.len() as u32 {
+                let c = ix.class_of[n as usize];
+                if c < ix.prim_base || c >= ix.prim_base + 8 {
+                    continue;
+                }
+                let class_id = ix.prim_class_ids[(c - ix.prim_base) as usize];
+                let Some(class_node) = ix.node(class_id).filter(|_| class_id != 0) else {
+                    continue;
+                };
+                assert!(
+                    ix.succ(n).contains(&class_node),
+                    "{rel}: the {} at node {n} has no edge to its class",
+                    ix.classes[c as usize].name
+                );
+                checked += 1;
+            }
+            assert!(checked > 1000, "{rel}: {checked} arrays checked");
+        }
+    }
 
     /// The strings 1 to 5: `java.lang.Object`, `android.app.Activity`, `com.app.MainActivity`,
     /// `mDestroyed`, `mFinished`; the first three classes loaded as 0x10, 0x20 and 0x30.
@@ -1188,6 +1268,36 @@ mod tests {
         w.end_segment();
         w.heap_dump_end();
         w.finish()
+    }
+
+    /// A class is a root where the dump says so (a sticky class root) or where its loader is
+    /// reachable; a class whose loader nothing holds keeps neither the loader nor its statics.
+    #[test]
+    fn a_class_whose_loader_is_unreachable_is_no_root() {
+        let plugin_class = |w: &mut Writer, class: u64, loader: u64, held: u64| {
+            let statics = [(3, BasicType::Object, held.to_be_bytes().to_vec())];
+            w.class_dump(class, 0x10, loader, 8, &statics, &[]);
+            w.instance(loader, 0x20, &0u64.to_be_bytes());
+            w.instance(held, 0x20, &0u64.to_be_bytes());
+        };
+        let bytes = holder_dump(|w| {
+            w.root(sub::ROOT_STICKY_CLASS, 0x10);
+            w.root(sub::ROOT_STICKY_CLASS, 0x20);
+            // Loaded by 0x500, which nothing holds.
+            plugin_class(w, 0x40, 0x500, 0x600);
+            // Loaded by 0x700, which a JNI global holds.
+            plugin_class(w, 0x50, 0x700, 0x800);
+            w.root_jni_global(0x700, 1);
+        });
+        let r = analyze(
+            Input::Bytes(&bytes),
+            &Config::default(),
+            serde_json::Value::Null,
+        )
+        .unwrap();
+        // 0x10 and 0x20 (sticky), 0x700 (JNI global), 0x50 (its loader is reachable) and the
+        // 0x800 it holds; not 0x40, 0x500, 0x600.
+        assert_eq!(r.analysis.reachable_objects, 5);
     }
 
     /// One pass keeps edge targets one word each while they fit (8-byte aligned ids below 32
@@ -1594,8 +1704,10 @@ mod tests {
         assert_eq!(g.gc_root, "System Class");
         assert_eq!(g.path[0].reference, "com.app.Leaks.sActivity");
         assert_eq!(g.path[0].reference_type, "STATIC_FIELD");
-        // 18 (instance) + 1000 + 12 (the stripped byte[] at its full size).
-        assert_eq!(g.retained_size, 18 + 1000 + 12);
+        // Android's layout (the dump has ROOT_UNREACHABLE): the instance's 18 bytes to 24, and
+        // the stripped byte[1000] at its full size, 12-byte header + 1000 to 1016.
+        assert_eq!(g.retained_size, 24 + 1016);
+        assert_eq!(r.analysis.sizes.vm, "Android");
         assert_eq!(r.leak_objects.len(), 1);
         assert_eq!(r.leak_objects[0].object_id, 0x100);
         // 0x110 is only weakly reachable: no leak, and not retained by the reference.
@@ -1604,7 +1716,8 @@ mod tests {
             .iter()
             .find(|d| d.class_name == "java.lang.ref.WeakReference")
             .expect("the weak reference is a top-level object");
-        assert_eq!(weak.retained_size, 12);
+        // Its class's instance size, 12, to 16.
+        assert_eq!(weak.retained_size, 16);
         assert_eq!(weak.gc_root, "Java Frame");
     }
 

@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 
 use super::arrays::{bit, set_bit};
+use super::dominators::UNGATED;
 use super::dominators::{SUPER, UNREACHED};
 use super::index::{Index, Root, NONE};
 use crate::hprof::{read_id, sub, Sub, Visitor};
@@ -83,8 +84,9 @@ impl Paths {
 }
 
 /// Breadth-first search from the roots over strong edges; then, one at a time, from each of
-/// `late` (class objects) that nothing reached before it.
-pub fn shortest(ix: &Index, roots: &[Root], late: &[u32]) -> Paths {
+/// `late` (class objects) that nothing reached before it and whose gate (its loader) is reached
+/// or [`UNGATED`], repeated until no more are (see [`crate::analyze::dominators::prepare_gated`]).
+pub fn shortest(ix: &Index, roots: &[Root], late: &[(u32, u32)]) -> Paths {
     let n = ix.len();
     let mut parent = vec![UNREACHED; n];
     let mut tags: Vec<(u32, u8)> = roots.iter().map(|r| (r.node, r.tag)).collect();
@@ -109,12 +111,21 @@ pub fn shortest(ix: &Index, roots: &[Root], late: &[u32]) -> Paths {
         q.run(ix, &mut parent);
     }
     let mut late_used = Vec::new();
-    for &v in late {
-        if parent[v as usize] == UNREACHED {
-            parent[v as usize] = SUPER;
-            late_used.push((v, LATE_ROOT));
-            q.push(v, false);
-            q.run(ix, &mut parent);
+    loop {
+        let mut more = false;
+        for &(v, gate) in late {
+            let open =
+                gate == UNGATED || parent.get(gate as usize).is_some_and(|&p| p != UNREACHED);
+            if open && parent[v as usize] == UNREACHED {
+                parent[v as usize] = SUPER;
+                late_used.push((v, LATE_ROOT));
+                q.push(v, false);
+                q.run(ix, &mut parent);
+                more = true;
+            }
+        }
+        if !more {
+            break;
         }
     }
     if !late_used.is_empty() {

@@ -55,6 +55,10 @@ pub struct AnalysisInfo {
     pub short_instances: u64,
     /// Parts of the file parsed side by side (1: in one piece).
     pub parse_parts: u64,
+    /// How shallow (and so retained) sizes were counted: the VM's object header, reference
+    /// size, alignment, and whether references are compressed (decided from the dump as MAT
+    /// does). `java.lang.ref.Reference.referent` is never a strong reference.
+    pub sizes: crate::analyze::index::Conventions,
     pub timings: Timings,
 }
 
@@ -389,6 +393,7 @@ pub(crate) fn build(
             unknown_class_instances: st.unknown_class,
             short_instances: st.short_instances,
             parse_parts: 1,
+            sizes: ix.sizes,
             timings: Timings::default(),
         },
         class_infos,

@@ -1,0 +1,106 @@
+//! Instance layouts from the class dumps: reference slots, field offsets, detector roles.
+#![forbid(unsafe_code)]
+
+#[allow(unused_imports)]
+use super::*;
+
+/// The chain of class `c` and its superclasses, most derived first (cycles cut).
+pub(super) fn chain(classes: &[Class], mut c: u32) -> Vec<u32> {
+    let mut v = Vec::new();
+    while c != NONE && v.len() < 256 && !v.contains(&c) {
+        v.push(c);
+        c = classes[c as usize].super_idx;
+    }
+    v
+}
+
+/// Strong reference slots and data length of an instance of class `c`.
+pub(super) fn layout(classes: &[Class], c: u32, id_size: u32) -> (Vec<(u32, u32, u16)>, u32) {
+    let mut off = 0u32;
+    let mut slots = Vec::new();
+    for k in chain(classes, c) {
+        let cl = &classes[k as usize];
+        let is_reference = cl.name == "java.lang.ref.Reference";
+        for (fi, f) in cl.fields.iter().enumerate() {
+            if f.ty == BasicType::Object && !(is_reference && f.name == "referent") {
+                slots.push((off, k, fi as u16));
+            }
+            off = off.saturating_add(f.ty.size(id_size));
+        }
+    }
+    (slots, off)
+}
+
+/// Offset in an instance of `c` of the field `name` declared by the class named `decl`.
+pub(super) fn field_offset(
+    classes: &[Class],
+    c: u32,
+    decl: &str,
+    name: &str,
+    id_size: u32,
+) -> Option<u32> {
+    let mut off = 0u32;
+    for k in chain(classes, c) {
+        let cl = &classes[k as usize];
+        for f in &cl.fields {
+            if cl.name == decl && f.name == name {
+                return Some(off);
+            }
+            off = off.saturating_add(f.ty.size(id_size));
+        }
+    }
+    None
+}
+
+pub(super) const FRAGMENTS: [&str; 3] = [
+    "androidx.fragment.app.Fragment",
+    "android.support.v4.app.Fragment",
+    "android.app.Fragment",
+];
+
+pub(super) fn role(classes: &[Class], c: u32, id_size: u32) -> Role {
+    let ch = chain(classes, c);
+    let has = |n: &str| ch.iter().any(|&k| classes[k as usize].name == n);
+    let off = |decl: &str, name: &str| field_offset(classes, c, decl, name, id_size);
+    if has("android.app.Activity") {
+        let destroyed = off("android.app.Activity", "mDestroyed");
+        let finished = off("android.app.Activity", "mFinished");
+        if destroyed.is_some() || finished.is_some() {
+            return Role::Activity {
+                destroyed,
+                finished,
+            };
+        }
+    }
+    for f in FRAGMENTS {
+        if has(f) {
+            if let (Some(manager), Some(called)) = (off(f, "mFragmentManager"), off(f, "mCalled")) {
+                return Role::Fragment { manager, called };
+            }
+        }
+    }
+    if has("android.graphics.Bitmap") {
+        if let (Some(width), Some(height)) = (
+            off("android.graphics.Bitmap", "mWidth"),
+            off("android.graphics.Bitmap", "mHeight"),
+        ) {
+            return Role::Bitmap { width, height };
+        }
+    }
+    if has("android.view.Window") {
+        return Role::Window;
+    }
+    if has("libcore.util.NativeAllocationRegistry") {
+        return Role::NativeAllocationRegistry;
+    }
+    if let Some(&k) = ch
+        .iter()
+        .find(|&&k| classes[k as usize].name.ends_with(".KeyedWeakReference"))
+    {
+        let _ = k;
+        if let Some(referent) = off("java.lang.ref.Reference", "referent") {
+            return Role::Watched { referent };
+        }
+    }
+    Role::None
+}

@@ -1,0 +1,785 @@
+//! Pass 2: per object its class, shallow size and strong edges, and the detectors' flags.
+#![forbid(unsafe_code)]
+
+#[allow(unused_imports)]
+use super::*;
+
+// ---------------------------------------------------------------------------------------------
+// Pass 2
+
+/// What a pass-2 worker produced over its part of the file, applied to the index afterwards
+/// (workers only read the index, so two can run side by side).
+#[derive(Default)]
+pub(crate) struct Out {
+    pub(super) edges: Vec<u32>,
+    /// One-pass mode, per object, in file order: node, class, shallow size, degree (its edges
+    /// follow those of the objects before it in `edges`). Two-pass workers write these into
+    /// [`Shared`] instead.
+    pub(super) nodes: Vec<[u32; 4]>,
+    /// Two-pass mode: objects whose node another object had claimed in [`Shared`] first (the
+    /// dump lists the id more than once), as [`Shared::claim`] takes them; [`apply`] keeps the
+    /// one listed first in the file.
+    pub(super) dups: Vec<[u32; 5]>,
+    pub(super) stats: IndexStats,
+    /// Per class index: instances seen.
+    pub(super) instances: Vec<u32>,
+    /// One-pass mode, per class index: entries flagged [`CLASS_EDGE`] (counted here, so that
+    /// [`Looked::room`] needs no pass over the entries).
+    pub(super) class_edges: Vec<u32>,
+    pub(super) flags: Vec<Flag>,
+    pub(super) segments: Vec<Segment>,
+    /// Watched referents by id (resolved to nodes after the pass) and their reference's node.
+    pub(super) watched: Vec<(u64, u32)>,
+}
+
+pub(crate) struct Pass2<'a> {
+    pub(super) ix: &'a Index,
+    /// Two-pass mode: the node arrays the workers fill in side by side, and this worker's
+    /// number (its part's place in the file). `None` in one-pass mode: the index holds no
+    /// object ids yet, so entries are numbered in file order (their ordinal stands for the
+    /// node) and edges are kept as raw ids in `raw`, until [`lookup`] and [`place`] map both
+    /// once every id is known.
+    pub(super) shared: Option<(&'a Shared, u8)>,
+    /// Two-pass mode: the object being read (node, class, shallow size); its edges start at
+    /// `start`.
+    pub(super) cur: [u32; 3],
+    /// Two-pass mode: objects read since the last [`Pass2::flush`] (node, class, shallow size,
+    /// first edge, degree), whose edge lists may still hold targets to drop.
+    pub(super) open: Vec<[u32; 5]>,
+    pub(super) limits: IndexLimits,
+    /// Added to the parser's offsets to get file offsets (a worker's parser starts at its part).
+    pub(super) delta: u64,
+    /// An object array's elements are streaming into the current object's edges.
+    pub(super) in_array: bool,
+    /// Where the current object's edges start in `out.edges` (or `raw`).
+    pub(super) start: u32,
+    pub(super) err: Option<String>,
+    /// Direct-mapped cache of class id -> class index (instances of a few classes dominate).
+    pub(super) class_cache: Vec<(u64, u32)>,
+    /// The node after the last object's: dumps list most objects by ascending id, so the next
+    /// object is usually that node, checked with one read of the sorted ids instead of a lookup.
+    pub(super) next: u32,
+    pub(super) out: Out,
+    pub(super) raw: Raw,
+    /// Otherwise, the targets of the last edges, whose slots at the end of `out.edges` wait
+    /// for them: looked up [`BATCH`] at a time, so that the lookups' cache misses overlap.
+    pub(super) batch: Vec<u64>,
+}
+
+/// A one-pass worker's raw edge targets, in 32-bit words so that [`lookup`] can turn the list
+/// into the nodes' list in place: one word per id (`id >> shift`: objects are 8-byte aligned
+/// below 32 GiB in a HotSpot dump with 8-byte ids, and 4-byte ids fit as they are) while every
+/// id fits, else two (high, low). Half the memory of the two words in the usual case; it is
+/// all fresh pages, filled while the file is read.
+pub(crate) enum Raw {
+    Narrow(Vec<u32>, u32),
+    Wide(Vec<[u32; 2]>),
+}
+
+impl Raw {
+    pub(super) fn len(&self) -> usize {
+        match self {
+            Raw::Narrow(v, _) => v.len(),
+            Raw::Wide(v) => v.len(),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn push(&mut self, id: u64) {
+        if let Raw::Narrow(v, shift) = self {
+            let x = id >> *shift;
+            if x << *shift == id && x <= u32::MAX as u64 {
+                v.push(x as u32);
+                return;
+            }
+            self.widen();
+        }
+        if let Raw::Wide(v) = self {
+            let (hi, lo) = halves(id);
+            v.push([hi, lo]);
+        }
+    }
+
+    /// An id that does not fit one word: the list so far becomes two words per id.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn widen(&mut self) {
+        if let Raw::Narrow(v, shift) = self {
+            let wide = v
+                .iter()
+                .map(|&x| {
+                    let (hi, lo) = halves((x as u64) << *shift);
+                    [hi, lo]
+                })
+                .collect();
+            *self = Raw::Wide(wide);
+        }
+    }
+}
+
+/// Edge targets looked up at a time (see `Pass2::batch`).
+pub(super) const BATCH: usize = 1024;
+/// Edge targets [`lookup`] looks up at a time.
+pub(super) const LOOKUP: usize = 4096;
+
+pub(super) const CLASS_CACHE: usize = 1024;
+
+/// In a deferred entry's degree: the entry's first edge, to its class object, is implied (see
+/// [`place`]). Degrees stay far below it (an instance has at most 65,535 fields).
+pub(super) const CLASS_EDGE: u32 = 1 << 31;
+impl<'a> Pass2<'a> {
+    /// A pass-2 worker over the part of the file that starts `delta` bytes after the header,
+    /// which writes what it finds into `shared` as worker number `worker` (the parts' order).
+    pub(crate) fn new(
+        ix: &'a Index,
+        shared: &'a Shared,
+        worker: u8,
+        limits: IndexLimits,
+        delta: u64,
+    ) -> Self {
+        Pass2 {
+            shared: Some((shared, worker)),
+            ..Pass2::deferred(ix, limits, delta)
+        }
+    }
+
+    /// A pass-2 worker in one-pass mode (see `shared`), over an index of the classes alone.
+    pub(crate) fn deferred(ix: &'a Index, limits: IndexLimits, delta: u64) -> Self {
+        Pass2 {
+            ix,
+            shared: None,
+            cur: [NONE; 3],
+            open: Vec::new(),
+            limits,
+            delta,
+            in_array: false,
+            start: 0,
+            err: None,
+            class_cache: vec![(0, NONE); CLASS_CACHE],
+            next: 0,
+            out: Out {
+                instances: vec![0; ix.classes.len()],
+                class_edges: vec![0; ix.classes.len()],
+                ..Out::default()
+            },
+            raw: Raw::Narrow(Vec::new(), if ix.header.id_size == 8 { 3 } else { 0 }),
+            batch: Vec::with_capacity(BATCH),
+        }
+    }
+
+    /// One-pass mode (see `shared`).
+    #[inline]
+    pub(super) fn defer(&self) -> bool {
+        self.shared.is_none()
+    }
+
+    #[inline]
+    pub(super) fn edge_count(&self) -> usize {
+        if self.defer() {
+            self.raw.len()
+        } else {
+            self.out.edges.len()
+        }
+    }
+
+    #[inline]
+    pub(super) fn class_index(&mut self, class_id: u64) -> Option<u32> {
+        let slot = (class_id.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 54) as usize % CLASS_CACHE;
+        let (id, ci) = self.class_cache[slot];
+        if id == class_id && ci != NONE {
+            return Some(ci);
+        }
+        let ci = self.ix.class_by_id(class_id)?;
+        self.class_cache[slot] = (class_id, ci);
+        Some(ci)
+    }
+
+    /// Start object `id`'s entry; `None` if the id is not indexed.
+    pub(super) fn begin(&mut self, id: u64, class: u32, shallow: u64) -> Option<u32> {
+        let n = if self.defer() {
+            if self.out.nodes.len() >= NONE as usize {
+                self.err = Some("more than 4 billion objects: too many for this analyser".into());
+                return None;
+            }
+            self.out.nodes.len() as u32
+        } else if self.ix.ids.get(self.next as usize) == Some(&id) {
+            self.next
+        } else {
+            self.ix.node(id)?
+        };
+        self.next = n.wrapping_add(1);
+        if self.edge_count() >= NONE as usize {
+            self.err = Some("more than 4 billion references: too many for this analyser".into());
+            return None;
+        }
+        let sh = shallow.min(u32::MAX as u64) as u32;
+        self.start = self.edge_count() as u32;
+        if self.defer() {
+            self.out.nodes.push([n, class, sh, 0]);
+        } else {
+            self.cur = [n, class, sh];
+        }
+        self.out.instances[class as usize] += 1;
+        Some(n)
+    }
+
+    #[inline]
+    pub(super) fn edge(&mut self, target: u64) {
+        if target == 0 {
+            return;
+        }
+        if self.defer() {
+            self.raw.push(target);
+            return;
+        }
+        self.batch.push(target);
+        self.out.edges.push(NONE);
+        if self.batch.len() == BATCH {
+            self.flush(true);
+        }
+    }
+
+    /// Look the waiting targets up into their slots; then drop the targets the dump does not
+    /// hold from the lists of the objects read since the last flush (and of the object being
+    /// read, if `reading`), and hand those objects, whose lists are now final, to
+    /// [`Shared`]. The lists are contiguous in `out.edges`, so this moves each one back over
+    /// the targets dropped before it, and cuts the vector after the last.
+    pub(super) fn flush(&mut self, reading: bool) {
+        let edges = &mut self.out.edges;
+        let waiting = edges.len() - self.batch.len();
+        self.ix
+            .id_map
+            .find_batch(&self.ix.ids, &self.batch, &mut edges[waiting..]);
+        self.batch.clear();
+        let Some((shared, worker)) = self.shared else {
+            return;
+        };
+        let Some(from) = self
+            .open
+            .first()
+            .map(|o| o[3])
+            .or(reading.then_some(self.start))
+        else {
+            return;
+        };
+        let mut to = from as usize;
+        let reading_len = if reading {
+            edges.len() as u32 - self.start
+        } else {
+            0
+        };
+        let mut keep = |at: u32, len: u32| -> (u32, u32) {
+            let first = to;
+            for k in at as usize..(at + len) as usize {
+                let x = edges[k];
+                edges[to] = x;
+                to += usize::from(x != NONE);
+            }
+            (first as u32, (to - first) as u32)
+        };
+        for o in self.open.iter_mut() {
+            (o[3], o[4]) = keep(o[3], o[4]);
+        }
+        if reading {
+            (self.start, _) = keep(self.start, reading_len);
+        }
+        let dropped = edges.len() - to;
+        edges.truncate(to);
+        self.out.stats.missing_refs += dropped as u64;
+        for o in self.open.drain(..) {
+            self.out.stats.edges += o[4] as u64;
+            if !shared.claim(worker, o) {
+                self.out.dups.push(o);
+            }
+        }
+    }
+
+    /// Close the last entry's edge list.
+    pub(super) fn end(&mut self) {
+        let d = self.edge_count() as u32 - self.start;
+        if self.defer() {
+            if let Some(e) = self.out.nodes.last_mut() {
+                e[3] = d;
+                self.out.stats.edges += d as u64;
+            }
+        } else {
+            let [n, c, sh] = self.cur;
+            self.open.push([n, c, sh, self.start, d]);
+            if self.open.len() >= BATCH {
+                self.flush(false);
+            }
+        }
+    }
+
+    pub(super) fn flag(&mut self, node: u32, reason: &str, detail: String) {
+        self.out.flags.push(Flag {
+            node,
+            reason: reason.into(),
+            detail,
+        });
+    }
+
+    pub(crate) fn finish(mut self) -> Result<Out, String> {
+        if let Some(e) = self.err {
+            return Err(e);
+        }
+        self.flush(false);
+        Ok(self.out)
+    }
+
+    /// A one-pass worker's output: entries numbered by ordinal, and its raw edge targets.
+    pub(crate) fn finish_deferred(self) -> Result<(Out, Raw), String> {
+        match self.err {
+            Some(e) => Err(e),
+            None => Ok((self.out, self.raw)),
+        }
+    }
+}
+
+/// A one-pass worker's output with its raw edge targets looked up ([`lookup`]): what [`place`]
+/// writes into the joined edge list.
+pub(crate) struct Looked {
+    out: Out,
+    /// Each raw target's node, [`NONE`] if the dump does not hold it, in the raw list's order.
+    targets: Vec<u32>,
+    /// How many of `targets` are [`NONE`].
+    missing: u64,
+}
+
+impl Looked {
+    /// The room [`place`] needs in the joined list: every target found, and a class edge per
+    /// flagged entry whose class object the dump holds.
+    pub(crate) fn room(&self, ix: &Index) -> usize {
+        let class_edges: usize = (self.out.class_edges.iter())
+            .zip(&ix.classes)
+            .filter(|(_, c)| c.node != NONE)
+            .map(|(&k, _)| k as usize)
+            .sum();
+        self.targets.len() - self.missing as usize + class_edges
+    }
+}
+
+/// Turn a one-pass worker's raw edge targets into nodes ([`NONE`] where the dump does not hold
+/// the id), in the same memory: target i (word i, or words 2i and 2i+1) becomes word i. A batch
+/// is read whole before it is written, and from the second batch on it writes only words
+/// earlier batches have read (i + LOOKUP <= 2i).
+pub(crate) fn lookup(ix: &Index, out: Out, raw: Raw) -> Looked {
+    let n = raw.len();
+    let (mut targets, shift, words) = match raw {
+        Raw::Narrow(v, shift) => (v, shift, 1),
+        Raw::Wide(v) => (v.into_flattened(), 0, 2),
+    };
+    let mut q = vec![0u64; LOOKUP.min(n)];
+    let mut got = vec![0u32; q.len()];
+    let mut missing = 0u64;
+    let mut i = 0;
+    while i < n {
+        let m = (n - i).min(LOOKUP);
+        for (j, t) in q[..m].iter_mut().enumerate() {
+            *t = match words {
+                1 => (targets[i + j] as u64) << shift,
+                _ => pair(targets[2 * (i + j)], targets[2 * (i + j) + 1]),
+            };
+        }
+        ix.id_map.find_batch(&ix.ids, &q[..m], &mut got[..m]);
+        missing += got[..m].iter().filter(|&&x| x == NONE).count() as u64;
+        targets[i..i + m].copy_from_slice(&got[..m]);
+        i += m;
+    }
+    // Two words per target: the second half goes back (a large block shrinks in place).
+    targets.truncate(n);
+    targets.shrink_to_fit();
+    Looked {
+        out,
+        targets,
+        missing,
+    }
+}
+
+/// The node arrays of nodes `lo..lo + len`, which one [`place`] writes (no other writes them).
+pub(crate) struct NodeRange<'a> {
+    lo: u32,
+    class_of: &'a mut [u32],
+    shallow: &'a mut [u32],
+    adj: &'a mut [[u32; 2]],
+}
+
+/// Cut the node arrays (as long as each other) into consecutive ranges, the k-th starting at
+/// node `starts[k]` (ascending; the first range starts at 0, the last ends at the end).
+pub(crate) fn node_ranges<'a>(
+    class_of: &'a mut [u32],
+    shallow: &'a mut [u32],
+    adj: &'a mut [[u32; 2]],
+    starts: &[u32],
+) -> Vec<NodeRange<'a>> {
+    let n = class_of.len().min(shallow.len()).min(adj.len());
+    let (mut c, mut s, mut a) = (&mut class_of[..n], &mut shallow[..n], &mut adj[..n]);
+    let mut lo = 0u32;
+    let mut ranges = Vec::with_capacity(starts.len());
+    for k in 0..starts.len() {
+        let hi = match starts.get(k + 1) {
+            Some(&h) => (h.max(lo) as usize).min(n) as u32,
+            None => n as u32,
+        };
+        let len = (hi - lo) as usize;
+        let (c1, c2) = std::mem::take(&mut c).split_at_mut(len);
+        let (s1, s2) = std::mem::take(&mut s).split_at_mut(len);
+        let (a1, a2) = std::mem::take(&mut a).split_at_mut(len);
+        ranges.push(NodeRange {
+            lo,
+            class_of: c1,
+            shallow: s1,
+            adj: a1,
+        });
+        (c, s, a, lo) = (c2, s2, a2, hi);
+    }
+    ranges
+}
+
+/// What [`place`] leaves for [`apply_placed`]: the output, and the objects whose nodes lie
+/// outside the range it wrote (node, class, shallow size, first edge, degree), in file order.
+pub(crate) struct Placed {
+    pub(super) out: Out,
+    pub(super) rest: Vec<[u32; 5]>,
+}
+
+impl Placed {
+    /// Objects left for [`apply_placed`].
+    #[cfg(test)]
+    pub(crate) fn left(&self) -> usize {
+        self.rest.len()
+    }
+}
+
+/// Finish a looked-up worker's output as pass 2 would have produced it over the full index:
+/// `node_of(k)` is the node of the worker's `k`-th object. Its edge lists are written one
+/// after the other into `dst`, which is [`Looked::room`] long and starts at `base` in the
+/// joined list: each first its class edge if the entry is flagged, without the targets the
+/// dump does not hold (those are counted). Each object whose node `nodes` holds is written
+/// there (a node already written keeps its first object, as in [`apply_placed`]); the others
+/// are left for [`apply_placed`]. `None` if an entry's node is not an object of the index, or
+/// the lists do not fill `dst` exactly (neither can happen: every id met is indexed, and the
+/// pass counted what it listed).
+pub(crate) fn place(
+    ix: &Index,
+    l: Looked,
+    dst: &mut [u32],
+    base: u32,
+    nodes: NodeRange<'_>,
+    mut node_of: impl FnMut(u32) -> u32,
+) -> Option<Placed> {
+    let Looked {
+        mut out,
+        targets,
+        missing: mut missing_refs,
+    } = l;
+    let entries = std::mem::take(&mut out.nodes);
+    let mut rest = Vec::new();
+    let (mut at, mut kept) = (0usize, 0usize);
+    for &[k, c, sh, d] in &entries {
+        let n = node_of(k);
+        if n as usize >= ix.len() {
+            return None;
+        }
+        let start = kept;
+        if d & CLASS_EDGE != 0 {
+            let cn = ix.classes.get(c as usize)?.node;
+            if cn == NONE {
+                missing_refs += 1;
+            } else {
+                *dst.get_mut(kept)? = cn;
+                kept += 1;
+            }
+        }
+        let d = (d & !CLASS_EDGE) as usize;
+        for &x in targets.get(at..at.checked_add(d)?)? {
+            if x != NONE {
+                *dst.get_mut(kept)? = x;
+                kept += 1;
+            }
+        }
+        at += d;
+        let o = [n, c, sh, base + start as u32, (kept - start) as u32];
+        match n.checked_sub(nodes.lo).map(|i| i as usize) {
+            Some(i) if i < nodes.adj.len() => {
+                if nodes.adj[i][0] == NONE {
+                    nodes.class_of[i] = c;
+                    nodes.shallow[i] = sh;
+                    nodes.adj[i] = [o[3], o[4]];
+                }
+            }
+            _ => rest.push(o),
+        }
+    }
+    if kept != dst.len() || at != targets.len() {
+        return None;
+    }
+    drop(entries);
+    drop(targets);
+    out.stats.missing_refs += missing_refs;
+    out.stats.edges = kept as u64;
+    for f in out.flags.iter_mut() {
+        f.node = node_of(f.node);
+        if f.node as usize >= ix.len() {
+            return None;
+        }
+    }
+    for w in out.watched.iter_mut() {
+        w.1 = node_of(w.1);
+    }
+    Some(Placed { out, rest })
+}
+
+pub(super) fn byte_at(data: &[u8], off: Option<u32>) -> bool {
+    off.and_then(|o| data.get(o as usize))
+        .is_some_and(|&b| b != 0)
+}
+
+pub(super) fn int_at(data: &[u8], off: u32) -> Option<u32> {
+    let o = off as usize;
+    data.get(o..o + 4)
+        .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+pub(super) fn id_at(data: &[u8], off: u32, id_size: u32) -> Option<u64> {
+    let o = off as usize;
+    data.get(o..o + id_size as usize)
+        .map(|b| read_id(b, id_size))
+}
+
+impl Visitor for Pass2<'_> {
+    fn heap_dump_start(
+        &mut self,
+        offset: u64,
+        tag: u8,
+        len: u32,
+        _raw: &[u8],
+    ) -> Result<(), String> {
+        self.out.segments.push(Segment {
+            offset: offset.wrapping_add(self.delta) + 9,
+            len: len as u64,
+            tag,
+            min_id: u64::MAX,
+            max_id: 0,
+        });
+        Ok(())
+    }
+
+    fn sub(&mut self, offset: u64, s: &Sub<'_>, _raw: &[u8]) -> Result<(), String> {
+        if let Some(e) = &self.err {
+            return Err(e.clone());
+        }
+        // Start a new piece at this sub-record once the current one is long enough.
+        let at = offset.wrapping_add(self.delta);
+        if let Some(&last) = self.out.segments.last() {
+            let end = last.offset + last.len;
+            if at >= last.offset + PIECE && at < end {
+                if let Some(l) = self.out.segments.last_mut() {
+                    l.len = at - last.offset;
+                }
+                self.out.segments.push(Segment {
+                    offset: at,
+                    len: end - at,
+                    tag: last.tag,
+                    min_id: u64::MAX,
+                    max_id: 0,
+                });
+            }
+        }
+        let id = match *s {
+            Sub::Class(ref c) => c.id,
+            Sub::Instance { id, .. } | Sub::ObjectArray { id, .. } => id,
+            _ => 0,
+        };
+        if id != 0 {
+            if let Some(seg) = self.out.segments.last_mut() {
+                seg.min_id = seg.min_id.min(id);
+                seg.max_id = seg.max_id.max(id);
+            }
+        }
+        let id_size = self.ix.header.id_size;
+        let ix = self.ix;
+        match *s {
+            Sub::Root { .. } | Sub::HeapDumpInfo { .. } => {}
+            Sub::Class(ref c) => {
+                let Some(_) = self.begin(c.id, ix.class_class, c.statics_raw.len() as u64) else {
+                    return Ok(());
+                };
+                self.out.stats.classes += 1;
+                for (_, ty, v) in c.statics() {
+                    if ty == BasicType::Object {
+                        self.edge(read_id(v, id_size));
+                    }
+                }
+                self.edge(c.super_id);
+                self.edge(c.loader_id);
+                self.end();
+            }
+            Sub::Instance {
+                id, class_id, data, ..
+            } => {
+                let ci = match self.class_index(class_id) {
+                    Some(ci) => ci,
+                    None => {
+                        self.out.stats.unknown_class += 1;
+                        (ix.classes.len() - 1) as u32
+                    }
+                };
+                let cl = &ix.classes[ci as usize];
+                let size = if cl.instance_size > 0 {
+                    cl.instance_size
+                } else {
+                    data.len() as u32
+                };
+                let Some(n) = self.begin(id, ci, size as u64) else {
+                    return Ok(());
+                };
+                self.out.stats.instances += 1;
+                if (data.len() as u32) < cl.data_len {
+                    self.out.stats.short_instances += 1;
+                }
+                // Instance -> its class (an instance keeps its class loaded). Deferred, the
+                // edge is not kept as a raw id: the entry is flagged and [`place`] puts the
+                // class's node first in its list (half the edges of a heap are these).
+                let implicit = self.defer() && class_id != 0 && ci != (ix.classes.len() - 1) as u32;
+                if !implicit {
+                    self.edge(class_id);
+                }
+                for &(off, _, _) in &cl.ref_slots {
+                    if let Some(t) = id_at(data, off, id_size) {
+                        self.edge(t);
+                    }
+                }
+                self.end();
+                if implicit {
+                    if let Some(e) = self.out.nodes.last_mut() {
+                        e[3] |= CLASS_EDGE;
+                        self.out.class_edges[ci as usize] += 1;
+                    }
+                }
+                match cl.role {
+                    Role::None | Role::Window | Role::NativeAllocationRegistry => {}
+                    Role::Activity {
+                        destroyed,
+                        finished,
+                    } => {
+                        let d = byte_at(data, destroyed);
+                        let f = byte_at(data, finished);
+                        if d || f {
+                            let why = if d { "mDestroyed" } else { "mFinished" };
+                            self.flag(n, "Activity Leak", format!("{why} is true"));
+                        }
+                    }
+                    Role::Fragment { manager, called } => {
+                        let fm = id_at(data, manager, id_size);
+                        if fm == Some(0) && byte_at(data, Some(called)) {
+                            self.flag(
+                                n,
+                                "Fragment Leak",
+                                "mFragmentManager is null and mCalled is true".into(),
+                            );
+                        }
+                    }
+                    Role::Bitmap { width, height } => {
+                        if let (Some(w), Some(h)) = (int_at(data, width), int_at(data, height)) {
+                            let px = w as u64 * h as u64;
+                            if w as i32 > 0 && h as i32 > 0 && px >= self.limits.bitmap_min_pixels {
+                                self.flag(n, "Bitmap Size Over Threshold", format!("{w}x{h}"));
+                            }
+                        }
+                    }
+                    Role::Watched { referent } => {
+                        if let Some(r) = id_at(data, referent, id_size) {
+                            if r != 0 {
+                                self.out.watched.push((r, n));
+                            }
+                        }
+                    }
+                }
+            }
+            Sub::ObjectArray {
+                id, len, class_id, ..
+            } => {
+                self.in_array = false;
+                let ci = self
+                    .class_index(class_id)
+                    .unwrap_or((ix.classes.len() - 1) as u32);
+                let bytes = len as u64 * id_size as u64 + array_header(id_size);
+                let Some(n) = self.begin(id, ci, bytes) else {
+                    return Ok(());
+                };
+                self.out.stats.object_arrays += 1;
+                if bytes + RAW_SLACK >= self.limits.array_min_bytes {
+                    let name = ix.classes[ci as usize].name.clone();
+                    self.flag(n, ARRAY_FINDING, format!("{name} of {len}"));
+                }
+                self.edge(class_id);
+                self.in_array = true;
+            }
+            Sub::PrimitiveArray {
+                id,
+                len,
+                ty,
+                nodata,
+                ..
+            } => {
+                self.in_array = false;
+                let pi = PRIMS.iter().position(|&p| p == ty).unwrap_or(4) as u32;
+                let ci = ix.prim_base + pi;
+                let bytes = len as u64 * ty.size(id_size) as u64 + array_header(id_size);
+                let Some(n) = self.begin(id, ci, bytes) else {
+                    return Ok(());
+                };
+                self.out.stats.primitive_arrays += 1;
+                if nodata {
+                    self.out.stats.stripped_arrays += 1;
+                }
+                if bytes + RAW_SLACK >= self.limits.array_min_bytes {
+                    self.flag(n, ARRAY_FINDING, format!("{} of {len}", prim_name(ty)));
+                }
+                // A primitive array -> its class (`char[]`), as for any other object.
+                let class_id = ix.prim_class_ids[pi as usize];
+                if class_id != 0 {
+                    self.edge(class_id);
+                }
+                self.end();
+            }
+        }
+        Ok(())
+    }
+
+    fn array_data(&mut self, data: &[u8]) -> Result<(), String> {
+        if !self.in_array {
+            return Ok(());
+        }
+        let id_size = self.ix.header.id_size as usize;
+        for e in data.chunks_exact(id_size) {
+            self.edge(read_id(e, id_size as u32));
+        }
+        Ok(())
+    }
+
+    fn array_end(&mut self) -> Result<(), String> {
+        if self.in_array {
+            self.in_array = false;
+            self.end();
+        }
+        Ok(())
+    }
+}
+
+/// Resolve watched referents to nodes and flag them.
+pub(crate) fn flag_watched(ix: &mut Index, watched: Vec<(u64, u32)>) {
+    let mut seen: HashMap<u32, ()> = HashMap::new();
+    for (r, _wref) in watched {
+        if let Some(n) = ix.node(r) {
+            if seen.insert(n, ()).is_none() {
+                ix.flags.push(Flag {
+                    node: n,
+                    reason: "Watched Object Retained".into(),
+                    detail: "referent of a KeyedWeakReference".into(),
+                });
+            }
+        }
+    }
+}
