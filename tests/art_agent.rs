@@ -39,6 +39,8 @@ fn java_type(t: &str) -> &'static str {
         "long" => "J",
         "void" => "V",
         "String" => "Ljava/lang/String;",
+        "Thread" => "Ljava/lang/Thread;",
+        "Throwable" => "Ljava/lang/Throwable;",
         other => panic!("OomGuard.java: native with a {other} parameter: teach java_type"),
     }
 }
@@ -63,7 +65,7 @@ fn art_facade_declares_the_natives_of_oomguard_java() {
         std::fs::read_to_string(root().join("tests/art/app/dev/oomguard/OomGuard.smali")).unwrap();
     let j = java_natives(&java);
     let s = smali_natives(&smali);
-    assert_eq!(j.len(), 6, "OomGuard.java's natives: {j:?}");
+    assert_eq!(j.len(), 8, "OomGuard.java's natives: {j:?}");
     assert_eq!(
         s, j,
         "tests/art/app/dev/oomguard/OomGuard.smali against OomGuard.java"

@@ -1,9 +1,12 @@
 # dev.oomguard.OomGuard as dex, for the ART test runtime: java/dev/oomguard/OomGuard.java
 # written in smali (Debian has no d8), method for method: the same constants, load() through
 # System.loadLibrary("oomguard"), each public method calling its native inside a catch of
-# Throwable, and the same six natives (tests/art_runtime.rs checks they agree with the .java).
-# One difference: a failed load is reported with System.logI and the Throwable's message (the
-# test core library has no System.err or string conversion of objects).
+# Throwable, and the same eight natives (tests/art_agent.rs checks they agree with the .java).
+# Two differences: a failed load is reported with System.logI and the Throwable's message (the
+# test core library has no System.err or string conversion of objects); and start() does not
+# install the flight recorder's uncaught-exception handler and shutdown hook (the test core
+# library dispatches no uncaught exceptions and runs no shutdown hooks), so nativeExiting and
+# nativeLastWords are declared, not called.
 .class public final Ldev/oomguard/OomGuard;
 .super Ljava/lang/Object;
 
@@ -293,4 +296,10 @@
 .end method
 
 .method private static native nativeSetNetwork(ZZ)I
+.end method
+
+.method private static native nativeExiting(Z)I
+.end method
+
+.method private static native nativeLastWords(Ljava/lang/Thread;Ljava/lang/Throwable;)I
 .end method
