@@ -36,9 +36,10 @@ fn art_boots_and_runs_main_through_gcs() {
     );
     assert_eq!(run.value("kept"), Some(1000), "{why}");
     assert_eq!(run.value("corrupt"), Some(0), "{why}");
+    // 512 MiB through a 64 MiB heap, the 1000 kept objects intact: the collector ran and moved
+    // or kept them right. (ART logs a collection only when it is slow, so its log is no proof:
+    // on a quiet machine it logs none of these.)
     assert_eq!(run.value("churned"), Some(512 << 20), "{why}");
-    // 512 MiB through a 64 MiB heap: the collector ran (liblog: "... GC freed ...").
-    assert!(run.stderr.contains("GC freed"), "{why}");
     let max = run.value("max").expect("max");
     let total = run.value("total").expect("total");
     let free = run.value("free").expect("free");
