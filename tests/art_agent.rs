@@ -131,8 +131,12 @@ fn art_agent_starts_through_the_facade_and_reads_the_heap() {
     assert_eq!(run.value("second_start"), Some(1), "ALREADY_RUNNING\n{why}");
     assert_eq!(run.value("stop"), Some(0), "{why}");
     assert_eq!(run.value("held"), Some(1000), "{why}");
+    // The agent logs through liblog, tag OomGuard, as logcat would show it (Debian's liblog
+    // prints to stderr: "OomGuard I <date> <time> <pid> <tid> <text>").
     assert!(
-        run.stderr.contains("heap numbers read through jni"),
+        run.stderr
+            .lines()
+            .any(|l| l.starts_with("OomGuard I ") && l.contains("heap numbers read through jni")),
         "{why}"
     );
     let status = run

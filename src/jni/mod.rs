@@ -14,8 +14,9 @@
 //!   a policy fetch that takes far longer); past that the agent ends on its own thread as soon as
 //!   it is done. Until its thread has ended, `start` is refused with [`CODE_ALREADY_RUNNING`]
 //!   (never two agents in one process) and `dumpNow` answers [`CODE_NOT_RUNNING`].
-//! - Logging is set up once, here: `tracing-android` (tag `OomGuard`) on Android, stderr
-//!   elsewhere; the level comes from `OOMGUARD_LOG` (default `info`).
+//! - Logging is set up once, here: `tracing-android` (tag `OomGuard`) on Android; elsewhere
+//!   liblog's `__android_log_write` (tag `OomGuard`) where the process has liblog loaded (ART
+//!   off Android), else stderr; the level comes from `OOMGUARD_LOG` (default `info`).
 //! - `nativeSetNetwork` only stores the report (lock-free) and, on a change to a connected
 //!   network, queues a pass for the `oomguard-io` thread: it never does I/O on the caller's
 //!   thread, and works before `start` too (the report is kept for the next start).
@@ -133,6 +134,21 @@ pub fn init_logging() {
         }
         #[cfg(not(target_os = "android"))]
         {
+            // A process that has liblog (ART's, wherever it runs) gets our lines through it,
+            // tagged OomGuard, as `adb logcat -s OomGuard` shows them on a phone; liblog stamps
+            // time and level itself.
+            if let Some(liblog) = liblog::Liblog::find() {
+                let _ = tracing_subscriber::fmt()
+                    .with_env_filter(filter)
+                    .with_writer(liblog)
+                    .with_ansi(false)
+                    .with_target(false)
+                    .with_thread_names(true)
+                    .without_time()
+                    .with_level(false)
+                    .try_init();
+                return;
+            }
             let _ = tracing_subscriber::fmt()
                 .with_env_filter(filter)
                 .with_writer(std::io::stderr)
@@ -142,6 +158,103 @@ pub fn init_logging() {
                 .try_init();
         }
     });
+}
+
+/// Log lines through liblog's `__android_log_write` where the process has liblog loaded (ART
+/// off Android: Debian's libart runs with it), one call per event, with its level.
+#[cfg(not(target_os = "android"))]
+mod liblog {
+    use std::ffi::{c_char, c_int, CString};
+    use tracing_subscriber::fmt::MakeWriter;
+
+    /// `int __android_log_write(int prio, const char* tag, const char* text)`.
+    type Write = unsafe extern "C" fn(c_int, *const c_char, *const c_char) -> c_int;
+
+    /// liblog's priorities.
+    const DEBUG: c_int = 3;
+    const INFO: c_int = 4;
+    const WARN: c_int = 5;
+    const ERROR: c_int = 6;
+
+    #[derive(Clone, Copy)]
+    pub struct Liblog {
+        write: Write,
+    }
+
+    impl Liblog {
+        /// liblog's writer, when the process has loaded it.
+        pub fn find() -> Option<Liblog> {
+            // SAFETY: a lookup by a NUL-terminated name in the libraries already loaded.
+            let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"__android_log_write".as_ptr()) };
+            if p.is_null() {
+                return None;
+            }
+            // SAFETY: the symbol is liblog's `__android_log_write`, whose C signature `Write`
+            // spells out; a function pointer has the size of a data pointer here.
+            let write = unsafe { std::mem::transmute::<*mut libc::c_void, Write>(p) };
+            Some(Liblog { write })
+        }
+    }
+
+    /// One event's text, handed to liblog when the formatter drops it.
+    pub struct Line {
+        write: Write,
+        prio: c_int,
+        buf: Vec<u8>,
+    }
+
+    impl std::io::Write for Line {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.buf.extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Drop for Line {
+        fn drop(&mut self) {
+            while self.buf.last() == Some(&b'\n') {
+                self.buf.pop();
+            }
+            self.buf.retain(|&c| c != 0);
+            if self.buf.is_empty() {
+                return;
+            }
+            let Ok(text) = CString::new(std::mem::take(&mut self.buf)) else {
+                return;
+            };
+            // SAFETY: liblog's writer with a NUL-terminated tag and text that outlive the call.
+            unsafe { (self.write)(self.prio, c"OomGuard".as_ptr(), text.as_ptr()) };
+        }
+    }
+
+    impl<'a> MakeWriter<'a> for Liblog {
+        type Writer = Line;
+
+        fn make_writer(&'a self) -> Line {
+            Line {
+                write: self.write,
+                prio: INFO,
+                buf: Vec::new(),
+            }
+        }
+
+        fn make_writer_for(&'a self, meta: &tracing::Metadata<'_>) -> Line {
+            let prio = match *meta.level() {
+                tracing::Level::ERROR => ERROR,
+                tracing::Level::WARN => WARN,
+                tracing::Level::INFO => INFO,
+                _ => DEBUG,
+            };
+            Line {
+                write: self.write,
+                prio,
+                buf: Vec::new(),
+            }
+        }
+    }
 }
 
 /// Run one JNI entry with a panic fence: a panic returns `on_panic` and logs an error.
