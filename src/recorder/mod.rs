@@ -163,20 +163,12 @@ pub struct LastWords {
     pub frames: Vec<String>,
 }
 
-/// One recorded poll. Serialized with the field names of [`Sample`] (a superset of them), so
-/// a death's samples read like any incident's.
+/// One recorded poll: the agent's [`Sample`] (serialized flat, so a death's samples read like
+/// any incident's, with a few more fields) and what the recorder adds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Slot {
-    pub seq: u64,
-    pub at_ms: u64,
-    pub heap_used: u64,
-    pub heap_max: u64,
-    pub fds: u64,
-    pub fd_soft_limit: u64,
-    pub threads: u64,
-    pub threads_max: u64,
-    pub vm_size_kb: u64,
-    pub vm_rss_kb: u64,
+    #[serde(flatten)]
+    pub sample: Sample,
     /// The cgroup's `memory.current`, bytes; `None` where not sampled.
     pub cgroup_current: Option<u64>,
     pub cgroup_max: Option<u64>,
@@ -222,7 +214,8 @@ impl Previous {
             Some(w) => format!("after {}: {} on thread \"{}\"", w.class, w.message, w.thread),
             None => "with no last words (killed: the low-memory killer, a memory limit, kill -9 or a native crash)".to_string(),
         };
-        let last = self.samples.last().map(|s| {
+        let last = self.samples.last().map(|slot| {
+            let s = &slot.sample;
             format!(
                 "; last poll: heap {} of {} MB, {} fds, {} threads, VmRSS {} MB",
                 s.heap_used >> 20,
@@ -245,23 +238,27 @@ impl Previous {
         let Some(last) = self.samples.last() else {
             return Vec::new();
         };
-        let from = last.at_ms.saturating_sub(window_ms);
-        let span: Vec<&Slot> = self.samples.iter().filter(|s| s.at_ms >= from).collect();
+        let from = last.sample.at_ms.saturating_sub(window_ms);
+        let span: Vec<&Slot> = self
+            .samples
+            .iter()
+            .filter(|s| s.sample.at_ms >= from)
+            .collect();
         let figures: [(&'static str, Figure); 8] = [
-            ("heapUsed", |s| Some(s.heap_used)),
-            ("fds", |s| Some(s.fds)),
-            ("threads", |s| Some(s.threads)),
-            ("vmSizeKb", |s| Some(s.vm_size_kb)),
-            ("vmRssKb", |s| Some(s.vm_rss_kb)),
+            ("heapUsed", |s| Some(s.sample.heap_used)),
+            ("fds", |s| Some(s.sample.fds)),
+            ("threads", |s| Some(s.sample.threads)),
+            ("vmSizeKb", |s| Some(s.sample.vm_size_kb)),
+            ("vmRssKb", |s| Some(s.sample.vm_rss_kb)),
             ("cgroupCurrent", |s| s.cgroup_current),
             ("cgroupSwap", |s| s.cgroup_swap),
-            ("heapMax", |s| Some(s.heap_max)),
+            ("heapMax", |s| Some(s.sample.heap_max)),
         ];
         let mut out = Vec::new();
         for (name, get) in figures {
             let vals: Vec<(u64, u64)> = span
                 .iter()
-                .filter_map(|s| get(s).map(|v| (s.at_ms, v)))
+                .filter_map(|s| get(s).map(|v| (s.sample.at_ms, v)))
                 .collect();
             let (Some(first), Some(end)) = (vals.first(), vals.last()) else {
                 continue;
@@ -359,7 +356,8 @@ fn trailer_range() -> std::ops::Range<usize> {
 
 const NONE: u64 = u64::MAX;
 
-fn encode_slot(b: &mut [u8], s: &Slot) {
+fn encode_slot(b: &mut [u8], slot: &Slot) {
+    let s = &slot.sample;
     put_u64(b, 0, s.seq);
     let figures = [
         s.at_ms,
@@ -371,14 +369,14 @@ fn encode_slot(b: &mut [u8], s: &Slot) {
         s.threads_max,
         s.vm_size_kb,
         s.vm_rss_kb,
-        s.cgroup_current.unwrap_or(NONE),
-        s.cgroup_max.unwrap_or(NONE),
-        s.cgroup_swap.unwrap_or(NONE),
+        slot.cgroup_current.unwrap_or(NONE),
+        slot.cgroup_max.unwrap_or(NONE),
+        slot.cgroup_swap.unwrap_or(NONE),
     ];
     for (i, v) in figures.iter().enumerate() {
         put_u64(b, S_FIGURES + 8 * i, *v);
     }
-    b[S_STRIKES..S_STRIKES + 4].copy_from_slice(&s.strikes);
+    b[S_STRIKES..S_STRIKES + 4].copy_from_slice(&slot.strikes);
     b[S_STRIKES + 4..S_SUM].fill(0);
     let sum = fnv(&b[..S_SUM]);
     put_u32(b, S_SUM, sum);
@@ -398,16 +396,18 @@ fn decode_slot(b: &[u8]) -> Result<Option<Slot>, ()> {
     let mut strikes = [0u8; 4];
     strikes.copy_from_slice(&b[S_STRIKES..S_STRIKES + 4]);
     Ok(Some(Slot {
-        seq: get_u64(b, 0),
-        at_ms: f(0),
-        heap_used: f(1),
-        heap_max: f(2),
-        fds: f(3),
-        fd_soft_limit: f(4),
-        threads: f(5),
-        threads_max: f(6),
-        vm_size_kb: f(7),
-        vm_rss_kb: f(8),
+        sample: Sample {
+            seq: get_u64(b, 0),
+            at_ms: f(0),
+            heap_used: f(1),
+            heap_max: f(2),
+            fds: f(3),
+            fd_soft_limit: f(4),
+            threads: f(5),
+            threads_max: f(6),
+            vm_size_kb: f(7),
+            vm_rss_kb: f(8),
+        },
         cgroup_current: opt(f(9)),
         cgroup_max: opt(f(10)),
         cgroup_swap: opt(f(11)),
@@ -534,7 +534,7 @@ pub fn parse(path: &Path, b: &[u8]) -> Result<Previous, RingError> {
             Err(()) => torn_slots += 1,
         }
     }
-    samples.sort_by_key(|s| s.seq);
+    samples.sort_by_key(|s| s.sample.seq);
     let (last_words, torn_last_words) = match decode_last_words(&b[trailer_range()]) {
         Ok(w) => (w, false),
         Err(()) => (None, true),
@@ -714,16 +714,11 @@ impl Recorder {
     pub fn record(&mut self, s: &Sample, strikes: &Strikes, cgroup: Option<Cgroup>) {
         let clamp = |v: u32| v.min(u8::MAX as u32) as u8;
         let slot = Slot {
-            seq: s.seq.max(1),
-            at_ms: s.at_ms,
-            heap_used: s.heap_used,
-            heap_max: s.heap_max,
-            fds: s.fds,
-            fd_soft_limit: s.fd_soft_limit,
-            threads: s.threads,
-            threads_max: s.threads_max,
-            vm_size_kb: s.vm_size_kb,
-            vm_rss_kb: s.vm_rss_kb,
+            // Sequence 0 marks an empty slot.
+            sample: Sample {
+                seq: s.seq.max(1),
+                ..*s
+            },
             cgroup_current: cgroup.map(|c| c.current),
             cgroup_max: cgroup.and_then(|c| c.max),
             cgroup_swap: cgroup.and_then(|c| c.swap),
@@ -813,10 +808,6 @@ impl Flight {
         *g = None;
     }
 
-    pub fn active(&self) -> bool {
-        self.with(|_| ()).is_some()
-    }
-
     pub fn record(&self, s: &Sample, strikes: &Strikes, cgroup: Option<Cgroup>) {
         self.with(|r| r.record(s, strikes, cgroup));
     }
@@ -840,9 +831,5 @@ impl Flight {
     /// Record the fatal error ending the process. Returns whether a ring took it.
     pub fn last_words(&self, w: &LastWords) -> bool {
         self.with(|r| r.last_words(w)).is_some()
-    }
-
-    pub fn snapshot(&self) -> Option<Result<Previous, RingError>> {
-        self.with(|r| r.snapshot())
     }
 }

@@ -66,7 +66,7 @@ fn a_ring_round_trips_its_samples_state_and_last_words() {
     assert!(p.dump_in_progress && !p.analysis_in_progress);
     assert_eq!(p.page, "CheckoutActivity");
     assert_eq!(p.samples.len(), 3);
-    assert_eq!(p.samples[2].heap_used, 130 << 20);
+    assert_eq!(p.samples[2].sample.heap_used, 130 << 20);
     assert_eq!(p.samples[0].strikes, [2, 0, 1, 0]);
     assert_eq!(p.samples[0].cgroup_current, None);
     let w = p.last_words.as_ref().unwrap();
@@ -84,7 +84,7 @@ fn the_ring_keeps_the_last_slots_oldest_first() {
         r.record(&sample(seq, seq), &Strikes::default(), None);
     }
     let p = r.snapshot().unwrap();
-    let seqs: Vec<u64> = p.samples.iter().map(|s| s.seq).collect();
+    let seqs: Vec<u64> = p.samples.iter().map(|s| s.sample.seq).collect();
     let want: Vec<u64> = (total - SLOTS as u64 + 1..=total).collect();
     assert_eq!(seqs, want);
 }
@@ -213,7 +213,7 @@ fn a_torn_slot_or_trailer_is_dropped_alone() {
     let p = previous_of(&path, &b).unwrap();
     assert_eq!(p.torn_slots, 1);
     assert_eq!(p.samples.len(), 1);
-    assert_eq!(p.samples[0].seq, 2);
+    assert_eq!(p.samples[0].sample.seq, 2);
     assert!(p.torn_last_words && p.last_words.is_none());
     assert!(p.died(), "still running when it vanished");
 }
