@@ -53,6 +53,9 @@ use tracing::{debug, error, info, warn};
 /// Consecutive panics after which the agent stops sampling.
 pub const MAX_PANICS: u32 = 3;
 
+/// A temporary file of `write_atomic` older than this at start-up was left by a killed writer.
+const STALE_TEMPORARY: std::time::Duration = std::time::Duration::from_secs(600);
+
 /// How often `status.json` is rewritten when nothing else changed.
 const STATUS_REFRESH_MS: u64 = 600_000;
 
@@ -388,6 +391,17 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
             path: cfg.data_dir.display().to_string(),
             what: e.to_string(),
         })?;
+        // What a writer killed between its temporary file and the rename left behind.
+        for (dir, name) in [
+            (cfg.data_dir.clone(), "status.json"),
+            (cfg.data_dir.clone(), crate::policy::remote::CACHE_FILE),
+            (cfg.data_dir.join("flight"), "deaths.json"),
+        ] {
+            let n = remote::remove_stale_temporaries(&dir, name, STALE_TEMPORARY);
+            if n > 0 {
+                info!("removed {n} temporary file(s) of {name} left by a killed writer");
+            }
+        }
         let key = match cfg.public_key.as_deref().filter(|k| !k.trim().is_empty()) {
             Some(k) => Some(remote::parse_public_key(k).map_err(AgentError::Key)?),
             None => None,

@@ -24,7 +24,7 @@
 //!   I/O thread, never on the sampling thread.
 #![forbid(unsafe_code)]
 
-pub use super::cache::{write_atomic, Cache, Meta};
+pub use super::cache::{remove_stale_temporaries, write_atomic, Cache, Meta, CACHE_FILE};
 use super::{Parsed, Policy, PolicyError};
 use base64::Engine as _;
 use ed25519_dalek::{Signature, VerifyingKey};
