@@ -351,8 +351,9 @@ fn analyse_out_of_process(cfg: &IoConfig, job: &AnalysisJob) -> Result<(), Strin
             Ok(())
         }
         Ok(out) => Err(format!(
-            "analysis child {} (attempt {}); its log: {}",
+            "analysis child {}{} (attempt {}); its log: {}",
             out.end,
+            out.budget_note(&limits),
             job.attempt,
             log.display()
         )),
@@ -391,7 +392,11 @@ fn analyse_in_fork(
         Ok(())
     } else {
         let _ = std::fs::remove_file(&job.report_out);
-        Err(format!("analysis child (forked, no executable) {}", r.end))
+        Err(format!(
+            "analysis child (forked, no executable) {}{}",
+            r.end,
+            r.budget_note(&cfg.limits)
+        ))
     }
 }
 
@@ -1152,5 +1157,29 @@ mod fork_tests {
         // The next launch, with a working analyser (the fork fallback), finishes it.
         io_pass(&io_config(dir.path(), None));
         analysed_report(dir.path(), &id);
+    }
+
+    #[test]
+    fn an_analyser_out_of_memory_is_said_to_exceed_its_budget() {
+        let dir = tempfile::tempdir().unwrap();
+        let id = dumped(dir.path());
+        // An analyser that fails as Rust's allocator does when its data limit is reached.
+        let bad = dir.path().join("oom.sh");
+        std::fs::write(
+            &bad,
+            "#!/bin/sh\necho 'memory allocation of 1073741824 bytes failed' >&2\nkill -6 $$\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&bad, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        io_pass(&io_config(dir.path(), Some(bad)));
+        let spool = Spool::open(dir.path().join(SPOOL_DIR), Quotas::default()).unwrap();
+        let inc = spool.read_incident(&id).unwrap();
+        let why = inc.analysis_error.as_deref().unwrap_or("");
+        assert!(
+            why.contains("for want of memory") && why.contains("budget of 2048 MiB"),
+            "{why}"
+        );
+        assert!(spool.incident_dir(&id).join("mini.hprof").exists());
     }
 }

@@ -68,6 +68,20 @@ pub struct RunOutcome {
     pub over_budget: bool,
 }
 
+impl RunOutcome {
+    /// What a failed run's message adds when it failed for want of memory ("" otherwise).
+    pub fn budget_note(&self, limits: &AnalysisLimits) -> String {
+        if self.over_budget {
+            format!(
+                " for want of memory: it needs more than its budget of {} MiB (policy analysis.memory_limit_mb)",
+                limits.memory >> 20
+            )
+        } else {
+            String::new()
+        }
+    }
+}
+
 /// Attempts recorded so far for `input`.
 pub fn attempts(input: &Path) -> u32 {
     std::fs::read_to_string(attempts_path(input))
@@ -343,9 +357,9 @@ pub fn analyze(
             "exited 0 without writing its output".to_string()
         } else if out.over_budget {
             format!(
-                "{} for want of memory: it needs more than its budget of {} MiB (policy analysis.memory_limit_mb); its log: {}",
+                "{}{}; its log: {}",
                 out.end,
-                limits.memory >> 20,
+                out.budget_note(limits),
                 log.display()
             )
         } else {
