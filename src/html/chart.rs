@@ -113,18 +113,25 @@ fn chart(h: &mut String, ser: &Series, pts: &[(u64, u64, Option<u64>)]) {
         .max()
         .unwrap_or(0)
         .max(lim.unwrap_or(0));
-    let ymax = (ymax_v.max(1) as f64) * 1.05;
+    // The axis starts below the lowest sample by half the span up to the top (the limit, if
+    // higher), at least a tenth of the top, not at zero: a rise of a few percent near a limit
+    // stays visible, and a change of a few bytes does not look like one.
+    let lo = pts.iter().map(|p| p.1).min().unwrap_or(0);
+    let ymin_v = lo.saturating_sub(((ymax_v - lo) / 2).max(ymax_v / 10));
+    let ymax = ymax_v.max(ymin_v + 1) as f64 + (ymax_v - ymin_v) as f64 * 0.05 + 1.0;
+    let ymin = ymin_v as f64;
     let px = |x: u64| LEFT + (W - LEFT - 10.0) * (x as f64 / xmax);
-    let py = |y: u64| TOP + (H - TOP - BOTTOM) * (1.0 - y as f64 / ymax);
+    let py = |y: u64| TOP + (H - TOP - BOTTOM) * (1.0 - (y as f64 - ymin) / (ymax - ymin));
     let _ = write!(
         h,
         "<figure><svg class=\"chart\" data-series=\"{}\" width=\"{W}\" height=\"{H}\" viewBox=\"0 0 {W} {H}\" role=\"img\" aria-label=\"{}\">\
          <line class=\"axis\" x1=\"{LEFT}\" y1=\"{b}\" x2=\"{r}\" y2=\"{b}\"/><line class=\"axis\" x1=\"{LEFT}\" y1=\"{TOP}\" x2=\"{LEFT}\" y2=\"{b}\"/>\
-         <text x=\"{tx}\" y=\"{ty0}\" text-anchor=\"end\">{}</text><text x=\"{tx}\" y=\"{b}\" text-anchor=\"end\">0</text>\
+         <text x=\"{tx}\" y=\"{ty0}\" text-anchor=\"end\">{}</text><text x=\"{tx}\" y=\"{b}\" text-anchor=\"end\">{}</text>\
          <text x=\"{LEFT}\" y=\"{H}\" dy=\"-4\">0 s</text><text x=\"{r}\" y=\"{H}\" dy=\"-4\" text-anchor=\"end\">{:.1} s</text>",
         ser.key,
         esc(ser.name),
         esc(&(ser.fmt)(ymax_v)),
+        esc(&(ser.fmt)(ymin_v)),
         xmax / 1000.0,
         b = H - BOTTOM,
         r = W - 10.0,
