@@ -293,6 +293,28 @@ fn pages_render_in_chromium() {
             r.dom
         );
     }
+    // A link to a dominator group opens its branch of the tree (the script walks up the
+    // <details> from the group, as a click on its treemap cell does).
+    let r = render(
+        &chrome,
+        &format!("{base}/incidents/{a}/#dom-3"),
+        &shots.join("incident-dom-3.png"),
+        1000,
+    );
+    check_page("incident a, #dom-3", &r);
+    let before = &r.dom[..r
+        .dom
+        .find("<div class=\"group target\" id=\"dom-3\">")
+        .unwrap_or_else(|| panic!("dom-3 not marked:\n{}", r.dom))];
+    // The group's branch (com.example.Holder.x) and the one above it (JNI Global) are open.
+    for label in ["com.example.Holder.x", "JNI Global"] {
+        let at = before.rfind(&format!("<code>{label}</code>")).unwrap();
+        let branch = &before[before[..at].rfind("<details").unwrap()..];
+        assert!(
+            branch.starts_with("<details class=\"branch\" open=\"\">"),
+            "{branch}"
+        );
+    }
     // The older version's report, without trace: drawn from gcRoot and path.
     let r = render(
         &chrome,

@@ -146,7 +146,8 @@ figure{display:inline-block;margin:0 1.5em .5em 0}.chart .axis{stroke:#999}.targ
 ";
 
 /// The page's one script: errors into `#errors`, treemap cells that open their branch of the
-/// dominator tree, and `data-ready` on `<body>` once it ran (what the browser test waits for).
+/// dominator tree (as does a link to `#dom-N`), and `data-ready` on `<body>` once it ran (what
+/// the browser test waits for).
 const SCRIPT: &str = "(function(){\
 var E=document.getElementById('errors');\
 function err(m){E.hidden=false;var li=document.createElement('li');li.textContent=m;E.appendChild(li);}\
@@ -158,6 +159,7 @@ for(var p=d;p;p=p.parentElement){if(p.tagName==='DETAILS')p.open=true;}\
 var t=document.querySelectorAll('.target');for(var i=0;i<t.length;i++)t[i].classList.remove('target');\
 d.classList.add('target');d.scrollIntoView({block:'center'});}\
 for(var i=0;i<cells.length;i++){cells[i].addEventListener('click',function(){open(this.getAttribute('data-open'));});}\
+if(location.hash.length>1)open(decodeURIComponent(location.hash.slice(1)));\
 document.body.setAttribute('data-ready','cells='+cells.length+' charts='+document.querySelectorAll('svg.chart').length+' traces='+document.querySelectorAll('ol.trace').length);\
 }catch(e){err('script: '+e);}\
 })();";
