@@ -378,13 +378,13 @@ struct LeakFields {
     retained_size: Count,
     gc_root: Text,
     path: Steps,
-    trace: Option<TraceFields>,
+    trace: Loose<TraceFields>,
 }
 
 impl LeakFields {
     fn short_path(&self) -> String {
         use crate::html::trace::short_path;
-        let p = match &self.trace {
+        let p = match &self.trace.0 {
             Some(t) if !t.nodes.steps.is_empty() => short_path(
                 t.root_kind.0.as_deref().unwrap_or(""),
                 &t.nodes.steps,
@@ -397,6 +397,53 @@ impl LeakFields {
             ),
         };
         cut(&p)
+    }
+}
+
+/// An object read as `T`; any other value (null, a string, a list) read past as absent.
+struct Loose<T>(Option<T>);
+
+impl<T> Default for Loose<T> {
+    fn default() -> Self {
+        Loose(None)
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Visitor<'de> for Lenient<Loose<T>> {
+    type Value = Loose<T>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an object")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, a: A) -> Result<Loose<T>, A::Error> {
+        T::deserialize(de::value::MapAccessDeserializer::new(a)).map(|t| Loose(Some(t)))
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Loose<T>, E> {
+        Ok(Loose(None))
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Loose<T>, E> {
+        Ok(Loose(None))
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Loose<T>, E> {
+        Ok(Loose(None))
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Loose<T>, E> {
+        Ok(Loose(None))
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Loose<T>, E> {
+        Ok(Loose(None))
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Loose<T>, E> {
+        Ok(Loose(None))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Loose<T>, A::Error> {
+        while a.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Loose(None))
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Loose<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Loose<T>, D::Error> {
+        d.deserialize_any(Lenient::<Loose<T>>(Default::default()))
     }
 }
 
@@ -436,8 +483,8 @@ impl<'de> Visitor<'de> for Lenient<Steps> {
     fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Steps, A::Error> {
         use crate::html::trace::{koom_field, Step};
         let mut s = Steps::default();
-        while let Some(e) = a.next_element::<Option<StepFields>>()? {
-            let Some(e) = e else { continue };
+        while let Some(e) = a.next_element::<Loose<StepFields>>()? {
+            let Some(e) = e.0 else { continue };
             if s.steps.len() == MAX_STEPS {
                 s.left_out += 1;
                 continue;
@@ -641,6 +688,40 @@ mod tests {
         assert_eq!(sum.app_version.as_deref(), Some("1.0"));
         assert_eq!(sum.device.as_deref(), Some("API 30"));
         assert_eq!(cut(&"é".repeat(400)).chars().count(), MAX_TEXT + 1);
+    }
+
+    /// Each leak's short path comes from its `trace` when it has one, else from KOOM's
+    /// `gcRoot` and `path`; a `trace` or a step of another shape is read past, not an error.
+    #[test]
+    fn short_paths_from_either_shape() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("report.json");
+        let path = r#"[{"reference":"a.App.sList","referenceType":"STATIC_FIELD","declaredClass":"a.App"},
+                       "odd", {"reference":"a.Main","referenceType":"LEAKING_INSTANCE","declaredClass":"a.Main"}]"#;
+        let nodes = r#"[{"className":"a.App","kind":"class","reference":"sList","referenceType":"static field"},
+                        {"className":"a.Main","kind":"instance","reference":null}]"#;
+        std::fs::write(
+            &p,
+            format!(
+                r#"{{"gcPaths":[{{"signature":"t","instanceCount":3,"gcRoot":"System Class","path":{path},"trace":{{"rootKind":"static field","nodes":{nodes}}}}},
+                               {{"signature":"k","instanceCount":2,"gcRoot":"System Class","path":{path},"trace":"not one"}},
+                               {{"signature":"n","instanceCount":1}}]}}"#
+            ),
+        )
+        .unwrap();
+        let mut sum = Summary::new("i", 1);
+        sum.add_file("report.json", &p);
+        let r = sum.report.unwrap();
+        assert_eq!(r.error, None);
+        let paths: Vec<&str> = r.leaks.iter().map(|l| l.short_path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "static field › App.sList › Main",
+                "System Class › App.sList › Main",
+                ""
+            ]
+        );
     }
 
     #[test]
