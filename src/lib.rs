@@ -8,6 +8,7 @@ pub mod analyze;
 pub mod dump;
 pub mod hook;
 pub mod hprof;
+pub mod html;
 pub mod incident;
 pub mod jni;
 pub mod mapped;

@@ -4,162 +4,8 @@
 
 mod common;
 
-use oomguard::upload::tus::encode_metadata;
-use sha2::{Digest, Sha256};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
-
-/// A running `oomguard collect`, its stdout collected line by line.
-struct Collect {
-    child: Child,
-    addr: String,
-    out: Arc<Mutex<String>>,
-}
-
-impl Collect {
-    fn start(dir: &Path, extra: &[&str]) -> Collect {
-        let addr = format!("127.0.0.1:{}", common::free_port());
-        let mut child = Command::new(common::oomguard_bin())
-            .args(["collect", "--listen", &addr, "--dir"])
-            .arg(dir)
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let out = Arc::new(Mutex::new(String::new()));
-        let stdout = child.stdout.take().unwrap();
-        let o = out.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).split(b'\n') {
-                let Ok(line) = line else { break };
-                let mut o = o.lock().unwrap();
-                o.push_str(&String::from_utf8_lossy(&line));
-                o.push('\n');
-            }
-        });
-        let c = Collect { child, addr, out };
-        c.wait_for("collector listening");
-        c
-    }
-
-    /// Wait (at most 60 s) until stdout holds `what`.
-    fn wait_for(&self, what: &str) {
-        for _ in 0..600 {
-            if self.out.lock().unwrap().contains(what) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        panic!("no {what:?} on the collector's stdout: {}", self.out());
-    }
-
-    fn out(&self) -> String {
-        self.out.lock().unwrap().clone()
-    }
-
-    /// The process's peak resident set, in KiB.
-    fn vm_hwm_kb(&self) -> u64 {
-        let s = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
-        s.lines()
-            .find_map(|l| l.strip_prefix("VmHWM:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .unwrap()
-    }
-
-    /// One request on its own connection: (status, response head, body).
-    fn request(
-        &self,
-        method: &str,
-        target: &str,
-        headers: &[(&str, String)],
-        body: &mut dyn Read,
-        len: u64,
-    ) -> (u16, String, Vec<u8>) {
-        let mut s = TcpStream::connect(&self.addr).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-        let mut head = format!(
-            "{method} {target} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Length: {len}\r\n",
-            self.addr
-        );
-        for (k, v) in headers {
-            head.push_str(&format!("{k}: {v}\r\n"));
-        }
-        head.push_str("\r\n");
-        s.write_all(head.as_bytes()).unwrap();
-        std::io::copy(&mut body.take(len), &mut s).unwrap();
-        let mut r = BufReader::new(s);
-        let mut head = String::new();
-        loop {
-            let mut l = String::new();
-            r.read_line(&mut l).unwrap();
-            if l == "\r\n" || l.is_empty() {
-                break;
-            }
-            head.push_str(&l);
-        }
-        let status = head[9..12].parse().unwrap();
-        let mut body = Vec::new();
-        r.read_to_end(&mut body).unwrap();
-        (status, head, body)
-    }
-
-    /// Upload `data` as file `kind` of `incident`; panics unless it is filed.
-    fn upload(&self, incident: &str, kind: &str, data: &[u8]) {
-        let sha = hex::encode(Sha256::digest(data));
-        let md = encode_metadata(&[("incident", incident), ("kind", kind), ("sha256", &sha)]);
-        let (st, head, _) = self.request(
-            "POST",
-            "/files/",
-            &[
-                ("Tus-Resumable", "1.0.0".into()),
-                ("Upload-Length", data.len().to_string()),
-                ("Upload-Metadata", md),
-            ],
-            &mut &b""[..],
-            0,
-        );
-        assert_eq!(st, 201, "{head}");
-        let loc = head
-            .lines()
-            .find_map(|l| l.strip_prefix("Location: "))
-            .unwrap()
-            .trim()
-            .to_string();
-        let (st, head, _) = self.request(
-            "PATCH",
-            &loc,
-            &[
-                ("Tus-Resumable", "1.0.0".into()),
-                ("Upload-Offset", "0".into()),
-                ("Content-Type", "application/offset+octet-stream".into()),
-            ],
-            &mut &data[..],
-            data.len() as u64,
-        );
-        assert_eq!(st, 204, "{head}");
-        assert!(head.contains(&format!("Upload-Sha256: {sha}")), "{head}");
-    }
-
-    /// Stop it as a user would (SIGTERM) and wait for it.
-    fn stop(mut self) {
-        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
-        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Collect {
-    /// A test that fails leaves no collector behind.
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use common::collect::Collect;
+use std::io::Write;
 
 /// A report in the analyser's schema with `n` leak groups and as many dominators, each with
 /// a reference path of five steps (about 1 KB per group).
@@ -194,7 +40,8 @@ fn big_report(n: usize) -> Vec<u8> {
     o
 }
 
-/// A 40 MB report.json, the index asked for four times and the report fetched whole: the
+/// A 40 MB report.json, the index asked for four times, its page and the grouped leaks twice,
+/// and the report fetched whole: the
 /// collector's peak RSS stays within a small multiple of what one small report took. (It
 /// used to parse every report in full for each index, and read whole files for a GET: 1 GB
 /// and more.)
@@ -225,6 +72,22 @@ fn memory_stays_bounded_with_a_huge_report() {
             &page[..2000.min(page.len())]
         );
         assert!(page.contains("1000-small"));
+    }
+    // Its page reads the report as a bounded stream, and the grouped leaks come from the
+    // summaries.
+    for _ in 0..2 {
+        let (st, _, page) = c.request("GET", "/incidents/2000-big/", &[], &mut &b""[..], 0);
+        assert_eq!(st, 200);
+        let page = String::from_utf8_lossy(&page);
+        assert!(
+            page.contains("39950 more leak group(s) not shown"),
+            "{}",
+            page.len()
+        );
+        assert!(page.len() < 1 << 20, "{}", page.len());
+        let (st, _, page) = c.request("GET", "/leaks", &[], &mut &b""[..], 0);
+        assert_eq!(st, 200);
+        assert!(String::from_utf8_lossy(&page).contains("com.example.Leak39999"));
     }
     let (st, _, got) = c.request(
         "GET",

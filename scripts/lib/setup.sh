@@ -58,6 +58,8 @@ setup_art() {
 
 setup_test_deps() {
   apt_install hprof-conv clang lld llvm-14
+  # tests/report_pages.rs opens the report pages in headless Chromium.
+  apt_install chromium
   setup_art
   need_java
   setup_tus_server

@@ -12,6 +12,10 @@ pub struct AnalyzeArgs {
     /// Where to write the JSON report.
     #[arg(short, long)]
     output: PathBuf,
+    /// Also write the report as an HTML page (the collector's incident page, without the
+    /// parts that come from the device): leaks as traces, dominators as a treemap.
+    #[arg(long)]
+    html: Option<PathBuf>,
     /// How many dominator groups to keep in the report.
     #[arg(long, default_value_t = 20)]
     top: usize,
@@ -69,6 +73,19 @@ pub fn run(a: AnalyzeArgs) -> Result<(), Failure> {
         })?;
     let json = serde_json::to_vec_pretty(&report).map_err(|e| fail(1, format!("report: {e}")))?;
     write_atomically(&a.output, &json)?;
+    if let Some(out) = &a.html {
+        let value = serde_json::to_value(&report).map_err(|e| fail(1, format!("report: {e}")))?;
+        let title = a.input.file_name().map_or_else(
+            || a.input.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        );
+        let page = oomguard::html::incident_page(&oomguard::html::PageInput {
+            title: &title,
+            report: Some(&value),
+            ..Default::default()
+        });
+        write_atomically(out, page.as_bytes())?;
+    }
     // The report is written; a closed stdout (`| head`) must not turn that into a panic.
     let t = &report.analysis.timings;
     let pages = match crate::ALLOC.huge_pages() {
@@ -80,7 +97,7 @@ pub fn run(a: AnalyzeArgs) -> Result<(), Failure> {
         None => format!("peak memory: unknown (/proc/self/status has no VmHWM), {pages}"),
     };
     let text = format!(
-        "{}time: {:.2} s (scan {} ms, graph {} ms, paths {} ms, dominators {} ms, report {} ms)\n{peak}\nreport: {}\n",
+        "{}time: {:.2} s (scan {} ms, graph {} ms, paths {} ms, dominators {} ms, report {} ms)\n{peak}\nreport: {}{}\n",
         Summary(&report),
         t.total_ms as f64 / 1000.0,
         t.scan_ms,
@@ -88,7 +105,11 @@ pub fn run(a: AnalyzeArgs) -> Result<(), Failure> {
         t.paths_ms,
         t.dominators_ms,
         t.report_ms,
-        a.output.display()
+        a.output.display(),
+        a.html
+            .as_ref()
+            .map(|p| format!("\npage: {}", p.display()))
+            .unwrap_or_default()
     );
     let _ = std::io::stdout().lock().write_all(text.as_bytes());
     Ok(())
@@ -132,6 +153,6 @@ fn write_atomically(out: &Path, bytes: &[u8]) -> Result<(), Failure> {
     })();
     r.map_err(|e| {
         let _ = std::fs::remove_file(&tmp);
-        fail(1, format!("{}: cannot write report: {e}", out.display()))
+        fail(1, format!("{}: cannot write: {e}", out.display()))
     })
 }

@@ -11,6 +11,7 @@
 
 use super::safe_name;
 use super::summary::Summary;
+use crate::html::esc;
 use crate::spool::{fs as sfs, RealFs};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -92,6 +93,11 @@ impl Index {
         s
     }
 
+    /// The summaries kept, oldest first.
+    pub fn summaries(&self) -> impl Iterator<Item = &Summary> {
+        self.kept.values()
+    }
+
     /// Page `page` (0: the newest) of `per_page` incidents.
     pub fn render(&self, page: usize, per_page: usize) -> String {
         let per_page = per_page.max(1);
@@ -99,7 +105,8 @@ impl Index {
             "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>oomguard reports</title>\n\
              <style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;margin:.5em 0 1.5em}\
              td,th{border:1px solid #ccc;padding:.25em .5em;text-align:left}th{background:#eee}\
-             .num{text-align:right}</style></head><body>\n<h1>oomguard: received reports</h1>\n",
+             .num{text-align:right}small{color:#777}</style></head><body>\n<h1>oomguard: received reports</h1>\n\
+             <p><a href=\"leaks\">leaks grouped across incidents</a> (pages served by the collector)</p>\n",
         );
         let first = page.saturating_mul(per_page);
         let shown: Vec<&Summary> = self
@@ -195,7 +202,7 @@ fn incident(h: &mut String, s: &Summary) {
     let id = esc(&s.id);
     let _ = write!(
         h,
-        "<h2 id=\"{id}\">{id}</h2>\n<p>reason: <b>{}</b>",
+        "<h2 id=\"{id}\"><a href=\"incidents/{id}/\">{id}</a></h2>\n<p>reason: <b>{}</b>",
         esc(s.reason.as_deref().unwrap_or("?"))
     );
     for (what, v) in [
@@ -230,29 +237,29 @@ fn incident(h: &mut String, s: &Summary) {
     }
     let _ = write!(
         h,
-        "<h3>top leaks ({} group(s))</h3>\n<table><tr><th>signature</th><th>class</th><th>reason</th><th>instances</th><th>retained bytes</th></tr>\n",
+        "<h3>top leaks ({} group(s))</h3>\n<table><tr><th>leak</th><th>reason</th><th>instances</th><th>retained</th></tr>\n",
         r.leak_groups
     );
     for l in &r.leaks {
         let _ = writeln!(
             h,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
-            esc(&l.signature),
+            "<tr><td><code>{}</code><br>{}<br><small title=\"{}\">{}</small></td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
             esc(&l.class_name),
+            esc(&l.short_path),
+            esc(&l.signature),
+            esc(&l.signature.chars().take(12).collect::<String>()),
             esc(&l.reason),
             l.instances,
-            l.retained_size
+            crate::html::bytes(l.retained_size)
         );
     }
-    h.push_str(
-        "</table>\n<h3>dominators</h3>\n<table><tr><th>class</th><th>retained bytes</th></tr>\n",
-    );
+    h.push_str("</table>\n<h3>dominators</h3>\n<table><tr><th>class</th><th>retained</th></tr>\n");
     for d in &r.dominators {
         let _ = writeln!(
             h,
             "<tr><td>{}</td><td class=\"num\">{}</td></tr>",
             esc(&d.class_name),
-            d.retained_size
+            crate::html::bytes(d.retained_size)
         );
     }
     h.push_str("</table>\n");
@@ -297,21 +304,6 @@ pub fn printable(s: &str) -> String {
             }
         })
         .collect()
-}
-
-fn esc(s: &str) -> String {
-    let mut o = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '<' => o.push_str("&lt;"),
-            '>' => o.push_str("&gt;"),
-            '&' => o.push_str("&amp;"),
-            '"' => o.push_str("&quot;"),
-            '\'' => o.push_str("&#39;"),
-            _ => o.push(c),
-        }
-    }
-    o
 }
 
 #[cfg(test)]

@@ -11,6 +11,9 @@
 //! DIR/index.html         the first page of the index: the newest reports, their top leaks
 //! ```
 //!
+//! Served: `/` (the index, `?page=N`), `/leaks` (leaks grouped across incidents),
+//! `/incidents/ID/` (an incident's page), `/incidents/ID/FILE`, `/stats`, and tus at `/files/`.
+//!
 //! Invariants:
 //! - Bodies are written to disk as they arrive, so a cut connection keeps every received byte
 //!   and the client resumes from there; one PATCH per upload at a time (a per-upload lock).
@@ -25,7 +28,8 @@
 //!   unfinished by `upload_expiry` ([`limits`]).
 //! - Memory does not grow with what clients send: files are read and served as streams, the
 //!   index is made of small summaries ([`summary`]), a page shows at most `index_page`
-//!   incidents, and at most `index_incidents` summaries are kept in memory.
+//!   incidents, and at most `index_incidents` summaries are kept in memory. An incident page
+//!   reads its files as bounded streams, one page at a time ([`pages`]).
 //! - On stop (SIGINT/SIGTERM in `oomguard collect`) it stops accepting, lets requests in flight
 //!   finish, fsyncs its directories and returns.
 #![forbid(unsafe_code)]
@@ -33,6 +37,7 @@
 mod filing;
 mod index;
 mod limits;
+mod pages;
 mod server;
 pub mod summary;
 
@@ -170,6 +175,8 @@ struct Shared {
     stop: Arc<AtomicBool>,
     locks: Mutex<HashMap<String, Arc<Mutex<()>>>>,
     index: Mutex<index::Index>,
+    /// Held while an incident page is rendered: one at a time ([`pages`]).
+    pages: Mutex<()>,
     quota: limits::Quota,
     active: AtomicUsize,
 }
@@ -241,6 +248,7 @@ impl Collector {
                 stop: Arc::new(AtomicBool::new(false)),
                 locks: Mutex::new(HashMap::new()),
                 index: Mutex::new(index),
+                pages: Mutex::new(()),
                 quota,
                 active: AtomicUsize::new(0),
             }),

@@ -5,7 +5,7 @@
 
 use super::filing::{finish, load_info, save_info, upload_paths, UploadInfo};
 use super::limits::{with_upload, Deadline};
-use super::{http, safe_name, Shared};
+use super::{http, pages, safe_name, Shared};
 use crate::upload::http::{Body, Framing, Request};
 use crate::upload::tus::decode_metadata;
 use std::collections::BTreeMap;
@@ -20,6 +20,16 @@ const QUOTA_RETRY_SECS: u64 = 300;
 
 pub(super) fn tus_headers() -> Vec<(&'static str, String)> {
     vec![("Tus-Resumable", "1.0.0".to_string())]
+}
+
+/// The headers of an HTML page: its type, and a policy that lets it load nothing (the page
+/// carries the same in a `<meta>`, for a copy opened from disk).
+fn html_headers() -> Vec<(&'static str, String)> {
+    vec![
+        ("Content-Type", "text/html; charset=utf-8".into()),
+        ("X-Content-Type-Options", "nosniff".into()),
+        ("Content-Security-Policy", crate::html::csp()),
+    ]
 }
 
 /// Serve one connection: requests one after another while it is kept alive, each within its
@@ -163,13 +173,12 @@ fn handle<R: BufRead, W: Write>(
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .render(page, sh.cfg.index_page);
-            respond(
-                w,
-                200,
-                &[("Content-Type", "text/html; charset=utf-8".into())],
-                html.as_bytes(),
-                ok,
-            )
+            respond(w, 200, &html_headers(), html.as_bytes(), ok)
+        }
+        ("GET", "/leaks") => {
+            let ok = Body::new(r, framing).drain(64 * 1024)?;
+            let html = pages::leaks(&sh.index.lock().unwrap_or_else(|p| p.into_inner()));
+            respond(w, 200, &html_headers(), html.as_bytes(), ok)
         }
         ("GET", "/stats") => {
             let ok = Body::new(r, framing).drain(64 * 1024)?;
@@ -186,6 +195,23 @@ fn handle<R: BufRead, W: Write>(
             let ok = Body::new(r, framing).drain(64 * 1024)?;
             let mut parts = p["/incidents/".len()..].split('/');
             match (parts.next(), parts.next(), parts.next()) {
+                (Some(id), Some("" | "index.html"), None) => {
+                    let page = {
+                        let _one = sh.pages.lock().unwrap_or_else(|p| p.into_inner());
+                        pages::incident(&sh.cfg.dir, id)
+                    };
+                    match page {
+                        Some(html) => respond(w, 200, &html_headers(), html.as_bytes(), ok),
+                        None => respond(w, 404, &[], b"not found", ok),
+                    }
+                }
+                (Some(id), None, None) if safe_name(id) => respond(
+                    w,
+                    301,
+                    &[("Location", format!("/incidents/{id}/"))],
+                    b"",
+                    ok,
+                ),
                 (Some(id), Some(f), None) if safe_name(id) && safe_name(f) => {
                     let p = sh.cfg.dir.join("incidents").join(id).join(f);
                     match std::fs::File::open(&p).and_then(|f| Ok((f.metadata()?.len(), f))) {

@@ -51,7 +51,7 @@ pub struct Summary {
     pub app_version: Option<String>,
     /// `runningInfo.deviceId`, when the app sends one.
     pub device_id: Option<String>,
-    /// `runningInfo.manufacturer` and `apiLevel`, as "maker, API n".
+    /// `runningInfo.manufacturer`, `model` and `apiLevel`, as "maker model, API n".
     pub device: Option<String>,
     /// Why `meta.json` could not be read whole.
     pub meta_error: Option<String>,
@@ -78,6 +78,9 @@ pub struct ReportSummary {
 pub struct Leak {
     pub signature: String,
     pub class_name: String,
+    /// The path's short form (`root › Owner.field › … › Leaking`, [`crate::html::trace::short_path`]),
+    /// from `trace` when the report has it, else from KOOM's `gcRoot` and `path`.
+    pub short_path: String,
     pub reason: String,
     pub instances: u64,
     pub retained_size: u64,
@@ -133,7 +136,11 @@ impl Summary {
         let Some(r) = r else { return };
         self.app_version = r.app_version.0.or(self.app_version.take());
         self.device_id = r.device_id.0.or(self.device_id.take());
-        let device = match (r.manufacturer.0, r.api_level.0) {
+        let maker = match (r.manufacturer.0, r.model.0) {
+            (Some(m), Some(d)) => Some(format!("{m} {d}")),
+            (m, d) => m.or(d),
+        };
+        let device = match (maker, r.api_level.0) {
             (Some(m), Some(a)) => Some(format!("{m}, API {a}")),
             (Some(m), None) => Some(m),
             (None, Some(a)) => Some(format!("API {a}")),
@@ -208,7 +215,12 @@ pub struct Guarded<R> {
 }
 
 impl<R> Guarded<R> {
-    fn new(inner: R) -> Guarded<R> {
+    /// The bytes read so far, as they are read.
+    pub fn offset(&self) -> std::rc::Rc<std::cell::Cell<u64>> {
+        self.offset.clone()
+    }
+
+    pub fn new(inner: R) -> Guarded<R> {
         Guarded {
             inner,
             offset: Default::default(),
@@ -343,6 +355,7 @@ struct Running {
     app_version: Text,
     device_id: Text,
     manufacturer: Text,
+    model: Text,
     api_level: Count,
 }
 
@@ -363,6 +376,170 @@ struct LeakFields {
     leak_reason: Text,
     instance_count: Count,
     retained_size: Count,
+    gc_root: Text,
+    path: Steps,
+    trace: Loose<TraceFields>,
+}
+
+impl LeakFields {
+    fn short_path(&self) -> String {
+        use crate::html::trace::short_path;
+        let p = match &self.trace.0 {
+            Some(t) if !t.nodes.steps.is_empty() => short_path(
+                t.root_kind.0.as_deref().unwrap_or(""),
+                &t.nodes.steps,
+                t.nodes.left_out,
+            ),
+            _ => short_path(
+                self.gc_root.0.as_deref().unwrap_or(""),
+                &self.path.steps,
+                self.path.left_out,
+            ),
+        };
+        cut(&p)
+    }
+}
+
+/// An object read as `T`; any other value (null, a string, a list) read past as absent.
+struct Loose<T>(Option<T>);
+
+impl<T> Default for Loose<T> {
+    fn default() -> Self {
+        Loose(None)
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Visitor<'de> for Lenient<Loose<T>> {
+    type Value = Loose<T>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an object")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, a: A) -> Result<Loose<T>, A::Error> {
+        T::deserialize(de::value::MapAccessDeserializer::new(a)).map(|t| Loose(Some(t)))
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Loose<T>, E> {
+        Ok(Loose(None))
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Loose<T>, E> {
+        Ok(Loose(None))
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Loose<T>, E> {
+        Ok(Loose(None))
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Loose<T>, E> {
+        Ok(Loose(None))
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Loose<T>, E> {
+        Ok(Loose(None))
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Loose<T>, E> {
+        Ok(Loose(None))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Loose<T>, A::Error> {
+        while a.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Loose(None))
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Loose<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Loose<T>, D::Error> {
+        d.deserialize_any(Lenient::<Loose<T>>(Default::default()))
+    }
+}
+
+/// `gcPaths[i].trace`, as far as the short path needs it.
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+struct TraceFields {
+    root_kind: Text,
+    nodes: Steps,
+}
+
+/// One step of a path in either shape (a trace node, or a KOOM path item).
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+struct StepFields {
+    class_name: Text,
+    declared_class: Text,
+    reference: Text,
+    reference_type: Text,
+}
+
+/// Steps kept of a path: the first [`MAX_STEPS`]; the others counted.
+const MAX_STEPS: usize = 64;
+
+/// A path's steps, read element by element: at most [`MAX_STEPS`] kept.
+#[derive(Default)]
+struct Steps {
+    steps: Vec<crate::html::trace::Step>,
+    left_out: u64,
+}
+
+impl<'de> Visitor<'de> for Lenient<Steps> {
+    type Value = Steps;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a list of steps")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Steps, A::Error> {
+        use crate::html::trace::{koom_field, Step};
+        let mut s = Steps::default();
+        while let Some(e) = a.next_element::<Loose<StepFields>>()? {
+            let Some(e) = e.0 else { continue };
+            if s.steps.len() == MAX_STEPS {
+                s.left_out += 1;
+                continue;
+            }
+            let step = match (e.class_name.0, e.declared_class.0) {
+                // A trace node: its class and the reference followed out of it.
+                (Some(c), _) => Step {
+                    class_name: c,
+                    reference: e.reference.0,
+                },
+                // A KOOM step: the field of the declaring class, none for the leaking one.
+                (None, d) => {
+                    let d = d.unwrap_or_else(|| "?".into());
+                    let leaking = e.reference_type.0.as_deref() == Some("LEAKING_INSTANCE");
+                    Step {
+                        reference: match (leaking, e.reference.0) {
+                            (false, Some(r)) => Some(koom_field(&r, &d).to_string()),
+                            _ => None,
+                        },
+                        class_name: d,
+                    }
+                }
+            };
+            s.steps.push(step);
+        }
+        Ok(s)
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Steps, E> {
+        Ok(Steps::default())
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Steps, E> {
+        Ok(Steps::default())
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(Default::default())
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(Default::default())
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(Default::default())
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(Default::default())
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+        while a.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(Default::default())
+    }
+}
+
+impl<'de> Deserialize<'de> for Steps {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Steps, D::Error> {
+        d.deserialize_any(Lenient::<Steps>(Default::default()))
+    }
 }
 
 #[derive(Deserialize, Default)]
@@ -408,6 +585,7 @@ impl<'de> Visitor<'de> for ReportSeed<'_> {
                     each: |l: LeakFields, rep: &mut ReportSummary| {
                         rep.leak_groups += 1;
                         let leak = Leak {
+                            short_path: l.short_path(),
                             signature: l.signature.0.unwrap_or_default(),
                             class_name: l.class_name.0.unwrap_or_default(),
                             reason: l.leak_reason.0.unwrap_or_default(),
@@ -510,6 +688,40 @@ mod tests {
         assert_eq!(sum.app_version.as_deref(), Some("1.0"));
         assert_eq!(sum.device.as_deref(), Some("API 30"));
         assert_eq!(cut(&"é".repeat(400)).chars().count(), MAX_TEXT + 1);
+    }
+
+    /// Each leak's short path comes from its `trace` when it has one, else from KOOM's
+    /// `gcRoot` and `path`; a `trace` or a step of another shape is read past, not an error.
+    #[test]
+    fn short_paths_from_either_shape() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("report.json");
+        let path = r#"[{"reference":"a.App.sList","referenceType":"STATIC_FIELD","declaredClass":"a.App"},
+                       "odd", {"reference":"a.Main","referenceType":"LEAKING_INSTANCE","declaredClass":"a.Main"}]"#;
+        let nodes = r#"[{"className":"a.App","kind":"class","reference":"sList","referenceType":"static field"},
+                        {"className":"a.Main","kind":"instance","reference":null}]"#;
+        std::fs::write(
+            &p,
+            format!(
+                r#"{{"gcPaths":[{{"signature":"t","instanceCount":3,"gcRoot":"System Class","path":{path},"trace":{{"rootKind":"static field","nodes":{nodes}}}}},
+                               {{"signature":"k","instanceCount":2,"gcRoot":"System Class","path":{path},"trace":"not one"}},
+                               {{"signature":"n","instanceCount":1}}]}}"#
+            ),
+        )
+        .unwrap();
+        let mut sum = Summary::new("i", 1);
+        sum.add_file("report.json", &p);
+        let r = sum.report.unwrap();
+        assert_eq!(r.error, None);
+        let paths: Vec<&str> = r.leaks.iter().map(|l| l.short_path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "static field › App.sList › Main",
+                "System Class › App.sList › Main",
+                ""
+            ]
+        );
     }
 
     #[test]

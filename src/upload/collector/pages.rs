@@ -1,0 +1,321 @@
+//! The collector's pages beyond the index: one per incident (`/incidents/ID/`, rendered by
+//! [`crate::html`] from the incident's files), and the leaks of every listed incident grouped
+//! by signature (`/leaks`, made of the summaries alone).
+//!
+//! Invariants:
+//! - An incident page reads its files as bounded streams (`html::capped`, and strings bounded
+//!   by [`Guarded`]); one page is rendered at a time (the caller holds `Shared::pages`), so the
+//!   memory pages take does not grow with the number of connections.
+//! - `/leaks` reads no file: it groups the summaries the index keeps in memory (at most
+//!   `index_incidents` incidents of [`TOP`](super::summary::TOP) leaks each), and shows at
+//!   most [`MAX_GROUPS`] groups of [`MAX_LINKS`] incident links each.
+#![forbid(unsafe_code)]
+
+use super::index::Index;
+use super::safe_name;
+use super::summary::Guarded;
+use crate::html::{self, capped, esc, Inventory, PageInput};
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::io::{BufReader, Read};
+use std::path::Path;
+
+/// Leak groups on `/leaks`.
+pub const MAX_GROUPS: usize = 200;
+/// Incident links per group on `/leaks`.
+pub const MAX_LINKS: usize = 20;
+/// App versions named per group on `/leaks`.
+const MAX_VERSIONS: usize = 10;
+/// Bytes of a text inventory shown.
+const MAX_INVENTORY_TEXT: u64 = 64 << 10;
+
+/// Read `path` as a bounded JSON value; an error names the file and the byte offset.
+fn read(path: &Path) -> Result<Option<Value>, String> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let f = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("{name}: {e}")),
+    };
+    let g = Guarded::new(BufReader::with_capacity(64 << 10, f));
+    let at = g.offset();
+    capped::read(g, capped::Limits::PAGE)
+        .map(Some)
+        .map_err(|e| format!("{name}: byte {}: {e}", at.get()))
+}
+
+/// The page of incident `id` under `dir/incidents`, or `None` if there is no such incident.
+pub(super) fn incident(dir: &Path, id: &str) -> Option<String> {
+    if !safe_name(id) {
+        return None;
+    }
+    let d = dir.join("incidents").join(id);
+    if !d.is_dir() {
+        return None;
+    }
+    let mut errors = Vec::new();
+    let mut load = |name: &str| match read(&d.join(name)) {
+        Ok(v) => v,
+        Err(e) => {
+            errors.push(e);
+            None
+        }
+    };
+    let meta = load("meta.json");
+    let report = load("report.json");
+    let mut inv_json = None;
+    let mut inv_text = None;
+    for name in ["fds.txt", "threads.txt"] {
+        let p = d.join(name);
+        if !p.exists() {
+            continue;
+        }
+        match read(&p) {
+            Ok(Some(v)) => inv_json = Some((name, v)),
+            _ => {
+                let mut t = String::new();
+                let _ = std::fs::File::open(&p)
+                    .map(|f| f.take(MAX_INVENTORY_TEXT).read_to_string(&mut t));
+                inv_text = Some((name, t));
+            }
+        }
+        break;
+    }
+    let mut files: Vec<(String, u64)> = std::fs::read_dir(&d)
+        .map(|rd| {
+            rd.flatten()
+                .filter_map(|e| {
+                    let n = e.file_name().to_string_lossy().into_owned();
+                    let len = e.metadata().ok().filter(|m| m.is_file())?.len();
+                    safe_name(&n).then_some((n, len))
+                })
+                .take(64)
+                .collect()
+        })
+        .unwrap_or_default();
+    files.sort();
+    let inventory = match (&inv_json, &inv_text) {
+        (Some((name, v)), _) => Some(Inventory::Json { name, value: v }),
+        (None, Some((name, t))) => Some(Inventory::Text { name, text: t }),
+        _ => None,
+    };
+    Some(html::incident_page(&PageInput {
+        title: id,
+        meta: meta.as_ref(),
+        report: report.as_ref(),
+        errors,
+        inventory,
+        files,
+        back: Some("../../"),
+    }))
+}
+
+#[derive(Default)]
+struct Group<'a> {
+    class: &'a str,
+    short_path: &'a str,
+    reason: &'a str,
+    /// (received ms, incident id), newest first once sorted.
+    incidents: Vec<(u64, &'a str)>,
+    devices: BTreeSet<&'a str>,
+    versions: BTreeSet<&'a str>,
+    first: u64,
+    last: u64,
+    max_retained: u64,
+    instances: u64,
+}
+
+/// `/leaks`: the leaks of the listed incidents grouped by signature, the groups seen in the
+/// most incidents first.
+pub(super) fn leaks(ix: &Index) -> String {
+    let mut groups: BTreeMap<&str, Group> = BTreeMap::new();
+    let mut incidents = 0;
+    for s in ix.summaries() {
+        let Some(r) = &s.report else { continue };
+        incidents += 1;
+        let device = s
+            .device_id
+            .as_deref()
+            .or(s.device.as_deref())
+            .unwrap_or("(unknown device)");
+        for l in &r.leaks {
+            let key = if l.signature.is_empty() {
+                l.class_name.as_str()
+            } else {
+                l.signature.as_str()
+            };
+            let g = groups.entry(key).or_insert_with(|| Group {
+                class: &l.class_name,
+                short_path: &l.short_path,
+                reason: &l.reason,
+                first: u64::MAX,
+                ..Group::default()
+            });
+            if g.incidents.last().map(|i| i.1) != Some(s.id.as_str()) {
+                g.incidents.push((s.received_ms, &s.id));
+            }
+            g.devices.insert(device);
+            g.versions.insert(s.app_version.as_deref().unwrap_or("?"));
+            g.first = g.first.min(s.received_ms);
+            g.last = g.last.max(s.received_ms);
+            g.max_retained = g.max_retained.max(l.retained_size);
+            g.instances += l.instances;
+        }
+    }
+    let mut list: Vec<(&str, Group)> = groups.into_iter().collect();
+    list.sort_by(|a, b| {
+        (b.1.incidents.len(), b.1.devices.len(), b.1.last).cmp(&(
+            a.1.incidents.len(),
+            a.1.devices.len(),
+            a.1.last,
+        ))
+    });
+    let mut h = String::from(
+        "<p><a href=\"/\">← all incidents</a></p>\n<h1>oomguard: leaks across incidents</h1>\n",
+    );
+    let _ = writeln!(
+        h,
+        "<p>{} leak signature(s) in the {incidents} listed incident(s) with a report (each incident's {} largest leak groups; see <code>--index-incidents</code>).</p>",
+        list.len(),
+        super::summary::TOP
+    );
+    h.push_str("<table id=\"leak-groups\"><tr><th>leak</th><th>incidents</th><th>devices</th><th>app versions</th><th>first seen</th><th>last seen</th><th>largest retained</th><th>incidents</th></tr>\n");
+    for (sig, g) in list.iter_mut().take(MAX_GROUPS) {
+        g.incidents.sort_by(|a, b| b.cmp(a));
+        let versions: Vec<String> = g
+            .versions
+            .iter()
+            .take(MAX_VERSIONS)
+            .map(|v| esc(v))
+            .collect();
+        let _ = write!(
+            h,
+            "<tr class=\"group\"><td><code>{}</code> <small>{}</small><br><span class=\"dim\">{}</span><br><small title=\"{}\">{}</small></td>\
+             <td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td><td>",
+            esc(g.class),
+            esc(g.reason),
+            esc(g.short_path),
+            esc(sig),
+            esc(&sig.chars().take(12).collect::<String>()),
+            g.incidents.len(),
+            g.devices.len(),
+            versions.join(", "),
+            if g.versions.len() > MAX_VERSIONS { ", …" } else { "" },
+            html::utc(g.first),
+            html::utc(g.last),
+            html::bytes(g.max_retained),
+        );
+        for (_, id) in g.incidents.iter().take(MAX_LINKS) {
+            let _ = write!(h, "<a href=\"/incidents/{0}/\">{0}</a> ", esc(id));
+        }
+        if g.incidents.len() > MAX_LINKS {
+            let _ = write!(h, "and {} more", g.incidents.len() - MAX_LINKS);
+        }
+        h.push_str("</td></tr>\n");
+    }
+    h.push_str("</table>\n");
+    if list.len() > MAX_GROUPS {
+        let _ = writeln!(
+            h,
+            "<p class=\"more\">{} more signature(s) not shown.</p>",
+            list.len() - MAX_GROUPS
+        );
+    }
+    html::page("oomguard: leaks across incidents", &h)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn put(root: &Path, id: &str, device: &str, version: &str, report: &str) {
+        let d = root.join("incidents").join(id);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(
+            d.join("meta.json"),
+            format!(r#"{{"reason":"heap","runningInfo":{{"deviceId":"{device}","appVersion":"{version}","manufacturer":"Google","model":"Pixel 7","apiLevel":34}}}}"#),
+        )
+        .unwrap();
+        std::fs::write(d.join("report.json"), report).unwrap();
+    }
+
+    const KOOM: &str = r#"{"gcPaths":[{"signature":"s1","className":"a.Main","leakReason":"Activity Leak","instanceCount":1,"retainedSize":RET,"gcRoot":"System Class",
+        "path":[{"reference":"a.App.sList","referenceType":"STATIC_FIELD","declaredClass":"a.App"},{"reference":"a.Main","referenceType":"LEAKING_INSTANCE","declaredClass":"a.Main"}]}]}"#;
+
+    /// Three incidents, two devices, two versions, one signature: one group, with the largest
+    /// retained size and a link to each; the index's leak rows are class and short path.
+    #[test]
+    fn leaks_are_grouped_by_signature() {
+        let d = tempfile::tempdir().unwrap();
+        put(
+            d.path(),
+            "100-a",
+            "dev-1",
+            "1.0",
+            &KOOM.replace("RET", "1000"),
+        );
+        put(
+            d.path(),
+            "200-b",
+            "dev-2",
+            "1.1",
+            &KOOM.replace("RET", "3000000"),
+        );
+        put(d.path(), "300-c", "dev-1", "1.1", &KOOM.replace("RET", "5"));
+        put(d.path(), "400-d", "dev-1", "1.1", r#"{"gcPaths":[]}"#);
+        let ix = Index::open(d.path(), 100);
+        let s = ix.summaries().next().unwrap();
+        assert_eq!(s.device.as_deref(), Some("Google Pixel 7, API 34"));
+        let h = leaks(&ix);
+        assert!(
+            h.contains("1 leak signature(s) in the 4 listed incident(s)"),
+            "{h}"
+        );
+        let row = h.split("<tr class=\"group\">").nth(1).unwrap();
+        assert!(
+            row.contains("<td class=\"num\">3</td><td class=\"num\">2</td><td>1.0, 1.1</td>"),
+            "{row}"
+        );
+        assert!(row.contains("System Class › App.sList › Main"), "{row}");
+        assert!(row.contains("2.9 MB"), "{row}");
+        for id in ["100-a", "200-b", "300-c"] {
+            assert!(row.contains(&format!("/incidents/{id}/")), "{row}");
+        }
+        let index = ix.render(0, 10);
+        assert!(
+            index.contains("<code>a.Main</code><br>System Class › App.sList › Main<br><small title=\"s1\">s1</small>"),
+            "{index}"
+        );
+    }
+
+    /// An incident page reads a report too large to hold (here 20,000 groups) and says how
+    /// much it left out; an unknown incident has no page; a bad report is named with its
+    /// byte offset.
+    #[test]
+    fn incident_pages_are_bounded() {
+        let d = tempfile::tempdir().unwrap();
+        let one = KOOM.replace("RET", "7");
+        let one = &one[r#"{"gcPaths":["#.len()..one.len() - 2];
+        let big = format!(r#"{{"gcPaths":[{}]}}"#, vec![one; 20_000].join(","));
+        put(d.path(), "500-big", "dev-1", "1.0", &big);
+        let h = incident(d.path(), "500-big").unwrap();
+        assert!(
+            h.contains("19950 more leak group(s) not shown"),
+            "{}",
+            h.len()
+        );
+        assert!(incident(d.path(), "nope").is_none());
+        assert!(incident(d.path(), "..").is_none());
+        std::fs::write(
+            d.path().join("incidents/500-big/report.json"),
+            r#"{"gcPaths":[1,"#,
+        )
+        .unwrap();
+        let h = incident(d.path(), "500-big").unwrap();
+        assert!(h.contains("report.json: byte "), "{h}");
+    }
+}
