@@ -47,6 +47,7 @@ pub mod index;
 pub mod paths;
 mod rank;
 pub mod report;
+pub mod trace;
 
 pub use report::{Report, Summary};
 

@@ -8,12 +8,44 @@
 //!   finalizer references is not a leak.
 //! - A `signature` is the sha1 of the root type, the chain of `class.field` steps (array indices
 //!   left out, so every element of an array has the same shape) and the leaking class.
+//! - A path starts at a class object where it reaches the object through a static field (see
+//!   `paths`): `gcRoot` is then "System Class" and `path[]` starts with the static field
+//!   (issue 32; before, it started at the dump's root, often a class loader's list of classes,
+//!   so the signatures of such paths changed with it).
+//! - A full dump and its `arrays`-stripped twin give the same report: nothing here reads the
+//!   contents of a primitive array (a thread's name, a string's text).
+//!
+//! Leak traces, our addition beside KOOM's fields (`crate::analyze::trace` says how the statuses
+//! and suspects are decided). `gcPaths[i].trace` is the path of the group's largest instance,
+//! `dominators[i].trace` that of the group's largest object:
+//! ```text
+//! trace = {
+//!   "rootKind": "static field" | "thread" | "JNI global" | "JNI local" | "Java frame"
+//!               | "native stack" | "system class" | "monitor" | "sticky class" | "other",
+//!   "root": "class DemoApp$Session, static field sHistory",       // where the path starts
+//!   "nodes": [ {                                                  // from the start to the object
+//!     "className": "DemoApp$Session",        // for a class object, the class itself
+//!     "objectId": 123,                       // the object's id in the dump
+//!     "kind": "class" | "instance" | "array",
+//!     "status": "NOT_LEAKING" | "LEAKING" | "UNKNOWN",
+//!     "statusReason": "a class is never leaking",                 // "" when nothing is known
+//!     "reference": "sHistory" | "elementData" | "[4]" | "<class>" | null,  // to the next node
+//!     "referenceType": "static field" | "instance field" | "array element" | "other" | null,
+//!     "suspect": true,                       // whether that reference is a suspect
+//!     "retainedSize": 12345                  // bytes, as `retainedSize` elsewhere
+//!   } ]
+//! }
+//! ```
+//! `root` names a class and its first static field, or the dump's root and the object it holds
+//! ("JNI global reference to X @0x1234", "thread java.lang.Thread @0x5678": a thread's name is
+//! not read, see above); `reference` is `null` exactly on the last node.
 #![forbid(unsafe_code)]
 
 use super::arrays::{bit, set_bit};
 use super::dominators::{Dominators, UNREACHED};
 use super::index::{Index, Role};
 use super::paths::{root_name, Pass3, Paths, Ref};
+use super::trace::{self, Both, Fields, Inspector, Trace};
 use super::{Config, Error, Input, Timings};
 use serde::Serialize;
 use sha1::{Digest, Sha1};
@@ -89,6 +121,8 @@ pub struct GcPath {
     /// Our additions: the leaking class and what the instances on this path retain together.
     pub class_name: String,
     pub retained_size: u64,
+    /// The path of the largest instance as a leak trace (see the module documentation).
+    pub trace: Trace,
 }
 
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
@@ -113,6 +147,8 @@ pub struct DominatorGroup {
     pub gc_root: String,
     pub signature: String,
     pub path: Vec<PathItem>,
+    /// The path of the largest object of the group as a leak trace.
+    pub trace: Trace,
 }
 
 /// The short human summary the command line prints.
@@ -153,6 +189,9 @@ impl std::fmt::Display for Summary<'_> {
                 writeln!(f, "  {reason:<32} {n:>7}  {:>10.2} MB retained", mb(ret))?;
             }
         }
+        if !r.gc_paths.is_empty() {
+            write!(f, "{}", super::trace::LeakTraces { report: r, top: 3 })?;
+        }
         writeln!(f, "top dominators (retained MB, count, class):")?;
         for d in r.dominators.iter().take(10) {
             writeln!(
@@ -180,11 +219,14 @@ struct Suspect {
     detail: String,
 }
 
-/// A named path: the root's tag name, the items, and the signature.
+/// A named path: the root's tag name, the items, and the signature; the nodes and the tag of
+/// the first.
 struct Named {
     gc_root: String,
     items: Vec<PathItem>,
     signature: String,
+    path: Vec<u32>,
+    tag: u8,
 }
 
 pub(crate) fn build(
@@ -220,23 +262,30 @@ pub(crate) fn build(
         .map(|s| s.node)
         .chain(cands.iter().map(|c| c.1))
     {
-        chains.entry(v).or_insert_with(|| bfs.chain(v));
+        chains.entry(v).or_insert_with(|| bfs.path(ix, v));
     }
     let mut wanted = Vec::new();
+    let mut on_paths = Vec::new();
     for c in chains.values() {
         for w in c.windows(2) {
             wanted.push((ix.ids[w[0] as usize], ix.ids[w[1] as usize]));
         }
+        on_paths.extend(c.iter().map(|&v| ix.ids[v as usize]));
     }
-    let mut parents: Vec<u64> = wanted.iter().map(|w| w.0).collect();
-    parents.sort_unstable();
-    parents.dedup();
+    // The pieces holding the objects on the paths: their references are named and their fields
+    // read for the inspectors (the last object of a path is no parent, but is inspected).
+    let mut fields = Fields::new(on_paths);
     let mut p3 = Pass3::new(ix, wanted);
-    input.pass_segments(&ix.segments, &parents, &mut p3)?;
+    let ids = fields.wanted().to_vec();
+    input.pass_segments(&ix.segments, &ids, &mut Both(&mut p3, &mut fields))?;
+    let ins = Inspector::new(ix, &fields.got);
     let mut named: HashMap<u32, Named> = HashMap::new();
-    for (&v, chain) in &chains {
+    for (v, chain) in chains {
         named.insert(v, name_chain(ix, bfs, &p3, chain, v));
     }
+    let trace_of = |nm: &Named, end: Option<(&str, &str)>| {
+        trace::build(ix, dom, &p3, &ins, &nm.path, nm.tag, end)
+    };
 
     // --- gcPaths and leakObjects.
     let mut groups: BTreeMap<(String, String), BTreeMap<String, GcPath>> = BTreeMap::new();
@@ -259,6 +308,7 @@ pub(crate) fn build(
                 path: nm.items.clone(),
                 class_name: cname.clone(),
                 retained_size: 0,
+                trace: trace_of(nm, Some((&s.reason, &s.detail))),
             });
         g.instance_count += 1;
         g.retained_size += ret;
@@ -294,6 +344,7 @@ pub(crate) fn build(
                     gc_root: nm.gc_root.clone(),
                     signature: nm.signature.clone(),
                     path: nm.items.clone(),
+                    trace: trace_of(nm, None),
                 });
             }
         }
@@ -319,6 +370,7 @@ pub(crate) fn build(
                         path: d.path.clone(),
                         class_name: d.class_name.clone(),
                         retained_size: d.retained_size,
+                        trace: trace::as_leak(&d.trace, LARGE_RETAINED, ""),
                     },
                 );
         }
@@ -569,11 +621,12 @@ fn top_candidates(
 }
 
 /// Describe the chain of nodes from a root to `v`.
-fn name_chain(ix: &Index, bfs: &Paths, p3: &Pass3<'_>, chain: &[u32], v: u32) -> Named {
+fn name_chain(ix: &Index, bfs: &Paths, p3: &Pass3<'_>, chain: Vec<u32>, v: u32) -> Named {
     let mut items = Vec::new();
     let mut shape = Vec::new();
+    let tag = chain.first().map_or(0, |&r| bfs.start_tag(ix, r));
     let gc_root = match chain.first() {
-        Some(&r) => root_name(bfs.root_tag(r)).to_string(),
+        Some(_) => root_name(tag).to_string(),
         None => "Unreachable".to_string(),
     };
     shape.push(gc_root.clone());
@@ -658,5 +711,7 @@ fn name_chain(ix: &Index, bfs: &Paths, p3: &Pass3<'_>, chain: &[u32], v: u32) ->
         gc_root,
         items,
         signature: hex::encode(h.finalize()),
+        path: chain,
+        tag,
     }
 }
