@@ -25,6 +25,8 @@
 #![forbid(unsafe_code)]
 
 mod inspect;
+#[cfg(test)]
+mod tests;
 mod text;
 
 pub(crate) use inspect::{detector_reason, Inspector};
@@ -182,7 +184,10 @@ fn root_words(ix: &Index, start: u32, tag: u8, first: Option<&Ref>) -> (String, 
         sub::ROOT_STICKY_CLASS => ("sticky class", "sticky class root"),
         sub::ROOT_MONITOR_USED | sub::ROOT_JNI_MONITOR => ("monitor", "monitor held on"),
         CLASS_ROOT | LATE_ROOT => ("system class", "class root"),
-        _ => ("other", root_name(tag)),
+        _ => {
+            let what = format!("{} root on", root_name(tag));
+            return ("other".into(), format!("{what} {class} @0x{id:x}"));
+        }
     };
     // A thread's name is a string, whose characters a stripped dump does not hold, and the
     // report must not depend on the strip: the object id tells threads apart.
