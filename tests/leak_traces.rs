@@ -289,6 +289,81 @@ fn the_command_line_prints_the_demo_leak_trace() {
     assert!(!text.contains('\u{1b}'));
 }
 
+/// `tests/java/traces/ThreadLeak.java`'s dump: a destroyed activity held by an ended thread
+/// (through a static field) and one held by a running thread.
+#[test]
+fn threads_on_a_java_17_heap_running_and_ended() {
+    let root = common::root();
+    let dir = root.join(format!("target/test-dumps/threads-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let classes = dir.join("classes");
+    let sources = [
+        root.join("tests/java/traces/ThreadLeak.java"),
+        root.join("tests/java/leakapp/android/app/Activity.java"),
+    ];
+    let refs: Vec<&Path> = sources.iter().map(|p| p.as_path()).collect();
+    common::javac(&refs, &classes);
+    let out = dir.join("threads.hprof");
+    let st = Command::new("java")
+        .arg("-cp")
+        .arg(&classes)
+        .arg("ThreadLeak")
+        .arg(&out)
+        .status()
+        .expect("java runs");
+    assert!(st.success(), "ThreadLeak failed");
+    let bytes = std::fs::read(&out).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let (r, stripped) = both(&bytes);
+    let paths: Vec<&GcPath> = r
+        .gc_paths
+        .iter()
+        .filter(|g| g.class_name == "ThreadLeak$Screen")
+        .collect();
+    assert_eq!(paths.len(), 2, "{:#?}", r.gc_paths);
+    let by_kind = |kind: &str| {
+        *paths
+            .iter()
+            .find(|g| g.trace.root_kind == kind)
+            .unwrap_or_else(|| panic!("no {kind} path: {paths:#?}"))
+    };
+    let running = by_kind("thread");
+    assert!(
+        running
+            .trace
+            .root
+            .starts_with("thread ThreadLeak$Worker @0x"),
+        "{}",
+        running.trace.root
+    );
+    assert_eq!(running.gc_root, "Thread Object");
+    assert_eq!(
+        statuses(running),
+        [
+            ("ThreadLeak$Worker", "NOT_LEAKING", true),
+            ("ThreadLeak$Screen", "LEAKING", false),
+        ]
+    );
+    assert_eq!(running.trace.nodes[0].status_reason, "a running thread");
+    assert_eq!(running.trace.nodes[0].reference.as_deref(), Some("target"));
+    let ended = by_kind("static field");
+    assert_eq!(
+        ended.trace.root,
+        "class ThreadLeak$Threads, static field sLast"
+    );
+    assert_eq!(
+        statuses(ended),
+        [
+            ("ThreadLeak$Threads", "NOT_LEAKING", true),
+            ("ThreadLeak$Worker", "LEAKING", false),
+            ("ThreadLeak$Screen", "LEAKING", false),
+        ]
+    );
+    assert_eq!(ended.trace.nodes[1].status_reason, "the thread has ended");
+    check_all(&r);
+    assert_eq!(traces(&r), traces(&stripped));
+}
+
 #[test]
 fn leak_service_binder_trace_names_the_jni_global_and_the_watched_service() {
     let bytes = std::fs::read(common::fixture("android/leak_service_binder.hprof")).unwrap();

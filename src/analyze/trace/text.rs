@@ -24,8 +24,10 @@ fn clean(s: &str) -> String {
 fn mb(b: u64) -> String {
     if b >= 1 << 20 {
         format!("{:.1} MB", b as f64 / (1024.0 * 1024.0))
-    } else {
+    } else if b >= 1 << 10 {
         format!("{:.1} KB", b as f64 / 1024.0)
+    } else {
+        format!("{b} bytes")
     }
 }
 
