@@ -272,23 +272,20 @@ pub(crate) fn build(
         }
         on_paths.extend(c.iter().map(|&v| ix.ids[v as usize]));
     }
-    // The pieces holding the objects on the paths: their references are named and their fields
-    // read for the inspectors (the last object of a path is no parent, but is inspected).
+    // Pass 3 also keeps the fields of the instances on the paths that its pieces hold.
     let mut fields = Fields::new(on_paths);
     let mut p3 = Pass3::new(ix, wanted);
-    let ids = fields.wanted().to_vec();
-    input.pass_segments(&ix.segments, &ids, &mut Both(&mut p3, &mut fields))?;
-    let ins = Inspector::new(ix, &fields.got);
+    let mut parents: Vec<u64> = p3.wanted.iter().map(|w| w.0).collect();
+    parents.dedup();
+    input.pass_segments(&ix.segments, &parents, &mut Both(&mut p3, &mut fields))?;
     let mut named: HashMap<u32, Named> = HashMap::new();
     for (v, chain) in chains {
         named.insert(v, name_chain(ix, bfs, &p3, chain, v));
     }
-    let trace_of = |nm: &Named, end: Option<(&str, &str)>| {
-        trace::build(ix, dom, &p3, &ins, &nm.path, nm.tag, end)
-    };
 
-    // --- gcPaths and leakObjects.
-    let mut groups: BTreeMap<(String, String), BTreeMap<String, GcPath>> = BTreeMap::new();
+    // --- gcPaths and leakObjects; each group with its first (largest) object and its detail.
+    type Group = (GcPath, u32, String);
+    let mut groups: BTreeMap<(String, String), BTreeMap<String, Group>> = BTreeMap::new();
     let mut leak_objects = Vec::new();
     let mut leak_counts: HashMap<u32, u64> = HashMap::new();
     for s in &suspects {
@@ -300,18 +297,21 @@ pub(crate) fn build(
             .entry((s.reason.clone(), cname.clone()))
             .or_default()
             .entry(nm.signature.clone())
-            .or_insert_with(|| GcPath {
-                instance_count: 0,
-                leak_reason: s.reason.clone(),
-                gc_root: nm.gc_root.clone(),
-                signature: nm.signature.clone(),
-                path: nm.items.clone(),
-                class_name: cname.clone(),
-                retained_size: 0,
-                trace: trace_of(nm, Some((&s.reason, &s.detail))),
+            .or_insert_with(|| {
+                let g = GcPath {
+                    instance_count: 0,
+                    leak_reason: s.reason.clone(),
+                    gc_root: nm.gc_root.clone(),
+                    signature: nm.signature.clone(),
+                    path: nm.items.clone(),
+                    class_name: cname.clone(),
+                    retained_size: 0,
+                    trace: Trace::default(),
+                };
+                (g, s.node, s.detail.clone())
             });
-        g.instance_count += 1;
-        g.retained_size += ret;
+        g.0.instance_count += 1;
+        g.0.retained_size += ret;
         leak_objects.push(LeakObject {
             class_name: cname,
             size: ix.shallow[s.node as usize] as u64,
@@ -323,8 +323,8 @@ pub(crate) fn build(
         });
     }
 
-    // --- dominators[]: candidates grouped by class and path shape.
-    let mut dgroups: Vec<DominatorGroup> = Vec::new();
+    // --- dominators[]: candidates grouped by class and path shape, each with its first object.
+    let mut dgroups: Vec<(DominatorGroup, u32)> = Vec::new();
     let mut dindex: HashMap<(String, String), usize> = HashMap::new();
     for &(r, v) in &cands {
         let nm = &named[&v];
@@ -332,53 +332,52 @@ pub(crate) fn build(
         let key = (cname.clone(), nm.signature.clone());
         match dindex.get(&key) {
             Some(&i) => {
-                dgroups[i].retained_size += r;
-                dgroups[i].count += 1;
+                dgroups[i].0.retained_size += r;
+                dgroups[i].0.count += 1;
             }
             None => {
                 dindex.insert(key, dgroups.len());
-                dgroups.push(DominatorGroup {
+                let d = DominatorGroup {
                     class_name: cname,
                     retained_size: r,
                     count: 1,
                     gc_root: nm.gc_root.clone(),
                     signature: nm.signature.clone(),
                     path: nm.items.clone(),
-                    trace: trace_of(nm, None),
-                });
+                    trace: Trace::default(),
+                };
+                dgroups.push((d, v));
             }
         }
     }
-    dgroups.sort_by(|a, b| {
+    dgroups.sort_by(|(a, _), (b, _)| {
         b.retained_size
             .cmp(&a.retained_size)
             .then(a.class_name.cmp(&b.class_name))
     });
     dgroups.truncate(cfg.top_n);
-    for d in &dgroups {
+    for (d, v) in &dgroups {
         if d.retained_size >= cfg.large_retained_bytes {
+            let g = GcPath {
+                instance_count: d.count,
+                leak_reason: LARGE_RETAINED.into(),
+                gc_root: d.gc_root.clone(),
+                signature: d.signature.clone(),
+                path: d.path.clone(),
+                class_name: d.class_name.clone(),
+                retained_size: d.retained_size,
+                trace: Trace::default(),
+            };
             groups
                 .entry((LARGE_RETAINED.into(), d.class_name.clone()))
                 .or_default()
-                .insert(
-                    d.signature.clone(),
-                    GcPath {
-                        instance_count: d.count,
-                        leak_reason: LARGE_RETAINED.into(),
-                        gc_root: d.gc_root.clone(),
-                        signature: d.signature.clone(),
-                        path: d.path.clone(),
-                        class_name: d.class_name.clone(),
-                        retained_size: d.retained_size,
-                        trace: trace::as_leak(&d.trace, LARGE_RETAINED, ""),
-                    },
-                );
+                .insert(d.signature.clone(), (g, *v, String::new()));
         }
     }
-    let mut gc_paths = Vec::new();
+    let mut gc_paths: Vec<Group> = Vec::new();
     for (_, sigs) in groups {
-        let mut v: Vec<GcPath> = sigs.into_values().collect();
-        v.sort_by(|a, b| {
+        let mut v: Vec<Group> = sigs.into_values().collect();
+        v.sort_by(|(a, ..), (b, ..)| {
             b.instance_count
                 .cmp(&a.instance_count)
                 .then(b.retained_size.cmp(&a.retained_size))
@@ -386,6 +385,51 @@ pub(crate) fn build(
         v.truncate(cfg.max_paths_per_class);
         gc_paths.extend(v);
     }
+
+    // --- Leak traces of the groups kept. The instances on their paths whose fields pass 3 did
+    // not see (the last object of a path is no parent) are read now: the few pieces they are in.
+    let reps = gc_paths
+        .iter()
+        .map(|g| g.1)
+        .chain(dgroups.iter().map(|d| d.1));
+    let mut missing: Vec<u64> = reps
+        .flat_map(|v| named[&v].path.iter().copied())
+        .filter(|&v| {
+            ix.class_of_node(v).is_none()
+                && !ix.classes[ix.class_of[v as usize] as usize]
+                    .name
+                    .ends_with("[]")
+        })
+        .map(|v| ix.ids[v as usize])
+        .filter(|id| !fields.got.contains_key(id))
+        .collect();
+    missing.sort_unstable();
+    missing.dedup();
+    if !missing.is_empty() {
+        let mut more = Fields::new(missing);
+        let ids = more.wanted().to_vec();
+        input.pass_segments(&ix.segments, &ids, &mut more)?;
+        fields.got.extend(more.got);
+    }
+    let ins = Inspector::new(ix, &fields.got);
+    let trace_of = |v: u32, end: Option<(&str, &str)>| {
+        let nm = &named[&v];
+        trace::build(ix, dom, &p3, &ins, &nm.path, nm.tag, end)
+    };
+    let gc_paths: Vec<GcPath> = gc_paths
+        .into_iter()
+        .map(|(mut g, v, detail)| {
+            g.trace = trace_of(v, Some((&g.leak_reason, &detail)));
+            g
+        })
+        .collect();
+    let dgroups: Vec<DominatorGroup> = dgroups
+        .into_iter()
+        .map(|(mut d, v)| {
+            d.trace = trace_of(v, None);
+            d
+        })
+        .collect();
 
     // --- classInfos: every class a detector looks at, with its live and leaking counts.
     let mut class_infos = Vec::new();

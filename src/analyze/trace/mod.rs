@@ -59,7 +59,7 @@ impl Status {
 }
 
 /// `gcPaths[i].trace` and `dominators[i].trace` (see the report's module documentation).
-#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct Trace {
     pub root_kind: String,
@@ -264,21 +264,6 @@ pub(crate) fn build(
         root,
         nodes,
     }
-}
-
-/// A dominator's trace as the trace of a leak (the generic top-N detector's): its last object
-/// LEAKING with the detector's reason unless an inspector said so already.
-pub(crate) fn as_leak(t: &Trace, reason: &str, detail: &str) -> Trace {
-    let mut t = t.clone();
-    if let Some(last) = t.nodes.last_mut() {
-        if last.status != Status::Leaking {
-            last.status = Status::Leaking;
-            last.status_reason = detector_reason(reason, detail);
-        }
-    }
-    // Nothing follows the last object: no new object is held through it.
-    propagate(&mut t.nodes, |_, _| false);
-    t
 }
 
 /// Whether `a` dominates `b` (walks up `b`'s dominators, at most a few thousand).
