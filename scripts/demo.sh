@@ -64,6 +64,11 @@ print("leaks:")
 for p in r.get("gcPaths", [])[:5]:
     chain = " -> ".join(s.get("reference", "?") for s in p.get("path", []))
     print(f"  {p.get('leakReason')}: {p.get('instanceCount')} instance(s) via {p.get('gcRoot')}: {chain}")
+    t = p.get("trace") or {}
+    suspects = [n["className"] + ("" if n["reference"].startswith("[") else ".") + n["reference"]
+                for n in t.get("nodes", []) if n.get("suspect")]
+    if t:
+        print(f"    leak trace from {t.get('root')}; suspect references: {', '.join(suspects) or 'none'}")
 print("top dominators:")
 for d in r.get("dominators", [])[:5]:
     print(f"  {d.get('className')}: {d.get('retainedSize', 0) / 1048576:.1f} MB retained")

@@ -134,6 +134,75 @@ fn planted_static_leak_is_named_and_tops_the_dominators() {
     assert_eq!(lo.ext_detail, "mDestroyed is true");
 }
 
+/// The leak traces of the planted leaks: from the static field that holds them, each object's
+/// status, and the suspect references between the class and the leaking object.
+#[test]
+fn planted_leaks_have_traces_from_their_static_fields() {
+    let r = run(Input::File(leakapp_dump()), &test_config());
+    let trace = |reason: &str, class: &str| {
+        let g = r
+            .gc_paths
+            .iter()
+            .find(|g| g.leak_reason == reason && g.class_name == class)
+            .unwrap_or_else(|| panic!("no {reason} {class}"));
+        let rows: Vec<(String, &str, String, bool)> = g
+            .trace
+            .nodes
+            .iter()
+            .map(|n| {
+                (
+                    n.class_name.clone(),
+                    n.status.as_str(),
+                    n.status_reason.clone(),
+                    n.suspect,
+                )
+            })
+            .collect();
+        (g.trace.root.clone(), rows)
+    };
+    let row =
+        |c: &str, s: &'static str, why: &str, sus: bool| (c.to_string(), s, why.to_string(), sus);
+    let class = "a class is never leaking";
+    assert_eq!(
+        trace("Activity Leak", "LeakApp$MainActivity"),
+        (
+            "class LeakApp$Registry, static field sLeaked".to_string(),
+            vec![
+                row("LeakApp$Registry", "NOT_LEAKING", class, true),
+                row(
+                    "LeakApp$MainActivity",
+                    "LEAKING",
+                    "mDestroyed is true",
+                    false
+                ),
+            ]
+        )
+    );
+    assert_eq!(
+        trace("Fragment Leak", "LeakApp$DetailFragment"),
+        (
+            "class LeakApp$Holder, static field sThings".to_string(),
+            vec![
+                row("LeakApp$Holder", "NOT_LEAKING", class, true),
+                row("java.lang.Object[]", "UNKNOWN", "", true),
+                row(
+                    "LeakApp$DetailFragment",
+                    "LEAKING",
+                    "mFragmentManager is null",
+                    false
+                ),
+            ]
+        )
+    );
+    // The generic top-N group (the activity retains over 2 MB) ends at the same activity: its
+    // inspector's reason wins over the group's.
+    let (_, rows) = trace("Large Retained Size", "LeakApp$MainActivity");
+    assert_eq!(
+        rows.last().map(|r| (r.1, r.2.as_str())),
+        Some(("LEAKING", "mDestroyed is true"))
+    );
+}
+
 #[test]
 fn each_detector_finds_its_planted_leak_and_only_it() {
     let r = run(Input::File(leakapp_dump()), &test_config());
@@ -257,6 +326,17 @@ fn same_findings(name: &str, full: &Report, stripped: &Report) {
         v
     };
     assert_eq!(sigs(full), sigs(stripped), "{name}: paths differ");
+    // The leak traces too: no inspector reads what the strip removes.
+    let traces = |r: &Report| {
+        let mut v: Vec<String> = r
+            .gc_paths
+            .iter()
+            .map(|g| serde_json::to_string(&g.trace).unwrap())
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(traces(full), traces(stripped), "{name}: leak traces differ");
     let objs = |r: &Report| {
         let mut v: Vec<(u64, String, u64)> = r
             .leak_objects

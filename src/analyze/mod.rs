@@ -8,6 +8,8 @@
 //! - [`paths`]: shortest strong paths from GC roots, and the names of their references;
 //! - [`report`]: the leak detectors' findings grouped into KOOM's report schema, plus our
 //!   `dominators[]`;
+//! - [`trace`]: each reported path as a leak trace (where it starts in words, each object's
+//!   status from its fields, the suspect references), and its text for a terminal;
 //! - `arrays`: bitsets and prefix sums the others share.
 //!
 //! How: a dump that lists its strings and class dumps before any object (HotSpot's) is read
@@ -38,7 +40,8 @@
 //! - `java.lang.ref.Reference.referent` is not a strong reference: objects only weakly, softly or
 //!   phantom reachable are neither retained nor reported.
 //! - Static fields act as roots for the dominator ranking: class objects and whatever dominates
-//!   them (class loaders) are holders, never entries of `dominators[]`.
+//!   them (class loaders) are holders, never entries of `dominators[]`. For the paths, live
+//!   classes are roots of their own: a path through a static field starts at its class.
 #![forbid(unsafe_code)]
 
 mod arrays;
@@ -47,6 +50,7 @@ pub mod index;
 pub mod paths;
 mod rank;
 pub mod report;
+pub mod trace;
 
 pub use report::{Report, Summary};
 

@@ -1,6 +1,24 @@
 //! Shortest strong paths from the GC roots (breadth-first, two priorities), and the names of the
 //! references along them (found in a last streaming pass over the few objects on the paths).
 //!
+//! Where a path starts (issue 32: leak traces start where people look):
+//! - Every class object that is alive from the start is a root of its own, of the pseudo kind
+//!   [`CLASS_ROOT`] ("System Class" in KOOM's `gcRoot`), at distance 0: a class whose loader is
+//!   the bootstrap loader (id 0, or a loader the dump does not hold) or is itself a GC root (a
+//!   HotSpot application loader is a JNI global). Its static fields are then one step from the
+//!   start, so an object a static field holds is reached through that class, not through the
+//!   loader's internal list of its classes (`AppClassLoader.classes -> ArrayList.elementData ->
+//!   Object[][4] -> class`). The search is the same single breadth-first search as before, over
+//!   the graph with a super-root joined to the dump's roots and to these classes, so each path is
+//!   a true shortest path from that set. Ties (equal distance) go to the dump's own roots, which
+//!   are queued first.
+//! - A class whose loader is reached only through other objects is not known to be alive before
+//!   the search: it is seeded after the search (see [`shortest`]) if nothing reached it, and
+//!   where a path passes through such a class anyway, [`Paths::path`] starts it at the last
+//!   class object on it. That part is a shortest path from the class (a part of a shortest path
+//!   is one), though another class may hold the object by a shorter one.
+//! - So a path never passes through a class object: it starts at one, or holds none.
+//!
 //! Invariants:
 //! - Roots that hold objects for the life of the process (classes, JNI globals, threads,
 //!   monitors, …) are searched before transient ones (stack frames, JNI locals, native stacks,
@@ -45,12 +63,18 @@ pub fn root_name(tag: u8) -> &'static str {
         sub::ROOT_JNI_MONITOR => "JNI Monitor",
         sub::ROOT_UNKNOWN => "Unknown",
         LATE_ROOT => "Class (unreferenced)",
+        CLASS_ROOT => "System Class",
         _ => "Unknown",
     }
 }
 
 /// The pseudo root tag of class objects that no root reaches (treated as roots).
 pub const LATE_ROOT: u8 = 0;
+
+/// The pseudo root tag of class objects alive from the start (see the module documentation):
+/// a high-priority tag that sorts after every real one, so a class the dump lists as a root
+/// keeps the dump's tag (0xFE is no root tag: Android uses it for HEAP_DUMP_INFO).
+pub const CLASS_ROOT: u8 = 0xFE;
 
 /// BFS parents: `parent[v]` is the previous node on a shortest path, [`SUPER`] for a root,
 /// [`UNREACHED`] if no root reaches `v`. `root_tag` holds the preferred tag of each root node.
@@ -63,6 +87,26 @@ impl Paths {
     pub fn root_tag(&self, node: u32) -> u8 {
         match self.root_tags.binary_search_by_key(&node, |e| e.0) {
             Ok(i) => self.root_tags[i].1,
+            Err(_) => sub::ROOT_UNKNOWN,
+        }
+    }
+
+    /// The path to `v` as reported: [`Paths::chain`] started at its last class object (see the
+    /// module documentation); empty if unreachable.
+    pub fn path(&self, ix: &Index, v: u32) -> Vec<u32> {
+        let mut c = self.chain(v);
+        if let Some(i) = c.iter().rposition(|&x| ix.class_of_node(x).is_some()) {
+            c.drain(..i);
+        }
+        c
+    }
+
+    /// The tag a path starting at `node` starts from: its root tag, or [`CLASS_ROOT`] for a
+    /// class object that is no root of its own (a path cut there by [`Paths::path`]).
+    pub fn start_tag(&self, ix: &Index, node: u32) -> u8 {
+        match self.root_tags.binary_search_by_key(&node, |e| e.0) {
+            Ok(i) => self.root_tags[i].1,
+            Err(_) if ix.class_of_node(node).is_some() => CLASS_ROOT,
             Err(_) => sub::ROOT_UNKNOWN,
         }
     }
@@ -83,13 +127,22 @@ impl Paths {
     }
 }
 
-/// Breadth-first search from the roots over strong edges; then, one at a time, from each of
-/// `late` (class objects) that nothing reached before it and whose gate (its loader) is reached
-/// or [`UNGATED`], repeated until no more are (see [`crate::analyze::dominators::prepare_gated`]).
+/// Breadth-first search from the roots over strong edges, the classes of `late` whose gate (their
+/// loader) is [`UNGATED`] or a root among them as [`CLASS_ROOT`]s; then, one at a time, from each
+/// other class of `late` that nothing reached before it and whose gate is reached, repeated until
+/// no more are (see [`crate::analyze::dominators::prepare_gated`]).
 pub fn shortest(ix: &Index, roots: &[Root], late: &[(u32, u32)]) -> Paths {
     let n = ix.len();
     let mut parent = vec![UNREACHED; n];
     let mut tags: Vec<(u32, u8)> = roots.iter().map(|r| (r.node, r.tag)).collect();
+    tags.sort_unstable();
+    let is_root = |v: u32| tags.binary_search_by_key(&v, |e| e.0).is_ok();
+    let alive: Vec<(u32, u8)> = late
+        .iter()
+        .filter(|&&(_, gate)| gate == UNGATED || is_root(gate))
+        .map(|&(v, _)| (v, CLASS_ROOT))
+        .collect();
+    tags.extend(alive);
     // Per node, keep the most telling tag: high priority first, then the smaller tag.
     tags.sort_unstable_by_key(|&(v, t)| (v, !high_priority(t), t));
     tags.dedup_by_key(|e| e.0);

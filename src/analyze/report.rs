@@ -8,12 +8,44 @@
 //!   finalizer references is not a leak.
 //! - A `signature` is the sha1 of the root type, the chain of `class.field` steps (array indices
 //!   left out, so every element of an array has the same shape) and the leaking class.
+//! - A path starts at a class object where it reaches the object through a static field (see
+//!   `paths`): `gcRoot` is then "System Class" and `path[]` starts with the static field
+//!   (issue 32; before, it started at the dump's root, often a class loader's list of classes,
+//!   so the signatures of such paths changed with it).
+//! - A full dump and its `arrays`-stripped twin give the same report: nothing here reads the
+//!   contents of a primitive array (a thread's name, a string's text).
+//!
+//! Leak traces, our addition beside KOOM's fields (`crate::analyze::trace` says how the statuses
+//! and suspects are decided). `gcPaths[i].trace` is the path of the group's largest instance,
+//! `dominators[i].trace` that of the group's largest object:
+//! ```text
+//! trace = {
+//!   "rootKind": "static field" | "thread" | "JNI global" | "JNI local" | "Java frame"
+//!               | "native stack" | "system class" | "monitor" | "sticky class" | "other",
+//!   "root": "class DemoApp$Session, static field sHistory",       // where the path starts
+//!   "nodes": [ {                                                  // from the start to the object
+//!     "className": "DemoApp$Session",        // for a class object, the class itself
+//!     "objectId": 123,                       // the object's id in the dump
+//!     "kind": "class" | "instance" | "array",
+//!     "status": "NOT_LEAKING" | "LEAKING" | "UNKNOWN",
+//!     "statusReason": "a class is never leaking",                 // "" when nothing is known
+//!     "reference": "sHistory" | "elementData" | "[4]" | "<class>" | null,  // to the next node
+//!     "referenceType": "static field" | "instance field" | "array element" | "other" | null,
+//!     "suspect": true,                       // whether that reference is a suspect
+//!     "retainedSize": 12345                  // bytes, as `retainedSize` elsewhere
+//!   } ]
+//! }
+//! ```
+//! `root` names a class and its first static field, or the dump's root and the object it holds
+//! ("JNI global reference to X @0x1234", "thread java.lang.Thread @0x5678": a thread's name is
+//! not read, see above); `reference` is `null` exactly on the last node.
 #![forbid(unsafe_code)]
 
 use super::arrays::{bit, set_bit};
 use super::dominators::{Dominators, UNREACHED};
 use super::index::{Index, Role};
 use super::paths::{root_name, Pass3, Paths, Ref};
+use super::trace::{self, Both, Fields, Inspector, Trace};
 use super::{Config, Error, Input, Timings};
 use serde::Serialize;
 use sha1::{Digest, Sha1};
@@ -89,6 +121,8 @@ pub struct GcPath {
     /// Our additions: the leaking class and what the instances on this path retain together.
     pub class_name: String,
     pub retained_size: u64,
+    /// The path of the largest instance as a leak trace (see the module documentation).
+    pub trace: Trace,
 }
 
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
@@ -113,6 +147,8 @@ pub struct DominatorGroup {
     pub gc_root: String,
     pub signature: String,
     pub path: Vec<PathItem>,
+    /// The path of the largest object of the group as a leak trace.
+    pub trace: Trace,
 }
 
 /// The short human summary the command line prints.
@@ -153,6 +189,9 @@ impl std::fmt::Display for Summary<'_> {
                 writeln!(f, "  {reason:<32} {n:>7}  {:>10.2} MB retained", mb(ret))?;
             }
         }
+        if !r.gc_paths.is_empty() {
+            write!(f, "{}", super::trace::LeakTraces { report: r, top: 3 })?;
+        }
         writeln!(f, "top dominators (retained MB, count, class):")?;
         for d in r.dominators.iter().take(10) {
             writeln!(
@@ -180,11 +219,14 @@ struct Suspect {
     detail: String,
 }
 
-/// A named path: the root's tag name, the items, and the signature.
+/// A named path: the root's tag name, the items, and the signature; the nodes and the tag of
+/// the first.
 struct Named {
     gc_root: String,
     items: Vec<PathItem>,
     signature: String,
+    path: Vec<u32>,
+    tag: u8,
 }
 
 pub(crate) fn build(
@@ -220,26 +262,30 @@ pub(crate) fn build(
         .map(|s| s.node)
         .chain(cands.iter().map(|c| c.1))
     {
-        chains.entry(v).or_insert_with(|| bfs.chain(v));
+        chains.entry(v).or_insert_with(|| bfs.path(ix, v));
     }
     let mut wanted = Vec::new();
+    let mut on_paths = Vec::new();
     for c in chains.values() {
         for w in c.windows(2) {
             wanted.push((ix.ids[w[0] as usize], ix.ids[w[1] as usize]));
         }
+        on_paths.extend(c.iter().map(|&v| ix.ids[v as usize]));
     }
-    let mut parents: Vec<u64> = wanted.iter().map(|w| w.0).collect();
-    parents.sort_unstable();
-    parents.dedup();
+    // Pass 3 also keeps the fields of the instances on the paths that its pieces hold.
+    let mut fields = Fields::new(on_paths);
     let mut p3 = Pass3::new(ix, wanted);
-    input.pass_segments(&ix.segments, &parents, &mut p3)?;
+    let mut parents: Vec<u64> = p3.wanted.iter().map(|w| w.0).collect();
+    parents.dedup();
+    input.pass_segments(&ix.segments, &parents, &mut Both(&mut p3, &mut fields))?;
     let mut named: HashMap<u32, Named> = HashMap::new();
-    for (&v, chain) in &chains {
+    for (v, chain) in chains {
         named.insert(v, name_chain(ix, bfs, &p3, chain, v));
     }
 
-    // --- gcPaths and leakObjects.
-    let mut groups: BTreeMap<(String, String), BTreeMap<String, GcPath>> = BTreeMap::new();
+    // --- gcPaths and leakObjects; each group with its first (largest) object and its detail.
+    type Group = (GcPath, u32, String);
+    let mut groups: BTreeMap<(String, String), BTreeMap<String, Group>> = BTreeMap::new();
     let mut leak_objects = Vec::new();
     let mut leak_counts: HashMap<u32, u64> = HashMap::new();
     for s in &suspects {
@@ -251,17 +297,21 @@ pub(crate) fn build(
             .entry((s.reason.clone(), cname.clone()))
             .or_default()
             .entry(nm.signature.clone())
-            .or_insert_with(|| GcPath {
-                instance_count: 0,
-                leak_reason: s.reason.clone(),
-                gc_root: nm.gc_root.clone(),
-                signature: nm.signature.clone(),
-                path: nm.items.clone(),
-                class_name: cname.clone(),
-                retained_size: 0,
+            .or_insert_with(|| {
+                let g = GcPath {
+                    instance_count: 0,
+                    leak_reason: s.reason.clone(),
+                    gc_root: nm.gc_root.clone(),
+                    signature: nm.signature.clone(),
+                    path: nm.items.clone(),
+                    class_name: cname.clone(),
+                    retained_size: 0,
+                    trace: Trace::default(),
+                };
+                (g, s.node, s.detail.clone())
             });
-        g.instance_count += 1;
-        g.retained_size += ret;
+        g.0.instance_count += 1;
+        g.0.retained_size += ret;
         leak_objects.push(LeakObject {
             class_name: cname,
             size: ix.shallow[s.node as usize] as u64,
@@ -273,8 +323,8 @@ pub(crate) fn build(
         });
     }
 
-    // --- dominators[]: candidates grouped by class and path shape.
-    let mut dgroups: Vec<DominatorGroup> = Vec::new();
+    // --- dominators[]: candidates grouped by class and path shape, each with its first object.
+    let mut dgroups: Vec<(DominatorGroup, u32)> = Vec::new();
     let mut dindex: HashMap<(String, String), usize> = HashMap::new();
     for &(r, v) in &cands {
         let nm = &named[&v];
@@ -282,51 +332,52 @@ pub(crate) fn build(
         let key = (cname.clone(), nm.signature.clone());
         match dindex.get(&key) {
             Some(&i) => {
-                dgroups[i].retained_size += r;
-                dgroups[i].count += 1;
+                dgroups[i].0.retained_size += r;
+                dgroups[i].0.count += 1;
             }
             None => {
                 dindex.insert(key, dgroups.len());
-                dgroups.push(DominatorGroup {
+                let d = DominatorGroup {
                     class_name: cname,
                     retained_size: r,
                     count: 1,
                     gc_root: nm.gc_root.clone(),
                     signature: nm.signature.clone(),
                     path: nm.items.clone(),
-                });
+                    trace: Trace::default(),
+                };
+                dgroups.push((d, v));
             }
         }
     }
-    dgroups.sort_by(|a, b| {
+    dgroups.sort_by(|(a, _), (b, _)| {
         b.retained_size
             .cmp(&a.retained_size)
             .then(a.class_name.cmp(&b.class_name))
     });
     dgroups.truncate(cfg.top_n);
-    for d in &dgroups {
+    for (d, v) in &dgroups {
         if d.retained_size >= cfg.large_retained_bytes {
+            let g = GcPath {
+                instance_count: d.count,
+                leak_reason: LARGE_RETAINED.into(),
+                gc_root: d.gc_root.clone(),
+                signature: d.signature.clone(),
+                path: d.path.clone(),
+                class_name: d.class_name.clone(),
+                retained_size: d.retained_size,
+                trace: Trace::default(),
+            };
             groups
                 .entry((LARGE_RETAINED.into(), d.class_name.clone()))
                 .or_default()
-                .insert(
-                    d.signature.clone(),
-                    GcPath {
-                        instance_count: d.count,
-                        leak_reason: LARGE_RETAINED.into(),
-                        gc_root: d.gc_root.clone(),
-                        signature: d.signature.clone(),
-                        path: d.path.clone(),
-                        class_name: d.class_name.clone(),
-                        retained_size: d.retained_size,
-                    },
-                );
+                .insert(d.signature.clone(), (g, *v, String::new()));
         }
     }
-    let mut gc_paths = Vec::new();
+    let mut gc_paths: Vec<Group> = Vec::new();
     for (_, sigs) in groups {
-        let mut v: Vec<GcPath> = sigs.into_values().collect();
-        v.sort_by(|a, b| {
+        let mut v: Vec<Group> = sigs.into_values().collect();
+        v.sort_by(|(a, ..), (b, ..)| {
             b.instance_count
                 .cmp(&a.instance_count)
                 .then(b.retained_size.cmp(&a.retained_size))
@@ -334,6 +385,51 @@ pub(crate) fn build(
         v.truncate(cfg.max_paths_per_class);
         gc_paths.extend(v);
     }
+
+    // --- Leak traces of the groups kept. The instances on their paths whose fields pass 3 did
+    // not see (the last object of a path is no parent) are read now: the few pieces they are in.
+    let reps = gc_paths
+        .iter()
+        .map(|g| g.1)
+        .chain(dgroups.iter().map(|d| d.1));
+    let mut missing: Vec<u64> = reps
+        .flat_map(|v| named[&v].path.iter().copied())
+        .filter(|&v| {
+            ix.class_of_node(v).is_none()
+                && !ix.classes[ix.class_of[v as usize] as usize]
+                    .name
+                    .ends_with("[]")
+        })
+        .map(|v| ix.ids[v as usize])
+        .filter(|id| !fields.got.contains_key(id))
+        .collect();
+    missing.sort_unstable();
+    missing.dedup();
+    if !missing.is_empty() {
+        let mut more = Fields::new(missing);
+        let ids = more.wanted().to_vec();
+        input.pass_segments(&ix.segments, &ids, &mut more)?;
+        fields.got.extend(more.got);
+    }
+    let ins = Inspector::new(ix, &fields.got);
+    let trace_of = |v: u32, end: Option<(&str, &str)>| {
+        let nm = &named[&v];
+        trace::build(ix, dom, &p3, &ins, &nm.path, nm.tag, end)
+    };
+    let gc_paths: Vec<GcPath> = gc_paths
+        .into_iter()
+        .map(|(mut g, v, detail)| {
+            g.trace = trace_of(v, Some((&g.leak_reason, &detail)));
+            g
+        })
+        .collect();
+    let dgroups: Vec<DominatorGroup> = dgroups
+        .into_iter()
+        .map(|(mut d, v)| {
+            d.trace = trace_of(v, None);
+            d
+        })
+        .collect();
 
     // --- classInfos: every class a detector looks at, with its live and leaking counts.
     let mut class_infos = Vec::new();
@@ -569,11 +665,12 @@ fn top_candidates(
 }
 
 /// Describe the chain of nodes from a root to `v`.
-fn name_chain(ix: &Index, bfs: &Paths, p3: &Pass3<'_>, chain: &[u32], v: u32) -> Named {
+fn name_chain(ix: &Index, bfs: &Paths, p3: &Pass3<'_>, chain: Vec<u32>, v: u32) -> Named {
     let mut items = Vec::new();
     let mut shape = Vec::new();
+    let tag = chain.first().map_or(0, |&r| bfs.start_tag(ix, r));
     let gc_root = match chain.first() {
-        Some(&r) => root_name(bfs.root_tag(r)).to_string(),
+        Some(_) => root_name(tag).to_string(),
         None => "Unreachable".to_string(),
     };
     shape.push(gc_root.clone());
@@ -658,5 +755,7 @@ fn name_chain(ix: &Index, bfs: &Paths, p3: &Pass3<'_>, chain: &[u32], v: u32) ->
         gc_root,
         items,
         signature: hex::encode(h.finalize()),
+        path: chain,
+        tag,
     }
 }

@@ -1,0 +1,422 @@
+//! Leak traces (issue 32) on real dumps: the demo's leak in a real Java 17 heap (the demo's own
+//! classes, dumped without the agent), LeakCanary's Android fixture, and a generated ART-style
+//! dump; each against its `arrays`-stripped twin.
+
+mod common;
+
+use oomguard::analyze::report::GcPath;
+use oomguard::analyze::trace::{Status, Trace};
+use oomguard::analyze::{self, Config, Input, Report};
+use oomguard::hprof::writer::{art_dump, ArtSpec};
+use oomguard::hprof::{strip_bytes, Level};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// Screens the demo's app leaks in the test dump.
+const SCREENS: usize = 5;
+
+/// A dump of `java/demo/DemoApp.java`'s heap after `SCREENS` destroyed CheckoutActivity objects
+/// went into `DemoApp$Session.sHistory` (`tests/java/demo/DemoDump.java`), made once per run.
+fn demo_dump() -> &'static Path {
+    static DUMP: OnceLock<PathBuf> = OnceLock::new();
+    DUMP.get_or_init(|| {
+        let root = common::root();
+        let dir = root.join(format!("target/test-dumps/demo-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let classes = dir.join("classes");
+        let sources = [
+            root.join("tests/java/demo/DemoDump.java"),
+            root.join("java/demo/DemoApp.java"),
+            root.join("java/dev/oomguard/OomGuard.java"),
+            root.join("tests/java/leakapp/android/app/Activity.java"),
+        ];
+        let refs: Vec<&Path> = sources.iter().map(|p| p.as_path()).collect();
+        common::javac(&refs, &classes);
+        let out = dir.join("demo.hprof");
+        let st = Command::new("java")
+            .arg("-Xmx256m")
+            .arg("-cp")
+            .arg(&classes)
+            .arg("DemoDump")
+            .arg(&out)
+            .arg(SCREENS.to_string())
+            .status()
+            .expect("java runs");
+        assert!(st.success(), "DemoDump failed");
+        out
+    })
+}
+
+fn run(bytes: &[u8]) -> Report {
+    analyze::analyze(
+        Input::Bytes(bytes),
+        &Config::default(),
+        serde_json::Value::Null,
+    )
+    .expect("analysis")
+}
+
+/// A report and its `arrays`-stripped twin's.
+fn both(bytes: &[u8]) -> (Report, Report) {
+    let (mini, _) = strip_bytes(bytes, Level::Arrays).unwrap();
+    (run(bytes), run(&mini))
+}
+
+/// Every trace of a report as JSON, sorted (to compare two reports).
+fn traces(r: &Report) -> Vec<String> {
+    let mut v: Vec<String> = r
+        .gc_paths
+        .iter()
+        .map(|g| serde_json::to_string(&g.trace).unwrap())
+        .chain(
+            r.dominators
+                .iter()
+                .map(|d| serde_json::to_string(&d.trace).unwrap()),
+        )
+        .collect();
+    v.sort();
+    v
+}
+
+/// What holds for every trace: the nodes are the path's objects (KOOM's `path[]` has one item
+/// per reference plus the object); only the last has no reference; a path that starts at a
+/// class says so and the class is not leaking; the suspects are one run of references.
+fn well_formed(t: &Trace, koom_items: usize) {
+    let n = t.nodes.len();
+    assert!(n >= 1, "{t:#?}");
+    assert_eq!(n, koom_items, "{t:#?}");
+    for (i, node) in t.nodes.iter().enumerate() {
+        assert_eq!(node.reference.is_none(), i + 1 == n, "{t:#?}");
+        assert_eq!(node.reference_type.is_none(), i + 1 == n, "{t:#?}");
+        assert!(
+            node.kind != "class" || (i == 0 && node.status == Status::NotLeaking),
+            "a class only starts a path, and is never leaking: {t:#?}"
+        );
+    }
+    if t.nodes[0].kind == "class" {
+        assert!(
+            ["static field", "sticky class", "system class"].contains(&t.root_kind.as_str()),
+            "{t:#?}"
+        );
+    }
+    let s: Vec<usize> = (0..n).filter(|&i| t.nodes[i].suspect).collect();
+    if let (Some(&a), Some(&b)) = (s.first(), s.last()) {
+        assert_eq!(b - a + 1, s.len(), "suspects are one run: {t:#?}");
+    }
+    // Nothing before the last not-leaking object is leaking or unknown.
+    if let Some(l) = t.nodes.iter().rposition(|x| x.status == Status::NotLeaking) {
+        assert!(t.nodes[..l].iter().all(|x| x.status == Status::NotLeaking));
+    }
+}
+
+fn check_all(r: &Report) {
+    for g in &r.gc_paths {
+        well_formed(&g.trace, g.path.len());
+        assert_eq!(
+            g.trace.nodes.last().unwrap().status,
+            Status::Leaking,
+            "{:#?}",
+            g.trace
+        );
+    }
+    for d in &r.dominators {
+        well_formed(&d.trace, d.path.len());
+    }
+}
+
+fn statuses(g: &GcPath) -> Vec<(&str, &str, bool)> {
+    g.trace
+        .nodes
+        .iter()
+        .map(|n| (n.class_name.as_str(), n.status.as_str(), n.suspect))
+        .collect()
+}
+
+#[test]
+fn the_demo_leak_starts_at_the_static_field_and_the_suspects_lead_to_the_activity() {
+    let bytes = std::fs::read(demo_dump()).unwrap();
+    let (r, stripped) = both(&bytes);
+    let g = r
+        .gc_paths
+        .iter()
+        .find(|g| g.class_name == "DemoApp$CheckoutActivity")
+        .unwrap_or_else(|| panic!("no path for the activities: {:#?}", r.gc_paths));
+    assert_eq!(g.leak_reason, "Activity Leak");
+    assert_eq!(g.instance_count, SCREENS as u64);
+    // KOOM's fields: the path starts at the class's static field, not at the app class
+    // loader's list of classes.
+    let refs: Vec<&str> = g.path.iter().map(|i| i.reference.as_str()).collect();
+    assert_eq!(g.gc_root, "System Class", "{refs:?}");
+    assert_eq!(
+        &refs[..2],
+        [
+            "DemoApp$Session.sHistory",
+            "java.util.ArrayList.elementData"
+        ]
+    );
+    assert!(refs[2].starts_with("java.lang.Object[]["), "{refs:?}");
+    assert_eq!(refs[3], "DemoApp$CheckoutActivity");
+    assert_eq!(refs.len(), 4);
+
+    let t = &g.trace;
+    assert_eq!(t.root_kind, "static field");
+    assert_eq!(t.root, "class DemoApp$Session, static field sHistory");
+    assert_eq!(
+        statuses(g),
+        [
+            ("DemoApp$Session", "NOT_LEAKING", true),
+            ("java.util.ArrayList", "UNKNOWN", true),
+            ("java.lang.Object[]", "UNKNOWN", true),
+            ("DemoApp$CheckoutActivity", "LEAKING", false),
+        ]
+    );
+    let n = &t.nodes;
+    assert_eq!(n[0].status_reason, "a class is never leaking");
+    assert_eq!(n[3].status_reason, "mDestroyed is true");
+    let kinds: Vec<&str> = n.iter().map(|x| x.kind.as_str()).collect();
+    assert_eq!(kinds, ["class", "instance", "array", "instance"]);
+    let types: Vec<Option<&str>> = n.iter().map(|x| x.reference_type.as_deref()).collect();
+    assert_eq!(
+        types,
+        [
+            Some("static field"),
+            Some("instance field"),
+            Some("array element"),
+            None
+        ]
+    );
+    assert_eq!(n[0].reference.as_deref(), Some("sHistory"));
+    assert_eq!(n[1].reference.as_deref(), Some("elementData"));
+    // The activity is one of the leak objects, the largest; the list retains every activity.
+    let objs: Vec<_> = r
+        .leak_objects
+        .iter()
+        .filter(|o| o.class_name == "DemoApp$CheckoutActivity")
+        .collect();
+    assert_eq!(objs.len(), SCREENS);
+    let largest = objs.iter().map(|o| o.retained_size).max().unwrap();
+    assert!(objs.iter().any(|o| o.object_id == n[3].object_id));
+    assert_eq!(n[3].retained_size, largest);
+    assert!(n[1].retained_size >= objs.iter().map(|o| o.retained_size).sum::<u64>());
+
+    // The image cache's arrays: LEAKING through the activity that alone holds them.
+    let a = r
+        .gc_paths
+        .iter()
+        .find(|g| g.leak_reason == "Array Size Over Threshold")
+        .expect("the image cache's arrays");
+    assert_eq!(
+        statuses(a),
+        [
+            ("DemoApp$Session", "NOT_LEAKING", true),
+            ("java.util.ArrayList", "UNKNOWN", true),
+            ("java.lang.Object[]", "UNKNOWN", true),
+            ("DemoApp$CheckoutActivity", "LEAKING", false),
+            ("java.util.ArrayList", "LEAKING", false),
+            ("java.lang.Object[]", "LEAKING", false),
+            ("byte[]", "LEAKING", false),
+        ]
+    );
+    assert_eq!(
+        a.trace.nodes[4].status_reason,
+        "held only through a leaking object"
+    );
+    check_all(&r);
+    assert_eq!(traces(&r), traces(&stripped));
+}
+
+#[test]
+fn the_command_line_prints_the_demo_leak_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report.json");
+    let o = Command::new(common::oomguard_bin())
+        .arg("analyze")
+        .arg(demo_dump())
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let text = String::from_utf8(o.stdout).unwrap();
+    println!("{text}");
+    let lines: Vec<&str> = text.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.starts_with("leak 1 of ") && l.contains("DemoApp$CheckoutActivity"))
+        .unwrap_or_else(|| panic!("no trace for the activities:\n{text}"));
+    assert!(
+        lines[at].contains("(Activity Leak), 5 instances, "),
+        "{}",
+        lines[at]
+    );
+    let trace = &lines[at + 1..at + 9];
+    assert_eq!(
+        trace[0].trim(),
+        "root: class DemoApp$Session, static field sHistory (static field)"
+    );
+    let words = |l: &str| l.split_whitespace().map(String::from).collect::<Vec<_>>();
+    assert_eq!(
+        words(trace[1]),
+        [
+            "class",
+            "DemoApp$Session",
+            "NOT_LEAKING",
+            "(a",
+            "class",
+            "is",
+            "never",
+            "leaking)"
+        ]
+    );
+    assert_eq!(
+        words(trace[2]),
+        ["↓", "DemoApp$Session.sHistory", "~~~", "suspect"]
+    );
+    assert_eq!(words(trace[3]), ["java.util.ArrayList", "UNKNOWN"]);
+    assert_eq!(
+        words(trace[4]),
+        ["↓", "java.util.ArrayList.elementData", "~~~", "suspect"]
+    );
+    assert_eq!(words(trace[7]).len(), 5);
+    assert!(
+        trace[7].contains("DemoApp$CheckoutActivity")
+            && trace[7].contains("LEAKING (mDestroyed is true)"),
+        "{}",
+        trace[7]
+    );
+    // Readable without colour: no escape sequences.
+    assert!(!text.contains('\u{1b}'));
+}
+
+/// `tests/java/traces/ThreadLeak.java`'s dump: a destroyed activity held by an ended thread
+/// (through a static field) and one held by a running thread.
+#[test]
+fn threads_on_a_java_17_heap_running_and_ended() {
+    let root = common::root();
+    let dir = root.join(format!("target/test-dumps/threads-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let classes = dir.join("classes");
+    let sources = [
+        root.join("tests/java/traces/ThreadLeak.java"),
+        root.join("tests/java/leakapp/android/app/Activity.java"),
+    ];
+    let refs: Vec<&Path> = sources.iter().map(|p| p.as_path()).collect();
+    common::javac(&refs, &classes);
+    let out = dir.join("threads.hprof");
+    let st = Command::new("java")
+        .arg("-cp")
+        .arg(&classes)
+        .arg("ThreadLeak")
+        .arg(&out)
+        .status()
+        .expect("java runs");
+    assert!(st.success(), "ThreadLeak failed");
+    let bytes = std::fs::read(&out).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let (r, stripped) = both(&bytes);
+    let paths: Vec<&GcPath> = r
+        .gc_paths
+        .iter()
+        .filter(|g| g.class_name == "ThreadLeak$Screen")
+        .collect();
+    assert_eq!(paths.len(), 2, "{:#?}", r.gc_paths);
+    let by_kind = |kind: &str| {
+        *paths
+            .iter()
+            .find(|g| g.trace.root_kind == kind)
+            .unwrap_or_else(|| panic!("no {kind} path: {paths:#?}"))
+    };
+    let running = by_kind("thread");
+    assert!(
+        running
+            .trace
+            .root
+            .starts_with("thread ThreadLeak$Worker @0x"),
+        "{}",
+        running.trace.root
+    );
+    assert_eq!(running.gc_root, "Thread Object");
+    assert_eq!(
+        statuses(running),
+        [
+            ("ThreadLeak$Worker", "NOT_LEAKING", true),
+            ("ThreadLeak$Screen", "LEAKING", false),
+        ]
+    );
+    assert_eq!(running.trace.nodes[0].status_reason, "a running thread");
+    assert_eq!(running.trace.nodes[0].reference.as_deref(), Some("target"));
+    let ended = by_kind("static field");
+    assert_eq!(
+        ended.trace.root,
+        "class ThreadLeak$Threads, static field sLast"
+    );
+    assert_eq!(
+        statuses(ended),
+        [
+            ("ThreadLeak$Threads", "NOT_LEAKING", true),
+            ("ThreadLeak$Worker", "LEAKING", false),
+            ("ThreadLeak$Screen", "LEAKING", false),
+        ]
+    );
+    assert_eq!(ended.trace.nodes[1].status_reason, "the thread has ended");
+    check_all(&r);
+    assert_eq!(traces(&r), traces(&stripped));
+}
+
+#[test]
+fn leak_service_binder_trace_names_the_jni_global_and_the_watched_service() {
+    let bytes = std::fs::read(common::fixture("android/leak_service_binder.hprof")).unwrap();
+    let (r, stripped) = both(&bytes);
+    let g = r
+        .gc_paths
+        .iter()
+        .find(|g| g.class_name == "com.example.leakcanary.LeakyService")
+        .expect("the service's path");
+    // Not through a static field: the dump's own root, as before.
+    assert_eq!(g.gc_root, "JNI Global");
+    assert_eq!(g.trace.root_kind, "JNI global");
+    assert!(
+        g.trace.root.starts_with(
+            "JNI global reference to com.example.leakcanary.LeakyService$MyBinder @0x"
+        ),
+        "{}",
+        g.trace.root
+    );
+    assert_eq!(
+        statuses(g),
+        [
+            (
+                "com.example.leakcanary.LeakyService$MyBinder",
+                "UNKNOWN",
+                true
+            ),
+            ("com.example.leakcanary.LeakyService", "LEAKING", false),
+        ]
+    );
+    assert_eq!(g.trace.nodes[0].reference.as_deref(), Some("service"));
+    assert_eq!(
+        g.trace.nodes[1].status_reason,
+        "Watched Object Retained: referent of a KeyedWeakReference"
+    );
+    check_all(&r);
+    assert_eq!(traces(&r), traces(&stripped));
+}
+
+#[test]
+fn generated_art_dump_traces_are_well_formed_and_survive_the_strip() {
+    let bytes = art_dump(&ArtSpec::default());
+    let (r, stripped) = both(&bytes);
+    assert!(!r.dominators.is_empty());
+    check_all(&r);
+    assert_eq!(traces(&r), traces(&stripped));
+    // The app class's static (`Node.sInstances`) holds the thread object, which is a root of
+    // its own: a path to it starts at the thread, not at the class.
+    for d in &r.dominators {
+        let t = &d.trace;
+        if t.root_kind == "thread" {
+            assert!(t.root.starts_with("thread "), "{t:#?}");
+            assert_eq!(t.nodes[0].object_id, 0x1400_0000);
+        }
+    }
+}
