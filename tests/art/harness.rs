@@ -213,7 +213,15 @@ fn build() -> Runtime {
         let obj = tmp.join(format!("{name}.o"));
         run(
             Command::new("clang++")
-                .args(["-c", "-fPIC", "-O1", "-std=c++17", "-Wall", "-Wextra", "-Werror"])
+                .args([
+                    "-c",
+                    "-fPIC",
+                    "-O1",
+                    "-std=c++17",
+                    "-Wall",
+                    "-Wextra",
+                    "-Werror",
+                ])
                 .args(&inc)
                 .arg("-o")
                 .arg(&obj)
