@@ -146,6 +146,41 @@ fn main() {
     let plain = median(pauses("plain"));
     let ring = median(pauses("tee-ring"));
     let inline = median(pauses("tee-inline"));
+    // The tee's cost, paired within each round (the three dumps of a round are adjacent, so a
+    // change in the machine's load hits them alike): median of mode / plain, in wall time and in
+    // the dumping thread's CPU time.
+    let paired = |mode: &str, key: &str| -> f64 {
+        let ratios = inproc
+            .chunks(3)
+            .map(|round| {
+                let get = |m: &str| {
+                    round
+                        .iter()
+                        .find(|d| d["mode"] == m)
+                        .and_then(|d| d[key].as_f64())
+                        .expect("a dump of each mode in each round")
+                };
+                get(mode) / get("plain")
+            })
+            .collect();
+        (median(ratios) - 1.0) * 100.0
+    };
+    let cpu = |mode: &str| {
+        median(
+            inproc
+                .iter()
+                .filter(|d| d["mode"] == mode)
+                .map(|d| d["cpu_ms"].as_f64().expect("cpu_ms"))
+                .collect(),
+        )
+    };
+    let min = |v: Vec<f64>| v.into_iter().fold(f64::INFINITY, f64::min);
+    eprintln!(
+        "art dump bench: in-process walls (ms) plain {:?} ring {:?} inline {:?}",
+        pauses("plain"),
+        pauses("tee-ring"),
+        pauses("tee-inline")
+    );
     let inproc_bytes = inproc[0]["full_bytes"].as_u64().unwrap_or(0);
     let forks = r["fork"].as_array().expect("fork");
     let fork_pause = median(
@@ -188,11 +223,18 @@ fn main() {
         == std::fs::read(dir.join("strip-arrays.hprof")).unwrap();
 
     let ratio = plain / fork_pause;
-    let pct = |x: f64| (x - plain) * 100.0 / plain;
+    let fork_pauses: Vec<f64> = forks
+        .iter()
+        .map(|f| f["pause_ms"].as_f64().expect("pause_ms"))
+        .collect();
+    eprintln!("art dump bench: fork pauses (ms) {fork_pauses:?}");
     println!();
     println!(
         "{:<62} value",
-        format!("ART 11 (android-libart, -Xint, image-less), -Xmx{xmx}m")
+        format!(
+            "ART 11 (android-libart, -Xint, image-less), -Xmx{xmx}m, dumps to {}",
+            work.display()
+        )
     );
     let row = |k: &str, v: String| println!("{k:<62} {v}");
     row(
@@ -206,21 +248,38 @@ fn main() {
     row(
         &format!("in-process DumpHeap (VMDebug.dumpHprofData), median of {rounds}"),
         format!(
-            "{plain:.1} ms (app paused throughout; {:.0} MiB)",
-            mib(inproc_bytes)
+            "{plain:.1} ms, min {:.1} (app paused throughout; {:.0} MiB); thread CPU {:.0} ms",
+            min(pauses("plain")),
+            mib(inproc_bytes),
+            cpu("plain")
         ),
     );
     row(
         "  + tee + stripper on its own thread (ring)",
-        format!("{ring:.1} ms ({:+.1} %)", pct(ring)),
+        format!(
+            "{ring:.1} ms, min {:.1}; paired {:+.1} % wall; thread CPU {:.0} ms ({:+.1} %)",
+            min(pauses("tee-ring")),
+            paired("tee-ring", "pause_ms"),
+            cpu("tee-ring"),
+            paired("tee-ring", "cpu_ms")
+        ),
     );
     row(
         "  + tee + stripper inside the hook (the fork child's way)",
-        format!("{inline:.1} ms ({:+.1} %)", pct(inline)),
+        format!(
+            "{inline:.1} ms, min {:.1}; paired {:+.1} % wall; thread CPU {:.0} ms ({:+.1} %)",
+            min(pauses("tee-inline")),
+            paired("tee-inline", "pause_ms"),
+            cpu("tee-inline"),
+            paired("tee-inline", "cpu_ms")
+        ),
     );
     row(
         "fork dumper: parent's pause (suspend -> fork -> resume)",
-        format!("{fork_pause:.2} ms (median of {rounds})"),
+        format!(
+            "{fork_pause:.2} ms (median of {rounds}), min {:.2}",
+            min(fork_pauses.clone())
+        ),
     );
     row(
         "  of which: suspend all / fork() / resume (medians)",
@@ -232,7 +291,10 @@ fn main() {
     );
     row(
         "in-process pause / fork pause (target >= 100)",
-        format!("{ratio:.0} x"),
+        format!(
+            "{ratio:.0} x (medians; fastest against fastest {:.0} x)",
+            min(pauses("plain")) / min(fork_pauses.clone())
+        ),
     );
     row(
         "fork dumper: child's dump + tee, parent waiting (no pause)",

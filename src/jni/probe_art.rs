@@ -48,6 +48,17 @@ fn rss_kb() -> u64 {
         .unwrap_or(0)
 }
 
+/// CPU time of the calling thread.
+fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid timespec for the call to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
 /// One in-process dump; `ring`: `None` unhooked, `Some(bytes)` through the tee with that ring
 /// (0: strip inside the hook).
 fn in_process(syms: &ArtSymbols, dir: &Path, ring: Option<usize>) -> Result<Value, String> {
@@ -73,11 +84,13 @@ fn in_process(syms: &ArtSymbols, dir: &Path, ring: Option<usize>) -> Result<Valu
         }
     };
     let path = CString::new(full.to_string_lossy().as_bytes()).map_err(|e| e.to_string())?;
+    let cpu0 = thread_cpu();
     let t0 = Instant::now();
     // SAFETY: called from a JNI native method (an attached thread in its native state), with
     // symbols resolved for this process's libart.
     unsafe { dump_heap_in_process(syms, &path) };
     let pause = t0.elapsed();
+    let cpu = thread_cpu() - cpu0;
     let report = tee.as_ref().map(|t| t.disarm(Some(&mini)));
     let with_disarm = t0.elapsed();
     if let Some(t) = tee {
@@ -103,6 +116,7 @@ fn in_process(syms: &ArtSymbols, dir: &Path, ring: Option<usize>) -> Result<Valu
     Ok(json!({
         "mode": match ring { None => "plain", Some(0) => "tee-inline", Some(_) => "tee-ring" },
         "pause_ms": ms(pause),
+        "cpu_ms": ms(cpu),
         "with_disarm_ms": ms(with_disarm),
         "full_bytes": full_bytes,
         "mini": mini_json,
