@@ -10,8 +10,8 @@ use std::time::Duration;
 
 /// `Main` (tests/art/app/Main.smali) keeps 1000 objects holding 1 KiB arrays, churns through
 /// 512 MiB of 256 KiB arrays in a 64 MiB heap (so allocation-time GCs must free them), walks
-/// what it kept, and prints the heap figures `java.lang.Runtime` gives (our libopenjdk.so's
-/// natives, read from libart's heap).
+/// what it kept, and prints the heap figures `java.lang.Runtime` gives with a 16 MiB array live
+/// (our libopenjdk.so's natives, from ART's DDM heap-info report: tests/art/native/heapinfo.cc).
 #[test]
 fn art_boots_and_runs_main_through_gcs() {
     if !harness::available("art_boots_and_runs_main_through_gcs") {
@@ -49,6 +49,12 @@ fn art_boots_and_runs_main_through_gcs() {
         "totalMemory {total} not within [1 MiB, max]\n{why}"
     );
     assert!(free >= 0 && free <= total, "freeMemory {free}\n{why}");
+    // The 16 MiB array and the 1000 kept nodes (1 to 2 KiB each) are live as they are read.
+    let used = total - free;
+    assert!(
+        used >= (16 << 20) + 1000 * 1024,
+        "totalMemory - freeMemory {used} is less than what is live\n{why}"
+    );
 }
 
 /// Without our core library the VM cannot even build the `NoClassDefFoundError` for

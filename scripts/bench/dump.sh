@@ -6,8 +6,11 @@
 # - a fork dumper on HotSpot: the parent's pause in fork(), and the time `jhsdb jmap
 #   --binaryheap` takes to dump the frozen child from outside (not a pause of the app).
 # Targets: fork pause >= 100 x shorter than the in-process dump; tee overhead <= 25 %.
+# Then the same on Debian's ART 11 (scripts/bench/dump/art.sh: its own table).
+# DUMP_BENCH_ONLY=hotspot or art runs one of the two.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+if [ "${DUMP_BENCH_ONLY:-}" = art ]; then exec bash scripts/bench/dump/art.sh; fi
 source scripts/lib/setup.sh
 need_java
 MB="${DUMP_BENCH_MB:-1024}"
@@ -99,3 +102,5 @@ printf '%-58s %s\n' "tee overhead (target <= 25 %)" "${overhead} %"
 printf '%-58s %s\n' "fork of the JVM: parent's pause" "${fork_ms} ms"
 printf '%-58s %s\n' "jcmd pause / fork pause (target >= 100)" "${ratio} x"
 printf '%-58s %s\n' "jhsdb jmap --binaryheap of the frozen child (not a pause)" "${jhsdb_s} s, $((child_bytes >> 20)) MiB, ${child_ok}"
+
+[ "${DUMP_BENCH_ONLY:-}" = hotspot ] || bash scripts/bench/dump/art.sh

@@ -229,6 +229,18 @@ pub struct ArtForkDumper {
     tee: Option<Tee>,
     sgc: Box<Opaque>,
     ssa: Box<Opaque>,
+    phases: Option<PausePhases>,
+}
+
+/// Where the app's pause of the last API 30+ fork dump went (the benchmark prints it).
+#[derive(Clone, Copy, Debug)]
+pub struct PausePhases {
+    /// From asking for the GC critical section to every Java thread suspended.
+    pub suspend: Duration,
+    /// `fork()` itself (the kernel copying the page tables), as the parent sees it.
+    pub fork: Duration,
+    /// From the fork's return to the suspension's end.
+    pub resume: Duration,
 }
 
 type VoidFn = unsafe extern "C" fn();
@@ -399,6 +411,21 @@ impl ChildJob<'_> {
     }
 }
 
+/// Run `art::hprof::DumpHeap(path, -1, false)` on the calling thread, in this process: what
+/// `VMDebug.dumpHprofData(path)` does. ART suspends every Java thread for the whole dump. For
+/// the benchmark of the fork dumper (`jni::probe_art`, `scripts/bench/dump/art.sh`).
+///
+/// # Safety
+/// On a thread attached to ART and in its native state (inside a JNI native method), with
+/// `syms` resolved for this process's libart.
+pub unsafe fn dump_heap_in_process(syms: &ArtSymbols, path: &std::ffi::CStr) {
+    // SAFETY: ART's own dumper, resolved for this process's libart (the caller's promise),
+    // called with the signature AOSP declares, from a thread in the state its JNI natives have.
+    unsafe {
+        std::mem::transmute::<usize, DumpHeapFn>(syms.must(DUMP_HEAP))(path.as_ptr(), -1, false)
+    }
+}
+
 impl ArtForkDumper {
     /// `api`: `Build.VERSION.SDK_INT`, read by the caller through JNI.
     pub fn new(api: u32) -> ArtForkDumper {
@@ -408,7 +435,13 @@ impl ArtForkDumper {
             tee: None,
             sgc: Box::new(Opaque([0; 256])),
             ssa: Box::new(Opaque([0; 256])),
+            phases: None,
         }
+    }
+
+    /// The phases of the last API 30+ dump's pause.
+    pub fn last_pause_phases(&self) -> Option<PausePhases> {
+        self.phases
     }
 
     /// API 21–29: suspend the VM through the debugger's entry points, fork, resume. Returns
@@ -425,8 +458,8 @@ impl ArtForkDumper {
         // SAFETY: addresses resolved from this process's libart.so for this API level, called
         // with the signatures AOSP declares for them.
         unsafe {
-            std::mem::transmute::<usize, VoidFn>(s.must(DBG_SUSPEND_VM))();
             let paused = Instant::now();
+            std::mem::transmute::<usize, VoidFn>(s.must(DBG_SUSPEND_VM))();
             let forked = fork::spawn(DUMP_CHILD_NAME, alarm, child);
             std::mem::transmute::<usize, VoidFn>(s.must(DBG_RESUME_VM))();
             (forked, paused.elapsed())
@@ -455,6 +488,8 @@ impl ArtForkDumper {
         // pointers to the lock objects.
         unsafe {
             let me = std::mem::transmute::<usize, SelfFn>(s.must(THREAD_CURRENT))();
+            // The app is paused from the moment its threads are asked to stop.
+            let paused = Instant::now();
             // 1. No GC may start, then every Java thread suspended.
             std::mem::transmute::<usize, SgcCtor>(s.must(SGC_CTOR))(
                 sgc,
@@ -467,7 +502,7 @@ impl ArtForkDumper {
                 c"oomguard-dump".as_ptr(),
                 true,
             );
-            let paused = Instant::now();
+            let suspended = Instant::now();
             // 2. All suspended, so no GC can start: close the critical section and release the
             //    mutator lock, which the child's own DumpHeap takes again.
             std::mem::transmute::<usize, DtorFn>(s.must(SGC_DTOR))(sgc);
@@ -478,19 +513,27 @@ impl ArtForkDumper {
             if let Some((m, lock, _)) = tl {
                 std::mem::transmute::<usize, LockFn>(lock)(m, me);
             }
+            let fork_start = Instant::now();
             let forked = fork::spawn(DUMP_CHILD_NAME, alarm, || {
                 if let Some((m, _, unlock)) = tl {
                     std::mem::transmute::<usize, LockFn>(unlock)(m, me);
                 }
                 child()
             });
+            let fork_end = Instant::now();
             if let Some((m, _, unlock)) = tl {
                 std::mem::transmute::<usize, LockFn>(unlock)(m, me);
             }
             // 4. Resume: the mutator lock back, then the suspension ended.
             std::mem::transmute::<usize, LockFn>(s.must(RW_LOCK))(mutator, me);
             std::mem::transmute::<usize, DtorFn>(s.must(SSA_DTOR))(ssa);
-            (forked, paused.elapsed())
+            let end = Instant::now();
+            self.phases = Some(PausePhases {
+                suspend: suspended - paused,
+                fork: fork_end - fork_start,
+                resume: end - fork_end,
+            });
+            (forked, end - paused)
         }
     }
 }

@@ -27,6 +27,9 @@
 /// Test-only exports, built with the `test-probe` feature only: never in a shipped library.
 #[cfg(feature = "test-probe")]
 pub mod probe;
+/// Test-only exports for the ART dump benchmark (`test-probe` feature).
+#[cfg(feature = "test-probe")]
+pub mod probe_art;
 mod vm;
 
 use crate::agent::{panic_message, Agent, Command, Config, Shared};

@@ -206,17 +206,30 @@ fn build() -> Runtime {
             .arg("-ldl"),
         "clang launch.c",
     );
-    // libopenjdk.so's Runtime.nativeLoad calls libart's C++ JavaVMExt::LoadNativeLibrary.
-    let nativeload = tmp.join("nativeload.o");
-    run(
-        Command::new("clang++")
-            .args(["-c", "-fPIC", "-O1", "-Wall", "-Wextra", "-Werror"])
-            .args(&inc)
-            .arg("-o")
-            .arg(&nativeload)
-            .arg(src.join("native/nativeload.cc")),
-        "clang++ nativeload.cc",
-    );
+    // libopenjdk.so's Runtime.nativeLoad calls libart's C++ JavaVMExt::LoadNativeLibrary; its
+    // heap figures come from libart's C++ DDM report (heapinfo.cc).
+    let mut cxx_objects = Vec::new();
+    for name in ["nativeload", "heapinfo"] {
+        let obj = tmp.join(format!("{name}.o"));
+        run(
+            Command::new("clang++")
+                .args([
+                    "-c",
+                    "-fPIC",
+                    "-O1",
+                    "-std=c++17",
+                    "-Wall",
+                    "-Wextra",
+                    "-Werror",
+                ])
+                .args(&inc)
+                .arg("-o")
+                .arg(&obj)
+                .arg(src.join(format!("native/{name}.cc"))),
+            &format!("clang++ {name}.cc"),
+        );
+        cxx_objects.push(obj);
+    }
     for (lib, def) in [
         ("libjavacore.so", "-DLIB_JAVACORE"),
         ("libopenjdk.so", "-DLIB_OPENJDK"),
@@ -231,7 +244,7 @@ fn build() -> Runtime {
             .arg(tmp.join("lib").join(lib))
             .arg(src.join("native/jnilib.c"));
         if lib == "libopenjdk.so" {
-            cc.arg(&nativeload).arg("-lstdc++");
+            cc.args(&cxx_objects).arg("-lstdc++");
         }
         run(&mut cc, &format!("clang {lib}"));
     }

@@ -1,6 +1,7 @@
 # The first program run on ART in the tests (tests/art_runtime.rs): builds a linked list of
 # objects holding byte arrays, then churns through far more garbage than the heap holds, so
-# allocation-time GCs must run, and prints what it kept and the heap figures Runtime reports.
+# allocation-time GCs must run, and prints what it kept and the heap figures Runtime reports
+# with a 16 MiB array live.
 .class public LMain;
 .super Ljava/lang/Object;
 
@@ -35,7 +36,7 @@
 .end method
 
 .method public static main([Ljava/lang/String;)V
-    .registers 12
+    .registers 13
     # keep 1000 nodes of 1 KiB (+ their index) alive
     const/4 v0, 0x0
     const/4 v1, 0x0
@@ -88,6 +89,9 @@
     invoke-static {v2, v3, v4}, LMain;->print(Ljava/lang/String;J)V
     const-string v2, "churned"
     invoke-static {v2, v5, v6}, LMain;->print(Ljava/lang/String;J)V
+    # a 16 MiB array live while the figures are read: what Runtime counts as used includes it
+    const/high16 v4, 0x1000000
+    new-array v11, v4, [B
     invoke-static {}, Ljava/lang/Runtime;->getRuntime()Ljava/lang/Runtime;
     move-result-object v10
     const-string v2, "max"
@@ -102,5 +106,6 @@
     invoke-virtual {v10}, Ljava/lang/Runtime;->freeMemory()J
     move-result-wide v3
     invoke-static {v2, v3, v4}, LMain;->print(Ljava/lang/String;J)V
+    array-length v4, v11
     return-void
 .end method

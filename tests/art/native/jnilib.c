@@ -1,7 +1,8 @@
 /* The three JNI libraries ART 11 loads while it starts (Runtime::InitNativeMethods loads
  * libicu_jni.so, libjavacore.so and libopenjdk.so, and aborts if one is missing). On Android
  * they hold libcore's natives; here they hold the few the test core library (tests/art/core)
- * declares as ours (libopenjdk.so also links nativeload.cc: Runtime.nativeLoad). One source,
+ * declares as ours (libopenjdk.so also links heapinfo.cc, Runtime's heap figures, and
+ * nativeload.cc, Runtime.nativeLoad). One source,
  * built three times: -DLIB_JAVACORE, -DLIB_OPENJDK, or -DLIB_ICU (libicu_jni.so, which only has
  * to load). */
 #include <jni.h>
@@ -81,73 +82,22 @@ static int register_javacore(JNIEnv *env) {
 #endif
 
 #ifdef LIB_OPENJDK
-#include <dlfcn.h>
-
-/* java.lang.Runtime's heap figures. Android's libopenjdk answers them through libopenjdkjvm's
- * JVM_MaxMemory/JVM_TotalMemory/JVM_FreeMemory, i.e. gc::Heap's GetMaxMemory(),
- * GetTotalMemory() and GetFreeMemory(); Debian ships neither library, so they are read here
- * from the runtime libart exports, `art::Runtime::instance_`, and the exported
- * `art::gc::Heap::GetTotalMemory() const`. The two inline ones are computed as ART 11 does:
- * max(growth_limit_, bytes allocated) and total - bytes allocated. The offsets below are those
- * of Debian's libart.so 11.0.0+r48 (read from its DDM heap-info code, which loads
- * Runtime::heap_ at 0x1a0, Heap::growth_limit_ at 0x1e8 and num_bytes_allocated_ at 0x240);
- * the test checks the figures against -Xmx and against each other. */
-#define RUNTIME_HEAP 0x1a0
-#define HEAP_GROWTH_LIMIT 0x1e8
-#define HEAP_BYTES_ALLOCATED 0x240
-
-typedef uint64_t (*total_memory_fn)(const void *heap);
-static total_memory_fn heap_total_memory;
-static char **runtime_instance;
-
-static const char *heap(void) {
-  return runtime_instance && *runtime_instance ? *(char **)(*runtime_instance + RUNTIME_HEAP) : NULL;
-}
-
-static uint64_t bytes_allocated(const char *h) {
-  return __atomic_load_n((const uint64_t *)(h + HEAP_BYTES_ALLOCATED), __ATOMIC_RELAXED);
-}
-
-static jlong Runtime_maxMemory(JNIEnv *env, jobject self) {
-  (void)env, (void)self;
-  const char *h = heap();
-  if (!h) return 0;
-  uint64_t limit = *(const uint64_t *)(h + HEAP_GROWTH_LIMIT), used = bytes_allocated(h);
-  return (jlong)(limit > used ? limit : used);
-}
-
-static jlong Runtime_totalMemory(JNIEnv *env, jobject self) {
-  (void)env, (void)self;
-  const char *h = heap();
-  return h ? (jlong)heap_total_memory(h) : 0;
-}
-
-static jlong Runtime_freeMemory(JNIEnv *env, jobject self) {
-  (void)env, (void)self;
-  const char *h = heap();
-  if (!h) return 0;
-  uint64_t total = heap_total_memory(h), used = bytes_allocated(h);
-  return (jlong)(total > used ? total - used : 0);
-}
-
+/* heapinfo.cc: Runtime.maxMemory/totalMemory/freeMemory from ART's DDM heap-info report. */
+int test_runtime_register_heap_natives(JNIEnv *env, jclass runtime_class);
 /* nativeload.cc */
 jstring test_runtime_native_load(JNIEnv *env, jclass cls, jstring filename, jobject loader, jclass caller);
 
 static int register_openjdk(JNIEnv *env) {
-  runtime_instance = (char **)dlsym(RTLD_DEFAULT, "_ZN3art7Runtime9instance_E");
-  heap_total_memory = (total_memory_fn)dlsym(RTLD_DEFAULT, "_ZNK3art2gc4Heap14GetTotalMemoryEv");
-  if (!runtime_instance || !heap_total_memory) {
-    fprintf(stderr, "libopenjdk (test): libart does not export Runtime::instance_ / Heap::GetTotalMemory\n");
-    return -1;
-  }
+  jclass runtime = (*env)->FindClass(env, "java/lang/Runtime");
+  if (runtime == NULL) return -1;
+  int rc = test_runtime_register_heap_natives(env, runtime);
+  if (rc != 0) fprintf(stderr, "libopenjdk (test): cannot bind Runtime's heap figures to DdmVmInternal.heapInfoNotify\n");
+  (*env)->DeleteLocalRef(env, runtime);
   JNINativeMethod m[] = {
-      {"maxMemory", "()J", (void *)Runtime_maxMemory},
-      {"totalMemory", "()J", (void *)Runtime_totalMemory},
-      {"freeMemory", "()J", (void *)Runtime_freeMemory},
       {"nativeLoad", "(Ljava/lang/String;Ljava/lang/ClassLoader;Ljava/lang/Class;)Ljava/lang/String;",
        (void *)test_runtime_native_load},
   };
-  return register_on(env, "java/lang/Runtime", m, 4);
+  return rc || register_on(env, "java/lang/Runtime", m, 1);
 }
 #endif
 

@@ -1,0 +1,357 @@
+//! The ART part of `scripts/bench.sh dump` (run by `scripts/bench/dump/art.sh`): on Debian's
+//! ART 11 (the test runtime of `tests/art`, built by its harness), `ArtDumpBench`
+//! (tests/art/app/dev/oomguard/testing) builds a live heap of MB MiB and liboomguard's
+//! `jni::probe_art` dumps it ROUNDS times each way:
+//! - in process, `art::hprof::DumpHeap` (what `VMDebug.dumpHprofData` runs; ART suspends every
+//!   Java thread for the whole dump): plain, through the tee with the stripper on its own
+//!   thread (ring), and through the tee stripping inside the hook (as in the fork child);
+//! - the ART fork dumper (API 30 sequence): the parent's pause from the suspension's start to
+//!   its end (fork in between), and the child's dump time (not a pause of the app).
+//!
+//! Then `oomguard strip --level arrays|app` of the last fork dump, against its floor (the file
+//! less its primitive array contents, from `oomguard inspect --json`); `arrays` must equal the
+//! floor to the byte, and the tee's mini file must equal `strip --level arrays`: the bench
+//! fails otherwise.
+//!
+//! A plain `fork()` of a process with the same resident set (python3) is timed beside it: on a
+//! virtual machine the kernel's page-table copy is most of the fork dumper's pause.
+//!
+//! Usage: `art_dump_bench LIB_DIR OOMGUARD_BIN WORK_DIR MB SMALL_PCT ROUNDS XMX_MB` (SMALL_PCT:
+//! the share of the heap in small objects, the rest in 1 MiB `int[]`).
+
+#[path = "../tests/art/harness.rs"]
+mod harness;
+
+use serde_json::Value;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    if v.is_empty() {
+        f64::NAN
+    } else {
+        v[(v.len() - 1) / 2]
+    }
+}
+
+fn mib(b: u64) -> f64 {
+    b as f64 / (1u64 << 20) as f64
+}
+
+fn oomguard(bin: &Path, args: &[&str]) -> Vec<u8> {
+    let out = Command::new(bin)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{}: {e}", bin.display()));
+    assert!(
+        out.status.success(),
+        "oomguard {args:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// The median time of 5 `fork()`s of a python3 process that has `bytes` more of memory written
+/// (its own resident set comes on top: about 9 MiB).
+fn plain_fork_ms(bytes: u64) -> f64 {
+    let script = "import os, sys, time\n\
+        b = bytearray(int(sys.argv[1]))\n\
+        for i in range(0, len(b), 4096): b[i] = 1\n\
+        ts = []\n\
+        for _ in range(5):\n\
+        \x20   t = time.perf_counter(); pid = os.fork()\n\
+        \x20   if pid == 0: os._exit(0)\n\
+        \x20   ts.append((time.perf_counter() - t) * 1000); os.waitpid(pid, 0)\n\
+        print(sorted(ts)[2])\n";
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .arg(bytes.to_string())
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .expect("python3's fork time")
+}
+
+fn main() {
+    let a: Vec<String> = std::env::args().collect();
+    if a.len() != 8 {
+        eprintln!("usage: art_dump_bench LIB_DIR OOMGUARD_BIN WORK_DIR MB SMALL_PCT ROUNDS XMX_MB");
+        std::process::exit(2);
+    }
+    let (lib, bin, work) = (Path::new(&a[1]), Path::new(&a[2]), Path::new(&a[3]));
+    let (mb, small_pct, rounds, xmx): (u64, u64, u64, u64) = (
+        a[4].parse().expect("MB"),
+        a[5].parse().expect("SMALL_PCT"),
+        a[6].parse().expect("ROUNDS"),
+        a[7].parse().expect("XMX_MB"),
+    );
+    assert!(small_pct <= 100, "SMALL_PCT is a percentage");
+    if !harness::available("art dump bench") {
+        std::process::exit(1);
+    }
+    let dir = work.join("dumps");
+    std::fs::create_dir_all(&dir).expect("mkdir dumps");
+    let opts = [
+        format!("-Xmx{xmx}m"),
+        // Start with the heap the program will fill: fewer allocation-time collections while
+        // the interpreter builds it.
+        format!("-Xms{}m", (mb + 64).min(xmx)),
+        format!("-Dbench.mb={mb}"),
+        format!("-Dbench.small_pct={small_pct}"),
+        format!("-Dbench.rounds={rounds}"),
+        format!("-Dbench.dir={}", dir.display()),
+    ];
+    let opts: Vec<&str> = opts.iter().map(String::as_str).collect();
+    eprintln!(
+        "art dump bench: building a {mb} MiB heap on ART 11 (-Xint, -Xmx{xmx}m), {rounds} rounds"
+    );
+    let run = harness::launch(
+        work,
+        "dev/oomguard/testing/ArtDumpBench",
+        &opts,
+        &[("LD_LIBRARY_PATH", lib.to_str().expect("utf-8 path"))],
+        Duration::from_secs(7200),
+    );
+    let why = run.describe();
+    assert_eq!(run.code, Some(0), "{why}");
+    let live = run.value("live").expect("live=") as u64;
+    let nodes = run.value("nodes").expect("nodes=");
+    let json = run
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("bench="))
+        .unwrap_or_else(|| panic!("no bench= line\n{why}"));
+    let r: Value = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {json}"));
+    assert!(r.get("error").is_none(), "the probe failed: {r}\n{why}");
+
+    let inproc = r["in_process"].as_array().expect("in_process");
+    let pauses = |mode: &str| -> Vec<f64> {
+        inproc
+            .iter()
+            .filter(|d| d["mode"] == mode)
+            .map(|d| d["pause_ms"].as_f64().expect("pause_ms"))
+            .collect()
+    };
+    let plain = median(pauses("plain"));
+    let ring = median(pauses("tee-ring"));
+    let inline = median(pauses("tee-inline"));
+    // The tee's cost, paired within each round (the three dumps of a round are adjacent, so a
+    // change in the machine's load hits them alike): median of mode / plain, in wall time and in
+    // the dumping thread's CPU time.
+    let paired = |mode: &str, key: &str| -> f64 {
+        let ratios = inproc
+            .chunks(3)
+            .map(|round| {
+                let get = |m: &str| {
+                    round
+                        .iter()
+                        .find(|d| d["mode"] == m)
+                        .and_then(|d| d[key].as_f64())
+                        .expect("a dump of each mode in each round")
+                };
+                get(mode) / get("plain")
+            })
+            .collect();
+        (median(ratios) - 1.0) * 100.0
+    };
+    let cpu = |mode: &str| {
+        median(
+            inproc
+                .iter()
+                .filter(|d| d["mode"] == mode)
+                .map(|d| d["cpu_ms"].as_f64().expect("cpu_ms"))
+                .collect(),
+        )
+    };
+    let min = |v: Vec<f64>| v.into_iter().fold(f64::INFINITY, f64::min);
+    eprintln!(
+        "art dump bench: in-process walls (ms) plain {:?} ring {:?} inline {:?}",
+        pauses("plain"),
+        pauses("tee-ring"),
+        pauses("tee-inline")
+    );
+    let inproc_bytes = inproc[0]["full_bytes"].as_u64().unwrap_or(0);
+    let forks = r["fork"].as_array().expect("fork");
+    let fork_pause = median(
+        forks
+            .iter()
+            .map(|f| f["pause_ms"].as_f64().expect("pause_ms"))
+            .collect(),
+    );
+    let phase = |k: &str| median(forks.iter().map(|f| f[k].as_f64().expect(k)).collect());
+    let (suspend, fork_call, resume) = (phase("suspend_ms"), phase("fork_ms"), phase("resume_ms"));
+    let fork_total = median(
+        forks
+            .iter()
+            .map(|f| f["total_ms"].as_f64().expect("total_ms"))
+            .collect(),
+    );
+    let rss = forks[0]["rss_kb"].as_u64().unwrap_or(0) << 10;
+    let control = plain_fork_ms(rss);
+
+    // Sizes of the last fork dump: floor, strip arrays (must be the floor), strip app.
+    let full = dir.join("fork.hprof");
+    let mini = dir.join("fork.mini.hprof");
+    let full_s = full.to_str().expect("utf-8");
+    let inspect: Value = serde_json::from_slice(&oomguard(bin, &["inspect", full_s, "--json"]))
+        .expect("inspect --json");
+    let file_bytes = inspect["file_bytes"].as_u64().expect("file_bytes");
+    let contents = inspect["bytes"]["primitive_array_contents"]
+        .as_u64()
+        .expect("primitive_array_contents");
+    let floor = file_bytes - contents;
+    let mut sizes = Vec::new();
+    for level in ["arrays", "app"] {
+        let out = dir.join(format!("strip-{level}.hprof"));
+        let out_s = out.to_str().expect("utf-8");
+        oomguard(bin, &["strip", "--level", level, full_s, "-o", out_s]);
+        sizes.push(std::fs::metadata(&out).expect("stripped").len());
+    }
+    let (arrays, app) = (sizes[0], sizes[1]);
+    let tee_mini_same = std::fs::read(&mini).expect("fork.mini.hprof")
+        == std::fs::read(dir.join("strip-arrays.hprof")).unwrap();
+
+    let ratio = plain / fork_pause;
+    let fork_pauses: Vec<f64> = forks
+        .iter()
+        .map(|f| f["pause_ms"].as_f64().expect("pause_ms"))
+        .collect();
+    eprintln!("art dump bench: fork pauses (ms) {fork_pauses:?}");
+    println!();
+    println!(
+        "{:<62} value",
+        format!(
+            "ART 11 (android-libart, -Xint, image-less), -Xmx{xmx}m, dumps to {}",
+            work.display()
+        )
+    );
+    let row = |k: &str, v: String| println!("{k:<62} {v}");
+    row(
+        "live heap (Runtime total - free, after building it)",
+        format!(
+            "{:.0} MiB ({mb} MiB asked, {small_pct} % in {nodes} small objects, the rest in 1 MiB int[]); RSS {:.0} MiB",
+            mib(live),
+            mib(rss)
+        ),
+    );
+    row(
+        &format!("in-process DumpHeap (VMDebug.dumpHprofData), median of {rounds}"),
+        format!(
+            "{plain:.1} ms, min {:.1} (app paused throughout; {:.0} MiB); thread CPU {:.0} ms",
+            min(pauses("plain")),
+            mib(inproc_bytes),
+            cpu("plain")
+        ),
+    );
+    row(
+        "  + tee + stripper on its own thread (ring)",
+        format!(
+            "{ring:.1} ms, min {:.1}; paired {:+.1} % wall; thread CPU {:.0} ms ({:+.1} %)",
+            min(pauses("tee-ring")),
+            paired("tee-ring", "pause_ms"),
+            cpu("tee-ring"),
+            paired("tee-ring", "cpu_ms")
+        ),
+    );
+    row(
+        "  + tee + stripper inside the hook (the fork child's way)",
+        format!(
+            "{inline:.1} ms, min {:.1}; paired {:+.1} % wall; thread CPU {:.0} ms ({:+.1} %)",
+            min(pauses("tee-inline")),
+            paired("tee-inline", "pause_ms"),
+            cpu("tee-inline"),
+            paired("tee-inline", "cpu_ms")
+        ),
+    );
+    row(
+        "fork dumper: parent's pause (suspend -> fork -> resume)",
+        format!(
+            "{fork_pause:.2} ms (median of {rounds}), min {:.2}",
+            min(fork_pauses.clone())
+        ),
+    );
+    row(
+        "  of which: suspend all / fork() / resume (medians)",
+        format!("{suspend:.2} / {fork_call:.2} / {resume:.2} ms"),
+    );
+    row(
+        "control: fork() of python3 with as much memory written",
+        format!("{control:.2} ms (median of 5; {:.0} MiB written)", mib(rss)),
+    );
+    row(
+        "in-process pause / fork pause (target >= 100)",
+        format!(
+            "{ratio:.0} x (medians; fastest against fastest {:.0} x)",
+            min(pauses("plain")) / min(fork_pauses.clone())
+        ),
+    );
+    row(
+        "fork dumper: child's dump + tee, parent waiting (no pause)",
+        format!("{fork_total:.0} ms"),
+    );
+    row(
+        "fork dump file (full)",
+        format!("{:.1} MiB ({file_bytes} B)", mib(file_bytes)),
+    );
+    row(
+        "floor: file less primitive array contents (inspect --json)",
+        format!(
+            "{:.1} MiB ({floor} B, {:.1} %)",
+            mib(floor),
+            100.0 * floor as f64 / file_bytes as f64
+        ),
+    );
+    row(
+        "oomguard strip --level arrays (must equal the floor)",
+        format!(
+            "{:.1} MiB ({arrays} B): {}",
+            mib(arrays),
+            if arrays == floor {
+                "= floor to the byte"
+            } else {
+                "DIFFERS from the floor"
+            }
+        ),
+    );
+    row(
+        "oomguard strip --level app (no image/zygote heap image-less)",
+        format!(
+            "{:.1} MiB ({app} B, {:.1} % of the floor)",
+            mib(app),
+            100.0 * app as f64 / floor as f64
+        ),
+    );
+    row(
+        "the fork child's mini file = strip --level arrays of its dump",
+        if tee_mini_same {
+            "yes, byte for byte"
+        } else {
+            "NO"
+        }
+        .to_string(),
+    );
+    let mut failed = Vec::new();
+    if arrays != floor {
+        failed.push(format!(
+            "strip --level arrays wrote {arrays} B, the floor is {floor} B"
+        ));
+    }
+    if !tee_mini_same {
+        failed.push("the tee's mini file differs from strip --level arrays".to_string());
+    }
+    if !failed.is_empty() {
+        eprintln!("art dump bench: {}", failed.join("; "));
+        std::process::exit(1);
+    }
+}
