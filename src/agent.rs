@@ -483,6 +483,8 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
             self.maybe_panic("poll");
         }
         let t0 = std::time::Instant::now();
+        self.sampler
+            .set_cgroup_percent(self.policy.cgroup_memory.percent);
         let taken = self.sampler.take(&mut self.heap, now);
         let parts = self.sampler.last_parts();
         self.status

@@ -16,10 +16,10 @@ import java.util.List;
  *   <li>{@code fds}: opens files until "Too many open files" ends the main thread;
  *   <li>{@code threads}: starts threads until the VM cannot create one (run it under a pids
  *       limit: as root, RLIMIT_NPROC does not bind);
- *   <li>{@code grow}: takes native memory (direct buffers, touched) in steps of 8 MB every
+ *   <li>{@code grow}: takes native memory (direct buffers, touched) in steps of 4 MB every
  *       {@code -Ddying.stepMs} ms until the agent's last sample shows the memory cgroup's
- *       working set at {@code -Ddying.growPercent} of its limit (at most {@code -Ddying.growMb}
- *       MB), then waits to be killed;
+ *       usage at {@code -Ddying.growPercent} of its limit (at most {@code -Ddying.growMb} MB),
+ *       then waits to be killed;
  *   <li>{@code stop}: stops the agent and exits 0;
  *   <li>{@code exit}: exits 0 without stopping it (the shutdown hook marks the exit);
  *   <li>{@code report}: waits up to 5 s for the previous process's death to be handled, prints
@@ -112,21 +112,21 @@ public final class DyingApp {
                 int mb = Integer.getInteger("dying.growMb", 64);
                 long step = Long.getLong("dying.stepMs", 100L);
                 int percent = Integer.getInteger("dying.growPercent", 90);
-                for (int taken = 0; taken < mb; taken += 8) {
+                for (int taken = 0; taken < mb; taken += 4) {
                     String st = OomGuard.status();
-                    long ws = number(st, "cgroup_working_set");
+                    long ws = number(st, "cgroup_current");
                     long limit = number(st, "cgroup_limit");
                     if (ws > 0 && limit > 0 && ws * 100 >= limit * percent) {
                         System.out.println("held at " + (ws >> 20) + " of " + (limit >> 20) + " MB");
                         System.out.flush();
                         break;
                     }
-                    java.nio.ByteBuffer b = java.nio.ByteBuffer.allocateDirect(8 << 20);
+                    java.nio.ByteBuffer b = java.nio.ByteBuffer.allocateDirect(4 << 20);
                     for (int i = 0; i < b.capacity(); i += 4096) {
                         b.put(i, (byte) 1);
                     }
                     KEEP.add(b);
-                    System.out.println("grown=" + (taken + 8));
+                    System.out.println("grown=" + (taken + 4));
                     System.out.flush();
                     Thread.sleep(step);
                 }

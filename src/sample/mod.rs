@@ -310,6 +310,8 @@ pub struct Sampler {
     cgroup: Result<cgroup::CgroupMemory, String>,
     /// Its limit, re-read every [`SLOW_EVERY`] polls.
     cgroup_limit: Option<u64>,
+    /// The usage, in percent of the limit, from which the working set is read.
+    cgroup_percent: u64,
 }
 
 impl std::fmt::Debug for Sampler {
@@ -377,6 +379,7 @@ impl Sampler {
             fd_soft_limit: 0,
             cgroup: cgroup::CgroupMemory::open(),
             cgroup_limit: None,
+            cgroup_percent: 0,
         };
         s.threads_max = std::fs::read(THREADS_MAX)
             .map(|b| first_number(&b))
@@ -407,6 +410,13 @@ impl Sampler {
         self.cgroup = c;
         self.cgroup_limit = None;
         self
+    }
+
+    /// Read the cgroup's working set (its `memory.stat`, the costly file) only while its usage is
+    /// over `percent` of its limit: the trigger's threshold (the working set never exceeds the
+    /// usage).
+    pub fn set_cgroup_percent(&mut self, percent: u64) {
+        self.cgroup_percent = percent;
     }
 
     /// What the sampler reads of the memory cgroup, for `status.json`: its directory and
@@ -557,7 +567,7 @@ impl Sampler {
                 if slow {
                     self.cgroup_limit = c.limit();
                 }
-                c.read(self.cgroup_limit)
+                c.read(self.cgroup_limit, self.cgroup_percent)
             }
             Err(_) => None,
         };
@@ -773,7 +783,12 @@ mod tests {
         let x = s.take(&mut heap, 1).unwrap();
         if before.starts_with("on: cgroup") {
             assert!(x.cgroup_current.is_some_and(|c| c > 0), "{before}: {x:?}");
-            assert!(x.cgroup_working_set.is_some(), "{before}: {x:?}");
+            // memory.stat is read only where a limit exists (from 0 % of it by default).
+            assert_eq!(
+                x.cgroup_working_set.is_some(),
+                x.cgroup_limit.is_some(),
+                "{before}: {x:?}"
+            );
             assert!(x.cgroup_working_set <= x.cgroup_current);
         } else {
             assert!(before.starts_with("off: "), "{before}");
