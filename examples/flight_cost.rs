@@ -2,7 +2,9 @@
 //! Times, interleaved round by round, one full sample alone (outside any VM: the heap numbers
 //! come from a scripted fake) and the same sample followed by its store into a real ring file
 //! (`Flight::record`: a lock and a copy into the shared map), and the store alone. Prints the
-//! medians in ns, one `name=value` a line, for `scripts/bench/agent.sh`.
+//! medians in ns, one `name=value` a line, for `scripts/bench/agent.sh`. Also the memory
+//! cgroup's share of a sample: the same sample from a sampler that reads no cgroup, interleaved
+//! (where this process's memory cgroup is readable; `cgroup=` says what is read).
 use oomguard::recorder::{self, Flight, Identity};
 use oomguard::sample::{Heap, Sampler, ScriptedHeap};
 use oomguard::trigger::Strikes;
@@ -22,6 +24,9 @@ fn main() {
     let flight = Flight::default();
     flight.install(Some(rec));
     let mut s = Sampler::new().expect("sampler");
+    let mut bare = Sampler::new()
+        .expect("sampler")
+        .with_cgroup(Err("not read (bench)".into()));
     let mut heap = ScriptedHeap::new(vec![Heap {
         max: 1,
         total: 1,
@@ -29,19 +34,25 @@ fn main() {
     }]);
     let strikes = Strikes::default();
     let rounds = 4000;
-    let (mut alone, mut with, mut store) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut alone, mut with, mut store, mut no_cg) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for i in 0..rounds {
         let t = Instant::now();
         let x = s.take(&mut heap, i).expect("sample");
         alone.push(t.elapsed().as_nanos() as u64);
         let t = Instant::now();
         let y = s.take(&mut heap, i).expect("sample");
-        flight.record(&y, &strikes, None);
+        flight.record(&y, &strikes);
         with.push(t.elapsed().as_nanos() as u64);
         let t = Instant::now();
-        flight.record(&x, &strikes, None);
+        flight.record(&x, &strikes);
         store.push(t.elapsed().as_nanos() as u64);
+        let t = Instant::now();
+        let _ = bare.take(&mut heap, i).expect("sample");
+        no_cg.push(t.elapsed().as_nanos() as u64);
     }
+    println!("cgroup {}", s.cgroup_state());
+    println!("sample-no-cgroup-ns={}", median(&mut no_cg));
     println!("sample-alone-ns={}", median(&mut alone));
     println!("sample-and-record-ns={}", median(&mut with));
     println!("record-alone-ns={}", median(&mut store));

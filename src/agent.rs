@@ -34,7 +34,7 @@ mod tests;
 use crate::incident::NetworkState;
 use crate::policy::remote::{self, Cache, Refresher};
 use crate::policy::Policy;
-use crate::recorder::{self, Flight, Previous};
+use crate::recorder::{self, exit_info, ExitInfoSource, Flight, NoExitInfo, Previous};
 use crate::sample::{HeapSource, Sample, SampleParts, Sampler, StackSource};
 use crate::trigger::{
     self, inventory, Device, Inventory, Kind, Strikes, Thresholds, Triggers, Verdict,
@@ -339,6 +339,8 @@ pub struct Status {
     pub sample_cost: SampleCost,
     /// The flight recorder's ring file, or why this process records nothing.
     pub flight: String,
+    /// The memory cgroup the `cgroup_memory` trigger reads and its limit, or why it is off.
+    pub cgroup_memory: String,
     /// What was done about the previous process's death, when it died.
     pub previous_death: Option<ActionRecord>,
 }
@@ -417,6 +419,7 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
             return Err(AgentError::NoKey(url.clone()));
         }
         info!(version = policy.version, source = %source, poll_ms = policy.poll_interval_ms, "policy v{} active (from {source})", policy.version);
+        info!("memory cgroup: {}", sampler.cgroup_state());
         let status = Status {
             state: "running",
             pid: std::process::id(),
@@ -438,6 +441,7 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
             panics: 0,
             sample_cost: SampleCost::default(),
             flight: "not opened yet".into(),
+            cgroup_memory: sampler.cgroup_state(),
             previous_death: None,
         };
         let test_panic = if cfg!(debug_assertions) {
@@ -493,6 +497,8 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
             self.maybe_panic("poll");
         }
         let t0 = std::time::Instant::now();
+        self.sampler
+            .set_cgroup_percent(self.policy.cgroup_memory.percent);
         let taken = self.sampler.take(&mut self.heap, now);
         let parts = self.sampler.last_parts();
         self.status
@@ -510,12 +516,17 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
         self.status.polls += 1;
         self.status.last_sample = Some(s);
         self.status.strikes = self.triggers.strikes();
-        self.shared.flight.record(&s, &self.status.strikes, None);
+        self.shared.flight.record(&s, &self.status.strikes);
         self.status.thresholds = Thresholds {
             heap_percent: trigger::heap_threshold(&self.policy, &s),
             fd: trigger::fd_threshold(&self.policy, &s),
             threads: trigger::thread_threshold(&self.policy, &self.device, &s),
+            cgroup_memory_bytes: trigger::cgroup::threshold_bytes(&self.policy, &s),
         };
+        // The limit is re-read with the slow figures.
+        if s.seq % crate::sample::SLOW_EVERY == 1 {
+            self.status.cgroup_memory = self.sampler.cgroup_state();
+        }
         debug!(seq = s.seq, heap_used = s.heap_used, heap_max = s.heap_max, fds = s.fds, threads = s.threads, strikes = ?self.status.strikes, "poll");
         let mut changed = self.status.strikes != before;
         let acted = match verdict {
@@ -675,7 +686,7 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
     /// it died (before the ring is started afresh, so that nothing is lost before it is
     /// committed), then start recording. Never fails the agent: a ring that cannot be kept
     /// turns the recorder off, with the reason in `status.json`.
-    fn open_flight(&mut self) {
+    fn open_flight(&mut self, exits: &mut dyn ExitInfoSource) {
         let path = recorder::ring_path(&self.data_dir, &crate::sample::process_name());
         let claimed = match recorder::open(&path) {
             Ok(c) => c,
@@ -689,6 +700,15 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
             None => {}
             Some(Err(e)) => warn!("the previous flight ring is not trusted: {e}"),
             Some(Ok(p)) if p.died() => {
+                let mut p = p.clone();
+                match exit_info::ask(exits, p.pid) {
+                    Ok(e) => p.exit_info = e,
+                    Err(e) => {
+                        warn!("the system's word on pid {}'s end: {e}", p.pid);
+                        p.exit_info_error = Some(e);
+                    }
+                }
+                let p = &p;
                 warn!("{}", p.reason());
                 let page = self.shared.page();
                 let cx = ActionContext {
@@ -731,9 +751,16 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
     }
 
     /// The loop, until `Stop` or the sender is dropped. Builds its own current-thread runtime.
-    pub fn run(
+    pub fn run(self, rx: tokio::sync::mpsc::UnboundedReceiver<Command>) -> Result<(), AgentError> {
+        self.run_with(rx, &mut NoExitInfo)
+    }
+
+    /// [`run`](Self::run), asking `exits` what the system says of the previous process's end
+    /// when its flight ring says it died (Android's `ApplicationExitInfo`, through the facade).
+    pub fn run_with(
         mut self,
         mut rx: tokio::sync::mpsc::UnboundedReceiver<Command>,
+        exits: &mut dyn ExitInfoSource,
     ) -> Result<(), AgentError> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_time()
@@ -751,7 +778,7 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
             };
             a.actions.started(&cx);
         });
-        self.fenced("flight", |a| a.open_flight());
+        self.fenced("flight", |a| a.open_flight(exits));
         rt.block_on(async {
             let mut next = tokio::time::Instant::now();
             loop {

@@ -692,6 +692,8 @@ impl Pipeline {
             "dumpInProgress": prev.dump_in_progress,
             "analysisInProgress": prev.analysis_in_progress,
             "lastWords": prev.last_words,
+            "exitInfo": prev.exit_info,
+            "exitInfoError": prev.exit_info_error,
             "trend": prev.trend(60_000),
             "tornSamples": prev.torn_slots,
             "tornLastWords": prev.torn_last_words,

@@ -1,7 +1,10 @@
 //! The flight recorder inside a real Java 17 JVM: processes killed with `kill -9`, ended by an
 //! `OutOfMemoryError` or by running out of fds, and ended cleanly; the next launch reports each
-//! death exactly once (and no clean end) as a `death` incident in the spool.
+//! death exactly once (and no clean end) as a `death` incident in the spool. Each death carries
+//! the exit record that the facade's (canned, as on a JVM) exit-info source gave for its pid.
 
+#[path = "common/cgroup.rs"]
+mod cgroup;
 mod common;
 
 use common::{cdylib_dir, javac, root};
@@ -52,13 +55,18 @@ impl Dir {
     }
 
     fn java(&self, jvm: &[&str], limits: &[&str], mode: &str) -> Command {
-        let mut c = if limits.is_empty() {
+        let c = if limits.is_empty() {
             Command::new("java")
         } else {
             let mut c = Command::new("prlimit");
             c.args(limits).arg("java");
             c
         };
+        self.java_with(c, jvm, mode)
+    }
+
+    /// `c` (which runs `java`) with the JVM options, the class path and the mode.
+    fn java_with(&self, mut c: Command, jvm: &[&str], mode: &str) -> Command {
         c.args(jvm)
             .arg(format!("-Djava.library.path={}", cdylib_dir().display()))
             .arg("-cp")
@@ -72,7 +80,11 @@ impl Dir {
 
     /// Run a mode to its end; (exit code, stdout, stderr).
     fn run(&self, jvm: &[&str], limits: &[&str], mode: &str) -> (Option<i32>, String, String) {
-        let out = self.java(jvm, limits, mode).output().expect("java runs");
+        self.output(self.java(jvm, limits, mode))
+    }
+
+    fn output(&self, mut c: Command) -> (Option<i32>, String, String) {
+        let out = c.output().expect("java runs");
         (
             out.status.code(),
             String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -208,6 +220,20 @@ fn each_kill_9_is_reported_once_by_the_next_launch_with_its_last_polls() {
             "pid {pid}: samples up to the last poll, in order: {seqs:?}"
         );
         assert_eq!(d["runningInfo"]["lastWords"], Value::Null);
+        // The exit record the facade's source gave is the one of this very pid.
+        let exit = &d["runningInfo"]["exitInfo"];
+        assert_eq!(exit["pid"].as_u64(), Some(*pid as u64), "{exit:#}");
+        assert_eq!(exit["reasonName"], "REASON_LOW_MEMORY");
+        assert_eq!(exit["pssKb"], 123_456);
+        assert_eq!(exit["description"], "canned by DyingApp");
+        assert!(
+            d["reason"]
+                .as_str()
+                .unwrap()
+                .contains("; the system says REASON_LOW_MEMORY: canned by DyingApp"),
+            "{}",
+            d["reason"]
+        );
         assert_eq!(d["runningInfo"]["currentPage"], "Dyingpoll");
         assert_eq!(d["runningInfo"]["appVersion"], "7.0.1");
         assert!(
@@ -280,5 +306,46 @@ fn running_out_of_fds_is_reported_with_its_last_words() {
             .unwrap()
             .contains("Too many open files"),
         "{w:#}"
+    );
+}
+
+/// As root RLIMIT_NPROC does not bind, so the JVM runs in a cgroup whose `pids.max` leaves it
+/// room for its own threads and its first polls only: it dies of "unable to create native
+/// thread", and the next launch's death report names that error.
+#[test]
+fn running_out_of_threads_is_reported_with_its_last_words() {
+    let cg = match cgroup::Cgroup::new("pids", "threads") {
+        Ok(c) => c,
+        Err(why) => {
+            println!("SKIPPED running_out_of_threads_is_reported_with_its_last_words: no pids cgroup can be made here: {why}");
+            return;
+        }
+    };
+    cg.set("pids.max", "90").expect("pids.max");
+    let dir = Dir::new();
+    let (code, out, err) = dir.output(dir.java_with(cg.command("java"), &["-Xss256k"], "threads"));
+    assert_ne!(code, Some(0), "{out}\n{err}");
+    let events = std::fs::read_to_string(cg.dir.join("pids.events")).unwrap_or_default();
+    let w = last_words_of_the_one_death(&dir);
+    assert_eq!(w["class"], "java.lang.OutOfMemoryError", "{w:#}\n{err}");
+    assert!(
+        w["message"]
+            .as_str()
+            .unwrap()
+            .contains("unable to create native thread"),
+        "{w:#}\npids.events: {events}"
+    );
+    assert!(
+        w["frames"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f.as_str().unwrap().contains("java.lang.Thread.start")),
+        "{w:#}"
+    );
+    let reason = dir.deaths()[0]["reason"].as_str().unwrap().to_string();
+    assert!(
+        reason.contains("after java.lang.OutOfMemoryError: unable to create native thread"),
+        "{reason}"
     );
 }

@@ -8,7 +8,8 @@
 #      difference in a control run that loads the library but never starts the agent;
 #   4. the time `OomGuard.start` takes on the caller's thread.
 #   5. the flight recorder's store per poll (examples/flight_cost.rs), against the same sample
-#      without it, interleaved in one process.
+#      without it, interleaved in one process; and the memory cgroup's reads in a sample, against
+#      a sampler that reads none.
 # Targets: sample < 50 µs, recorder < 2 µs added, CPU < 0.01 % of one core, RSS < 2 MB.
 # Row 1 is repeated with OOMGUARD_HEAP_VIA_JNI=1 (heap through JNI CallLongMethodA instead of
 # HotSpot's JVM_* entry points), to show what that path costs on the same build.
@@ -93,6 +94,9 @@ rows = [
     ("  same sample without JNI, plain process", f"{cold['median']} µs", f"median of 40 samples 100 ms apart (min {cold['min']} µs): the machine's cold /proc cost", ""),
     ("flight recorder: store per poll", f"{fl['record-alone-ns']} ns",
      f"median of 4000, interleaved: sample {fl['sample-alone-ns']} ns alone, {fl['sample-and-record-ns']} ns with the store (no JNI)", "< 2000 ns"),
+    ("memory cgroup reads per sample", f"{fl['sample-alone-ns'] - fl['sample-no-cgroup-ns']} ns",
+     f"median sample {fl['sample-alone-ns']} ns reading it, {fl['sample-no-cgroup-ns']} ns without (interleaved); "
+     + re.search(r"^cgroup (.*)$", open(f"{tmp}/flight.out").read(), re.M).group(1), "(info)"),
     ("oomguard thread CPU at 5 s polling", f"{pct:.5f} % of a core", f"{cpu*1e6:.0f} µs CPU in {wall:.1f} s wall; 10 min extrapolated: {cpu*600/wall*1e3:.2f} ms", "< 0.01 %"),
     ("RSS added by the running agent", f"{agent_kb} kB", f"agent run {ra['started-1s']-ra['after-load']} kB minus control {rc['started-1s']-rc['after-load']} kB (JVM drift)", "< 2048 kB"),
     ("RSS of loading liboomguard.so (release)", f"{lib_kb} kB", "file-backed pages mapped by System.loadLibrary", "(info)"),

@@ -432,3 +432,75 @@ fn comm_folding_matches_kernel_truncation() {
     assert_eq!(comm_fold("OkHttp ConnectionPool"), "OkHttp Connecti");
     assert_eq!(comm_fold("ééééééééé"), "ééééééé");
 }
+
+/// A previous process that died (its ring still says running): the agent asks the exit-info
+/// source for exactly its pid and hands the record to `on_death` with the ring's content.
+#[test]
+fn a_death_carries_the_systems_exit_record_of_its_pid() {
+    let dir = tempfile::tempdir().unwrap();
+    let ring = recorder::ring_path(dir.path(), &crate::sample::process_name());
+    let dead = recorder::Identity {
+        pid: 4_000_001,
+        app_version: "0.9".into(),
+        ..recorder::Identity::default()
+    };
+    // Started, never finished: what a killed process leaves.
+    drop(recorder::open(&ring).unwrap().start(&dead).unwrap());
+
+    struct Keep(Arc<Mutex<Option<Previous>>>);
+    impl Actions for Keep {
+        fn on_verdict(
+            &mut self,
+            _: &Verdict,
+            _: Option<&Inventory>,
+            _: &ActionContext<'_>,
+        ) -> ActionRecord {
+            unreachable!("no verdict in this test")
+        }
+        fn on_death(&mut self, p: &Previous, _: &ActionContext<'_>) -> ActionRecord {
+            *self.0.lock().unwrap() = Some(p.clone());
+            ActionRecord {
+                action: "reported".into(),
+                detail: String::new(),
+            }
+        }
+    }
+    let seen = Arc::new(Mutex::new(None));
+    let cfg = Config {
+        policy_json: r#"{"poll_interval_ms":100}"#.into(),
+        data_dir: dir.path().into(),
+        ..Config::default()
+    };
+    let a = Agent::new(
+        cfg,
+        ScriptedHeap::new(vec![heap(10)]),
+        NoStacks,
+        Keep(seen.clone()),
+        Arc::new(Shared::default()),
+    )
+    .unwrap();
+    let mut canned = recorder::exit_info::CannedExitInfo {
+        records: vec![
+            recorder::exit_info::parse_record("pid=17\nreason=4\n").unwrap(),
+            recorder::exit_info::parse_record(
+                "pid=4000001\nreason=13\ndescription=MemoryLimiter:AnonSwap\npss=200000\n",
+            )
+            .unwrap(),
+        ],
+        asked: Vec::new(),
+    };
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tx.send(Command::Stop).unwrap();
+    a.run_with(rx, &mut canned).unwrap();
+    assert_eq!(canned.asked, vec![4_000_001]);
+    let p = seen.lock().unwrap().clone().expect("on_death was called");
+    let e = p.exit_info.as_ref().expect("the record of pid 4000001");
+    assert_eq!((e.pid, e.reason_name.as_str()), (4_000_001, "REASON_OTHER"));
+    assert!(e.memory_related());
+    assert!(
+        p.reason()
+            .contains("; the system says REASON_OTHER: MemoryLimiter:AnonSwap"),
+        "{}",
+        p.reason()
+    );
+}

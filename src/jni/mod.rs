@@ -45,7 +45,7 @@ use std::sync::{Arc, Condvar, LazyLock, Mutex, Once};
 use std::time::Duration;
 use tracing::{debug, error, info, warn};
 
-pub use vm::JniVm;
+pub use vm::{JniExitInfo, JniVm};
 
 /// Success.
 pub const CODE_OK: jint = 0;
@@ -304,7 +304,7 @@ fn shared() -> Option<Arc<Shared>> {
 #[no_mangle]
 pub extern "system" fn Java_dev_oomguard_OomGuard_nativeStart<'l>(
     mut env: JNIEnv<'l>,
-    _class: JClass<'l>,
+    class: JClass<'l>,
     policy_json: JString<'l>,
     data_dir: JString<'l>,
     app_version: JString<'l>,
@@ -349,6 +349,16 @@ pub extern "system" fn Java_dev_oomguard_OomGuard_nativeStart<'l>(
                 return CODE_ERROR;
             }
         };
+        // The agent thread cannot find the facade by name on Android (a native thread's
+        // FindClass sees only the boot class path).
+        let facade = match env.new_global_ref(&class) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                let _ = env.exception_clear();
+                warn!("no global reference to the OomGuard class ({e}): a death report will not carry the system's exit record");
+                None
+            }
+        };
         let shared = Arc::new(Shared::with_network(NETWORK.clone()).with_flight(FLIGHT.clone()));
         *SHARED.lock().unwrap_or_else(|p| p.into_inner()) = Some(shared.clone());
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
@@ -358,7 +368,7 @@ pub extern "system" fn Java_dev_oomguard_OomGuard_nativeStart<'l>(
             .name("oomguard".into())
             .spawn(move || {
                 let _on_end = on_end;
-                agent_thread(jvm, cfg, shared, rx)
+                agent_thread(jvm, cfg, shared, facade, rx)
             });
         match spawned {
             Ok(thread) => {
@@ -416,6 +426,7 @@ fn agent_thread(
     jvm: jni::JavaVM,
     cfg: Config,
     shared: Arc<Shared>,
+    facade: Option<jni::objects::GlobalRef>,
     rx: tokio::sync::mpsc::UnboundedReceiver<Command>,
 ) {
     let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<(), String> {
@@ -434,7 +445,11 @@ fn agent_thread(
         let agent =
             Agent::new(cfg, &vm, &vm, pipeline, shared.clone()).map_err(|e| e.to_string())?;
         info!("agent started");
-        agent.run(rx).map_err(|e| e.to_string())
+        match facade {
+            Some(f) => agent.run_with(rx, &mut JniExitInfo::new(&vm, f)),
+            None => agent.run(rx),
+        }
+        .map_err(|e| e.to_string())
     }));
     let failure = match outcome {
         Ok(Ok(())) => None,

@@ -9,6 +9,10 @@
 //! - Every local reference made while listing stacks lives in a local frame that is popped
 //!   before returning, so nothing piles up on the long-lived agent thread.
 //! - Any pending Java exception we caused is cleared before returning an error.
+//! - The system's word on the previous process's end ([`JniExitInfo`]) is asked of the facade's
+//!   static `exitRecord(int)`, through the `OomGuard` class reference `nativeStart` was called
+//!   with: on Android a native thread's `FindClass` sees only the boot class path, never the
+//!   app's classes.
 //! - On HotSpot the heap numbers come from `JVM_TotalMemory`/`JVM_FreeMemory`/`JVM_MaxMemory`,
 //!   the `libjvm.so` exports that `Runtime`'s own natives call (`Runtime.c` in libjava), found
 //!   once through the library that holds the JNI function table. Each is one native→VM state
@@ -16,6 +20,7 @@
 //!   thread slept costs ~20 µs (the JavaCalls/interpreter path is cold; warm it is ~0.2 µs),
 //!   the direct call ~2 µs. Elsewhere (ART, or `OOMGUARD_HEAP_VIA_JNI=1`) the JNI calls are used.
 
+use crate::recorder::exit_info::{self, ExitInfo, ExitInfoSource};
 use crate::sample::{Heap, HeapSource, JavaStack, SampleError, StackSource};
 use jni::objects::{GlobalRef, JClass, JMethodID, JObjectArray, JStaticMethodID, JString};
 use jni::signature::{Primitive, ReturnType};
@@ -302,5 +307,50 @@ impl StackSource for &JniVm<'_> {
                     why: e.to_string(),
                 }
             })
+    }
+}
+
+/// The system's record of a process's end, asked of the facade (`OomGuard.exitRecord(pid)`,
+/// which asks `ActivityManager.getHistoricalProcessExitReasons` on API 30+, or the source the
+/// app installed with `OomGuard.setExitInfoSource`) and parsed from its `key=value` text.
+pub struct JniExitInfo<'a, 'l> {
+    vm: &'a JniVm<'l>,
+    /// The `dev.oomguard.OomGuard` class.
+    facade: GlobalRef,
+}
+
+impl<'a, 'l> JniExitInfo<'a, 'l> {
+    pub fn new(vm: &'a JniVm<'l>, facade: GlobalRef) -> Self {
+        JniExitInfo { vm, facade }
+    }
+}
+
+impl ExitInfoSource for JniExitInfo<'_, '_> {
+    fn exit_info(&mut self, pid: u32) -> Result<Option<ExitInfo>, String> {
+        let mut env = self.vm.env.borrow_mut();
+        let class: &JClass = <&JClass>::from(self.facade.as_obj());
+        let pid = i32::try_from(pid).map_err(|_| format!("pid {pid} does not fit a Java int"))?;
+        let text = env.with_local_frame(4, |env| -> jni::errors::Result<Option<String>> {
+            let v = env
+                .call_static_method(
+                    class,
+                    "exitRecord",
+                    "(I)Ljava/lang/String;",
+                    &[jni::objects::JValue::Int(pid)],
+                )?
+                .l()?;
+            if v.is_null() {
+                return Ok(None);
+            }
+            Ok(Some(env.get_string(&JString::from(v))?.into()))
+        });
+        match text {
+            Ok(None) => Ok(None),
+            Ok(Some(t)) => exit_info::parse_record(&t).map(Some),
+            Err(e) => {
+                let _ = env.exception_clear();
+                Err(format!("OomGuard.exitRecord({pid}) failed: {e}"))
+            }
+        }
     }
 }

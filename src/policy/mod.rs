@@ -162,6 +162,32 @@ mod tests {
     }
 
     #[test]
+    fn the_cgroup_memory_section_is_read_and_checked() {
+        let p = Policy::parse(
+            br#"{"cgroup_memory":{"percent":70,"strikes":2,"ascending":false,"slack_percent":5}}"#,
+        )
+        .unwrap()
+        .policy;
+        assert_eq!(
+            p.cgroup_memory,
+            CgroupMemoryPolicy {
+                percent: 70,
+                strikes: 2,
+                ascending: false,
+                slack_percent: 5
+            }
+        );
+        assert_eq!(
+            bad(r#"{"cgroup_memory":{"percent":0,"strikes":101,"slack_percent":51,"x":1}}"#),
+            vec![
+                "cgroup_memory.percent: 0 is out of range 1..=100",
+                "cgroup_memory.strikes: 101 is out of range 1..=100",
+                "cgroup_memory.slack_percent: 51 is out of range 0..=50",
+            ]
+        );
+    }
+
+    #[test]
     fn wrong_types_and_shapes() {
         assert_eq!(
             bad(r#"{"heap":3}"#),

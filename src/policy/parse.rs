@@ -3,9 +3,9 @@
 #![forbid(unsafe_code)]
 
 use super::{
-    AnalysisPolicy, DeathPolicy, DumpFallback, DumpMode, DumpPolicy, FdPolicy, FieldError,
-    HeapPolicy, HeapThreshold, Parsed, Policy, PolicyError, RemotePolicy, SpoolPolicy, StripLevel,
-    ThreadPolicy, UploadPolicy, VmSizePolicy, MAX_DOCUMENT_BYTES,
+    AnalysisPolicy, CgroupMemoryPolicy, DeathPolicy, DumpFallback, DumpMode, DumpPolicy, FdPolicy,
+    FieldError, HeapPolicy, HeapThreshold, Parsed, Policy, PolicyError, RemotePolicy, SpoolPolicy,
+    StripLevel, ThreadPolicy, UploadPolicy, VmSizePolicy, MAX_DOCUMENT_BYTES,
 };
 use serde_json::{Map, Value};
 use std::ops::RangeInclusive;
@@ -117,6 +117,18 @@ impl Policy {
                 let p = VmSizePolicy {
                     max_mb_32bit: s.u64(&mut cx, "max_mb_32bit", v.max_mb_32bit, 256..=4096),
                     strikes: s.u32(&mut cx, "strikes", v.strikes, 1..=100),
+                };
+                s.finish(&mut cx);
+                p
+            },
+            cgroup_memory: {
+                let mut s = r.section(&mut cx, "cgroup_memory");
+                let c = &d.cgroup_memory;
+                let p = CgroupMemoryPolicy {
+                    percent: s.u64(&mut cx, "percent", c.percent, 1..=100),
+                    strikes: s.u32(&mut cx, "strikes", c.strikes, 1..=100),
+                    ascending: s.bool(&mut cx, "ascending", c.ascending),
+                    slack_percent: s.u64(&mut cx, "slack_percent", c.slack_percent, 0..=50),
                 };
                 s.finish(&mut cx);
                 p

@@ -29,6 +29,8 @@ pub struct Policy {
     pub threads: ThreadPolicy,
     /// The virtual-size trigger (32-bit processes only).
     pub vm_size: VmSizePolicy,
+    /// The memory-cgroup trigger (where the process's cgroup has a memory limit).
+    pub cgroup_memory: CgroupMemoryPolicy,
     /// How a dump is taken and how often it may be.
     pub dump: DumpPolicy,
     /// Limits of the analysis of a dump.
@@ -114,6 +116,24 @@ pub struct VmSizePolicy {
     pub max_mb_32bit: u64,
     /// Consecutive polls over the threshold that make a verdict. Range 1..=100. Default 3.
     pub strikes: u32,
+}
+
+/// The memory-cgroup trigger: the cgroup's working set (usage less inactive page cache)
+/// against the limit that binds (cgroup v2: the lower of `memory.max` and `memory.high` of the
+/// process's cgroup and its ancestors; v1: `memory.limit_in_bytes`). Off where no memory cgroup
+/// is readable (`status.json`'s `cgroup_memory` says why).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CgroupMemoryPolicy {
+    /// Working set above this percent of the limit is a strike. Range 1..=100. Default 85.
+    pub percent: u64,
+    /// Consecutive polls over the threshold that make a verdict. Range 1..=100. Default 3.
+    pub strikes: u32,
+    /// Whether the working set must not fall between strikes (falling restarts the run).
+    /// Default true.
+    pub ascending: bool,
+    /// With `ascending`, how far it may fall (percent of the limit) and still count as not
+    /// falling. Range 0..=50. Default 0.
+    pub slack_percent: u64,
 }
 
 /// How a dump is taken.
@@ -291,6 +311,12 @@ impl Default for Policy {
             vm_size: VmSizePolicy {
                 max_mb_32bit: 3650,
                 strikes: 3,
+            },
+            cgroup_memory: CgroupMemoryPolicy {
+                percent: 85,
+                strikes: 3,
+                ascending: true,
+                slack_percent: 0,
             },
             dump: DumpPolicy {
                 mode: DumpMode::Fork,

@@ -32,6 +32,10 @@
 //!   commits what it needs from it first.
 #![forbid(unsafe_code)]
 
+pub mod exit_info;
+
+pub use exit_info::{ExitInfo, ExitInfoSource, NoExitInfo};
+
 use crate::mapped::SharedFile;
 use crate::sample::Sample;
 use crate::trigger::Strikes;
@@ -78,6 +82,9 @@ const PAGE_LEN: usize = 128;
 // Slot fields.
 const S_FIGURES: usize = 8; // 12 u64 after the sequence number
 const S_STRIKES: usize = 104;
+/// Strike counts kept per slot (the fifth, cgroup memory, sits in bytes that rings written
+/// before it left zero, inside the slot's checksum).
+const STRIKES: usize = 5;
 const S_SUM: usize = 112;
 
 // Trailer fields.
@@ -167,14 +174,11 @@ pub struct LastWords {
 /// any incident's, with a few more fields) and what the recorder adds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Slot {
+    /// The ring keeps its cgroup figures but the working set (a slot has no room for it).
     #[serde(flatten)]
     pub sample: Sample,
-    /// The cgroup's `memory.current`, bytes; `None` where not sampled.
-    pub cgroup_current: Option<u64>,
-    pub cgroup_max: Option<u64>,
-    pub cgroup_swap: Option<u64>,
-    /// Strike counts at this poll: heap, fd, threads, vm_size.
-    pub strikes: [u8; 4],
+    /// Strike counts at this poll: heap, fd, threads, vm_size, cgroup_memory.
+    pub strikes: [u8; STRIKES],
 }
 
 /// What the previous process's ring held.
@@ -197,6 +201,11 @@ pub struct Previous {
     pub last_words: Option<LastWords>,
     /// The trailer was written but fails its checksum (dropped).
     pub torn_last_words: bool,
+    /// What the system says of the process's end (Android's `ApplicationExitInfo`), attached
+    /// by the agent after reading the ring; never in the ring itself.
+    pub exit_info: Option<ExitInfo>,
+    /// Why the system could not be asked, when it could not.
+    pub exit_info_error: Option<String>,
 }
 
 impl Previous {
@@ -225,10 +234,15 @@ impl Previous {
                 s.vm_rss_kb >> 10
             )
         });
+        let system = self
+            .exit_info
+            .as_ref()
+            .map(|e| format!("; the system says {}", e.summary()));
         format!(
-            "the previous process (pid {}, app {}) died {how}{}",
+            "the previous process (pid {}, app {}) died {how}{}{}",
             self.pid,
             self.app_version,
+            system.unwrap_or_default(),
             last.unwrap_or_default()
         )
     }
@@ -250,8 +264,8 @@ impl Previous {
             ("threads", |s| Some(s.sample.threads)),
             ("vmSizeKb", |s| Some(s.sample.vm_size_kb)),
             ("vmRssKb", |s| Some(s.sample.vm_rss_kb)),
-            ("cgroupCurrent", |s| s.cgroup_current),
-            ("cgroupSwap", |s| s.cgroup_swap),
+            ("cgroupCurrent", |s| s.sample.cgroup_current),
+            ("cgroupSwap", |s| s.sample.cgroup_swap),
             ("heapMax", |s| Some(s.sample.heap_max)),
         ];
         let mut out = Vec::new();
@@ -369,15 +383,15 @@ fn encode_slot(b: &mut [u8], slot: &Slot) {
         s.threads_max,
         s.vm_size_kb,
         s.vm_rss_kb,
-        slot.cgroup_current.unwrap_or(NONE),
-        slot.cgroup_max.unwrap_or(NONE),
-        slot.cgroup_swap.unwrap_or(NONE),
+        s.cgroup_current.unwrap_or(NONE),
+        s.cgroup_limit.unwrap_or(NONE),
+        s.cgroup_swap.unwrap_or(NONE),
     ];
     for (i, v) in figures.iter().enumerate() {
         put_u64(b, S_FIGURES + 8 * i, *v);
     }
-    b[S_STRIKES..S_STRIKES + 4].copy_from_slice(&slot.strikes);
-    b[S_STRIKES + 4..S_SUM].fill(0);
+    b[S_STRIKES..S_STRIKES + STRIKES].copy_from_slice(&slot.strikes);
+    b[S_STRIKES + STRIKES..S_SUM].fill(0);
     let sum = fnv(&b[..S_SUM]);
     put_u32(b, S_SUM, sum);
     b[S_SUM + 4..].fill(0);
@@ -393,8 +407,8 @@ fn decode_slot(b: &[u8]) -> Result<Option<Slot>, ()> {
     }
     let f = |i: usize| get_u64(b, S_FIGURES + 8 * i);
     let opt = |v: u64| (v != NONE).then_some(v);
-    let mut strikes = [0u8; 4];
-    strikes.copy_from_slice(&b[S_STRIKES..S_STRIKES + 4]);
+    let mut strikes = [0u8; STRIKES];
+    strikes.copy_from_slice(&b[S_STRIKES..S_STRIKES + STRIKES]);
     Ok(Some(Slot {
         sample: Sample {
             seq: get_u64(b, 0),
@@ -407,10 +421,11 @@ fn decode_slot(b: &[u8]) -> Result<Option<Slot>, ()> {
             threads_max: f(6),
             vm_size_kb: f(7),
             vm_rss_kb: f(8),
+            cgroup_current: opt(f(9)),
+            cgroup_working_set: None,
+            cgroup_limit: opt(f(10)),
+            cgroup_swap: opt(f(11)),
         },
-        cgroup_current: opt(f(9)),
-        cgroup_max: opt(f(10)),
-        cgroup_swap: opt(f(11)),
         strikes,
     }))
 }
@@ -554,6 +569,8 @@ pub fn parse(path: &Path, b: &[u8]) -> Result<Previous, RingError> {
         torn_slots,
         last_words,
         torn_last_words,
+        exit_info: None,
+        exit_info_error: None,
     })
 }
 
@@ -711,7 +728,7 @@ impl Recorder {
     }
 
     /// Store one poll's sample (one copy into the map, no system call).
-    pub fn record(&mut self, s: &Sample, strikes: &Strikes, cgroup: Option<Cgroup>) {
+    pub fn record(&mut self, s: &Sample, strikes: &Strikes) {
         let clamp = |v: u32| v.min(u8::MAX as u32) as u8;
         let slot = Slot {
             // Sequence 0 marks an empty slot.
@@ -719,14 +736,12 @@ impl Recorder {
                 seq: s.seq.max(1),
                 ..*s
             },
-            cgroup_current: cgroup.map(|c| c.current),
-            cgroup_max: cgroup.and_then(|c| c.max),
-            cgroup_swap: cgroup.and_then(|c| c.swap),
             strikes: [
                 clamp(strikes.heap),
                 clamp(strikes.fd),
                 clamp(strikes.threads),
                 clamp(strikes.vm_size),
+                clamp(strikes.cgroup_memory),
             ],
         };
         let r = slot_range(self.next_slot);
@@ -769,14 +784,6 @@ impl Recorder {
     }
 }
 
-/// The cgroup v2 memory figures of one poll, bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Cgroup {
-    pub current: u64,
-    pub max: Option<u64>,
-    pub swap: Option<u64>,
-}
-
 #[cfg(test)]
 mod tests;
 
@@ -808,8 +815,8 @@ impl Flight {
         *g = None;
     }
 
-    pub fn record(&self, s: &Sample, strikes: &Strikes, cgroup: Option<Cgroup>) {
-        self.with(|r| r.record(s, strikes, cgroup));
+    pub fn record(&self, s: &Sample, strikes: &Strikes) {
+        self.with(|r| r.record(s, strikes));
     }
 
     pub fn set_busy(&self, flag: u32, on: bool) {

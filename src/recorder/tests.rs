@@ -22,6 +22,7 @@ fn sample(seq: u64, heap_mb: u64) -> Sample {
         threads_max: 100_000,
         vm_size_kb: 4 << 20,
         vm_rss_kb: 300 << 10,
+        ..Sample::default()
     }
 }
 
@@ -44,9 +45,10 @@ fn a_ring_round_trips_its_samples_state_and_last_words() {
         fd: 0,
         threads: 1,
         vm_size: 0,
+        cgroup_memory: 0,
     };
     for seq in 1..=3 {
-        r.record(&sample(seq, 100 + seq * 10), &strikes, None);
+        r.record(&sample(seq, 100 + seq * 10), &strikes);
     }
     r.set_page("CheckoutActivity");
     r.set_busy(BUSY_DUMP, true);
@@ -67,8 +69,8 @@ fn a_ring_round_trips_its_samples_state_and_last_words() {
     assert_eq!(p.page, "CheckoutActivity");
     assert_eq!(p.samples.len(), 3);
     assert_eq!(p.samples[2].sample.heap_used, 130 << 20);
-    assert_eq!(p.samples[0].strikes, [2, 0, 1, 0]);
-    assert_eq!(p.samples[0].cgroup_current, None);
+    assert_eq!(p.samples[0].strikes, [2, 0, 1, 0, 0]);
+    assert_eq!(p.samples[0].sample.cgroup_current, None);
     let w = p.last_words.as_ref().unwrap();
     assert_eq!(w.class, "java.lang.OutOfMemoryError");
     assert_eq!(w.frames, vec!["a.B.c(B.java:1)", "d.E.f(E.java:2)"]);
@@ -81,7 +83,7 @@ fn the_ring_keeps_the_last_slots_oldest_first() {
     let mut r = started(dir.path());
     let total = SLOTS as u64 * 2 + 5;
     for seq in 1..=total {
-        r.record(&sample(seq, seq), &Strikes::default(), None);
+        r.record(&sample(seq, seq), &Strikes::default());
     }
     let p = r.snapshot().unwrap();
     let seqs: Vec<u64> = p.samples.iter().map(|s| s.sample.seq).collect();
@@ -95,7 +97,7 @@ fn the_next_launch_reads_what_a_killed_owner_left_and_a_clean_one_is_not_a_death
     let path = ring_path(dir.path(), "app");
     {
         let mut r = open(&path).unwrap().start(&id("2.1")).unwrap();
-        r.record(&sample(1, 50), &Strikes::default(), None);
+        r.record(&sample(1, 50), &Strikes::default());
         // Dropped without a state change: the process "died".
     }
     let claimed = open(&path).unwrap();
@@ -128,8 +130,8 @@ fn a_second_live_writer_of_the_same_name_is_refused() {
 fn written(dir: &Path) -> (PathBuf, Vec<u8>) {
     let path = ring_path(dir, "app");
     let mut r = open(&path).unwrap().start(&id("1.0")).unwrap();
-    r.record(&sample(1, 10), &Strikes::default(), None);
-    r.record(&sample(2, 20), &Strikes::default(), None);
+    r.record(&sample(1, 10), &Strikes::default());
+    r.record(&sample(2, 20), &Strikes::default());
     drop(r);
     let b = std::fs::read(&path).unwrap();
     (path, b)
@@ -223,7 +225,7 @@ fn a_ring_from_another_app_version_is_read_as_that_version() {
     let dir = tempfile::tempdir().unwrap();
     let path = ring_path(dir.path(), "app");
     let mut r = open(&path).unwrap().start(&id("0.9-old")).unwrap();
-    r.record(&sample(1, 10), &Strikes::default(), None);
+    r.record(&sample(1, 10), &Strikes::default());
     drop(r);
     let p = open(&path).unwrap().previous.unwrap().unwrap();
     assert_eq!(p.app_version, "0.9-old");
@@ -259,7 +261,7 @@ fn the_trend_covers_the_last_minute() {
     let dir = tempfile::tempdir().unwrap();
     let mut r = started(dir.path());
     for seq in 1..=30 {
-        r.record(&sample(seq, seq * 2), &Strikes::default(), None);
+        r.record(&sample(seq, seq * 2), &Strikes::default());
     }
     let p = r.snapshot().unwrap();
     let t = p.trend(60_000);
@@ -270,4 +272,40 @@ fn the_trend_covers_the_last_minute() {
     assert_eq!(heap.last, 60 << 20);
     assert_eq!(heap.per_minute, 24 << 20);
     assert!(t.iter().all(|t| t.figure != "cgroupCurrent"), "not sampled");
+}
+
+#[test]
+fn cgroup_figures_and_their_strikes_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut r = started(dir.path());
+    let strikes = Strikes {
+        cgroup_memory: 2,
+        ..Strikes::default()
+    };
+    for seq in 1..=13 {
+        let s = Sample {
+            cgroup_current: Some((100 + seq) << 20),
+            cgroup_working_set: Some(seq << 20),
+            cgroup_limit: Some(256 << 20),
+            cgroup_swap: Some(0),
+            ..sample(seq, 10)
+        };
+        r.record(&s, &strikes);
+    }
+    let p = r.snapshot().unwrap();
+    let last = p.samples.last().unwrap();
+    assert_eq!(last.strikes, [0, 0, 0, 0, 2]);
+    assert_eq!(last.sample.cgroup_current, Some(113 << 20));
+    assert_eq!(last.sample.cgroup_limit, Some(256 << 20));
+    assert_eq!(last.sample.cgroup_swap, Some(0));
+    assert_eq!(last.sample.cgroup_working_set, None, "not kept in the ring");
+    let t = p.trend(60_000);
+    let cg = t.iter().find(|t| t.figure == "cgroupCurrent").unwrap();
+    assert_eq!(
+        (cg.first, cg.last, cg.per_minute),
+        (101 << 20, 113 << 20, 12 << 20)
+    );
+    let json = serde_json::to_value(last).unwrap();
+    assert_eq!(json["cgroup_limit"], 256 << 20);
+    assert_eq!(json["strikes"][4], 2);
 }

@@ -1,6 +1,7 @@
 //! Reading the numbers: one [`Sample`] per poll, and the raw lists behind an inventory.
 //!
 //! Owns the reads of `/proc/self/{fd,status,statm,limits,task}` and `/proc/sys/kernel/threads-max`,
+//! of the memory cgroup ([`cgroup`]: one to three more reads per poll where there is one),
 //! and the [`HeapSource`] / [`StackSource`] traits through which the VM is asked (JNI in the app,
 //! scripted fakes in tests). It decides nothing: thresholds live in `trigger`.
 //!
@@ -23,6 +24,8 @@
 //! - Every parse of `/proc` text tolerates missing or malformed lines (the field reads as 0 /
 //!   unknown); nothing here panics on input from the kernel.
 #![forbid(unsafe_code)]
+
+pub mod cgroup;
 
 use nix::dir::Dir;
 use nix::fcntl::OFlag;
@@ -153,6 +156,20 @@ pub struct Sample {
     pub vm_size_kb: u64,
     /// `VmRSS`, kB.
     pub vm_rss_kb: u64,
+    /// The memory cgroup's usage (`memory.current`), bytes; `None` where not sampled
+    /// ([`cgroup`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cgroup_current: Option<u64>,
+    /// That usage less `inactive_file`, bytes: what the trigger compares with the limit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cgroup_working_set: Option<u64>,
+    /// The cgroup limit that binds (v2: the lower of `memory.max` and `memory.high`), bytes;
+    /// `None` where none is set or nothing is sampled.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cgroup_limit: Option<u64>,
+    /// The cgroup's swap (`memory.swap.current`), bytes; `None` where not accounted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cgroup_swap: Option<u64>,
 }
 
 /// Fields of `/proc/self/status` we use.
@@ -289,6 +306,12 @@ pub struct Sampler {
     parts: SampleParts,
     heap_max: u64,
     fd_soft_limit: u64,
+    /// The memory cgroup read each poll, or why there is none.
+    cgroup: Result<cgroup::CgroupMemory, String>,
+    /// Its limit, re-read every [`SLOW_EVERY`] polls.
+    cgroup_limit: Option<u64>,
+    /// The usage, in percent of the limit, from which the working set is read.
+    cgroup_percent: u64,
 }
 
 impl std::fmt::Debug for Sampler {
@@ -354,6 +377,9 @@ impl Sampler {
             parts: SampleParts::default(),
             heap_max: 0,
             fd_soft_limit: 0,
+            cgroup: cgroup::CgroupMemory::open(),
+            cgroup_limit: None,
+            cgroup_percent: 0,
         };
         s.threads_max = std::fs::read(THREADS_MAX)
             .map(|b| first_number(&b))
@@ -377,6 +403,42 @@ impl Sampler {
                 threads > 0 && links == threads + 2
             })
             .then_some(dir)
+    }
+
+    /// Read `c` instead of the process's own memory cgroup (for tests).
+    pub fn with_cgroup(mut self, c: Result<cgroup::CgroupMemory, String>) -> Self {
+        self.cgroup = c;
+        self.cgroup_limit = None;
+        self
+    }
+
+    /// Read the cgroup's working set (its `memory.stat`, the costly file) only while its usage is
+    /// over `percent` of its limit: the trigger's threshold (the working set never exceeds the
+    /// usage).
+    pub fn set_cgroup_percent(&mut self, percent: u64) {
+        self.cgroup_percent = percent;
+    }
+
+    /// What the sampler reads of the memory cgroup, for `status.json`: its directory and
+    /// limit, or why the cgroup-memory trigger is off.
+    pub fn cgroup_state(&self) -> String {
+        match &self.cgroup {
+            Err(why) => format!("off: {why}"),
+            Ok(c) => {
+                let v = match c.version() {
+                    cgroup::Version::V1 => "v1",
+                    cgroup::Version::V2 => "v2",
+                };
+                match self.cgroup_limit {
+                    Some(l) => format!("on: cgroup {v} {}, limit {} MB", c.dir().display(), l >> 20),
+                    None if self.seq == 0 => format!("on: cgroup {v} {}", c.dir().display()),
+                    None => format!(
+                        "sampled, but never fires: cgroup {v} {} and its ancestors set no memory limit",
+                        c.dir().display()
+                    ),
+                }
+            }
+        }
     }
 
     /// Force the readdir method (to compare both in tests and benches).
@@ -500,6 +562,15 @@ impl Sampler {
         if slow {
             self.fd_soft_limit = parse_fd_soft_limit(self.reread(ProcFile::Limits)?);
         }
+        let cg = match &mut self.cgroup {
+            Ok(c) => {
+                if slow {
+                    self.cgroup_limit = c.limit();
+                }
+                c.read(self.cgroup_limit, self.cgroup_percent)
+            }
+            Err(_) => None,
+        };
         let t3 = std::time::Instant::now();
         self.parts = SampleParts {
             heap_ns: (t1 - t0).as_nanos() as u64,
@@ -519,6 +590,10 @@ impl Sampler {
             threads_max: self.threads_max,
             vm_size_kb: st.vm_size_kb,
             vm_rss_kb: st.vm_rss_kb,
+            cgroup_current: cg.map(|c| c.current),
+            cgroup_working_set: cg.and_then(|c| c.working_set),
+            cgroup_limit: cg.and_then(|c| c.limit),
+            cgroup_swap: cg.and_then(|c| c.swap),
         })
     }
 }
@@ -696,6 +771,30 @@ mod tests {
             c.fds,
             listed - 1
         );
+    }
+
+    /// Where this process's memory cgroup is readable (this machine: v1, a hybrid host) each
+    /// sample carries its usage; where it is not, none does and the state says why.
+    #[test]
+    fn the_memory_cgroup_is_sampled_where_readable() {
+        let mut s = Sampler::new().unwrap();
+        let before = s.cgroup_state();
+        let mut heap = ScriptedHeap::new(vec![Heap::default()]);
+        let x = s.take(&mut heap, 1).unwrap();
+        if before.starts_with("on: cgroup") {
+            assert!(x.cgroup_current.is_some_and(|c| c > 0), "{before}: {x:?}");
+            // memory.stat is read only where a limit exists (from 0 % of it by default).
+            assert_eq!(
+                x.cgroup_working_set.is_some(),
+                x.cgroup_limit.is_some(),
+                "{before}: {x:?}"
+            );
+            assert!(x.cgroup_working_set <= x.cgroup_current);
+        } else {
+            assert!(before.starts_with("off: "), "{before}");
+            assert_eq!(x.cgroup_current, None);
+        }
+        println!("{}", s.cgroup_state());
     }
 
     #[test]

@@ -10,13 +10,15 @@
 //! - A verdict carries its reason and exactly the samples that made it; the machine that fired is
 //!   reset, so the next verdict of that kind needs a whole new run. A run holds at most as many
 //!   samples as its strikes: one that reached them but could not fire keeps its latest ones.
-//! - At most one verdict per poll, in the order fast-huge, heap, fd, threads, vm-size; a kind that
+//! - At most one verdict per poll, in the order fast-huge, heap, cgroup memory, fd, threads,
+//!   vm-size; a kind that
 //!   fired but lost the poll to another keeps its run and goes first on the next poll (so a kind
 //!   that fires on every poll cannot starve the others).
 //! - A muted kind ([`Triggers::mute`]: the agent has acted on it for the rest of the process)
 //!   never takes a poll's verdict; when its machine fires it is reset as if it had.
 #![forbid(unsafe_code)]
 
+pub mod cgroup;
 pub mod inventory;
 
 pub use inventory::{fd_kind, fold_name, Group, Inventory, InventoryKind};
@@ -39,6 +41,9 @@ pub enum Kind {
     Threads,
     /// VmSize of a 32-bit process over `vm_size.max_mb_32bit` for `vm_size.strikes` polls.
     VmSize,
+    /// The memory cgroup's working set over `cgroup_memory.percent` of its limit for
+    /// `cgroup_memory.strikes` ascending polls.
+    CgroupMemory,
     /// Asked for through `dumpNow`.
     Manual,
 }
@@ -51,6 +56,7 @@ impl Kind {
             Kind::Fd => "fd",
             Kind::Threads => "threads",
             Kind::VmSize => "vm_size",
+            Kind::CgroupMemory => "cgroup_memory",
             Kind::Manual => "manual",
         }
     }
@@ -98,6 +104,7 @@ pub struct Strikes {
     pub fd: u32,
     pub threads: u32,
     pub vm_size: u32,
+    pub cgroup_memory: u32,
 }
 
 /// Thresholds in force for the last sample, for `status.json`.
@@ -106,6 +113,8 @@ pub struct Thresholds {
     pub heap_percent: u64,
     pub fd: u64,
     pub threads: u64,
+    /// Bytes of working set over which a poll is a cgroup-memory strike; `None` without a limit.
+    pub cgroup_memory_bytes: Option<u64>,
 }
 
 /// The heap threshold in percent for a sample.
@@ -190,6 +199,7 @@ pub struct Triggers {
     fd: Run,
     threads: Run,
     vm: Run,
+    cgroup: Run,
     last: Option<Sample>,
     /// Kinds that never take a poll's verdict ([`bit`]s); kept across [`Triggers::reset`].
     muted: u8,
@@ -205,6 +215,7 @@ fn bit(k: Kind) -> u8 {
         Kind::Fd => 4,
         Kind::Threads => 8,
         Kind::VmSize => 16,
+        Kind::CgroupMemory => 32,
         Kind::Manual => 0,
     }
 }
@@ -233,6 +244,7 @@ impl Triggers {
             fd: self.fd.count(),
             threads: self.threads.count(),
             vm_size: self.vm.count(),
+            cgroup_memory: self.cgroup.count(),
         }
     }
 
@@ -255,6 +267,7 @@ impl Triggers {
             Kind::Fd => Some(&mut self.fd),
             Kind::Threads => Some(&mut self.threads),
             Kind::VmSize => Some(&mut self.vm),
+            Kind::CgroupMemory => Some(&mut self.cgroup),
             Kind::FastHuge | Kind::Manual => None,
         }
     }
@@ -360,6 +373,8 @@ impl Triggers {
                 });
             }
         }
+
+        fired.extend(cgroup::step(&mut self.cgroup, s, p));
 
         let thr = fd_threshold(p, s);
         let full = self
@@ -783,6 +798,10 @@ mod tests {
                 p.threads.strikes = strikes;
                 p.threads.threads_max_percent = pct;
                 p.vm_size.strikes = strikes;
+                p.cgroup_memory.strikes = strikes;
+                p.cgroup_memory.ascending = ascending;
+                p.cgroup_memory.slack_percent = slack;
+                p.cgroup_memory.percent = pct;
                 p
             })
     }
@@ -799,7 +818,7 @@ mod tests {
         fn observe_keeps_its_bounds(
             p in edge_policy(),
             is_32bit in proptest::bool::ANY,
-            mutes in 0u8..32,
+            mutes in 0u8..64,
             samples in proptest::collection::vec(
                 [any_value(), any_value(), any_value(), any_value(), any_value(), any_value(), any_value()],
                 1..12,
@@ -807,7 +826,7 @@ mod tests {
         ) {
             let d = Device { is_32bit, ..Device::default() };
             let mut t = Triggers::new();
-            let kinds = [Kind::FastHuge, Kind::Heap, Kind::Fd, Kind::Threads, Kind::VmSize];
+            let kinds = [Kind::FastHuge, Kind::Heap, Kind::Fd, Kind::Threads, Kind::VmSize, Kind::CgroupMemory];
             for (b, k) in kinds.into_iter().enumerate() {
                 if mutes & (1 << b) != 0 {
                     t.mute(k);
@@ -825,6 +844,11 @@ mod tests {
                     threads,
                     threads_max,
                     vm_size_kb,
+                    // Reused values: limits of 0 or u64::MAX, a working set over the limit.
+                    cgroup_current: Some(heap_used),
+                    cgroup_working_set: (threads % 3 != 0).then_some(threads_max),
+                    cgroup_limit: (fds % 5 != 0).then_some(fd_soft_limit),
+                    cgroup_swap: Some(fds),
                     ..Sample::default()
                 };
                 if let Some(v) = t.observe(&s, &p, &d) {
@@ -836,7 +860,8 @@ mod tests {
                     st.heap <= p.heap.strikes
                         && st.fd <= p.fd.strikes
                         && st.threads <= p.threads.strikes
-                        && st.vm_size <= p.vm_size.strikes,
+                        && st.vm_size <= p.vm_size.strikes
+                        && st.cgroup_memory <= p.cgroup_memory.strikes,
                     "{st:?}"
                 );
             }

@@ -42,6 +42,23 @@ public final class OomGuard {
      */
     private static volatile byte[] reserve;
 
+    /** The app's Context, for the system's exit records ({@link #setContext}). */
+    private static volatile Object context;
+
+    /** Where the system's exit records come from, when the app supplies them. */
+    private static volatile ExitInfoSource exitInfoSource;
+
+    /**
+     * A source of the system's record of a process's end, in the text form the native side
+     * reads: {@code key=value} lines with {@code pid}, {@code reason}, {@code subReason},
+     * {@code status}, {@code importance}, {@code pss}, {@code rss} (kB), {@code timestamp} (ms),
+     * {@code process} and {@code description}.
+     */
+    public interface ExitInfoSource {
+        /** The record of process {@code pid}, or null when there is none. */
+        String exitRecord(int pid);
+    }
+
     private OomGuard() {}
 
     private static boolean load() {
@@ -206,6 +223,110 @@ public final class OomGuard {
         } catch (Throwable t) {
             return ERROR;
         }
+    }
+
+    /**
+     * Give the agent the application's {@code Context} (an {@code android.content.Context}; typed
+     * Object so that this file compiles without Android). On API 30+ it is used to ask
+     * {@code ActivityManager.getHistoricalProcessExitReasons} why the previous process ended,
+     * for the next launch's death report. Without it the facade tries
+     * {@code ActivityThread.currentApplication()}. Call it before {@link #start}.
+     */
+    public static void setContext(Object appContext) {
+        context = appContext;
+    }
+
+    /**
+     * Supply the system's exit records yourself (or, in tests, canned ones): {@code source} is
+     * asked instead of {@code ActivityManager}. Null restores the default. Call it before
+     * {@link #start}.
+     */
+    public static void setExitInfoSource(ExitInfoSource source) {
+        exitInfoSource = source;
+    }
+
+    /**
+     * Called by the native agent, on its own thread, when the previous process's flight ring says
+     * it died: the system's record of process {@code pid}'s end, or null. Never throws.
+     */
+    static String exitRecord(int pid) {
+        try {
+            ExitInfoSource s = exitInfoSource;
+            if (s != null) {
+                return s.exitRecord(pid);
+            }
+            if (!onAndroid() || apiLevel() < 30) {
+                return null;
+            }
+            return androidExitRecord(pid);
+        } catch (Throwable t) {
+            return null;
+        }
+    }
+
+    /** {@code ActivityManager.getHistoricalProcessExitReasons(package, pid, 1)}, by reflection. */
+    private static String androidExitRecord(int pid) throws Exception {
+        Object cx = context;
+        if (cx == null) {
+            cx = Class.forName("android.app.ActivityThread").getMethod("currentApplication").invoke(null);
+        }
+        if (cx == null) {
+            return null;
+        }
+        Object am = cx.getClass().getMethod("getSystemService", String.class).invoke(cx, "activity");
+        Object pkg = cx.getClass().getMethod("getPackageName").invoke(cx);
+        if (am == null || pkg == null) {
+            return null;
+        }
+        Object list = am.getClass()
+                .getMethod("getHistoricalProcessExitReasons", String.class, int.class, int.class)
+                .invoke(am, pkg, pid, 1);
+        if (!(list instanceof java.util.List) || ((java.util.List<?>) list).isEmpty()) {
+            return null;
+        }
+        Object info = ((java.util.List<?>) list).get(0);
+        StringBuilder b = new StringBuilder();
+        String[][] getters = {
+            {"pid", "getPid"}, {"reason", "getReason"}, {"status", "getStatus"},
+            {"importance", "getImportance"}, {"pss", "getPss"}, {"rss", "getRss"},
+            {"timestamp", "getTimestamp"}, {"process", "getProcessName"}, {"description", "getDescription"},
+        };
+        for (String[] g : getters) {
+            Object v = call(info, g[1]);
+            if (v != null) {
+                b.append(g[0]).append('=').append(oneLine(v.toString())).append('\n');
+            }
+        }
+        // Hidden API: where it is refused, toString() names it ("subreason=N").
+        Object sub = call(info, "getSubReason");
+        if (sub == null) {
+            String all = String.valueOf(info);
+            int i = all.indexOf("subreason=");
+            if (i >= 0) {
+                int j = i + 10;
+                int k = j;
+                while (k < all.length() && (Character.isDigit(all.charAt(k)) || all.charAt(k) == '-')) {
+                    k++;
+                }
+                sub = all.substring(j, k);
+            }
+        }
+        if (sub != null) {
+            b.append("subReason=").append(sub).append('\n');
+        }
+        return b.toString();
+    }
+
+    private static Object call(Object o, String method) {
+        try {
+            return o.getClass().getMethod(method).invoke(o);
+        } catch (Throwable t) {
+            return null;
+        }
+    }
+
+    private static String oneLine(String s) {
+        return s.replace('\n', ' ').replace('\r', ' ');
     }
 
     /** Act now, as if a trigger had fired, with {@code reason} recorded. */

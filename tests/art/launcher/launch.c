@@ -9,7 +9,8 @@
  *
  * libart.so's NEEDED entries name only the C++ runtime: the libraries it really uses are
  * loaded first, RTLD_GLOBAL, in dependency order. Exit status: 0 when main returned normally,
- * 3 when it threw, 2 when the VM could not be created, 1 on a usage or loader error.
+ * 3 when it threw (after handing the exception to the thread's dispatchUncaughtException, as
+ * an app's runtime does), 2 when the VM could not be created, 1 on a usage or loader error.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -75,6 +76,18 @@ static void describe_throwable(JNIEnv *env, jthrowable t) {
   }
 }
 
+/* What an app's runtime does with an exception no frame of the thread caught (ART does it when
+ * a thread detaches): Thread.currentThread().dispatchUncaughtException(t), which calls the
+ * default handler if one was set. Whatever it throws is cleared. */
+static void dispatch_uncaught(JNIEnv *env, jthrowable t) {
+  jclass thread = (*env)->FindClass(env, "java/lang/Thread");
+  jmethodID cur = thread ? (*env)->GetStaticMethodID(env, thread, "currentThread", "()Ljava/lang/Thread;") : NULL;
+  jmethodID dispatch = thread ? (*env)->GetMethodID(env, thread, "dispatchUncaughtException", "(Ljava/lang/Throwable;)V") : NULL;
+  jobject self = cur ? (*env)->CallStaticObjectMethod(env, thread, cur) : NULL;
+  if (self != NULL && dispatch != NULL) (*env)->CallVoidMethod(env, self, dispatch, t);
+  if ((*env)->ExceptionCheck(env)) (*env)->ExceptionClear(env);
+}
+
 typedef jint (*create_vm_fn)(JavaVM **, JNIEnv **, void *);
 
 int main(int argc, char **argv) {
@@ -138,6 +151,7 @@ int main(int argc, char **argv) {
   if ((*env)->ExceptionCheck(env)) {
     jthrowable t = (*env)->ExceptionOccurred(env);
     (*env)->ExceptionClear(env);
+    dispatch_uncaught(env, t);
     describe_throwable(env, t);
     fflush(NULL);
     _exit(3);

@@ -18,6 +18,7 @@
 .field private contextClassLoader:Ljava/lang/ClassLoader;
 .field private target:Ljava/lang/Runnable;
 .field private started:Z
+.field private static volatile defaultUncaughtExceptionHandler:Ljava/lang/Thread$UncaughtExceptionHandler;
 
 .method public constructor <init>()V
     .registers 2
@@ -79,10 +80,28 @@
     return v0
 .end method
 
-# Called by the runtime for an exception no frame caught. Nothing handles it here.
+# Called for an exception no frame caught (ART on a thread's detach; the launcher for main's):
+# hands it to the default handler, if one was set, as libcore does when the thread's group
+# does not handle it itself (the group here never does).
 .method public final dispatchUncaughtException(Ljava/lang/Throwable;)V
-    .registers 2
+    .registers 3
+    sget-object v0, Ljava/lang/Thread;->defaultUncaughtExceptionHandler:Ljava/lang/Thread$UncaughtExceptionHandler;
+    if-eqz v0, :done
+    invoke-interface {v0, p0, p1}, Ljava/lang/Thread$UncaughtExceptionHandler;->uncaughtException(Ljava/lang/Thread;Ljava/lang/Throwable;)V
+    :done
     return-void
+.end method
+
+.method public static setDefaultUncaughtExceptionHandler(Ljava/lang/Thread$UncaughtExceptionHandler;)V
+    .registers 1
+    sput-object p0, Ljava/lang/Thread;->defaultUncaughtExceptionHandler:Ljava/lang/Thread$UncaughtExceptionHandler;
+    return-void
+.end method
+
+.method public static getDefaultUncaughtExceptionHandler()Ljava/lang/Thread$UncaughtExceptionHandler;
+    .registers 1
+    sget-object v0, Ljava/lang/Thread;->defaultUncaughtExceptionHandler:Ljava/lang/Thread$UncaughtExceptionHandler;
+    return-object v0
 .end method
 
 # The core library has no Map: null, which callers (the agent's thread-stack listing) take as

@@ -2,11 +2,15 @@
 # written in smali (Debian has no d8), method for method: the same constants, load() through
 # System.loadLibrary("oomguard"), each public method calling its native inside a catch of
 # Throwable, and the same eight natives (tests/art_agent.rs checks they agree with the .java).
-# Two differences: a failed load is reported with System.logI and the Throwable's message (the
-# test core library has no System.err or string conversion of objects); and start() does not
-# install the flight recorder's uncaught-exception handler and shutdown hook (the test core
-# library dispatches no uncaught exceptions and runs no shutdown hooks), so nativeExiting and
-# nativeLastWords are declared, not called.
+# Differences: a failed load is reported with System.logI and the Throwable's message (the
+# test core library has no System.err or string conversion of objects). start() installs the
+# flight recorder's uncaught-exception handler (OomGuard$LastWords, chained to the one it
+# replaces) as the .java does, but no shutdown hook: the test core library runs none (the
+# launcher ends the process with _exit), so nativeExiting is bound, never called with true.
+# The handler's memoryRelated() looks for an OutOfMemoryError among the causes only: the core
+# library's String has no contains() for the fd and thread messages. No heap is set aside for
+# the last words (ART frees the unreachable objects of the thread that died). exitRecord(int)
+# answers null: the core library has no ActivityManager.
 .class public final Ldev/oomguard/OomGuard;
 .super Ljava/lang/Object;
 
@@ -20,6 +24,7 @@
 
 .field private static final LOCK:Ljava/lang/Object;
 .field private static volatile loaded:Z
+.field private static watching:Z
 
 .method static constructor <clinit>()V
     .registers 1
@@ -107,6 +112,9 @@
     move-object v3, p3
     invoke-static/range {v0 .. v5}, Ldev/oomguard/OomGuard;->nativeStart(Ljava/lang/String;Ljava/lang/String;Ljava/lang/String;Ljava/lang/String;Ljava/lang/String;I)I
     move-result v0
+    if-nez v0, :not_ok
+    invoke-static {}, Ldev/oomguard/OomGuard;->watchForTheEnd()V
+    :not_ok
     return v0
     :try_end
     .catch Ljava/lang/Throwable; {:try_start .. :try_end} :error
@@ -212,6 +220,73 @@
     :error
     const-string v0, "{\"state\":\"error\"}"
     return-object v0
+.end method
+
+# Once per process: bind the two natives early, then chain the handler.
+.method private static watchForTheEnd()V
+    .registers 4
+    sget-object v0, Ldev/oomguard/OomGuard;->LOCK:Ljava/lang/Object;
+    monitor-enter v0
+    :locked_start
+    sget-boolean v1, Ldev/oomguard/OomGuard;->watching:Z
+    if-eqz v1, :first
+    monitor-exit v0
+    return-void
+    :first
+    const/4 v1, 0x1
+    sput-boolean v1, Ldev/oomguard/OomGuard;->watching:Z
+    monitor-exit v0
+    :locked_end
+    .catchall {:locked_start .. :locked_end} :any
+    const/4 v1, 0x0
+    invoke-static {v1, v1}, Ldev/oomguard/OomGuard;->nativeLastWords(Ljava/lang/Thread;Ljava/lang/Throwable;)I
+    invoke-static {v1}, Ldev/oomguard/OomGuard;->nativeExiting(Z)I
+    invoke-static {}, Ljava/lang/Thread;->getDefaultUncaughtExceptionHandler()Ljava/lang/Thread$UncaughtExceptionHandler;
+    move-result-object v2
+    new-instance v3, Ldev/oomguard/OomGuard$LastWords;
+    invoke-direct {v3, v2}, Ldev/oomguard/OomGuard$LastWords;-><init>(Ljava/lang/Thread$UncaughtExceptionHandler;)V
+    invoke-static {v3}, Ljava/lang/Thread;->setDefaultUncaughtExceptionHandler(Ljava/lang/Thread$UncaughtExceptionHandler;)V
+    return-void
+    :any
+    move-exception v1
+    monitor-exit v0
+    throw v1
+.end method
+
+# Whether E (or a cause of it, 8 deep) is an OutOfMemoryError.
+.method static memoryRelated(Ljava/lang/Throwable;)Z
+    .registers 3
+    const/4 v0, 0x0
+    :loop
+    if-eqz p0, :no
+    const/16 v1, 0x8
+    if-ge v0, v1, :no
+    instance-of v1, p0, Ljava/lang/OutOfMemoryError;
+    if-eqz v1, :next
+    const/4 v1, 0x1
+    return v1
+    :next
+    invoke-virtual {p0}, Ljava/lang/Throwable;->getCause()Ljava/lang/Throwable;
+    move-result-object p0
+    add-int/lit8 v0, v0, 0x1
+    goto :loop
+    :no
+    const/4 v1, 0x0
+    return v1
+.end method
+
+# Called from native code for the system's exit record of PID: none in the test core library.
+.method static exitRecord(I)Ljava/lang/String;
+    .registers 2
+    const/4 v0, 0x0
+    return-object v0
+.end method
+
+.method static callLastWords(Ljava/lang/Thread;Ljava/lang/Throwable;)I
+    .registers 3
+    invoke-static {p0, p1}, Ldev/oomguard/OomGuard;->nativeLastWords(Ljava/lang/Thread;Ljava/lang/Throwable;)I
+    move-result v0
+    return v0
 .end method
 
 .method private static onAndroid()Z
