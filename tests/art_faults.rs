@@ -244,7 +244,8 @@ fn assert_failed_dump(app: &App, want: &str) {
     assert_eq!(app.run.value("end"), Some(1), "{why}");
 
     let incidents = app.incidents();
-    assert_eq!(incidents.len(), 1, "{incidents:?}\n{why}");
+    let bodies: Vec<serde_json::Value> = incidents.iter().map(|d| incident_body(d)).collect();
+    assert_eq!(incidents.len(), 1, "{bodies:#?}\n{why}");
     let dir = &incidents[0];
     let files: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
@@ -276,7 +277,7 @@ fn assert_failed_dump(app: &App, want: &str) {
     let status = status_json(&app.run);
     assert_eq!(
         status["last_verdict"]["action"]["action"], "reported",
-        "{status:#}"
+        "{status:#}\n{why}"
     );
     // The whole data directory holds no .hprof file.
     let mut hprofs = Vec::new();
