@@ -205,18 +205,24 @@ fn default_policy_keeps_the_mini_file(art: &StandIn, api: u32) {
         }
         other => panic!("mini: {other:?}"),
     }
+    // The GC critical section stays open across the fork (the child ends its copy itself),
+    // and the thread list and suspend count locks are held across it, released in both.
     let parent = art.events();
-    let tl = "thread_list_lock,thread_list_unlock,";
+    let locks = "thread_list_lock,thread_suspend_count_lock,";
     assert!(
         parent.starts_with("sgc_ctor(15;")
             && parent.ends_with(&format!(
-                ",ssa_ctor,sgc_dtor,mutator_unlock,{tl}mutator_lock,ssa_dtor"
+                ",ssa_ctor,mutator_unlock,{locks}thread_suspend_count_unlock,thread_list_unlock,\
+                 mutator_lock,ssa_dtor,sgc_dtor"
             )),
         "parent: {parent}"
     );
     let child = child_events(&req);
     assert!(
-        child.contains("mutator_unlock,thread_list_lock,child:thread_list_unlock,dump_heap,"),
+        child.contains(&format!(
+            "mutator_unlock,{locks}child:thread_suspend_count_unlock,child:thread_list_unlock,\
+             child:sgc_dtor,dump_heap,"
+        )),
         "child: {child}"
     );
 }
@@ -239,7 +245,7 @@ fn thread_list_lock_held_across_the_fork(art: &StandIn, api: u32) {
     assert_eq!(std::fs::read(&req.full_path).unwrap(), source());
     let child = child_events(&req);
     assert!(
-        child.contains("child:thread_list_unlock,dump_heap,"),
+        child.contains("child:thread_list_unlock,child:sgc_dtor,dump_heap,"),
         "child: {child}"
     );
 }
@@ -254,6 +260,65 @@ isolated!(
     the_thread_list_lock_is_held_across_the_fork_at_api_35,
     &[],
     |art| { thread_list_lock_held_across_the_fork(art, 35) }
+);
+
+/// ART's threads take `Locks::thread_suspend_count_lock_` while the VM is suspended: a thread
+/// leaving a wait (for a GC, a monitor, I/O) checks its suspend count under it before it parks.
+/// Found on ART 11 (`tests/art_faults.rs`): a thread that held it at the fork left the child's
+/// copy held, and the child's DumpHeap waited for it in `SuspendAll` until its deadline. It is
+/// held across the fork like the thread list lock: the stand-in has another thread take it
+/// right after the suspension and keep it 300 ms.
+fn suspend_count_lock_held_across_the_fork(art: &StandIn, api: u32) {
+    let d = tempfile::tempdir().unwrap();
+    let req = request(d.path(), true, Duration::from_secs(5));
+    let mut dumper = ArtForkDumper::new(api);
+    art.set_int("standin_hold_suspend_count_after_suspend", 300);
+    let o = dumper.dump(&req).unwrap();
+    assert_eq!(std::fs::read(&req.full_path).unwrap(), source());
+    assert_eq!(o.full_bytes, source().len() as u64);
+    let child = child_events(&req);
+    assert!(
+        child.contains("child:thread_suspend_count_unlock,"),
+        "child: {child}"
+    );
+}
+
+isolated!(
+    the_thread_suspend_count_lock_is_held_across_the_fork_at_api_30,
+    &[],
+    |art| { suspend_count_lock_held_across_the_fork(art, 30) }
+);
+
+isolated!(
+    the_thread_suspend_count_lock_is_held_across_the_fork_at_api_35,
+    &[],
+    |art| { suspend_count_lock_held_across_the_fork(art, 35) }
+);
+
+// A thread that waits to start a GC (an allocation that found the heap full) is blocked by the
+// dump's GC critical section and starts its GC the moment the section ends; its threads count
+// as suspended meanwhile. Had the section ended before the fork, the child's copy of the heap
+// would say a GC runs, by a thread the child does not have, and the child's DumpHeap would wait
+// for it until its deadline. The section stays open across the fork: the child ends its own
+// copy, the parent ends it after resuming the VM, and the waiting thread's GC then starts.
+isolated!(
+    a_gc_waiting_for_the_critical_section_does_not_hang_the_child,
+    &[],
+    |art| {
+        let d = tempfile::tempdir().unwrap();
+        let req = request(d.path(), false, Duration::from_secs(5));
+        let mut dumper = ArtForkDumper::new(33);
+        dumper.check().unwrap();
+        art.events();
+        art.set_int("standin_gc_waiting_at_suspend", 300);
+        let o = dumper.dump(&req).unwrap();
+        assert!(matches!(o.mini, Some(Ok(_))), "{:?}", o.mini);
+        let parent = art.events();
+        assert!(
+            parent.ends_with(",ssa_dtor,sgc_dtor,gc_started_by_another_thread"),
+            "parent: {parent}"
+        );
+    }
 );
 
 /// The collector type passed to ScopedGCCriticalSection is read from the library, not from

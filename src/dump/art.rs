@@ -9,16 +9,25 @@
 //! `fork_suspend_all`):
 //! - 21–29: `art::Dbg::SuspendVM()` before the fork, `art::Dbg::ResumeVM()` after.
 //! - 30+: a `gc::ScopedGCCriticalSection` (no GC may start while we suspend), a
-//!   `ScopedSuspendAll`; the critical section is closed and the mutator lock released before
-//!   the fork (the child's own `DumpHeap` takes both again: in the child, a copy of a lock held
-//!   by our thread would never be released); `Locks::thread_list_lock_` is held across the
-//!   `fork()` call itself and released right after in both processes, wherever its symbols
-//!   resolve, because the child's `DumpHeap` suspends all threads again, which takes that lock:
-//!   a native thread (not stopped by the suspension) holding it at the fork would leave the
-//!   child's copy held for ever. ART's own perfetto heap profiler (`perfetto_hprof.cc`, Android
-//!   12 to 14) forks inside its `ScopedSuspendAll` instead and dumps in the child without
-//!   suspending again, so it does not need the thread list lock; `DumpHeap` does suspend.
-//!   After the fork the parent retakes the mutator lock and ends the suspension.
+//!   `ScopedSuspendAll`; the mutator lock is released before the fork (the child's own
+//!   `DumpHeap` takes it again). The critical section stays open across the fork: threads that
+//!   wait to start a GC count as suspended, and one would start its GC the moment the section
+//!   closed, so that the child's copy of the heap would say a GC runs, by a thread the child
+//!   does not have, and its `DumpHeap` would wait for it until the deadline. The child ends its
+//!   copy of the section first (its one thread is ours, so the section is its own), then
+//!   dumps; the parent ends it after the suspension, as `DumpHeap` does. `Locks::
+//!   thread_list_lock_` and `Locks::thread_suspend_count_lock_` are held across the `fork()`
+//!   call itself and released right after in both processes, wherever their symbols resolve,
+//!   because the child's `DumpHeap` suspends all threads again, which takes both: a thread the
+//!   suspension does not stop (a native thread attaching; a thread leaving a wait, which checks
+//!   its suspend count under the second lock before it parks) holding one at the fork would
+//!   leave the child's copy held for ever. Found on ART 11 (`tests/art_faults.rs`): with six
+//!   threads allocating in a 16 MiB heap, one or two of 50 dump children hung in
+//!   `ThreadList::SuspendAll` on the suspend count lock. ART's own perfetto heap profiler
+//!   (`perfetto_hprof.cc`, Android 12 to 14) forks inside its `ScopedSuspendAll` instead and
+//!   dumps in the child without suspending again, so it needs neither lock; `DumpHeap` does
+//!   suspend. After the fork the parent retakes the mutator lock, ends the suspension, then the
+//!   critical section.
 //!
 //! The child, before anything else, frees its copy of the tee's spin flag (a native thread of
 //! the parent may have held it at the fork), dumps, and writes a completion record to a pipe:
@@ -41,10 +50,19 @@
 //! Tested on Linux against a stand-in for libart (`tests/art_standin.rs`): a C++ library built
 //! in the test that exports these symbols under their real mangled names, with real locks
 //! that record the order of the calls and a `DumpHeap` that writes a real HPROF through
-//! `open64`/`write`. What the stand-in cannot show: API 21–29's `Dbg::SuspendVM` against a real
-//! debugger state, ART's own lock checks (lock levels, owner tids), bionic, linker namespaces,
-//! SELinux and the device's seccomp filter, `libsigchain`, and the real layouts of the scoped
-//! objects (256 bytes are reserved for each).
+//! `open64`/`write`; and in Debian's ART 11 (`tests/art_agent.rs`, `tests/art_faults.rs`):
+//! the API-30 sequence against the real runtime, its locks, lock checks and scoped objects,
+//! with Java threads allocating meanwhile, 50 dumps in a row, a dump child killed, hung or
+//! exiting non-zero in the middle of its dump, and the incident uploaded to a collector.
+//! What neither can show: API 21–29's `Dbg::SuspendVM` against a real debugger state; ART 12
+//! to 16 (Play-updated modules, the mark-compact collector, other layouts of the scoped
+//! objects: 256 bytes are reserved for each); compiled code (the test runtime runs
+//! interpreted, without a boot image, JIT or the runtime's daemon threads); bionic,
+//! `android_fdsan`, linker namespaces, SELinux and a device's seccomp filter; `libsigchain`;
+//! a zygote-forked app process; a low-memory killer choosing the dump child (the tests kill it
+//! themselves); and a thread holding ART's `gc_complete_lock_` at the fork, which no symbol
+//! reaches (a thread holds it only between taking it and waiting on the GC, a few
+//! instructions; the child's deadline ends such a child).
 
 use super::elfsym::ElfSymbols;
 use super::fork::{self, ChildEnd, DUMP_CHILD_NAME};
@@ -67,6 +85,7 @@ const MUTATOR_LOCK: &str = "_ZN3art5Locks13mutator_lock_E";
 const RW_LOCK: &str = "_ZN3art17ReaderWriterMutex13ExclusiveLockEPNS_6ThreadE";
 const RW_UNLOCK: &str = "_ZN3art17ReaderWriterMutex15ExclusiveUnlockEPNS_6ThreadE";
 const THREAD_LIST_LOCK: &str = "_ZN3art5Locks17thread_list_lock_E";
+const SUSPEND_COUNT_LOCK: &str = "_ZN3art5Locks26thread_suspend_count_lock_E";
 const MUTEX_LOCK: &str = "_ZN3art5Mutex13ExclusiveLockEPNS_6ThreadE";
 const MUTEX_UNLOCK: &str = "_ZN3art5Mutex15ExclusiveUnlockEPNS_6ThreadE";
 /// `art::gc::collector::MarkCompact::RunPhases()`: the mark-compact collector is built in.
@@ -105,12 +124,18 @@ pub fn required_symbols(api: u32) -> Vec<&'static str> {
     v
 }
 
-/// The symbols used where they resolve: the thread list lock held across the fork (API 30+).
+/// The symbols used where they resolve: the thread list lock and the thread suspend count
+/// lock held across the fork (API 30+), each with `Mutex`'s lock and unlock.
 pub fn optional_symbols(api: u32) -> Vec<&'static str> {
     if api < 30 {
         Vec::new()
     } else {
-        vec![THREAD_LIST_LOCK, MUTEX_LOCK, MUTEX_UNLOCK]
+        vec![
+            THREAD_LIST_LOCK,
+            SUSPEND_COUNT_LOCK,
+            MUTEX_LOCK,
+            MUTEX_UNLOCK,
+        ]
     }
 }
 
@@ -191,15 +216,13 @@ pub fn resolve(lib: &str, api: u32) -> Result<ArtSymbols> {
         tracing::warn!("{e}");
         vec![None; optional.len()]
     });
-    if !optional.is_empty() && opt_found.iter().any(|f| f.is_none()) {
-        tracing::warn!(library = %path, api, "ART's thread list lock does not resolve: it is not held across the fork (a dump child may then hang until its deadline)");
-    } else {
-        addrs.extend(
-            optional
-                .iter()
-                .zip(opt_found)
-                .map(|(n, f)| (*n, bias + f.map_or(0, |s| s.value as usize))),
-        );
+    for (n, f) in optional.iter().zip(opt_found) {
+        match f {
+            Some(f) => addrs.push((*n, bias + f.value as usize)),
+            None => {
+                tracing::warn!(library = %path, api, symbol = n, "does not resolve: the lock is not held across the fork (a dump child may then hang until its deadline)")
+            }
+        }
     }
     let mut collector_hprof = 0;
     if api >= 30 {
@@ -466,8 +489,9 @@ impl ArtForkDumper {
         }
     }
 
-    /// API 30+: stop the VM (no GC running, every Java thread suspended), fork with the thread
-    /// list lock held, resume. Returns the child and how long the app was stopped.
+    /// API 30+: stop the VM (no GC running, every Java thread suspended), fork with the GC
+    /// critical section open and the thread list and suspend count locks held, resume. Returns
+    /// the child and how long the app was stopped.
     ///
     /// # Safety
     /// On an attached Java thread, with this API level's symbols.
@@ -479,10 +503,13 @@ impl ArtForkDumper {
     ) -> (Result<fork::Child>, Duration) {
         let sgc = self.sgc.0.as_mut_ptr() as *mut c_void;
         let ssa = self.ssa.0.as_mut_ptr() as *mut c_void;
-        let thread_list = s
-            .get(THREAD_LIST_LOCK)
-            .zip(s.get(MUTEX_LOCK))
-            .zip(s.get(MUTEX_UNLOCK));
+        let mutex_fns = s.get(MUTEX_LOCK).zip(s.get(MUTEX_UNLOCK));
+        // In ART's lock order: the thread list lock before the suspend count lock.
+        let locks: Vec<usize> = [THREAD_LIST_LOCK, SUSPEND_COUNT_LOCK]
+            .iter()
+            .filter_map(|n| s.get(n))
+            .filter(|_| mutex_fns.is_some())
+            .collect();
         // SAFETY (all calls): addresses resolved from this process's libart.so for this API
         // level, called with the signatures AOSP declares for them; `Locks::*_lock_` are
         // pointers to the lock objects.
@@ -503,30 +530,40 @@ impl ArtForkDumper {
                 true,
             );
             let suspended = Instant::now();
-            // 2. All suspended, so no GC can start: close the critical section and release the
-            //    mutator lock, which the child's own DumpHeap takes again.
-            std::mem::transmute::<usize, DtorFn>(s.must(SGC_DTOR))(sgc);
+            // 2. Release the mutator lock, which the child's own DumpHeap takes again. The GC
+            //    critical section stays open: a thread waiting to start a GC (it counts as
+            //    suspended) would start it the moment the section closed, and the child's copy
+            //    of the heap would then say a GC runs, by a thread it does not have.
             let mutator = *(s.must(MUTATOR_LOCK) as *const *mut c_void);
             std::mem::transmute::<usize, LockFn>(s.must(RW_UNLOCK))(mutator, me);
-            // 3. The thread list lock held by us across the fork, released in both processes.
-            let tl = thread_list.map(|((lock, l), u)| (*(lock as *const *mut c_void), l, u));
-            if let Some((m, lock, _)) = tl {
+            // 3. The thread list and suspend count locks held by us across the fork, released
+            //    in both processes: threads that count as suspended still take them (one
+            //    attaching, one leaving a wait), and the child's DumpHeap takes both.
+            let held: Vec<*mut c_void> =
+                locks.iter().map(|&l| *(l as *const *mut c_void)).collect();
+            let (lock, unlock) = mutex_fns.unwrap_or((0, 0));
+            for &m in &held {
                 std::mem::transmute::<usize, LockFn>(lock)(m, me);
             }
             let fork_start = Instant::now();
             let forked = fork::spawn(DUMP_CHILD_NAME, alarm, || {
-                if let Some((m, _, unlock)) = tl {
+                for &m in held.iter().rev() {
                     std::mem::transmute::<usize, LockFn>(unlock)(m, me);
                 }
+                // The child ends its copy of the critical section (its thread is ours); its
+                // DumpHeap opens one of its own.
+                std::mem::transmute::<usize, DtorFn>(s.must(SGC_DTOR))(sgc);
                 child()
             });
             let fork_end = Instant::now();
-            if let Some((m, _, unlock)) = tl {
+            for &m in held.iter().rev() {
                 std::mem::transmute::<usize, LockFn>(unlock)(m, me);
             }
-            // 4. Resume: the mutator lock back, then the suspension ended.
+            // 4. Resume: the mutator lock back, the suspension ended, then the critical
+            //    section closed (DumpHeap's order), so that waiting GCs start now.
             std::mem::transmute::<usize, LockFn>(s.must(RW_LOCK))(mutator, me);
             std::mem::transmute::<usize, DtorFn>(s.must(SSA_DTOR))(ssa);
+            std::mem::transmute::<usize, DtorFn>(s.must(SGC_DTOR))(sgc);
             let end = Instant::now();
             self.phases = Some(PausePhases {
                 suspend: suspended - paused,
@@ -681,6 +718,7 @@ mod tests {
         assert!(!required_symbols(30).contains(&DBG_SUSPEND_VM));
         assert!(required_symbols(30).contains(&SSA_CTOR));
         assert!(optional_symbols(30).contains(&THREAD_LIST_LOCK));
+        assert!(optional_symbols(30).contains(&SUSPEND_COUNT_LOCK));
         assert!(optional_symbols(35).contains(&THREAD_LIST_LOCK));
         assert!(optional_symbols(29).is_empty());
     }

@@ -34,6 +34,18 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 CORE = os.path.join(HERE, "core")
 
+# (class, name+sig) -> the annotation natives.txt's FLAG asks for. ART's implementations of
+# @FastNative methods run without a thread state change (they touch objects as a runnable
+# thread) and those of @CriticalNative methods take no JNIEnv or class: without the annotation
+# ART would call them as plain JNI methods, in the native state, where a concurrent GC moves the
+# objects they hold (Thread.sleep then aborts the runtime: a monitor's lock word found forwarded,
+# or a thread "transitioning to runnable with checkpoint flag").
+NATIVE_ANNOTATIONS = {}
+ANNOTATION_OF_FLAG = {
+    "fast": "Ldalvik/annotation/optimization/FastNative;",
+    "critical": "Ldalvik/annotation/optimization/CriticalNative;",
+}
+
 
 def flag_list(word):
     """FLAGS as written: comma-separated, or "-" for none (package-private)."""
@@ -162,6 +174,9 @@ def method_smali(cls, flags, namesig):
         out += body.split("\n")
     elif "native" not in flags and "abstract" not in flags:
         out += trivial_body(cls, flags, name, sig)
+    annotation = NATIVE_ANNOTATIONS.get((cls["name"], namesig))
+    if annotation and "native" in flags:
+        out += [f"    .annotation build {annotation}", "    .end annotation"]
     out.append(".end method")
     return "\n".join(out) + "\n"
 
@@ -262,6 +277,10 @@ def main():
     classes, order = parse_classes(os.path.join(CORE, "classes.txt"))
     natives = load_table(os.path.join(CORE, "natives.txt"), 4)
     natives = {k: [(a, b, c) for a, b, c in v] for k, v in natives.items()}
+    for cname, rows in natives.items():
+        for _, flag, namesig in rows:
+            if flag in ANNOTATION_OF_FLAG:
+                NATIVE_ANNOTATIONS[(cname, namesig)] = ANNOTATION_OF_FLAG[flag]
     intrinsics = load_table(os.path.join(CORE, "intrinsics.txt"), 3)
     hand = {}
     hand_dir = os.path.join(CORE, "hand")

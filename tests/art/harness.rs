@@ -248,6 +248,23 @@ fn build() -> Runtime {
         }
         run(&mut cc, &format!("clang {lib}"));
     }
+    // The test programs' own libraries: ArtProbe's natives, and the dump child's fault
+    // injector (LD_PRELOAD, tests/art_faults.rs).
+    for (lib, src_file, libs) in [
+        ("libartprobe.so", "native/artprobe.c", &[][..]),
+        ("libchildfault.so", "native/childfault.c", &["-ldl"][..]),
+    ] {
+        run(
+            Command::new("clang")
+                .args(["-shared", "-fPIC", "-O1", "-Wall", "-Wextra", "-Werror"])
+                .args(&inc)
+                .arg("-o")
+                .arg(tmp.join("lib").join(lib))
+                .arg(src.join(src_file))
+                .args(libs),
+            &format!("clang {lib}"),
+        );
+    }
     std::fs::write(tmp.join("done"), b"").expect("write done");
     if std::fs::rename(&tmp, &dir).is_err() {
         // Another process built the same inputs first: use its copy.

@@ -2,11 +2,14 @@
 //
 // It exports the ART symbols oomguard's ART fork dumper resolves, under their real
 // Itanium-mangled names, with the behaviour the dumper relies on:
-// - art::Mutex and art::ReaderWriterMutex are real pthread locks; art::Locks::thread_list_lock_
-//   and art::Locks::mutator_lock_ point to instances of them.
-// - art::gc::ScopedGCCriticalSection holds a "GC" lock from construction to destruction;
-//   art::ScopedSuspendAll takes thread_list_lock_ for a moment and the mutator lock exclusively
-//   until it is destroyed, as ART's ThreadList::SuspendAll does.
+// - art::Mutex and art::ReaderWriterMutex are real pthread locks; art::Locks::thread_list_lock_,
+//   art::Locks::thread_suspend_count_lock_ and art::Locks::mutator_lock_ point to instances of
+//   them.
+// - art::gc::ScopedGCCriticalSection holds a "GC" lock from construction to destruction (in
+//   ART no GC may start meanwhile; a thread waiting to start one starts it as soon as the
+//   section ends); art::ScopedSuspendAll takes thread_list_lock_ and then
+//   thread_suspend_count_lock_ for a moment and the mutator lock exclusively until it is
+//   destroyed, as ART's ThreadList::SuspendAll does.
 // - art::hprof::DumpHeap does what ART's does around the dump (a GC critical section and a
 //   suspend-all of its own), then writes the bytes of a real HPROF file (set by the test)
 //   through open64/write/close imported from the C library, so the tee's GOT hooks see them.
@@ -35,6 +38,7 @@ class Mutex {
   EXPORT void ExclusiveLock(Thread* self);
   EXPORT void ExclusiveUnlock(Thread* self);
   pthread_mutex_t m;
+  const char* name;
 };
 
 class ReaderWriterMutex {
@@ -47,6 +51,7 @@ class ReaderWriterMutex {
 struct Locks {
   EXPORT static ReaderWriterMutex* mutator_lock_;
   EXPORT static Mutex* thread_list_lock_;
+  EXPORT static Mutex* thread_suspend_count_lock_;
 };
 
 class Dbg {
@@ -100,11 +105,13 @@ extern "C" EXPORT const char* const standin_collector_names[] = {
 };
 
 static art::Thread the_thread = {1};
-static art::Mutex thread_list_mutex = {PTHREAD_MUTEX_INITIALIZER};
+static art::Mutex thread_list_mutex = {PTHREAD_MUTEX_INITIALIZER, "thread_list"};
+static art::Mutex suspend_count_mutex = {PTHREAD_MUTEX_INITIALIZER, "thread_suspend_count"};
 static art::ReaderWriterMutex mutator_mutex = {PTHREAD_RWLOCK_INITIALIZER};
 static pthread_mutex_t gc_lock = PTHREAD_MUTEX_INITIALIZER;
 art::ReaderWriterMutex* art::Locks::mutator_lock_ = &mutator_mutex;
 art::Mutex* art::Locks::thread_list_lock_ = &thread_list_mutex;
+art::Mutex* art::Locks::thread_suspend_count_lock_ = &suspend_count_mutex;
 
 // The record of calls: fixed storage, no allocation (the dump child appends to its copy).
 static char events[8192];
@@ -127,6 +134,8 @@ static void note(const char* what) {
 static char source_path[4096];
 static int mode;  // 0 dump, 1 abort, 2 exit 3, 3 hang, 4 write nothing
 static int hold_thread_list_ms;
+static int hold_suspend_count_ms;
+static int gc_waiting_ms;
 static pid_t loaded_in;
 
 __attribute__((constructor)) static void standin_init() { loaded_in = getpid(); }
@@ -138,6 +147,15 @@ extern "C" EXPORT void standin_set_mode(int m) { mode = m; }
 // After the next suspend-all, another thread takes thread_list_lock_ and keeps it this long
 // (a native thread attaching to the runtime, which the suspension does not stop).
 extern "C" EXPORT void standin_hold_thread_list_after_suspend(int ms) { hold_thread_list_ms = ms; }
+// After the next suspend-all, another thread takes thread_suspend_count_lock_ and keeps it this
+// long (in ART, a thread leaving a wait of a suspended state checks its suspend count under it).
+extern "C" EXPORT void standin_hold_suspend_count_after_suspend(int ms) {
+  hold_suspend_count_ms = ms;
+}
+// At the next suspend-all, another thread waits to start a GC (an allocation that found the
+// heap full), blocked by the GC critical section; it starts its GC as soon as the section ends
+// and runs it this long.
+extern "C" EXPORT void standin_gc_waiting_at_suspend(int ms) { gc_waiting_ms = ms; }
 extern "C" EXPORT const char* standin_events() { return events; }
 extern "C" EXPORT void standin_clear_events() {
   pthread_mutex_lock(&events_lock);
@@ -205,11 +223,15 @@ static void release_tee_lock() {
 art::Thread* art::Thread::CurrentFromGdb() { return &the_thread; }
 
 void art::Mutex::ExclusiveLock(Thread*) {
-  note(getpid() == loaded_in ? "thread_list_lock" : "child:thread_list_lock");
+  char buf[64];
+  snprintf(buf, sizeof(buf), "%s%s_lock", getpid() == loaded_in ? "" : "child:", name);
+  note(buf);
   pthread_mutex_lock(&m);
 }
 void art::Mutex::ExclusiveUnlock(Thread*) {
-  note(getpid() == loaded_in ? "thread_list_unlock" : "child:thread_list_unlock");
+  char buf[64];
+  snprintf(buf, sizeof(buf), "%s%s_unlock", getpid() == loaded_in ? "" : "child:", name);
+  note(buf);
   pthread_mutex_unlock(&m);
 }
 void art::ReaderWriterMutex::ExclusiveLock(Thread*) {
@@ -224,29 +246,68 @@ void art::ReaderWriterMutex::ExclusiveUnlock(Thread*) {
 void art::Dbg::SuspendVM() { note("suspend_vm"); }
 void art::Dbg::ResumeVM() { note("resume_vm"); }
 
+// Another thread that takes a lock and keeps it `ms`: `taken` says when it has it.
 struct Holder {
   pthread_mutex_t m;
   pthread_cond_t c;
   int taken;
   int ms;
+  pthread_mutex_t* lock;
 };
-static Holder holder = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
+static Holder holder = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, nullptr};
 
-static void* hold_thread_list(void*) {
-  pthread_mutex_lock(&thread_list_mutex.m);
+static void* hold_lock(void*) {
+  pthread_mutex_lock(holder.lock);
   pthread_mutex_lock(&holder.m);
   holder.taken = 1;
   pthread_cond_broadcast(&holder.c);
   pthread_mutex_unlock(&holder.m);
   usleep(holder.ms * 1000);
-  pthread_mutex_unlock(&thread_list_mutex.m);
+  pthread_mutex_unlock(holder.lock);
   return nullptr;
 }
 
-// The suspend-all ART does: the thread list walked under its lock, then the mutator lock
-// taken exclusively.
+// Starts a thread that takes LOCK and keeps it MS; returns once it has it.
+static void hold_from_another_thread(pthread_mutex_t* lock, int ms) {
+  holder.ms = ms;
+  holder.lock = lock;
+  holder.taken = 0;
+  pthread_t t;
+  pthread_create(&t, nullptr, hold_lock, nullptr);
+  pthread_detach(t);
+  pthread_mutex_lock(&holder.m);
+  while (!holder.taken) pthread_cond_wait(&holder.c, &holder.m);
+  pthread_mutex_unlock(&holder.m);
+}
+
+// A thread waiting to start a GC: blocked on the GC lock until the critical section ends, then
+// it runs its GC (holds the lock) for `gc_waiting_ms`. `gc_waiter` is 1 while it waits, 2 once
+// it has started its GC.
+static pthread_mutex_t gc_waiter_m = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t gc_waiter_c = PTHREAD_COND_INITIALIZER;
+static int gc_waiter;
+static void* wait_to_start_gc(void* arg) {
+  int ms = (int)(long)arg;
+  pthread_mutex_lock(&gc_waiter_m);
+  gc_waiter = 1;
+  pthread_cond_broadcast(&gc_waiter_c);
+  pthread_mutex_unlock(&gc_waiter_m);
+  pthread_mutex_lock(&gc_lock);
+  pthread_mutex_lock(&gc_waiter_m);
+  gc_waiter = 2;
+  pthread_cond_broadcast(&gc_waiter_c);
+  pthread_mutex_unlock(&gc_waiter_m);
+  usleep(ms * 1000);
+  pthread_mutex_unlock(&gc_lock);
+  return nullptr;
+}
+
+// The suspend-all ART does: the thread list walked under its lock and the suspend counts
+// raised under theirs, then the mutator lock taken exclusively.
 static void suspend_all() {
   pthread_mutex_lock(&thread_list_mutex.m);
+  pthread_mutex_lock(&suspend_count_mutex.m);
+  pthread_mutex_unlock(&suspend_count_mutex.m);
   pthread_mutex_unlock(&thread_list_mutex.m);
   pthread_rwlock_wrlock(&mutator_mutex.l);
 }
@@ -256,15 +317,23 @@ art::ScopedSuspendAll::ScopedSuspendAll(const char*, bool) {
   suspend_all();
   if (stop_churn_at_suspend && getpid() == loaded_in) hold_tee_lock();
   if (hold_thread_list_ms > 0 && getpid() == loaded_in) {
-    holder.ms = hold_thread_list_ms;
-    holder.taken = 0;
+    hold_from_another_thread(&thread_list_mutex.m, hold_thread_list_ms);
     hold_thread_list_ms = 0;
+  }
+  if (hold_suspend_count_ms > 0 && getpid() == loaded_in) {
+    hold_from_another_thread(&suspend_count_mutex.m, hold_suspend_count_ms);
+    hold_suspend_count_ms = 0;
+  }
+  if (gc_waiting_ms > 0 && getpid() == loaded_in) {
     pthread_t t;
-    pthread_create(&t, nullptr, hold_thread_list, nullptr);
+    pthread_create(&t, nullptr, wait_to_start_gc, (void*)(long)gc_waiting_ms);
     pthread_detach(t);
-    pthread_mutex_lock(&holder.m);
-    while (!holder.taken) pthread_cond_wait(&holder.c, &holder.m);
-    pthread_mutex_unlock(&holder.m);
+    gc_waiting_ms = 0;
+    pthread_mutex_lock(&gc_waiter_m);
+    while (gc_waiter != 1) pthread_cond_wait(&gc_waiter_c, &gc_waiter_m);
+    pthread_mutex_unlock(&gc_waiter_m);
+    // Let it reach the GC lock.
+    usleep(20000);
   }
 }
 
@@ -287,8 +356,19 @@ art::gc::ScopedGCCriticalSection::ScopedGCCriticalSection(Thread* self, GcCause 
 }
 
 art::gc::ScopedGCCriticalSection::~ScopedGCCriticalSection() {
-  note("sgc_dtor");
+  note(getpid() == loaded_in ? "sgc_dtor" : "child:sgc_dtor");
   pthread_mutex_unlock(&gc_lock);
+  // A thread that waited to start a GC starts it now, before anything else of ours runs (in
+  // ART: FinishGC's broadcast wakes it, and it marks its GC as running).
+  if (getpid() == loaded_in) {
+    pthread_mutex_lock(&gc_waiter_m);
+    if (gc_waiter == 1) {
+      while (gc_waiter != 2) pthread_cond_wait(&gc_waiter_c, &gc_waiter_m);
+      note("gc_started_by_another_thread");
+    }
+    gc_waiter = 0;
+    pthread_mutex_unlock(&gc_waiter_m);
+  }
 }
 
 static void write_events_beside(const char* filename) {

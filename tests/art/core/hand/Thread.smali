@@ -1,7 +1,8 @@
 # java.lang.Thread: ART creates the peer of every attached thread (the main thread, and threads
 # that call AttachCurrentThread such as the agent's) with <init>(ThreadGroup, String, int,
 # boolean), then reads the fields WellKnownClasses names and sets nativePeer itself. Written by
-# hand: that constructor does real work. Threads are never started from Java here.
+# hand: that constructor does real work. Thread(String) and start() start threads from Java
+# (tests/art/app/AllocThread.smali).
 .class public Ljava/lang/Thread;
 .super Ljava/lang/Object;
 .implements Ljava/lang/Runnable;
@@ -26,6 +27,35 @@
     new-instance v0, Ljava/lang/Object;
     invoke-direct {v0}, Ljava/lang/Object;-><init>()V
     iput-object v0, p0, Ljava/lang/Thread;->lock:Ljava/lang/Object;
+    return-void
+.end method
+
+# A thread named NAME in the main group, not started (libcore's Thread(String)).
+.method public constructor <init>(Ljava/lang/String;)V
+    .registers 3
+    invoke-direct {p0}, Ljava/lang/Thread;-><init>()V
+    sget-object v0, Ljava/lang/ThreadGroup;->mainThreadGroup:Ljava/lang/ThreadGroup;
+    iput-object v0, p0, Ljava/lang/Thread;->group:Ljava/lang/ThreadGroup;
+    iput-object p1, p0, Ljava/lang/Thread;->name:Ljava/lang/String;
+    const/4 v0, 0x5
+    iput v0, p0, Ljava/lang/Thread;->priority:I
+    return-void
+.end method
+
+# Starts the thread once, as libcore's start(): enters it in its group, then ART's nativeCreate
+# makes the native thread, which runs run() and leaves the group (threadTerminated) at its end.
+.method public declared-synchronized start()V
+    .registers 5
+    iget-boolean v0, p0, Ljava/lang/Thread;->started:Z
+    if-nez v0, :done
+    iget-object v0, p0, Ljava/lang/Thread;->group:Ljava/lang/ThreadGroup;
+    invoke-virtual {v0, p0}, Ljava/lang/ThreadGroup;->add(Ljava/lang/Thread;)V
+    const-wide/16 v1, 0x0
+    iget-boolean v3, p0, Ljava/lang/Thread;->daemon:Z
+    invoke-static {p0, v1, v2, v3}, Ljava/lang/Thread;->nativeCreate(Ljava/lang/Thread;JZ)V
+    const/4 v0, 0x1
+    iput-boolean v0, p0, Ljava/lang/Thread;->started:Z
+    :done
     return-void
 .end method
 

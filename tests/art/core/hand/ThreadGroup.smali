@@ -57,7 +57,7 @@
 
 # Records T, growing the array when full (the main thread, attached threads).
 .method declared-synchronized add(Ljava/lang/Thread;)V
-    .registers 7
+    .registers 9
     iget v0, p0, Ljava/lang/ThreadGroup;->nthreads:I
     iget-object v1, p0, Ljava/lang/ThreadGroup;->threads:[Ljava/lang/Thread;
     array-length v2, v1
@@ -77,7 +77,7 @@
 
 # Forgets T (a detached thread): the last entry moves into its slot.
 .method declared-synchronized threadTerminated(Ljava/lang/Thread;)V
-    .registers 7
+    .registers 9
     iget v0, p0, Ljava/lang/ThreadGroup;->nthreads:I
     iget-object v1, p0, Ljava/lang/ThreadGroup;->threads:[Ljava/lang/Thread;
     const/4 v2, 0x0
