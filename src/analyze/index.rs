@@ -170,6 +170,23 @@ pub struct Segment {
 /// A heap dump segment is cut into pieces of about this many bytes (see [`Segment`]).
 pub const PIECE: u64 = 64 << 10;
 
+/// The pseudo root tag of an object a zygote or image object held before level `app` dropped
+/// it (a `ROOT_JNI_GLOBAL` carrying [`crate::hprof::STRIPPED_HOLDER_MARK`]).
+pub const STRIPPED_HOLDER_ROOT: u8 = 0xFD;
+
+/// `tag`, or [`STRIPPED_HOLDER_ROOT`] for a root the `app` strip wrote; `aux` is what follows
+/// the root's id (for a JNI global, its reference id: one identifier).
+fn holder_tag(tag: u8, aux: &[u8]) -> u8 {
+    let marked = tag == sub::ROOT_JNI_GLOBAL
+        && matches!(aux.len(), 4 | 8)
+        && crate::hprof::read_id(aux, aux.len() as u32) == crate::hprof::STRIPPED_HOLDER_MARK;
+    if marked {
+        STRIPPED_HOLDER_ROOT
+    } else {
+        tag
+    }
+}
+
 /// A GC root as the dump lists it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Root {
@@ -420,11 +437,11 @@ impl Visitor for Pass1 {
     }
     fn sub(&mut self, _offset: u64, s: &Sub<'_>, _raw: &[u8]) -> Result<(), String> {
         match s {
-            Sub::Root { tag, id, .. } => {
+            Sub::Root { tag, id, aux } => {
                 // ART's "unreachable" objects are listed as roots but are not held by anything.
                 self.android |= sizes::android_root(*tag);
                 if *tag != sub::ROOT_UNREACHABLE && *id != 0 {
-                    self.roots.push((*id, *tag));
+                    self.roots.push((*id, holder_tag(*tag, aux)));
                 }
             }
             Sub::Class(c) => {

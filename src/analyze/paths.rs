@@ -45,6 +45,7 @@ pub fn root_name(tag: u8) -> &'static str {
         sub::ROOT_JNI_MONITOR => "JNI Monitor",
         sub::ROOT_UNKNOWN => "Unknown",
         LATE_ROOT => "Class (unreferenced)",
+        crate::analyze::index::STRIPPED_HOLDER_ROOT => "Held by a stripped zygote/image object",
         _ => "Unknown",
     }
 }

@@ -9,8 +9,12 @@
 //! - `app`: `arrays`, and the instances and arrays of the `zygote` and `image` heaps are dropped
 //!   with their HEAP_DUMP_INFO records. Their class dumps and GC roots stay: app objects are
 //!   instances of framework classes, and the analyser needs those classes' field layouts. A
-//!   dropped heap's HEAP_DUMP_INFO is written back only in front of the first class dump that
-//!   follows it, so every kept record stays in the heap it was in.
+//!   dropped heap's HEAP_DUMP_INFO is written back only in front of the first record of that
+//!   heap that is kept (a class dump, or an object [`holders`] cannot account for), so every kept
+//!   record stays in the heap it was in. What the dropped objects referenced is kept as GC roots
+//!   written before HEAP_DUMP_END ([`holders`]): the strip loses sizes, never a path to an app
+//!   object. Level `app` allocates while it feeds (the id table and class layouts of
+//!   [`holders`], bounded) and strips on one thread.
 //!
 //! The output is the same bytes whatever the chunking of the input. Output goes through a
 //! preallocated buffer to a [`Sink`]; after construction nothing is allocated while feeding
@@ -28,6 +32,7 @@ use std::fs::File;
 use std::io;
 use std::sync::mpsc;
 
+mod holders;
 mod parallel;
 
 /// How much to strip.
@@ -641,6 +646,11 @@ pub struct StripStats {
     pub array_bytes_removed: u64,
     /// Instances and arrays dropped with the zygote and image heaps (`app`).
     pub objects_dropped: u64,
+    /// Objects of those heaps kept because the stripper could not note what they reference (their
+    /// class's layout not seen before them, or its table full).
+    pub objects_kept_in_dropped_heaps: u64,
+    /// GC roots written for the objects the dropped ones referenced (`app`).
+    pub holder_roots: u64,
 }
 
 /// Most heap names the stripper tracks (ids of the strings "zygote" and "image").
@@ -665,6 +675,8 @@ struct State<E: Emit> {
     out: E,
     /// Output offset of the current segment's record header.
     seg_head: u64,
+    /// The dump's identifier size.
+    id_size: u32,
     /// String ids whose text is a heap to drop.
     drop_names: [u64; MAX_DROP_NAMES],
     drop_name_count: usize,
@@ -684,6 +696,8 @@ struct State<E: Emit> {
     /// A record whose output depends on the heap state carried in from before the part (an
     /// object or a class dump) came before this part's first HEAP_DUMP_INFO.
     depends: bool,
+    /// Level `app`: what the dropped objects referenced (made when the header is read).
+    holders: Option<Box<holders::Holders>>,
 }
 
 impl<E: Emit> State<E> {
@@ -692,6 +706,7 @@ impl<E: Emit> State<E> {
             level,
             out,
             seg_head: 0,
+            id_size: 4,
             drop_names: [0; MAX_DROP_NAMES],
             drop_name_count: 0,
             dropping: false,
@@ -702,6 +717,7 @@ impl<E: Emit> State<E> {
             part: false,
             fresh: true,
             depends: false,
+            holders: None,
         }
     }
 
@@ -725,6 +741,8 @@ impl<E: Emit> State<E> {
     }
 
     fn finish(mut self, end: u64) -> Result<(E, StripStats)> {
+        // A dump without HEAP_DUMP_END: the roots go in a segment of their own at the end.
+        self.write_holder_roots().map_err(|e| Error::new(end, e))?;
         self.out.flush().map_err(|e| Error::new(end, e))?;
         let mut stats = self.stats;
         stats.input_bytes = end;
@@ -733,8 +751,57 @@ impl<E: Emit> State<E> {
     }
 }
 
+impl<E: Emit> State<E> {
+    /// Write a HEAP_DUMP_SEGMENT of GC roots for what the dropped objects referenced (see
+    /// [`holders`]), if any, and start afresh for the next heap dump.
+    fn write_holder_roots(&mut self) -> std::result::Result<(), String> {
+        let Some(h) = self.holders.as_mut() else {
+            return Ok(());
+        };
+        if !h.pending() {
+            return Ok(());
+        }
+        let ids = h.take_wanted();
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let n = self.id_size as usize;
+        let len = u32::try_from(ids.len() * (1 + 2 * n))
+            .map_err(|_| "the stripped objects' roots passed 4 GiB".to_string())?;
+        let mut head = [0u8; 9];
+        head[0] = super::tag::HEAP_DUMP_SEGMENT;
+        head[5..].copy_from_slice(&len.to_be_bytes());
+        self.out.lit(&head)?;
+        let mark = super::STRIPPED_HOLDER_MARK.to_be_bytes();
+        let mut rec = [0u8; 17];
+        rec[0] = sub::ROOT_JNI_GLOBAL;
+        rec[1 + n..1 + 2 * n].copy_from_slice(&mark[8 - n..]);
+        for id in ids {
+            rec[1..1 + n].copy_from_slice(&id.to_be_bytes()[8 - n..]);
+            self.out.lit(&rec[..1 + 2 * n])?;
+            self.stats.holder_roots += 1;
+        }
+        Ok(())
+    }
+
+    /// Write a dropped heap's HEAP_DUMP_INFO waiting for a kept record of that heap.
+    fn write_pending_info(&mut self) -> std::result::Result<(), String> {
+        if self.pending_info_len > 0 {
+            let n = self.pending_info_len;
+            self.pending_info_len = 0;
+            let info = self.pending_info;
+            self.out.lit(&info[..n])?;
+        }
+        Ok(())
+    }
+}
+
 impl<E: Emit> Visitor for State<E> {
-    fn header(&mut self, _h: &Header, raw: &[u8]) -> std::result::Result<(), String> {
+    fn header(&mut self, h: &Header, raw: &[u8]) -> std::result::Result<(), String> {
+        self.id_size = h.id_size;
+        if self.level == Level::App && !self.part {
+            self.holders = Some(Box::new(holders::Holders::new(h.id_size)));
+        }
         if self.part {
             return Ok(());
         }
@@ -760,6 +827,15 @@ impl<E: Emit> Visitor for State<E> {
                 if is_dropped_heap_name(text) && self.drop_name_count < MAX_DROP_NAMES {
                     self.drop_names[self.drop_name_count] = id;
                     self.drop_name_count += 1;
+                }
+            } else if rec.tag == super::tag::HEAP_DUMP_END {
+                self.write_holder_roots()?;
+            }
+            if let Some(h) = self.holders.as_mut() {
+                if let Some((id, text)) = rec.utf8() {
+                    h.string(id, text);
+                } else if let Some((_, class_id, _, name_id)) = rec.load_class() {
+                    h.load_class(class_id, name_id);
                 }
             }
         }
@@ -798,6 +874,13 @@ impl<E: Emit> Visitor for State<E> {
                 _ => {}
             }
         }
+        if let Some(h) = self.holders.as_mut() {
+            match *s {
+                Sub::Root { tag, id, .. } if tag != sub::ROOT_UNREACHABLE => h.root(id),
+                Sub::Class(ref c) => h.class(c),
+                _ => {}
+            }
+        }
         match *s {
             Sub::HeapDumpInfo { name_id, .. } if self.level == Level::App => {
                 self.dropping = self.drop_names[..self.drop_name_count].contains(&name_id);
@@ -813,9 +896,44 @@ impl<E: Emit> Visitor for State<E> {
             Sub::Instance { .. } | Sub::ObjectArray { .. } | Sub::PrimitiveArray { .. }
                 if self.dropping =>
             {
-                self.stats.objects_dropped += 1;
-                self.skip_array = true;
-                Ok(())
+                let noted = match (self.holders.as_mut(), s) {
+                    (
+                        Some(h),
+                        Sub::Instance {
+                            id, class_id, data, ..
+                        },
+                    ) => h.instance(*id, *class_id, data),
+                    (
+                        Some(h),
+                        Sub::ObjectArray {
+                            id, class_id, len, ..
+                        },
+                    ) => h.object_array(*id, *class_id, *len),
+                    (Some(h), Sub::PrimitiveArray { id, .. }) => h.primitive_array(*id),
+                    // A part of the parallel stripper (which level `app` does not use).
+                    _ => true,
+                };
+                if noted {
+                    self.stats.objects_dropped += 1;
+                    self.skip_array = true;
+                    return Ok(());
+                }
+                self.stats.objects_kept_in_dropped_heaps += 1;
+                self.write_pending_info()?;
+                match *s {
+                    Sub::PrimitiveArray {
+                        nodata: false,
+                        len,
+                        ty,
+                        ..
+                    } => {
+                        self.skip_array = true;
+                        self.stats.arrays_stripped += 1;
+                        self.stats.array_bytes_removed += len as u64 * ty.size(4) as u64;
+                        self.out.nodata_head(raw)
+                    }
+                    _ => self.out.raw(raw),
+                }
             }
             Sub::PrimitiveArray {
                 nodata: false,
@@ -829,10 +947,7 @@ impl<E: Emit> Visitor for State<E> {
                 self.out.nodata_head(raw)
             }
             Sub::Class(_) if self.pending_info_len > 0 => {
-                let n = self.pending_info_len;
-                self.pending_info_len = 0;
-                let info = self.pending_info;
-                self.out.lit(&info[..n])?;
+                self.write_pending_info()?;
                 self.out.raw(raw)
             }
             _ => self.out.raw(raw),
@@ -842,10 +957,22 @@ impl<E: Emit> Visitor for State<E> {
     #[inline(always)]
     fn array_data(&mut self, data: &[u8]) -> std::result::Result<(), String> {
         if self.skip_array {
+            if self.dropping {
+                if let Some(h) = self.holders.as_mut() {
+                    h.elements(data);
+                }
+            }
             Ok(())
         } else {
             self.out.raw(data)
         }
+    }
+
+    fn array_end(&mut self) -> std::result::Result<(), String> {
+        if let Some(h) = self.holders.as_mut() {
+            h.array_end();
+        }
+        Ok(())
     }
 }
 
@@ -899,14 +1026,16 @@ impl<S: Sink> Stripper<S> {
 /// second thread, so that writing overlaps parsing.
 ///
 /// An input of at least 8 MiB whose records allow it (no part over half of the input) is cut
-/// into parts stripped side by side on up to four threads; the output is the same bytes.
+/// into parts stripped side by side on up to four threads (not at level `app`); the output is
+/// the same bytes.
 pub fn strip_mapped<S: Sink + Send>(
     input: &[u8],
     level: Level,
     sink: S,
 ) -> Result<(S, StripStats)> {
     let len = input.len() as u64;
-    if len >= parallel::MIN_PARALLEL_BYTES {
+    // Level `app` writes roots that depend on the whole heap dump ([`holders`]): one thread.
+    if len >= parallel::MIN_PARALLEL_BYTES && level != Level::App {
         let workers = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
         let cuts = parallel::plan(input, parallel::part_bytes(len, workers))
             .filter(|cuts| workers > 1 && parallel::balanced(cuts, len));
@@ -929,7 +1058,7 @@ pub fn strip_mapped_parts<S: Sink + Send>(
     part_bytes: u64,
     workers: usize,
 ) -> Result<(S, StripStats)> {
-    if workers > 1 && part_bytes > 0 {
+    if workers > 1 && part_bytes > 0 && level != Level::App {
         if let Some(cuts) = parallel::plan(input, part_bytes) {
             return parallel::strip(input, level, sink, &cuts, workers);
         }
