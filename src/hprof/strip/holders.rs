@@ -296,16 +296,17 @@ impl Holders {
 
     /// Keep a dropped instance of a class not known yet for [`Holders::take_wanted`].
     fn defer(&mut self, id: u64, class_id: u64, data: &[u8]) -> bool {
-        // Room for each byte offset (see `resolve`'s last resort), its id and its class.
+        // Room for as many references as its bytes can hold, its id and its class.
+        let refs = data.len() / self.id_size as usize;
         if self.deferred_data.len() + data.len() > MAX_DEFERRED_BYTES
-            || self.table.room(self.reserved) < data.len() + 2
+            || self.table.room(self.reserved) < refs + 2
         {
             self.full = true;
             return false;
         }
         self.table.mark(id, DROPPED);
         self.table.mark(class_id, WANTED);
-        self.reserved += data.len();
+        self.reserved += refs;
         self.deferred.push((id, class_id, data.len() as u32));
         self.deferred_data.extend_from_slice(data);
         true
@@ -313,7 +314,8 @@ impl Holders {
 
     /// Note what the deferred instances reference, now that every class dump has passed. One
     /// whose class the dump never describes (or describes at another length) has each id-sized
-    /// run of its bytes taken for a reference: a root too many, never a path lost.
+    /// run of its bytes taken for a reference (a root too many, not a path lost), as far as the
+    /// table has room.
     fn resolve(&mut self) {
         let deferred = std::mem::take(&mut self.deferred);
         let data = std::mem::take(&mut self.deferred_data);
@@ -326,7 +328,9 @@ impl Holders {
                 self.note_fields(d);
             } else {
                 for w in d.windows(n) {
-                    self.table.mark(read_id(w, self.id_size), WANTED);
+                    if self.table.room(0) > 0 {
+                        self.table.mark(read_id(w, self.id_size), WANTED);
+                    }
                 }
             }
         }
