@@ -874,7 +874,9 @@ impl<E: Emit> Visitor for State<E> {
                 _ => {}
             }
         }
-        if let Some(h) = self.holders.as_mut() {
+        // Only a dump that names a heap to drop (Android's) needs them: a HotSpot dump costs
+        // nothing more at level `app` than at `arrays`.
+        if let Some(h) = self.holders.as_mut().filter(|_| self.drop_name_count > 0) {
             match *s {
                 Sub::Root { tag, id, .. } if tag != sub::ROOT_UNREACHABLE => h.root(id),
                 Sub::Class(ref c) => h.class(c),
