@@ -190,9 +190,12 @@ fn app_strip_keeps_every_path_to_an_app_object() {
 
 #[test]
 fn app_strip_keeps_every_finding() {
+    // Every Bitmap is a finding (the fixtures' are small), and every array of 64 KB.
     let cfg = Config {
         top_n: 10,
         threads: 1,
+        bitmap_min_pixels: 1,
+        array_min_bytes: 64 << 10,
         ..Config::default()
     };
     for (name, full) in inputs() {
@@ -205,6 +208,11 @@ fn app_strip_keeps_every_finding() {
             .map(|l| (l.object_id, l.leak_reason.as_str()))
             .collect();
         let twin_objects = Graph::of(&twin).objects;
+        eprintln!(
+            "{name}: {} findings in the full dump, {} in the twin",
+            a.leak_objects.len(),
+            b.leak_objects.len()
+        );
         for l in &a.leak_objects {
             if !twin_objects.contains(&l.object_id) {
                 continue;
