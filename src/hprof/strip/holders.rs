@@ -149,6 +149,8 @@ pub(super) struct Holders {
     referent_name: u64,
     reference_names: [u64; 2],
     reference_class: u64,
+    /// The class last marked wanted (most dropped objects in a row share their class).
+    last_class: u64,
     /// Dropped instances whose class was not known yet: (id, class id, data length) heads,
     /// their data in `deferred_data`; `reserved` table entries kept for their references.
     deferred: Vec<(u64, u64, u32)>,
@@ -173,6 +175,7 @@ impl Holders {
             referent_name: 0,
             reference_names: [0; 2],
             reference_class: 0,
+            last_class: 0,
             deferred: Vec::new(),
             deferred_data: Vec::new(),
             reserved: 0,
@@ -279,9 +282,18 @@ impl Holders {
             return false;
         }
         self.table.mark(id, DROPPED);
-        self.table.mark(class_id, WANTED);
+        self.want_class(class_id);
         self.note_fields(data);
         true
+    }
+
+    /// Mark a dropped object's class wanted (once for a run of objects of one class).
+    #[inline]
+    fn want_class(&mut self, class_id: u64) {
+        if class_id != self.last_class {
+            self.table.mark(class_id, WANTED);
+            self.last_class = class_id;
+        }
     }
 
     /// Mark what `data` references at the cached layout's offsets.
@@ -305,7 +317,7 @@ impl Holders {
             return false;
         }
         self.table.mark(id, DROPPED);
-        self.table.mark(class_id, WANTED);
+        self.want_class(class_id);
         self.reserved += refs;
         self.deferred.push((id, class_id, data.len() as u32));
         self.deferred_data.extend_from_slice(data);
@@ -345,7 +357,7 @@ impl Holders {
             return false;
         }
         self.table.mark(id, DROPPED);
-        self.table.mark(class_id, WANTED);
+        self.want_class(class_id);
         self.in_array = true;
         self.partial_len = 0;
         true
@@ -413,6 +425,7 @@ impl Holders {
             .collect();
         v.sort_unstable();
         self.table = Table::new();
+        self.last_class = 0;
         self.full = false;
         v
     }
