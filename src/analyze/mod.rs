@@ -640,7 +640,7 @@ pub fn analyze(
     let (ix, bytes, parts) = build_index(&input, cfg, t0, &mut tm)?;
     let mut rep = analyze_graph(ix, input, cfg, running_info, bytes, &parts, t0, tm)?;
     rep.analysis.snapshots = spans.len() as u64;
-    rep.analysis.snapshot = k as u64;
+    rep.analysis.snapshot = if spans.is_empty() { 0 } else { k as u64 };
     Ok(rep)
 }
 
