@@ -259,6 +259,12 @@ pub struct Index {
     /// The ids of the class objects of the primitive array types (`char[]`, ...; in `PRIMS`
     /// order), 0 where the dump has none: a primitive array's edge to its class.
     pub prim_class_ids: [u64; 8],
+    /// The same, 0 where that class is a GC root the dump lists: there the edge changes no
+    /// reachability, shortest path, dominator or retained size (every path through it has a
+    /// path from the root that skips the array), and ART-style dumps hold hundreds of
+    /// thousands of primitive arrays whose edges cost the graph, the BFS and the dominators
+    /// time for nothing.
+    pub prim_edge_ids: [u64; 8],
     /// Whether the dump holds records only Android writes (see `Pass1`).
     pub android: bool,
     /// How the shallow sizes were counted (set once the graph is complete: see `sizes`).
@@ -692,6 +698,16 @@ impl Pass1 {
         }
         let n = ids.len();
         stats.objects = n as u64;
+        let prim_edge_ids = prim_class_ids.map(|c| {
+            let rooted = ids
+                .binary_search(&c)
+                .is_ok_and(|k| roots.iter().any(|r| r.node == k as u32));
+            if rooted {
+                0
+            } else {
+                c
+            }
+        });
         Ok(Index {
             header,
             id_map: IdMap::new(&ids),
@@ -710,6 +726,7 @@ impl Pass1 {
             prim_base,
             segments: Vec::new(),
             prim_class_ids,
+            prim_edge_ids,
             android: self.android,
             sizes: Conventions::default(),
         })
