@@ -680,6 +680,9 @@ mod layouts {
         pub compressed_seen: bool,
         /// Records only Android writes: HEAP_DUMP_INFO, ROOT_* 0x89-0x90.
         android_records: bool,
+        /// A HEAP_DUMP_END passed: a heap record after it starts another snapshot, and the
+        /// analyser reads the last one.
+        ended: bool,
     }
 
     impl Visitor for Dump {
@@ -692,11 +695,18 @@ mod layouts {
                 self.names.insert(id, text.to_vec());
             } else if let Some((_, class_id, _, name_id)) = r.load_class() {
                 self.class_names.insert(class_id, name_id);
+            } else if r.tag == oomguard::hprof::tag::HEAP_DUMP_END {
+                self.ended = true;
             }
             Ok(())
         }
         fn sub(&mut self, _o: u64, s: &Sub<'_>, _raw: &[u8]) -> Result<(), String> {
             let id_size = self.header.map_or(4, |h| h.id_size);
+            if std::mem::take(&mut self.ended) {
+                self.classes.clear();
+                self.objects.clear();
+                (self.prev_array, self.compressed_seen) = (None, false);
+            }
             match s {
                 Sub::Class(c) => {
                     self.classes.entry(c.id).or_insert_with(|| ClassRec {

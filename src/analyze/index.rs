@@ -170,6 +170,23 @@ pub struct Segment {
 /// A heap dump segment is cut into pieces of about this many bytes (see [`Segment`]).
 pub const PIECE: u64 = 64 << 10;
 
+/// The pseudo root tag of an object a zygote or image object held before level `app` dropped
+/// it (a `ROOT_JNI_GLOBAL` carrying [`crate::hprof::STRIPPED_HOLDER_MARK`]).
+pub const STRIPPED_HOLDER_ROOT: u8 = 0xFD;
+
+/// `tag`, or [`STRIPPED_HOLDER_ROOT`] for a root the `app` strip wrote; `aux` is what follows
+/// the root's id (for a JNI global, its reference id: one identifier).
+fn holder_tag(tag: u8, aux: &[u8]) -> u8 {
+    let marked = tag == sub::ROOT_JNI_GLOBAL
+        && matches!(aux.len(), 4 | 8)
+        && crate::hprof::read_id(aux, aux.len() as u32) == crate::hprof::STRIPPED_HOLDER_MARK;
+    if marked {
+        STRIPPED_HOLDER_ROOT
+    } else {
+        tag
+    }
+}
+
 /// A GC root as the dump lists it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Root {
@@ -242,6 +259,12 @@ pub struct Index {
     /// The ids of the class objects of the primitive array types (`char[]`, ...; in `PRIMS`
     /// order), 0 where the dump has none: a primitive array's edge to its class.
     pub prim_class_ids: [u64; 8],
+    /// The same, 0 where that class is a GC root the dump lists: there the edge changes no
+    /// reachability, shortest path, dominator or retained size (every path through it has a
+    /// path from the root that skips the array), and ART-style dumps hold hundreds of
+    /// thousands of primitive arrays whose edges cost the graph, the BFS and the dominators
+    /// time for nothing.
+    pub prim_edge_ids: [u64; 8],
     /// Whether the dump holds records only Android writes (see `Pass1`).
     pub android: bool,
     /// How the shallow sizes were counted (set once the graph is complete: see `sizes`).
@@ -420,11 +443,11 @@ impl Visitor for Pass1 {
     }
     fn sub(&mut self, _offset: u64, s: &Sub<'_>, _raw: &[u8]) -> Result<(), String> {
         match s {
-            Sub::Root { tag, id, .. } => {
+            Sub::Root { tag, id, aux } => {
                 // ART's "unreachable" objects are listed as roots but are not held by anything.
                 self.android |= sizes::android_root(*tag);
                 if *tag != sub::ROOT_UNREACHABLE && *id != 0 {
-                    self.roots.push((*id, *tag));
+                    self.roots.push((*id, holder_tag(*tag, aux)));
                 }
             }
             Sub::Class(c) => {
@@ -675,6 +698,16 @@ impl Pass1 {
         }
         let n = ids.len();
         stats.objects = n as u64;
+        let prim_edge_ids = prim_class_ids.map(|c| {
+            let rooted = ids
+                .binary_search(&c)
+                .is_ok_and(|k| roots.iter().any(|r| r.node == k as u32));
+            if rooted {
+                0
+            } else {
+                c
+            }
+        });
         Ok(Index {
             header,
             id_map: IdMap::new(&ids),
@@ -693,6 +726,7 @@ impl Pass1 {
             prim_base,
             segments: Vec::new(),
             prim_class_ids,
+            prim_edge_ids,
             android: self.android,
             sizes: Conventions::default(),
         })

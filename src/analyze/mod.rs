@@ -51,6 +51,7 @@ pub mod paths;
 mod rank;
 pub mod report;
 pub mod trace;
+mod snapshot;
 
 pub use report::{Report, Summary};
 
@@ -99,6 +100,9 @@ pub struct Config {
     /// Build the graph in one pass when the dump lists its strings and classes before its
     /// objects (HotSpot's do); `false` always takes two passes (the report is the same).
     pub one_pass: bool,
+    /// Of a file that holds several heap dumps (the hprof agent's), the one to analyse, counted
+    /// from 1; none: the last. The others are not read (see `snapshot`).
+    pub snapshot: Option<u32>,
 }
 
 impl Default for Config {
@@ -115,6 +119,7 @@ impl Default for Config {
             threads: 0,
             parallel_min_bytes: 32 << 20,
             one_pass: true,
+            snapshot: None,
         }
     }
 }
@@ -147,6 +152,15 @@ impl From<hprof::Error> for Error {
 pub enum Input<'a> {
     File(&'a Path),
     Bytes(&'a [u8]),
+    /// One heap dump of an input that holds several ([`analyze`] makes it; see `snapshot`).
+    Snapshot(Picked<'a>),
+}
+
+/// An input whose heap records in `skip` (the other snapshots) no pass sees.
+#[derive(Clone, Copy)]
+pub struct Picked<'a> {
+    base: &'a Input<'a>,
+    skip: &'a [(u64, u64)],
 }
 
 impl Input<'_> {
@@ -155,6 +169,10 @@ impl Input<'_> {
     fn pass<V: Visitor>(&self, v: &mut V) -> Result<u64, Error> {
         let mut p = Parser::new();
         match self {
+            Input::Snapshot(s) => {
+                let v: &mut dyn Visitor = v;
+                return s.base.pass(&mut snapshot::Only::new(v, s.skip, 0));
+            }
             Input::Bytes(b) => p.feed(b, v)?,
             Input::File(path) => {
                 let f = std::fs::File::open(path).map_err(|source| Error::Io {
@@ -182,6 +200,10 @@ impl Input<'_> {
         if segments.is_empty() {
             return self.pass(v).map(|_| ());
         }
+        // The pieces are those of the snapshot analysed.
+        if let Input::Snapshot(s) = self {
+            return s.base.pass_segments(segments, ids, v);
+        }
         let pick: Vec<&index::Segment> = segments
             .iter()
             .filter(|s| {
@@ -205,6 +227,7 @@ impl Input<'_> {
             h
         };
         match self {
+            Input::Snapshot(_) => {}
             Input::Bytes(b) => {
                 let h = b.get(..hprof::HEADER_LEN).unwrap_or(b);
                 p.feed(h, v)?;
@@ -241,10 +264,14 @@ impl Input<'_> {
 impl Input<'_> {
     /// Parse from the start until `v` stops the parser with [`index::PREFIX_STOP`] (or the input
     /// ends). Reads a megabyte at a time: the prefix is usually a small part of the file.
-    fn prefix(&self, v: &mut index::Prefix) -> Result<(), Error> {
+    fn prefix<V: Visitor>(&self, v: &mut V) -> Result<(), Error> {
         let mut p = Parser::new();
         let stopped = |e: &hprof::Error| e.what == index::PREFIX_STOP;
         let r = match self {
+            Input::Snapshot(s) => {
+                let v: &mut dyn Visitor = v;
+                return s.base.prefix(&mut snapshot::Only::new(v, s.skip, 0));
+            }
             Input::Bytes(b) => p.feed(b, v),
             Input::File(_) => {
                 let f = self.open()?;
@@ -270,6 +297,7 @@ impl Input<'_> {
 
     fn len(&self) -> Result<u64, Error> {
         match self {
+            Input::Snapshot(s) => s.base.len(),
             Input::Bytes(b) => Ok(b.len() as u64),
             Input::File(p) => std::fs::metadata(p)
                 .map(|m| m.len())
@@ -284,6 +312,7 @@ impl Input<'_> {
     fn read_at(&self, f: Option<&std::fs::File>, at: u64, buf: &mut [u8]) -> Result<(), Error> {
         use std::os::unix::fs::FileExt;
         match (self, f) {
+            (Input::Snapshot(s), f) => s.base.read_at(f, at, buf),
             (Input::Bytes(b), _) => {
                 let src =
                     b.get(at as usize..at as usize + buf.len())
@@ -307,6 +336,7 @@ impl Input<'_> {
 
     fn open(&self) -> Result<Option<std::fs::File>, Error> {
         match self {
+            Input::Snapshot(s) => s.base.open(),
             Input::Bytes(_) => Ok(None),
             Input::File(p) => std::fs::File::open(p)
                 .map(Some)
@@ -360,6 +390,18 @@ impl Input<'_> {
         parts: &[(u64, u64)],
         mut vs: Vec<V>,
     ) -> Result<Vec<V>, Error> {
+        if let Input::Snapshot(s) = self {
+            let ws: Vec<_> = parts
+                .iter()
+                .zip(vs.iter_mut())
+                .map(|(&(a, _), v)| {
+                    let v: &mut (dyn Visitor + Send) = v;
+                    snapshot::Only::new(v, s.skip, a as i64 - hprof::HEADER_LEN as i64)
+                })
+                .collect();
+            s.base.pass_parts(parts, ws)?;
+            return Ok(vs);
+        }
         let f = self.open()?;
         let mut header = [0u8; hprof::HEADER_LEN];
         self.read_at(f.as_ref(), 0, &mut header)?;
@@ -378,6 +420,7 @@ impl Input<'_> {
                             what: e.what,
                         };
                         match self {
+                            Input::Snapshot(_) => {}
                             Input::Bytes(bytes) => {
                                 p.feed(&bytes[a as usize..b as usize], v).map_err(fix)?
                             }
@@ -585,8 +628,24 @@ pub fn analyze(
 ) -> Result<Report, Error> {
     let t0 = Instant::now();
     let mut tm = Timings::default();
+    let spans = snapshot::find(&input)?;
+    let (k, skip) = snapshot::choose(&spans, cfg.snapshot)?;
+    let picked;
+    let input = match skip.is_empty() {
+        true => input,
+        false => {
+            picked = input;
+            Input::Snapshot(Picked {
+                base: &picked,
+                skip: &skip,
+            })
+        }
+    };
     let (ix, bytes, parts) = build_index(&input, cfg, t0, &mut tm)?;
-    analyze_graph(ix, input, cfg, running_info, bytes, &parts, t0, tm)
+    let mut rep = analyze_graph(ix, input, cfg, running_info, bytes, &parts, t0, tm)?;
+    rep.analysis.snapshots = spans.len() as u64;
+    rep.analysis.snapshot = if spans.is_empty() { 0 } else { k as u64 };
+    Ok(rep)
 }
 
 /// Every object's id and shallow size as the analysis counts them, in id order, and the
@@ -596,6 +655,16 @@ pub fn shallow_sizes(
     cfg: &Config,
 ) -> Result<(index::Conventions, Vec<(u64, u32)>), Error> {
     let mut tm = Timings::default();
+    let spans = snapshot::find(&input)?;
+    let (_, skip) = snapshot::choose(&spans, cfg.snapshot)?;
+    let base = input;
+    let input = match skip.is_empty() {
+        true => base,
+        false => Input::Snapshot(Picked {
+            base: &base,
+            skip: &skip,
+        }),
+    };
     let (ix, _, _) = build_index(&input, cfg, Instant::now(), &mut tm)?;
     let sizes = ix.ids.iter().copied().zip(ix.shallow.iter().copied());
     Ok((ix.sizes, sizes.collect()))
@@ -1142,8 +1211,10 @@ mod tests {
                 let Some(class_node) = ix.node(class_id).filter(|_| class_id != 0) else {
                     continue;
                 };
+                // A class the dump lists as a root needs no edge (see `prim_edge_ids`).
+                let rooted = ix.roots.iter().any(|r| r.node == class_node);
                 assert!(
-                    ix.succ(n).contains(&class_node),
+                    rooted || ix.succ(n).contains(&class_node),
                     "{rel}: the {} at node {n} has no edge to its class",
                     ix.classes[c as usize].name
                 );

@@ -64,6 +64,7 @@ pub fn root_name(tag: u8) -> &'static str {
         sub::ROOT_UNKNOWN => "Unknown",
         LATE_ROOT => "Class (unreferenced)",
         CLASS_ROOT => "System Class",
+        crate::analyze::index::STRIPPED_HOLDER_ROOT => "Held by a stripped zygote/image object",
         _ => "Unknown",
     }
 }

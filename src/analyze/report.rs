@@ -87,6 +87,10 @@ pub struct AnalysisInfo {
     pub short_instances: u64,
     /// Parts of the file parsed side by side (1: in one piece).
     pub parse_parts: u64,
+    /// Heap dumps (snapshots) in the file, and the one analysed, counted from 1 (the others
+    /// are not read: merged, they would make a heap that never existed).
+    pub snapshots: u64,
+    pub snapshot: u64,
     /// How shallow (and so retained) sizes were counted: the VM's object header, reference
     /// size, alignment, and whether references are compressed (decided from the dump as MAT
     /// does). `java.lang.ref.Reference.referent` is never a strong reference.
@@ -489,6 +493,8 @@ pub(crate) fn build(
             unknown_class_instances: st.unknown_class,
             short_instances: st.short_instances,
             parse_parts: 1,
+            snapshots: 1,
+            snapshot: 1,
             sizes: ix.sizes,
             timings: Timings::default(),
         },

@@ -313,6 +313,8 @@ impl ChildReport {
                 arrays_stripped: w[6],
                 array_bytes_removed: w[7],
                 objects_dropped: w[8],
+                // (Not carried from the child: the report's words are fixed.)
+                ..StripStats::default()
             }),
         })
     }

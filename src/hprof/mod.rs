@@ -33,6 +33,11 @@ pub use strip::{
 
 use std::fmt;
 
+/// The JNI reference id of the `ROOT_JNI_GLOBAL` records the `app` strip writes for the objects
+/// a dropped zygote or image object referenced (`OOMG` in ASCII; ART writes 0 there). The
+/// analyser reads such a root as "held by a stripped zygote/image object".
+pub const STRIPPED_HOLDER_MARK: u64 = 0x4F4F_4D47;
+
 /// Top-level record tags.
 pub mod tag {
     pub const UTF8: u8 = 0x01;

@@ -737,8 +737,9 @@ impl Visitor for Pass2<'_> {
                 if bytes + RAW_SLACK >= self.limits.array_min_bytes {
                     self.flag(n, ARRAY_FINDING, format!("{} of {len}", prim_name(ty)));
                 }
-                // A primitive array -> its class (`char[]`), as for any other object.
-                let class_id = ix.prim_class_ids[pi as usize];
+                // A primitive array -> its class (`char[]`), as for any other object (unless
+                // the class is a listed root: see `Index::prim_edge_ids`).
+                let class_id = ix.prim_edge_ids[pi as usize];
                 if class_id != 0 {
                     self.edge(class_id);
                 }

@@ -30,6 +30,11 @@ pub struct AnalyzeArgs {
     /// `--threads` given on the command line win.
     #[arg(long)]
     config: Option<PathBuf>,
+    /// Of a file that holds several heap dumps (the JDK 8 hprof agent's), the one to analyse,
+    /// counted from 1 (default: the last). The report's `analysis.snapshots` says how many
+    /// there are.
+    #[arg(long)]
+    snapshot: Option<u32>,
 }
 
 /// Read a JSON file, or say which file and byte are wrong.
@@ -64,6 +69,7 @@ pub fn run(a: AnalyzeArgs) -> Result<(), Failure> {
     let cfg = Config {
         top_n: a.top,
         threads: a.threads,
+        snapshot: a.snapshot.or(base.snapshot),
         ..base
     };
     let report =

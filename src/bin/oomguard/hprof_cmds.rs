@@ -210,6 +210,13 @@ pub fn strip(a: StripArgs) -> Result<(), Failure> {
         mb(stats.array_bytes_removed),
         stats.objects_dropped
     );
+    if stats.holder_roots > 0 || stats.objects_kept_in_dropped_heaps > 0 {
+        say!(
+            "  {} GC roots kept for the app objects they referenced; {} objects of those heaps kept",
+            stats.holder_roots,
+            stats.objects_kept_in_dropped_heaps
+        );
+    }
     Ok(())
 }
 

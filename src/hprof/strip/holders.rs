@@ -1,0 +1,432 @@
+//! Level `app`: what the dropped objects held.
+//!
+//! Dropping the zygote and image heaps' objects must not cut a path from a GC root to an app
+//! object: `class LayoutInflater` → a zygote `HashMap` → app objects. So while it drops them, the
+//! stripper notes each dropped object's id and the ids its references point to (its class, its
+//! reference fields, an object array's elements). At the end of the heap dump (before
+//! HEAP_DUMP_END, or at the end of the file) it writes one HEAP_DUMP_SEGMENT with a GC root for
+//! every id a dropped object referenced that is neither dropped itself nor already a root: a
+//! `ROOT_JNI_GLOBAL` whose JNI reference id is [`crate::hprof::STRIPPED_HOLDER_MARK`]. Any tool
+//! reads it as a JNI global (hprof-conv copies it); our analyser names it "held by a stripped
+//! zygote/image object". The app strip loses the dropped objects' sizes, never a path.
+//!
+//! The order of the heaps does not matter (Dalvik-era dumps interleave `zygote` and `app` over
+//! hundreds of HEAP_DUMP_INFO records; ART writes `image`, `zygote`, then `app`): the roots are
+//! written once everything is known.
+//!
+//! A dropped instance whose class dump has not come yet (ART writes each heap in address order:
+//! a boot image object can lie below its class) is kept in memory, id, class and field bytes,
+//! until the end of the heap dump, when every class is known.
+//!
+//! Memory is bounded: the table of ids holds at most [`MAX_SLOTS`] slots (9 bytes each: 18 MiB
+//! at most, grown from 36 KiB as needed: about 2.4 slots per dropped object), the class layouts
+//! at most [`MAX_CLASSES`] classes and [`MAX_FIELD_BYTES`] bytes of field types (about 3 MiB),
+//! the waiting instances [`MAX_DEFERRED_BYTES`]. An object the stripper cannot account for
+//! within these bounds is kept instead of dropped: the output is bigger, never wrong.
+
+use crate::hprof::parser::ClassDump;
+use crate::hprof::{read_id, BasicType};
+use std::collections::HashMap;
+
+/// Most slots of the id table (a power of two).
+pub(super) const MAX_SLOTS: usize = 1 << 21;
+const START_SLOTS: usize = 1 << 12;
+/// Most classes whose field layout is kept.
+pub(super) const MAX_CLASSES: usize = 1 << 16;
+/// Most bytes of instance field types kept (one byte per field).
+pub(super) const MAX_FIELD_BYTES: usize = 1 << 20;
+/// Most bytes of dropped instances kept until their class dump comes (ART writes a heap in
+/// address order, and a boot image object can lie below its class).
+pub(super) const MAX_DEFERRED_BYTES: usize = 4 << 20;
+
+/// The id is a dropped object.
+const DROPPED: u8 = 1;
+/// A dropped object references the id.
+const WANTED: u8 = 2;
+/// The dump lists the id as a GC root.
+const ROOTED: u8 = 4;
+/// In a layout's types: `java.lang.ref.Reference.referent`, an object field that is no strong
+/// reference (a zygote `WeakReference` to an app object must not make a root of it).
+const WEAK: u8 = 0x80 | BasicType::Object as u8;
+
+/// An open-addressing set of ids (0, the null id, is never stored), each with flags.
+struct Table {
+    keys: Vec<u64>,
+    flags: Vec<u8>,
+    len: usize,
+}
+
+impl Table {
+    fn new() -> Table {
+        Table {
+            keys: vec![0; START_SLOTS],
+            flags: vec![0; START_SLOTS],
+            len: 0,
+        }
+    }
+
+    /// Entries the table can take before it is full (at 3/4 of [`MAX_SLOTS`]).
+    fn room(&self, reserved: usize) -> usize {
+        (MAX_SLOTS / 4 * 3).saturating_sub(self.len + reserved)
+    }
+
+    #[inline]
+    fn slot(&self, id: u64) -> usize {
+        let mask = self.keys.len() - 1;
+        let mut i = (id.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40) as usize & mask;
+        loop {
+            let k = self.keys[i];
+            if k == id || k == 0 {
+                return i;
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    /// Add `flag` to `id`'s flags. The caller made sure of the room ([`Table::room`]).
+    #[inline]
+    fn mark(&mut self, id: u64, flag: u8) {
+        if id == 0 {
+            return;
+        }
+        let i = self.slot(id);
+        if self.keys[i] == 0 {
+            self.keys[i] = id;
+            self.len += 1;
+            self.flags[i] = flag;
+            if self.len * 4 > self.keys.len() * 3 {
+                self.grow();
+            }
+        } else {
+            self.flags[i] |= flag;
+        }
+    }
+
+    fn grow(&mut self) {
+        let n = (self.keys.len() * 2).min(MAX_SLOTS);
+        if n == self.keys.len() {
+            return;
+        }
+        let keys = std::mem::replace(&mut self.keys, vec![0; n]);
+        let flags = std::mem::replace(&mut self.flags, vec![0; n]);
+        for (k, f) in keys.into_iter().zip(flags) {
+            if k != 0 {
+                let i = self.slot(k);
+                self.keys[i] = k;
+                self.flags[i] = f;
+            }
+        }
+    }
+}
+
+/// A class's instance field layout as its dump declares it.
+struct Layout {
+    super_id: u64,
+    /// Its own fields' types: `types[start..start + count]`.
+    start: u32,
+    count: u32,
+}
+
+/// What level `app` keeps track of while it drops objects.
+pub(super) struct Holders {
+    id_size: u32,
+    table: Table,
+    classes: HashMap<u64, Layout>,
+    types: Vec<u8>,
+    /// An object array being dropped: bytes of an element split between two chunks.
+    partial: [u8; 8],
+    partial_len: usize,
+    /// The current dropped object array's elements are being noted.
+    in_array: bool,
+    /// A reference id could not be noted (the table is full): nothing more is dropped.
+    pub(super) full: bool,
+    /// The reference offsets of the last instance's class, reused for the next of the same class.
+    cache_class: u64,
+    cache_offsets: Vec<u32>,
+    cache_len: usize,
+    /// The string ids of "referent" and of `java.lang.ref.Reference`'s name (either spelling),
+    /// and the class id of `java.lang.ref.Reference`.
+    referent_name: u64,
+    reference_names: [u64; 2],
+    reference_class: u64,
+    /// The class last marked wanted (most dropped objects in a row share their class).
+    last_class: u64,
+    /// Dropped instances whose class was not known yet: (id, class id, data length) heads,
+    /// their data in `deferred_data`; `reserved` table entries kept for their references.
+    deferred: Vec<(u64, u64, u32)>,
+    deferred_data: Vec<u8>,
+    reserved: usize,
+}
+
+impl Holders {
+    pub(super) fn new(id_size: u32) -> Holders {
+        Holders {
+            id_size,
+            table: Table::new(),
+            classes: HashMap::new(),
+            types: Vec::new(),
+            partial: [0; 8],
+            partial_len: 0,
+            in_array: false,
+            full: false,
+            cache_class: 0,
+            cache_offsets: Vec::new(),
+            cache_len: 0,
+            referent_name: 0,
+            reference_names: [0; 2],
+            reference_class: 0,
+            last_class: 0,
+            deferred: Vec::new(),
+            deferred_data: Vec::new(),
+            reserved: 0,
+        }
+    }
+
+    /// A UTF8 record passed.
+    pub(super) fn string(&mut self, id: u64, text: &[u8]) {
+        match text {
+            b"referent" => self.referent_name = id,
+            b"java/lang/ref/Reference" => self.reference_names[0] = id,
+            b"java.lang.ref.Reference" => self.reference_names[1] = id,
+            _ => {}
+        }
+    }
+
+    /// A LOAD_CLASS record passed.
+    pub(super) fn load_class(&mut self, class_id: u64, name_id: u64) {
+        if name_id != 0 && self.reference_names.contains(&name_id) {
+            self.reference_class = class_id;
+        }
+    }
+
+    /// The dump lists `id` as a GC root.
+    pub(super) fn root(&mut self, id: u64) {
+        if self.table.room(self.reserved) > 0 {
+            self.table.mark(id, ROOTED);
+        }
+    }
+
+    /// A class dump passed: keep its field layout.
+    pub(super) fn class(&mut self, c: &ClassDump<'_>) {
+        if self.classes.len() >= MAX_CLASSES
+            || self.types.len() + c.field_count as usize > MAX_FIELD_BYTES
+        {
+            return;
+        }
+        let start = self.types.len() as u32;
+        let weak = c.id == self.reference_class && c.id != 0;
+        let referent = self.referent_name;
+        self.types.extend(c.fields().map(|(name, ty)| match ty {
+            BasicType::Object if weak && name == referent => WEAK,
+            _ => ty as u8,
+        }));
+        let count = self.types.len() as u32 - start;
+        self.classes.insert(
+            c.id,
+            Layout {
+                super_id: c.super_id,
+                start,
+                count,
+            },
+        );
+        if c.id == self.cache_class {
+            self.cache_class = 0;
+        }
+    }
+
+    /// Fill the cache with the offsets of `class_id`'s reference fields in an instance's data;
+    /// false if a class of its chain is unknown.
+    fn layout(&mut self, class_id: u64) -> bool {
+        if self.cache_class == class_id && class_id != 0 {
+            return true;
+        }
+        self.cache_class = 0;
+        self.cache_offsets.clear();
+        let mut at = 0u32;
+        let mut c = class_id;
+        // A chain longer than the classes known loops.
+        for _ in 0..=self.classes.len() {
+            if c == 0 {
+                self.cache_class = class_id;
+                self.cache_len = at as usize;
+                return true;
+            }
+            let Some(l) = self.classes.get(&c) else {
+                return false;
+            };
+            for &t in &self.types[l.start as usize..(l.start + l.count) as usize] {
+                let Some(ty) = BasicType::from_u8(t & !0x80) else {
+                    return false;
+                };
+                if t == BasicType::Object as u8 {
+                    self.cache_offsets.push(at);
+                }
+                at += ty.size(self.id_size);
+            }
+            c = l.super_id;
+        }
+        false
+    }
+
+    /// A dropped instance: note it and what it references. False (nothing noted) if it cannot
+    /// be accounted for: the caller keeps it.
+    pub(super) fn instance(&mut self, id: u64, class_id: u64, data: &[u8]) -> bool {
+        if self.full {
+            return false;
+        }
+        if !self.layout(class_id) || self.cache_len != data.len() {
+            return self.defer(id, class_id, data);
+        }
+        if self.table.room(self.reserved) < self.cache_offsets.len() + 2 {
+            self.full = true;
+            return false;
+        }
+        self.table.mark(id, DROPPED);
+        self.want_class(class_id);
+        self.note_fields(data);
+        true
+    }
+
+    /// Mark a dropped object's class wanted (once for a run of objects of one class).
+    #[inline]
+    fn want_class(&mut self, class_id: u64) {
+        if class_id != self.last_class {
+            self.table.mark(class_id, WANTED);
+            self.last_class = class_id;
+        }
+    }
+
+    /// Mark what `data` references at the cached layout's offsets.
+    fn note_fields(&mut self, data: &[u8]) {
+        let n = self.id_size as usize;
+        for i in 0..self.cache_offsets.len() {
+            let o = self.cache_offsets[i] as usize;
+            let r = read_id(&data[o..o + n], self.id_size);
+            self.table.mark(r, WANTED);
+        }
+    }
+
+    /// Keep a dropped instance of a class not known yet for [`Holders::take_wanted`].
+    fn defer(&mut self, id: u64, class_id: u64, data: &[u8]) -> bool {
+        // Room for as many references as its bytes can hold, its id and its class.
+        let refs = data.len() / self.id_size as usize;
+        if self.deferred_data.len() + data.len() > MAX_DEFERRED_BYTES
+            || self.table.room(self.reserved) < refs + 2
+        {
+            self.full = true;
+            return false;
+        }
+        self.table.mark(id, DROPPED);
+        self.want_class(class_id);
+        self.reserved += refs;
+        self.deferred.push((id, class_id, data.len() as u32));
+        self.deferred_data.extend_from_slice(data);
+        true
+    }
+
+    /// Note what the deferred instances reference, now that every class dump has passed. One
+    /// whose class the dump never describes (or describes at another length) has each id-sized
+    /// run of its bytes taken for a reference (a root too many, not a path lost), as far as the
+    /// table has room.
+    fn resolve(&mut self) {
+        let deferred = std::mem::take(&mut self.deferred);
+        let data = std::mem::take(&mut self.deferred_data);
+        let n = self.id_size as usize;
+        let mut at = 0usize;
+        for &(_, class_id, len) in &deferred {
+            let d = &data[at..at + len as usize];
+            at += len as usize;
+            if self.layout(class_id) && self.cache_len == d.len() {
+                self.note_fields(d);
+            } else {
+                for w in d.windows(n) {
+                    if self.table.room(0) > 0 {
+                        self.table.mark(read_id(w, self.id_size), WANTED);
+                    }
+                }
+            }
+        }
+        self.reserved = 0;
+    }
+
+    /// A dropped object array's head: its elements follow through [`Holders::elements`]. False
+    /// if it cannot be accounted for.
+    pub(super) fn object_array(&mut self, id: u64, class_id: u64, len: u32) -> bool {
+        if self.full || self.table.room(self.reserved) < len as usize + 2 {
+            self.full = true;
+            return false;
+        }
+        self.table.mark(id, DROPPED);
+        self.want_class(class_id);
+        self.in_array = true;
+        self.partial_len = 0;
+        true
+    }
+
+    /// A dropped primitive array. False if it cannot be accounted for.
+    pub(super) fn primitive_array(&mut self, id: u64) -> bool {
+        if self.full || self.table.room(self.reserved) < 1 {
+            self.full = true;
+            return false;
+        }
+        self.table.mark(id, DROPPED);
+        true
+    }
+
+    /// Elements of the dropped object array, in chunks of any size.
+    pub(super) fn elements(&mut self, mut data: &[u8]) {
+        if !self.in_array {
+            return;
+        }
+        let n = self.id_size as usize;
+        if self.partial_len > 0 {
+            let take = (n - self.partial_len).min(data.len());
+            self.partial[self.partial_len..self.partial_len + take].copy_from_slice(&data[..take]);
+            self.partial_len += take;
+            data = &data[take..];
+            if self.partial_len < n {
+                return;
+            }
+            let r = read_id(&self.partial[..n], self.id_size);
+            self.table.mark(r, WANTED);
+            self.partial_len = 0;
+        }
+        let mut chunks = data.chunks_exact(n);
+        for c in &mut chunks {
+            self.table.mark(read_id(c, self.id_size), WANTED);
+        }
+        let rest = chunks.remainder();
+        self.partial[..rest.len()].copy_from_slice(rest);
+        self.partial_len = rest.len();
+    }
+
+    /// The current array is complete.
+    pub(super) fn array_end(&mut self) {
+        self.in_array = false;
+        self.partial_len = 0;
+    }
+
+    /// Whether anything was noted since the last [`Holders::take_wanted`].
+    pub(super) fn pending(&self) -> bool {
+        self.table.len > 0
+    }
+
+    /// The ids that need a root (referenced by a dropped object, neither dropped nor a root),
+    /// sorted; then forget everything about this heap dump (another may follow in the file).
+    pub(super) fn take_wanted(&mut self) -> Vec<u64> {
+        self.resolve();
+        let mut v: Vec<u64> = self
+            .table
+            .keys
+            .iter()
+            .zip(&self.table.flags)
+            .filter(|&(_, &f)| f & (WANTED | DROPPED | ROOTED) == WANTED)
+            .map(|(&k, _)| k)
+            .collect();
+        v.sort_unstable();
+        self.table = Table::new();
+        self.last_class = 0;
+        self.full = false;
+        v
+    }
+}
