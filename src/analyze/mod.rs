@@ -50,8 +50,8 @@ pub mod index;
 pub mod paths;
 mod rank;
 pub mod report;
-pub mod trace;
 mod snapshot;
+pub mod trace;
 
 pub use report::{Report, Summary};
 

@@ -8,12 +8,15 @@
 //!
 //! Invariants:
 //! - The output is the same bytes the sequential stripper writes. Levels `none` and `arrays`
-//!   keep no state from one heap dump segment to the next. Level `app` does (which heap the
+//!   keep no state from one heap dump segment to the next. Level `app` is no longer stripped
+//!   here: since it writes roots that depend on the whole heap dump (`strip::holders`), the
+//!   callers strip it on one thread, and the carry below is not reached. (What it did: level
+//!   `app` keeps state (which heap the
 //!   objects are in, and a dropped heap's HEAP_DUMP_INFO waiting for a class dump): each part
 //!   starts with the heap names met before its cut and the default heap state, and records
 //!   whether anything in it depended on that state before its first HEAP_DUMP_INFO. If it did
 //!   and the state actually carried in differs, the writer strips that part again with the
-//!   right state.
+//!   right state.)
 //! - A parse error is reported at the same byte offset as the sequential stripper reports it:
 //!   parts are written in order, so the first failing part is the first failure in the file.
 
