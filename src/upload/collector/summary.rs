@@ -284,7 +284,8 @@ struct Count(Option<u64>);
 
 struct Lenient<T>(std::marker::PhantomData<T>);
 
-macro_rules! skip_other {
+/// A visitor's answers to a bool, a signed or float number and a null: read past, as absent.
+macro_rules! skip_scalars {
     () => {
         fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
             Ok(Default::default())
@@ -298,6 +299,13 @@ macro_rules! skip_other {
         fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
             Ok(Default::default())
         }
+    };
+}
+
+/// [`skip_scalars`], and a list or an object read past too.
+macro_rules! skip_other {
+    () => {
+        skip_scalars!();
         fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
             while a.next_element::<IgnoredAny>()?.is_some() {}
             Ok(Default::default())
@@ -518,18 +526,7 @@ impl<'de> Visitor<'de> for Lenient<Steps> {
     fn visit_u64<E: de::Error>(self, _: u64) -> Result<Steps, E> {
         Ok(Steps::default())
     }
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(Default::default())
-    }
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(Default::default())
-    }
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(Default::default())
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(Default::default())
-    }
+    skip_scalars!();
     fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
         while a.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
         Ok(Default::default())
