@@ -289,10 +289,12 @@ fn the_command_line_prints_the_demo_leak_trace() {
     assert!(!text.contains('\u{1b}'));
 }
 
-/// `tests/java/traces/ThreadLeak.java`'s dump: a destroyed activity held by an ended thread
-/// (through a static field) and one held by a running thread.
+/// `tests/java/traces/ThreadLeak.java`'s dump: destroyed activities held by an ended thread
+/// (through a static field), by a running thread, and by local variables on two threads. With
+/// the thread list the program wrote beside the dump (as the agent writes it into an incident's
+/// running info), each path on a thread names the thread, and a Java frame its method.
 #[test]
-fn threads_on_a_java_17_heap_running_and_ended() {
+fn threads_on_a_java_17_heap_running_ended_and_their_frames() {
     let root = common::root();
     let dir = root.join(format!("target/test-dumps/threads-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -313,26 +315,37 @@ fn threads_on_a_java_17_heap_running_and_ended() {
         .expect("java runs");
     assert!(st.success(), "ThreadLeak failed");
     let bytes = std::fs::read(&out).unwrap();
+    let info: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("threads.hprof.threads.json")).unwrap())
+            .unwrap();
     let _ = std::fs::remove_dir_all(&dir);
-    let (r, stripped) = both(&bytes);
+    let (mini, _) = strip_bytes(&bytes, Level::Arrays).unwrap();
+    let with = |b: &[u8], i: &serde_json::Value| {
+        analyze::analyze(Input::Bytes(b), &Config::default(), i.clone()).expect("analysis")
+    };
+    let r = with(&bytes, &info);
+    let stripped = with(&mini, &info);
     let paths: Vec<&GcPath> = r
         .gc_paths
         .iter()
         .filter(|g| g.class_name == "ThreadLeak$Screen")
         .collect();
-    assert_eq!(paths.len(), 2, "{:#?}", r.gc_paths);
-    let by_kind = |kind: &str| {
+    assert_eq!(paths.len(), 4, "{:#?}", r.gc_paths);
+    let by_kind = |kind: &str, on: &str| {
         *paths
             .iter()
-            .find(|g| g.trace.root_kind == kind)
-            .unwrap_or_else(|| panic!("no {kind} path: {paths:#?}"))
+            .find(|g| {
+                g.trace.root_kind == kind
+                    && g.trace.thread.as_ref().and_then(|t| t.name.as_deref()) == Some(on)
+            })
+            .unwrap_or_else(|| panic!("no {kind} path on {on}: {paths:#?}"))
     };
-    let running = by_kind("thread");
+    let running = by_kind("thread", "screen-loader");
     assert!(
         running
             .trace
             .root
-            .starts_with("thread ThreadLeak$Worker @0x"),
+            .starts_with("thread \"screen-loader\" (ThreadLeak$Worker @0x"),
         "{}",
         running.trace.root
     );
@@ -346,11 +359,43 @@ fn threads_on_a_java_17_heap_running_and_ended() {
     );
     assert_eq!(running.trace.nodes[0].status_reason, "a running thread");
     assert_eq!(running.trace.nodes[0].reference.as_deref(), Some("target"));
-    let ended = by_kind("static field");
+    let t = running.trace.thread.as_ref().unwrap();
+    assert_eq!(t.object_id, Some(running.trace.nodes[0].object_id));
+    assert!(t.id.is_some_and(|id| id > 1), "{t:?}");
+
+    // The local variables: HotSpot's dump has a stack trace per thread, so the frame's method
+    // and line are named.
+    let local = by_kind("Java frame", "frame-holder");
+    assert_eq!(local.gc_root, "Java Frame");
+    let frame = local.trace.thread.as_ref().unwrap().frame.clone().unwrap();
+    assert!(
+        frame.starts_with("ThreadLeak$Holder.run(ThreadLeak.java:"),
+        "{frame}"
+    );
+    assert!(
+        local.trace.root.starts_with(&format!(
+            "local variable in {frame} on thread \"frame-holder\": ThreadLeak$Screen[] @0x"
+        )),
+        "{}",
+        local.trace.root
+    );
+    let main = by_kind("Java frame", "main");
+    let frame = main.trace.thread.as_ref().unwrap().frame.clone().unwrap();
+    assert!(
+        frame.starts_with("ThreadLeak.main(ThreadLeak.java:"),
+        "{frame}"
+    );
+    assert_eq!(main.trace.thread.as_ref().unwrap().id, Some(1));
+
+    let ended = paths
+        .iter()
+        .find(|g| g.trace.root_kind == "static field")
+        .expect("the ended thread's path");
     assert_eq!(
         ended.trace.root,
         "class ThreadLeak$Threads, static field sLast"
     );
+    assert!(ended.trace.thread.is_none());
     assert_eq!(
         statuses(ended),
         [
@@ -362,6 +407,27 @@ fn threads_on_a_java_17_heap_running_and_ended() {
     assert_eq!(ended.trace.nodes[1].status_reason, "the thread has ended");
     check_all(&r);
     assert_eq!(traces(&r), traces(&stripped));
+
+    // Without the list (a dump analysed on its own) a thread is its id; the report of the
+    // stripped twin still matches.
+    let (bare, bare_stripped) = both(&bytes);
+    let root_of = |r: &Report, kind: &str| -> Vec<String> {
+        let mut v: Vec<String> = r
+            .gc_paths
+            .iter()
+            .filter(|g| g.trace.root_kind == kind)
+            .map(|g| g.trace.root.clone())
+            .collect();
+        v.sort();
+        v
+    };
+    let roots = root_of(&bare, "thread");
+    assert_eq!(roots.len(), 1, "{roots:?}");
+    assert!(
+        roots[0].starts_with(&format!("thread #{} (ThreadLeak$Worker @0x", t.id.unwrap())),
+        "{roots:?}"
+    );
+    assert_eq!(traces(&bare), traces(&bare_stripped));
 }
 
 #[test]

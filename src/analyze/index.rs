@@ -42,6 +42,9 @@ mod onepass;
 mod pass2;
 mod shared;
 mod sizes;
+mod threads;
+
+pub use threads::{OnThread, Threads, NO_FRAME};
 
 use fields::*;
 pub use idmap::*;
@@ -247,6 +250,8 @@ pub struct Index {
     /// Class ids sorted, with their index in `classes`.
     pub class_lookup: Vec<(u64, u32)>,
     pub roots: Vec<Root>,
+    /// The threads the roots name (a path that starts on a thread says which).
+    pub threads: Threads,
     pub strings: Strings,
     pub flags: Vec<Flag>,
     pub stats: IndexStats,
@@ -418,6 +423,7 @@ pub(crate) struct Pass1 {
     names: Vec<(u64, u64)>,
     classes: Vec<RawClass>,
     roots: Vec<(u64, u8)>,
+    threads: threads::RawThreads,
     ids: Vec<u64>,
     /// Whether the dump holds records only Android writes (HEAP_DUMP_INFO, ROOT_* 0x89-0x90):
     /// its objects are laid out as Dalvik and ART do (see `sizes`). The format alone does not
@@ -438,6 +444,9 @@ impl Visitor for Pass1 {
             self.strings.push(id, text);
         } else if let Some((_, class_id, _, name_id)) = r.load_class() {
             self.names.push((class_id, name_id));
+            self.threads.record(r);
+        } else {
+            self.threads.record(r);
         }
         Ok(())
     }
@@ -448,6 +457,7 @@ impl Visitor for Pass1 {
                 self.android |= sizes::android_root(*tag);
                 if *tag != sub::ROOT_UNREACHABLE && *id != 0 {
                     self.roots.push((*id, holder_tag(*tag, aux)));
+                    self.threads.root(*tag, *id, aux);
                 }
             }
             Sub::Class(c) => {
@@ -497,6 +507,7 @@ impl Pass1 {
         self.names.extend(o.names);
         self.classes.extend(o.classes);
         self.roots.extend(o.roots);
+        self.threads.merge(o.threads);
         self.sorted &= o.sorted;
         if self.sorted {
             // Two sorted runs: merge them in linear time (one after the other, the second is
@@ -612,6 +623,7 @@ impl Pass1 {
             let i = self.names.binary_search_by_key(&id, |e| e.0).ok()?;
             Some(java_name(&strings.get_or(self.names[i].1)))
         };
+        let threads = std::mem::take(&mut self.threads).finish(&ids, |id| strings.get(id), name_of);
         let mut raw = std::mem::take(&mut self.classes);
         raw.sort_by_key(|c| c.id);
         raw.dedup_by_key(|c| c.id);
@@ -719,6 +731,7 @@ impl Pass1 {
             classes,
             class_lookup,
             roots,
+            threads,
             strings,
             flags: Vec::new(),
             stats,

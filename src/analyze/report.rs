@@ -13,7 +13,8 @@
 //!   (issue 32; before, it started at the dump's root, often a class loader's list of classes,
 //!   so the signatures of such paths changed with it).
 //! - A full dump and its `arrays`-stripped twin give the same report: nothing here reads the
-//!   contents of a primitive array (a thread's name, a string's text).
+//!   contents of a primitive array (a thread's name, a string's text). Thread names come from
+//!   the incident's `runningInfo.javaThreads`, which the agent lists at the verdict.
 //!
 //! Leak traces, our addition beside KOOM's fields (`crate::analyze::trace` says how the statuses
 //! and suspects are decided). `gcPaths[i].trace` is the path of the group's largest instance,
@@ -23,6 +24,14 @@
 //!   "rootKind": "static field" | "thread" | "JNI global" | "JNI local" | "Java frame"
 //!               | "native stack" | "system class" | "monitor" | "sticky class" | "other",
 //!   "root": "class DemoApp$Session, static field sHistory",       // where the path starts
+//!   "thread": {                      // only for a root on a thread (rootKind thread, Java
+//!                                    // frame, JNI local, native stack, thread block, monitor)
+//!     "objectId": 5678,              // the thread's object, null if the dump lists none
+//!     "id": 12,                      // Thread.getId() (its `tid` field), null if unknown
+//!     "name": "main",                // from runningInfo.javaThreads, null if not listed
+//!     "frame": "DemoApp.main(DemoApp.java:42)"   // a Java frame's or JNI local's method,
+//!                                    // null where the dump has no stack traces (ART)
+//!   },
 //!   "nodes": [ {                                                  // from the start to the object
 //!     "className": "DemoApp$Session",        // for a class object, the class itself
 //!     "objectId": 123,                       // the object's id in the dump
@@ -37,8 +46,9 @@
 //! }
 //! ```
 //! `root` names a class and its first static field, or the dump's root and the object it holds
-//! ("JNI global reference to X @0x1234", "thread java.lang.Thread @0x5678": a thread's name is
-//! not read, see above); `reference` is `null` exactly on the last node.
+//! ("JNI global reference to X @0x1234", `thread "main" (java.lang.Thread @0x5678)`, `local
+//! variable in DemoApp.main(DemoApp.java:42) on thread "main": X @0x9abc`; a thread the list
+//! lacks is `thread #12`); `reference` is `null` exactly on the last node.
 #![forbid(unsafe_code)]
 
 use super::arrays::{bit, set_bit};
@@ -396,8 +406,16 @@ pub(crate) fn build(
         .iter()
         .map(|g| g.1)
         .chain(dgroups.iter().map(|d| d.1));
+    // Each path's objects, and the thread a path on a thread starts on (its Java thread id).
     let mut missing: Vec<u64> = reps
-        .flat_map(|v| named[&v].path.iter().copied())
+        .flat_map(|v| {
+            let nm = &named[&v];
+            let thread = nm
+                .path
+                .first()
+                .and_then(|&s| trace::thread_object(ix, s, nm.tag));
+            nm.path.iter().copied().chain(thread)
+        })
         .filter(|&v| {
             ix.class_of_node(v).is_none()
                 && !ix.classes[ix.class_of[v as usize] as usize]
@@ -416,9 +434,10 @@ pub(crate) fn build(
         fields.got.extend(more.got);
     }
     let ins = Inspector::new(ix, &fields.got);
+    let names = trace::thread_names(&running_info);
     let trace_of = |v: u32, end: Option<(&str, &str)>| {
         let nm = &named[&v];
-        trace::build(ix, dom, &p3, &ins, &nm.path, nm.tag, end)
+        trace::build(ix, dom, &p3, &ins, &names, &nm.path, nm.tag, end)
     };
     let gc_paths: Vec<GcPath> = gc_paths
         .into_iter()

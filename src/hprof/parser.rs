@@ -67,6 +67,38 @@ impl<'a> Record<'a> {
             read_id(&b[8 + n..], self.id_size),
         ))
     }
+
+    /// A FRAME (STACK FRAME) record: (frame id, method name string id, source file string id,
+    /// class serial, line: > 0 a line, 0 none, -1 unknown, -2 compiled, -3 native).
+    pub fn frame(&self) -> Option<(u64, u64, u64, u32, i32)> {
+        let n = self.id_size as usize;
+        let b = self.body;
+        if self.tag != tag::FRAME || b.len() < 4 * n + 8 {
+            return None;
+        }
+        Some((
+            read_id(b, self.id_size),
+            read_id(&b[n..], self.id_size),
+            read_id(&b[3 * n..], self.id_size),
+            read_u32(&b[4 * n..]),
+            read_u32(&b[4 * n + 4..]) as i32,
+        ))
+    }
+
+    /// A TRACE (STACK TRACE) record: (stack trace serial, thread serial, frame ids, innermost
+    /// first).
+    pub fn trace(&self) -> Option<(u32, u32, impl Iterator<Item = u64> + 'a)> {
+        let b = self.body;
+        if self.tag != tag::TRACE || b.len() < 12 {
+            return None;
+        }
+        let id_size = self.id_size;
+        let n = (read_u32(&b[8..]) as usize).min((b.len() - 12) / id_size as usize);
+        let frames = b[12..12 + n * id_size as usize]
+            .chunks_exact(id_size as usize)
+            .map(move |c| read_id(c, id_size));
+        Some((read_u32(b), read_u32(&b[4..]), frames))
+    }
 }
 
 /// A class dump, with its variable parts left as slices to iterate.

@@ -82,6 +82,12 @@ impl<'a> Inspector<'a> {
         self.threads.binary_search(&v).is_ok()
     }
 
+    /// The Java thread id (`Thread.getId()`: the `tid` field, HotSpot's and ART's) of thread
+    /// object `v`, if the dump holds its fields.
+    pub(crate) fn java_thread_id(&self, v: u32) -> Option<i64> {
+        self.int_field(v, "java.lang.Thread", "tid")
+    }
+
     /// The value of field `name` declared by class `decl` (or by any class, if `decl` is
     /// empty) in instance `v`; `None` if the dump does not hold the instance's fields or its
     /// class has no such field.

@@ -25,17 +25,20 @@
 #![forbid(unsafe_code)]
 
 mod inspect;
+mod root;
 #[cfg(test)]
 mod tests;
 mod text;
 
 pub(crate) use inspect::{detector_reason, Inspector};
+pub use root::TraceThread;
+pub(crate) use root::{thread_names, thread_object};
 pub use text::LeakTraces;
 
 use super::dominators::{Dominators, UNREACHED};
 use super::index::Index;
-use super::paths::{root_name, Pass3, Ref, CLASS_ROOT, LATE_ROOT};
-use crate::hprof::{sub, Sub, Visitor};
+use super::paths::{Pass3, Ref};
+use crate::hprof::{Sub, Visitor};
 use serde::Serialize;
 use std::collections::HashMap;
 
@@ -64,6 +67,9 @@ impl Status {
 pub struct Trace {
     pub root_kind: String,
     pub root: String,
+    /// The thread the path starts on, for a root on a thread (see `root`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thread: Option<TraceThread>,
     pub nodes: Vec<TraceNode>,
 }
 
@@ -159,48 +165,16 @@ fn reference(ix: &Index, r: &Ref) -> (String, &'static str) {
     }
 }
 
-/// What a path starting at `start` (whose tag is `tag`, first reference `first`) starts from:
-/// the root kind and the human text.
-fn root_words(ix: &Index, start: u32, tag: u8, first: Option<&Ref>) -> (String, String) {
-    let id = ix.ids[start as usize];
-    if let Some(c) = ix.class_of_node(start) {
-        let name = &ix.classes[c as usize].name;
-        return match first {
-            Some(Ref::Static(f)) => (
-                "static field".into(),
-                format!("class {name}, static field {f}"),
-            ),
-            _ if tag == sub::ROOT_STICKY_CLASS => ("sticky class".into(), format!("class {name}")),
-            _ => ("system class".into(), format!("class {name}")),
-        };
-    }
-    let class = ix.class_name(start);
-    let (kind, what) = match tag {
-        sub::ROOT_THREAD_OBJECT => ("thread", "thread"),
-        sub::ROOT_JNI_GLOBAL => ("JNI global", "JNI global reference to"),
-        sub::ROOT_JNI_LOCAL => ("JNI local", "JNI local reference to"),
-        sub::ROOT_JAVA_FRAME => ("Java frame", "local variable of a Java frame:"),
-        sub::ROOT_NATIVE_STACK => ("native stack", "native stack reference to"),
-        sub::ROOT_STICKY_CLASS => ("sticky class", "sticky class root"),
-        sub::ROOT_MONITOR_USED | sub::ROOT_JNI_MONITOR => ("monitor", "monitor held on"),
-        CLASS_ROOT | LATE_ROOT => ("system class", "class root"),
-        _ => {
-            let what = format!("{} root on", root_name(tag));
-            return ("other".into(), format!("{what} {class} @0x{id:x}"));
-        }
-    };
-    // A thread's name is a string, whose characters a stripped dump does not hold, and the
-    // report must not depend on the strip: the object id tells threads apart.
-    (kind.into(), format!("{what} {class} @0x{id:x}"))
-}
-
 /// The trace of `path` (from [`crate::analyze::paths::Paths::path`]), whose start has tag
-/// `tag`. `end` is the detector's (reason, detail) for a leak, `None` for a dominator.
+/// `tag`. `end` is the detector's (reason, detail) for a leak, `None` for a dominator;
+/// `names` the process's thread names by Java thread id ([`thread_names`]).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn build(
     ix: &Index,
     dom: &Dominators,
     p3: &Pass3<'_>,
     ins: &Inspector<'_>,
+    names: &HashMap<i64, String>,
     path: &[u32],
     tag: u8,
     end: Option<(&str, &str)>,
@@ -209,9 +183,9 @@ pub(crate) fn build(
         .windows(2)
         .map(|w| p3.get(ix.ids[w[0] as usize], ix.ids[w[1] as usize]))
         .collect();
-    let (root_kind, root) = match path.first() {
-        Some(&s) => root_words(ix, s, tag, refs.first()),
-        None => ("other".into(), "unreachable".into()),
+    let (root_kind, root, thread) = match path.first() {
+        Some(&s) => root::root_words(ix, ins, names, s, tag, refs.first()),
+        None => ("other".into(), "unreachable".into(), None),
     };
     let mut nodes: Vec<TraceNode> = path
         .iter()
@@ -262,6 +236,7 @@ pub(crate) fn build(
     Trace {
         root_kind,
         root,
+        thread,
         nodes,
     }
 }

@@ -5,7 +5,7 @@ use super::*;
 use crate::analyze::report::{GcPath, Report};
 use crate::analyze::{analyze, Config, Input};
 use crate::hprof::writer::Writer;
-use crate::hprof::{strip_bytes, tag, BasicType, Format, Level};
+use crate::hprof::{strip_bytes, sub, tag, BasicType, Format, Level};
 
 /// A field value of an instance, in layout order.
 enum V {
@@ -141,6 +141,7 @@ fn art_dump() -> Vec<u8> {
                 ("nativePeer", Long),
                 ("started", Boolean),
                 ("mTarget", Object),
+                ("tid", Long),
             ],
         ),
         (APPLICATION, OBJECT, vec![("mLeaks", Object)]),
@@ -214,14 +215,20 @@ fn art_dump() -> Vec<u8> {
     inst(w, 0x2200, WINDOW, &[V::Z(false), V::L(0x2210)]);
     inst(w, 0x2210, HOLDER, &[V::L(act(3))]);
     // 4: an ended thread; 5: a running one.
-    inst(w, 0x2300, THREAD, &[V::J(0), V::Z(true), V::L(act(4))]);
+    inst(
+        w,
+        0x2300,
+        THREAD,
+        &[V::J(0), V::Z(true), V::L(act(4)), V::J(6)],
+    );
     inst(
         w,
         0x2400,
         THREAD,
-        &[V::J(0x7f00_1234), V::Z(true), V::L(act(5))],
+        &[V::J(0x7f00_1234), V::Z(true), V::L(act(5)), V::J(7)],
     );
-    w.root2(sub::ROOT_THREAD_OBJECT, 0x2400, 1, 0);
+    // ART: thread serial 1, no stack trace (-1).
+    w.root2(sub::ROOT_THREAD_OBJECT, 0x2400, 1, u32::MAX);
     // 6: the Application's list.
     inst(w, 0x2500, APPLICATION, &[V::L(0x2510)]);
     w.object_array(0x2510, OBJECT_ARRAY, &[LIVE, act(6)]);
@@ -229,7 +236,7 @@ fn art_dump() -> Vec<u8> {
     inst(w, 0x2700, HOLDER, &[V::L(act(7))]);
     w.root_jni_global(0x2700, 0x9000);
     inst(w, 0x2800, HOLDER, &[V::L(act(8))]);
-    w.root2(sub::ROOT_JAVA_FRAME, 0x2800, 1, 0);
+    w.root2(sub::ROOT_JAVA_FRAME, 0x2800, 1, u32::MAX);
     // 9: a detached view whose context is the destroyed activity it leads to.
     inst(w, 0x2900, VIEW, &[V::L(act(9)), V::L(0), V::L(0)]);
     // 10: class Late, whose loader 0x2a10 only a JNI global's Holder reaches.
@@ -252,12 +259,12 @@ fn art_dump() -> Vec<u8> {
 }
 
 fn report(bytes: &[u8]) -> Report {
-    analyze(
-        Input::Bytes(bytes),
-        &Config::default(),
-        serde_json::Value::Null,
-    )
-    .unwrap()
+    report_with(bytes, serde_json::Value::Null)
+}
+
+/// The report with the incident's running info (the agent's thread list).
+fn report_with(bytes: &[u8], running_info: serde_json::Value) -> Report {
+    analyze(Input::Bytes(bytes), &Config::default(), running_info).unwrap()
 }
 
 /// The gcPath whose trace ends at `id`.
@@ -393,7 +400,7 @@ fn each_inspector_decides_its_object_and_the_suspects_lie_between() {
     );
     let g = path_to(&r, act(5));
     assert_eq!(g.trace.root_kind, "thread");
-    assert_eq!(g.trace.root, "thread java.lang.Thread @0x2400");
+    assert_eq!(g.trace.root, "thread #7 (java.lang.Thread @0x2400)");
     assert_eq!(
         rows(g),
         [
@@ -437,7 +444,7 @@ fn each_inspector_decides_its_object_and_the_suspects_lie_between() {
         (
             8,
             "Java frame",
-            "local variable of a Java frame: com.app.Holder @0x2800",
+            "local variable of a Java frame on thread #7: com.app.Holder @0x2800",
         ),
     ] {
         let g = path_to(&r, act(k));
@@ -614,5 +621,53 @@ fn propagation_follows_the_last_not_leaking_and_the_first_leaking_object() {
             r(Unknown, "inspected", true),
             r(Unknown, "inspected", false),
         ]
+    );
+}
+
+/// With the agent's thread list (runningInfo.javaThreads), the thread a path starts on is named,
+/// by its object's `tid`: as the thread object itself and as the thread of a Java frame; the
+/// stripped twin says the same; an id the list lacks stays a number.
+#[test]
+fn paths_on_a_thread_name_the_thread_from_the_running_info() {
+    let full = art_dump();
+    let (mini, _) = strip_bytes(&full, Level::Arrays).unwrap();
+    let info = serde_json::json!({"javaThreads": [
+        {"id": 1, "name": "main"},
+        {"id": 7, "name": "image-loader"},
+        {"id": "8", "name": "not a number: skipped"},
+    ]});
+    for bytes in [&full, &mini] {
+        let r = report_with(bytes, info.clone());
+        let g = path_to(&r, act(5));
+        assert_eq!(
+            g.trace.root,
+            "thread \"image-loader\" (java.lang.Thread @0x2400)"
+        );
+        let t = g.trace.thread.as_ref().expect("trace.thread");
+        assert_eq!(
+            (t.object_id, t.id, t.name.as_deref(), t.frame.as_deref()),
+            (Some(0x2400), Some(7), Some("image-loader"), None)
+        );
+        let g = path_to(&r, act(8));
+        assert_eq!(
+            g.trace.root,
+            "local variable of a Java frame on thread \"image-loader\": com.app.Holder @0x2800"
+        );
+        assert_eq!(
+            g.trace.thread.as_ref().map(|t| t.object_id),
+            Some(Some(0x2400))
+        );
+        // Paths that start on no thread carry no `thread`.
+        assert!(path_to(&r, act(7)).trace.thread.is_none());
+        let json = serde_json::to_value(&path_to(&r, act(7)).trace).unwrap();
+        assert!(json.get("thread").is_none(), "{json}");
+    }
+    let r = report_with(
+        &full,
+        serde_json::json!({"javaThreads": [{"id": 1, "name": "main"}]}),
+    );
+    assert_eq!(
+        path_to(&r, act(5)).trace.root,
+        "thread #7 (java.lang.Thread @0x2400)"
     );
 }
