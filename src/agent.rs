@@ -182,7 +182,14 @@ pub struct ActionContext<'a> {
     pub device: &'a Device,
     /// The process's flight recorder: the pipeline marks a dump or an analysis in progress.
     pub flight: &'a Flight,
+    /// The process's Java threads when the verdict came (empty elsewhere): the incident's
+    /// `runningInfo.javaThreads`, which names the threads a report's paths start on.
+    pub java_threads: &'a [crate::sample::JavaThread],
 }
+
+/// At most this many Java threads are listed for an incident (a process near its thread limit
+/// may have thousands; a report names only the few its paths start on).
+pub const MAX_JAVA_THREADS: usize = 4096;
 
 /// What an [`Actions`] implementation did, shown in `status.json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -604,6 +611,13 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
             v.reason
         );
         let page = self.shared.page();
+        let java_threads = match self.stacks.threads(MAX_JAVA_THREADS) {
+            Ok(t) => t,
+            Err(e) => {
+                self.note_error(e.to_string());
+                Vec::new()
+            }
+        };
         let cx = ActionContext {
             policy: &self.policy,
             data_dir: &self.data_dir,
@@ -611,6 +625,7 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
             page: &page,
             device: &self.device,
             flight: &self.shared.flight,
+            java_threads: &java_threads,
         };
         self.shared.flight.set_busy(recorder::BUSY_DUMP, true);
         let action = self.actions.on_verdict(&v, inv.as_ref(), &cx);
@@ -718,6 +733,7 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
                     page: &page,
                     device: &self.device,
                     flight: &self.shared.flight,
+                    java_threads: &[],
                 };
                 let record = self.actions.on_death(p, &cx);
                 info!(
@@ -775,6 +791,7 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
                 page: &page,
                 device: &a.device,
                 flight: &a.shared.flight,
+                java_threads: &[],
             };
             a.actions.started(&cx);
         });

@@ -608,6 +608,7 @@ impl Pipeline {
             "pauseMs": outcome.map(|o| o.pause.as_secs_f64() * 1000.0),
             "dumpMs": outcome.map(|o| o.total.as_secs_f64() * 1000.0),
             "caughtBy": outcome.map(|o| &o.caught_by),
+            "javaThreads": cx.java_threads,
         });
         let info = NewIncident {
             reason: v.reason.clone(),
@@ -929,6 +930,7 @@ mod tests {
             page: "",
             device: &device,
             flight: &Flight::default(),
+            java_threads: &[],
         });
         // The first pass analyses, then stops uploading because the network is metered.
         let gone = || !spool.incident_dir(&id).exists();
@@ -993,6 +995,7 @@ mod tests {
             page: "MainActivity",
             device: &device,
             flight: &Flight::default(),
+            java_threads: &[],
         };
         pipeline.started(&cx);
         let inv = Inventory {

@@ -208,6 +208,43 @@ fn dump_now_is_a_manual_verdict() {
         .as_str()
         .unwrap()
         .contains("button pressed"));
+    // The incident lists the process's Java threads by id and name (the names of the threads
+    // a report's paths start on), read through JNI when the verdict came.
+    let incidents: Vec<_> = std::fs::read_dir(r.data_dir.join("spool/incidents"))
+        .expect("an incident")
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(incidents.len(), 1, "{incidents:?}");
+    let inc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(incidents[0].join("incident.json")).unwrap())
+            .unwrap();
+    let threads = inc["body"]["runningInfo"]["javaThreads"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no javaThreads: {inc:#}"));
+    let id_of = |name: &str| {
+        threads
+            .iter()
+            .find(|t| t["name"] == name)
+            .and_then(|t| t["id"].as_i64())
+            .unwrap_or_else(|| panic!("no thread {name:?} in {threads:?}"))
+    };
+    assert_eq!(id_of("main"), 1, "{threads:?}");
+    let helper: i64 = r
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("helper id="))
+        .and_then(|v| v.parse().ok())
+        .expect("the helper's id");
+    assert_eq!(id_of("leaky-helper"), helper, "{threads:?}");
+    let mut ids: Vec<i64> = threads.iter().filter_map(|t| t["id"].as_i64()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(
+        ids.len(),
+        threads.len(),
+        "one entry per thread: {threads:?}"
+    );
+    assert!(id_of("oomguard") > 1, "the agent's own thread is named");
     done(r);
 }
 

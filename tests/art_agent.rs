@@ -240,6 +240,27 @@ fn art_fork_dump_keep_full_incident_names_the_activity_leak() {
     assert_eq!(info["apiLevel"], 30, "{info:#}");
     assert_eq!(info["manufacturer"], "debian-art11", "{info:#}");
     assert_eq!(info["dumper"], "art-fork", "{info:#}");
+    // The process's Java threads, listed through JNI (ThreadGroup.enumerate) on ART.
+    let threads = info["javaThreads"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no javaThreads: {info:#}"));
+    let main = threads
+        .iter()
+        .find(|t| t["name"] == "main")
+        .unwrap_or_else(|| panic!("no main thread: {threads:?}"));
+    assert!(main["id"].as_i64().is_some_and(|id| id >= 1), "{threads:?}");
+    assert!(
+        threads.iter().any(|t| t["name"] == "oomguard"),
+        "the agent's own thread is named: {threads:?}"
+    );
+    let mut ids: Vec<i64> = threads.iter().filter_map(|t| t["id"].as_i64()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(
+        ids.len(),
+        threads.len(),
+        "one entry per thread: {threads:?}"
+    );
     let full = std::fs::read(dir.join("dump.hprof")).expect("dump.hprof kept");
     assert!(full.starts_with(b"JAVA PROFILE 1.0.3\0"));
     let mini = std::fs::read(dir.join("mini.hprof")).expect("mini.hprof");
@@ -278,6 +299,25 @@ fn art_fork_dump_keep_full_incident_names_the_activity_leak() {
         leak["path"][0]["reference"], "com.example.leaky.Registry.sListeners",
         "{leak:#}"
     );
+    // The fifth, held by a register of main's frame: its trace names the thread, from the
+    // thread object's tid and the incident's javaThreads (ART's dump has no stack traces, so
+    // no method).
+    let framed = report["gcPaths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["trace"]["rootKind"] == "Java frame")
+        .unwrap_or_else(|| panic!("no Java frame path: {report:#}"));
+    assert_eq!(framed["className"], "com.example.leaky.MainActivity");
+    assert_eq!(framed["gcRoot"], "Java Frame");
+    let root = framed["trace"]["root"].as_str().unwrap();
+    assert!(
+        root.starts_with(
+            "local variable of a Java frame on thread \"main\": com.example.leaky.MainActivity @0x"
+        ),
+        "{root}"
+    );
+    assert_eq!(framed["trace"]["thread"]["id"], main["id"], "{framed:#}");
 }
 
 /// `incident.json`'s `runningInfo` in the incident directory `dir`.

@@ -172,11 +172,23 @@ public class LeakyApp {
                 System.out.println("start once the fetch ended rc=" + again);
                 break;
             }
-            case "dump":
+            case "dump": {
+                // A named thread for the incident's list of Java threads.
+                Thread helper = new Thread(() -> {
+                    try {
+                        Thread.sleep(600_000);
+                    } catch (InterruptedException e) {
+                        // ends
+                    }
+                }, "leaky-helper");
+                helper.setDaemon(true);
+                helper.start();
+                System.out.println("helper id=" + helper.getId());
                 Thread.sleep(500);
                 System.out.println("dumpNow rc=" + OomGuard.dumpNow("button pressed"));
                 waitVerdict(seconds * 1000);
                 break;
+            }
             default:
                 System.out.println("unknown mode " + mode);
         }

@@ -421,6 +421,30 @@ impl crate::dump::Dumper for NoDumper {
     }
 }
 
+/// Names the calling thread's Java peer `name`: the VM attached it unnamed ("Thread-N" on
+/// HotSpot, no name on ART), and thread lists, ANR traces and an incident's `javaThreads` should
+/// say what it is. A VM without `Thread.setName` leaves it as it was.
+fn name_java_thread(env: &mut JNIEnv, name: &str) {
+    let r = env.with_local_frame(4, |env| -> jni::errors::Result<()> {
+        let class = env.find_class("java/lang/Thread")?;
+        let me = env
+            .call_static_method(&class, "currentThread", "()Ljava/lang/Thread;", &[])?
+            .l()?;
+        let name = env.new_string(name)?;
+        env.call_method(
+            &me,
+            "setName",
+            "(Ljava/lang/String;)V",
+            &[jni::objects::JValue::Object(&name)],
+        )?;
+        Ok(())
+    });
+    if let Err(e) = r {
+        let _ = env.exception_clear();
+        debug!("the agent thread keeps the VM's name: {e}");
+    }
+}
+
 /// The body of the `oomguard` thread: attach as a daemon, build the VM handles, run the agent.
 fn agent_thread(
     jvm: jni::JavaVM,
@@ -430,9 +454,10 @@ fn agent_thread(
     rx: tokio::sync::mpsc::UnboundedReceiver<Command>,
 ) {
     let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<(), String> {
-        let env = jvm
+        let mut env = jvm
             .attach_current_thread_as_daemon()
             .map_err(|e| format!("attaching to the VM: {e}"))?;
+        name_java_thread(&mut env, "oomguard");
         let vm = JniVm::new(env).map_err(|e| format!("looking up Runtime/Thread methods: {e}"))?;
         info!("heap numbers read through {}", vm.heap_method());
         let pipeline = Pipeline::new(

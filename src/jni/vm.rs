@@ -21,8 +21,10 @@
 //!   the direct call ~2 µs. Elsewhere (ART, or `OOMGUARD_HEAP_VIA_JNI=1`) the JNI calls are used.
 
 use crate::recorder::exit_info::{self, ExitInfo, ExitInfoSource};
-use crate::sample::{Heap, HeapSource, JavaStack, SampleError, StackSource};
-use jni::objects::{GlobalRef, JClass, JMethodID, JObjectArray, JStaticMethodID, JString};
+use crate::sample::{Heap, HeapSource, JavaStack, JavaThread, SampleError, StackSource};
+use jni::objects::{
+    GlobalRef, JClass, JMethodID, JObject, JObjectArray, JStaticMethodID, JString, JValue,
+};
 use jni::signature::{Primitive, ReturnType};
 use jni::JNIEnv;
 use std::cell::RefCell;
@@ -292,7 +294,101 @@ impl HeapSource for &JniVm<'_> {
     }
 }
 
+/// A thread name longer than this (in characters) is cut: names go into every incident.
+const MAX_THREAD_NAME: usize = 256;
+
+impl JniVm<'_> {
+    /// The live Java threads of the root thread group (the agent thread's group, then its
+    /// parents), through `ThreadGroup.enumerate(Thread[], true)`: plain Java over the groups'
+    /// lists on HotSpot and on ART, which suspends no thread (`Thread.getAllStackTraces` walks
+    /// every stack).
+    fn list_threads(&self, max: usize) -> jni::errors::Result<Vec<JavaThread>> {
+        let mut env = self.env.borrow_mut();
+        let class: &JClass = <&JClass>::from(self.thread_class.as_obj());
+        env.with_local_frame(16, |env| {
+            let me = env
+                .call_static_method(class, "currentThread", "()Ljava/lang/Thread;", &[])?
+                .l()?;
+            let mut group = env
+                .call_method(&me, "getThreadGroup", "()Ljava/lang/ThreadGroup;", &[])?
+                .l()?;
+            if group.is_null() {
+                return Ok(Vec::new());
+            }
+            // Groups nest a few deep; the bound only guards against a cycle.
+            for _ in 0..64 {
+                let parent = env
+                    .call_method(&group, "getParent", "()Ljava/lang/ThreadGroup;", &[])?
+                    .l()?;
+                if parent.is_null() {
+                    break;
+                }
+                let child = std::mem::replace(&mut group, parent);
+                env.delete_local_ref(child)?;
+            }
+            let active = env.call_method(&group, "activeCount", "()I", &[])?.i()?;
+            // activeCount is an estimate, and threads start meanwhile: enumerate stops at the
+            // array's end, so an array it fills is made larger, up to `max`.
+            let active = usize::try_from(active).unwrap_or(0);
+            let max = max.clamp(1, i32::MAX as usize);
+            let mut room = (active + active / 2 + 8).min(max);
+            let (arr, got) = loop {
+                let arr = env.new_object_array(room as i32, class, JObject::null())?;
+                let got = env
+                    .call_method(
+                        &group,
+                        "enumerate",
+                        "([Ljava/lang/Thread;Z)I",
+                        &[JValue::Object(&arr), JValue::Bool(1)],
+                    )?
+                    .i()?;
+                let got = usize::try_from(got).unwrap_or(0).min(room);
+                if got < room || room == max {
+                    break (arr, got);
+                }
+                env.delete_local_ref(arr)?;
+                room = room.saturating_mul(2).min(max);
+            };
+            let mut out = Vec::with_capacity(got);
+            for i in 0..got {
+                let one = env.with_local_frame(4, |env| -> jni::errors::Result<_> {
+                    let t = env.get_object_array_element(&arr, i as i32)?;
+                    if t.is_null() {
+                        return Ok(None);
+                    }
+                    let id = env.call_method(&t, "getId", "()J", &[])?.j()?;
+                    let name = JString::from(
+                        env.call_method(&t, "getName", "()Ljava/lang/String;", &[])?
+                            .l()?,
+                    );
+                    let name: String = if name.is_null() {
+                        String::new()
+                    } else {
+                        env.get_string(&name)?.into()
+                    };
+                    Ok(Some(JavaThread {
+                        id,
+                        name: name.chars().take(MAX_THREAD_NAME).collect(),
+                    }))
+                })?;
+                out.extend(one);
+            }
+            Ok(out)
+        })
+    }
+}
+
 impl StackSource for &JniVm<'_> {
+    fn threads(&mut self, max: usize) -> Result<Vec<JavaThread>, SampleError> {
+        self.list_threads(max).map_err(|e| {
+            let _ = self.env.borrow_mut().exception_clear();
+            SampleError::Vm {
+                what: "ThreadGroup.enumerate",
+                why: e.to_string(),
+            }
+        })
+    }
+
     fn stacks(
         &mut self,
         wanted: &dyn Fn(&str) -> bool,

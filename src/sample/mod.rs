@@ -82,8 +82,21 @@ pub struct JavaStack {
     pub frames: Vec<String>,
 }
 
+/// One live Java thread: its id (`Thread.getId()`, the `tid` field a heap dump holds) and name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct JavaThread {
+    pub id: i64,
+    pub name: String,
+}
+
 /// Where Java stacks come from (`Thread.getAllStackTraces` in the app).
 pub trait StackSource {
+    /// The process's live Java threads, at most `max` of them (the names of the threads a
+    /// report's paths start on: see `analyze::trace`). None by default.
+    fn threads(&mut self, _max: usize) -> Result<Vec<JavaThread>, SampleError> {
+        Ok(Vec::new())
+    }
+
     /// Stacks of the live threads whose name satisfies `wanted`, at most `max_threads` of them,
     /// each cut to `max_frames` frames.
     fn stacks(

@@ -2,7 +2,8 @@
 # (dev/oomguard/OomGuard.smali loads liboomguard.so through System.loadLibrary). Reads
 # -Doomguard.data (the data directory) and -Doomguard.policy (policy JSON, or absent for the
 # default), holds 1000 arrays of 4 KiB, gives the agent 1.5 s (its first poll is at start), then
-# with -Doomguard.dump_now=REASON leaks 4 destroyed Activities and calls OomGuard.dumpNow and
+# with -Doomguard.dump_now=REASON leaks 4 destroyed Activities (and holds a fifth in a register
+# of main's frame only: a Java frame root on the thread "main") and calls OomGuard.dumpNow and
 # waits 10 s; prints start=, second_start=, dump_now=, the status JSON between
 # STATUS-BEGIN/STATUS-END, stop= and held=.
 .class public LAgentMain;
@@ -34,7 +35,7 @@
 .end method
 
 .method public static main([Ljava/lang/String;)V
-    .registers 12
+    .registers 13
     const-string v0, "oomguard.data"
     invoke-static {v0}, Ljava/lang/System;->getProperty(Ljava/lang/String;)Ljava/lang/String;
     move-result-object v1
@@ -83,6 +84,9 @@
     add-int/lit8 v9, v9, 0x1
     goto :leak
     :leaked
+    new-instance v11, Lcom/example/leaky/MainActivity;
+    invoke-direct {v11}, Lcom/example/leaky/MainActivity;-><init>()V
+    invoke-virtual {v11}, Landroid/app/Activity;->destroy()V
     invoke-static {v0}, Ldev/oomguard/OomGuard;->dumpNow(Ljava/lang/String;)I
     move-result v4
     const-string v0, "dump_now"
@@ -90,6 +94,8 @@
     invoke-static {v0, v5, v6}, LAgentMain;->print(Ljava/lang/String;J)V
     const-wide/16 v5, 0x2710
     invoke-static {v5, v6}, LAgentMain;->sleep(J)V
+    # the fifth is still held here
+    if-eqz v11, :status
     :status
     invoke-static {}, Ldev/oomguard/OomGuard;->status()Ljava/lang/String;
     move-result-object v0

@@ -19,15 +19,36 @@
 .field private contextClassLoader:Ljava/lang/ClassLoader;
 .field private target:Ljava/lang/Runnable;
 .field private started:Z
+.field private tid:J
+.field private static threadSeqNumber:J
 .field private static volatile defaultUncaughtExceptionHandler:Ljava/lang/Thread$UncaughtExceptionHandler;
 
+# Every constructor comes here: the lock, and the thread's id (libcore's tid, from 1 up).
 .method public constructor <init>()V
-    .registers 2
+    .registers 3
     invoke-direct {p0}, Ljava/lang/Object;-><init>()V
     new-instance v0, Ljava/lang/Object;
     invoke-direct {v0}, Ljava/lang/Object;-><init>()V
     iput-object v0, p0, Ljava/lang/Thread;->lock:Ljava/lang/Object;
+    invoke-static {}, Ljava/lang/Thread;->nextThreadID()J
+    move-result-wide v0
+    iput-wide v0, p0, Ljava/lang/Thread;->tid:J
     return-void
+.end method
+
+.method private static declared-synchronized nextThreadID()J
+    .registers 4
+    sget-wide v0, Ljava/lang/Thread;->threadSeqNumber:J
+    const-wide/16 v2, 0x1
+    add-long/2addr v0, v2
+    sput-wide v0, Ljava/lang/Thread;->threadSeqNumber:J
+    return-wide v0
+.end method
+
+.method public getId()J
+    .registers 3
+    iget-wide v0, p0, Ljava/lang/Thread;->tid:J
+    return-wide v0
 .end method
 
 # A thread named NAME in the main group, not started (libcore's Thread(String)).
@@ -60,7 +81,8 @@
 .end method
 
 # The peer of a thread the runtime attaches: GROUP (null: the main group), NAME, PRIORITY,
-# DAEMON. Enters itself in its group, as libcore's does.
+# DAEMON. The runtime then enters it in its group (ThreadGroup.add), as with libcore's, whose
+# constructor only counts it as unstarted: entering it here too listed it twice.
 .method constructor <init>(Ljava/lang/ThreadGroup;Ljava/lang/String;IZ)V
     .registers 6
     invoke-direct {p0}, Ljava/lang/Thread;-><init>()V
@@ -73,7 +95,6 @@
     iput-boolean p4, p0, Ljava/lang/Thread;->daemon:Z
     const/4 v0, 0x1
     iput-boolean v0, p0, Ljava/lang/Thread;->started:Z
-    invoke-virtual {p1, p0}, Ljava/lang/ThreadGroup;->add(Ljava/lang/Thread;)V
     return-void
 .end method
 
@@ -90,6 +111,12 @@
     .registers 2
     iget-object v0, p0, Ljava/lang/Thread;->name:Ljava/lang/String;
     return-object v0
+.end method
+
+.method public final declared-synchronized setName(Ljava/lang/String;)V
+    .registers 2
+    iput-object p1, p0, Ljava/lang/Thread;->name:Ljava/lang/String;
+    return-void
 .end method
 
 .method public getThreadGroup()Ljava/lang/ThreadGroup;

@@ -104,3 +104,50 @@
     iget v0, p0, Ljava/lang/ThreadGroup;->nthreads:I
     return v0
 .end method
+
+.method public final getParent()Ljava/lang/ThreadGroup;
+    .registers 2
+    iget-object v0, p0, Ljava/lang/ThreadGroup;->parent:Ljava/lang/ThreadGroup;
+    return-object v0
+.end method
+
+# Copies this group's threads into LIST from index 0, then, when RECURSE, its subgroups'; returns
+# how many were copied (at most LIST's length), as libcore's enumerate(Thread[], boolean).
+.method public enumerate([Ljava/lang/Thread;Z)I
+    .registers 4
+    const/4 v0, 0x0
+    invoke-direct {p0, p1, v0, p2}, Ljava/lang/ThreadGroup;->enumerate([Ljava/lang/Thread;IZ)I
+    move-result v0
+    return v0
+.end method
+
+# enumerate from index AT; returns the next free index.
+.method private declared-synchronized enumerate([Ljava/lang/Thread;IZ)I
+    .registers 10
+    iget v0, p0, Ljava/lang/ThreadGroup;->nthreads:I
+    iget-object v1, p0, Ljava/lang/ThreadGroup;->threads:[Ljava/lang/Thread;
+    array-length v2, p1
+    const/4 v3, 0x0
+    :threads
+    if-ge v3, v0, :groups
+    if-ge p2, v2, :done
+    aget-object v4, v1, v3
+    aput-object v4, p1, p2
+    add-int/lit8 p2, p2, 0x1
+    add-int/lit8 v3, v3, 0x1
+    goto :threads
+    :groups
+    if-eqz p3, :done
+    iget v0, p0, Ljava/lang/ThreadGroup;->ngroups:I
+    iget-object v1, p0, Ljava/lang/ThreadGroup;->groups:[Ljava/lang/ThreadGroup;
+    const/4 v3, 0x0
+    :group
+    if-ge v3, v0, :done
+    aget-object v4, v1, v3
+    invoke-direct {v4, p1, p2, p3}, Ljava/lang/ThreadGroup;->enumerate([Ljava/lang/Thread;IZ)I
+    move-result p2
+    add-int/lit8 v3, v3, 0x1
+    goto :group
+    :done
+    return p2
+.end method
