@@ -402,13 +402,12 @@ pub(crate) fn build(
 
     // --- Leak traces of the groups kept. The instances on their paths whose fields pass 3 did
     // not see (the last object of a path is no parent) are read now: the few pieces they are in.
-    let reps = gc_paths
+    let on_traces: Vec<u32> = gc_paths
         .iter()
         .map(|g| g.1)
-        .chain(dgroups.iter().map(|d| d.1));
-    // Each path's objects, and the thread a path on a thread starts on (its Java thread id).
-    let mut missing: Vec<u64> = reps
+        .chain(dgroups.iter().map(|d| d.1))
         .flat_map(|v| {
+            // Each path's objects, and the thread a path on a thread starts on (its `tid`).
             let nm = &named[&v];
             let thread = nm
                 .path
@@ -416,6 +415,16 @@ pub(crate) fn build(
                 .and_then(|&s| trace::thread_object(ix, s, nm.tag));
             nm.path.iter().copied().chain(thread)
         })
+        .collect();
+    let read = |ids: Vec<u64>| -> Result<HashMap<u64, (u64, Vec<u8>)>, Error> {
+        let mut more = Fields::new(ids);
+        let ids = more.wanted().to_vec();
+        input.pass_segments(&ix.segments, &ids, &mut more)?;
+        Ok(more.got)
+    };
+    let mut missing: Vec<u64> = on_traces
+        .iter()
+        .copied()
         .filter(|&v| {
             ix.class_of_node(v).is_none()
                 && !ix.classes[ix.class_of[v as usize] as usize]
@@ -428,11 +437,11 @@ pub(crate) fn build(
     missing.sort_unstable();
     missing.dedup();
     if !missing.is_empty() {
-        let mut more = Fields::new(missing);
-        let ids = more.wanted().to_vec();
-        input.pass_segments(&ix.segments, &ids, &mut more)?;
-        fields.got.extend(more.got);
+        fields.got.extend(read(missing)?);
     }
+    // A View's context is often a ContextWrapper around its Activity, seldom on the path: the
+    // wrappers' fields are read hop by hop, again from just their pieces.
+    Inspector::read_context_wrappers(ix, &on_traces, &mut fields.got, read)?;
     let ins = Inspector::new(ix, &fields.got);
     let names = trace::thread_names(&running_info);
     let trace_of = |v: u32, end: Option<(&str, &str)>| {

@@ -8,8 +8,10 @@
 //! - `android.app.Activity`: `mDestroyed` or `mFinished` true: LEAKING; both false: NOT_LEAKING;
 //! - a Fragment (androidx, support, framework): `mFragmentManager` null: LEAKING (with
 //!   `mDetached` named when it is true); else NOT_LEAKING;
-//! - `android.view.View`: `mContext` a destroyed Activity (one a detector flagged): LEAKING;
-//!   `mAttachInfo` not null: NOT_LEAKING (attached to a window); else UNKNOWN;
+//! - `android.view.View`: `mContext` a destroyed Activity (one a detector flagged), directly or
+//!   through up to [`WRAPPER_HOPS`] `android.content.ContextWrapper`s' `mBase` (a
+//!   `ContextThemeWrapper`, Hilt's `FragmentContextWrapper`, ...; the reason names the chain):
+//!   LEAKING; `mAttachInfo` not null: NOT_LEAKING (attached to a window); else UNKNOWN;
 //! - `android.app.Dialog`: `mDecor` null: LEAKING (dismissed); `mShowing` true: NOT_LEAKING;
 //! - `android.view.Window`: `mDestroyed` true: LEAKING, false: NOT_LEAKING;
 //! - `java.lang.Thread`: a thread the dump lists as a running thread (ROOT_THREAD_OBJECT):
@@ -20,6 +22,16 @@
 //!   detector's reason.
 //!
 //! Everything else is UNKNOWN.
+//!
+//! The wrappers between a View and its Activity are often not on the path (a path through a
+//! View may leave it by any other reference), and then pass 3 has not kept their fields. The forward graph
+//! is gone by the time the report is built (freed after the shortest paths), and even with it
+//! the wrapper's edges would not tell `mBase` from another `Context` field it holds. So the
+//! fields are read: [`Inspector::read_context_wrappers`] follows each View's `mContext` and the
+//! wrappers' `mBase` over the fields known, and hands the ids of the wrappers it stopped at for
+//! want of their fields to a reader that passes over just the pieces holding them; one hop per
+//! pass, at most [`WRAPPER_HOPS`] passes, none when no View's context is a wrapper. Only instance
+//! fields are read, so a stripped dump gives the same answers.
 #![forbid(unsafe_code)]
 
 use super::Status;
@@ -29,6 +41,17 @@ use std::collections::HashMap;
 
 /// The detector reasons that mean "this object is leaking" (not merely large).
 const LEAK_REASONS: [&str; 3] = ["Activity Leak", "Fragment Leak", "Watched Object Retained"];
+
+/// The class that declares `mBase`, the context a wrapper hands its calls to.
+const CONTEXT_WRAPPER: &str = "android.content.ContextWrapper";
+
+/// A View's `mContext` is followed through at most this many wrappers (each a `mBase`).
+pub(crate) const WRAPPER_HOPS: usize = 8;
+
+const VIEW: &str = "android.view.View";
+
+/// The field data of instances by id: their class id and field bytes, as the dump holds them.
+pub(crate) type FieldMap = HashMap<u64, (u64, Vec<u8>)>;
 
 const FRAGMENTS: [&str; 3] = [
     "androidx.fragment.app.Fragment",
@@ -44,18 +67,30 @@ enum Value {
     Int(i64),
 }
 
+/// Where a View's `mContext` leads through wrappers' `mBase`.
+#[derive(Debug, Default)]
+struct ContextChain {
+    /// The wrappers passed, in order.
+    wrappers: Vec<u32>,
+    /// The first context that is no wrapper to follow (a destroyed Activity, any other Activity,
+    /// the Application, a `ContextImpl`, ...), if the walk got there.
+    end: Option<u32>,
+    /// The last wrapper, if the walk stopped there for want of its fields.
+    unread: Option<u64>,
+}
+
 /// What the inspectors read: the index, the field bytes of the objects on the paths (by id:
 /// class id and field data, as the dump holds them), the detectors' leak flags and the running
 /// threads.
 pub(crate) struct Inspector<'a> {
     ix: &'a Index,
-    fields: &'a HashMap<u64, (u64, Vec<u8>)>,
+    fields: &'a FieldMap,
     leaks: HashMap<u32, &'a Flag>,
     threads: Vec<u32>,
 }
 
 impl<'a> Inspector<'a> {
-    pub(crate) fn new(ix: &'a Index, fields: &'a HashMap<u64, (u64, Vec<u8>)>) -> Self {
+    pub(crate) fn new(ix: &'a Index, fields: &'a FieldMap) -> Self {
         let leaks = ix
             .flags
             .iter()
@@ -75,6 +110,96 @@ impl<'a> Inspector<'a> {
             leaks,
             threads,
         }
+    }
+
+    /// Reads into `fields` the fields of the `ContextWrapper`s that the Views among `nodes`
+    /// reach from `mContext` through `mBase` (see the module documentation). `read(ids)` returns
+    /// the fields of those of the instances `ids` (sorted) that the dump holds.
+    pub(crate) fn read_context_wrappers<E>(
+        ix: &Index,
+        nodes: &[u32],
+        fields: &mut FieldMap,
+        mut read: impl FnMut(Vec<u64>) -> Result<FieldMap, E>,
+    ) -> Result<(), E> {
+        let mut asked: Vec<u64> = Vec::new();
+        for _ in 0..WRAPPER_HOPS {
+            let want: Vec<u64> = {
+                let ins = Inspector::new(ix, fields);
+                let mut w: Vec<u64> = nodes
+                    .iter()
+                    .filter(|&&v| ins.is_view(v))
+                    .filter_map(|&v| ins.context_chain(v).unread)
+                    .filter(|id| !asked.contains(id))
+                    .collect();
+                w.sort_unstable();
+                w.dedup();
+                w
+            };
+            if want.is_empty() {
+                break;
+            }
+            asked.extend(&want);
+            fields.extend(read(want)?);
+        }
+        Ok(())
+    }
+
+    /// Whether `v` is an instance of `android.view.View`.
+    fn is_view(&self, v: u32) -> bool {
+        self.ix.class_of_node(v).is_none()
+            && self.ix.is_subclass(self.ix.class_of[v as usize], VIEW)
+    }
+
+    /// Whether `n` is a destroyed Activity: one a detector flagged.
+    fn destroyed_activity(&self, n: u32) -> Option<&'a Flag> {
+        self.leaks
+            .get(&n)
+            .copied()
+            .filter(|f| f.reason == "Activity Leak")
+    }
+
+    /// Whether `n` is a wrapper to see through: a `ContextWrapper` instance that is neither an
+    /// Activity nor the Application (both wrap a `ContextImpl`, and are answers themselves).
+    fn is_wrapper(&self, n: u32) -> bool {
+        let ix = self.ix;
+        if ix.class_of_node(n).is_some() {
+            return false;
+        }
+        let c = ix.class_of[n as usize];
+        ix.is_subclass(c, CONTEXT_WRAPPER)
+            && !ix.is_subclass(c, "android.app.Activity")
+            && !ix.is_subclass(c, "android.app.Application")
+    }
+
+    /// Where View `v`'s `mContext` leads: through at most [`WRAPPER_HOPS`] wrappers, each
+    /// passed once (a wrapper loop ends the walk, with no end).
+    fn context_chain(&self, v: u32) -> ContextChain {
+        let ix = self.ix;
+        let mut chain = ContextChain::default();
+        let mut id = self.ref_field(v, VIEW, "mContext").unwrap_or(0);
+        while id != 0 {
+            let Some(n) = ix.node(id) else {
+                break;
+            };
+            if self.destroyed_activity(n).is_some() || !self.is_wrapper(n) {
+                chain.end = Some(n);
+                break;
+            }
+            if chain.wrappers.len() == WRAPPER_HOPS || chain.wrappers.contains(&n) {
+                break;
+            }
+            chain.wrappers.push(n);
+            match self.ref_field(n, CONTEXT_WRAPPER, "mBase") {
+                Some(base) => id = base,
+                None => {
+                    if !self.fields.contains_key(&id) {
+                        chain.unread = Some(id);
+                    }
+                    break;
+                }
+            }
+        }
+        chain
     }
 
     /// Whether `v` is a thread the dump lists as running.
@@ -197,22 +322,30 @@ impl<'a> Inspector<'a> {
                 None => self.flagged(v),
             };
         }
-        if is("android.view.View") {
-            const V: &str = "android.view.View";
-            let ctx = self.ref_field(v, V, "mContext").unwrap_or(0);
-            if ctx != 0 {
-                if let Some(n) = ix.node(ctx) {
-                    if let Some(f) = self.leaks.get(&n) {
-                        if f.reason == "Activity Leak" {
-                            return (
-                                Status::Leaking,
-                                format!("mContext is a destroyed Activity ({})", f.detail),
-                            );
-                        }
-                    }
-                }
+        if is(VIEW) {
+            let chain = self.context_chain(v);
+            if let Some(f) = chain.end.and_then(|n| self.destroyed_activity(n)) {
+                let why = if chain.wrappers.is_empty() {
+                    format!("mContext is a destroyed Activity ({})", f.detail)
+                } else {
+                    let through: Vec<String> = chain
+                        .wrappers
+                        .iter()
+                        .map(|&w| {
+                            let name = ix.class_name(w);
+                            let short = name.rsplit('.').next().unwrap_or(&name);
+                            format!("{short}.mBase")
+                        })
+                        .collect();
+                    format!(
+                        "mContext wraps a destroyed Activity ({}; {})",
+                        through.join(" -> "),
+                        f.detail
+                    )
+                };
+                return (Status::Leaking, why);
             }
-            return match self.ref_field(v, V, "mAttachInfo") {
+            return match self.ref_field(v, VIEW, "mAttachInfo") {
                 Some(0) => (
                     Status::Unknown,
                     "mAttachInfo is null (not attached to a window)".into(),

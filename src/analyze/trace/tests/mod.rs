@@ -671,3 +671,5 @@ fn paths_on_a_thread_name_the_thread_from_the_running_info() {
         "thread #7 (java.lang.Thread @0x2400)"
     );
 }
+
+mod wrappers;
