@@ -241,26 +241,9 @@ fn art_fork_dump_keep_full_incident_names_the_activity_leak() {
     assert_eq!(info["manufacturer"], "debian-art11", "{info:#}");
     assert_eq!(info["dumper"], "art-fork", "{info:#}");
     // The process's Java threads, listed through JNI (ThreadGroup.enumerate) on ART.
-    let threads = info["javaThreads"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no javaThreads: {info:#}"));
-    let main = threads
-        .iter()
-        .find(|t| t["name"] == "main")
-        .unwrap_or_else(|| panic!("no main thread: {threads:?}"));
-    assert!(main["id"].as_i64().is_some_and(|id| id >= 1), "{threads:?}");
-    assert!(
-        threads.iter().any(|t| t["name"] == "oomguard"),
-        "the agent's own thread is named: {threads:?}"
-    );
-    let mut ids: Vec<i64> = threads.iter().filter_map(|t| t["id"].as_i64()).collect();
-    ids.sort_unstable();
-    ids.dedup();
-    assert_eq!(
-        ids.len(),
-        threads.len(),
-        "one entry per thread: {threads:?}"
-    );
+    let threads = common::java_threads(&info);
+    let main = common::java_thread_id(&threads, "main");
+    assert!(main >= 1, "{threads:?}");
     let full = std::fs::read(dir.join("dump.hprof")).expect("dump.hprof kept");
     assert!(full.starts_with(b"JAVA PROFILE 1.0.3\0"));
     let mini = std::fs::read(dir.join("mini.hprof")).expect("mini.hprof");
@@ -317,7 +300,7 @@ fn art_fork_dump_keep_full_incident_names_the_activity_leak() {
         ),
         "{root}"
     );
-    assert_eq!(framed["trace"]["thread"]["id"], main["id"], "{framed:#}");
+    assert_eq!(framed["trace"]["thread"]["id"], main, "{framed:#}");
 }
 
 /// `incident.json`'s `runningInfo` in the incident directory `dir`.

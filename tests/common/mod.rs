@@ -7,6 +7,44 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The project root.
+/// An incident's `runningInfo.javaThreads` (the agent's list of the process's Java threads) as
+/// (id, name) pairs, checked: one entry per thread id, and the agent's own thread, `oomguard`,
+/// among them.
+pub fn java_threads(running_info: &serde_json::Value) -> Vec<(i64, String)> {
+    let list = running_info["javaThreads"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no javaThreads: {running_info:#}"));
+    let threads: Vec<(i64, String)> = list
+        .iter()
+        .map(|t| match (t["id"].as_i64(), t["name"].as_str()) {
+            (Some(id), Some(name)) => (id, name.to_string()),
+            _ => panic!("not {{id, name}}: {t}"),
+        })
+        .collect();
+    let mut ids: Vec<i64> = threads.iter().map(|t| t.0).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(
+        ids.len(),
+        threads.len(),
+        "one entry per thread: {threads:?}"
+    );
+    assert!(
+        threads.iter().any(|t| t.1 == "oomguard"),
+        "the agent's own thread is named: {threads:?}"
+    );
+    threads
+}
+
+/// The id of thread `name` in `threads` (from [`java_threads`]).
+pub fn java_thread_id(threads: &[(i64, String)], name: &str) -> i64 {
+    threads
+        .iter()
+        .find(|t| t.1 == name)
+        .unwrap_or_else(|| panic!("no thread {name:?} in {threads:?}"))
+        .0
+}
+
 pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
