@@ -158,21 +158,8 @@ fn opened(path: *const c_char, fd: c_int) {
     });
 }
 
-unsafe extern "C" fn h_open<const L: usize>(
-    path: *const c_char,
-    flags: c_int,
-    mode: c_uint,
-) -> c_int {
-    let f = real(L, OPEN);
-    // SAFETY: REAL holds the resolved `open` (set before the slot was patched); the mode argument
-    // is passed in the same register whether or not the caller used the variadic form.
-    let fd = unsafe {
-        if f == 0 {
-            libc::open(path, flags, mode)
-        } else {
-            std::mem::transmute::<usize, OpenFn>(f)(path, flags, mode)
-        }
-    };
+/// [`opened`], with errno kept as the real call left it; returns `fd`.
+fn after_open(path: *const c_char, fd: c_int) -> c_int {
     // SAFETY: errno of this thread, saved across our own work.
     let e = unsafe { *errno_ptr() };
     opened(path, fd);
@@ -181,13 +168,16 @@ unsafe extern "C" fn h_open<const L: usize>(
     fd
 }
 
-unsafe extern "C" fn h_open64<const L: usize>(
+/// The hook of `open` and of `open64` (`S`: which one's real function to call).
+unsafe extern "C" fn h_open<const L: usize, const S: usize>(
     path: *const c_char,
     flags: c_int,
     mode: c_uint,
 ) -> c_int {
-    let f = real(L, OPEN64);
-    // SAFETY: as in `h_open`.
+    let f = real(L, S);
+    // SAFETY: REAL holds the resolved `open` or `open64` (set before the slot was patched); the
+    // mode argument is passed in the same register whether or not the caller used the variadic
+    // form.
     let fd = unsafe {
         if f == 0 {
             libc::open(path, flags, mode)
@@ -195,21 +185,17 @@ unsafe extern "C" fn h_open64<const L: usize>(
             std::mem::transmute::<usize, OpenFn>(f)(path, flags, mode)
         }
     };
-    // SAFETY: errno of this thread, saved across our own work.
-    let e = unsafe { *errno_ptr() };
-    opened(path, fd);
-    // SAFETY: restore errno as the real call left it.
-    unsafe { *errno_ptr() = e };
-    fd
+    after_open(path, fd)
 }
 
-unsafe extern "C" fn h_openat<const L: usize>(
+/// The hook of `openat` and of `openat64` (`S`: which one's real function to call).
+unsafe extern "C" fn h_openat<const L: usize, const S: usize>(
     dir: c_int,
     path: *const c_char,
     flags: c_int,
     mode: c_uint,
 ) -> c_int {
-    let f = real(L, OPENAT);
+    let f = real(L, S);
     // SAFETY: as in `h_open`.
     let fd = unsafe {
         if f == 0 {
@@ -218,35 +204,7 @@ unsafe extern "C" fn h_openat<const L: usize>(
             std::mem::transmute::<usize, OpenatFn>(f)(dir, path, flags, mode)
         }
     };
-    // SAFETY: errno of this thread, saved across our own work.
-    let e = unsafe { *errno_ptr() };
-    opened(path, fd);
-    // SAFETY: restore errno as the real call left it.
-    unsafe { *errno_ptr() = e };
-    fd
-}
-
-unsafe extern "C" fn h_openat64<const L: usize>(
-    dir: c_int,
-    path: *const c_char,
-    flags: c_int,
-    mode: c_uint,
-) -> c_int {
-    let f = real(L, OPENAT64);
-    // SAFETY: as in `h_open`.
-    let fd = unsafe {
-        if f == 0 {
-            libc::openat(dir, path, flags, mode)
-        } else {
-            std::mem::transmute::<usize, OpenatFn>(f)(dir, path, flags, mode)
-        }
-    };
-    // SAFETY: errno of this thread, saved across our own work.
-    let e = unsafe { *errno_ptr() };
-    opened(path, fd);
-    // SAFETY: restore errno as the real call left it.
-    unsafe { *errno_ptr() = e };
-    fd
+    after_open(path, fd)
 }
 
 /// Called before the real close of `fd`: once closed, its number can be reused for another file.
@@ -377,10 +335,10 @@ unsafe extern "C" fn h_write<const L: usize>(fd: c_int, buf: *const c_void, coun
 
 fn table<const L: usize>() -> [usize; NSYM] {
     [
-        h_open::<L> as *const () as usize,
-        h_open64::<L> as *const () as usize,
-        h_openat::<L> as *const () as usize,
-        h_openat64::<L> as *const () as usize,
+        h_open::<L, OPEN> as *const () as usize,
+        h_open::<L, OPEN64> as *const () as usize,
+        h_openat::<L, OPENAT> as *const () as usize,
+        h_openat::<L, OPENAT64> as *const () as usize,
         h_write::<L> as *const () as usize,
         h_close::<L> as *const () as usize,
         h_fdsan_close::<L> as *const () as usize,
