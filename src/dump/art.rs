@@ -276,7 +276,7 @@ type DumpHeapFn = unsafe extern "C" fn(*const c_char, c_int, bool);
 
 /// What the dump child reports through its pipe: magic, exit code, the dump's bytes, whether
 /// the mini file is complete, then its [`StripStats`]. One write of less than `PIPE_BUF`.
-const REPORT_WORDS: usize = 9;
+const REPORT_WORDS: usize = 11;
 const REPORT_MAGIC: u64 = 0x6f6f_6d67_6172_6401;
 
 /// The child's completion record.
@@ -300,6 +300,8 @@ impl ChildReport {
             m.arrays_stripped,
             m.array_bytes_removed,
             m.objects_dropped,
+            m.objects_kept_in_dropped_heaps,
+            m.holder_roots,
         ]
     }
 
@@ -313,8 +315,8 @@ impl ChildReport {
                 arrays_stripped: w[6],
                 array_bytes_removed: w[7],
                 objects_dropped: w[8],
-                // (Not carried from the child: the report's words are fixed.)
-                ..StripStats::default()
+                objects_kept_in_dropped_heaps: w[9],
+                holder_roots: w[10],
             }),
         })
     }
@@ -713,6 +715,31 @@ impl Dumper for ArtForkDumper {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every figure of the mini file's strip comes through the child's pipe, `app`'s too.
+    #[test]
+    fn the_child_report_carries_every_strip_figure() {
+        let r = ChildReport {
+            code: 3,
+            full_bytes: 1 << 33,
+            mini: Some(StripStats {
+                input_bytes: 11,
+                output_bytes: 12,
+                arrays_stripped: 13,
+                array_bytes_removed: 14,
+                objects_dropped: 15,
+                objects_kept_in_dropped_heaps: 16,
+                holder_roots: 17,
+            }),
+        };
+        assert_eq!(ChildReport::decode(&r.encode()), Some(r.clone()));
+        let none = ChildReport { mini: None, ..r };
+        assert_eq!(ChildReport::decode(&none.encode()), Some(none.clone()));
+        let mut bad = none.encode();
+        bad[0] ^= 1;
+        assert_eq!(ChildReport::decode(&bad), None);
+        assert!(std::mem::size_of::<[u64; REPORT_WORDS]>() < libc::PIPE_BUF);
+    }
 
     #[test]
     fn symbols_needed_grow_with_the_api_level() {
