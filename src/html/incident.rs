@@ -137,17 +137,26 @@ fn table(h: &mut String, v: &Value) {
         let shown = match v {
             Value::String(s) => s.clone(),
             Value::Null => "—".into(),
-            other => {
-                let s = other.to_string();
-                match s.char_indices().nth(300) {
-                    Some((i, _)) => format!("{}…", &s[..i]),
-                    None => s,
-                }
-            }
+            other => cut(&names(other).unwrap_or_else(|| other.to_string()), 300),
         };
         let _ = writeln!(h, "<tr><th>{}</th><td>{}</td></tr>", esc(k), esc(&shown));
     }
     h.push_str("</table>\n");
+}
+
+/// A list of named things (`javaThreads`: `[{"id": 1, "name": "main"}, …]`) as "N: main, …".
+fn names(v: &Value) -> Option<String> {
+    let a = v.as_array().filter(|a| !a.is_empty())?;
+    let n: Option<Vec<&str>> = a.iter().map(|e| e.get("name")?.as_str()).collect();
+    Some(format!("{}: {}", a.len(), n?.join(", ")))
+}
+
+/// `s` cut to `max` characters, with "…" where it was cut.
+fn cut(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
 }
 
 fn inventory(h: &mut String, inv: &Inventory<'_>) {
@@ -291,6 +300,34 @@ mod tests {
                 "{with_trace}"
             );
         }
+    }
+
+    /// The incident's list of Java threads reads as a count and names, not as JSON.
+    #[test]
+    fn the_java_threads_are_listed_by_name() {
+        let threads: Vec<Value> = (1..=200)
+            .map(|i| json!({"id": i, "name": format!("worker-{i}")}))
+            .collect();
+        let meta = json!({"reason": "r", "runningInfo": {"javaThreads": threads,
+                          "other": [{"id": 1}], "empty": []}});
+        let page = incident_page(&PageInput {
+            title: "x",
+            meta: Some(&meta),
+            ..PageInput::default()
+        });
+        assert!(
+            page.contains("<th>javaThreads</th><td>200: worker-1, worker-2, "),
+            "{page}"
+        );
+        assert!(
+            page.contains("…</td>") && !page.contains("worker-200"),
+            "cut at 300 characters: {page}"
+        );
+        assert!(
+            page.contains("<th>other</th><td>[{&quot;id&quot;:1}]</td>"),
+            "{page}"
+        );
+        assert!(page.contains("<th>empty</th><td>[]</td>"), "{page}");
     }
 
     #[test]
