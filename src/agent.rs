@@ -187,10 +187,6 @@ pub struct ActionContext<'a> {
     pub java_threads: &'a [crate::sample::JavaThread],
 }
 
-/// At most this many Java threads are listed for an incident (a process near its thread limit
-/// may have thousands; a report names only the few its paths start on).
-pub const MAX_JAVA_THREADS: usize = 4096;
-
 /// What an [`Actions`] implementation did, shown in `status.json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ActionRecord {
@@ -611,7 +607,8 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
             v.reason
         );
         let page = self.shared.page();
-        let java_threads = match self.stacks.threads(MAX_JAVA_THREADS) {
+        let max_threads = self.policy.dump.java_threads_max as usize;
+        let java_threads = match self.stacks.threads(max_threads) {
             Ok(t) => t,
             Err(e) => {
                 self.note_error(e.to_string());

@@ -504,3 +504,100 @@ fn a_death_carries_the_systems_exit_record_of_its_pid() {
         p.reason()
     );
 }
+
+/// A verdict's context carries the process's Java threads, asked of the stack source with the
+/// policy's `dump.java_threads_max` (0: none); a source that fails is an error in the status,
+/// not a lost verdict.
+#[test]
+fn a_verdict_lists_the_java_threads_up_to_the_policy_s_maximum() {
+    use crate::sample::{JavaStack, JavaThread, SampleError, StackSource};
+    struct Listed {
+        asked: Arc<Mutex<Vec<usize>>>,
+        fail: bool,
+    }
+    impl StackSource for Listed {
+        fn stacks(
+            &mut self,
+            _: &dyn Fn(&str) -> bool,
+            _: usize,
+            _: usize,
+        ) -> Result<Vec<JavaStack>, SampleError> {
+            Ok(Vec::new())
+        }
+        fn threads(&mut self, max: usize) -> Result<Vec<JavaThread>, SampleError> {
+            self.asked.lock().unwrap().push(max);
+            if self.fail {
+                return Err(SampleError::Vm {
+                    what: "ThreadGroup.enumerate",
+                    why: "OutOfMemoryError".into(),
+                });
+            }
+            Ok((1..=3)
+                .take(max)
+                .map(|id| JavaThread {
+                    id,
+                    name: format!("t{id}"),
+                })
+                .collect())
+        }
+    }
+    struct Seen(Arc<Mutex<Vec<Vec<JavaThread>>>>);
+    impl Actions for Seen {
+        fn on_verdict(
+            &mut self,
+            _: &Verdict,
+            _: Option<&Inventory>,
+            cx: &ActionContext<'_>,
+        ) -> ActionRecord {
+            self.0.lock().unwrap().push(cx.java_threads.to_vec());
+            ActionRecord {
+                action: "recorded".into(),
+                detail: String::new(),
+            }
+        }
+    }
+    for (policy, fail, asked, names) in [
+        ("{}", false, 4096, vec!["t1", "t2", "t3"]),
+        (
+            r#"{"dump":{"java_threads_max":2}}"#,
+            false,
+            2,
+            vec!["t1", "t2"],
+        ),
+        (r#"{"dump":{"java_threads_max":0}}"#, false, 0, vec![]),
+        ("{}", true, 4096, vec![]),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let max = Arc::new(Mutex::new(Vec::new()));
+        let cfg = Config {
+            policy_json: policy.into(),
+            data_dir: dir.path().into(),
+            ..Config::default()
+        };
+        let mut a = Agent::new(
+            cfg,
+            ScriptedHeap::new(vec![heap(10)]),
+            Listed {
+                asked: max.clone(),
+                fail,
+            },
+            Seen(seen.clone()),
+            Arc::new(Shared::default()),
+        )
+        .unwrap();
+        assert!(a.dump_now("test", 1).is_some());
+        assert_eq!(*max.lock().unwrap(), [asked], "{policy}");
+        let got = seen.lock().unwrap().clone();
+        assert_eq!(got.len(), 1, "{policy}");
+        let got: Vec<&str> = got[0].iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(got, names, "{policy}");
+        if fail {
+            assert!(a
+                .status
+                .last_error
+                .as_deref()
+                .is_some_and(|e| e.contains("ThreadGroup.enumerate")));
+        }
+    }
+}

@@ -303,6 +303,9 @@ impl JniVm<'_> {
     /// lists on HotSpot and on ART, which suspends no thread (`Thread.getAllStackTraces` walks
     /// every stack).
     fn list_threads(&self, max: usize) -> jni::errors::Result<Vec<JavaThread>> {
+        if max == 0 {
+            return Ok(Vec::new());
+        }
         let mut env = self.env.borrow_mut();
         let class: &JClass = <&JClass>::from(self.thread_class.as_obj());
         env.with_local_frame(16, |env| {
@@ -330,7 +333,7 @@ impl JniVm<'_> {
             // activeCount is an estimate, and threads start meanwhile: enumerate stops at the
             // array's end, so an array it fills is made larger, up to `max`.
             let active = usize::try_from(active).unwrap_or(0);
-            let max = max.clamp(1, i32::MAX as usize);
+            let max = max.min(i32::MAX as usize);
             let mut room = (active + active / 2 + 8).min(max);
             let (arr, got) = loop {
                 let arr = env.new_object_array(room as i32, class, JObject::null())?;

@@ -197,6 +197,12 @@ impl Policy {
                         x.min_free_disk_heap_factor,
                         0..=16,
                     ),
+                    java_threads_max: s.u32(
+                        &mut cx,
+                        "java_threads_max",
+                        x.java_threads_max,
+                        0..=65_536,
+                    ),
                 };
                 s.finish(&mut cx);
                 p

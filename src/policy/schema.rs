@@ -191,6 +191,10 @@ pub struct DumpPolicy {
     pub min_free_disk_mb: u64,
     /// ... and at least this many times the used heap. Range 0..=16. Default 2.
     pub min_free_disk_heap_factor: u64,
+    /// The incident lists at most this many of the process's Java threads (id and name,
+    /// `runningInfo.javaThreads`), which name the threads a report's paths start on; 0 lists
+    /// none. Range 0..=65536. Default 4096.
+    pub java_threads_max: u32,
 }
 
 /// Limits of the analysis of a dump.
@@ -329,6 +333,7 @@ impl Default for Policy {
                 quota_window_days: 15,
                 min_free_disk_mb: 200,
                 min_free_disk_heap_factor: 2,
+                java_threads_max: 4096,
             },
             analysis: AnalysisPolicy {
                 bitmap_min_pixels: 768 * 1366,
