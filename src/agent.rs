@@ -608,8 +608,18 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
         );
         let page = self.shared.page();
         let max_threads = self.policy.dump.java_threads_max as usize;
+        let t0 = std::time::Instant::now();
         let java_threads = match self.stacks.threads(max_threads) {
-            Ok(t) => t,
+            Ok(t) => {
+                if max_threads > 0 {
+                    info!(
+                        threads = t.len(),
+                        us = t0.elapsed().as_micros() as u64,
+                        "Java threads listed for the incident"
+                    );
+                }
+                t
+            }
             Err(e) => {
                 self.note_error(e.to_string());
                 Vec::new()

@@ -166,6 +166,20 @@ fn thread_verdict_names_leaky_worker_n_with_java_stacks() {
     assert!(jni_warnings.is_empty(), "{jni_warnings:?}");
     let v = verdict(&r);
     assert_eq!(v["kind"], "threads", "{}\n{}", r.status, r.stderr);
+    // The Java threads were listed for the incident (under -Xcheck:jni, 800 of them and more).
+    let listed = r
+        .stderr
+        .lines()
+        .find(|l| l.contains("Java threads listed for the incident"))
+        .unwrap_or_else(|| panic!("no listing logged:\n{}", r.stderr));
+    let field = |k: &str| -> u64 {
+        listed
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix(k)?.parse().ok())
+            .unwrap_or_else(|| panic!("no {k} in {listed}"))
+    };
+    assert!(field("threads=") > 800, "{listed}");
+    eprintln!("{listed}");
     assert_eq!(v["threshold"], 750);
     let inv = &r.status["last_verdict"]["inventory"];
     assert_eq!(inv["groups"][0]["name"], "leaky-worker-N", "{inv}");
