@@ -6,7 +6,6 @@ mod common;
 mod harness;
 
 use common::root;
-use std::process::Command;
 
 /// The natives `OomGuard.java` declares, as (name, JNI descriptor), in file order.
 fn java_natives(src: &str) -> Vec<(String, String)> {
@@ -220,19 +219,7 @@ fn art_fork_dump_keep_full_incident_names_the_activity_leak() {
     let full = std::fs::read(dir.join("dump.hprof")).expect("dump.hprof kept");
     assert!(full.starts_with(b"JAVA PROFILE 1.0.3\0"));
     let mini = std::fs::read(dir.join("mini.hprof")).expect("mini.hprof");
-    let stripped = dir.join("strip.hprof");
-    let out = Command::new(common::oomguard_bin())
-        .args(["strip", "--level", "arrays"])
-        .arg(dir.join("dump.hprof"))
-        .arg("-o")
-        .arg(&stripped)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    assert!(
-        std::fs::read(&stripped).unwrap() == mini,
-        "the tee's mini file differs from oomguard strip of the full dump"
-    );
+    harness::assert_mini_is_strip_of_full(dir, &dir.join("strip.hprof"));
     assert!(
         mini.len() * 10 < full.len(),
         "{} / {}",

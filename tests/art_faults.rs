@@ -396,25 +396,11 @@ fn art_fifty_fork_dumps_in_a_row() {
     let t1 = Instant::now();
     for dir in &incidents {
         let mini = dir.join("mini.hprof");
-        let full = dir.join("dump.hprof");
         let out = oomguard(&["inspect".as_ref(), mini.as_os_str(), "--json".as_ref()]);
         let v: serde_json::Value = serde_json::from_slice(&out.stdout)
             .unwrap_or_else(|e| panic!("{}: inspect --json: {e}", mini.display()));
         assert!(v.is_object(), "{v}");
-        let stripped = app.w.path().join("strip.hprof");
-        oomguard(&[
-            "strip".as_ref(),
-            "--level".as_ref(),
-            "arrays".as_ref(),
-            full.as_os_str(),
-            "-o".as_ref(),
-            stripped.as_os_str(),
-        ]);
-        assert!(
-            std::fs::read(&stripped).unwrap() == std::fs::read(&mini).unwrap(),
-            "{}: the tee's mini file differs from oomguard strip of the full dump",
-            dir.display()
-        );
+        harness::assert_mini_is_strip_of_full(dir, &app.w.path().join("strip.hprof"));
     }
     eprintln!(
         "art_fifty_fork_dumps_in_a_row: {} incidents checked in {:?}",

@@ -7,8 +7,8 @@
 //! Included by the `tests/art_*.rs` tests with `#[path = "art/harness.rs"] mod harness;`, beside
 //! `mod common;` (tests/common), which it uses. Besides the runtime it holds what those tests
 //! share around a run: the directories of one ([`Workdir`]), the agent's policy option, the
-//! status the test apps print, the spool's incidents and their files, and the planted Activity
-//! leak their reports must name.
+//! status the test apps print, the spool's incidents and their files, the planted Activity leak
+//! their reports must name, and the check that a kept dump's mini file is its strip.
 #![allow(dead_code)]
 
 use serde_json::Value;
@@ -508,4 +508,27 @@ pub fn planted_activity_leak(report: &Value) -> &Value {
     let leak = activity_leak(report);
     assert_eq!(leak["instanceCount"], 4, "{leak:#}");
     leak
+}
+
+/// Checks that the incident directory `dir`'s `mini.hprof` (written by the tee as libart
+/// writes `dump.hprof`) is byte for byte what `oomguard strip --level arrays` makes of its
+/// `dump.hprof`; the strip writes to `stripped`.
+pub fn assert_mini_is_strip_of_full(dir: &Path, stripped: &Path) {
+    let out = Command::new(crate::common::oomguard_bin())
+        .args(["strip", "--level", "arrays"])
+        .arg(dir.join("dump.hprof"))
+        .arg("-o")
+        .arg(stripped)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}: oomguard strip: {out:?}",
+        dir.display()
+    );
+    assert!(
+        std::fs::read(stripped).unwrap() == std::fs::read(dir.join("mini.hprof")).unwrap(),
+        "{}: the tee's mini file differs from oomguard strip of the full dump",
+        dir.display()
+    );
 }
