@@ -5,12 +5,7 @@ mod common;
 #[path = "art/harness.rs"]
 mod harness;
 
-use std::path::PathBuf;
-use std::process::Command;
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+use common::root;
 
 /// The natives `OomGuard.java` declares, as (name, JNI descriptor), in file order.
 fn java_natives(src: &str) -> Vec<(String, String)> {
@@ -114,15 +109,12 @@ fn art_agent_starts_through_the_facade_and_reads_the_heap() {
     if !harness::available("art_agent_starts_through_the_facade_and_reads_the_heap") {
         return;
     }
-    let lib = common::cdylib_dir();
-    let work = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
-    let data = work.path().join("data");
-    std::fs::create_dir_all(&data).unwrap();
+    let w = harness::Workdir::new();
     let run = harness::launch(
-        work.path(),
+        w.path(),
         "AgentMain",
-        &["-Xmx64m", &format!("-Doomguard.data={}", data.display())],
-        &[("LD_LIBRARY_PATH", lib.to_str().unwrap())],
+        &["-Xmx64m", &w.data_option()],
+        &[w.lib_env()],
         std::time::Duration::from_secs(60),
     );
     let why = run.describe();
@@ -139,14 +131,7 @@ fn art_agent_starts_through_the_facade_and_reads_the_heap() {
             .any(|l| l.starts_with("OomGuard I ") && l.contains("heap numbers read through jni")),
         "{why}"
     );
-    let status = run
-        .stdout
-        .split("STATUS-BEGIN\n")
-        .nth(1)
-        .and_then(|s| s.split("STATUS-END").next())
-        .unwrap_or_else(|| panic!("no status\n{why}"));
-    let status: serde_json::Value =
-        serde_json::from_str(status).unwrap_or_else(|e| panic!("status JSON: {e}\n{why}"));
+    let status = run.status();
     assert_eq!(status["state"], "running", "{why}");
     let sample = &status["last_sample"];
     assert_eq!(sample["heap_max"], 64 << 20, "-Xmx64m\n{why}");
@@ -159,49 +144,39 @@ fn art_agent_starts_through_the_facade_and_reads_the_heap() {
 }
 
 /// Runs `AgentMain` with `OomGuard.dumpNow` and the default policy changed by `edit`; with
-/// `api35` the app reports API 35. Returns the run, the directory holding it, and the data
-/// directory.
+/// `api35` the app reports API 35. Returns the run and its directories.
 fn run_incident(
     api35: bool,
     edit: impl FnOnce(&mut serde_json::Value),
-) -> (harness::Run, tempfile::TempDir, PathBuf) {
+) -> (harness::Run, harness::Workdir) {
     run_app("AgentMain", api35, &["-Doomguard.dump_now=art-test"], edit)
 }
 
-/// Runs `main_class` (AgentMain, LeakyMain) with the agent's library, `-Xmx64m`, the data
-/// directory and the default policy changed by `edit`, plus `extra` VM options.
+/// Runs `main_class` (AgentMain, LeakyMain) with the agent's library and `oomguard` binary,
+/// `-Xmx64m`, the data directory and the default policy changed by `edit`, plus `extra` VM
+/// options.
 fn run_app(
     main_class: &str,
     api35: bool,
     extra: &[&str],
     edit: impl FnOnce(&mut serde_json::Value),
-) -> (harness::Run, tempfile::TempDir, PathBuf) {
-    let lib = common::cdylib_dir();
-    let mut policy: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(root().join("config/policy.default.json")).unwrap())
-            .unwrap();
-    edit(&mut policy);
-    let work = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
-    let data = work.path().join("data");
-    std::fs::create_dir_all(&data).unwrap();
+) -> (harness::Run, harness::Workdir) {
+    let w = harness::Workdir::new();
     let bin = common::oomguard_bin();
     let api35_dex = harness::runtime().api35_dex();
-    let data_opt = format!("-Doomguard.data={}", data.display());
-    let policy_opt = format!("-Doomguard.policy={policy}");
+    let data_opt = w.data_option();
+    let policy_opt = harness::policy_option(edit);
     let mut options = vec!["-Xmx64m", data_opt.as_str(), policy_opt.as_str()];
     options.extend_from_slice(extra);
     let run = harness::launch_with(
-        work.path(),
+        w.path(),
         main_class,
         api35.then_some(api35_dex.as_path()),
         &options,
-        &[
-            ("LD_LIBRARY_PATH", lib.to_str().unwrap()),
-            ("OOMGUARD_BIN", bin.to_str().unwrap()),
-        ],
+        &[w.lib_env(), ("OOMGUARD_BIN", bin.to_str().unwrap())],
         std::time::Duration::from_secs(90),
     );
-    (run, work, data)
+    (run, w)
 }
 
 /// The incident on ART with the full file kept: the facade reports API 30 (our
@@ -214,7 +189,7 @@ fn art_fork_dump_keep_full_incident_names_the_activity_leak() {
     if !harness::available("art_fork_dump_keep_full_incident_names_the_activity_leak") {
         return;
     }
-    let (run, _work, data) = run_incident(false, |p| p["dump"]["keep_full"] = true.into());
+    let (run, w) = run_incident(false, |p| p["dump"]["keep_full"] = true.into());
     let why = run.describe();
     assert_eq!(run.code, Some(0), "{why}");
     assert_eq!(run.value("dump_now"), Some(0), "{why}");
@@ -230,10 +205,7 @@ fn art_fork_dump_keep_full_incident_names_the_activity_leak() {
     assert!(run.stderr.contains("hprof: heap dump completed"), "{why}");
     assert!(run.stderr.contains("analysis done out of process"), "{why}");
 
-    let incidents: Vec<PathBuf> = std::fs::read_dir(data.join("spool/incidents"))
-        .unwrap_or_else(|e| panic!("no incidents: {e}\n{why}"))
-        .map(|e| e.unwrap().path())
-        .collect();
+    let incidents = harness::incidents(&w.data);
     assert_eq!(incidents.len(), 1, "{incidents:?}\n{why}");
     let dir = &incidents[0];
     let info = running_info(dir);
@@ -247,19 +219,7 @@ fn art_fork_dump_keep_full_incident_names_the_activity_leak() {
     let full = std::fs::read(dir.join("dump.hprof")).expect("dump.hprof kept");
     assert!(full.starts_with(b"JAVA PROFILE 1.0.3\0"));
     let mini = std::fs::read(dir.join("mini.hprof")).expect("mini.hprof");
-    let stripped = dir.join("strip.hprof");
-    let out = Command::new(common::oomguard_bin())
-        .args(["strip", "--level", "arrays"])
-        .arg(dir.join("dump.hprof"))
-        .arg("-o")
-        .arg(&stripped)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    assert!(
-        std::fs::read(&stripped).unwrap() == mini,
-        "the tee's mini file differs from oomguard strip of the full dump"
-    );
+    harness::assert_mini_is_strip_of_full(dir, &dir.join("strip.hprof"));
     assert!(
         mini.len() * 10 < full.len(),
         "{} / {}",
@@ -267,21 +227,8 @@ fn art_fork_dump_keep_full_incident_names_the_activity_leak() {
         full.len()
     );
 
-    let report: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.join("report.json")).expect("report.json"))
-            .unwrap();
-    let leak = report["gcPaths"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["leakReason"] == "Activity Leak")
-        .unwrap_or_else(|| panic!("no Activity Leak: {report:#}"));
-    assert_eq!(leak["className"], "com.example.leaky.MainActivity");
-    assert_eq!(leak["instanceCount"], 4, "{leak:#}");
-    assert_eq!(
-        leak["path"][0]["reference"], "com.example.leaky.Registry.sListeners",
-        "{leak:#}"
-    );
+    let report = harness::incident_json(dir, "report.json");
+    harness::planted_activity_leak(&report);
     // The fifth, held by a register of main's frame: its trace names the thread, from the
     // thread object's tid and the incident's javaThreads (ART's dump has no stack traces, so
     // no method).
@@ -305,10 +252,7 @@ fn art_fork_dump_keep_full_incident_names_the_activity_leak() {
 
 /// `incident.json`'s `runningInfo` in the incident directory `dir`.
 fn running_info(dir: &std::path::Path) -> serde_json::Value {
-    let v: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.join("incident.json")).expect("incident.json"))
-            .unwrap();
-    v["body"]["runningInfo"].clone()
+    harness::incident_body(dir)["runningInfo"].clone()
 }
 
 /// The same incident with the app reporting API 35 (tests/art/app-api35 before app.dex): the
@@ -319,7 +263,7 @@ fn art_fork_dump_api35_sequence_dumps_and_the_app_goes_on() {
     if !harness::available("art_fork_dump_api35_sequence_dumps_and_the_app_goes_on") {
         return;
     }
-    let (run, _work, data) = run_incident(true, |p| p["dump"]["keep_full"] = true.into());
+    let (run, w) = run_incident(true, |p| p["dump"]["keep_full"] = true.into());
     let why = run.describe();
     assert_eq!(run.code, Some(0), "{why}");
     assert!(
@@ -328,12 +272,10 @@ fn art_fork_dump_api35_sequence_dumps_and_the_app_goes_on() {
     );
     // Java ran after the fork: the program printed its last lines.
     assert_eq!(run.value("held"), Some(1000), "{why}");
-    let dir = std::fs::read_dir(data.join("spool/incidents"))
-        .unwrap()
+    let dir = harness::incidents(&w.data)
+        .into_iter()
         .next()
-        .expect("one incident")
-        .unwrap()
-        .path();
+        .unwrap_or_else(|| panic!("no incident\n{why}"));
     let info = running_info(&dir);
     assert_eq!(info["apiLevel"], 35, "{info:#}");
     assert_eq!(info["dumper"], "art-fork", "{info:#}");
@@ -352,7 +294,7 @@ fn art_leaky_app_heap_verdict_dumps_and_names_the_leak() {
     if !harness::available("art_leaky_app_heap_verdict_dumps_and_names_the_leak") {
         return;
     }
-    let (run, _work, data) = run_app("LeakyMain", false, &[], |p| {
+    let (run, w) = run_app("LeakyMain", false, &[], |p| {
         p["poll_interval_ms"] = 100.into();
         p["heap"]["thresholds"] = serde_json::json!([{ "min_max_heap_mb": 0, "percent": 50 }]);
         // The dump policy stays the default: keep_full off, so the tee swallows libart's
@@ -372,33 +314,19 @@ fn art_leaky_app_heap_verdict_dumps_and_names_the_leak() {
         run.stderr.contains("heap dump taken dumper=\"art-fork\""),
         "{why}"
     );
-    let dir = std::fs::read_dir(data.join("spool/incidents"))
-        .unwrap()
+    let dir = harness::incidents(&w.data)
+        .into_iter()
         .next()
-        .expect("one incident")
-        .unwrap()
-        .path();
+        .unwrap_or_else(|| panic!("no incident\n{why}"));
     assert_eq!(running_info(&dir)["kind"], "Heap", "{why}");
     assert!(!dir.join("dump.hprof").exists(), "keep_full is off\n{why}");
     let mini = std::fs::read(dir.join("mini.hprof")).expect("the stripped dump is kept");
     assert!(mini.starts_with(b"JAVA PROFILE 1.0.3\0"), "{why}");
-    let report: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.join("report.json")).expect("report.json"))
-            .unwrap();
-    let leak = report["gcPaths"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["leakReason"] == "Activity Leak")
-        .unwrap_or_else(|| panic!("no Activity Leak: {report:#}"));
-    assert_eq!(leak["className"], "com.example.leaky.MainActivity");
+    let report = harness::incident_json(&dir, "report.json");
+    let leak = harness::activity_leak(&report);
     // The verdict fires past 32 MiB: at least that many leaked Activities are in the dump.
     assert!(
         leak["instanceCount"].as_u64().unwrap_or(0) >= 30,
-        "{leak:#}"
-    );
-    assert_eq!(
-        leak["path"][0]["reference"], "com.example.leaky.Registry.sListeners",
         "{leak:#}"
     );
 }

@@ -15,7 +15,7 @@ fn art_in_process_dump_opens_in_analyze_with_the_activity_leak() {
     if !harness::available("art_in_process_dump_opens_in_analyze_with_the_activity_leak") {
         return;
     }
-    let work = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+    let work = harness::tempdir();
     let dump = work.path().join("art.hprof");
     let run = harness::launch(
         work.path(),
@@ -53,27 +53,8 @@ fn art_in_process_dump_opens_in_analyze_with_the_activity_leak() {
     assert!(text.contains("Activity Leak"), "{text}");
     let report: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
-    let paths = report["gcPaths"].as_array().expect("gcPaths");
-    let leak = paths
-        .iter()
-        .find(|p| p["leakReason"] == "Activity Leak")
-        .unwrap_or_else(|| panic!("no Activity Leak path: {report:#}"));
-    assert_eq!(
-        leak["className"], "com.example.leaky.MainActivity",
-        "{leak:#}"
-    );
+    let leak = harness::activity_leak(&report);
     assert_eq!(leak["instanceCount"], 8, "{leak:#}");
-    let steps: Vec<&str> = leak["path"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["reference"].as_str().unwrap_or(""))
-        .collect();
-    assert_eq!(
-        steps.first(),
-        Some(&"com.example.leaky.Registry.sListeners"),
-        "{leak:#}"
-    );
     let leaked = report["leakObjects"]
         .as_array()
         .unwrap()

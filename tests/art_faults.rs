@@ -18,20 +18,17 @@ mod common;
 #[path = "art/harness.rs"]
 mod harness;
 
+use harness::{incident_body, incident_json};
+use oomguard::upload::collector::{Collector, Config, Stats};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
 /// One run of `DumpLoopMain`.
 struct App {
     run: harness::Run,
-    work: tempfile::TempDir,
-    data: PathBuf,
+    w: harness::Workdir,
 }
 
 impl App {
@@ -54,19 +51,15 @@ impl App {
             .collect()
     }
 
-    /// The spool's incident directories, oldest first (their ids start with the time).
+    /// The spool's incident directories, oldest first.
     fn incidents(&self) -> Vec<PathBuf> {
-        let mut v: Vec<PathBuf> = std::fs::read_dir(self.data.join("spool/incidents"))
-            .map(|d| d.map(|e| e.unwrap().path()).collect())
-            .unwrap_or_default();
-        v.sort();
-        v
+        harness::incidents(&self.w.data)
     }
 
     /// Files in the spool's staging directory (what an unfinished incident left).
     fn staged(&self) -> Vec<PathBuf> {
         let mut out = Vec::new();
-        let Ok(d) = std::fs::read_dir(self.data.join("spool/staging")) else {
+        let Ok(d) = std::fs::read_dir(self.w.data.join("spool/staging")) else {
             return out;
         };
         for e in d.flatten() {
@@ -88,18 +81,13 @@ fn run_loop(
     timeout: Duration,
     edit: impl FnOnce(&mut serde_json::Value),
 ) -> App {
-    let lib = common::cdylib_dir();
-    let mut policy: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(root().join("config/policy.default.json")).unwrap())
-            .unwrap();
-    policy["poll_interval_ms"] = 600_000.into();
-    edit(&mut policy);
-    let work = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
-    let data = work.path().join("data");
-    std::fs::create_dir_all(&data).unwrap();
+    let w = harness::Workdir::new();
     let bin = common::oomguard_bin();
-    let data_opt = format!("-Doomguard.data={}", data.display());
-    let policy_opt = format!("-Doomguard.policy={policy}");
+    let data_opt = w.data_option();
+    let policy_opt = harness::policy_option(|p| {
+        p["poll_interval_ms"] = 600_000.into();
+        edit(p);
+    });
     let mut options = vec![data_opt.as_str(), policy_opt.as_str()];
     if !extra.iter().any(|o| o.starts_with("-Xmx")) {
         options.push("-Xmx64m");
@@ -108,21 +96,10 @@ fn run_loop(
         options.push("-Doomguard.threads=2");
     }
     options.extend_from_slice(extra);
-    let mut envs = vec![
-        ("LD_LIBRARY_PATH", lib.to_str().unwrap()),
-        ("OOMGUARD_BIN", bin.to_str().unwrap()),
-    ];
+    let mut envs = vec![w.lib_env(), ("OOMGUARD_BIN", bin.to_str().unwrap())];
     envs.extend_from_slice(env);
-    let run = harness::launch(work.path(), "DumpLoopMain", &options, &envs, timeout);
-    App { run, work, data }
-}
-
-/// `incident.json`'s body in the incident directory `dir`.
-fn incident_body(dir: &Path) -> serde_json::Value {
-    let v: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.join("incident.json")).expect("incident.json"))
-            .unwrap();
-    v["body"].clone()
+    let run = harness::launch(w.path(), "DumpLoopMain", &options, &envs, timeout);
+    App { run, w }
 }
 
 /// The pid of a process named `oomguard-dump` whose parent has `tag` in its command line
@@ -168,7 +145,7 @@ fn fault_run(
 ) -> (App, Option<i32>) {
     let lib_dir = harness::runtime().lib_dir();
     let preload = lib_dir.join("libchildfault.so");
-    let mark_dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+    let mark_dir = harness::tempdir();
     let mark = mark_dir.path().join("fault.mark");
     // The ART process is told the marker's directory as a VM option nobody reads: its command
     // line then names it, which is how the killer finds this test's ART process.
@@ -270,18 +247,18 @@ fn assert_failed_dump(app: &App, want: &str) {
     );
     // Never analysed: no analysis ran, none was asked for.
     assert!(!app.run.stderr.contains("analysis done"), "{why}");
-    let analysed: Vec<_> = std::fs::read_dir(app.data.join("analysis"))
+    let analysed: Vec<_> = std::fs::read_dir(app.w.data.join("analysis"))
         .map(|d| d.flatten().map(|e| e.path()).collect())
         .unwrap_or_default();
     assert!(analysed.is_empty(), "{analysed:?}\n{why}");
-    let status = status_json(&app.run);
+    let status = app.run.status();
     assert_eq!(
         status["last_verdict"]["action"]["action"], "reported",
         "{status:#}\n{why}"
     );
     // The whole data directory holds no .hprof file.
     let mut hprofs = Vec::new();
-    find_files(&app.data, ".hprof", &mut hprofs);
+    find_files(&app.w.data, ".hprof", &mut hprofs);
     assert!(hprofs.is_empty(), "{hprofs:?}");
 }
 
@@ -298,18 +275,6 @@ fn find_files(dir: &Path, suffix: &str, out: &mut Vec<PathBuf>) {
             out.push(p);
         }
     }
-}
-
-/// The status JSON the program printed between STATUS-BEGIN and STATUS-END.
-fn status_json(run: &harness::Run) -> serde_json::Value {
-    let why = run.describe();
-    let s = run
-        .stdout
-        .split("STATUS-BEGIN\n")
-        .nth(1)
-        .and_then(|s| s.split("STATUS-END").next())
-        .unwrap_or_else(|| panic!("no status\n{why}"));
-    serde_json::from_str(s).unwrap_or_else(|e| panic!("status JSON: {e}\n{why}"))
 }
 
 /// A dump child killed with SIGKILL in the middle of its dump (the full file kept, so libart's
@@ -431,31 +396,33 @@ fn art_fifty_fork_dumps_in_a_row() {
     let t1 = Instant::now();
     for dir in &incidents {
         let mini = dir.join("mini.hprof");
-        let full = dir.join("dump.hprof");
         let out = oomguard(&["inspect".as_ref(), mini.as_os_str(), "--json".as_ref()]);
         let v: serde_json::Value = serde_json::from_slice(&out.stdout)
             .unwrap_or_else(|e| panic!("{}: inspect --json: {e}", mini.display()));
         assert!(v.is_object(), "{v}");
-        let stripped = app.work.path().join("strip.hprof");
-        oomguard(&[
-            "strip".as_ref(),
-            "--level".as_ref(),
-            "arrays".as_ref(),
-            full.as_os_str(),
-            "-o".as_ref(),
-            stripped.as_os_str(),
-        ]);
-        assert!(
-            std::fs::read(&stripped).unwrap() == std::fs::read(&mini).unwrap(),
-            "{}: the tee's mini file differs from oomguard strip of the full dump",
-            dir.display()
-        );
+        harness::assert_mini_is_strip_of_full(dir, &app.w.path().join("strip.hprof"));
     }
     eprintln!(
         "art_fifty_fork_dumps_in_a_row: {} incidents checked in {:?}",
         incidents.len(),
         t1.elapsed()
     );
+}
+
+/// [`run_loop`] with `extra` VM options while an in-process collector on loopback receives
+/// into a [`harness::tempdir`], the policy's `upload.url` naming it (the default policy
+/// otherwise: `unmetered_only`, `keep_full` off). Returns the run, the collector's final
+/// counts, and the directory it received into.
+fn run_uploading(extra: &[&str]) -> (App, Stats, tempfile::TempDir) {
+    let received = harness::tempdir();
+    let collector = Collector::bind("127.0.0.1:0", Config::new(received.path()))
+        .unwrap()
+        .spawn();
+    let endpoint = collector.endpoint();
+    let app = run_loop(extra, &[], Duration::from_secs(120), |p| {
+        p["upload"]["url"] = endpoint.into();
+    });
+    (app, collector.stop(), received)
 }
 
 /// The whole incident on ART up to a real collector on loopback: the app reports an unmetered
@@ -469,27 +436,10 @@ fn art_incident_is_uploaded_to_a_collector() {
     if !harness::available("art_incident_is_uploaded_to_a_collector") {
         return;
     }
-    let received = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
-    let collector = oomguard::upload::collector::Collector::bind(
-        "127.0.0.1:0",
-        oomguard::upload::collector::Config::new(received.path()),
-    )
-    .unwrap()
-    .spawn();
-    let endpoint = collector.endpoint();
-    let app = run_loop(
-        &[
-            "-Doomguard.network=unmetered",
-            "-Doomguard.await_upload=60000",
-        ],
-        &[],
-        Duration::from_secs(120),
-        |p| {
-            // The default policy otherwise: unmetered_only, keep_full off.
-            p["upload"]["url"] = endpoint.clone().into();
-        },
-    );
-    let stats = collector.stop();
+    let (app, stats, received) = run_uploading(&[
+        "-Doomguard.network=unmetered",
+        "-Doomguard.await_upload=60000",
+    ]);
     let why = app.why();
     assert_eq!(app.run.code, Some(0), "{why}");
     assert_eq!(app.run.value("set_network"), Some(0), "{why}");
@@ -512,28 +462,13 @@ fn art_incident_is_uploaded_to_a_collector() {
         .collect();
     assert_eq!(incidents.len(), 1, "{incidents:?}\n{why}");
     let dir = &incidents[0];
-    let meta: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.join("meta.json")).expect("meta.json")).unwrap();
+    let meta = incident_json(dir, "meta.json");
     assert_eq!(meta["runningInfo"]["dumper"], "art-fork", "{meta:#}");
     assert_eq!(meta["runningInfo"]["apiLevel"], 30, "{meta:#}");
     assert_eq!(meta["runningInfo"]["kind"], "Manual", "{meta:#}");
     assert_eq!(meta["dumpError"], serde_json::Value::Null, "{meta:#}");
     assert_eq!(meta["missing"], serde_json::json!([]), "{meta:#}");
-    let report: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.join("report.json")).expect("report.json"))
-            .unwrap();
-    let leak = report["gcPaths"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["leakReason"] == "Activity Leak")
-        .unwrap_or_else(|| panic!("no Activity Leak: {report:#}"));
-    assert_eq!(leak["className"], "com.example.leaky.MainActivity");
-    assert_eq!(leak["instanceCount"], 4, "{leak:#}");
-    assert_eq!(
-        leak["path"][0]["reference"], "com.example.leaky.Registry.sListeners",
-        "{leak:#}"
-    );
+    harness::planted_activity_leak(&incident_json(dir, "report.json"));
     // The mini dump as received: gzip of a stripped HPROF that parses.
     let gz = dir.join("mini.hprof.gz");
     let mut mini = Vec::new();
@@ -543,7 +478,7 @@ fn art_incident_is_uploaded_to_a_collector() {
     )
     .unwrap();
     assert!(mini.starts_with(b"JAVA PROFILE 1.0.3\0"));
-    let unzipped = app.work.path().join("received.hprof");
+    let unzipped = app.w.path().join("received.hprof");
     std::fs::write(&unzipped, &mini).unwrap();
     oomguard(&["inspect".as_ref(), unzipped.as_os_str()]);
 }
@@ -556,21 +491,7 @@ fn art_incident_waits_for_an_unmetered_network() {
     if !harness::available("art_incident_waits_for_an_unmetered_network") {
         return;
     }
-    let received = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
-    let collector = oomguard::upload::collector::Collector::bind(
-        "127.0.0.1:0",
-        oomguard::upload::collector::Config::new(received.path()),
-    )
-    .unwrap()
-    .spawn();
-    let endpoint = collector.endpoint();
-    let app = run_loop(
-        &["-Doomguard.await_upload=5000"],
-        &[],
-        Duration::from_secs(120),
-        |p| p["upload"]["url"] = endpoint.clone().into(),
-    );
-    let stats = collector.stop();
+    let (app, stats, _received) = run_uploading(&["-Doomguard.await_upload=5000"]);
     let why = app.why();
     assert_eq!(app.run.code, Some(0), "{why}");
     assert_eq!(app.run.value("uploaded"), Some(0), "{why}");

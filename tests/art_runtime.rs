@@ -3,6 +3,7 @@
 //! loads libart and the libraries it uses, calls `JNI_CreateJavaVM` image-less and interpreted,
 //! and runs a static `main` from the boot class path.
 
+mod common;
 #[path = "art/harness.rs"]
 mod harness;
 
@@ -17,7 +18,7 @@ fn art_boots_and_runs_main_through_gcs() {
     if !harness::available("art_boots_and_runs_main_through_gcs") {
         return;
     }
-    let work = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+    let work = harness::tempdir();
     let run = harness::launch(
         work.path(),
         "Main",
@@ -66,7 +67,7 @@ fn art_without_core_library_reports_why() {
         return;
     }
     let rt = harness::runtime();
-    let work = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+    let work = harness::tempdir();
     let out = std::process::Command::new(rt.launcher())
         .arg(work.path().join("android"))
         .arg("Main")

@@ -7,23 +7,9 @@
 mod cgroup;
 mod common;
 
-use common::{cdylib_dir, javac, root};
+use common::{cdylib_dir, test_app_classes};
 use serde_json::Value;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
-
-fn classes() -> PathBuf {
-    let out = root().join(format!("target/test-java/cgroup-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&out);
-    javac(
-        &[
-            &root().join("java/dev/oomguard/OomGuard.java"),
-            &root().join("java/testapps/DyingApp.java"),
-        ],
-        &out,
-    );
-    out
-}
 
 /// Fast polls; the default cgroup thresholds (85 %, three ascending polls).
 const POLICY: &str = r#"{"version": 3, "poll_interval_ms": 100, "dump": {"min_free_disk_mb": 0}}"#;
@@ -56,7 +42,7 @@ fn a_jvm_nearing_its_memory_cgroup_limit_gets_a_cgroup_memory_verdict() {
     ])
     .arg(format!("-Djava.library.path={}", cdylib_dir().display()))
     .arg("-cp")
-    .arg(classes())
+    .arg(test_app_classes("DyingApp"))
     .args(["DyingApp", "grow"])
     .arg(&data)
     .arg(work.path().join("policy.json"))

@@ -7,30 +7,12 @@
 mod cgroup;
 mod common;
 
-use common::{cdylib_dir, javac, root};
+use common::{cdylib_dir, test_app_classes};
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
-
-/// The test program, compiled once beside the facade.
-fn classes() -> PathBuf {
-    static ONCE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    ONCE.get_or_init(|| {
-        let out = root().join(format!("target/test-java/dying-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&out);
-        javac(
-            &[
-                &root().join("java/dev/oomguard/OomGuard.java"),
-                &root().join("java/testapps/DyingApp.java"),
-            ],
-            &out,
-        );
-        out
-    })
-    .clone()
-}
 
 /// Fast polls, no upload, room for every death the tests make.
 const POLICY: &str = r#"{"version": 3, "poll_interval_ms": 100,
@@ -70,7 +52,7 @@ impl Dir {
         c.args(jvm)
             .arg(format!("-Djava.library.path={}", cdylib_dir().display()))
             .arg("-cp")
-            .arg(classes())
+            .arg(test_app_classes("DyingApp"))
             .arg("DyingApp")
             .arg(mode)
             .arg(self.data())

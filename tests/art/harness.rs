@@ -4,9 +4,13 @@
 //! once (another test process that finds that directory uses it; those of older inputs are
 //! removed an hour after they were built).
 //!
-//! Included by the `tests/art_*.rs` tests with `#[path = "art/harness.rs"] mod harness;`.
+//! Included by the `tests/art_*.rs` tests with `#[path = "art/harness.rs"] mod harness;`, and
+//! by `examples/art_dump_bench.rs`. The tests also get `tests/art/support.rs` through it (only
+//! under `cfg(test)`: it needs `mod common;` and cargo's test-only variables, which the example
+//! has not): what they share around a run.
 #![allow(dead_code)]
 
+use serde_json::Value;
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::io::Read;
@@ -21,6 +25,12 @@ const NEEDED: &[&str] = &[
     "/usr/lib/p7zip/7z.so",
     "/usr/share/java/smali.jar",
 ];
+
+#[cfg(test)]
+#[path = "support.rs"]
+mod support;
+#[cfg(test)]
+pub use support::*;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -284,6 +294,19 @@ pub struct Run {
 }
 
 impl Run {
+    /// The JSON the app printed between `STATUS-BEGIN` and `STATUS-END` (`OomGuard.status()`);
+    /// panics with [`Run::describe`] if there is none or it is not JSON.
+    pub fn status(&self) -> Value {
+        let why = self.describe();
+        let text = self
+            .stdout
+            .split("STATUS-BEGIN\n")
+            .nth(1)
+            .and_then(|s| s.split("STATUS-END").next())
+            .unwrap_or_else(|| panic!("no status\n{why}"));
+        serde_json::from_str(text).unwrap_or_else(|e| panic!("status JSON: {e}\n{why}"))
+    }
+
     /// The failure message's text: exit status, stdout, and ART's log.
     pub fn describe(&self) -> String {
         format!(

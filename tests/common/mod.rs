@@ -255,23 +255,26 @@ pub fn cdylib_dir() -> PathBuf {
     dir
 }
 
-/// Compile the Java facade and the leaky test program once per test process; returns the
-/// classes directory.
-pub fn agent_classes() -> PathBuf {
-    static ONCE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    ONCE.get_or_init(|| {
-        let out = root().join(format!("target/test-java/agent-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&out);
-        javac(
-            &[
-                &root().join("java/dev/oomguard/OomGuard.java"),
-                &root().join("java/testapps/LeakyApp.java"),
-            ],
-            &out,
-        );
-        out
-    })
-    .clone()
+/// Compile the Java facade and the test program `java/testapps/APP.java` once per test process
+/// and program, into `target/test-java/APP-PID`; returns that classes directory.
+pub fn test_app_classes(app: &str) -> PathBuf {
+    static BUILT: std::sync::Mutex<std::collections::BTreeMap<String, PathBuf>> =
+        std::sync::Mutex::new(std::collections::BTreeMap::new());
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(out) = built.get(app) {
+        return out.clone();
+    }
+    let out = root().join(format!("target/test-java/{app}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    javac(
+        &[
+            &root().join("java/dev/oomguard/OomGuard.java"),
+            &root().join(format!("java/testapps/{app}.java")),
+        ],
+        &out,
+    );
+    built.insert(app.to_string(), out.clone());
+    out
 }
 
 /// What one run of `LeakyApp` printed.
@@ -321,7 +324,7 @@ pub fn run_leaky_limited(
     seconds: u32,
     env: &[(&str, &str)],
 ) -> LeakyRun {
-    let classes = agent_classes();
+    let classes = test_app_classes("LeakyApp");
     let work = tempfile::Builder::new()
         .prefix("oomguard-agent-")
         .tempdir()
