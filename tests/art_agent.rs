@@ -4,6 +4,8 @@
 mod common;
 #[path = "art/harness.rs"]
 mod harness;
+#[path = "art/support.rs"]
+mod support;
 
 use common::root;
 
@@ -109,7 +111,7 @@ fn art_agent_starts_through_the_facade_and_reads_the_heap() {
     if !harness::available("art_agent_starts_through_the_facade_and_reads_the_heap") {
         return;
     }
-    let w = harness::Workdir::new();
+    let w = support::Workdir::new();
     let run = harness::launch(
         w.path(),
         "AgentMain",
@@ -148,7 +150,7 @@ fn art_agent_starts_through_the_facade_and_reads_the_heap() {
 fn run_incident(
     api35: bool,
     edit: impl FnOnce(&mut serde_json::Value),
-) -> (harness::Run, harness::Workdir) {
+) -> (harness::Run, support::Workdir) {
     run_app("AgentMain", api35, &["-Doomguard.dump_now=art-test"], edit)
 }
 
@@ -160,12 +162,12 @@ fn run_app(
     api35: bool,
     extra: &[&str],
     edit: impl FnOnce(&mut serde_json::Value),
-) -> (harness::Run, harness::Workdir) {
-    let w = harness::Workdir::new();
+) -> (harness::Run, support::Workdir) {
+    let w = support::Workdir::new();
     let bin = common::oomguard_bin();
     let api35_dex = harness::runtime().api35_dex();
     let data_opt = w.data_option();
-    let policy_opt = harness::policy_option(edit);
+    let policy_opt = support::policy_option(edit);
     let mut options = vec!["-Xmx64m", data_opt.as_str(), policy_opt.as_str()];
     options.extend_from_slice(extra);
     let run = harness::launch_with(
@@ -205,7 +207,7 @@ fn art_fork_dump_keep_full_incident_names_the_activity_leak() {
     assert!(run.stderr.contains("hprof: heap dump completed"), "{why}");
     assert!(run.stderr.contains("analysis done out of process"), "{why}");
 
-    let incidents = harness::incidents(&w.data);
+    let incidents = support::incidents(&w.data);
     assert_eq!(incidents.len(), 1, "{incidents:?}\n{why}");
     let dir = &incidents[0];
     let info = running_info(dir);
@@ -219,7 +221,7 @@ fn art_fork_dump_keep_full_incident_names_the_activity_leak() {
     let full = std::fs::read(dir.join("dump.hprof")).expect("dump.hprof kept");
     assert!(full.starts_with(b"JAVA PROFILE 1.0.3\0"));
     let mini = std::fs::read(dir.join("mini.hprof")).expect("mini.hprof");
-    harness::assert_mini_is_strip_of_full(dir, &dir.join("strip.hprof"));
+    support::assert_mini_is_strip_of_full(dir, &dir.join("strip.hprof"));
     assert!(
         mini.len() * 10 < full.len(),
         "{} / {}",
@@ -227,8 +229,8 @@ fn art_fork_dump_keep_full_incident_names_the_activity_leak() {
         full.len()
     );
 
-    let report = harness::incident_json(dir, "report.json");
-    harness::planted_activity_leak(&report);
+    let report = support::incident_json(dir, "report.json");
+    support::planted_activity_leak(&report);
     // The fifth, held by a register of main's frame: its trace names the thread, from the
     // thread object's tid and the incident's javaThreads (ART's dump has no stack traces, so
     // no method).
@@ -252,7 +254,7 @@ fn art_fork_dump_keep_full_incident_names_the_activity_leak() {
 
 /// `incident.json`'s `runningInfo` in the incident directory `dir`.
 fn running_info(dir: &std::path::Path) -> serde_json::Value {
-    harness::incident_body(dir)["runningInfo"].clone()
+    support::incident_body(dir)["runningInfo"].clone()
 }
 
 /// The same incident with the app reporting API 35 (tests/art/app-api35 before app.dex): the
@@ -272,7 +274,7 @@ fn art_fork_dump_api35_sequence_dumps_and_the_app_goes_on() {
     );
     // Java ran after the fork: the program printed its last lines.
     assert_eq!(run.value("held"), Some(1000), "{why}");
-    let dir = harness::incidents(&w.data)
+    let dir = support::incidents(&w.data)
         .into_iter()
         .next()
         .unwrap_or_else(|| panic!("no incident\n{why}"));
@@ -314,7 +316,7 @@ fn art_leaky_app_heap_verdict_dumps_and_names_the_leak() {
         run.stderr.contains("heap dump taken dumper=\"art-fork\""),
         "{why}"
     );
-    let dir = harness::incidents(&w.data)
+    let dir = support::incidents(&w.data)
         .into_iter()
         .next()
         .unwrap_or_else(|| panic!("no incident\n{why}"));
@@ -322,8 +324,8 @@ fn art_leaky_app_heap_verdict_dumps_and_names_the_leak() {
     assert!(!dir.join("dump.hprof").exists(), "keep_full is off\n{why}");
     let mini = std::fs::read(dir.join("mini.hprof")).expect("the stripped dump is kept");
     assert!(mini.starts_with(b"JAVA PROFILE 1.0.3\0"), "{why}");
-    let report = harness::incident_json(&dir, "report.json");
-    let leak = harness::activity_leak(&report);
+    let report = support::incident_json(&dir, "report.json");
+    let leak = support::activity_leak(&report);
     // The verdict fires past 32 MiB: at least that many leaked Activities are in the dump.
     assert!(
         leak["instanceCount"].as_u64().unwrap_or(0) >= 30,

@@ -5,6 +5,8 @@
 mod common;
 #[path = "art/harness.rs"]
 mod harness;
+#[path = "art/support.rs"]
+mod support;
 
 use std::process::Command;
 
@@ -15,7 +17,7 @@ fn art_in_process_dump_opens_in_analyze_with_the_activity_leak() {
     if !harness::available("art_in_process_dump_opens_in_analyze_with_the_activity_leak") {
         return;
     }
-    let work = harness::tempdir();
+    let work = support::tempdir();
     let dump = work.path().join("art.hprof");
     let run = harness::launch(
         work.path(),
@@ -53,7 +55,7 @@ fn art_in_process_dump_opens_in_analyze_with_the_activity_leak() {
     assert!(text.contains("Activity Leak"), "{text}");
     let report: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
-    let leak = harness::activity_leak(&report);
+    let leak = support::activity_leak(&report);
     assert_eq!(leak["instanceCount"], 8, "{leak:#}");
     let leaked = report["leakObjects"]
         .as_array()

@@ -17,18 +17,20 @@
 mod common;
 #[path = "art/harness.rs"]
 mod harness;
+#[path = "art/support.rs"]
+mod support;
 
-use harness::{incident_body, incident_json};
 use oomguard::upload::collector::{Collector, Config, Stats};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
+use support::{incident_body, incident_json};
 
 /// One run of `DumpLoopMain`.
 struct App {
     run: harness::Run,
-    w: harness::Workdir,
+    w: support::Workdir,
 }
 
 impl App {
@@ -53,7 +55,7 @@ impl App {
 
     /// The spool's incident directories, oldest first.
     fn incidents(&self) -> Vec<PathBuf> {
-        harness::incidents(&self.w.data)
+        support::incidents(&self.w.data)
     }
 
     /// Files in the spool's staging directory (what an unfinished incident left).
@@ -81,10 +83,10 @@ fn run_loop(
     timeout: Duration,
     edit: impl FnOnce(&mut serde_json::Value),
 ) -> App {
-    let w = harness::Workdir::new();
+    let w = support::Workdir::new();
     let bin = common::oomguard_bin();
     let data_opt = w.data_option();
-    let policy_opt = harness::policy_option(|p| {
+    let policy_opt = support::policy_option(|p| {
         p["poll_interval_ms"] = 600_000.into();
         edit(p);
     });
@@ -145,7 +147,7 @@ fn fault_run(
 ) -> (App, Option<i32>) {
     let lib_dir = harness::runtime().lib_dir();
     let preload = lib_dir.join("libchildfault.so");
-    let mark_dir = harness::tempdir();
+    let mark_dir = support::tempdir();
     let mark = mark_dir.path().join("fault.mark");
     // The ART process is told the marker's directory as a VM option nobody reads: its command
     // line then names it, which is how the killer finds this test's ART process.
@@ -400,7 +402,7 @@ fn art_fifty_fork_dumps_in_a_row() {
         let v: serde_json::Value = serde_json::from_slice(&out.stdout)
             .unwrap_or_else(|e| panic!("{}: inspect --json: {e}", mini.display()));
         assert!(v.is_object(), "{v}");
-        harness::assert_mini_is_strip_of_full(dir, &app.w.path().join("strip.hprof"));
+        support::assert_mini_is_strip_of_full(dir, &app.w.path().join("strip.hprof"));
     }
     eprintln!(
         "art_fifty_fork_dumps_in_a_row: {} incidents checked in {:?}",
@@ -410,11 +412,11 @@ fn art_fifty_fork_dumps_in_a_row() {
 }
 
 /// [`run_loop`] with `extra` VM options while an in-process collector on loopback receives
-/// into a [`harness::tempdir`], the policy's `upload.url` naming it (the default policy
+/// into a [`support::tempdir`], the policy's `upload.url` naming it (the default policy
 /// otherwise: `unmetered_only`, `keep_full` off). Returns the run, the collector's final
 /// counts, and the directory it received into.
 fn run_uploading(extra: &[&str]) -> (App, Stats, tempfile::TempDir) {
-    let received = harness::tempdir();
+    let received = support::tempdir();
     let collector = Collector::bind("127.0.0.1:0", Config::new(received.path()))
         .unwrap()
         .spawn();
@@ -468,7 +470,7 @@ fn art_incident_is_uploaded_to_a_collector() {
     assert_eq!(meta["runningInfo"]["kind"], "Manual", "{meta:#}");
     assert_eq!(meta["dumpError"], serde_json::Value::Null, "{meta:#}");
     assert_eq!(meta["missing"], serde_json::json!([]), "{meta:#}");
-    harness::planted_activity_leak(&incident_json(dir, "report.json"));
+    support::planted_activity_leak(&incident_json(dir, "report.json"));
     // The mini dump as received: gzip of a stripped HPROF that parses.
     let gz = dir.join("mini.hprof.gz");
     let mut mini = Vec::new();

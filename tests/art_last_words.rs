@@ -5,6 +5,8 @@
 mod common;
 #[path = "art/harness.rs"]
 mod harness;
+#[path = "art/support.rs"]
+mod support;
 
 use serde_json::Value;
 use std::time::Duration;
@@ -14,7 +16,7 @@ fn art_out_of_memory_error_is_reported_with_its_last_words() {
     if !harness::available("art_out_of_memory_error_is_reported_with_its_last_words") {
         return;
     }
-    let w = harness::Workdir::new();
+    let w = support::Workdir::new();
     let policy = r#"{"poll_interval_ms": 100, "dump": {"keep_full": true}}"#;
     let data_opt = w.data_option();
     let policy_opt = format!("-Doomguard.policy={policy}");
@@ -42,9 +44,9 @@ fn art_out_of_memory_error_is_reported_with_its_last_words() {
         status["previous_death"]["action"], "reported",
         "{status:#}\n{why}"
     );
-    let deaths: Vec<Value> = harness::incidents(&w.data)
+    let deaths: Vec<Value> = support::incidents(&w.data)
         .iter()
-        .map(|d| harness::incident_body(d))
+        .map(|d| support::incident_body(d))
         .filter(|b| b["runningInfo"]["kind"] == "death")
         .collect();
     assert_eq!(deaths.len(), 1, "{deaths:#?}");

@@ -6,6 +6,8 @@
 mod common;
 #[path = "art/harness.rs"]
 mod harness;
+#[path = "art/support.rs"]
+mod support;
 
 use std::time::Duration;
 
@@ -18,7 +20,7 @@ fn art_boots_and_runs_main_through_gcs() {
     if !harness::available("art_boots_and_runs_main_through_gcs") {
         return;
     }
-    let work = harness::tempdir();
+    let work = support::tempdir();
     let run = harness::launch(
         work.path(),
         "Main",
@@ -67,7 +69,7 @@ fn art_without_core_library_reports_why() {
         return;
     }
     let rt = harness::runtime();
-    let work = harness::tempdir();
+    let work = support::tempdir();
     let out = std::process::Command::new(rt.launcher())
         .arg(work.path().join("android"))
         .arg("Main")

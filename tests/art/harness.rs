@@ -5,9 +5,10 @@
 //! removed an hour after they were built).
 //!
 //! Included by the `tests/art_*.rs` tests with `#[path = "art/harness.rs"] mod harness;`, and
-//! by `examples/art_dump_bench.rs`. The tests also get `tests/art/support.rs` through it (only
-//! under `cfg(test)`: it needs `mod common;` and cargo's test-only variables, which the example
-//! has not): what they share around a run.
+//! by `examples/art_dump_bench.rs`. The tests also include `tests/art/support.rs` (`#[path =
+//! "art/support.rs"] mod support;`), what they share around a run: it needs `mod common;` and
+//! cargo's variables for tests, which the example has not (`cargo test --all-targets` builds
+//! the example with `cfg(test)` too, so that cannot tell them apart).
 #![allow(dead_code)]
 
 use serde_json::Value;
@@ -25,12 +26,6 @@ const NEEDED: &[&str] = &[
     "/usr/lib/p7zip/7z.so",
     "/usr/share/java/smali.jar",
 ];
-
-#[cfg(test)]
-#[path = "support.rs"]
-mod support;
-#[cfg(test)]
-pub use support::*;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -1,8 +1,10 @@
-//! What the ART tests (`tests/art_*.rs`) share around a run of the runtime of [`super`]: the
+//! What the ART tests (`tests/art_*.rs`) share around a run of the runtime of `harness.rs`: the
 //! directories of one ([`Workdir`]), the agent's policy option, the spool's incidents and their
 //! files, the planted Activity leak their reports must name, and the check that a kept dump's
-//! mini file is its strip. Included by `harness.rs` under `cfg(test)`; uses `tests/common`,
-//! which each of those tests includes as `mod common;`.
+//! mini file is its strip. Included by each of those tests beside `harness.rs`, as `mod
+//! support;`; uses `tests/common`, which each of them includes as `mod common;`.
+
+#![allow(dead_code)]
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -18,7 +20,7 @@ pub struct Workdir {
     /// The directory holding the `liboomguard.so` built for this test run
     /// (`common::cdylib_dir`).
     pub lib: PathBuf,
-    /// A [`tempdir`], the `work` of [`launch`](super::launch) (ANDROID_DATA and the other roots
+    /// A [`tempdir`], the `work` of [`launch`](crate::harness::launch) (ANDROID_DATA and the other roots
     /// go under it).
     pub work: tempfile::TempDir,
     /// The agent's data directory, `data` in `work`, made here.
@@ -44,7 +46,7 @@ impl Workdir {
         format!("-Doomguard.data={}", self.data.display())
     }
 
-    /// `LD_LIBRARY_PATH` set to `lib`, for [`launch`](super::launch)'s `env`: the app's
+    /// `LD_LIBRARY_PATH` set to `lib`, for [`launch`](crate::harness::launch)'s `env`: the app's
     /// `System.loadLibrary("oomguard")` finds the agent there.
     pub fn lib_env(&self) -> (&'static str, &str) {
         ("LD_LIBRARY_PATH", self.lib.to_str().unwrap())
@@ -53,7 +55,7 @@ impl Workdir {
 
 /// `-Doomguard.policy=POLICY`, POLICY being `config/policy.default.json` changed by `edit`.
 pub fn policy_option(edit: impl FnOnce(&mut Value)) -> String {
-    let path = super::root().join("config/policy.default.json");
+    let path = crate::common::root().join("config/policy.default.json");
     let mut policy: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
     edit(&mut policy);
     format!("-Doomguard.policy={policy}")
