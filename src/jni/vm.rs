@@ -352,6 +352,9 @@ impl JniVm<'_> {
                 env.delete_local_ref(arr)?;
                 room = room.saturating_mul(2).min(max);
             };
+            // Looked up once, not per thread (a process near its thread limit has thousands).
+            let get_id = env.get_method_id(class, "getId", "()J")?;
+            let get_name = env.get_method_id(class, "getName", "()Ljava/lang/String;")?;
             let mut out = Vec::with_capacity(got);
             for i in 0..got {
                 let one = env.with_local_frame(4, |env| -> jni::errors::Result<_> {
@@ -359,11 +362,24 @@ impl JniVm<'_> {
                     if t.is_null() {
                         return Ok(None);
                     }
-                    let id = env.call_method(&t, "getId", "()J", &[])?.j()?;
-                    let name = JString::from(
-                        env.call_method(&t, "getName", "()Ljava/lang/String;", &[])?
-                            .l()?,
-                    );
+                    // SAFETY: `get_id` is java.lang.Thread's "()J" (no arguments, returns long)
+                    // and `t` is an element of a Thread[].
+                    let id = unsafe {
+                        env.call_method_unchecked(
+                            &t,
+                            get_id,
+                            ReturnType::Primitive(Primitive::Long),
+                            &[],
+                        )
+                    }?
+                    .j()?;
+                    // SAFETY: `get_name` is java.lang.Thread's "()Ljava/lang/String;" (no
+                    // arguments, returns an object) and `t` is a Thread.
+                    let name = unsafe {
+                        env.call_method_unchecked(&t, get_name, ReturnType::Object, &[])
+                    }?
+                    .l()?;
+                    let name = JString::from(name);
                     let name: String = if name.is_null() {
                         String::new()
                     } else {
