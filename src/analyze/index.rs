@@ -44,7 +44,7 @@ mod shared;
 mod sizes;
 mod threads;
 
-pub use threads::{OnThread, Threads, NO_FRAME};
+pub use threads::{OnThread, Threads};
 
 use fields::*;
 pub use idmap::*;

@@ -196,11 +196,6 @@ impl Threads {
             frame,
         })
     }
-
-    /// The thread objects the dump lists (nodes, in thread-serial order).
-    pub fn thread_nodes(&self) -> impl Iterator<Item = u32> + '_ {
-        self.objects.iter().map(|o| o.1)
-    }
 }
 
 #[cfg(test)]
@@ -278,7 +273,6 @@ mod tests {
                 frame: None
             })
         );
-        assert_eq!(th.thread_nodes().collect::<Vec<_>>(), [0]);
     }
 
     #[test]
