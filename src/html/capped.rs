@@ -92,7 +92,8 @@ impl<'de> DeserializeSeed<'de> for Seed<'_> {
     }
 }
 
-fn cut(s: &str, max: usize) -> String {
+/// `s` cut to `max` characters, with "…" where it was cut.
+pub(super) fn cut(s: &str, max: usize) -> String {
     match s.char_indices().nth(max) {
         Some((i, _)) => format!("{}…", &s[..i]),
         None => s.to_string(),

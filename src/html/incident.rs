@@ -137,7 +137,7 @@ fn table(h: &mut String, v: &Value) {
         let shown = match v {
             Value::String(s) => s.clone(),
             Value::Null => "—".into(),
-            other => cut(&names(other).unwrap_or_else(|| other.to_string()), 300),
+            other => super::capped::cut(&names(other).unwrap_or_else(|| other.to_string()), 300),
         };
         let _ = writeln!(h, "<tr><th>{}</th><td>{}</td></tr>", esc(k), esc(&shown));
     }
@@ -149,14 +149,6 @@ fn names(v: &Value) -> Option<String> {
     let a = v.as_array().filter(|a| !a.is_empty())?;
     let n: Option<Vec<&str>> = a.iter().map(|e| e.get("name")?.as_str()).collect();
     Some(format!("{}: {}", a.len(), n?.join(", ")))
-}
-
-/// `s` cut to `max` characters, with "…" where it was cut.
-fn cut(s: &str, max: usize) -> String {
-    match s.char_indices().nth(max) {
-        Some((i, _)) => format!("{}…", &s[..i]),
-        None => s.to_string(),
-    }
 }
 
 fn inventory(h: &mut String, inv: &Inventory<'_>) {
