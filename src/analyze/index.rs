@@ -57,7 +57,15 @@ pub(crate) use sizes::{settle, ARRAY_FINDING, RAW_SLACK};
 /// "No node / no class".
 pub const NONE: u32 = u32::MAX;
 
-/// A string table: UTF8 records, sorted by id, text in one arena.
+/// The most bytes of one string (a class, field or thread name) the index keeps. Java names
+/// are seldom over a few hundred bytes; a crafted dump may name a class with a megabyte, and
+/// every leak, path step and histogram row that names it would repeat it (a 1 MB dump made a
+/// 111 MB report). A longer string keeps its first bytes (cut on a character boundary) and
+/// says how many were left out: `Foo…[+N bytes]`.
+pub const MAX_STRING_BYTES: usize = 1024;
+
+/// A string table: UTF8 records, sorted by id, text in one arena; each text at most
+/// [`MAX_STRING_BYTES`] plus its cut note.
 #[derive(Default)]
 pub struct Strings {
     ids: Vec<(u64, u32, u32)>,
@@ -67,8 +75,27 @@ pub struct Strings {
 impl Strings {
     fn push(&mut self, id: u64, text: &[u8]) {
         let at = self.arena.len() as u32;
-        self.arena.extend_from_slice(text);
-        self.ids.push((id, at, text.len() as u32));
+        if text.len() > MAX_STRING_BYTES {
+            // Back off to the start of a UTF-8 sequence so the kept part decodes whole.
+            let mut keep = MAX_STRING_BYTES;
+            while keep > 0 && text[keep] & 0xC0 == 0x80 {
+                keep -= 1;
+            }
+            self.arena.extend_from_slice(&text[..keep]);
+            self.arena
+                .extend_from_slice(format!("…[+{} bytes]", text.len() - keep).as_bytes());
+        } else {
+            self.arena.extend_from_slice(text);
+        }
+        self.ids
+            .push((id, at, (self.arena.len() - at as usize) as u32));
+    }
+    /// Add another worker's strings as they are (already cut where they were too long).
+    fn append(&mut self, o: Strings) {
+        let base = self.arena.len() as u32;
+        self.arena.extend_from_slice(&o.arena);
+        self.ids
+            .extend(o.ids.into_iter().map(|(id, at, len)| (id, base + at, len)));
     }
     fn finish(&mut self) {
         self.ids.sort_unstable_by_key(|e| e.0);
@@ -499,10 +526,7 @@ impl Pass1 {
         if self.header.is_none() {
             self.header = o.header;
         }
-        for &(id, at, len) in &o.strings.ids {
-            self.strings
-                .push(id, &o.strings.arena[at as usize..(at + len) as usize]);
-        }
+        self.strings.append(o.strings);
         self.android |= o.android;
         self.names.extend(o.names);
         self.classes.extend(o.classes);
@@ -823,6 +847,32 @@ mod tests {
             assert_eq!(out.nodes.len(), entries);
             assert_eq!(raw.len(), targets);
         }
+    }
+
+    /// A name over [`MAX_STRING_BYTES`] is kept cut, on a character boundary, with the count of
+    /// bytes left out; a name at the limit is kept whole (a crafted dump naming a class with a
+    /// megabyte made every report line that names it a megabyte long).
+    #[test]
+    fn a_long_string_is_kept_cut_and_says_so() {
+        let mut s = Strings::default();
+        let at_limit = "a".repeat(MAX_STRING_BYTES);
+        // 'é' is two bytes: one starts at byte MAX_STRING_BYTES - 1, so the cut backs off by one.
+        let long = format!("{}é{}", "b".repeat(MAX_STRING_BYTES - 1), "c".repeat(5000));
+        s.push(1, at_limit.as_bytes());
+        s.push(2, long.as_bytes());
+        s.finish();
+        assert_eq!(s.get(1).unwrap(), at_limit);
+        let got = s.get(2).unwrap();
+        let left_out = long.len() - (MAX_STRING_BYTES - 1);
+        assert_eq!(
+            got,
+            format!("{}…[+{left_out} bytes]", "b".repeat(MAX_STRING_BYTES - 1))
+        );
+        assert!(
+            s.arena.len() < 2 * MAX_STRING_BYTES + 32,
+            "{}",
+            s.arena.len()
+        );
     }
 
     #[test]

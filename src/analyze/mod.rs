@@ -1345,6 +1345,53 @@ mod tests {
         w.finish()
     }
 
+    /// A class named with 100 KB (a crafted dump): its 40 leaked, destroyed instances are
+    /// reported under the name cut to `index::MAX_STRING_BYTES`, so the report stays small
+    /// (the whole name stood in every leak, path and histogram row: 100 instances of a 100 KB
+    /// name made an 11 MB report).
+    #[test]
+    fn a_huge_class_name_is_cut_in_the_report() {
+        let long = format!("com.app.{}", "X".repeat(100_000));
+        let mut w = Writer::new(Format::V102, 8, 0);
+        for (id, t) in [
+            (1, "java.lang.Object"),
+            (2, "android.app.Activity"),
+            (3, long.as_str()),
+            (4, "mDestroyed"),
+            (5, "mFinished"),
+        ] {
+            w.utf8(id, t);
+        }
+        w.load_class(1, 0x10, 1);
+        w.load_class(2, 0x20, 2);
+        w.load_class(3, 0x30, 3);
+        w.segment(tag::HEAP_DUMP_SEGMENT);
+        w.class_dump(0x10, 0, 0, 0, &[], &[]);
+        activity_class(&mut w);
+        w.class_dump(0x30, 0x20, 0, 10, &[], &[]);
+        for i in 0..40u64 {
+            w.instance(0x1000 + 16 * i, 0x30, &[1, 0]);
+            w.root_jni_global(0x1000 + 16 * i, i + 1);
+        }
+        w.end_segment();
+        w.heap_dump_end();
+        let bytes = w.finish();
+        let r = analyze(
+            Input::Bytes(&bytes),
+            &Config::default(),
+            serde_json::Value::Null,
+        )
+        .unwrap();
+        let json = serde_json::to_string(&r).unwrap();
+        let cut = format!(
+            "com.app.{}…[+{} bytes]",
+            "X".repeat(index::MAX_STRING_BYTES - 8),
+            long.len() - index::MAX_STRING_BYTES
+        );
+        assert!(json.contains(&cut), "the cut name is reported");
+        assert!(json.len() < 200_000, "report of {} bytes", json.len());
+    }
+
     /// A class is a root where the dump says so (a sticky class root) or where its loader is
     /// reachable; a class whose loader nothing holds keeps neither the loader nor its statics.
     #[test]
