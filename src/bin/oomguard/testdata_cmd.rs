@@ -1,6 +1,6 @@
 //! `oomguard testdata art OUT`: write a generated ART-style dump (for benches and tests).
 
-use crate::Failure;
+use crate::{files, Failure};
 use oomguard::hprof::writer::{art_dump, ArtSpec};
 use std::path::PathBuf;
 
@@ -33,10 +33,10 @@ pub fn run(a: TestdataArgs) -> Result<(), Failure> {
         mean_array_bytes: a.mean_array_bytes,
         planted: Vec::new(),
     });
-    std::fs::write(&a.output, &bytes).map_err(|e| Failure {
-        code: 1,
-        message: format!("{}: cannot write: {e}", a.output.display()),
-    })?;
+    files::check_output(&a.output, &[])?;
+    let mut out = files::Staged::new(&a.output)?;
+    out.write_all(&bytes)?;
+    out.commit()?;
     say!("{}: {} bytes", a.output.display(), bytes.len());
     Ok(())
 }
