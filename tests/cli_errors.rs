@@ -358,3 +358,48 @@ fn collect_with_a_bad_listen_address_exits_2() {
         assert!(r.stderr.contains(want), "{addr}: {}", r.stderr);
     }
 }
+
+/// Run `bash scripts/adb-inspect.sh ARGS` with `PATH` set to `path`.
+fn adb_inspect(args: &[&str], path: &Path) -> Run {
+    let o = Command::new("/bin/bash")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/adb-inspect.sh"))
+        .args(args)
+        .env("PATH", path)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    Run {
+        code: o.status.code(),
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+    }
+}
+
+/// `scripts/adb-inspect.sh` without a package prints its usage line and exits 2; without `adb`
+/// on PATH it names Debian's package (and the SDK's platform-tools).
+#[test]
+fn adb_inspect_says_its_usage_and_where_adb_comes_from() {
+    // A PATH with no adb on it (the script needs only bash's builtins before it looks for adb).
+    let empty = tempfile::tempdir().unwrap();
+    for args in [&[][..], &["-x"], &["a", "b", "c"]] {
+        let r = adb_inspect(args, empty.path());
+        assert_eq!(r.code, Some(2), "{args:?}: {}", r.stderr);
+        assert!(
+            r.stderr
+                .contains("usage: scripts/adb-inspect.sh PKG [DATA_SUBDIR]"),
+            "{args:?}: {}",
+            r.stderr
+        );
+        assert!(!r.stderr.contains("1: usage"), "{args:?}: {}", r.stderr);
+    }
+    let r = adb_inspect(&["--help"], empty.path());
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(r.stdout.starts_with("usage: "), "{}", r.stdout);
+    let r = adb_inspect(&["com.example.app"], empty.path());
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("adb not found") && r.stderr.contains("Debian's adb package"),
+        "{}",
+        r.stderr
+    );
+}
