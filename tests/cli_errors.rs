@@ -403,3 +403,22 @@ fn adb_inspect_says_its_usage_and_where_adb_comes_from() {
         r.stderr
     );
 }
+
+/// `testdata-art` builds its dump in memory: a spec far over its bound is refused at once, not
+/// run into the allocator's abort.
+#[test]
+fn testdata_art_refuses_a_dump_too_large_to_build() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("huge.hprof");
+    let t0 = Instant::now();
+    let r = run(&[
+        "testdata-art".as_ref(),
+        out.as_os_str(),
+        "--app".as_ref(),
+        "4000000000".as_ref(),
+    ]);
+    assert_eq!(r.code, Some(2), "{}", r.stderr);
+    assert!(r.stderr.contains("at most 2048 MB"), "{}", r.stderr);
+    assert!(t0.elapsed() < Duration::from_secs(10));
+    assert!(names(dir.path()).is_empty());
+}
