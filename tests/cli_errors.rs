@@ -422,3 +422,38 @@ fn testdata_art_refuses_a_dump_too_large_to_build() {
     assert!(t0.elapsed() < Duration::from_secs(10));
     assert!(names(dir.path()).is_empty());
 }
+
+/// An option file is read whole into memory: one larger than the documented bound (64 MiB) is
+/// refused, naming it, instead of being read.
+#[test]
+fn an_option_file_over_its_bound_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dump(dir.path());
+    let big = dir.path().join("info.json");
+    // Sparse: 65 MiB of holes cost no disk.
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len(65 << 20)
+        .unwrap();
+    let out = dir.path().join("r.json");
+    for opt in ["--running-info", "--config"] {
+        let r = run(&[
+            "analyze".as_ref(),
+            input.as_os_str(),
+            "-o".as_ref(),
+            out.as_os_str(),
+            opt.as_ref(),
+            big.as_os_str(),
+        ]);
+        assert_eq!(r.code, Some(2), "{opt}: {}", r.stderr);
+        assert!(
+            r.stderr.contains(&format!(
+                "{}: byte 67108864: larger than the 64 MiB",
+                big.display()
+            )),
+            "{opt}: {}",
+            r.stderr
+        );
+        assert!(!out.exists());
+    }
+}

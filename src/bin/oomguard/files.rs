@@ -15,6 +15,7 @@
 //!   writes all of them to temporaries first and renames them only when all were written.
 //! - A temporary is removed whenever its [`Staged`] is dropped without being committed, so no
 //!   half-written OUT and no temporary is left behind by any failure.
+//! - An option file is read whole, up to [`MAX_OPTION_FILE`] bytes.
 //! - [`heap_records`] reads at most the record heads before the first heap record, through one
 //!   buffer of [`HEAD_BUF`] bytes. The commands call it after their parse succeeded (before any
 //!   output is renamed into place), so every other error is the parser's, named at its offset.
@@ -29,6 +30,10 @@ use std::path::{Path, PathBuf};
 
 /// The buffer [`heap_records`] reads record heads through.
 pub const HEAD_BUF: usize = 64 << 10;
+
+/// The largest option file (`--config`, `--running-info`) read; the agent's running info, with
+/// its thread list, is a few hundred KiB.
+pub const MAX_OPTION_FILE: u64 = 64 << 20;
 
 fn fail(code: u8, message: String) -> Failure {
     Failure { code, message }
@@ -63,12 +68,24 @@ pub fn map_input(path: &Path) -> Result<Mapped, Failure> {
     Mapped::open(path).map_err(|e| fail(1, format!("{}: cannot map: {e}", path.display())))
 }
 
-/// [`input`], then read it whole (a small file: JSON options).
+/// [`input`], then read it whole: a small file (JSON options), of at most [`MAX_OPTION_FILE`]
+/// bytes (exit 2 past it).
 pub fn read_input(path: &Path) -> Result<Vec<u8>, Failure> {
-    let mut f = input(path)?;
+    let f = input(path)?;
     let mut b = Vec::new();
-    f.read_to_end(&mut b)
+    f.take(MAX_OPTION_FILE + 1)
+        .read_to_end(&mut b)
         .map_err(|e| fail(2, format!("{}: cannot read: {e}", path.display())))?;
+    if b.len() as u64 > MAX_OPTION_FILE {
+        return Err(fail(
+            2,
+            format!(
+                "{}: byte {MAX_OPTION_FILE}: larger than the {} MiB an option file may hold",
+                path.display(),
+                MAX_OPTION_FILE >> 20
+            ),
+        ));
+    }
     Ok(b)
 }
 
