@@ -4,9 +4,20 @@
 # Usage: scripts/adb-inspect.sh PKG [DATA_SUBDIR]    (DATA_SUBDIR defaults to files/oomguard,
 #        the dataDir the app passed to OomGuard.start, relative to its data directory)
 set -euo pipefail
-pkg="${1:?usage: scripts/adb-inspect.sh PKG [DATA_SUBDIR]}"
+usage="usage: scripts/adb-inspect.sh PKG [DATA_SUBDIR]   (PKG: the app's package name, e.g. com.example.app; DATA_SUBDIR defaults to files/oomguard)"
+case "${1:-}" in
+  -h|--help) echo "$usage"; exit 0 ;;
+  "") echo "adb-inspect: no package named" >&2; echo "$usage" >&2; exit 2 ;;
+  -*) echo "adb-inspect: unknown option $1" >&2; echo "$usage" >&2; exit 2 ;;
+esac
+[ $# -le 2 ] || { echo "adb-inspect: too many arguments" >&2; echo "$usage" >&2; exit 2; }
+pkg="$1"
 sub="${2:-files/oomguard}"
-command -v adb >/dev/null 2>&1 || { echo "adb-inspect: adb not found (install Android platform-tools)" >&2; exit 1; }
+command -v adb >/dev/null 2>&1 || {
+  echo "adb-inspect: adb not found on PATH: install Debian's adb package (sudo apt-get install adb)," >&2
+  echo "  or the Android SDK's platform-tools and put its directory on PATH" >&2
+  exit 1
+}
 [ "$(adb get-state 2>/dev/null)" = device ] || { echo "adb-inspect: no device (adb devices lists none ready)" >&2; exit 1; }
 pid="$(adb shell pidof "$pkg" 2>/dev/null | tr -d '\r' || true)"
 echo "== $pkg: pid ${pid:-(not running)}"

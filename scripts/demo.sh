@@ -9,7 +9,9 @@
 #   7. the report, inventories and the compressed mini dump are uploaded (tus, resumable);
 #   8. prints the received report's leaks and where to open the HTML page.
 # Then, as a second act, it shows the HPROF tools on the received dump (inspect, restore).
-# Usage: scripts/demo.sh [WORKDIR]      (default target/demo; takes about a minute)
+# Usage: scripts/demo.sh [WORKDIR]      (default target/demo)
+# Time: the first run builds oomguard in release mode, which takes several minutes on a 2-core
+# machine (cargo shows its progress); later runs take about a minute.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/setup.sh
@@ -20,8 +22,8 @@ work="$(realpath -m "${1:-target/demo}")"
 rm -rf "$work/classes" "$work/app-data" "$work/collected" "$work/done" "$work"/*.log "$work"/*.hprof
 mkdir -p "$work/classes" "$work/app-data" "$work/collected"
 
-echo "== 1. build"
-cargo build --release --quiet --lib --bins
+echo "== 1. build (release mode: the first run compiles everything, several minutes on a 2-core machine; later runs about a minute in all)"
+cargo build --release --lib --bins
 bin="$PWD/target/release/oomguard"
 javac -d "$work/classes" -sourcepath java:tests/java/leakapp java/demo/DemoApp.java java/dev/oomguard/OomGuard.java
 

@@ -473,7 +473,7 @@ fn cli_refuses_a_pipe_with_a_clear_error() {
         })
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("/dev/stdin: not a regular file"), "{err}");
     assert!(!out.exists());
 }

@@ -167,14 +167,21 @@ fn hotspot_dumps_through_the_tee_equal_plain_dumps_and_their_strip_50_times() {
                 "mini file differs from strip of the full file: {r}"
             );
             let cli = dir.path().join("cli-strip.hprof");
-            let st = Command::new(common::oomguard_bin())
+            // Its summary goes into the assertion, not the test log (50 runs).
+            let o = Command::new(common::oomguard_bin())
                 .arg("strip")
                 .arg(r["full"].as_str().unwrap())
                 .arg("-o")
                 .arg(&cli)
-                .status()
+                .output()
                 .unwrap();
-            assert!(st.success());
+            assert!(
+                o.status.success(),
+                "oomguard strip: {}\n{}{}",
+                o.status,
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            );
             assert_eq!(sha(&std::fs::read(&cli).unwrap()), sha(&mini), "{r}");
             let mut p = Parser::new();
             struct Nop;

@@ -610,13 +610,33 @@ mod tests {
             (v.iter().step_by(4096).map(|&b| b as usize).sum::<usize>() == 0) as i32
         };
         let within = run_forked(&lim, || alloc(100)).unwrap();
-        let over = run_forked(&lim, || alloc(1024)).unwrap();
+        // The child's stderr goes to a file, not the test log: Rust's allocator says there what
+        // failed, with a backtrace when RUST_BACKTRACE is set.
+        let d = tempfile::tempdir().unwrap();
+        let err_path = d.path().join("stderr");
+        let c_err = CString::new(err_path.as_os_str().as_bytes()).unwrap();
+        let over = run_forked(&lim, || {
+            // SAFETY: a valid path; fd 2 of the forked child only.
+            unsafe {
+                let fd = libc::open(c_err.as_ptr(), libc::O_WRONLY | libc::O_CREAT, 0o600);
+                if fd < 0 || libc::dup2(fd, 2) < 0 {
+                    return 3;
+                }
+            }
+            alloc(1024)
+        })
+        .unwrap();
         // SAFETY: the reservation made above.
         unsafe { libc::munmap(p, len) };
         assert_eq!(within.end, ChildEnd::Exited(0));
         assert!(!within.over_budget);
-        assert_eq!(over.end, ChildEnd::Signaled(libc::SIGABRT));
+        let err = std::fs::read_to_string(&err_path).unwrap_or_default();
+        assert_eq!(over.end, ChildEnd::Signaled(libc::SIGABRT), "{err}");
         assert!(over.over_budget);
+        assert!(
+            err.starts_with("memory allocation of 1073741824 bytes failed"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -1,6 +1,12 @@
-//! `analyze`: run the heap analyser on a dump, write the JSON report atomically, print a summary.
+//! `analyze`: run the heap analyser on a dump, write the JSON report (and the HTML page) atomically,
+//! print a summary.
+//!
+//! Invariants: every input (the dump, `--config`, `--running-info`) and both outputs are checked
+//! by [`files`] before the analysis starts; the report and the page are written to temporaries
+//! and renamed into place only when both were written, so a failure leaves neither behind.
+//! `--snapshot` (and a config's `snapshot`) counts from 1: 0 is refused as a usage error.
 
-use crate::Failure;
+use crate::{files, Failure};
 use oomguard::analyze::{self, Config, Input, Summary};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -33,14 +39,26 @@ pub struct AnalyzeArgs {
     /// Of a file that holds several heap dumps (the JDK 8 hprof agent's), the one to analyse,
     /// counted from 1 (default: the last). The report's `analysis.snapshots` says how many
     /// there are.
-    #[arg(long)]
+    #[arg(long, value_parser = snapshot_number)]
     snapshot: Option<u32>,
+}
+
+/// What is wrong with a snapshot number of 0.
+const SNAPSHOT_FROM_1: &str =
+    "snapshots count from 1 (the first heap dump in the file is 1; 0 names none)";
+
+/// `--snapshot N`: a number counted from 1.
+fn snapshot_number(s: &str) -> Result<u32, String> {
+    match s.parse::<u32>() {
+        Ok(0) => Err(SNAPSHOT_FROM_1.into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("{e}: a snapshot number, counted from 1")),
+    }
 }
 
 /// Read a JSON file, or say which file and byte are wrong.
 fn read_json<T: serde::de::DeserializeOwned>(p: &Path) -> Result<T, Failure> {
-    let text =
-        std::fs::read(p).map_err(|e| fail(1, format!("{}: cannot read: {e}", p.display())))?;
+    let text = files::read_input(p)?;
     serde_json::from_slice(&text).map_err(|e| {
         fail(
             2,
@@ -57,6 +75,27 @@ fn fail(code: u8, message: String) -> Failure {
     Failure { code, message }
 }
 
+/// The checks before the analysis: both outputs can be written, differ, and are none of the
+/// inputs; the dump is a regular file.
+fn check_files(a: &AnalyzeArgs) -> Result<(), Failure> {
+    let mut inputs = vec![a.input.as_path()];
+    inputs.extend(a.running_info.as_deref());
+    inputs.extend(a.config.as_deref());
+    files::check_output(&a.output, &inputs)?;
+    if let Some(html) = &a.html {
+        let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+        if abs(html) == abs(&a.output) {
+            return Err(fail(
+                2,
+                format!("{}: --html and --output name the same file", html.display()),
+            ));
+        }
+        inputs.push(&a.output);
+        files::check_output(html, &inputs)?;
+    }
+    files::input(&a.input).map(drop)
+}
+
 pub fn run(a: AnalyzeArgs) -> Result<(), Failure> {
     let running_info = match &a.running_info {
         None => serde_json::Value::Null,
@@ -66,6 +105,13 @@ pub fn run(a: AnalyzeArgs) -> Result<(), Failure> {
         None => Config::default(),
         Some(p) => read_json(p)?,
     };
+    if let (None, Some(0), Some(p)) = (a.snapshot, base.snapshot, &a.config) {
+        return Err(fail(
+            2,
+            format!("{}: snapshot 0: {SNAPSHOT_FROM_1}", p.display()),
+        ));
+    }
+    check_files(&a)?;
     let cfg = Config {
         top_n: a.top,
         threads: a.threads,
@@ -77,8 +123,11 @@ pub fn run(a: AnalyzeArgs) -> Result<(), Failure> {
             analyze::Error::Input { .. } => fail(2, format!("{}: {e}", a.input.display())),
             analyze::Error::Io { .. } => fail(1, format!("{}: {e}", a.input.display())),
         })?;
+    // Parsed without error, but perhaps without a heap dump in it (a header alone).
+    files::heap_records(&a.input, &files::input(&a.input)?)?;
     let json = serde_json::to_vec_pretty(&report).map_err(|e| fail(1, format!("report: {e}")))?;
-    write_atomically(&a.output, &json)?;
+    let mut staged = vec![files::Staged::new(&a.output)?];
+    staged[0].write_all(&json)?;
     if let Some(out) = &a.html {
         let value = serde_json::to_value(&report).map_err(|e| fail(1, format!("report: {e}")))?;
         let title = a.input.file_name().map_or_else(
@@ -90,8 +139,11 @@ pub fn run(a: AnalyzeArgs) -> Result<(), Failure> {
             report: Some(&value),
             ..Default::default()
         });
-        write_atomically(out, page.as_bytes())?;
+        let mut s = files::Staged::new(out)?;
+        s.write_all(page.as_bytes())?;
+        staged.push(s);
     }
+    files::commit_all(staged)?;
     // The report is written; a closed stdout (`| head`) must not turn that into a panic.
     let t = &report.analysis.timings;
     let pages = match crate::ALLOC.huge_pages() {
@@ -141,24 +193,4 @@ fn peak_rss_kb() -> Option<u64> {
     let s = std::fs::read_to_string("/proc/self/status").ok()?;
     let l = s.lines().find(|l| l.starts_with("VmHWM:"))?;
     l.split_whitespace().nth(1)?.parse().ok()
-}
-
-/// Write through a temporary file beside `out`, renamed into place only when complete.
-fn write_atomically(out: &Path, bytes: &[u8]) -> Result<(), Failure> {
-    let name = out
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "report.json".into());
-    let tmp = out.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
-    let r = (|| -> std::io::Result<()> {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        drop(f);
-        std::fs::rename(&tmp, out)
-    })();
-    r.map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        fail(1, format!("{}: cannot write: {e}", out.display()))
-    })
 }

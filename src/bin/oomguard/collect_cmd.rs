@@ -1,4 +1,6 @@
-//! `oomguard collect`: the development tus receiver (the server is `upload::collector`).
+//! `oomguard collect`: the development tus receiver (the server is `upload::collector`). A bad
+//! `--listen` (not an address, or not loopback without `--any-address`) exits 2; a failure of
+//! the machine (the port taken, DIR not writable) exits 1.
 
 use crate::Failure;
 use clap::Args;
@@ -57,9 +59,28 @@ pub fn collect(a: CollectArgs) -> Result<(), Failure> {
     cfg.request_timeout = Duration::from_secs(a.request_timeout_secs.max(1));
     cfg.index_page = a.index_page.max(1);
     cfg.index_incidents = a.index_incidents.max(1);
-    let c = Collector::bind(&a.listen, cfg).map_err(|e| Failure {
-        code: 1,
-        message: format!("collect: {e}"),
+    let c = Collector::bind(&a.listen, cfg).map_err(|e| match e {
+        // The command line's fault: exit 2, saying which option to change.
+        collector::Error::NotLoopback(addr) => Failure {
+            code: 2,
+            message: format!(
+                "collect: --listen {addr}: not a loopback address (add --any-address to listen on it)"
+            ),
+        },
+        collector::Error::Bind { addr, source }
+            if source.kind() == std::io::ErrorKind::InvalidInput =>
+        {
+            Failure {
+                code: 2,
+                message: format!(
+                    "collect: --listen {addr}: {source} (an address and a port, say 127.0.0.1:8370)"
+                ),
+            }
+        }
+        e => Failure {
+            code: 1,
+            message: format!("collect: {e}"),
+        },
     })?;
     let stop = c.stop_flag();
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {

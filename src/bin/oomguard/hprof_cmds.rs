@@ -1,9 +1,10 @@
-//! `inspect`, `strip` and `restore`.
+//! `inspect`, `strip` and `restore`. Their input and output are checked by `files` before any
+//! work (see its invariants); the output is written to a temporary renamed into place only when
+//! complete. A valid file without heap records is refused by `strip` and `restore` and described
+//! with a warning by `inspect`.
 
-use crate::Failure;
+use crate::{files, Failure};
 use oomguard::hprof::{stats::Inspector, strip_mapped, FileSink, Level, Restorer};
-use oomguard::mapped::Mapped;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -41,13 +42,6 @@ pub struct RestoreArgs {
 /// Feed size.
 const CHUNK: usize = 1 << 20;
 
-fn io_fail(path: &Path, what: &str, e: std::io::Error) -> Failure {
-    Failure {
-        code: 1,
-        message: format!("{}: {what}: {e}", path.display()),
-    }
-}
-
 fn bad_input(path: &Path, e: oomguard::hprof::Error) -> Failure {
     Failure {
         code: 2,
@@ -68,50 +62,31 @@ fn in_or_out(input: &Path, output: &Path, e: oomguard::hprof::Error) -> Failure 
     }
 }
 
-/// Map `path` and hand it to `feed` in chunks of [`CHUNK`] bytes; `fail` turns a parse error
-/// into the command's failure.
+/// Map `path` (checked by [`files::input`]) and hand it to `feed` in chunks of [`CHUNK`] bytes;
+/// `fail` turns a parse error into the command's failure.
 fn stream(
     path: &Path,
     mut feed: impl FnMut(&[u8]) -> Result<(), oomguard::hprof::Error>,
     fail: impl Fn(oomguard::hprof::Error) -> Failure,
 ) -> Result<(), Failure> {
-    let m = Mapped::open(path).map_err(|e| io_fail(path, "cannot open", e))?;
+    let m = files::map_input(path)?;
     for c in m.bytes().chunks(CHUNK) {
         feed(c).map_err(&fail)?;
     }
     Ok(())
 }
 
-/// Write `out` through a temporary file beside it, renamed into place only on success; on any
-/// failure the temporary is removed, so no half-written OUT is ever left behind.
-fn write_atomically<T>(
-    out: &Path,
-    work: impl FnOnce(File) -> Result<(File, T), Failure>,
-) -> Result<T, Failure> {
-    // A device or a pipe (say /dev/null) is written in place: renaming over it would replace it.
-    if std::fs::metadata(out).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
-        let f = std::fs::OpenOptions::new()
-            .write(true)
-            .open(out)
-            .map_err(|e| io_fail(out, "cannot open", e))?;
-        return work(f).map(|(_, t)| t);
-    }
-    let name = out
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "out".into());
-    let tmp = out.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
-    let f = File::create(&tmp).map_err(|e| io_fail(&tmp, "cannot create", e))?;
-    let r = work(f).and_then(|(f, t)| {
-        f.sync_all().map_err(|e| io_fail(&tmp, "fsync failed", e))?;
-        drop(f);
-        std::fs::rename(&tmp, out).map_err(|e| io_fail(out, "cannot rename into place", e))?;
-        Ok(t)
-    });
-    if r.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    r
+/// The checks of a command that reads the dump `input` and writes `output`, before any work:
+/// the output can be written and is not the input, the input is a regular file.
+fn check_in_out(input: &Path, output: &Path) -> Result<(), Failure> {
+    files::check_output(output, &[input])?;
+    files::input(input).map(drop)
+}
+
+/// After a parse without error: the input held heap records (else exit 2, and the output,
+/// still a temporary, is removed).
+fn has_heaps(input: &Path) -> Result<(), Failure> {
+    files::heap_records(input, &files::input(input)?)
 }
 
 fn mb(b: u64) -> f64 {
@@ -122,12 +97,21 @@ pub fn inspect(a: InspectArgs) -> Result<(), Failure> {
     let mut ins = Inspector::new();
     stream(&a.file, |c| ins.feed(c), |e| bad_input(&a.file, e))?;
     let st = ins.finish().map_err(|e| bad_input(&a.file, e))?;
+    print_stats(&a, &st);
+    // A valid file without a heap dump (a header alone) is described, and said to be none.
+    if let Err(w) = has_heaps(&a.file) {
+        eprintln!("oomguard: warning: {}", w.message);
+    }
+    Ok(())
+}
+
+fn print_stats(a: &InspectArgs, st: &oomguard::hprof::stats::Stats) {
     if a.json {
         say!(
             "{}",
             serde_json::to_string_pretty(&st).expect("stats serialise")
         );
-        return Ok(());
+        return;
     }
     say!("{}", a.file.display());
     say!("  format     {}", st.format);
@@ -180,17 +164,18 @@ pub fn inspect(a: InspectArgs) -> Result<(), Failure> {
             100.0 * v as f64 / st.file_bytes.max(1) as f64
         );
     }
-    Ok(())
 }
 
 pub fn strip(a: StripArgs) -> Result<(), Failure> {
     let t0 = Instant::now();
-    let stats = write_atomically(&a.output, |f| {
-        let m = Mapped::open(&a.input).map_err(|e| io_fail(&a.input, "cannot open", e))?;
-        let (sink, stats) = strip_mapped(m.bytes(), a.level, FileSink { file: f })
-            .map_err(|e| in_or_out(&a.input, &a.output, e))?;
-        Ok((sink.file, stats))
-    })?;
+    check_in_out(&a.input, &a.output)?;
+    let m = files::map_input(&a.input)?;
+    let mut out = files::Staged::new(&a.output)?;
+    let (sink, stats) = strip_mapped(m.bytes(), a.level, FileSink { file: out.take() })
+        .map_err(|e| in_or_out(&a.input, &a.output, e))?;
+    out.put(sink.file);
+    has_heaps(&a.input)?;
+    out.commit()?;
     let secs = t0.elapsed().as_secs_f64();
     say!(
         "{} -> {} (level {}): {} -> {} bytes ({:.1} MB -> {:.1} MB), {:.1} % of the original, {:.0} MB/s",
@@ -221,16 +206,18 @@ pub fn strip(a: StripArgs) -> Result<(), Failure> {
 }
 
 pub fn restore(a: RestoreArgs) -> Result<(), Failure> {
-    let stats = write_atomically(&a.output, |f| {
-        let mut r = Restorer::new(FileSink { file: f });
-        stream(
-            &a.input,
-            |c| r.feed(c),
-            |e| in_or_out(&a.input, &a.output, e),
-        )?;
-        let (sink, stats) = r.finish().map_err(|e| in_or_out(&a.input, &a.output, e))?;
-        Ok((sink.file, stats))
-    })?;
+    check_in_out(&a.input, &a.output)?;
+    let mut out = files::Staged::new(&a.output)?;
+    let mut r = Restorer::new(FileSink { file: out.take() });
+    stream(
+        &a.input,
+        |c| r.feed(c),
+        |e| in_or_out(&a.input, &a.output, e),
+    )?;
+    let (sink, stats) = r.finish().map_err(|e| in_or_out(&a.input, &a.output, e))?;
+    out.put(sink.file);
+    has_heaps(&a.input)?;
+    out.commit()?;
     say!(
         "{} -> {}: {} -> {} bytes, {} arrays restored with {} zero bytes ({})",
         a.input.display(),

@@ -1,6 +1,11 @@
 //! The `oomguard` command line: strip, restore, inspect (and, as the other modules land, analyze,
 //! collect, demo). It holds no logic of its own beyond reading files and printing: everything it
 //! does is a library call.
+//!
+//! Invariants: a command fails with a [`Failure`] (never a panic): exit 2 for bad input or a bad
+//! command line (the input's name and what is wrong, `FILE: byte OFFSET: ...` for a dump), exit
+//! 1 for a failure of the machine (a full disk, an output directory that does not exist, named
+//! by the OUTPUT path). `files` checks every input and output before the work starts.
 
 /// `println!` that ignores a closed stdout (`oomguard inspect x | head` must not panic).
 macro_rules! say {
@@ -12,6 +17,7 @@ macro_rules! say {
 
 mod analyze_cmd;
 mod collect_cmd;
+mod files;
 mod hprof_cmds;
 mod spool_worker_cmd;
 mod testdata_cmd;

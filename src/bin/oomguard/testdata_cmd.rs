@@ -1,6 +1,10 @@
-//! `oomguard testdata art OUT`: write a generated ART-style dump (for benches and tests).
+//! `oomguard testdata-art OUT`: write a generated ART-style dump (for benches and tests).
+//!
+//! Invariant: the dump is built in memory, so a spec whose estimated size is over
+//! [`MAX_BYTES`] is refused (exit 2) before anything is allocated; the output is written to a
+//! temporary renamed into place only when complete.
 
-use crate::Failure;
+use crate::{files, Failure};
 use oomguard::hprof::writer::{art_dump, ArtSpec};
 use std::path::PathBuf;
 
@@ -24,7 +28,30 @@ pub struct TestdataArgs {
     seed: u64,
 }
 
+/// The largest dump `testdata-art` builds, estimated before building it (it is held in memory,
+/// twice while its buffer grows).
+pub const MAX_BYTES: u64 = 2 << 30;
+
+/// A generous estimate of the dump's size: four objects in ten are primitive arrays whose
+/// contents average `--mean-array-bytes`, so half of it per object, and a head of at most 64
+/// bytes (100,000 app objects with a mean of 4096 bytes: 167 MB written, 211 MB estimated).
+fn estimated_bytes(a: &TestdataArgs) -> u64 {
+    let objects = u64::from(a.image) + u64::from(a.zygote) + u64::from(a.app);
+    objects * (u64::from(a.mean_array_bytes) / 2 + 64)
+}
+
 pub fn run(a: TestdataArgs) -> Result<(), Failure> {
+    let est = estimated_bytes(&a);
+    if est > MAX_BYTES {
+        return Err(Failure {
+            code: 2,
+            message: format!(
+                "testdata-art: about {} MB asked for ((--image + --zygote + --app) x (--mean-array-bytes / 2 + 64)); at most {} MB",
+                est >> 20,
+                MAX_BYTES >> 20
+            ),
+        });
+    }
     let bytes = art_dump(&ArtSpec {
         seed: a.seed,
         image_objects: a.image,
@@ -33,10 +60,10 @@ pub fn run(a: TestdataArgs) -> Result<(), Failure> {
         mean_array_bytes: a.mean_array_bytes,
         planted: Vec::new(),
     });
-    std::fs::write(&a.output, &bytes).map_err(|e| Failure {
-        code: 1,
-        message: format!("{}: cannot write: {e}", a.output.display()),
-    })?;
+    files::check_output(&a.output, &[])?;
+    let mut out = files::Staged::new(&a.output)?;
+    out.write_all(&bytes)?;
+    out.commit()?;
     say!("{}: {} bytes", a.output.display(), bytes.len());
     Ok(())
 }
