@@ -723,7 +723,11 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
             Some(Err(e)) => warn!("the previous flight ring is not trusted: {e}"),
             Some(Ok(p)) if p.died() => {
                 let mut p = p.clone();
-                match exit_info::ask(exits, p.pid) {
+                // The ring of a recorder that could not read its start knows the agent's.
+                let started = Some(p.process_start_ms)
+                    .filter(|&t| t > 0)
+                    .unwrap_or(p.agent_start_ms);
+                match exit_info::ask(exits, p.pid, started) {
                     Ok(e) => p.exit_info = e,
                     Err(e) => {
                         warn!("the system's word on pid {}'s end: {e}", p.pid);

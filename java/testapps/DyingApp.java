@@ -27,7 +27,9 @@ import java.util.List;
  * </ul>
  *
  * <p>Every mode installs a canned source of the system's exit records (what Android's
- * {@code ActivityManager} answers on API 30+): for the pid asked, a low-memory kill.
+ * {@code ActivityManager} answers on API 30+): for the pid asked, a low-memory kill, dated when
+ * it is asked (after the death, as the system's own record is), or at {@code -Ddying.exitAt}
+ * (ms since the epoch) when that is set: a stale record of an earlier process with that pid.
  */
 public final class DyingApp {
     static final List<Object> KEEP = new ArrayList<>();
@@ -74,8 +76,9 @@ public final class DyingApp {
         String dataDir = args[1];
         String policy = new String(Files.readAllBytes(Paths.get(args[2])), "UTF-8");
         OomGuard.setExitInfoSource(pid -> "pid=" + pid + "\nreason=3\nstatus=9\nsubReason=0\n"
-                + "pss=123456\nrss=234567\ntimestamp=1700000000000\nprocess=DyingApp\n"
-                + "description=canned by DyingApp\n");
+                + "pss=123456\nrss=234567\ntimestamp="
+                + Long.getLong("dying.exitAt", System.currentTimeMillis())
+                + "\nprocess=DyingApp\ndescription=canned by DyingApp\n");
         int rc = OomGuard.start(policy, dataDir, "7.0.1", null);
         System.out.println("start rc=" + rc);
         OomGuard.setCurrentPage("Dying" + mode);

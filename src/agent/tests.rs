@@ -433,42 +433,50 @@ fn comm_folding_matches_kernel_truncation() {
     assert_eq!(comm_fold("ééééééééé"), "ééééééé");
 }
 
-/// A previous process that died (its ring still says running): the agent asks the exit-info
-/// source for exactly its pid and hands the record to `on_death` with the ring's content.
-#[test]
-fn a_death_carries_the_systems_exit_record_of_its_pid() {
-    let dir = tempfile::tempdir().unwrap();
-    let ring = recorder::ring_path(dir.path(), &crate::sample::process_name());
+/// What `on_death` was handed, kept for the test.
+struct Keep(Arc<Mutex<Option<Previous>>>);
+
+impl Actions for Keep {
+    fn on_verdict(
+        &mut self,
+        _: &Verdict,
+        _: Option<&Inventory>,
+        _: &ActionContext<'_>,
+    ) -> ActionRecord {
+        unreachable!("no verdict in these tests")
+    }
+    fn on_death(&mut self, p: &Previous, _: &ActionContext<'_>) -> ActionRecord {
+        *self.0.lock().unwrap() = Some(p.clone());
+        ActionRecord {
+            action: "reported".into(),
+            detail: String::new(),
+        }
+    }
+}
+
+/// What a [`Keep`] was handed.
+type Seen = Arc<Mutex<Option<Previous>>>;
+
+/// When the dead process of [`died_in`] started (wall-clock ms).
+const DEAD_STARTED_MS: u64 = 1_800_000_000_000;
+
+/// A data dir whose flight ring says pid 4000001 (started at [`DEAD_STARTED_MS`]) died, and an
+/// agent on it whose `on_death` keeps what it is handed.
+fn died_in(dir: &Path) -> (Agent<ScriptedHeap, NoStacks, Keep>, Seen) {
+    let ring = recorder::ring_path(dir, &crate::sample::process_name());
     let dead = recorder::Identity {
         pid: 4_000_001,
+        process_start_ms: DEAD_STARTED_MS,
+        agent_start_ms: DEAD_STARTED_MS + 300,
         app_version: "0.9".into(),
         ..recorder::Identity::default()
     };
     // Started, never finished: what a killed process leaves.
     drop(recorder::open(&ring).unwrap().start(&dead).unwrap());
-
-    struct Keep(Arc<Mutex<Option<Previous>>>);
-    impl Actions for Keep {
-        fn on_verdict(
-            &mut self,
-            _: &Verdict,
-            _: Option<&Inventory>,
-            _: &ActionContext<'_>,
-        ) -> ActionRecord {
-            unreachable!("no verdict in this test")
-        }
-        fn on_death(&mut self, p: &Previous, _: &ActionContext<'_>) -> ActionRecord {
-            *self.0.lock().unwrap() = Some(p.clone());
-            ActionRecord {
-                action: "reported".into(),
-                detail: String::new(),
-            }
-        }
-    }
     let seen = Arc::new(Mutex::new(None));
     let cfg = Config {
         policy_json: r#"{"poll_interval_ms":100}"#.into(),
-        data_dir: dir.path().into(),
+        data_dir: dir.into(),
         ..Config::default()
     };
     let a = Agent::new(
@@ -479,20 +487,30 @@ fn a_death_carries_the_systems_exit_record_of_its_pid() {
         Arc::new(Shared::default()),
     )
     .unwrap();
+    (a, seen)
+}
+
+/// A previous process that died (its ring still says running): the agent asks the exit-info
+/// source for exactly its pid and hands the record to `on_death` with the ring's content.
+#[test]
+fn a_death_carries_the_systems_exit_record_of_its_pid() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, seen) = died_in(dir.path());
     let mut canned = recorder::exit_info::CannedExitInfo {
         records: vec![
             recorder::exit_info::parse_record("pid=17\nreason=4\n").unwrap(),
-            recorder::exit_info::parse_record(
-                "pid=4000001\nreason=13\ndescription=MemoryLimiter:AnonSwap\npss=200000\n",
-            )
+            recorder::exit_info::parse_record(&format!(
+                "pid=4000001\nreason=13\ndescription=MemoryLimiter:AnonSwap\npss=200000\ntimestamp={}\n",
+                DEAD_STARTED_MS + 90_000
+            ))
             .unwrap(),
         ],
-        asked: Vec::new(),
+        ..Default::default()
     };
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     tx.send(Command::Stop).unwrap();
     a.run_with(rx, &mut canned).unwrap();
-    assert_eq!(canned.asked, vec![4_000_001]);
+    assert_eq!(*canned.asked.lock().unwrap(), vec![4_000_001]);
     let p = seen.lock().unwrap().clone().expect("on_death was called");
     let e = p.exit_info.as_ref().expect("the record of pid 4000001");
     assert_eq!((e.pid, e.reason_name.as_str()), (4_000_001, "REASON_OTHER"));
@@ -502,6 +520,33 @@ fn a_death_carries_the_systems_exit_record_of_its_pid() {
             .contains("; the system says REASON_OTHER: MemoryLimiter:AnonSwap"),
         "{}",
         p.reason()
+    );
+}
+
+/// Issue 39 item 2: a record of the dead pid but dated before that process started is an
+/// earlier process's (pids are reused): the death is reported without it, and says why.
+#[test]
+fn a_stale_exit_record_of_a_reused_pid_is_not_attached() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, seen) = died_in(dir.path());
+    let mut canned = recorder::exit_info::CannedExitInfo {
+        records: vec![recorder::exit_info::parse_record(&format!(
+            "pid=4000001\nreason=3\ndescription=lmk\ntimestamp={}\n",
+            DEAD_STARTED_MS - 86_400_000
+        ))
+        .unwrap()],
+        ..Default::default()
+    };
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tx.send(Command::Stop).unwrap();
+    a.run_with(rx, &mut canned).unwrap();
+    let p = seen.lock().unwrap().clone().expect("on_death was called");
+    assert_eq!(p.exit_info, None, "{}", p.reason());
+    assert!(!p.reason().contains("the system says"), "{}", p.reason());
+    let why = p.exit_info_error.as_deref().unwrap_or_default();
+    assert!(
+        why.contains("86400000 ms before that process started"),
+        "{why}"
     );
 }
 

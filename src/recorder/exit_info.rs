@@ -9,8 +9,11 @@
 //! [`CannedExitInfo`] the stand-in of tests.
 //!
 //! Invariants:
-//! - A record is attached only when its pid is the one asked for: the system keeps the exits of
-//!   earlier processes too, and a stale one must not explain this death.
+//! - A record is attached only when its pid is the one asked for *and* its time
+//!   (`getTimestamp()`, wall-clock ms) is not before that process started, less
+//!   [`START_TOLERANCE_MS`]: the system keeps the exits of earlier processes too, pids are
+//!   reused, and a stale record must not explain this death. A record without a time, or a
+//!   process whose start time is unknown (0), cannot be told from a stale one: not attached.
 //! - Parsing never panics: a missing or malformed field reads as unknown (`None` or empty), a
 //!   record without a pid or a reason is refused with what is missing.
 #![forbid(unsafe_code)]
@@ -181,25 +184,61 @@ impl ExitInfoSource for NoExitInfo {
 #[derive(Debug, Clone, Default)]
 pub struct CannedExitInfo {
     pub records: Vec<ExitInfo>,
-    /// The pids asked for, in order.
-    pub asked: Vec<u32>,
+    /// The pids asked for, in order (shared: the agent asks from a thread of its own).
+    pub asked: std::sync::Arc<std::sync::Mutex<Vec<u32>>>,
 }
 
 impl ExitInfoSource for CannedExitInfo {
     fn exit_info(&mut self, pid: u32) -> Result<Option<ExitInfo>, String> {
-        self.asked.push(pid);
+        self.asked
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(pid);
         Ok(self.records.iter().find(|r| r.pid == pid).cloned())
     }
 }
 
-/// Ask `source` for `pid`'s record and keep it only when it names that pid.
-pub fn ask(source: &mut dyn ExitInfoSource, pid: u32) -> Result<Option<ExitInfo>, String> {
-    match source.exit_info(pid)? {
-        Some(r) if r.pid != pid => Err(format!(
+/// How long before the dead process's recorded start an exit record may be dated and still be
+/// taken as its own: 1 s. Both times are wall-clock ms (the record's `getTimestamp()`, taken by
+/// the system at the death; the ring's `process_start_ms`, the kernel's boot time `btime` plus the
+/// process's start ticks, read when its agent started). `btime` is whole seconds, rounded down,
+/// so the recorded start errs early, never late; what this allows for is the wall clock being
+/// stepped back between that start and the death (an NTP correction). A pid reused within this
+/// second is the price.
+pub const START_TOLERANCE_MS: u64 = 1_000;
+
+/// Ask `source` for the record of process `pid`, which started at `started_ms` (wall-clock ms,
+/// 0: unknown), and keep it only when it names that pid and is dated after that start (less
+/// [`START_TOLERANCE_MS`]); a record refused says why in the `Err`.
+pub fn ask(
+    source: &mut dyn ExitInfoSource,
+    pid: u32,
+    started_ms: u64,
+) -> Result<Option<ExitInfo>, String> {
+    let Some(r) = source.exit_info(pid)? else {
+        return Ok(None);
+    };
+    if r.pid != pid {
+        return Err(format!(
             "the system's exit record is of pid {}, not {pid}: not attached",
             r.pid
+        ));
+    }
+    match r.timestamp_ms {
+        None => Err(format!(
+            "the system's exit record of pid {pid} ({}) has no time: it cannot be told from an earlier process's with the same pid; not attached",
+            r.reason_name
         )),
-        other => Ok(other),
+        Some(_) if started_ms == 0 => Err(format!(
+            "the start of pid {pid} is unknown: its exit record ({}) cannot be told from an earlier process's with the same pid; not attached",
+            r.reason_name
+        )),
+        Some(t) if t.saturating_add(START_TOLERANCE_MS) < started_ms => Err(format!(
+            "the system's exit record of pid {pid} ({}) is dated {t} ms, {} ms before that process started ({started_ms} ms): an earlier process with the same pid; not attached",
+            r.reason_name,
+            started_ms - t
+        )),
+        Some(_) => Ok(Some(r)),
     }
 }
 
@@ -271,16 +310,20 @@ mod tests {
         assert!(parse_record("").is_err());
     }
 
+    const STARTED: u64 = 1_800_000_000_000;
+
     #[test]
     fn only_the_record_of_the_pid_asked_for_is_kept() {
-        let rec = |pid| parse_record(&format!("pid={pid}\nreason=3\n")).unwrap();
+        let rec = |pid| {
+            parse_record(&format!("pid={pid}\nreason=3\ntimestamp={}\n", STARTED + 5)).unwrap()
+        };
         let mut c = CannedExitInfo {
             records: vec![rec(10), rec(11)],
-            asked: Vec::new(),
+            ..CannedExitInfo::default()
         };
-        assert_eq!(ask(&mut c, 11).unwrap().unwrap().pid, 11);
-        assert_eq!(ask(&mut c, 12).unwrap(), None);
-        assert_eq!(c.asked, vec![11, 12]);
+        assert_eq!(ask(&mut c, 11, STARTED).unwrap().unwrap().pid, 11);
+        assert_eq!(ask(&mut c, 12, STARTED).unwrap(), None);
+        assert_eq!(*c.asked.lock().unwrap(), vec![11, 12]);
         /// A source that answers another pid's record (a stale one).
         struct Stale;
         impl ExitInfoSource for Stale {
@@ -288,7 +331,54 @@ mod tests {
                 Ok(Some(parse_record("pid=1\nreason=4\n").unwrap()))
             }
         }
-        assert!(ask(&mut Stale, 2).unwrap_err().contains("pid 1, not 2"));
-        assert_eq!(ask(&mut NoExitInfo, 2).unwrap(), None);
+        assert!(ask(&mut Stale, 2, STARTED)
+            .unwrap_err()
+            .contains("pid 1, not 2"));
+        assert_eq!(ask(&mut NoExitInfo, 2, STARTED).unwrap(), None);
+    }
+
+    /// Pids are reused: a record of the pid asked for but dated before that process started is
+    /// an earlier process's, and is refused; within the documented tolerance (a wall clock
+    /// stepped back) it is kept; without a time, or without a start to compare with, it
+    /// cannot be told from a stale one.
+    #[test]
+    fn a_record_dated_before_the_process_started_is_refused() {
+        let at = |t: u64| {
+            let mut c = CannedExitInfo {
+                records: vec![parse_record(&format!("pid=9\nreason=3\ntimestamp={t}\n")).unwrap()],
+                ..CannedExitInfo::default()
+            };
+            ask(&mut c, 9, STARTED)
+        };
+        let stale = at(STARTED - 3_600_000).unwrap_err();
+        assert!(
+            stale.contains("3600000 ms before that process started")
+                && stale.contains("REASON_LOW_MEMORY")
+                && stale.contains("not attached"),
+            "{stale}"
+        );
+        assert!(at(STARTED - START_TOLERANCE_MS - 1).is_err());
+        assert_eq!(
+            at(STARTED - START_TOLERANCE_MS)
+                .unwrap()
+                .unwrap()
+                .timestamp_ms,
+            Some(STARTED - START_TOLERANCE_MS)
+        );
+        assert!(at(STARTED + 60_000).unwrap().is_some());
+        let mut untimed = CannedExitInfo {
+            records: vec![parse_record("pid=9\nreason=3\n").unwrap()],
+            ..CannedExitInfo::default()
+        };
+        assert!(ask(&mut untimed, 9, STARTED)
+            .unwrap_err()
+            .contains("has no time"));
+        let mut timed = CannedExitInfo {
+            records: vec![parse_record("pid=9\nreason=3\ntimestamp=5\n").unwrap()],
+            ..CannedExitInfo::default()
+        };
+        assert!(ask(&mut timed, 9, 0)
+            .unwrap_err()
+            .contains("start of pid 9 is unknown"));
     }
 }
