@@ -23,6 +23,11 @@
 //!   thread ([`Actions::run_io`]; a thread of its own where there is none), at most one at a
 //!   time, and its outcome comes back to the loop as a message. On `stop`, a fetch still queued
 //!   is cancelled; one under way is waited for (it is bounded by `remote.timeout_ms`).
+//! - The first poll comes at most [`exit_info::ASK_WAIT`] (1 s) after the start's own work:
+//!   the system's word on a previous process's death (an app's `ExitInfoSource`, a binder call)
+//!   is asked on a thread of its own and waited for no longer; past that the death is reported
+//!   without it (`exitInfoError` says why). The death is still committed before this process's
+//!   ring replaces the dead one's, so a kill during the wait loses nothing.
 //! - A `remote.url` without a public key is a start-up error. A remote policy (fetched or
 //!   cached) that expires gives way to the policy given at start, with a log line saying why.
 #![forbid(unsafe_code)]
@@ -708,7 +713,7 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
     /// it died (before the ring is started afresh, so that nothing is lost before it is
     /// committed), then start recording. Never fails the agent: a ring that cannot be kept
     /// turns the recorder off, with the reason in `status.json`.
-    fn open_flight(&mut self, exits: &mut dyn ExitInfoSource) {
+    fn open_flight(&mut self, exits: Box<dyn ExitInfoSource + Send>) {
         let path = recorder::ring_path(&self.data_dir, &crate::sample::process_name());
         let claimed = match recorder::open(&path) {
             Ok(c) => c,
@@ -727,7 +732,8 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
                 let started = Some(p.process_start_ms)
                     .filter(|&t| t > 0)
                     .unwrap_or(p.agent_start_ms);
-                match exit_info::ask(exits, p.pid, started) {
+                // On a thread of its own, waited for at most ASK_WAIT: app code, binder.
+                match exit_info::ask_within(exits, p.pid, started, exit_info::ASK_WAIT) {
                     Ok(e) => p.exit_info = e,
                     Err(e) => {
                         warn!("the system's word on pid {}'s end: {e}", p.pid);
@@ -779,15 +785,17 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
 
     /// The loop, until `Stop` or the sender is dropped. Builds its own current-thread runtime.
     pub fn run(self, rx: tokio::sync::mpsc::UnboundedReceiver<Command>) -> Result<(), AgentError> {
-        self.run_with(rx, &mut NoExitInfo)
+        self.run_with(rx, Box::new(NoExitInfo))
     }
 
     /// [`run`](Self::run), asking `exits` what the system says of the previous process's end
-    /// when its flight ring says it died (Android's `ApplicationExitInfo`, through the facade).
+    /// when its flight ring says it died (Android's `ApplicationExitInfo`, through the facade):
+    /// asked on a thread of its own that owns `exits`, and waited for at most
+    /// [`exit_info::ASK_WAIT`] before the first poll.
     pub fn run_with(
         mut self,
         mut rx: tokio::sync::mpsc::UnboundedReceiver<Command>,
-        exits: &mut dyn ExitInfoSource,
+        exits: Box<dyn ExitInfoSource + Send>,
     ) -> Result<(), AgentError> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_time()

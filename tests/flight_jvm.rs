@@ -272,6 +272,32 @@ fn a_stale_exit_record_does_not_explain_a_kill_9() {
     );
 }
 
+/// Issue 39 item 7: an exit-record source that sleeps 30 s does not hold the next launch: its
+/// death report comes without the record (saying the system did not answer in time), and the
+/// launch ends in seconds.
+#[test]
+fn a_stuck_exit_record_source_does_not_hold_the_next_launch() {
+    let dir = Dir::new();
+    let (pid, _) = kill_while_polling(&dir, 1, Duration::ZERO);
+    let t0 = std::time::Instant::now();
+    let status = dir.report_with(&["-Ddying.exitSleepMs=30000"]);
+    let took = t0.elapsed();
+    assert!(took < Duration::from_secs(15), "the launch took {took:?}");
+    assert_eq!(status["previous_death"]["action"], "reported", "{status:#}");
+    let deaths = dir.deaths();
+    assert_eq!(deaths.len(), 1, "{deaths:#?}");
+    let d = &deaths[0];
+    assert_eq!(d["runningInfo"]["pid"].as_u64(), Some(pid as u64), "{d:#}");
+    assert_eq!(d["runningInfo"]["exitInfo"], Value::Null, "{d:#}");
+    let why = d["runningInfo"]["exitInfoError"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        why.contains(&format!("did not say within 1000 ms why pid {pid} ended")),
+        "{d:#}"
+    );
+}
+
 #[test]
 fn a_clean_stop_or_exit_reports_no_death() {
     let dir = Dir::new();

@@ -496,7 +496,7 @@ fn died_in(dir: &Path) -> (Agent<ScriptedHeap, NoStacks, Keep>, Seen) {
 fn a_death_carries_the_systems_exit_record_of_its_pid() {
     let dir = tempfile::tempdir().unwrap();
     let (a, seen) = died_in(dir.path());
-    let mut canned = recorder::exit_info::CannedExitInfo {
+    let canned = recorder::exit_info::CannedExitInfo {
         records: vec![
             recorder::exit_info::parse_record("pid=17\nreason=4\n").unwrap(),
             recorder::exit_info::parse_record(&format!(
@@ -509,7 +509,7 @@ fn a_death_carries_the_systems_exit_record_of_its_pid() {
     };
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     tx.send(Command::Stop).unwrap();
-    a.run_with(rx, &mut canned).unwrap();
+    a.run_with(rx, Box::new(canned.clone())).unwrap();
     assert_eq!(*canned.asked.lock().unwrap(), vec![4_000_001]);
     let p = seen.lock().unwrap().clone().expect("on_death was called");
     let e = p.exit_info.as_ref().expect("the record of pid 4000001");
@@ -529,7 +529,7 @@ fn a_death_carries_the_systems_exit_record_of_its_pid() {
 fn a_stale_exit_record_of_a_reused_pid_is_not_attached() {
     let dir = tempfile::tempdir().unwrap();
     let (a, seen) = died_in(dir.path());
-    let mut canned = recorder::exit_info::CannedExitInfo {
+    let canned = recorder::exit_info::CannedExitInfo {
         records: vec![recorder::exit_info::parse_record(&format!(
             "pid=4000001\nreason=3\ndescription=lmk\ntimestamp={}\n",
             DEAD_STARTED_MS - 86_400_000
@@ -539,7 +539,7 @@ fn a_stale_exit_record_of_a_reused_pid_is_not_attached() {
     };
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     tx.send(Command::Stop).unwrap();
-    a.run_with(rx, &mut canned).unwrap();
+    a.run_with(rx, Box::new(canned.clone())).unwrap();
     let p = seen.lock().unwrap().clone().expect("on_death was called");
     assert_eq!(p.exit_info, None, "{}", p.reason());
     assert!(!p.reason().contains("the system says"), "{}", p.reason());
@@ -548,6 +548,74 @@ fn a_stale_exit_record_of_a_reused_pid_is_not_attached() {
         why.contains("86400000 ms before that process started"),
         "{why}"
     );
+}
+
+/// Issue 39 item 7: an exit-record source that takes 30 s (an app's, a stuck binder call)
+/// delays the first poll by at most `ASK_WAIT`, and the death is still reported, without the
+/// record, saying why; `stop` does not wait for the source either.
+#[test]
+fn a_slow_exit_record_source_does_not_hold_the_first_poll() {
+    struct Sleeps;
+    impl ExitInfoSource for Sleeps {
+        fn exit_info(&mut self, pid: u32) -> Result<Option<exit_info::ExitInfo>, String> {
+            std::thread::sleep(Duration::from_secs(30));
+            exit_info::parse_record(&format!("pid={pid}\nreason=3\n")).map(Some)
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ring = recorder::ring_path(dir.path(), &crate::sample::process_name());
+    let dead = recorder::Identity {
+        pid: 4_000_002,
+        process_start_ms: DEAD_STARTED_MS,
+        ..recorder::Identity::default()
+    };
+    drop(recorder::open(&ring).unwrap().start(&dead).unwrap());
+    let seen = Arc::new(Mutex::new(None));
+    let shared = Arc::new(Shared::default());
+    let cfg = Config {
+        policy_json: r#"{"poll_interval_ms":100}"#.into(),
+        data_dir: dir.path().into(),
+        ..Config::default()
+    };
+    let a = Agent::new(
+        cfg,
+        ScriptedHeap::new(vec![heap(10)]),
+        NoStacks,
+        Keep(seen.clone()),
+        shared.clone(),
+    )
+    .unwrap();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let t0 = std::time::Instant::now();
+    let agent = std::thread::spawn(move || a.run_with(rx, Box::new(Sleeps)));
+    let polled = loop {
+        let st: serde_json::Value = serde_json::from_str(&shared.status_json()).unwrap();
+        if st["polls"].as_u64().unwrap_or(0) >= 1 {
+            break t0.elapsed();
+        }
+        assert!(t0.elapsed() < Duration::from_secs(10), "no poll: {st:#}");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    assert!(
+        polled < exit_info::ASK_WAIT + Duration::from_millis(1_500),
+        "the first poll came {polled:?} after start"
+    );
+    let p = seen
+        .lock()
+        .unwrap()
+        .clone()
+        .expect("the death was reported");
+    assert_eq!(p.pid, 4_000_002);
+    assert_eq!(p.exit_info, None);
+    let why = p.exit_info_error.unwrap_or_default();
+    assert!(
+        why.contains("did not say within 1000 ms why pid 4000002 ended"),
+        "{why}"
+    );
+    tx.send(Command::Stop).unwrap();
+    let t1 = std::time::Instant::now();
+    agent.join().unwrap().unwrap();
+    assert!(t1.elapsed() < Duration::from_secs(5), "{:?}", t1.elapsed());
 }
 
 /// A verdict's context carries the process's Java threads, asked of the stack source with the

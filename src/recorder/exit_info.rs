@@ -14,11 +14,17 @@
 //!   [`START_TOLERANCE_MS`]: the system keeps the exits of earlier processes too, pids are
 //!   reused, and a stale record must not explain this death. A record without a time, or a
 //!   process whose start time is unknown (0), cannot be told from a stale one: not attached.
+//! - The agent never waits on a source for more than [`ASK_WAIT`] ([`ask_within`]): the source
+//!   (app code, a binder call) runs on a thread of its own, `oomguard-exit`, which owns it; one
+//!   that does not answer in time leaves that thread blocked in it, and the death is reported
+//!   without a record, saying so. Such a thread is started only by an agent start that finds a
+//!   death in the ring, which the ring allows once per process (it is then this process's).
 //! - Parsing never panics: a missing or malformed field reads as unknown (`None` or empty), a
 //!   record without a pid or a reason is refused with what is missing.
 #![forbid(unsafe_code)]
 
 use serde::Serialize;
+use std::time::Duration;
 
 /// One `ApplicationExitInfo`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -242,6 +248,53 @@ pub fn ask(
     }
 }
 
+/// How long the agent waits for the system's word on the previous process's end before it
+/// reports the death without it, and polls: 1 s, the most the first poll can be delayed by a
+/// slow source. `getHistoricalProcessExitReasons` is one binder call, which answers in
+/// milliseconds even at a busy start; a source slower than this is a stuck one.
+pub const ASK_WAIT: Duration = Duration::from_millis(1_000);
+
+/// [`ask`], on a thread of its own (`oomguard-exit`, which owns `source`), waiting at most
+/// `wait` for its answer. Past that the thread is left to the source (its answer is dropped)
+/// and the `Err` says the system did not answer in time; a source that panics is an `Err` too.
+pub fn ask_within(
+    source: Box<dyn ExitInfoSource + Send>,
+    pid: u32,
+    started_ms: u64,
+    wait: Duration,
+) -> Result<Option<ExitInfo>, String> {
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    let spawned = std::thread::Builder::new()
+        .name("oomguard-exit".into())
+        .spawn(move || {
+            let mut source = source;
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                ask(&mut *source, pid, started_ms)
+            }))
+            .unwrap_or_else(|_| {
+                Err(format!(
+                    "the exit-record source panicked when asked for pid {pid}"
+                ))
+            });
+            let _ = tx.send(r);
+        });
+    if let Err(e) = spawned {
+        return Err(format!(
+            "no thread to ask the system why pid {pid} ended ({e}): not asked"
+        ));
+    }
+    match rx.recv_timeout(wait) {
+        Ok(r) => r,
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(format!(
+            "the system did not say within {} ms why pid {pid} ended (a slow exit-record source or binder call): not waited for",
+            wait.as_millis()
+        )),
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err(format!(
+            "the lookup of pid {pid}'s exit record ended without an answer"
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -335,6 +388,42 @@ mod tests {
             .unwrap_err()
             .contains("pid 1, not 2"));
         assert_eq!(ask(&mut NoExitInfo, 2, STARTED).unwrap(), None);
+    }
+
+    /// A source that sleeps `0` before answering `1`.
+    struct Slow(Duration, Option<ExitInfo>);
+    impl ExitInfoSource for Slow {
+        fn exit_info(&mut self, _: u32) -> Result<Option<ExitInfo>, String> {
+            std::thread::sleep(self.0);
+            Ok(self.1.clone())
+        }
+    }
+
+    /// Issue 39 item 7: a source that does not answer within the wait is not waited for; one
+    /// that answers in time, or panics, is heard.
+    #[test]
+    fn a_slow_source_is_not_waited_for_beyond_the_wait() {
+        let rec = parse_record(&format!("pid=9\nreason=3\ntimestamp={STARTED}\n")).unwrap();
+        let t0 = std::time::Instant::now();
+        let slow = Box::new(Slow(Duration::from_secs(30), Some(rec.clone())));
+        let e = ask_within(slow, 9, STARTED, Duration::from_millis(200)).unwrap_err();
+        let took = t0.elapsed();
+        assert!(took < Duration::from_secs(2), "{took:?}");
+        assert!(
+            e.contains("did not say within 200 ms why pid 9 ended"),
+            "{e}"
+        );
+        let quick = Box::new(Slow(Duration::from_millis(10), Some(rec.clone())));
+        assert_eq!(ask_within(quick, 9, STARTED, ASK_WAIT).unwrap(), Some(rec));
+        struct Panics;
+        impl ExitInfoSource for Panics {
+            fn exit_info(&mut self, _: u32) -> Result<Option<ExitInfo>, String> {
+                panic!("an app's source failed")
+            }
+        }
+        assert!(ask_within(Box::new(Panics), 9, STARTED, ASK_WAIT)
+            .unwrap_err()
+            .contains("panicked"));
     }
 
     /// Pids are reused: a record of the pid asked for but dated before that process started is
