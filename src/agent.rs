@@ -10,8 +10,10 @@
 //!   `jni` implements; so the whole loop is tested on Linux with fakes.
 //! - One log line per verdict and one per policy change (plus one naming, cut short, the fields
 //!   it carried that this agent does not know); per poll only at debug level.
+//! - The queue summary comes from the I/O thread through a [`QueueBoard`]: a poll costs one
+//!   atomic load for it, and never waits on the spool.
 //! - `status.json` in the data dir is rewritten atomically (tmp, fsync, rename) whenever the
-//!   strike counts, the policy or the last verdict change, and otherwise at most every ten
+//!   strike counts, the policy, the last verdict or the queue summary change, and otherwise at most every ten
 //!   minutes (so its last sample is at most ten minutes old without wearing flash with a write
 //!   per poll); `status()` over JNI is always current.
 //! - A panic inside a poll or a command is caught, logged at error level and counted; after
@@ -50,7 +52,7 @@ use policy::{
 use serde::Serialize;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tracing::{debug, error, info, warn};
@@ -220,6 +222,11 @@ pub trait Actions {
         inv: Option<&Inventory>,
         cx: &ActionContext<'_>,
     ) -> ActionRecord;
+    /// Where the spool's queue summary is published (read by the agent at every poll, shown in
+    /// `status.json`); `None`: no spool wired.
+    fn queue_board(&self) -> Option<Arc<QueueBoard>> {
+        None
+    }
     /// Called once at start, after [`started`](Self::started), when the previous process of
     /// this name died without a clean exit (its flight ring says so): report it.
     fn on_death(&mut self, _previous: &Previous, _cx: &ActionContext<'_>) -> ActionRecord {
@@ -259,11 +266,60 @@ pub struct VerdictRecord {
     pub action: ActionRecord,
 }
 
-/// The queue summary in `status.json` (filled by the spool once wired).
-#[derive(Debug, Clone, Default, Serialize)]
+/// The queue in `status.json`: what the spool holds and when it goes out, as the I/O thread
+/// last saw it (after each of its passes, and before the analyses of one).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct QueueSummary {
+    /// Whether a spool is wired (the actions publish a [`QueueBoard`]).
     pub wired: bool,
+    /// Incidents waiting to be sent: dumped, analysed, or part uploaded.
     pub pending: u64,
+    /// Their bytes on disk.
+    pub pending_bytes: u64,
+    /// Incidents the server refused, or whose attempts ran out: kept until a quota evicts them.
+    pub rejected: u64,
+    /// When the I/O thread next tries to send them (ms since the epoch): its first pass after
+    /// what they wait for. Null when nothing waits, or when they wait for something other than
+    /// time (`waiting_for`: a network, an upload URL).
+    pub next_attempt_ms: Option<u64>,
+    /// What the pending incidents wait for, when not just the next pass.
+    pub waiting_for: Option<String>,
+    /// The last upload error this process saw, and when (ms since the epoch).
+    pub last_error: Option<String>,
+    pub last_error_ms: Option<u64>,
+    /// When this summary was made (ms since the epoch); 0: not yet.
+    pub updated_ms: u64,
+}
+
+/// Where the I/O thread publishes the [`QueueSummary`] and the agent takes it from: a
+/// generation count read with one atomic load per poll, the summary copied only when it moved.
+#[derive(Debug, Default)]
+pub struct QueueBoard {
+    generation: AtomicU64,
+    summary: Mutex<QueueSummary>,
+}
+
+impl QueueBoard {
+    /// Publish `s` (any thread).
+    pub fn publish(&self, s: QueueSummary) {
+        *self.summary.lock().unwrap_or_else(|p| p.into_inner()) = s;
+        self.generation.fetch_add(1, Ordering::Release);
+    }
+
+    /// The summary, if it was published since generation `*seen` (which is then updated).
+    pub fn newer(&self, seen: &mut u64) -> Option<QueueSummary> {
+        let g = self.generation.load(Ordering::Acquire);
+        if g == *seen {
+            return None;
+        }
+        *seen = g;
+        Some(
+            self.summary
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
+        )
+    }
 }
 
 /// How many recent sample costs [`SampleCost`] keeps for its median.
@@ -386,6 +442,9 @@ pub struct Agent<H, S, A> {
     last_status_write_ms: u64,
     consecutive_panics: u32,
     test_panic: Option<String>,
+    /// The actions' queue summary, and the generation of it last taken.
+    queue: Option<Arc<QueueBoard>>,
+    queue_seen: u64,
 }
 
 impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
@@ -442,7 +501,10 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
             verdicts: 0,
             muted: Vec::new(),
             last_verdict: None,
-            queue: QueueSummary::default(),
+            queue: QueueSummary {
+                wired: actions.queue_board().is_some(),
+                ..QueueSummary::default()
+            },
             page: String::new(),
             errors: 0,
             last_error: None,
@@ -458,6 +520,7 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
             None
         };
         let (fetch_tx, fetch_rx) = tokio::sync::mpsc::unbounded_channel();
+        let queue = actions.queue_board();
         let mut a = Agent {
             policy,
             device: cfg.device,
@@ -479,6 +542,8 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
             last_status_write_ms: 0,
             consecutive_panics: 0,
             test_panic,
+            queue,
+            queue_seen: 0,
         };
         a.publish(true);
         Ok(a)
@@ -537,6 +602,15 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
         }
         debug!(seq = s.seq, heap_used = s.heap_used, heap_max = s.heap_max, fds = s.fds, threads = s.threads, strikes = ?self.status.strikes, "poll");
         let mut changed = self.status.strikes != before;
+        // The I/O thread's word on the queue: written out when it changed.
+        if let Some(q) = self
+            .queue
+            .as_ref()
+            .and_then(|b| b.newer(&mut self.queue_seen))
+        {
+            changed |= q != self.status.queue;
+            self.status.queue = QueueSummary { wired: true, ..q };
+        }
         let acted = match verdict {
             Some(v) if self.status.muted.contains(&v.kind) => {
                 debug!(kind = v.kind.as_str(), "verdict muted: {}", v.reason);
