@@ -306,6 +306,13 @@ impl QueueBoard {
         self.generation.fetch_add(1, Ordering::Release);
     }
 
+    /// Change the summary in place (any thread): e.g. one more incident queued, before the
+    /// I/O thread's next summary.
+    pub fn update(&self, f: impl FnOnce(&mut QueueSummary)) {
+        f(&mut self.summary.lock().unwrap_or_else(|p| p.into_inner()));
+        self.generation.fetch_add(1, Ordering::Release);
+    }
+
     /// The summary, if it was published since generation `*seen` (which is then updated).
     pub fn newer(&self, seen: &mut u64) -> Option<QueueSummary> {
         let g = self.generation.load(Ordering::Acquire);
@@ -602,15 +609,6 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
         }
         debug!(seq = s.seq, heap_used = s.heap_used, heap_max = s.heap_max, fds = s.fds, threads = s.threads, strikes = ?self.status.strikes, "poll");
         let mut changed = self.status.strikes != before;
-        // The I/O thread's word on the queue: written out when it changed.
-        if let Some(q) = self
-            .queue
-            .as_ref()
-            .and_then(|b| b.newer(&mut self.queue_seen))
-        {
-            changed |= q != self.status.queue;
-            self.status.queue = QueueSummary { wired: true, ..q };
-        }
         let acted = match verdict {
             Some(v) if self.status.muted.contains(&v.kind) => {
                 debug!(kind = v.kind.as_str(), "verdict muted: {}", v.reason);
@@ -622,6 +620,8 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
             }
             None => None,
         };
+        // The I/O thread's word on the queue (after the verdict: with an incident it queued).
+        changed |= self.take_queue();
         self.publish(changed || now.saturating_sub(self.last_status_write_ms) >= STATUS_REFRESH_MS);
         acted
     }
@@ -635,8 +635,26 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
             evidence: self.status.last_sample.into_iter().collect(),
         };
         let r = self.act(v, now);
+        self.take_queue();
         self.publish(true);
         r
+    }
+
+    /// Take the queue summary the actions published since the last look; whether it changed.
+    fn take_queue(&mut self) -> bool {
+        match self
+            .queue
+            .as_ref()
+            .and_then(|b| b.newer(&mut self.queue_seen))
+        {
+            Some(q) => {
+                let q = QueueSummary { wired: true, ..q };
+                let changed = q != self.status.queue;
+                self.status.queue = q;
+                changed
+            }
+            None => false,
+        }
     }
 
     fn act(&mut self, v: Verdict, now: u64) -> Option<Verdict> {
@@ -854,6 +872,7 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
                 self.status.flight = format!("off: {e}");
             }
         }
+        self.take_queue();
         self.publish(true);
     }
 

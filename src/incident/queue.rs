@@ -12,7 +12,8 @@
 //!   process saw, kept across passes with its time.
 //!
 //! Invariants: read-only on the spool (under its lock, never waited for); nothing here blocks
-//! the agent, which only loads the board's generation per poll.
+//! the agent, which only loads the board's generation per poll. The one count made on the agent
+//! thread is [`note_queued`], after a commit: a few `stat`s of the incident just written.
 
 use crate::agent::{QueueBoard, QueueSummary};
 use crate::spool::{fs::dir_size, SpoolGuard, State};
@@ -136,6 +137,19 @@ fn next_pass_at(now_ms: u64, every: Duration, gate: u64) -> u64 {
     } else {
         first + (gate - first).div_ceil(every) * every
     }
+}
+
+/// Count the incident `id` just committed into `board`'s summary (on the agent thread, a few
+/// `stat`s), so that the status written after its verdict shows it before the I/O thread's
+/// next summary.
+pub(super) fn note_queued(board: &QueueBoard, spool: &crate::spool::Spool, id: &str) {
+    let bytes = dir_size(spool.fs(), &spool.incident_dir(id)).unwrap_or(0);
+    board.update(|q| {
+        q.wired = true;
+        q.pending += 1;
+        q.pending_bytes += bytes;
+        q.updated_ms = spool.now_ms();
+    });
 }
 
 /// Publish the summary of `guard`'s spool on `board`.
