@@ -10,8 +10,10 @@
 //!   `jni` implements; so the whole loop is tested on Linux with fakes.
 //! - One log line per verdict and one per policy change (plus one naming, cut short, the fields
 //!   it carried that this agent does not know); per poll only at debug level.
+//! - The queue summary comes from the I/O thread through a [`QueueBoard`]: a poll costs one
+//!   atomic load for it, and never waits on the spool.
 //! - `status.json` in the data dir is rewritten atomically (tmp, fsync, rename) whenever the
-//!   strike counts, the policy or the last verdict change, and otherwise at most every ten
+//!   strike counts, the policy, the last verdict or the queue summary change, and otherwise at most every ten
 //!   minutes (so its last sample is at most ten minutes old without wearing flash with a write
 //!   per poll); `status()` over JNI is always current.
 //! - A panic inside a poll or a command is caught, logged at error level and counted; after
@@ -23,6 +25,11 @@
 //!   thread ([`Actions::run_io`]; a thread of its own where there is none), at most one at a
 //!   time, and its outcome comes back to the loop as a message. On `stop`, a fetch still queued
 //!   is cancelled; one under way is waited for (it is bounded by `remote.timeout_ms`).
+//! - The first poll comes at most [`exit_info::ASK_WAIT`] (1 s) after the start's own work:
+//!   the system's word on a previous process's death (an app's `ExitInfoSource`, a binder call)
+//!   is asked on a thread of its own and waited for no longer; past that the death is reported
+//!   without it (`exitInfoError` says why). The death is still committed before this process's
+//!   ring replaces the dead one's, so a kill during the wait loses nothing.
 //! - A `remote.url` without a public key is a start-up error. A remote policy (fetched or
 //!   cached) that expires gives way to the policy given at start, with a log line saying why.
 #![forbid(unsafe_code)]
@@ -45,7 +52,7 @@ use policy::{
 use serde::Serialize;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tracing::{debug, error, info, warn};
@@ -215,6 +222,11 @@ pub trait Actions {
         inv: Option<&Inventory>,
         cx: &ActionContext<'_>,
     ) -> ActionRecord;
+    /// Where the spool's queue summary is published (read by the agent at every poll, shown in
+    /// `status.json`); `None`: no spool wired.
+    fn queue_board(&self) -> Option<Arc<QueueBoard>> {
+        None
+    }
     /// Called once at start, after [`started`](Self::started), when the previous process of
     /// this name died without a clean exit (its flight ring says so): report it.
     fn on_death(&mut self, _previous: &Previous, _cx: &ActionContext<'_>) -> ActionRecord {
@@ -254,11 +266,67 @@ pub struct VerdictRecord {
     pub action: ActionRecord,
 }
 
-/// The queue summary in `status.json` (filled by the spool once wired).
-#[derive(Debug, Clone, Default, Serialize)]
+/// The queue in `status.json`: what the spool holds and when it goes out, as the I/O thread
+/// last saw it (after each of its passes, and before the analyses of one).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct QueueSummary {
+    /// Whether a spool is wired (the actions publish a [`QueueBoard`]).
     pub wired: bool,
+    /// Incidents waiting to be sent: dumped, analysed, or part uploaded.
     pub pending: u64,
+    /// Their bytes on disk.
+    pub pending_bytes: u64,
+    /// Incidents the server refused, or whose attempts ran out: kept until a quota evicts them.
+    pub rejected: u64,
+    /// When the I/O thread next tries to send them (ms since the epoch): its first pass after
+    /// what they wait for. Null when nothing waits, or when they wait for something other than
+    /// time (`waiting_for`: a network, an upload URL).
+    pub next_attempt_ms: Option<u64>,
+    /// What the pending incidents wait for, when not just the next pass.
+    pub waiting_for: Option<String>,
+    /// The last upload error this process saw, and when (ms since the epoch).
+    pub last_error: Option<String>,
+    pub last_error_ms: Option<u64>,
+    /// When this summary was made (ms since the epoch); 0: not yet.
+    pub updated_ms: u64,
+}
+
+/// Where the I/O thread publishes the [`QueueSummary`] and the agent takes it from: a
+/// generation count read with one atomic load per poll, the summary copied only when it moved.
+#[derive(Debug, Default)]
+pub struct QueueBoard {
+    generation: AtomicU64,
+    summary: Mutex<QueueSummary>,
+}
+
+impl QueueBoard {
+    /// Publish `s` (any thread).
+    pub fn publish(&self, s: QueueSummary) {
+        *self.summary.lock().unwrap_or_else(|p| p.into_inner()) = s;
+        self.generation.fetch_add(1, Ordering::Release);
+    }
+
+    /// Change the summary in place (any thread): e.g. one more incident queued, before the
+    /// I/O thread's next summary.
+    pub fn update(&self, f: impl FnOnce(&mut QueueSummary)) {
+        f(&mut self.summary.lock().unwrap_or_else(|p| p.into_inner()));
+        self.generation.fetch_add(1, Ordering::Release);
+    }
+
+    /// The summary, if it was published since generation `*seen` (which is then updated).
+    pub fn newer(&self, seen: &mut u64) -> Option<QueueSummary> {
+        let g = self.generation.load(Ordering::Acquire);
+        if g == *seen {
+            return None;
+        }
+        *seen = g;
+        Some(
+            self.summary
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
+        )
+    }
 }
 
 /// How many recent sample costs [`SampleCost`] keeps for its median.
@@ -381,6 +449,9 @@ pub struct Agent<H, S, A> {
     last_status_write_ms: u64,
     consecutive_panics: u32,
     test_panic: Option<String>,
+    /// The actions' queue summary, and the generation of it last taken.
+    queue: Option<Arc<QueueBoard>>,
+    queue_seen: u64,
 }
 
 impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
@@ -437,7 +508,10 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
             verdicts: 0,
             muted: Vec::new(),
             last_verdict: None,
-            queue: QueueSummary::default(),
+            queue: QueueSummary {
+                wired: actions.queue_board().is_some(),
+                ..QueueSummary::default()
+            },
             page: String::new(),
             errors: 0,
             last_error: None,
@@ -453,6 +527,7 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
             None
         };
         let (fetch_tx, fetch_rx) = tokio::sync::mpsc::unbounded_channel();
+        let queue = actions.queue_board();
         let mut a = Agent {
             policy,
             device: cfg.device,
@@ -474,6 +549,8 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
             last_status_write_ms: 0,
             consecutive_panics: 0,
             test_panic,
+            queue,
+            queue_seen: 0,
         };
         a.publish(true);
         Ok(a)
@@ -543,6 +620,8 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
             }
             None => None,
         };
+        // The I/O thread's word on the queue (after the verdict: with an incident it queued).
+        changed |= self.take_queue();
         self.publish(changed || now.saturating_sub(self.last_status_write_ms) >= STATUS_REFRESH_MS);
         acted
     }
@@ -556,8 +635,26 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
             evidence: self.status.last_sample.into_iter().collect(),
         };
         let r = self.act(v, now);
+        self.take_queue();
         self.publish(true);
         r
+    }
+
+    /// Take the queue summary the actions published since the last look; whether it changed.
+    fn take_queue(&mut self) -> bool {
+        match self
+            .queue
+            .as_ref()
+            .and_then(|b| b.newer(&mut self.queue_seen))
+        {
+            Some(q) => {
+                let q = QueueSummary { wired: true, ..q };
+                let changed = q != self.status.queue;
+                self.status.queue = q;
+                changed
+            }
+            None => false,
+        }
     }
 
     fn act(&mut self, v: Verdict, now: u64) -> Option<Verdict> {
@@ -708,7 +805,7 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
     /// it died (before the ring is started afresh, so that nothing is lost before it is
     /// committed), then start recording. Never fails the agent: a ring that cannot be kept
     /// turns the recorder off, with the reason in `status.json`.
-    fn open_flight(&mut self, exits: &mut dyn ExitInfoSource) {
+    fn open_flight(&mut self, exits: Box<dyn ExitInfoSource + Send>) {
         let path = recorder::ring_path(&self.data_dir, &crate::sample::process_name());
         let claimed = match recorder::open(&path) {
             Ok(c) => c,
@@ -723,7 +820,12 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
             Some(Err(e)) => warn!("the previous flight ring is not trusted: {e}"),
             Some(Ok(p)) if p.died() => {
                 let mut p = p.clone();
-                match exit_info::ask(exits, p.pid) {
+                // The ring of a recorder that could not read its start knows the agent's.
+                let started = Some(p.process_start_ms)
+                    .filter(|&t| t > 0)
+                    .unwrap_or(p.agent_start_ms);
+                // On a thread of its own, waited for at most ASK_WAIT: app code, binder.
+                match exit_info::ask_within(exits, p.pid, started, exit_info::ASK_WAIT) {
                     Ok(e) => p.exit_info = e,
                     Err(e) => {
                         warn!("the system's word on pid {}'s end: {e}", p.pid);
@@ -770,20 +872,23 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
                 self.status.flight = format!("off: {e}");
             }
         }
+        self.take_queue();
         self.publish(true);
     }
 
     /// The loop, until `Stop` or the sender is dropped. Builds its own current-thread runtime.
     pub fn run(self, rx: tokio::sync::mpsc::UnboundedReceiver<Command>) -> Result<(), AgentError> {
-        self.run_with(rx, &mut NoExitInfo)
+        self.run_with(rx, Box::new(NoExitInfo))
     }
 
     /// [`run`](Self::run), asking `exits` what the system says of the previous process's end
-    /// when its flight ring says it died (Android's `ApplicationExitInfo`, through the facade).
+    /// when its flight ring says it died (Android's `ApplicationExitInfo`, through the facade):
+    /// asked on a thread of its own that owns `exits`, and waited for at most
+    /// [`exit_info::ASK_WAIT`] before the first poll.
     pub fn run_with(
         mut self,
         mut rx: tokio::sync::mpsc::UnboundedReceiver<Command>,
-        exits: &mut dyn ExitInfoSource,
+        exits: Box<dyn ExitInfoSource + Send>,
     ) -> Result<(), AgentError> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_time()

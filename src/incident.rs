@@ -17,10 +17,16 @@
 //!
 //! The agent's policy fetch runs here too, between passes ([`Actions::run_io`]).
 //!
+//! Before each pass's analyses and after its uploads, the I/O thread publishes the queue summary
+//! of `status.json` (incidents waiting, their bytes, the next attempt, the last upload error:
+//! `queue.rs`) on the agent's [`QueueBoard`]; the agent never reads the spool for it.
+//!
 //! Invariants: the agent thread never analyses or uploads; a failed dump leaves no incident; an
 //! incident is deleted only by the uploader after the server acknowledged every file.
 
-use crate::agent::{ActionContext, ActionRecord, Actions, IoJob};
+mod queue;
+
+use crate::agent::{ActionContext, ActionRecord, Actions, IoJob, QueueBoard};
 use crate::dump::analysis::{run_limited, AnalysisLimits};
 use crate::dump::guard::{GuardPolicy, Guards};
 use crate::dump::{self, DumpRequest, Dumper};
@@ -226,9 +232,13 @@ struct IoConfig {
     network: Arc<NetworkState>,
     default_network: Network,
     flight: Flight,
+    /// Where the queue summary is published for `status.json`.
+    queue: Arc<QueueBoard>,
 }
 
-fn io_pass(cfg: &IoConfig) {
+/// One pass: recover and analyse, then upload; the queue summary is published before the
+/// analyses and after the uploads.
+fn io_pass(cfg: &IoConfig, last: &mut queue::LastError) {
     let spool = match Spool::open(&cfg.spool_root, cfg.quotas.clone()) {
         Ok(s) => s,
         Err(e) => {
@@ -241,6 +251,8 @@ fn io_pass(cfg: &IoConfig) {
     };
     match spool.lock() {
         Ok(guard) => {
+            let up = cfg.upload.as_ref();
+            queue::publish(&cfg.queue, &guard, up, None, last, cfg.retry_every);
             let mut analyse = |job: &AnalysisJob| {
                 cfg.flight.set_busy(recorder::BUSY_ANALYSIS, true);
                 let r = analyse_out_of_process(cfg, job);
@@ -271,11 +283,26 @@ fn io_pass(cfg: &IoConfig) {
         }
     }
     let Some(up) = &cfg.upload else {
+        if let Ok(guard) = spool.lock() {
+            queue::publish(&cfg.queue, &guard, None, None, last, cfg.retry_every);
+        }
         return;
     };
     // Asked before each incident and each chunk: the app may report another network meanwhile.
     let net = || cfg.network.get().unwrap_or(cfg.default_network);
-    match upload::run_once_with(&spool, up, &net) {
+    let pass = upload::run_once_with(&spool, up, &net).map_err(|e| e.to_string());
+    last.note(&pass, spool.now_ms());
+    if let Ok(guard) = spool.lock() {
+        queue::publish(
+            &cfg.queue,
+            &guard,
+            Some(up),
+            Some(&pass),
+            last,
+            cfg.retry_every,
+        );
+    }
+    match pass {
         Ok(s) => {
             for id in &s.acknowledged {
                 info!(incident = %id, "report acknowledged by the server; incident deleted");
@@ -402,9 +429,10 @@ fn analyse_in_fork(
 
 fn io_thread(cfg: IoConfig, rx: mpsc::Receiver<Work>) {
     let mut pass = true;
+    let mut last = queue::LastError::default();
     loop {
         if pass {
-            io_pass(&cfg);
+            io_pass(&cfg, &mut last);
         }
         pass = true;
         match rx.recv_timeout(cfg.retry_every) {
@@ -443,6 +471,8 @@ pub struct Pipeline {
     dumpless: HashSet<Kind>,
     /// The process's flight recorder, for the analysis-in-progress flag.
     flight: Flight,
+    /// The queue summary the I/O thread publishes for the agent's `status.json`.
+    queue: Arc<QueueBoard>,
 }
 
 struct Live {
@@ -470,6 +500,7 @@ impl Pipeline {
             analyser: None,
             dumpless: HashSet::new(),
             flight: Flight::default(),
+            queue: Arc::new(QueueBoard::default()),
         }
     }
 
@@ -512,6 +543,7 @@ impl Pipeline {
                 network: self.network.clone(),
                 default_network: default_network(api_level),
                 flight: self.flight.clone(),
+                queue: self.queue.clone(),
             };
             let (tx, rx) = mpsc::channel();
             self.network.set_waker(tx.clone());
@@ -624,6 +656,7 @@ impl Pipeline {
             Ok(_) => format!("the dump was taken but could not be queued: {e}"),
             Err(_) => format!("the incident could not be queued: {e}"),
         })?;
+        queue::note_queued(&self.queue, &live.spool, &id);
         let _ = live.io.tx.send(Work::Pass);
         Ok(match &dump {
             Ok(o) => (
@@ -714,6 +747,7 @@ impl Pipeline {
                 "no dump: the process died before one was taken".into(),
             )
             .map_err(|e| format!("the death could not be queued: {e}"))?;
+        queue::note_queued(&self.queue, &live.spool, &id);
         if let Err(e) = save_deaths_today(&quota, now, count + 1) {
             warn!(
                 "{}: {e}; the death quota may let one more through",
@@ -757,6 +791,10 @@ impl Actions for Pipeline {
             Err(mpsc::SendError(Work::Run(job))) => Err(job),
             _ => Ok(()),
         }
+    }
+
+    fn queue_board(&self) -> Option<Arc<QueueBoard>> {
+        Some(self.queue.clone())
     }
 
     fn started(&mut self, cx: &ActionContext<'_>) {
@@ -944,12 +982,32 @@ mod tests {
             "uploaded while metered"
         );
         assert!(spool.incident_dir(&id).exists());
+        // The queue summary status.json shows says so (issue 39 item 6).
+        let board = pipeline
+            .queue_board()
+            .expect("a pipeline publishes its queue");
+        let q = board.newer(&mut 0).expect("published");
+        assert_eq!((q.wired, q.pending, q.rejected), (true, 1, 0), "{q:?}");
+        assert!(q.pending_bytes >= 64 << 10, "{q:?}");
+        assert_eq!(q.next_attempt_ms, None, "{q:?}");
+        assert!(
+            q.waiting_for
+                .as_deref()
+                .unwrap_or_default()
+                .contains("unmetered"),
+            "{q:?}"
+        );
 
         // Unmetered: the I/O thread is woken and uploads every file, then deletes the incident.
         network.set(Network::UNMETERED);
         wait_for("the upload", Duration::from_secs(20), || {
             !spool.incident_dir(&id).exists()
         });
+        wait_for(
+            "the summary of an empty queue",
+            Duration::from_secs(5),
+            || board.newer(&mut 0).is_some_and(|q| q.pending == 0),
+        );
         drop(pipeline);
         let st = collector.stop();
         assert!(st.files_completed >= 2, "{st:?}");
@@ -1103,6 +1161,7 @@ mod fork_tests {
             network: Arc::new(NetworkState::default()),
             default_network: Network::UNMETERED,
             flight: Flight::default(),
+            queue: Arc::new(QueueBoard::default()),
         }
     }
 
@@ -1118,7 +1177,10 @@ mod fork_tests {
     fn without_an_executable_the_dump_is_analysed_in_a_forked_child() {
         let dir = tempfile::tempdir().unwrap();
         let id = dumped(dir.path());
-        io_pass(&io_config(dir.path(), None));
+        io_pass(
+            &io_config(dir.path(), None),
+            &mut queue::LastError::default(),
+        );
         let report = analysed_report(dir.path(), &id);
         // The running info comes from the incident, not from the analysing process.
         assert_eq!(report["runningInfo"]["appVersion"], "t-1");
@@ -1146,7 +1208,10 @@ mod fork_tests {
         std::fs::write(&bad, "#!/bin/sh\nkill -9 $$\n").unwrap();
         std::fs::set_permissions(&bad, std::os::unix::fs::PermissionsExt::from_mode(0o755))
             .unwrap();
-        io_pass(&io_config(dir.path(), Some(bad)));
+        io_pass(
+            &io_config(dir.path(), Some(bad)),
+            &mut queue::LastError::default(),
+        );
         let spool = Spool::open(dir.path().join(SPOOL_DIR), Quotas::default()).unwrap();
         let inc = spool.read_incident(&id).unwrap();
         assert_eq!(inc.state, State::Dumped);
@@ -1160,7 +1225,10 @@ mod fork_tests {
         );
         assert!(spool.incident_dir(&id).join("mini.hprof").exists());
         // The next launch, with a working analyser (the fork fallback), finishes it.
-        io_pass(&io_config(dir.path(), None));
+        io_pass(
+            &io_config(dir.path(), None),
+            &mut queue::LastError::default(),
+        );
         analysed_report(dir.path(), &id);
     }
 
@@ -1177,7 +1245,10 @@ mod fork_tests {
         .unwrap();
         std::fs::set_permissions(&bad, std::os::unix::fs::PermissionsExt::from_mode(0o755))
             .unwrap();
-        io_pass(&io_config(dir.path(), Some(bad)));
+        io_pass(
+            &io_config(dir.path(), Some(bad)),
+            &mut queue::LastError::default(),
+        );
         let spool = Spool::open(dir.path().join(SPOOL_DIR), Quotas::default()).unwrap();
         let inc = spool.read_incident(&id).unwrap();
         let why = inc.analysis_error.as_deref().unwrap_or("");

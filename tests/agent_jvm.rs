@@ -287,6 +287,21 @@ fn a_dump_that_cannot_be_written_still_reports_the_verdict() {
             .unwrap();
     let body = &rec["body"];
     assert_eq!(body["state"], "analysed", "{rec}");
+    // status.json's queue says so (issue 39 item 6).
+    let q = &r.status["queue"];
+    assert_eq!(
+        (q["wired"].as_bool(), q["pending"].as_u64()),
+        (Some(true), Some(1)),
+        "{q:#}"
+    );
+    assert!(q["pending_bytes"].as_u64().unwrap_or(0) > 0, "{q:#}");
+    assert!(
+        q["waiting_for"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("upload URL"),
+        "{q:#}"
+    );
     assert!(
         body["dumpError"]
             .as_str()

@@ -50,6 +50,14 @@ fn art_out_of_memory_error_is_reported_with_its_last_words() {
         .filter(|b| b["runningInfo"]["kind"] == "death")
         .collect();
     assert_eq!(deaths.len(), 1, "{deaths:#?}");
+    // The facade was asked for the dead pid's exit record from the agent's lookup thread,
+    // attached to ART for it, and answered (none off Android): no error.
+    assert_eq!(
+        deaths[0]["runningInfo"]["exitInfoError"],
+        Value::Null,
+        "{:#}",
+        deaths[0]
+    );
     let w = &deaths[0]["runningInfo"]["lastWords"];
     assert_eq!(w["class"], "java.lang.OutOfMemoryError", "{:#}", deaths[0]);
     assert_eq!(w["thread"], "main", "{w:#}");

@@ -76,7 +76,12 @@ impl Dir {
 
     /// A launch that only reports: its status.
     fn report(&self) -> Value {
-        let (code, out, err) = self.run(&[], &[], "report");
+        self.report_with(&[])
+    }
+
+    /// [`report`](Self::report) with JVM options.
+    fn report_with(&self, jvm: &[&str]) -> Value {
+        let (code, out, err) = self.run(jvm, &[], "report");
         assert_eq!(code, Some(0), "stdout:\n{out}\nstderr:\n{err}");
         let json = out
             .split("STATUS-BEGIN\n")
@@ -152,8 +157,16 @@ fn seq_of_last_sample(death: &Value) -> u64 {
         .unwrap_or(0)
 }
 
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
 #[test]
 fn each_kill_9_is_reported_once_by_the_next_launch_with_its_last_polls() {
+    let began_ms = now_ms();
     let dir = Dir::new();
     let mut killed = Vec::new();
     // A cheap pseudo-random spread of kill moments (no seed to keep: each run is a new spread).
@@ -209,6 +222,10 @@ fn each_kill_9_is_reported_once_by_the_next_launch_with_its_last_polls() {
         assert_eq!(exit["pssKb"], 123_456);
         assert_eq!(exit["description"], "canned by DyingApp");
         assert!(
+            exit["timestampMs"].as_u64().unwrap() >= began_ms,
+            "{exit:#}"
+        );
+        assert!(
             d["reason"]
                 .as_str()
                 .unwrap()
@@ -224,6 +241,61 @@ fn each_kill_9_is_reported_once_by_the_next_launch_with_its_last_polls() {
             d["reason"]
         );
     }
+}
+
+/// Issue 39 item 2: pids are reused, so the next launch's exit record for a killed pid may be
+/// an earlier process's. One dated an hour before the killed process started is not attached:
+/// the death is reported without "the system says", and `exitInfoError` says why.
+#[test]
+fn a_stale_exit_record_does_not_explain_a_kill_9() {
+    let dir = Dir::new();
+    let before_ms = now_ms();
+    let (pid, _) = kill_while_polling(&dir, 1, Duration::ZERO);
+    let stale = format!("-Ddying.exitAt={}", before_ms - 3_600_000);
+    let status = dir.report_with(&[&stale]);
+    assert_eq!(status["previous_death"]["action"], "reported", "{status:#}");
+    let deaths = dir.deaths();
+    assert_eq!(deaths.len(), 1, "{deaths:#?}");
+    let d = &deaths[0];
+    assert_eq!(d["runningInfo"]["pid"].as_u64(), Some(pid as u64), "{d:#}");
+    let reason = d["reason"].as_str().unwrap();
+    assert!(!reason.contains("the system says"), "{reason}");
+    assert!(reason.contains("no last words"), "{reason}");
+    assert_eq!(d["runningInfo"]["exitInfo"], Value::Null, "{d:#}");
+    let why = d["runningInfo"]["exitInfoError"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        why.contains(&format!("exit record of pid {pid} (REASON_LOW_MEMORY)"))
+            && why.contains("before that process started"),
+        "{d:#}"
+    );
+}
+
+/// Issue 39 item 7: an exit-record source that sleeps 30 s does not hold the next launch: its
+/// death report comes without the record (saying the system did not answer in time), and the
+/// launch ends in seconds.
+#[test]
+fn a_stuck_exit_record_source_does_not_hold_the_next_launch() {
+    let dir = Dir::new();
+    let (pid, _) = kill_while_polling(&dir, 1, Duration::ZERO);
+    let t0 = std::time::Instant::now();
+    let status = dir.report_with(&["-Ddying.exitSleepMs=30000"]);
+    let took = t0.elapsed();
+    assert!(took < Duration::from_secs(15), "the launch took {took:?}");
+    assert_eq!(status["previous_death"]["action"], "reported", "{status:#}");
+    let deaths = dir.deaths();
+    assert_eq!(deaths.len(), 1, "{deaths:#?}");
+    let d = &deaths[0];
+    assert_eq!(d["runningInfo"]["pid"].as_u64(), Some(pid as u64), "{d:#}");
+    assert_eq!(d["runningInfo"]["exitInfo"], Value::Null, "{d:#}");
+    let why = d["runningInfo"]["exitInfoError"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        why.contains(&format!("did not say within 1000 ms why pid {pid} ended")),
+        "{d:#}"
+    );
 }
 
 #[test]

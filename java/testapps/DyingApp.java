@@ -27,7 +27,10 @@ import java.util.List;
  * </ul>
  *
  * <p>Every mode installs a canned source of the system's exit records (what Android's
- * {@code ActivityManager} answers on API 30+): for the pid asked, a low-memory kill.
+ * {@code ActivityManager} answers on API 30+): for the pid asked, a low-memory kill, dated when
+ * it is asked (after the death, as the system's own record is), or at {@code -Ddying.exitAt}
+ * (ms since the epoch) when that is set: a stale record of an earlier process with that pid.
+ * With {@code -Ddying.exitSleepMs=N} the source first sleeps N ms (a stuck binder call).
  */
 public final class DyingApp {
     static final List<Object> KEEP = new ArrayList<>();
@@ -69,13 +72,25 @@ public final class DyingApp {
         throw new IllegalStateException("the agent did not poll " + n + " times");
     }
 
+    /** Sleeps {@code ms}; returns "" (so that it can open the canned record). */
+    static String sleepFor(long ms) {
+        try {
+            Thread.sleep(ms);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        return "";
+    }
+
     public static void main(String[] args) throws Exception {
         String mode = args[0];
         String dataDir = args[1];
         String policy = new String(Files.readAllBytes(Paths.get(args[2])), "UTF-8");
-        OomGuard.setExitInfoSource(pid -> "pid=" + pid + "\nreason=3\nstatus=9\nsubReason=0\n"
-                + "pss=123456\nrss=234567\ntimestamp=1700000000000\nprocess=DyingApp\n"
-                + "description=canned by DyingApp\n");
+        OomGuard.setExitInfoSource(pid -> sleepFor(Long.getLong("dying.exitSleepMs", 0L))
+                + "pid=" + pid + "\nreason=3\nstatus=9\nsubReason=0\n"
+                + "pss=123456\nrss=234567\ntimestamp="
+                + Long.getLong("dying.exitAt", System.currentTimeMillis())
+                + "\nprocess=DyingApp\ndescription=canned by DyingApp\n");
         int rc = OomGuard.start(policy, dataDir, "7.0.1", null);
         System.out.println("start rc=" + rc);
         OomGuard.setCurrentPage("Dying" + mode);

@@ -433,42 +433,50 @@ fn comm_folding_matches_kernel_truncation() {
     assert_eq!(comm_fold("ééééééééé"), "ééééééé");
 }
 
-/// A previous process that died (its ring still says running): the agent asks the exit-info
-/// source for exactly its pid and hands the record to `on_death` with the ring's content.
-#[test]
-fn a_death_carries_the_systems_exit_record_of_its_pid() {
-    let dir = tempfile::tempdir().unwrap();
-    let ring = recorder::ring_path(dir.path(), &crate::sample::process_name());
+/// What `on_death` was handed, kept for the test.
+struct Keep(Arc<Mutex<Option<Previous>>>);
+
+impl Actions for Keep {
+    fn on_verdict(
+        &mut self,
+        _: &Verdict,
+        _: Option<&Inventory>,
+        _: &ActionContext<'_>,
+    ) -> ActionRecord {
+        unreachable!("no verdict in these tests")
+    }
+    fn on_death(&mut self, p: &Previous, _: &ActionContext<'_>) -> ActionRecord {
+        *self.0.lock().unwrap() = Some(p.clone());
+        ActionRecord {
+            action: "reported".into(),
+            detail: String::new(),
+        }
+    }
+}
+
+/// What a [`Keep`] was handed.
+type Seen = Arc<Mutex<Option<Previous>>>;
+
+/// When the dead process of [`died_in`] started (wall-clock ms).
+const DEAD_STARTED_MS: u64 = 1_800_000_000_000;
+
+/// A data dir whose flight ring says pid 4000001 (started at [`DEAD_STARTED_MS`]) died, and an
+/// agent on it whose `on_death` keeps what it is handed.
+fn died_in(dir: &Path) -> (Agent<ScriptedHeap, NoStacks, Keep>, Seen) {
+    let ring = recorder::ring_path(dir, &crate::sample::process_name());
     let dead = recorder::Identity {
         pid: 4_000_001,
+        process_start_ms: DEAD_STARTED_MS,
+        agent_start_ms: DEAD_STARTED_MS + 300,
         app_version: "0.9".into(),
         ..recorder::Identity::default()
     };
     // Started, never finished: what a killed process leaves.
     drop(recorder::open(&ring).unwrap().start(&dead).unwrap());
-
-    struct Keep(Arc<Mutex<Option<Previous>>>);
-    impl Actions for Keep {
-        fn on_verdict(
-            &mut self,
-            _: &Verdict,
-            _: Option<&Inventory>,
-            _: &ActionContext<'_>,
-        ) -> ActionRecord {
-            unreachable!("no verdict in this test")
-        }
-        fn on_death(&mut self, p: &Previous, _: &ActionContext<'_>) -> ActionRecord {
-            *self.0.lock().unwrap() = Some(p.clone());
-            ActionRecord {
-                action: "reported".into(),
-                detail: String::new(),
-            }
-        }
-    }
     let seen = Arc::new(Mutex::new(None));
     let cfg = Config {
         policy_json: r#"{"poll_interval_ms":100}"#.into(),
-        data_dir: dir.path().into(),
+        data_dir: dir.into(),
         ..Config::default()
     };
     let a = Agent::new(
@@ -479,20 +487,30 @@ fn a_death_carries_the_systems_exit_record_of_its_pid() {
         Arc::new(Shared::default()),
     )
     .unwrap();
-    let mut canned = recorder::exit_info::CannedExitInfo {
+    (a, seen)
+}
+
+/// A previous process that died (its ring still says running): the agent asks the exit-info
+/// source for exactly its pid and hands the record to `on_death` with the ring's content.
+#[test]
+fn a_death_carries_the_systems_exit_record_of_its_pid() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, seen) = died_in(dir.path());
+    let canned = recorder::exit_info::CannedExitInfo {
         records: vec![
             recorder::exit_info::parse_record("pid=17\nreason=4\n").unwrap(),
-            recorder::exit_info::parse_record(
-                "pid=4000001\nreason=13\ndescription=MemoryLimiter:AnonSwap\npss=200000\n",
-            )
+            recorder::exit_info::parse_record(&format!(
+                "pid=4000001\nreason=13\ndescription=MemoryLimiter:AnonSwap\npss=200000\ntimestamp={}\n",
+                DEAD_STARTED_MS + 90_000
+            ))
             .unwrap(),
         ],
-        asked: Vec::new(),
+        ..Default::default()
     };
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     tx.send(Command::Stop).unwrap();
-    a.run_with(rx, &mut canned).unwrap();
-    assert_eq!(canned.asked, vec![4_000_001]);
+    a.run_with(rx, Box::new(canned.clone())).unwrap();
+    assert_eq!(*canned.asked.lock().unwrap(), vec![4_000_001]);
     let p = seen.lock().unwrap().clone().expect("on_death was called");
     let e = p.exit_info.as_ref().expect("the record of pid 4000001");
     assert_eq!((e.pid, e.reason_name.as_str()), (4_000_001, "REASON_OTHER"));
@@ -503,6 +521,101 @@ fn a_death_carries_the_systems_exit_record_of_its_pid() {
         "{}",
         p.reason()
     );
+}
+
+/// Issue 39 item 2: a record of the dead pid but dated before that process started is an
+/// earlier process's (pids are reused): the death is reported without it, and says why.
+#[test]
+fn a_stale_exit_record_of_a_reused_pid_is_not_attached() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, seen) = died_in(dir.path());
+    let canned = recorder::exit_info::CannedExitInfo {
+        records: vec![recorder::exit_info::parse_record(&format!(
+            "pid=4000001\nreason=3\ndescription=lmk\ntimestamp={}\n",
+            DEAD_STARTED_MS - 86_400_000
+        ))
+        .unwrap()],
+        ..Default::default()
+    };
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tx.send(Command::Stop).unwrap();
+    a.run_with(rx, Box::new(canned.clone())).unwrap();
+    let p = seen.lock().unwrap().clone().expect("on_death was called");
+    assert_eq!(p.exit_info, None, "{}", p.reason());
+    assert!(!p.reason().contains("the system says"), "{}", p.reason());
+    let why = p.exit_info_error.as_deref().unwrap_or_default();
+    assert!(
+        why.contains("86400000 ms before that process started"),
+        "{why}"
+    );
+}
+
+/// Issue 39 item 7: an exit-record source that takes 30 s (an app's, a stuck binder call)
+/// delays the first poll by at most `ASK_WAIT`, and the death is still reported, without the
+/// record, saying why; `stop` does not wait for the source either.
+#[test]
+fn a_slow_exit_record_source_does_not_hold_the_first_poll() {
+    struct Sleeps;
+    impl ExitInfoSource for Sleeps {
+        fn exit_info(&mut self, pid: u32) -> Result<Option<exit_info::ExitInfo>, String> {
+            std::thread::sleep(Duration::from_secs(30));
+            exit_info::parse_record(&format!("pid={pid}\nreason=3\n")).map(Some)
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ring = recorder::ring_path(dir.path(), &crate::sample::process_name());
+    let dead = recorder::Identity {
+        pid: 4_000_002,
+        process_start_ms: DEAD_STARTED_MS,
+        ..recorder::Identity::default()
+    };
+    drop(recorder::open(&ring).unwrap().start(&dead).unwrap());
+    let seen = Arc::new(Mutex::new(None));
+    let shared = Arc::new(Shared::default());
+    let cfg = Config {
+        policy_json: r#"{"poll_interval_ms":100}"#.into(),
+        data_dir: dir.path().into(),
+        ..Config::default()
+    };
+    let a = Agent::new(
+        cfg,
+        ScriptedHeap::new(vec![heap(10)]),
+        NoStacks,
+        Keep(seen.clone()),
+        shared.clone(),
+    )
+    .unwrap();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let t0 = std::time::Instant::now();
+    let agent = std::thread::spawn(move || a.run_with(rx, Box::new(Sleeps)));
+    let polled = loop {
+        let st: serde_json::Value = serde_json::from_str(&shared.status_json()).unwrap();
+        if st["polls"].as_u64().unwrap_or(0) >= 1 {
+            break t0.elapsed();
+        }
+        assert!(t0.elapsed() < Duration::from_secs(10), "no poll: {st:#}");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    assert!(
+        polled < exit_info::ASK_WAIT + Duration::from_millis(1_500),
+        "the first poll came {polled:?} after start"
+    );
+    let p = seen
+        .lock()
+        .unwrap()
+        .clone()
+        .expect("the death was reported");
+    assert_eq!(p.pid, 4_000_002);
+    assert_eq!(p.exit_info, None);
+    let why = p.exit_info_error.unwrap_or_default();
+    assert!(
+        why.contains("did not say within 1000 ms why pid 4000002 ended"),
+        "{why}"
+    );
+    tx.send(Command::Stop).unwrap();
+    let t1 = std::time::Instant::now();
+    agent.join().unwrap().unwrap();
+    assert!(t1.elapsed() < Duration::from_secs(5), "{:?}", t1.elapsed());
 }
 
 /// A verdict's context carries the process's Java threads, asked of the stack source with the

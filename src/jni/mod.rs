@@ -470,9 +470,12 @@ fn agent_thread(
         let agent =
             Agent::new(cfg, &vm, &vm, pipeline, shared.clone()).map_err(|e| e.to_string())?;
         info!("agent started");
-        match facade {
-            Some(f) => agent.run_with(rx, &mut JniExitInfo::new(&vm, f)),
-            None => agent.run(rx),
+        // SAFETY: as in `runtime_dumper`: the pointer comes from a live JavaVM, which outlives
+        // the process's agent and the lookup thread that gets this handle.
+        let exit_vm = unsafe { jni::JavaVM::from_raw(jvm.get_java_vm_pointer()) };
+        match (facade, exit_vm) {
+            (Some(f), Ok(exit_vm)) => agent.run_with(rx, Box::new(JniExitInfo::new(exit_vm, f))),
+            _ => agent.run(rx),
         }
         .map_err(|e| e.to_string())
     }));

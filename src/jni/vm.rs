@@ -427,22 +427,27 @@ impl StackSource for &JniVm<'_> {
 
 /// The system's record of a process's end, asked of the facade (`OomGuard.exitRecord(pid)`,
 /// which asks `ActivityManager.getHistoricalProcessExitReasons` on API 30+, or the source the
-/// app installed with `OomGuard.setExitInfoSource`) and parsed from its `key=value` text.
-pub struct JniExitInfo<'a, 'l> {
-    vm: &'a JniVm<'l>,
+/// app installed with `OomGuard.setExitInfoSource`) and parsed from its `key=value` text. It is
+/// asked on a thread of the agent's own (`oomguard-exit`), which it attaches to the VM as a
+/// daemon (detached when that thread ends).
+pub struct JniExitInfo {
+    vm: jni::JavaVM,
     /// The `dev.oomguard.OomGuard` class.
     facade: GlobalRef,
 }
 
-impl<'a, 'l> JniExitInfo<'a, 'l> {
-    pub fn new(vm: &'a JniVm<'l>, facade: GlobalRef) -> Self {
+impl JniExitInfo {
+    pub fn new(vm: jni::JavaVM, facade: GlobalRef) -> Self {
         JniExitInfo { vm, facade }
     }
 }
 
-impl ExitInfoSource for JniExitInfo<'_, '_> {
+impl ExitInfoSource for JniExitInfo {
     fn exit_info(&mut self, pid: u32) -> Result<Option<ExitInfo>, String> {
-        let mut env = self.vm.env.borrow_mut();
+        let mut env = self
+            .vm
+            .attach_current_thread_as_daemon()
+            .map_err(|e| format!("attaching to the VM to ask for pid {pid}'s exit record: {e}"))?;
         let class: &JClass = <&JClass>::from(self.facade.as_obj());
         let pid = i32::try_from(pid).map_err(|_| format!("pid {pid} does not fit a Java int"))?;
         let text = env.with_local_frame(4, |env| -> jni::errors::Result<Option<String>> {

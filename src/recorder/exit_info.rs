@@ -9,13 +9,22 @@
 //! [`CannedExitInfo`] the stand-in of tests.
 //!
 //! Invariants:
-//! - A record is attached only when its pid is the one asked for: the system keeps the exits of
-//!   earlier processes too, and a stale one must not explain this death.
+//! - A record is attached only when its pid is the one asked for *and* its time
+//!   (`getTimestamp()`, wall-clock ms) is not before that process started, less
+//!   [`START_TOLERANCE_MS`]: the system keeps the exits of earlier processes too, pids are
+//!   reused, and a stale record must not explain this death. A record without a time, or a
+//!   process whose start time is unknown (0), cannot be told from a stale one: not attached.
+//! - The agent never waits on a source for more than [`ASK_WAIT`] ([`ask_within`]): the source
+//!   (app code, a binder call) runs on a thread of its own, `oomguard-exit`, which owns it; one
+//!   that does not answer in time leaves that thread blocked in it, and the death is reported
+//!   without a record, saying so. Such a thread is started only by an agent start that finds a
+//!   death in the ring, which the ring allows once per process (it is then this process's).
 //! - Parsing never panics: a missing or malformed field reads as unknown (`None` or empty), a
 //!   record without a pid or a reason is refused with what is missing.
 #![forbid(unsafe_code)]
 
 use serde::Serialize;
+use std::time::Duration;
 
 /// One `ApplicationExitInfo`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -181,25 +190,108 @@ impl ExitInfoSource for NoExitInfo {
 #[derive(Debug, Clone, Default)]
 pub struct CannedExitInfo {
     pub records: Vec<ExitInfo>,
-    /// The pids asked for, in order.
-    pub asked: Vec<u32>,
+    /// The pids asked for, in order (shared: the agent asks from a thread of its own).
+    pub asked: std::sync::Arc<std::sync::Mutex<Vec<u32>>>,
 }
 
 impl ExitInfoSource for CannedExitInfo {
     fn exit_info(&mut self, pid: u32) -> Result<Option<ExitInfo>, String> {
-        self.asked.push(pid);
+        self.asked
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(pid);
         Ok(self.records.iter().find(|r| r.pid == pid).cloned())
     }
 }
 
-/// Ask `source` for `pid`'s record and keep it only when it names that pid.
-pub fn ask(source: &mut dyn ExitInfoSource, pid: u32) -> Result<Option<ExitInfo>, String> {
-    match source.exit_info(pid)? {
-        Some(r) if r.pid != pid => Err(format!(
+/// How long before the dead process's recorded start an exit record may be dated and still be
+/// taken as its own: 1 s. Both times are wall-clock ms (the record's `getTimestamp()`, taken by
+/// the system at the death; the ring's `process_start_ms`, the kernel's boot time `btime` plus the
+/// process's start ticks, read when its agent started). `btime` is whole seconds, rounded down,
+/// so the recorded start errs early, never late; what this allows for is the wall clock being
+/// stepped back between that start and the death (an NTP correction). A pid reused within this
+/// second is the price.
+pub const START_TOLERANCE_MS: u64 = 1_000;
+
+/// Ask `source` for the record of process `pid`, which started at `started_ms` (wall-clock ms,
+/// 0: unknown), and keep it only when it names that pid and is dated after that start (less
+/// [`START_TOLERANCE_MS`]); a record refused says why in the `Err`.
+pub fn ask(
+    source: &mut dyn ExitInfoSource,
+    pid: u32,
+    started_ms: u64,
+) -> Result<Option<ExitInfo>, String> {
+    let Some(r) = source.exit_info(pid)? else {
+        return Ok(None);
+    };
+    if r.pid != pid {
+        return Err(format!(
             "the system's exit record is of pid {}, not {pid}: not attached",
             r.pid
+        ));
+    }
+    match r.timestamp_ms {
+        None => Err(format!(
+            "the system's exit record of pid {pid} ({}) has no time: it cannot be told from an earlier process's with the same pid; not attached",
+            r.reason_name
         )),
-        other => Ok(other),
+        Some(_) if started_ms == 0 => Err(format!(
+            "the start of pid {pid} is unknown: its exit record ({}) cannot be told from an earlier process's with the same pid; not attached",
+            r.reason_name
+        )),
+        Some(t) if t.saturating_add(START_TOLERANCE_MS) < started_ms => Err(format!(
+            "the system's exit record of pid {pid} ({}) is dated {t} ms, {} ms before that process started ({started_ms} ms): an earlier process with the same pid; not attached",
+            r.reason_name,
+            started_ms - t
+        )),
+        Some(_) => Ok(Some(r)),
+    }
+}
+
+/// How long the agent waits for the system's word on the previous process's end before it
+/// reports the death without it, and polls: 1 s, the most the first poll can be delayed by a
+/// slow source. `getHistoricalProcessExitReasons` is one binder call, which answers in
+/// milliseconds even at a busy start; a source slower than this is a stuck one.
+pub const ASK_WAIT: Duration = Duration::from_millis(1_000);
+
+/// [`ask`], on a thread of its own (`oomguard-exit`, which owns `source`), waiting at most
+/// `wait` for its answer. Past that the thread is left to the source (its answer is dropped)
+/// and the `Err` says the system did not answer in time; a source that panics is an `Err` too.
+pub fn ask_within(
+    source: Box<dyn ExitInfoSource + Send>,
+    pid: u32,
+    started_ms: u64,
+    wait: Duration,
+) -> Result<Option<ExitInfo>, String> {
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    let spawned = std::thread::Builder::new()
+        .name("oomguard-exit".into())
+        .spawn(move || {
+            let mut source = source;
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                ask(&mut *source, pid, started_ms)
+            }))
+            .unwrap_or_else(|_| {
+                Err(format!(
+                    "the exit-record source panicked when asked for pid {pid}"
+                ))
+            });
+            let _ = tx.send(r);
+        });
+    if let Err(e) = spawned {
+        return Err(format!(
+            "no thread to ask the system why pid {pid} ended ({e}): not asked"
+        ));
+    }
+    match rx.recv_timeout(wait) {
+        Ok(r) => r,
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(format!(
+            "the system did not say within {} ms why pid {pid} ended (a slow exit-record source or binder call): not waited for",
+            wait.as_millis()
+        )),
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err(format!(
+            "the lookup of pid {pid}'s exit record ended without an answer"
+        )),
     }
 }
 
@@ -271,16 +363,20 @@ mod tests {
         assert!(parse_record("").is_err());
     }
 
+    const STARTED: u64 = 1_800_000_000_000;
+
     #[test]
     fn only_the_record_of_the_pid_asked_for_is_kept() {
-        let rec = |pid| parse_record(&format!("pid={pid}\nreason=3\n")).unwrap();
+        let rec = |pid| {
+            parse_record(&format!("pid={pid}\nreason=3\ntimestamp={}\n", STARTED + 5)).unwrap()
+        };
         let mut c = CannedExitInfo {
             records: vec![rec(10), rec(11)],
-            asked: Vec::new(),
+            ..CannedExitInfo::default()
         };
-        assert_eq!(ask(&mut c, 11).unwrap().unwrap().pid, 11);
-        assert_eq!(ask(&mut c, 12).unwrap(), None);
-        assert_eq!(c.asked, vec![11, 12]);
+        assert_eq!(ask(&mut c, 11, STARTED).unwrap().unwrap().pid, 11);
+        assert_eq!(ask(&mut c, 12, STARTED).unwrap(), None);
+        assert_eq!(*c.asked.lock().unwrap(), vec![11, 12]);
         /// A source that answers another pid's record (a stale one).
         struct Stale;
         impl ExitInfoSource for Stale {
@@ -288,7 +384,90 @@ mod tests {
                 Ok(Some(parse_record("pid=1\nreason=4\n").unwrap()))
             }
         }
-        assert!(ask(&mut Stale, 2).unwrap_err().contains("pid 1, not 2"));
-        assert_eq!(ask(&mut NoExitInfo, 2).unwrap(), None);
+        assert!(ask(&mut Stale, 2, STARTED)
+            .unwrap_err()
+            .contains("pid 1, not 2"));
+        assert_eq!(ask(&mut NoExitInfo, 2, STARTED).unwrap(), None);
+    }
+
+    /// A source that sleeps `0` before answering `1`.
+    struct Slow(Duration, Option<ExitInfo>);
+    impl ExitInfoSource for Slow {
+        fn exit_info(&mut self, _: u32) -> Result<Option<ExitInfo>, String> {
+            std::thread::sleep(self.0);
+            Ok(self.1.clone())
+        }
+    }
+
+    /// Issue 39 item 7: a source that does not answer within the wait is not waited for; one
+    /// that answers in time, or panics, is heard.
+    #[test]
+    fn a_slow_source_is_not_waited_for_beyond_the_wait() {
+        let rec = parse_record(&format!("pid=9\nreason=3\ntimestamp={STARTED}\n")).unwrap();
+        let t0 = std::time::Instant::now();
+        let slow = Box::new(Slow(Duration::from_secs(30), Some(rec.clone())));
+        let e = ask_within(slow, 9, STARTED, Duration::from_millis(200)).unwrap_err();
+        let took = t0.elapsed();
+        assert!(took < Duration::from_secs(2), "{took:?}");
+        assert!(
+            e.contains("did not say within 200 ms why pid 9 ended"),
+            "{e}"
+        );
+        let quick = Box::new(Slow(Duration::from_millis(10), Some(rec.clone())));
+        assert_eq!(ask_within(quick, 9, STARTED, ASK_WAIT).unwrap(), Some(rec));
+        struct Panics;
+        impl ExitInfoSource for Panics {
+            fn exit_info(&mut self, _: u32) -> Result<Option<ExitInfo>, String> {
+                panic!("an app's source failed")
+            }
+        }
+        assert!(ask_within(Box::new(Panics), 9, STARTED, ASK_WAIT)
+            .unwrap_err()
+            .contains("panicked"));
+    }
+
+    /// Pids are reused: a record of the pid asked for but dated before that process started is
+    /// an earlier process's, and is refused; within the documented tolerance (a wall clock
+    /// stepped back) it is kept; without a time, or without a start to compare with, it
+    /// cannot be told from a stale one.
+    #[test]
+    fn a_record_dated_before_the_process_started_is_refused() {
+        let at = |t: u64| {
+            let mut c = CannedExitInfo {
+                records: vec![parse_record(&format!("pid=9\nreason=3\ntimestamp={t}\n")).unwrap()],
+                ..CannedExitInfo::default()
+            };
+            ask(&mut c, 9, STARTED)
+        };
+        let stale = at(STARTED - 3_600_000).unwrap_err();
+        assert!(
+            stale.contains("3600000 ms before that process started")
+                && stale.contains("REASON_LOW_MEMORY")
+                && stale.contains("not attached"),
+            "{stale}"
+        );
+        assert!(at(STARTED - START_TOLERANCE_MS - 1).is_err());
+        assert_eq!(
+            at(STARTED - START_TOLERANCE_MS)
+                .unwrap()
+                .unwrap()
+                .timestamp_ms,
+            Some(STARTED - START_TOLERANCE_MS)
+        );
+        assert!(at(STARTED + 60_000).unwrap().is_some());
+        let mut untimed = CannedExitInfo {
+            records: vec![parse_record("pid=9\nreason=3\n").unwrap()],
+            ..CannedExitInfo::default()
+        };
+        assert!(ask(&mut untimed, 9, STARTED)
+            .unwrap_err()
+            .contains("has no time"));
+        let mut timed = CannedExitInfo {
+            records: vec![parse_record("pid=9\nreason=3\ntimestamp=5\n").unwrap()],
+            ..CannedExitInfo::default()
+        };
+        assert!(ask(&mut timed, 9, 0)
+            .unwrap_err()
+            .contains("start of pid 9 is unknown"));
     }
 }

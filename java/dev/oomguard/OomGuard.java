@@ -52,7 +52,9 @@ public final class OomGuard {
      * A source of the system's record of a process's end, in the text form the native side
      * reads: {@code key=value} lines with {@code pid}, {@code reason}, {@code subReason},
      * {@code status}, {@code importance}, {@code pss}, {@code rss} (kB), {@code timestamp} (ms),
-     * {@code process} and {@code description}.
+     * {@code process} and {@code description}. A record without a {@code timestamp} (ms since
+     * the epoch), or dated before that process started, is not attached (pids are reused); one
+     * that takes more than 1 s is not waited for.
      */
     public interface ExitInfoSource {
         /** The record of process {@code pid}, or null when there is none. */
