@@ -487,3 +487,86 @@ fn a_ring_written_before_the_disk_filled_keeps_recording() {
     assert_eq!(p.state, oomguard::recorder::State::Stopped, "{p:?}");
     assert!(p.samples.len() >= 20, "{} samples", p.samples.len());
 }
+
+/// A write that finds no block while the app runs (as a rewrite on f2fs may need one: here a
+/// page of the ring punched out on a full disk) turns the recorder off for the process: the app
+/// runs on and polls, its status says why and where, and the ring is emptied. (Through a shared
+/// map, the store into that page was SIGBUS: exit 134.)
+#[test]
+fn a_write_that_finds_no_block_while_polling_turns_the_recorder_off() {
+    use nix::fcntl::{fallocate, FallocateFlags};
+    use std::os::fd::AsRawFd;
+    let Some(disk) = SmallDisk::mount("a_write_that_finds_no_block_while_polling", 256) else {
+        return;
+    };
+    let data = disk.path().join("data");
+    let ring = ring_of(&data);
+    let dir = Dir::with_data(data);
+    let child = dir
+        .java(&["-Ddying.polls=45"], &[], "report")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("java starts");
+    // Wait for the ring's first samples; slots 28 to 59 are on its second page.
+    let mut recorded = 0;
+    for _ in 0..600 {
+        let now = std::fs::read(&ring)
+            .ok()
+            .and_then(|b| oomguard::recorder::parse(&ring, &b).ok())
+            .map_or(0, |p| p.samples.len());
+        if now >= 1 {
+            recorded = now;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(recorded >= 1, "the ring never held a sample");
+    disk.fill();
+    let f = std::fs::File::options().write(true).open(&ring).unwrap();
+    fallocate(
+        f.as_raw_fd(),
+        FallocateFlags::FALLOC_FL_PUNCH_HOLE | FallocateFlags::FALLOC_FL_KEEP_SIZE,
+        4096,
+        4096,
+    )
+    .unwrap();
+    drop(f);
+    // The page freed goes to `fill` again: the disk is full once more.
+    disk.fill();
+    let before = oomguard::recorder::parse(&ring, &std::fs::read(&ring).unwrap()).unwrap();
+    assert!(
+        before.samples.len() < 28,
+        "the second page was reached before the hole was punched: {} samples",
+        before.samples.len()
+    );
+    let out = child.wait_with_output().unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    let json = stdout
+        .split("STATUS-BEGIN\n")
+        .nth(1)
+        .and_then(|s| s.split("\nSTATUS-END").next())
+        .unwrap_or("null");
+    let status: Value = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    assert!(status["polls"].as_u64() >= Some(45), "{status:#}");
+    let flight = status["flight"].as_str().unwrap_or_default();
+    assert!(flight.starts_with("off: "), "{status:#}");
+    assert!(
+        flight.contains(&format!("{}: byte 4096: writing 128 bytes", ring.display())),
+        "{flight}"
+    );
+    assert!(flight.contains("No space left on device"), "{flight}");
+    assert!(
+        stderr.contains("flight recorder off"),
+        "the log says it: {stderr}"
+    );
+    assert_eq!(
+        std::fs::metadata(&ring).unwrap().len(),
+        0,
+        "the ring is emptied"
+    );
+}
