@@ -1,7 +1,9 @@
 //! What the flight recorder adds to a poll: `cargo run --release --example flight_cost`.
 //! Times, interleaved round by round, one full sample alone (outside any VM: the heap numbers
 //! come from a scripted fake) and the same sample followed by its store into a real ring file
-//! (`Flight::record`: a lock and a copy into the shared map), and the store alone. Prints the
+//! (`Flight::record`: a lock, a copy into the ring's image and one `pwrite` of the 128-byte slot;
+//! the ring is in `$TMPDIR`, so set that to the file system to measure), and the store alone.
+//! Prints the
 //! medians in ns, one `name=value` a line, for `scripts/bench/agent.sh`. Also the memory
 //! cgroup's share of a sample: the same sample from a sampler that reads no cgroup, interleaved
 //! (where this process's memory cgroup is readable; `cgroup=` says what is read).

@@ -597,6 +597,10 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
         self.status.last_sample = Some(s);
         self.status.strikes = self.triggers.strikes();
         self.shared.flight.record(&s, &self.status.strikes);
+        // A failed write (a full disk) turned the recorder off, here or in a JNI entry.
+        if let Some(why) = self.shared.flight.take_off_reason() {
+            self.status.flight = format!("off: {why}");
+        }
         self.status.thresholds = Thresholds {
             heap_percent: trigger::heap_threshold(&self.policy, &s),
             fd: trigger::fd_threshold(&self.policy, &s),

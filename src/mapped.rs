@@ -1,6 +1,8 @@
 //! Memory maps of files: read-only, for the analyser and the command line, of a whole file
-//! ([`Mapped`]) or a bounded window of one ([`Window`]); and one small shared writable map, the
-//! flight recorder's ring ([`SharedFile`]).
+//! ([`Mapped`]) or a bounded window of one ([`Window`]). No file is ever mapped writable: a store
+//! into a shared file map that needs a block a full disk cannot give (a hole, or on f2fs any
+//! rewritten page) raises SIGBUS, which would kill the app; files are written by `write` and
+//! `pwrite`, whose `ENOSPC` is an error return (the flight ring: `recorder`).
 //!
 //! This is the one place outside `hook/`, `dump/` and `jni/` with `unsafe` blocks (DESIGN.md
 //! lists only those three): mapping a file is `unsafe` in Rust because another process could
@@ -11,8 +13,7 @@
 //! reads (an `unsafe` intrinsic that reads nothing and cannot fault), and [`HugePageAlloc`], the
 //! executable's allocator, which advises huge pages for large blocks.
 //!
-//! Invariants: maps of dumps are read-only and private; a [`SharedFile`] is mapped only while its
-//! file is locked by its process, and only for that file's exact length; a [`Window`] never reaches past the file's length
+//! Invariants: every map of a file is read-only and private; a [`Window`] never reaches past the file's length
 //! as it was when the window was mapped, and is unmapped when dropped (its pages then leave the
 //! process's RSS).
 
@@ -82,45 +83,6 @@ impl Window {
 
     pub fn bytes(&self) -> &[u8] {
         self.map.as_deref().unwrap_or(&[])
-    }
-}
-
-/// A small file of this process's own, mapped shared and writable: stores into [`bytes_mut`]
-/// reach the page cache with no system call, and survive the process being killed (the kernel
-/// writes dirty shared pages back whatever becomes of their process). Used by the flight
-/// recorder (`recorder`), whose file is locked (`flock`) by its one writer for the writer's
-/// life, so no other process maps it meanwhile.
-///
-/// [`bytes_mut`]: SharedFile::bytes_mut
-pub struct SharedFile {
-    map: memmap2::MmapMut,
-}
-
-impl SharedFile {
-    /// Map all of `file` (opened read-write, `len` bytes long, `len > 0`), shared.
-    pub fn map(file: &File, len: usize) -> io::Result<SharedFile> {
-        if file.metadata()?.len() != len as u64 || len == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("a shared map needs a file of exactly {len} bytes (and more than none)"),
-            ));
-        }
-        // SAFETY: the caller holds an exclusive `flock` on the file for as long as the map
-        // lives (the recorder's only use), so no cooperating process truncates or writes it
-        // meanwhile; the map covers exactly the file's length as just checked, so no access
-        // through it can fall past the end (SIGBUS) unless something outside oomguard
-        // truncates a file in the app's private data directory.
-        #[allow(unsafe_code)]
-        let map = unsafe { memmap2::MmapOptions::new().len(len).map_mut(file)? };
-        Ok(SharedFile { map })
-    }
-
-    pub fn bytes(&self) -> &[u8] {
-        &self.map
-    }
-
-    pub fn bytes_mut(&mut self) -> &mut [u8] {
-        &mut self.map
     }
 }
 

@@ -20,6 +20,7 @@ const POLICY: &str = r#"{"version": 3, "poll_interval_ms": 100,
 
 struct Dir {
     work: tempfile::TempDir,
+    data: PathBuf,
 }
 
 impl Dir {
@@ -29,11 +30,17 @@ impl Dir {
             .tempdir()
             .unwrap();
         std::fs::write(work.path().join("policy.json"), POLICY).unwrap();
-        Dir { work }
+        let data = work.path().join("data");
+        Dir { work, data }
+    }
+
+    /// With the data directory at `data` instead.
+    fn with_data(data: PathBuf) -> Dir {
+        Dir { data, ..Dir::new() }
     }
 
     fn data(&self) -> PathBuf {
-        self.work.path().join("data")
+        self.data.clone()
     }
 
     fn java(&self, jvm: &[&str], limits: &[&str], mode: &str) -> Command {
@@ -79,7 +86,7 @@ impl Dir {
         self.report_with(&[])
     }
 
-    /// [`report`](Self::report) with JVM options.
+    /// [`report`](Self::report) with these JVM options (`-Ddying.polls=N`: after N polls).
     fn report_with(&self, jvm: &[&str]) -> Value {
         let (code, out, err) = self.run(jvm, &[], "report");
         assert_eq!(code, Some(0), "stdout:\n{out}\nstderr:\n{err}");
@@ -401,5 +408,232 @@ fn running_out_of_threads_is_reported_with_its_last_words() {
     assert!(
         reason.contains("after java.lang.OutOfMemoryError: unable to create native thread"),
         "{reason}"
+    );
+}
+
+/// A tmpfs of `kb` KiB mounted on a fresh directory, unmounted on drop; `None` (and a line
+/// saying so) where the tests may not mount one.
+struct SmallDisk {
+    dir: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    fn mount(test: &str, kb: u32) -> Option<SmallDisk> {
+        let dir = tempfile::tempdir().unwrap();
+        let out = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={kb}k"), "tmpfs"])
+            .arg(dir.path())
+            .output();
+        match out {
+            Ok(o) if o.status.success() => Some(SmallDisk { dir }),
+            Ok(o) => {
+                let err = String::from_utf8_lossy(&o.stderr);
+                println!("SKIPPED {test}: cannot mount a tmpfs here: {}", err.trim());
+                None
+            }
+            Err(e) => {
+                println!("SKIPPED {test}: cannot run mount: {e}");
+                None
+            }
+        }
+    }
+
+    fn path(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+
+    /// Take every free block with zeros appended to the file `fill`.
+    fn fill(&self) {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.path().join("fill"))
+            .unwrap();
+        let block = [0u8; 4096];
+        while let Ok(n) = f.write(&block) {
+            if n == 0 {
+                break;
+            }
+        }
+        assert!(
+            std::fs::write(self.path().join("probe"), [1u8; 4096]).is_err(),
+            "the disk is full"
+        );
+    }
+
+    fn free(&self) {
+        std::fs::remove_file(self.path().join("fill")).unwrap();
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(self.path()).status();
+    }
+}
+
+/// 20 polls at 100 ms: the app runs on and its agent keeps polling.
+const POLLS: &[&str] = &["-Ddying.polls=20"];
+
+fn assert_polled(status: &Value) {
+    assert!(status["polls"].as_u64() >= Some(20), "{status:#}");
+    assert_eq!(status["state"], "running", "{status:#}");
+}
+
+fn assert_off_for_no_space(status: &Value, ring: &std::path::Path) {
+    let flight = status["flight"].as_str().unwrap_or_default();
+    assert!(flight.starts_with("off: "), "{status:#}");
+    assert!(flight.contains(&ring.display().to_string()), "{flight}");
+    assert!(flight.contains("No space left on device"), "{flight}");
+    assert_eq!(
+        std::fs::metadata(ring).map(|m| m.len()).ok(),
+        Some(0),
+        "the ring is emptied"
+    );
+}
+
+/// The JVM's process name, which names its ring.
+fn ring_of(data: &std::path::Path) -> PathBuf {
+    oomguard::recorder::ring_path(data, "java")
+}
+
+/// On a full disk, a first launch (no ring yet) and a launch after one that crashed while
+/// starting its ring (a file of holes, `set_len` and nothing written) both run on and poll,
+/// the recorder off with the reason in their status; when the disk has room again, the next
+/// launch records again and reports no death. (Writing the ring through a shared map, both
+/// JVMs died of SIGBUS in the agent's thread, exit 134.)
+#[test]
+fn a_full_disk_turns_the_recorder_off_and_the_app_runs_on() {
+    let Some(disk) = SmallDisk::mount("a_full_disk_turns_the_recorder_off", 256) else {
+        return;
+    };
+    let data = disk.path().join("data");
+    let ring = ring_of(&data);
+    std::fs::create_dir_all(ring.parent().unwrap()).unwrap();
+    let dir = Dir::with_data(data);
+    disk.fill();
+    let status = dir.report_with(POLLS);
+    assert_polled(&status);
+    assert_off_for_no_space(&status, &ring);
+    // What a launch that died after `set_len` left: the ring's length, all holes.
+    std::fs::File::options()
+        .write(true)
+        .open(&ring)
+        .unwrap()
+        .set_len(oomguard::recorder::FILE_LEN as u64)
+        .unwrap();
+    let status = dir.report_with(POLLS);
+    assert_polled(&status);
+    assert_off_for_no_space(&status, &ring);
+    assert_eq!(status["previous_death"], Value::Null, "{status:#}");
+    disk.free();
+    let status = dir.report_with(POLLS);
+    assert_eq!(status["flight"], ring.display().to_string(), "{status:#}");
+    assert_eq!(status["previous_death"], Value::Null, "{status:#}");
+}
+
+/// A ring an earlier launch wrote keeps its blocks: a launch on the now full disk starts it
+/// afresh over them, runs on, and records every poll in it.
+#[test]
+fn a_ring_written_before_the_disk_filled_keeps_recording() {
+    let Some(disk) = SmallDisk::mount("a_ring_written_before_the_disk_filled", 256) else {
+        return;
+    };
+    let data = disk.path().join("data");
+    let ring = ring_of(&data);
+    let dir = Dir::with_data(data);
+    let (code, out, err) = dir.run(&[], &[], "stop");
+    assert_eq!(code, Some(0), "{out}\n{err}");
+    disk.fill();
+    let status = dir.report_with(POLLS);
+    assert_polled(&status);
+    assert_eq!(status["flight"], ring.display().to_string(), "{status:#}");
+    let bytes = std::fs::read(&ring).unwrap();
+    let p = oomguard::recorder::parse(&ring, &bytes).unwrap();
+    assert_eq!(p.state, oomguard::recorder::State::Stopped, "{p:?}");
+    assert!(p.samples.len() >= 20, "{} samples", p.samples.len());
+}
+
+/// A write that finds no block while the app runs (as a rewrite on f2fs may need one: here a
+/// page of the ring punched out on a full disk) turns the recorder off for the process: the app
+/// runs on and polls, its status says why and where, and the ring is emptied. (Through a shared
+/// map, the store into that page was SIGBUS: exit 134.)
+#[test]
+fn a_write_that_finds_no_block_while_polling_turns_the_recorder_off() {
+    use nix::fcntl::{fallocate, FallocateFlags};
+    use std::os::fd::AsRawFd;
+    let Some(disk) = SmallDisk::mount("a_write_that_finds_no_block_while_polling", 256) else {
+        return;
+    };
+    let data = disk.path().join("data");
+    let ring = ring_of(&data);
+    let dir = Dir::with_data(data);
+    let child = dir
+        .java(&["-Ddying.polls=45"], &[], "report")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("java starts");
+    // Wait for the ring's first samples; slots 28 to 59 are on its second page.
+    let mut recorded = 0;
+    for _ in 0..600 {
+        let now = std::fs::read(&ring)
+            .ok()
+            .and_then(|b| oomguard::recorder::parse(&ring, &b).ok())
+            .map_or(0, |p| p.samples.len());
+        if now >= 1 {
+            recorded = now;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(recorded >= 1, "the ring never held a sample");
+    disk.fill();
+    let f = std::fs::File::options().write(true).open(&ring).unwrap();
+    fallocate(
+        f.as_raw_fd(),
+        FallocateFlags::FALLOC_FL_PUNCH_HOLE | FallocateFlags::FALLOC_FL_KEEP_SIZE,
+        4096,
+        4096,
+    )
+    .unwrap();
+    drop(f);
+    // The page freed goes to `fill` again: the disk is full once more.
+    disk.fill();
+    let before = oomguard::recorder::parse(&ring, &std::fs::read(&ring).unwrap()).unwrap();
+    assert!(
+        before.samples.len() < 28,
+        "the second page was reached before the hole was punched: {} samples",
+        before.samples.len()
+    );
+    let out = child.wait_with_output().unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    let json = stdout
+        .split("STATUS-BEGIN\n")
+        .nth(1)
+        .and_then(|s| s.split("\nSTATUS-END").next())
+        .unwrap_or("null");
+    let status: Value = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    assert!(status["polls"].as_u64() >= Some(45), "{status:#}");
+    let flight = status["flight"].as_str().unwrap_or_default();
+    assert!(flight.starts_with("off: "), "{status:#}");
+    assert!(
+        flight.contains(&format!("{}: byte 4096: writing 128 bytes", ring.display())),
+        "{flight}"
+    );
+    assert!(flight.contains("No space left on device"), "{flight}");
+    assert!(
+        stderr.contains("flight recorder off"),
+        "the log says it: {stderr}"
+    );
+    assert_eq!(
+        std::fs::metadata(&ring).unwrap().len(),
+        0,
+        "the ring is emptied"
     );
 }

@@ -22,8 +22,9 @@ import java.util.List;
  *       then waits to be killed;
  *   <li>{@code stop}: stops the agent and exits 0;
  *   <li>{@code exit}: exits 0 without stopping it (the shutdown hook marks the exit);
- *   <li>{@code report}: waits up to 5 s for the previous process's death to be handled, prints
- *       the status between {@code STATUS-BEGIN}/{@code STATUS-END}, stops and exits 0.
+ *   <li>{@code report}: waits up to 5 s for the previous process's death to be handled (and,
+ *       with {@code -Ddying.polls=N}, for N polls), prints the status between
+ *       {@code STATUS-BEGIN}/{@code STATUS-END}, stops and exits 0.
  * </ul>
  *
  * <p>Every mode installs a canned source of the system's exit records (what Android's
@@ -162,6 +163,10 @@ public final class DyingApp {
                         && !OomGuard.status().contains("\"flight\": \"/")
                         && !OomGuard.status().contains("\"flight\": \"off")) {
                     Thread.sleep(10);
+                }
+                int polls = Integer.getInteger("dying.polls", 0);
+                if (polls > 0) {
+                    waitPolls(polls);
                 }
                 System.out.println("STATUS-BEGIN");
                 System.out.println(OomGuard.status());

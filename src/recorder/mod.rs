@@ -4,10 +4,32 @@
 //! stores each poll's sample into, and the reader the next launch uses to tell whether the last
 //! process died without a clean exit and what led up to it ([`Previous`]).
 //!
-//! The file is [`FILE_LEN`] bytes, little-endian, mapped shared ([`crate::mapped::SharedFile`]):
-//! each poll is one copy into the map and no system call; nothing is fsynced, because the dirty
-//! pages of a process killed by the low-memory killer or `kill -9` stay in the page cache and
-//! reach the file anyway (only a power cut loses them, and then the torn parts fail their checks).
+//! The file is [`FILE_LEN`] bytes, little-endian, written only by `pwrite` from an image of it
+//! kept in memory: each poll is one copy into the image and one `pwrite` of its slot (128 bytes
+//! into the page cache: under 1 µs on ext4 and tmpfs, `examples/flight_cost.rs`, run by
+//! `scripts/bench.sh agent`). Nothing is fsynced,
+//! because the dirty pages of a process killed by the low-memory killer or `kill -9` stay in the
+//! page cache and reach the file anyway (only a power cut loses them, and then the torn parts fail
+//! their checks).
+//!
+//! Why `pwrite` and not a shared writable map (as before): a store into a shared map that needs a
+//! block the file system cannot give is answered with SIGBUS on the storing thread, which kills
+//! the host app. That happens on a full disk at the first store into a hole (a file made by
+//! `set_len` is all holes), and on f2fs (most Android data partitions) even into a page already
+//! allocated, because f2fs writes out of place and may need a new block for any rewrite; so
+//! reserving the blocks first (`fallocate`) would not make later stores safe there. `pwrite`
+//! reserves what it needs inside the system call (ext4's delayed allocation and f2fs reserve at
+//! `write_begin`, tmpfs allocates its page there) and answers a full disk with `ENOSPC`, an error
+//! return; no write of the recorder can raise a signal. The file is read with `pread` (the
+//! previous owner's ring at start, [`Recorder::snapshot`]), never mapped.
+//!
+//! A fresh ring is one `pwrite` of the whole image over the old file, not a truncation and a
+//! rewrite: the blocks of a ring an earlier launch wrote are reused, so a full disk does not stop
+//! a recorder that had its file already. When any write fails (`ENOSPC`, `EDQUOT`, `EIO`...), the
+//! recorder turns itself off for the rest of the process ([`Flight`] keeps the reason for the
+//! agent's status and logs it) and empties the file (`ftruncate` to 0, which needs no block), so
+//! that the next launch finds no ring rather than a half-written one or a "running" one whose
+//! owner merely stopped recording, and tries again.
 //!
 //! ```text
 //! header   0..512    magic "OOMGRING", version, layout (header/slot/trailer sizes, slot count),
@@ -30,19 +52,24 @@
 //!   the caller logs it, and the file is started afresh.
 //! - The previous process's content is read before the file is started afresh; the caller
 //!   commits what it needs from it first.
+//! - The file is never mapped and only ever written by `pwrite` of ranges of the writer's image,
+//!   which always equals the file's content after each successful write. A write that fails
+//!   leaves the file empty (length 0) and the process without a recorder: the ring is then
+//!   never trusted, never half-trusted.
 #![forbid(unsafe_code)]
 
 pub mod exit_info;
 
 pub use exit_info::{ExitInfo, ExitInfoSource, NoExitInfo};
 
-use crate::mapped::SharedFile;
 use crate::sample::Sample;
 use crate::trigger::Strikes;
 use nix::fcntl::{Flock, FlockArg};
 use serde::Serialize;
 use std::fs::{File, OpenOptions};
 use std::io::Read;
+use std::ops::Range;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 /// The first bytes of a ring file.
@@ -607,19 +634,25 @@ pub fn fresh(id: &Identity) -> Vec<u8> {
     b
 }
 
-/// The writer: the mapped ring of this process.
-#[derive(Debug)]
+/// The writer: this process's ring file and the image of it that each write changes first.
 pub struct Recorder {
-    map: SharedFile,
-    /// Holds the `flock` for the recorder's life.
-    _file: Flock<File>,
+    /// Written only by `pwrite` (the module comment says why); holds the `flock` for the
+    /// recorder's life.
+    file: Flock<File>,
+    /// The file's bytes as last written: [`FILE_LEN`] of them.
+    image: Vec<u8>,
     path: PathBuf,
     next_slot: usize,
 }
 
-impl std::fmt::Debug for SharedFile {
+impl std::fmt::Debug for Recorder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "SharedFile({} bytes)", self.bytes().len())
+        write!(
+            f,
+            "Recorder({}, next slot {})",
+            self.path.display(),
+            self.next_slot
+        )
     }
 }
 
@@ -700,25 +733,42 @@ pub struct Claimed {
 }
 
 impl Claimed {
-    /// Start the ring afresh for `id` and map it. The previous content is gone after this.
+    /// Start the ring afresh for `id`: one `pwrite` of the whole fresh image over the file (its
+    /// blocks, when an earlier launch wrote them, are reused), then the file cut to
+    /// [`FILE_LEN`]. The previous content is gone after this. On a write error (a full disk)
+    /// the file is emptied and the error says so; nothing raises a signal.
     pub fn start(self, id: &Identity) -> Result<Recorder, RingError> {
-        let io = |what: String| RingError::Io {
-            path: self.path.display().to_string(),
-            what,
-        };
-        self.file
-            .set_len(0)
-            .and_then(|_| self.file.set_len(FILE_LEN as u64))
-            .map_err(|e| io(format!("resize: {e}")))?;
-        let mut map =
-            SharedFile::map(&self.file, FILE_LEN).map_err(|e| io(format!("mmap: {e}")))?;
-        map.bytes_mut().copy_from_slice(&fresh(id));
+        let image = fresh(id);
+        let written = self
+            .file
+            .write_all_at(&image, 0)
+            .map_err(|e| format!("byte 0: writing the fresh ring ({FILE_LEN} bytes): {e}"))
+            .and_then(|()| {
+                self.file
+                    .set_len(FILE_LEN as u64)
+                    .map_err(|e| format!("byte {FILE_LEN}: cutting the file there: {e}"))
+            });
+        if let Err(what) = written {
+            return Err(RingError::Io {
+                path: self.path.display().to_string(),
+                what: format!("{what}; {}", empty(&self.file)),
+            });
+        }
         Ok(Recorder {
-            map,
-            _file: self.file,
+            file: self.file,
+            image,
             path: self.path,
             next_slot: 0,
         })
+    }
+}
+
+/// Empty a ring file that could not be written (a truncation frees blocks and needs none);
+/// says what became of it, for the error.
+fn empty(file: &File) -> String {
+    match file.set_len(0) {
+        Ok(()) => "the file is emptied".to_string(),
+        Err(e) => format!("emptying the file failed too: {e}"),
     }
 }
 
@@ -727,8 +777,19 @@ impl Recorder {
         &self.path
     }
 
-    /// Store one poll's sample (one copy into the map, no system call).
-    pub fn record(&mut self, s: &Sample, strikes: &Strikes) {
+    /// Write bytes `r` of the image to the file (one `pwrite`, retried only on `EINTR` and
+    /// short writes).
+    fn write(&self, r: Range<usize>) -> Result<(), RingError> {
+        self.file
+            .write_all_at(&self.image[r.clone()], r.start as u64)
+            .map_err(|e| RingError::Io {
+                path: self.path.display().to_string(),
+                what: format!("byte {}: writing {} bytes: {e}", r.start, r.len()),
+            })
+    }
+
+    /// Store one poll's sample (one copy into the image, one `pwrite` of its slot).
+    pub fn record(&mut self, s: &Sample, strikes: &Strikes) -> Result<(), RingError> {
         let clamp = |v: u32| v.min(u8::MAX as u32) as u8;
         let slot = Slot {
             // Sequence 0 marks an empty slot.
@@ -745,42 +806,63 @@ impl Recorder {
             ],
         };
         let r = slot_range(self.next_slot);
-        encode_slot(&mut self.map.bytes_mut()[r], &slot);
+        encode_slot(&mut self.image[r.clone()], &slot);
         self.next_slot = (self.next_slot + 1) % SLOTS;
+        self.write(r)
     }
 
     /// Mark how the process is ending (or, with `Running`, that it goes on).
-    pub fn set_state(&mut self, st: State) {
-        put_u32(self.map.bytes_mut(), H_STATE, st.code());
+    pub fn set_state(&mut self, st: State) -> Result<(), RingError> {
+        put_u32(&mut self.image, H_STATE, st.code());
+        self.write(H_STATE..H_STATE + 4)
     }
 
     /// Set or clear a busy flag ([`BUSY_DUMP`], [`BUSY_ANALYSIS`]).
-    pub fn set_busy(&mut self, flag: u32, on: bool) {
-        let b = self.map.bytes_mut();
-        let v = get_u32(b, H_BUSY);
-        put_u32(b, H_BUSY, if on { v | flag } else { v & !flag });
+    pub fn set_busy(&mut self, flag: u32, on: bool) -> Result<(), RingError> {
+        let v = get_u32(&self.image, H_BUSY);
+        put_u32(
+            &mut self.image,
+            H_BUSY,
+            if on { v | flag } else { v & !flag },
+        );
+        self.write(H_BUSY..H_BUSY + 4)
     }
 
-    pub fn set_policy_version(&mut self, v: u64) {
-        put_u64(self.map.bytes_mut(), H_POLICY_VERSION, v);
+    pub fn set_policy_version(&mut self, v: u64) -> Result<(), RingError> {
+        put_u64(&mut self.image, H_POLICY_VERSION, v);
+        self.write(H_POLICY_VERSION..H_POLICY_VERSION + 8)
     }
 
     /// The page the app says it shows (cut to fit).
-    pub fn set_page(&mut self, page: &str) {
-        let b = self.map.bytes_mut();
-        let n = put_str(&mut b[H_PAGE + 1..H_PAGE + PAGE_LEN], page);
-        b[H_PAGE] = n as u8;
+    pub fn set_page(&mut self, page: &str) -> Result<(), RingError> {
+        let n = put_str(&mut self.image[H_PAGE + 1..H_PAGE + PAGE_LEN], page);
+        self.image[H_PAGE] = n as u8;
+        self.write(H_PAGE..H_PAGE + PAGE_LEN)
     }
 
     /// Record the fatal error that is ending the process.
-    pub fn last_words(&mut self, w: &LastWords) {
+    pub fn last_words(&mut self, w: &LastWords) -> Result<(), RingError> {
         let r = trailer_range();
-        encode_last_words(&mut self.map.bytes_mut()[r], w);
+        encode_last_words(&mut self.image[r.clone()], w);
+        self.write(r)
     }
 
-    /// The ring as it stands (for tests and `status`).
+    /// The ring as the file holds it, read back with `pread` (for tests and `status`).
     pub fn snapshot(&self) -> Result<Previous, RingError> {
-        parse(&self.path, self.map.bytes())
+        let mut b = vec![0u8; FILE_LEN];
+        self.file
+            .read_exact_at(&mut b, 0)
+            .map_err(|e| RingError::Io {
+                path: self.path.display().to_string(),
+                what: format!("byte 0: reading {FILE_LEN} bytes back: {e}"),
+            })?;
+        parse(&self.path, &b)
+    }
+
+    /// Give the file up after a failed write: empty it (see the module comment) and release
+    /// its lock.
+    fn abandon(self) -> String {
+        empty(&self.file)
     }
 }
 
@@ -788,31 +870,60 @@ impl Recorder {
 mod tests;
 
 /// The process's recorder, shared by the agent's poll, the incident pipeline (busy flags), and
-/// the JNI entries (the page, the last words, the exit mark). Empty while no agent runs, or when
-/// the ring could not be kept. Each call takes an uncontended lock and copies a few bytes.
+/// the JNI entries (the page, the last words, the exit mark). Empty while no agent runs, when
+/// the ring could not be kept, or after a write to it failed: the recorder is then dropped for
+/// the rest of the process and the reason kept until the agent takes it for its status
+/// ([`Flight::take_off_reason`]). Each call takes an uncontended lock, copies a few bytes and
+/// makes one `pwrite`.
 #[derive(Debug, Clone, Default)]
 pub struct Flight {
-    inner: std::sync::Arc<std::sync::Mutex<Option<Recorder>>>,
+    inner: std::sync::Arc<std::sync::Mutex<FlightInner>>,
+}
+
+#[derive(Debug, Default)]
+struct FlightInner {
+    recorder: Option<Recorder>,
+    /// Why the recorder turned itself off, until the agent takes it.
+    off: Option<String>,
 }
 
 impl Flight {
-    fn with<T>(&self, f: impl FnOnce(&mut Recorder) -> T) -> Option<T> {
-        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        g.as_mut().map(f)
+    fn lock(&self) -> std::sync::MutexGuard<'_, FlightInner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Run a write on the recorder, if there is one; a failed write turns it off.
+    fn with<T>(&self, f: impl FnOnce(&mut Recorder) -> Result<T, RingError>) -> Option<T> {
+        let mut g = self.lock();
+        let r = g.recorder.as_mut()?;
+        match f(r) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                let emptied = g.recorder.take().map(Recorder::abandon).unwrap_or_default();
+                let why = format!("{e}; {emptied}; nothing more is recorded in this process (the next launch tries again)");
+                tracing::warn!("flight recorder off: {why}");
+                g.off = Some(why);
+                None
+            }
+        }
     }
 
     /// Install this process's recorder (or none).
     pub fn install(&self, r: Option<Recorder>) {
-        *self.inner.lock().unwrap_or_else(|p| p.into_inner()) = r;
+        let mut g = self.lock();
+        g.recorder = r;
+        g.off = None;
+    }
+
+    /// Why the recorder turned itself off after a failed write, once (then `None` again).
+    pub fn take_off_reason(&self) -> Option<String> {
+        self.lock().off.take()
     }
 
     /// Mark the end `st` and drop the recorder (releasing its lock).
     pub fn finish(&self, st: State) {
-        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(r) = g.as_mut() {
-            r.set_state(st);
-        }
-        *g = None;
+        self.with(|r| r.set_state(st));
+        self.lock().recorder = None;
     }
 
     pub fn record(&self, s: &Sample, strikes: &Strikes) {

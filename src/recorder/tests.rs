@@ -48,18 +48,19 @@ fn a_ring_round_trips_its_samples_state_and_last_words() {
         cgroup_memory: 0,
     };
     for seq in 1..=3 {
-        r.record(&sample(seq, 100 + seq * 10), &strikes);
+        r.record(&sample(seq, 100 + seq * 10), &strikes).unwrap();
     }
-    r.set_page("CheckoutActivity");
-    r.set_busy(BUSY_DUMP, true);
-    r.set_policy_version(9);
+    r.set_page("CheckoutActivity").unwrap();
+    r.set_busy(BUSY_DUMP, true).unwrap();
+    r.set_policy_version(9).unwrap();
     r.last_words(&LastWords {
         at_ms: 5,
         class: "java.lang.OutOfMemoryError".into(),
         message: "Failed to allocate a 16 byte allocation".into(),
         thread: "main".into(),
         frames: vec!["a.B.c(B.java:1)".into(), "d.E.f(E.java:2)".into()],
-    });
+    })
+    .unwrap();
     let p = r.snapshot().unwrap();
     assert_eq!(p.pid, 4242);
     assert_eq!(p.app_version, "1.0");
@@ -83,7 +84,7 @@ fn the_ring_keeps_the_last_slots_oldest_first() {
     let mut r = started(dir.path());
     let total = SLOTS as u64 * 2 + 5;
     for seq in 1..=total {
-        r.record(&sample(seq, seq), &Strikes::default());
+        r.record(&sample(seq, seq), &Strikes::default()).unwrap();
     }
     let p = r.snapshot().unwrap();
     let seqs: Vec<u64> = p.samples.iter().map(|s| s.sample.seq).collect();
@@ -97,7 +98,7 @@ fn the_next_launch_reads_what_a_killed_owner_left_and_a_clean_one_is_not_a_death
     let path = ring_path(dir.path(), "app");
     {
         let mut r = open(&path).unwrap().start(&id("2.1")).unwrap();
-        r.record(&sample(1, 50), &Strikes::default());
+        r.record(&sample(1, 50), &Strikes::default()).unwrap();
         // Dropped without a state change: the process "died".
     }
     let claimed = open(&path).unwrap();
@@ -107,7 +108,7 @@ fn the_next_launch_reads_what_a_killed_owner_left_and_a_clean_one_is_not_a_death
     assert!(p.reason().contains("pid 4242, app 2.1"), "{}", p.reason());
     assert!(p.reason().contains("no last words"), "{}", p.reason());
     let mut r = claimed.start(&id("2.2")).unwrap();
-    r.set_state(State::Stopped);
+    r.set_state(State::Stopped).unwrap();
     drop(r);
     let p = open(&path).unwrap().previous.unwrap().unwrap();
     assert_eq!(p.state, State::Stopped);
@@ -130,8 +131,8 @@ fn a_second_live_writer_of_the_same_name_is_refused() {
 fn written(dir: &Path) -> (PathBuf, Vec<u8>) {
     let path = ring_path(dir, "app");
     let mut r = open(&path).unwrap().start(&id("1.0")).unwrap();
-    r.record(&sample(1, 10), &Strikes::default());
-    r.record(&sample(2, 20), &Strikes::default());
+    r.record(&sample(1, 10), &Strikes::default()).unwrap();
+    r.record(&sample(2, 20), &Strikes::default()).unwrap();
     drop(r);
     let b = std::fs::read(&path).unwrap();
     (path, b)
@@ -225,7 +226,7 @@ fn a_ring_from_another_app_version_is_read_as_that_version() {
     let dir = tempfile::tempdir().unwrap();
     let path = ring_path(dir.path(), "app");
     let mut r = open(&path).unwrap().start(&id("0.9-old")).unwrap();
-    r.record(&sample(1, 10), &Strikes::default());
+    r.record(&sample(1, 10), &Strikes::default()).unwrap();
     drop(r);
     let p = open(&path).unwrap().previous.unwrap().unwrap();
     assert_eq!(p.app_version, "0.9-old");
@@ -237,14 +238,15 @@ fn long_strings_are_cut_at_char_boundaries() {
     let dir = tempfile::tempdir().unwrap();
     let mut r = started(dir.path());
     let long = "é".repeat(1000);
-    r.set_page(&long);
+    r.set_page(&long).unwrap();
     r.last_words(&LastWords {
         at_ms: 1,
         class: long.clone(),
         message: long.clone(),
         thread: long.clone(),
         frames: vec![long.clone(); 10],
-    });
+    })
+    .unwrap();
     let p = r.snapshot().unwrap();
     assert!(p.page.len() <= PAGE_LEN && p.page.chars().all(|c| c == 'é'));
     let w = p.last_words.unwrap();
@@ -261,7 +263,8 @@ fn the_trend_covers_the_last_minute() {
     let dir = tempfile::tempdir().unwrap();
     let mut r = started(dir.path());
     for seq in 1..=30 {
-        r.record(&sample(seq, seq * 2), &Strikes::default());
+        r.record(&sample(seq, seq * 2), &Strikes::default())
+            .unwrap();
     }
     let p = r.snapshot().unwrap();
     let t = p.trend(60_000);
@@ -290,7 +293,7 @@ fn cgroup_figures_and_their_strikes_round_trip() {
             cgroup_swap: Some(0),
             ..sample(seq, 10)
         };
-        r.record(&s, &strikes);
+        r.record(&s, &strikes).unwrap();
     }
     let p = r.snapshot().unwrap();
     let last = p.samples.last().unwrap();
@@ -308,4 +311,202 @@ fn cgroup_figures_and_their_strikes_round_trip() {
     let json = serde_json::to_value(last).unwrap();
     assert_eq!(json["cgroup_limit"], 256 << 20);
     assert_eq!(json["strikes"][4], 2);
+}
+
+/// A tmpfs of `kb` KiB mounted on a fresh directory, unmounted on drop; `None` (and a line
+/// saying so) where this process may not mount one.
+struct SmallDisk {
+    dir: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    fn mount(test: &str, kb: u32) -> Option<SmallDisk> {
+        let dir = tempfile::tempdir().unwrap();
+        let out = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={kb}k"), "tmpfs"])
+            .arg(dir.path())
+            .output();
+        match out {
+            Ok(o) if o.status.success() => Some(SmallDisk { dir }),
+            Ok(o) => {
+                let err = String::from_utf8_lossy(&o.stderr);
+                println!("SKIPPED {test}: cannot mount a tmpfs here: {}", err.trim());
+                None
+            }
+            Err(e) => {
+                println!("SKIPPED {test}: cannot run mount: {e}");
+                None
+            }
+        }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Take every free block with zeros appended to the file `fill`.
+    fn fill(&self) {
+        use std::io::Write;
+        let mut f = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.path().join("fill"))
+            .unwrap();
+        let block = [0u8; 4096];
+        loop {
+            match f.write(&block) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) => {
+                    assert_eq!(e.raw_os_error(), Some(nix::libc::ENOSPC), "{e}");
+                    break;
+                }
+            }
+        }
+        let probe = std::fs::write(self.path().join("probe"), [1u8; 4096]);
+        assert!(probe.is_err(), "the disk is full");
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+fn no_space(e: &RingError) -> bool {
+    e.to_string().contains("No space left on device")
+}
+
+/// On a full disk, starting a ring with no blocks of its own (no file yet, or the holes a
+/// launch that died after `set_len` left) is an error naming the file and byte 0, never a
+/// signal (with the ring written through a shared map, this test process died of SIGBUS); the
+/// file is left empty, so the next launch, on a freed disk, starts it and sees no death.
+#[test]
+fn a_full_disk_at_start_is_an_error_and_leaves_the_ring_empty() {
+    let Some(disk) = SmallDisk::mount("a_full_disk_at_start_is_an_error", 64) else {
+        return;
+    };
+    let path = ring_path(disk.path(), "app");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let holes = ring_path(disk.path(), "crashed");
+    File::create(&holes)
+        .unwrap()
+        .set_len(FILE_LEN as u64)
+        .unwrap();
+    disk.fill();
+    for p in [&path, &holes] {
+        let claimed = open(p).unwrap();
+        let err = claimed.start(&id("1.0")).unwrap_err();
+        assert!(no_space(&err), "{err}");
+        let text = err.to_string();
+        assert!(text.contains(&p.display().to_string()), "{text}");
+        assert!(
+            text.contains("byte 0") && text.contains("emptied"),
+            "{text}"
+        );
+        assert_eq!(std::fs::metadata(p).unwrap().len(), 0, "{}", p.display());
+    }
+    std::fs::remove_file(disk.path().join("fill")).unwrap();
+    let claimed = open(&holes).unwrap();
+    assert!(
+        claimed.previous.is_none(),
+        "an empty file has no previous owner"
+    );
+    let mut r = claimed.start(&id("1.1")).unwrap();
+    r.record(&sample(1, 10), &Strikes::default()).unwrap();
+    assert_eq!(r.snapshot().unwrap().samples.len(), 1);
+}
+
+/// A ring an earlier launch wrote is started afresh over its own blocks, so a full disk does
+/// not stop the recorder of the next launch.
+#[test]
+fn a_ring_written_before_the_disk_filled_keeps_recording() {
+    let Some(disk) = SmallDisk::mount("a_ring_written_before_the_disk_filled", 64) else {
+        return;
+    };
+    let path = ring_path(disk.path(), "app");
+    let mut r = open(&path).unwrap().start(&id("1.0")).unwrap();
+    r.record(&sample(1, 10), &Strikes::default()).unwrap();
+    drop(r);
+    disk.fill();
+    let claimed = open(&path).unwrap();
+    assert!(claimed.previous.as_ref().unwrap().as_ref().unwrap().died());
+    let mut r = claimed.start(&id("1.1")).unwrap();
+    for seq in 1..=SLOTS as u64 + 3 {
+        r.record(&sample(seq, 10), &Strikes::default()).unwrap();
+    }
+    r.set_state(State::Stopped).unwrap();
+    let p = r.snapshot().unwrap();
+    assert_eq!((p.app_version.as_str(), p.samples.len()), ("1.1", SLOTS));
+}
+
+/// A write that finds no block (here a page of the ring punched out on a full disk, as an f2fs
+/// rewrite may need a new block) turns the recorder off for the process: the reason, with the
+/// file and byte, is kept once for the agent's status, the file is emptied, and every later
+/// call is a no-op (no signal, no panic).
+#[test]
+fn a_failed_write_turns_the_recorder_off_and_empties_the_ring() {
+    use nix::fcntl::{fallocate, FallocateFlags};
+    let Some(disk) = SmallDisk::mount("a_failed_write_turns_the_recorder_off", 64) else {
+        return;
+    };
+    let path = ring_path(disk.path(), "app");
+    let flight = Flight::default();
+    flight.install(Some(open(&path).unwrap().start(&id("1.0")).unwrap()));
+    for seq in 1..=3 {
+        flight.record(&sample(seq, 10), &Strikes::default());
+    }
+    assert_eq!(flight.take_off_reason(), None);
+    disk.fill();
+    // The second page holds slots 28 to 59.
+    let f = OpenOptions::new().write(true).open(&path).unwrap();
+    fallocate(
+        std::os::fd::AsRawFd::as_raw_fd(&f),
+        FallocateFlags::FALLOC_FL_PUNCH_HOLE | FallocateFlags::FALLOC_FL_KEEP_SIZE,
+        4096,
+        4096,
+    )
+    .unwrap();
+    drop(f);
+    // The page freed goes to `fill` again: the disk is full once more.
+    disk.fill();
+    for seq in 4..=28 {
+        flight.record(&sample(seq, 10), &Strikes::default());
+        assert_eq!(
+            flight.take_off_reason(),
+            None,
+            "slot {} is on page 0",
+            seq - 1
+        );
+    }
+    flight.record(&sample(29, 10), &Strikes::default());
+    let why = flight
+        .take_off_reason()
+        .expect("the recorder turned itself off");
+    assert!(why.contains("No space left on device"), "{why}");
+    assert!(
+        why.contains(&format!("{}: byte 4096: writing 128 bytes", path.display())),
+        "{why}"
+    );
+    assert!(why.contains("the file is emptied"), "{why}");
+    assert_eq!(flight.take_off_reason(), None, "said once");
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), 0);
+    flight.record(&sample(30, 10), &Strikes::default());
+    flight.set_page("After");
+    flight.finish(State::Stopped);
+    assert!(!flight.last_words(&LastWords {
+        at_ms: 1,
+        class: "java.lang.OutOfMemoryError".into(),
+        message: String::new(),
+        thread: "main".into(),
+        frames: Vec::new(),
+    }));
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), 0);
+    // The lock went with the recorder: the next launch takes the file and finds no ring.
+    std::fs::remove_file(disk.path().join("fill")).unwrap();
+    assert!(open(&path).unwrap().previous.is_none());
 }
