@@ -24,6 +24,10 @@
 //!   monitors, …) are searched before transient ones (stack frames, JNI locals, native stacks,
 //!   unknown): a path goes through a transient root only if no other root reaches the object.
 //! - One `u32` per node (the BFS parent) plus two queues of nodes.
+//! - A reported path ([`Paths::path`]) holds at most [`PATH_HEAD`] + [`PATH_TAIL`] nodes, made
+//!   in one walk up the parents in memory bounded by them: a longer one keeps its start and its
+//!   end and counts the objects left out between (issue 39: paths were cut at 100,000 steps
+//!   from the object, losing their root, and every suspect's was materialised whole).
 #![forbid(unsafe_code)]
 
 use super::arrays::{bit, set_bit};
@@ -31,6 +35,7 @@ use super::dominators::UNGATED;
 use super::dominators::{SUPER, UNREACHED};
 use super::index::{Index, Root, NONE};
 use crate::hprof::{read_id, sub, Sub, Visitor};
+use std::collections::VecDeque;
 
 /// Whether objects this root holds are reached first.
 pub fn high_priority(tag: u8) -> bool {
@@ -92,14 +97,49 @@ impl Paths {
         }
     }
 
-    /// The path to `v` as reported: [`Paths::chain`] started at its last class object (see the
-    /// module documentation); empty if unreachable.
-    pub fn path(&self, ix: &Index, v: u32) -> Vec<u32> {
-        let mut c = self.chain(v);
-        if let Some(i) = c.iter().rposition(|&x| ix.class_of_node(x).is_some()) {
-            c.drain(..i);
+    /// The path to `v` as reported (empty if unreachable): from its start, the last class
+    /// object on the shortest path from the roots (see the module documentation) or else its
+    /// root, to `v`. A path longer than [`PATH_HEAD`] + [`PATH_TAIL`] objects keeps its first
+    /// [`PATH_HEAD`] and last [`PATH_TAIL`] and says how many were left out between: one walk up
+    /// the BFS parents, in memory bounded by those constants whatever the path's length.
+    pub fn path(&self, ix: &Index, v: u32) -> Kept {
+        let mut tail: Vec<u32> = Vec::with_capacity(PATH_TAIL);
+        let mut head: VecDeque<u32> = VecDeque::with_capacity(PATH_HEAD);
+        let mut first_left_out = None;
+        let mut len = 0u64;
+        let mut x = v;
+        loop {
+            // The parents are a forest: never more than n steps (the bound guards the walk).
+            if x == UNREACHED || len > self.parent.len() as u64 {
+                return Kept::default();
+            }
+            if x == SUPER {
+                break;
+            }
+            if tail.len() < PATH_TAIL {
+                tail.push(x);
+            } else {
+                if head.len() == PATH_HEAD {
+                    first_left_out = head.pop_front();
+                }
+                head.push_back(x);
+            }
+            len += 1;
+            if ix.class_of_node(x).is_some() {
+                break;
+            }
+            x = self.parent[x as usize];
         }
-        c
+        let kept = head.len() + tail.len();
+        let mut nodes: Vec<u32> = head.into_iter().rev().collect();
+        let cut = nodes.len();
+        nodes.extend(tail.into_iter().rev());
+        Kept {
+            nodes,
+            left_out: len - kept as u64,
+            cut,
+            first_left_out: first_left_out.unwrap_or(UNREACHED),
+        }
     }
 
     /// The tag a path starting at `node` starts from: its root tag, or [`CLASS_ROOT`] for a
@@ -111,20 +151,36 @@ impl Paths {
             Err(_) => sub::ROOT_UNKNOWN,
         }
     }
+}
 
-    /// Nodes from the root to `v` (inclusive); empty if unreachable.
-    pub fn chain(&self, v: u32) -> Vec<u32> {
-        let mut c = Vec::new();
-        let mut x = v;
-        while x != SUPER && x != UNREACHED && c.len() < 100_000 {
-            c.push(x);
-            x = self.parent[x as usize];
-        }
-        if x == UNREACHED {
-            return Vec::new();
-        }
-        c.reverse();
-        c
+/// Objects kept of the start of a long path (see [`Paths::path`]).
+pub const PATH_HEAD: usize = 30;
+/// Objects kept of the end of a long path, the leaking object's (see [`Paths::path`]).
+pub const PATH_TAIL: usize = 30;
+
+/// A path as reported: at most [`PATH_HEAD`] + [`PATH_TAIL`] nodes from its start to the
+/// object. When `left_out` is not 0, that many objects of the path lie between `nodes[cut - 1]`
+/// and `nodes[cut]`, the first of them `first_left_out` (what `nodes[cut - 1]` refers to).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Kept {
+    pub nodes: Vec<u32>,
+    pub left_out: u64,
+    pub cut: usize,
+    pub first_left_out: u32,
+}
+
+impl Kept {
+    /// The references along the path, as (from, to) nodes: between consecutive kept nodes, and
+    /// where objects are left out, from the last one before the gap to the first left out.
+    pub fn edges(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+        let gap = self.left_out > 0;
+        (1..self.nodes.len()).map(move |i| {
+            if gap && i == self.cut {
+                (self.nodes[i - 1], self.first_left_out)
+            } else {
+                (self.nodes[i - 1], self.nodes[i])
+            }
+        })
     }
 }
 
