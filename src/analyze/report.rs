@@ -364,83 +364,17 @@ pub(crate) fn build(
     let sign = |v: u32| name_path(ix, bfs, &p3, bfs.path(ix, v), v, false);
     let named = |v: u32| name_path(ix, bfs, &p3, bfs.path(ix, v), v, true);
 
-    // --- gcPaths and leakObjects: suspects grouped by (reason, class, signature), each group
-    // with its first (largest) object and its detail.
-    let mut groups: BTreeMap<(String, String), BTreeMap<String, Group>> = BTreeMap::new();
+    // --- gcPaths and leakObjects: suspects grouped by (reason, class, signature).
     let listed = listed_suspects(&suspects, dom, MAX_LEAK_OBJECTS);
     let mut left_out = LeftOut {
         leak_objects: (suspects.len() - listed.len()) as u64,
         ..LeftOut::default()
     };
-    let mut leak_objects = Vec::new();
-    let mut leak_counts: HashMap<u32, u64> = HashMap::new();
-    for (i, s) in suspects.iter().enumerate() {
-        let nm = sign(s.node);
-        let cname = ix.class_name(s.node);
-        *leak_counts.entry(ix.class_of[s.node as usize]).or_default() += 1;
-        let ret = dom.retained(s.node);
-        let g = groups
-            .entry((s.reason.clone(), cname.clone()))
-            .or_default()
-            .entry(nm.signature.clone())
-            .or_insert_with(|| Group {
-                reason: s.reason.clone(),
-                class_name: cname.clone(),
-                gc_root: nm.gc_root.clone(),
-                signature: nm.signature.clone(),
-                count: 0,
-                retained: 0,
-                rep: s.node,
-                detail: s.detail.clone(),
-            });
-        g.count += 1;
-        g.retained += ret;
-        if listed.binary_search(&i).is_ok() {
-            leak_objects.push(LeakObject {
-                class_name: cname,
-                size: ix.shallow[s.node as usize] as u64,
-                retained_size: ret,
-                object_id: ix.ids[s.node as usize],
-                leak_reason: s.reason.clone(),
-                ext_detail: s.detail.clone(),
-                signature: nm.signature,
-            });
-        }
-    }
+    let (mut groups, leak_objects, leak_counts) =
+        group_suspects(ix, dom, &suspects, &listed, &sign);
 
     // --- dominators[]: candidates grouped by class and path shape, each with its first object.
-    let mut dgroups: Vec<Group> = Vec::new();
-    let mut dindex: HashMap<(String, String), usize> = HashMap::new();
-    for &(r, v) in &cands {
-        let nm = sign(v);
-        let cname = ix.class_name(v);
-        let key = (cname.clone(), nm.signature.clone());
-        match dindex.get(&key) {
-            Some(&i) => {
-                dgroups[i].retained += r;
-                dgroups[i].count += 1;
-            }
-            None => {
-                dindex.insert(key, dgroups.len());
-                dgroups.push(Group {
-                    reason: String::new(),
-                    class_name: cname,
-                    gc_root: nm.gc_root,
-                    signature: nm.signature,
-                    count: 1,
-                    retained: r,
-                    rep: v,
-                    detail: String::new(),
-                });
-            }
-        }
-    }
-    dgroups.sort_by(|a, b| {
-        b.retained
-            .cmp(&a.retained)
-            .then(a.class_name.cmp(&b.class_name))
-    });
-    dgroups.truncate(cfg.top_n);
+    let dgroups = group_candidates(ix, &cands, &sign, cfg.top_n);
     for d in &dgroups {
         if d.retained >= cfg.large_retained_bytes {
             let g = Group {
@@ -561,6 +495,141 @@ pub(crate) fn build(
         .collect();
 
     // --- classInfos: every class a detector looks at, with its live and leaking counts.
+    let mut class_infos = class_infos(ix, &leak_counts);
+    left_out.class_infos = keep_largest(&mut class_infos, MAX_CLASS_INFOS, |c| {
+        (c.leak_instance_count, c.instance_count)
+    });
+
+    let st = &ix.stats;
+    Ok(Report {
+        running_info,
+        analysis: AnalysisInfo {
+            format: ix.header.format.to_string(),
+            id_size: ix.header.id_size,
+            input_bytes: 0,
+            objects: st.objects,
+            reachable_objects: dom.reachable(),
+            references: st.edges,
+            gc_roots: dom.roots_used.len() as u64,
+            reachable_bytes: dom.retained_at(0),
+            missing_references: st.missing_refs,
+            missing_roots: st.missing_roots,
+            stripped_arrays: st.stripped_arrays,
+            duplicate_ids: st.duplicate_ids,
+            unknown_class_instances: st.unknown_class,
+            short_instances: st.short_instances,
+            parse_parts: 1,
+            snapshots: 1,
+            snapshot: 1,
+            sizes: ix.sizes,
+            left_out,
+            timings: Timings::default(),
+        },
+        class_infos,
+        gc_paths,
+        leak_objects,
+        dominators: dgroups,
+    })
+}
+
+/// Groups by (reason, class) then signature, each with its first object.
+type Groups = BTreeMap<(String, String), BTreeMap<String, Group>>;
+
+/// The suspects grouped by (reason, class, signature), each group with its first (largest)
+/// object and its detail; the `leakObjects[]` entries of the suspects `listed` (sorted
+/// indices); the suspects per class.
+fn group_suspects(
+    ix: &Index,
+    dom: &Dominators,
+    suspects: &[Suspect],
+    listed: &[usize],
+    sign: &dyn Fn(u32) -> Named,
+) -> (Groups, Vec<LeakObject>, HashMap<u32, u64>) {
+    let mut groups: Groups = BTreeMap::new();
+    let mut leak_objects = Vec::new();
+    let mut leak_counts: HashMap<u32, u64> = HashMap::new();
+    for (i, s) in suspects.iter().enumerate() {
+        let nm = sign(s.node);
+        let cname = ix.class_name(s.node);
+        *leak_counts.entry(ix.class_of[s.node as usize]).or_default() += 1;
+        let ret = dom.retained(s.node);
+        let g = groups
+            .entry((s.reason.clone(), cname.clone()))
+            .or_default()
+            .entry(nm.signature.clone())
+            .or_insert_with(|| Group {
+                reason: s.reason.clone(),
+                class_name: cname.clone(),
+                gc_root: nm.gc_root.clone(),
+                signature: nm.signature.clone(),
+                count: 0,
+                retained: 0,
+                rep: s.node,
+                detail: s.detail.clone(),
+            });
+        g.count += 1;
+        g.retained += ret;
+        if listed.binary_search(&i).is_ok() {
+            leak_objects.push(LeakObject {
+                class_name: cname,
+                size: ix.shallow[s.node as usize] as u64,
+                retained_size: ret,
+                object_id: ix.ids[s.node as usize],
+                leak_reason: s.reason.clone(),
+                ext_detail: s.detail.clone(),
+                signature: nm.signature,
+            });
+        }
+    }
+
+    (groups, leak_objects, leak_counts)
+}
+
+/// The dominator candidates grouped by class and path signature, each with its first object;
+/// the `top_n` that retain the most.
+fn group_candidates(
+    ix: &Index,
+    cands: &[(u64, u32)],
+    sign: &dyn Fn(u32) -> Named,
+    top_n: usize,
+) -> Vec<Group> {
+    let mut dgroups: Vec<Group> = Vec::new();
+    let mut dindex: HashMap<(String, String), usize> = HashMap::new();
+    for &(r, v) in cands {
+        let nm = sign(v);
+        let cname = ix.class_name(v);
+        let key = (cname.clone(), nm.signature.clone());
+        match dindex.get(&key) {
+            Some(&i) => {
+                dgroups[i].retained += r;
+                dgroups[i].count += 1;
+            }
+            None => {
+                dindex.insert(key, dgroups.len());
+                dgroups.push(Group {
+                    reason: String::new(),
+                    class_name: cname,
+                    gc_root: nm.gc_root,
+                    signature: nm.signature,
+                    count: 1,
+                    retained: r,
+                    rep: v,
+                    detail: String::new(),
+                });
+            }
+        }
+    }
+    dgroups.sort_by(|a, b| {
+        b.retained
+            .cmp(&a.retained)
+            .then(a.class_name.cmp(&b.class_name))
+    });
+    dgroups.truncate(top_n);
+    dgroups
+}
+
+/// `classInfos[]`: every class a detector looks at, with its live and leaking counts.
+fn class_infos(ix: &Index, leak_counts: &HashMap<u32, u64>) -> Vec<ClassInfo> {
     let mut class_infos = Vec::new();
     let mut agg: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
     for (ci, c) in ix.classes.iter().enumerate() {
@@ -599,40 +668,7 @@ pub(crate) fn build(
         }
     }
 
-    left_out.class_infos = keep_largest(&mut class_infos, MAX_CLASS_INFOS, |c| {
-        (c.leak_instance_count, c.instance_count)
-    });
-
-    let st = &ix.stats;
-    Ok(Report {
-        running_info,
-        analysis: AnalysisInfo {
-            format: ix.header.format.to_string(),
-            id_size: ix.header.id_size,
-            input_bytes: 0,
-            objects: st.objects,
-            reachable_objects: dom.reachable(),
-            references: st.edges,
-            gc_roots: dom.roots_used.len() as u64,
-            reachable_bytes: dom.retained_at(0),
-            missing_references: st.missing_refs,
-            missing_roots: st.missing_roots,
-            stripped_arrays: st.stripped_arrays,
-            duplicate_ids: st.duplicate_ids,
-            unknown_class_instances: st.unknown_class,
-            short_instances: st.short_instances,
-            parse_parts: 1,
-            snapshots: 1,
-            snapshot: 1,
-            sizes: ix.sizes,
-            left_out,
-            timings: Timings::default(),
-        },
-        class_infos,
-        gc_paths,
-        leak_objects,
-        dominators: dgroups,
-    })
+    class_infos
 }
 
 /// The detectors' findings on reachable objects, plus the counted roles (windows, native
