@@ -23,7 +23,9 @@
 //!   hashes that item as a step. The trace says so in `leftOut` (see below).
 //! - The report phase holds, besides the suspects, the union of the kept parts of their paths;
 //!   only the groups kept have their paths named (items) and traced. A suspect's signature is
-//!   hashed step by step from a fresh walk of its path (walked twice: for pass 3, then to group).
+//!   hashed step by step from a fresh walk of its path (walked twice: for pass 3, then to group;
+//!   paths through one object above their last `paths::PATH_TAIL` walk above it once, see
+//!   `paths::Memo`).
 //! - A full dump and its `arrays`-stripped twin give the same report: nothing here reads the
 //!   contents of a primitive array (a thread's name, a string's text). Thread names come from
 //!   the incident's `runningInfo.javaThreads`, which the agent lists at the verdict.
@@ -68,11 +70,12 @@
 use super::arrays::{bit, set_bit};
 use super::dominators::{Dominators, UNREACHED};
 use super::index::{Index, Role};
-use super::paths::{root_name, Kept, Pass3, Paths, Ref};
+use super::paths::{root_name, Kept, Memo, Pass3, Paths, Ref};
 use super::trace::{self, Both, Fields, Inspector, Trace};
 use super::{Config, Error, Input, Timings};
 use serde::Serialize;
 use sha1::{Digest, Sha1};
+use std::cell::RefCell;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet};
 
@@ -339,6 +342,9 @@ pub(crate) fn build(
     // --- Name the paths (pass 3 over the file for the references along them). Each path is
     // walked here and again below, never kept: what this holds is the union of the kept parts
     // of the paths (at most PATH_HEAD + PATH_TAIL objects each), not a path per suspect.
+    // Paths through one object above their ends (suspects in one collection) walk up once.
+    let memo = RefCell::new(Memo::default());
+    let walk = |v: u32| bfs.path_memo(ix, v, &mut memo.borrow_mut());
     let mut wanted: HashSet<(u64, u64)> = HashSet::new();
     let mut on_paths: HashSet<u64> = HashSet::new();
     for v in suspects
@@ -346,7 +352,7 @@ pub(crate) fn build(
         .map(|s| s.node)
         .chain(cands.iter().map(|c| c.1))
     {
-        let k = bfs.path(ix, v);
+        let k = walk(v);
         wanted.extend(
             k.edges()
                 .map(|(x, y)| (ix.ids[x as usize], ix.ids[y as usize])),
@@ -361,8 +367,8 @@ pub(crate) fn build(
     input.pass_segments(&ix.segments, &parents, &mut Both(&mut p3, &mut fields))?;
     // A path's name and signature, without its items (grouping), or with them (the groups
     // kept: their first object's).
-    let sign = |v: u32| name_path(ix, bfs, &p3, bfs.path(ix, v), v, false);
-    let named = |v: u32| name_path(ix, bfs, &p3, bfs.path(ix, v), v, true);
+    let sign = |v: u32| name_path(ix, bfs, &p3, walk(v), v, false);
+    let named = |v: u32| name_path(ix, bfs, &p3, walk(v), v, true);
 
     // --- gcPaths and leakObjects: suspects grouped by (reason, class, signature).
     let listed = listed_suspects(&suspects, dom, MAX_LEAK_OBJECTS);
