@@ -486,3 +486,193 @@ fn generated_art_dump_traces_are_well_formed_and_survive_the_strip() {
         }
     }
 }
+
+/// A crafted dump (issue 39, `deep_chain.py`'s shape, made with the crate's writer): a JNI
+/// global holds a chain of `depth` `a.Node`s, the last of which holds an `Object[]` of destroyed
+/// activities: `plain` instances of `android.app.Activity`, then one of each of `screens`
+/// subclasses (`a.Screen0`, …). Every activity's path is `depth + 2` objects long.
+fn deep_chain(depth: u64, plain: u64, screens: u64) -> Vec<u8> {
+    use oomguard::hprof::writer::Writer;
+    use oomguard::hprof::{self, sub, tag, BasicType};
+    const OBJ: u64 = 0x100;
+    const NODE: u64 = 0x108;
+    const ACT: u64 = 0x110;
+    const ARR: u64 = 0x118;
+    const SCREEN: u64 = 0x1_0000;
+    let node = |i: u64| 0x1000_0000 + 16 * i;
+    let arr = node(depth);
+    let act = |j: u64| arr + 16 + 16 * j;
+    let mut w = Writer::new(hprof::Format::V102, 8, 0);
+    w.utf8(1, "java/lang/Object")
+        .utf8(2, "a/Node")
+        .utf8(3, "android/app/Activity")
+        .utf8(4, "[Ljava/lang/Object;")
+        .utf8(5, "next")
+        .utf8(6, "mDestroyed");
+    let mut classes = vec![(OBJ, 1), (NODE, 2), (ACT, 3), (ARR, 4)];
+    for k in 0..screens {
+        w.utf8(100 + k, &format!("a/Screen{k}"));
+        classes.push((SCREEN + 8 * k, 100 + k));
+    }
+    for (serial, &(id, name)) in classes.iter().enumerate() {
+        w.load_class(serial as u32 + 1, id, name);
+    }
+    w.segment(tag::HEAP_DUMP_SEGMENT);
+    w.class_dump(OBJ, 0, 0, 0, &[], &[]);
+    w.class_dump(NODE, OBJ, 0, 8, &[], &[(5, BasicType::Object)]);
+    w.class_dump(ACT, OBJ, 0, 1, &[], &[(6, BasicType::Boolean)]);
+    w.class_dump(ARR, OBJ, 0, 0, &[], &[]);
+    for k in 0..screens {
+        w.class_dump(SCREEN + 8 * k, ACT, 0, 1, &[], &[]);
+    }
+    for &(id, _) in &classes {
+        w.root(sub::ROOT_STICKY_CLASS, id);
+    }
+    w.root_jni_global(node(0), 1);
+    for i in 0..depth {
+        let next = if i + 1 < depth { node(i + 1) } else { arr };
+        w.instance(node(i), NODE, &next.to_be_bytes());
+    }
+    let n = plain + screens;
+    w.object_array(arr, ARR, &(0..n).map(act).collect::<Vec<u64>>());
+    for j in 0..n {
+        let class = if j < plain {
+            ACT
+        } else {
+            SCREEN + 8 * (j - plain)
+        };
+        w.instance(act(j), class, &[1]);
+    }
+    w.end_segment();
+    w.heap_dump_end();
+    w.finish()
+}
+
+/// Where a group's path is cut, from its JSON: (objects kept before the gap, after it, left
+/// out); (all, 0, 0) for a whole path.
+fn cut_of(g: &GcPath) -> (usize, usize, u64) {
+    let v = serde_json::to_value(g).unwrap();
+    let items = v["path"].as_array().unwrap();
+    match items.iter().position(|i| i["referenceType"] == "LEFT_OUT") {
+        Some(k) => (k, items.len() - k - 1, v["stepsLeftOut"].as_u64().unwrap()),
+        None => (items.len(), 0, 0),
+    }
+}
+
+/// A path longer than the old 100,000-step limit is cut in the middle, not at its root end: the
+/// report names its real root (it said `gcRoot "Unknown"` and dropped the root end, silently),
+/// keeps its first and last objects, says how many were left out (in `path[]`, the trace and
+/// the text), and stays small (one such path made a 47.6 MB `report.json`).
+#[test]
+fn a_path_past_the_old_step_limit_keeps_its_root_and_says_what_was_left_out() {
+    let depth = 100_050u64;
+    let r = run(&deep_chain(depth, 1, 0));
+    assert_eq!(r.gc_paths.len(), 1, "{:?}", findings_of(&r));
+    let g = &r.gc_paths[0];
+    assert_eq!(g.gc_root, "JNI Global");
+    assert_eq!(g.trace.root_kind, "JNI global", "{}", g.trace.root);
+    let (head, tail, left) = cut_of(g);
+    assert!(left > 0 && head > 0 && tail > 0, "{head} {tail} {left}");
+    assert_eq!(head as u64 + tail as u64 + left, depth + 2);
+    assert!(head + tail <= 100, "{head} + {tail} objects kept");
+    let v = serde_json::to_value(g).unwrap();
+    let gap = format!("… {left} steps left out …");
+    assert_eq!(v["path"][head]["reference"], gap.as_str());
+    assert_eq!(v["path"][0]["reference"], "a.Node.next");
+    assert_eq!(v["path"][head + tail]["referenceType"], "LEAKING_INSTANCE");
+    assert_eq!(
+        v["trace"]["leftOut"],
+        serde_json::json!({"after": head - 1, "steps": left})
+    );
+    well_formed(&g.trace, head + tail);
+    let nodes = &g.trace.nodes;
+    assert_eq!(nodes[0].class_name, "a.Node");
+    assert_eq!(nodes[head - 1].reference.as_deref(), Some("next"));
+    assert_eq!(nodes[nodes.len() - 1].class_name, "android.app.Activity");
+    let text = analyze::report::Summary(&r).to_string();
+    assert!(text.contains(&format!("      {gap}\n")), "{text}");
+    let json = serde_json::to_vec(&r).unwrap();
+    assert!(json.len() < 64 << 10, "report.json of {} bytes", json.len());
+}
+
+fn findings_of(r: &Report) -> Vec<(&str, &str, u64)> {
+    r.gc_paths
+        .iter()
+        .map(|g| {
+            (
+                g.leak_reason.as_str(),
+                g.class_name.as_str(),
+                g.instance_count,
+            )
+        })
+        .collect()
+}
+
+/// Many suspects on one deep path (`deep_chain.py 4000 1000` took 780 MB and failed under the
+/// default budget): one group, whose path alone is named and kept (cut), every suspect still
+/// counted and listed with its signature; the report's size does not grow with the depth.
+#[test]
+fn many_suspects_on_one_deep_path_make_one_bounded_group() {
+    let mut sizes = Vec::new();
+    for depth in [2_000u64, 4_000] {
+        let r = run(&deep_chain(depth, 300, 0));
+        assert_eq!(findings_of(&r).len(), 1, "{:?}", findings_of(&r));
+        let g = &r.gc_paths[0];
+        assert_eq!(g.instance_count, 300);
+        assert_eq!(g.gc_root, "JNI Global");
+        let (head, tail, left) = cut_of(g);
+        assert_eq!(head as u64 + tail as u64 + left, depth + 2);
+        assert!(head + tail <= 100, "{head} + {tail} objects kept");
+        assert_eq!(r.leak_objects.len(), 300);
+        assert!(r.leak_objects.iter().all(|o| o.signature == g.signature));
+        for d in &r.dominators {
+            assert!(d.trace.nodes.len() <= 100, "{}", d.trace.nodes.len());
+        }
+        check_all_cut(&r);
+        sizes.push(serde_json::to_vec(&r).unwrap().len());
+    }
+    // Twice the depth, the same report but for the counts of objects left out (digits).
+    assert!(sizes[1] < sizes[0] + 1024, "report.json sizes {sizes:?}");
+    assert!(sizes[1] < 256 << 10, "report.json sizes {sizes:?}");
+}
+
+/// As `check_all`, for reports whose paths may be cut (one `LEFT_OUT` item more in `path[]`).
+fn check_all_cut(r: &Report) {
+    let items = |p: &[analyze::report::PathItem]| {
+        p.len() - p.iter().filter(|i| i.reference_type == "LEFT_OUT").count()
+    };
+    for g in &r.gc_paths {
+        well_formed(&g.trace, items(&g.path));
+        assert_eq!(g.trace.nodes.last().unwrap().status, Status::Leaking);
+    }
+    for d in &r.dominators {
+        well_formed(&d.trace, items(&d.path));
+    }
+}
+
+/// The report's lists are bounded whatever the dump holds: more leaking classes than
+/// `MAX_GC_PATHS` keep that many groups, more suspects than `MAX_LEAK_OBJECTS` that many
+/// `leakObjects[]`, and `analysis.leftOut` counts the rest.
+#[test]
+fn the_report_lists_at_most_its_bounds_and_counts_the_rest() {
+    use analyze::report::{MAX_GC_PATHS, MAX_LEAK_OBJECTS};
+    let screens = MAX_GC_PATHS as u64 + 20;
+    let plain = MAX_LEAK_OBJECTS as u64;
+    let cfg = Config {
+        max_suspects_per_class: 10 * MAX_LEAK_OBJECTS,
+        ..Config::default()
+    };
+    let bytes = deep_chain(3, plain, screens);
+    let r = analyze::analyze(Input::Bytes(&bytes), &cfg, serde_json::Value::Null).unwrap();
+    assert_eq!(r.gc_paths.len(), MAX_GC_PATHS, "{:?}", findings_of(&r));
+    // The largest group is kept: all plain activities share one path.
+    assert!(r
+        .gc_paths
+        .iter()
+        .any(|g| g.class_name == "android.app.Activity" && g.instance_count == plain));
+    assert_eq!(r.leak_objects.len(), MAX_LEAK_OBJECTS);
+    let left = serde_json::to_value(&r.analysis).unwrap()["leftOut"].clone();
+    assert_eq!(left["gcPaths"], 20 + 1, "{left}");
+    assert_eq!(left["leakObjects"], screens, "{left}");
+    check_all_cut(&r);
+}

@@ -149,3 +149,43 @@ fn the_hprof_agent_fixture_is_two_snapshots_read_one_at_a_time() {
         assert_eq!(r.analysis.objects, objects, "snapshot {k:?}");
     }
 }
+
+/// Many empty snapshots (`many_snapshots.py`'s shape: a HEAP_DUMP_SEGMENT of length 0 and a
+/// HEAP_DUMP_END each) around the two real ones: each real one is still read alone, in one
+/// piece and in parts side by side (the lookup of a record's snapshot is a binary search over
+/// the skipped spans, issue 39).
+#[test]
+fn empty_snapshots_around_the_real_ones_are_skipped() {
+    const K: usize = 3000;
+    let two = two_snapshots();
+    let empty = [tag::HEAP_DUMP_SEGMENT, 0, 0, 0, 0, 0, 0, 0, 0];
+    let end = [tag::HEAP_DUMP_END, 0, 0, 0, 0, 0, 0, 0, 0];
+    let mut bytes = two[..hprof::HEADER_LEN].to_vec();
+    for _ in 0..K {
+        bytes.extend_from_slice(&empty);
+        bytes.extend_from_slice(&end);
+    }
+    bytes.extend_from_slice(&two[hprof::HEADER_LEN..]);
+    for _ in 0..K {
+        bytes.extend_from_slice(&empty);
+        bytes.extend_from_slice(&end);
+    }
+    for threads in [1, 2] {
+        let cfg = Config {
+            threads,
+            parallel_min_bytes: 0,
+            ..Config::default()
+        };
+        let at = |k: usize| Config {
+            snapshot: Some(k as u32),
+            ..cfg.clone()
+        };
+        assert_eq!(ids(Input::Bytes(&bytes), &at(K + 1)), vec![A, B]);
+        assert_eq!(ids(Input::Bytes(&bytes), &at(K + 2)), vec![B, C, D]);
+        assert_eq!(ids(Input::Bytes(&bytes), &at(K)), Vec::<u64>::new());
+        let r = analyze::analyze(Input::Bytes(&bytes), &at(K + 2), serde_json::Value::Null);
+        let r = r.unwrap();
+        assert_eq!(r.analysis.snapshots, 2 * K as u64 + 2);
+        assert_eq!((r.analysis.objects, r.analysis.duplicate_ids), (5, 0));
+    }
+}

@@ -24,6 +24,14 @@
 //!   monitors, …) are searched before transient ones (stack frames, JNI locals, native stacks,
 //!   unknown): a path goes through a transient root only if no other root reaches the object.
 //! - One `u32` per node (the BFS parent) plus two queues of nodes.
+//! - A reported path ([`Paths::path`]) holds at most [`PATH_HEAD`] + [`PATH_TAIL`] nodes, made
+//!   in one walk up the parents in memory bounded by them: a longer one keeps its start and its
+//!   end and counts the objects left out between (issue 39: paths were cut at 100,000 steps
+//!   from the object, losing their root, and every suspect's was materialised whole).
+//! - A [`Memo`] keeps at most [`MEMO_ENTRIES`] walks (each at most [`PATH_HEAD`] nodes) above
+//!   the ends of paths, by the first object above the end: a walk above it is the same for
+//!   every path through it, so many suspects in one collection at the end of a long chain walk
+//!   the chain once, not once each.
 #![forbid(unsafe_code)]
 
 use super::arrays::{bit, set_bit};
@@ -31,6 +39,7 @@ use super::dominators::UNGATED;
 use super::dominators::{SUPER, UNREACHED};
 use super::index::{Index, Root, NONE};
 use crate::hprof::{read_id, sub, Sub, Visitor};
+use std::collections::VecDeque;
 
 /// Whether objects this root holds are reached first.
 pub fn high_priority(tag: u8) -> bool {
@@ -92,14 +101,96 @@ impl Paths {
         }
     }
 
-    /// The path to `v` as reported: [`Paths::chain`] started at its last class object (see the
-    /// module documentation); empty if unreachable.
-    pub fn path(&self, ix: &Index, v: u32) -> Vec<u32> {
-        let mut c = self.chain(v);
-        if let Some(i) = c.iter().rposition(|&x| ix.class_of_node(x).is_some()) {
-            c.drain(..i);
+    /// The path to `v` as reported (empty if unreachable): from its start, the last class
+    /// object on the shortest path from the roots (see the module documentation) or else its
+    /// root, to `v`. A path longer than [`PATH_HEAD`] + [`PATH_TAIL`] objects keeps its first
+    /// [`PATH_HEAD`] and last [`PATH_TAIL`] and says how many were left out between: one walk up
+    /// the BFS parents, in memory bounded by those constants whatever the path's length.
+    pub fn path(&self, ix: &Index, v: u32) -> Kept {
+        self.path_memo(ix, v, &mut Memo::default())
+    }
+
+    /// [`Paths::path`], with what was found above the ends of the paths made before in `memo`:
+    /// paths that pass through the same object just above their last [`PATH_TAIL`] (suspects in
+    /// one collection) walk up from it once.
+    pub fn path_memo(&self, ix: &Index, v: u32, memo: &mut Memo) -> Kept {
+        let mut tail: Vec<u32> = Vec::with_capacity(PATH_TAIL);
+        let mut x = v;
+        while tail.len() < PATH_TAIL {
+            if x == UNREACHED {
+                return Kept::default();
+            }
+            if x == SUPER {
+                break;
+            }
+            tail.push(x);
+            if ix.class_of_node(x).is_some() {
+                x = SUPER;
+                break;
+            }
+            x = self.parent[x as usize];
         }
-        c
+        tail.reverse();
+        if x == SUPER {
+            return Kept {
+                nodes: tail,
+                ..Kept::default()
+            };
+        }
+        let above = match memo.map.get(&x) {
+            Some(a) => a.clone(),
+            None => {
+                let a = self.above(ix, x, &mut memo.hops);
+                if memo.map.len() < MEMO_ENTRIES {
+                    memo.map.insert(x, a.clone());
+                }
+                a
+            }
+        };
+        let Some(above) = above else {
+            return Kept::default();
+        };
+        let cut = above.head.len();
+        let mut nodes = above.head;
+        nodes.extend(tail);
+        Kept {
+            nodes,
+            left_out: above.len - cut as u64,
+            cut,
+            first_left_out: above.first_left_out,
+        }
+    }
+
+    /// The walk up from `x` to the start of its path: the last [`PATH_HEAD`] objects (the
+    /// start first), how many in all, and the first left out; `None` if it reaches no root.
+    fn above(&self, ix: &Index, mut x: u32, hops: &mut u64) -> Option<Above> {
+        let mut head: VecDeque<u32> = VecDeque::with_capacity(PATH_HEAD);
+        let mut first_left_out = UNREACHED;
+        let mut len = 0u64;
+        loop {
+            // The parents are a forest: never more than n steps (the bound guards the walk).
+            if x == UNREACHED || len > self.parent.len() as u64 {
+                return None;
+            }
+            if x == SUPER {
+                break;
+            }
+            if head.len() == PATH_HEAD {
+                first_left_out = head.pop_front().unwrap_or(UNREACHED);
+            }
+            head.push_back(x);
+            len += 1;
+            *hops += 1;
+            if ix.class_of_node(x).is_some() {
+                break;
+            }
+            x = self.parent[x as usize];
+        }
+        Some(Above {
+            head: head.into_iter().rev().collect(),
+            len,
+            first_left_out,
+        })
     }
 
     /// The tag a path starting at `node` starts from: its root tag, or [`CLASS_ROOT`] for a
@@ -111,20 +202,58 @@ impl Paths {
             Err(_) => sub::ROOT_UNKNOWN,
         }
     }
+}
 
-    /// Nodes from the root to `v` (inclusive); empty if unreachable.
-    pub fn chain(&self, v: u32) -> Vec<u32> {
-        let mut c = Vec::new();
-        let mut x = v;
-        while x != SUPER && x != UNREACHED && c.len() < 100_000 {
-            c.push(x);
-            x = self.parent[x as usize];
-        }
-        if x == UNREACHED {
-            return Vec::new();
-        }
-        c.reverse();
-        c
+/// Objects kept of the start of a long path (see [`Paths::path`]).
+pub const PATH_HEAD: usize = 30;
+/// Objects kept of the end of a long path, the leaking object's (see [`Paths::path`]).
+pub const PATH_TAIL: usize = 30;
+
+/// A path as reported: at most [`PATH_HEAD`] + [`PATH_TAIL`] nodes from its start to the
+/// object. When `left_out` is not 0, that many objects of the path lie between `nodes[cut - 1]`
+/// and `nodes[cut]`, the first of them `first_left_out` (what `nodes[cut - 1]` refers to).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Kept {
+    pub nodes: Vec<u32>,
+    pub left_out: u64,
+    pub cut: usize,
+    pub first_left_out: u32,
+}
+
+/// What a walk found above the last [`PATH_TAIL`] objects of a path, from the first object
+/// above them: the last [`PATH_HEAD`] objects (the start first), how many in all, the first
+/// left out. It is the same for every path through that object.
+#[derive(Clone, Debug)]
+struct Above {
+    head: Vec<u32>,
+    len: u64,
+    first_left_out: u32,
+}
+
+/// Walks kept by [`Paths::path_memo`]: at most [`MEMO_ENTRIES`], each of at most
+/// [`PATH_HEAD`] nodes.
+#[derive(Default)]
+pub struct Memo {
+    map: std::collections::HashMap<u32, Option<Above>>,
+    /// Parent steps walked above the ends of paths (what the memo saves).
+    pub hops: u64,
+}
+
+/// Walks a [`Memo`] keeps.
+pub const MEMO_ENTRIES: usize = 4096;
+
+impl Kept {
+    /// The references along the path, as (from, to) nodes: between consecutive kept nodes, and
+    /// where objects are left out, from the last one before the gap to the first left out.
+    pub fn edges(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+        let gap = self.left_out > 0;
+        (1..self.nodes.len()).map(move |i| {
+            if gap && i == self.cut {
+                (self.nodes[i - 1], self.first_left_out)
+            } else {
+                (self.nodes[i - 1], self.nodes[i])
+            }
+        })
     }
 }
 
@@ -488,3 +617,111 @@ fn first_element(data: &[u8], id_size: u32, id: u64) -> Option<usize> {
 
 /// Make sure `NONE` and `UNREACHED` agree (both mean "nothing").
 const _: () = assert!(NONE == UNREACHED);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analyze::{build_index, Config, Input, Timings};
+    use crate::hprof::writer::Writer;
+    use crate::hprof::{tag, BasicType, Format};
+
+    const DEPTH: u64 = 2000;
+    const LEAVES: u64 = 200;
+    /// Chain nodes that also hold a leaf of their own.
+    const SIDES: [u64; 4] = [10, 100, 500, 1500];
+
+    /// A JNI global holds a chain of `DEPTH` nodes (`next`), the last of which holds an array of
+    /// `LEAVES` leaves; the nodes of `SIDES` hold one more leaf each (`side`).
+    fn chain() -> (Vec<u8>, Vec<u64>) {
+        let (obj, node_c, leaf_c, arr_c) = (0x100, 0x108, 0x110, 0x118);
+        let node = |i: u64| 0x1000_0000 + 16 * i;
+        let arr = node(DEPTH);
+        let leaf = |j: u64| arr + 16 + 16 * j;
+        let mut w = Writer::new(Format::V102, 8, 0);
+        w.utf8(1, "java/lang/Object")
+            .utf8(2, "a/Node")
+            .utf8(3, "a/Leaf")
+            .utf8(4, "[Ljava/lang/Object;")
+            .utf8(5, "next")
+            .utf8(6, "side");
+        for (k, c) in [obj, node_c, leaf_c, arr_c].into_iter().enumerate() {
+            w.load_class(k as u32 + 1, c, k as u64 + 1);
+        }
+        w.segment(tag::HEAP_DUMP_SEGMENT);
+        w.class_dump(obj, 0, 0, 0, &[], &[]);
+        let fields = [(5, BasicType::Object), (6, BasicType::Object)];
+        w.class_dump(node_c, obj, 0, 16, &[], &fields);
+        w.class_dump(leaf_c, obj, 0, 0, &[], &[]);
+        w.class_dump(arr_c, obj, 0, 0, &[], &[]);
+        w.root_jni_global(node(0), 1);
+        let mut leaves: Vec<u64> = (0..LEAVES).map(leaf).collect();
+        for i in 0..DEPTH {
+            let next = if i + 1 < DEPTH { node(i + 1) } else { arr };
+            let side = match SIDES.iter().position(|&s| s == i) {
+                Some(k) => leaf(LEAVES + k as u64),
+                None => 0,
+            };
+            let mut v = next.to_be_bytes().to_vec();
+            v.extend_from_slice(&side.to_be_bytes());
+            w.instance(node(i), node_c, &v);
+        }
+        w.object_array(arr, arr_c, &leaves);
+        for k in 0..SIDES.len() as u64 {
+            leaves.push(leaf(LEAVES + k));
+        }
+        for &l in &leaves {
+            w.instance(l, leaf_c, &[]);
+        }
+        w.end_segment();
+        w.heap_dump_end();
+        (w.finish(), leaves)
+    }
+
+    /// The whole path to `v` from its root, by the parents (no class object is on these).
+    fn whole(bfs: &Paths, v: u32) -> Vec<u32> {
+        let mut c = vec![v];
+        while bfs.parent[*c.last().unwrap() as usize] != SUPER {
+            c.push(bfs.parent[*c.last().unwrap() as usize]);
+        }
+        c.reverse();
+        c
+    }
+
+    /// Cut paths keep their ends and count the rest, with or without the memo, and the memo
+    /// walks above the ends of the paths through one object once: the leaves in one array
+    /// share one walk (without it: `LEAVES` walks of the whole chain).
+    #[test]
+    fn paths_keep_their_ends_and_walk_a_shared_chain_once() {
+        let (bytes, leaves) = chain();
+        let mut tm = Timings::default();
+        let cfg = Config::default();
+        let start = std::time::Instant::now();
+        let (ix, _, _) = build_index(&Input::Bytes(&bytes), &cfg, start, &mut tm).unwrap();
+        let bfs = shortest(&ix, &ix.roots, &[]);
+        let mut memo = Memo::default();
+        for &id in &leaves {
+            let v = ix.node(id).unwrap();
+            let kept = bfs.path_memo(&ix, v, &mut memo);
+            assert_eq!(kept, bfs.path(&ix, v));
+            let all = whole(&bfs, v);
+            let n = all.len();
+            let (h, t) = (PATH_HEAD, PATH_TAIL);
+            if n <= h + t {
+                assert_eq!((&kept.nodes, kept.left_out), (&all, 0));
+            } else {
+                let mut ends = all[..h].to_vec();
+                ends.extend_from_slice(&all[n - t..]);
+                assert_eq!(kept.nodes, ends);
+                assert_eq!((kept.cut, kept.left_out), (h, (n - h - t) as u64));
+                assert_eq!(kept.first_left_out, all[h]);
+            }
+        }
+        let once: u64 = DEPTH + SIDES.iter().sum::<u64>();
+        assert!(
+            memo.hops <= once,
+            "{} steps walked above the ends of {} paths ({once} would do)",
+            memo.hops,
+            leaves.len()
+        );
+    }
+}

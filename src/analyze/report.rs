@@ -12,6 +12,20 @@
 //!   `paths`): `gcRoot` is then "System Class" and `path[]` starts with the static field
 //!   (issue 32; before, it started at the dump's root, often a class loader's list of classes,
 //!   so the signatures of such paths changed with it).
+//! - The report's size is bounded whatever the dump (issue 39): a path keeps at most
+//!   `paths::PATH_HEAD` + `paths::PATH_TAIL` objects, its start and its end; `gcPaths[]` at most
+//!   [`MAX_GC_PATHS`] entries, `leakObjects[]` [`MAX_LEAK_OBJECTS`], `classInfos[]`
+//!   [`MAX_CLASS_INFOS`], `dominators[]` `Config::top_n`; what the lists leave out is counted in
+//!   `analysis.leftOut` (absent when nothing is). Class and field names are the dump's, whole.
+//! - A cut path: `stepsLeftOut` (on the `gcPaths[]` or `dominators[]` entry) objects were left
+//!   out; in `path[]` one item of `referenceType` `LEFT_OUT` (reference "… N steps left out …")
+//!   stands for them, after the item of the reference to the first of them, and the signature
+//!   hashes that item as a step. The trace says so in `leftOut` (see below).
+//! - The report phase holds, besides the suspects, the union of the kept parts of their paths;
+//!   only the groups kept have their paths named (items) and traced. A suspect's signature is
+//!   hashed step by step from a fresh walk of its path (walked twice: for pass 3, then to group;
+//!   paths through one object above their last `paths::PATH_TAIL` walk above it once, see
+//!   `paths::Memo`).
 //! - A full dump and its `arrays`-stripped twin give the same report: nothing here reads the
 //!   contents of a primitive array (a thread's name, a string's text). Thread names come from
 //!   the incident's `runningInfo.javaThreads`, which the agent lists at the verdict.
@@ -42,7 +56,9 @@
 //!     "referenceType": "static field" | "instance field" | "array element" | "other" | null,
 //!     "suspect": true,                       // whether that reference is a suspect
 //!     "retainedSize": 12345                  // bytes, as `retainedSize` elsewhere
-//!   } ]
+//!   } ],
+//!   "leftOut": { "after": 29, "steps": 99992 }   // only on a cut path: objects left out after
+//!                                    // nodes[after], whose reference is to the first of them
 //! }
 //! ```
 //! `root` names a class and its first static field, or the dump's root and the object it holds
@@ -54,13 +70,14 @@
 use super::arrays::{bit, set_bit};
 use super::dominators::{Dominators, UNREACHED};
 use super::index::{Index, Role};
-use super::paths::{root_name, Pass3, Paths, Ref};
+use super::paths::{root_name, Kept, Memo, Pass3, Paths, Ref};
 use super::trace::{self, Both, Fields, Inspector, Trace};
 use super::{Config, Error, Input, Timings};
 use serde::Serialize;
 use sha1::{Digest, Sha1};
+use std::cell::RefCell;
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet};
 
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -105,7 +122,30 @@ pub struct AnalysisInfo {
     /// size, alignment, and whether references are compressed (decided from the dump as MAT
     /// does). `java.lang.ref.Reference.referent` is never a strong reference.
     pub sizes: crate::analyze::index::Conventions,
+    /// Entries over the report's bounds, not listed; absent when nothing was left out.
+    #[serde(skip_serializing_if = "LeftOut::is_empty")]
+    pub left_out: LeftOut,
     pub timings: Timings,
+}
+
+/// Entries left out of the report's lists by its bounds ([`MAX_GC_PATHS`],
+/// [`MAX_LEAK_OBJECTS`], [`MAX_CLASS_INFOS`]).
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct LeftOut {
+    pub gc_paths: u64,
+    pub leak_objects: u64,
+    pub class_infos: u64,
+}
+
+impl LeftOut {
+    fn is_empty(&self) -> bool {
+        *self == LeftOut::default()
+    }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
@@ -132,6 +172,10 @@ pub struct GcPath {
     pub gc_root: String,
     pub signature: String,
     pub path: Vec<PathItem>,
+    /// Objects of a long path left out between its start and its end (see `paths::Kept`): in
+    /// `path[]`, one `LEFT_OUT` item stands for them. Absent when none are.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub steps_left_out: u64,
     /// Our additions: the leaking class and what the instances on this path retain together.
     pub class_name: String,
     pub retained_size: u64,
@@ -161,6 +205,9 @@ pub struct DominatorGroup {
     pub gc_root: String,
     pub signature: String,
     pub path: Vec<PathItem>,
+    /// As `GcPath::steps_left_out`.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub steps_left_out: u64,
     /// The path of the largest object of the group as a leak trace.
     pub trace: Trace,
 }
@@ -233,15 +280,38 @@ struct Suspect {
     detail: String,
 }
 
-/// A named path: the root's tag name, the items, and the signature; the nodes and the tag of
-/// the first.
+/// A named path: the root's tag name, the items (if asked for), and the signature; the path
+/// and the tag of its first node.
 struct Named {
     gc_root: String,
     items: Vec<PathItem>,
     signature: String,
-    path: Vec<u32>,
+    path: Kept,
     tag: u8,
 }
+
+/// A group of objects with one path signature (of suspects, or of dominator candidates) before
+/// its path is named: `rep` is its first (largest) object, `detail` that one's detector detail.
+#[derive(Clone)]
+struct Group {
+    reason: String,
+    class_name: String,
+    gc_root: String,
+    signature: String,
+    count: u64,
+    retained: u64,
+    rep: u32,
+    detail: String,
+}
+
+/// `gcPaths[]` entries kept in all: the largest by instances, then retained size (see
+/// [`keep_largest`]); the others are counted in `analysis.leftOut.gcPaths`.
+pub const MAX_GC_PATHS: usize = 100;
+/// `leakObjects[]` entries kept in all: the largest retained; the others are counted in
+/// `analysis.leftOut.leakObjects` (their groups still count them).
+pub const MAX_LEAK_OBJECTS: usize = 1000;
+/// `classInfos[]` entries kept in all: the most leaking, then the most numerous classes.
+pub const MAX_CLASS_INFOS: usize = 500;
 
 pub(crate) fn build(
     ix: &Index,
@@ -269,151 +339,119 @@ pub(crate) fn build(
         (suspects, top_candidates(super::joined(h), rest, want))
     });
 
-    // --- Name the paths (pass 3 over the file for the references along them).
-    let mut chains: HashMap<u32, Vec<u32>> = HashMap::new();
+    // --- Name the paths (pass 3 over the file for the references along them). Each path is
+    // walked here and again below, never kept: what this holds is the union of the kept parts
+    // of the paths (at most PATH_HEAD + PATH_TAIL objects each), not a path per suspect.
+    // Paths through one object above their ends (suspects in one collection) walk up once.
+    let memo = RefCell::new(Memo::default());
+    let walk = |v: u32| bfs.path_memo(ix, v, &mut memo.borrow_mut());
+    let mut wanted: HashSet<(u64, u64)> = HashSet::new();
+    let mut on_paths: HashSet<u64> = HashSet::new();
     for v in suspects
         .iter()
         .map(|s| s.node)
         .chain(cands.iter().map(|c| c.1))
     {
-        chains.entry(v).or_insert_with(|| bfs.path(ix, v));
-    }
-    let mut wanted = Vec::new();
-    let mut on_paths = Vec::new();
-    for c in chains.values() {
-        for w in c.windows(2) {
-            wanted.push((ix.ids[w[0] as usize], ix.ids[w[1] as usize]));
-        }
-        on_paths.extend(c.iter().map(|&v| ix.ids[v as usize]));
+        let k = walk(v);
+        wanted.extend(
+            k.edges()
+                .map(|(x, y)| (ix.ids[x as usize], ix.ids[y as usize])),
+        );
+        on_paths.extend(k.nodes.iter().map(|&v| ix.ids[v as usize]));
     }
     // Pass 3 also keeps the fields of the instances on the paths that its pieces hold.
-    let mut fields = Fields::new(on_paths);
-    let mut p3 = Pass3::new(ix, wanted);
+    let mut fields = Fields::new(on_paths.into_iter().collect());
+    let mut p3 = Pass3::new(ix, wanted.into_iter().collect());
     let mut parents: Vec<u64> = p3.wanted.iter().map(|w| w.0).collect();
     parents.dedup();
     input.pass_segments(&ix.segments, &parents, &mut Both(&mut p3, &mut fields))?;
-    let mut named: HashMap<u32, Named> = HashMap::new();
-    for (v, chain) in chains {
-        named.insert(v, name_chain(ix, bfs, &p3, chain, v));
-    }
+    // A path's name and signature, without its items (grouping), or with them (the groups
+    // kept: their first object's).
+    let sign = |v: u32| name_path(ix, bfs, &p3, walk(v), v, false);
+    let named = |v: u32| name_path(ix, bfs, &p3, walk(v), v, true);
 
-    // --- gcPaths and leakObjects; each group with its first (largest) object and its detail.
-    type Group = (GcPath, u32, String);
-    let mut groups: BTreeMap<(String, String), BTreeMap<String, Group>> = BTreeMap::new();
-    let mut leak_objects = Vec::new();
-    let mut leak_counts: HashMap<u32, u64> = HashMap::new();
-    for s in &suspects {
-        let nm = &named[&s.node];
-        let cname = ix.class_name(s.node);
-        *leak_counts.entry(ix.class_of[s.node as usize]).or_default() += 1;
-        let ret = dom.retained(s.node);
-        let g = groups
-            .entry((s.reason.clone(), cname.clone()))
-            .or_default()
-            .entry(nm.signature.clone())
-            .or_insert_with(|| {
-                let g = GcPath {
-                    instance_count: 0,
-                    leak_reason: s.reason.clone(),
-                    gc_root: nm.gc_root.clone(),
-                    signature: nm.signature.clone(),
-                    path: nm.items.clone(),
-                    class_name: cname.clone(),
-                    retained_size: 0,
-                    trace: Trace::default(),
-                };
-                (g, s.node, s.detail.clone())
-            });
-        g.0.instance_count += 1;
-        g.0.retained_size += ret;
-        leak_objects.push(LeakObject {
-            class_name: cname,
-            size: ix.shallow[s.node as usize] as u64,
-            retained_size: ret,
-            object_id: ix.ids[s.node as usize],
-            leak_reason: s.reason.clone(),
-            ext_detail: s.detail.clone(),
-            signature: nm.signature.clone(),
-        });
-    }
+    // --- gcPaths and leakObjects: suspects grouped by (reason, class, signature).
+    let listed = listed_suspects(&suspects, dom, MAX_LEAK_OBJECTS);
+    let mut left_out = LeftOut {
+        leak_objects: (suspects.len() - listed.len()) as u64,
+        ..LeftOut::default()
+    };
+    let (mut groups, leak_objects, leak_counts) =
+        group_suspects(ix, dom, &suspects, &listed, &sign);
 
     // --- dominators[]: candidates grouped by class and path shape, each with its first object.
-    let mut dgroups: Vec<(DominatorGroup, u32)> = Vec::new();
-    let mut dindex: HashMap<(String, String), usize> = HashMap::new();
-    for &(r, v) in &cands {
-        let nm = &named[&v];
-        let cname = ix.class_name(v);
-        let key = (cname.clone(), nm.signature.clone());
-        match dindex.get(&key) {
-            Some(&i) => {
-                dgroups[i].0.retained_size += r;
-                dgroups[i].0.count += 1;
-            }
-            None => {
-                dindex.insert(key, dgroups.len());
-                let d = DominatorGroup {
-                    class_name: cname,
-                    retained_size: r,
-                    count: 1,
-                    gc_root: nm.gc_root.clone(),
-                    signature: nm.signature.clone(),
-                    path: nm.items.clone(),
-                    trace: Trace::default(),
-                };
-                dgroups.push((d, v));
-            }
-        }
-    }
-    dgroups.sort_by(|(a, _), (b, _)| {
-        b.retained_size
-            .cmp(&a.retained_size)
-            .then(a.class_name.cmp(&b.class_name))
-    });
-    dgroups.truncate(cfg.top_n);
-    for (d, v) in &dgroups {
-        if d.retained_size >= cfg.large_retained_bytes {
-            let g = GcPath {
-                instance_count: d.count,
-                leak_reason: LARGE_RETAINED.into(),
-                gc_root: d.gc_root.clone(),
-                signature: d.signature.clone(),
-                path: d.path.clone(),
-                class_name: d.class_name.clone(),
-                retained_size: d.retained_size,
-                trace: Trace::default(),
+    let dgroups = group_candidates(ix, &cands, &sign, cfg.top_n);
+    for d in &dgroups {
+        if d.retained >= cfg.large_retained_bytes {
+            let g = Group {
+                reason: LARGE_RETAINED.into(),
+                ..d.clone()
             };
             groups
                 .entry((LARGE_RETAINED.into(), d.class_name.clone()))
                 .or_default()
-                .insert(d.signature.clone(), (g, *v, String::new()));
+                .insert(d.signature.clone(), g);
         }
     }
     let mut gc_paths: Vec<Group> = Vec::new();
     for (_, sigs) in groups {
         let mut v: Vec<Group> = sigs.into_values().collect();
-        v.sort_by(|(a, ..), (b, ..)| {
-            b.instance_count
-                .cmp(&a.instance_count)
-                .then(b.retained_size.cmp(&a.retained_size))
-        });
+        v.sort_by(|a, b| b.count.cmp(&a.count).then(b.retained.cmp(&a.retained)));
         v.truncate(cfg.max_paths_per_class);
         gc_paths.extend(v);
     }
+    left_out.gc_paths = keep_largest(&mut gc_paths, MAX_GC_PATHS, |g| (g.count, g.retained));
+    // Only the groups kept have their paths named.
+    let gc_paths: Vec<(GcPath, Named, String)> = gc_paths
+        .into_iter()
+        .map(|g| {
+            let nm = named(g.rep);
+            let p = GcPath {
+                instance_count: g.count,
+                leak_reason: g.reason,
+                gc_root: g.gc_root,
+                signature: g.signature,
+                path: nm.items.clone(),
+                steps_left_out: nm.path.left_out,
+                class_name: g.class_name,
+                retained_size: g.retained,
+                trace: Trace::default(),
+            };
+            (p, nm, g.detail)
+        })
+        .collect();
+    let dgroups: Vec<(DominatorGroup, Named)> = dgroups
+        .into_iter()
+        .map(|g| {
+            let nm = named(g.rep);
+            let d = DominatorGroup {
+                class_name: g.class_name,
+                retained_size: g.retained,
+                count: g.count,
+                gc_root: g.gc_root,
+                signature: g.signature,
+                path: nm.items.clone(),
+                steps_left_out: nm.path.left_out,
+                trace: Trace::default(),
+            };
+            (d, nm)
+        })
+        .collect();
 
     // --- Leak traces of the groups kept. The instances on their paths whose fields pass 3 did
     // not see (the last object of a path is no parent) are read now: the few pieces they are in.
     let on_traces: Vec<u32> = gc_paths
         .iter()
-        .map(|g| g.1)
-        .chain(dgroups.iter().map(|d| d.1))
-        .flat_map(|v| {
+        .map(|g| &g.1)
+        .chain(dgroups.iter().map(|d| &d.1))
+        .flat_map(|nm| {
             // Each path's objects, and the thread a path on a thread starts on (its `tid`).
-            let nm = &named[&v];
             let thread = nm
                 .path
+                .nodes
                 .first()
                 .and_then(|&s| trace::thread_object(ix, s, nm.tag));
-            nm.path.iter().copied().chain(thread)
+            nm.path.nodes.iter().copied().chain(thread)
         })
         .collect();
     let read = |ids: Vec<u64>| -> Result<HashMap<u64, (u64, Vec<u8>)>, Error> {
@@ -444,26 +482,160 @@ pub(crate) fn build(
     Inspector::read_context_wrappers(ix, &on_traces, &mut fields.got, read)?;
     let ins = Inspector::new(ix, &fields.got);
     let names = trace::thread_names(&running_info);
-    let trace_of = |v: u32, end: Option<(&str, &str)>| {
-        let nm = &named[&v];
+    let trace_of = |nm: &Named, end: Option<(&str, &str)>| {
         trace::build(ix, dom, &p3, &ins, &names, &nm.path, nm.tag, end)
     };
     let gc_paths: Vec<GcPath> = gc_paths
         .into_iter()
-        .map(|(mut g, v, detail)| {
-            g.trace = trace_of(v, Some((&g.leak_reason, &detail)));
+        .map(|(mut g, nm, detail)| {
+            g.trace = trace_of(&nm, Some((&g.leak_reason, &detail)));
             g
         })
         .collect();
     let dgroups: Vec<DominatorGroup> = dgroups
         .into_iter()
-        .map(|(mut d, v)| {
-            d.trace = trace_of(v, None);
+        .map(|(mut d, nm)| {
+            d.trace = trace_of(&nm, None);
             d
         })
         .collect();
 
     // --- classInfos: every class a detector looks at, with its live and leaking counts.
+    let mut class_infos = class_infos(ix, &leak_counts);
+    left_out.class_infos = keep_largest(&mut class_infos, MAX_CLASS_INFOS, |c| {
+        (c.leak_instance_count, c.instance_count)
+    });
+
+    let st = &ix.stats;
+    Ok(Report {
+        running_info,
+        analysis: AnalysisInfo {
+            format: ix.header.format.to_string(),
+            id_size: ix.header.id_size,
+            input_bytes: 0,
+            objects: st.objects,
+            reachable_objects: dom.reachable(),
+            references: st.edges,
+            gc_roots: dom.roots_used.len() as u64,
+            reachable_bytes: dom.retained_at(0),
+            missing_references: st.missing_refs,
+            missing_roots: st.missing_roots,
+            stripped_arrays: st.stripped_arrays,
+            duplicate_ids: st.duplicate_ids,
+            unknown_class_instances: st.unknown_class,
+            short_instances: st.short_instances,
+            parse_parts: 1,
+            snapshots: 1,
+            snapshot: 1,
+            sizes: ix.sizes,
+            left_out,
+            timings: Timings::default(),
+        },
+        class_infos,
+        gc_paths,
+        leak_objects,
+        dominators: dgroups,
+    })
+}
+
+/// Groups by (reason, class) then signature, each with its first object.
+type Groups = BTreeMap<(String, String), BTreeMap<String, Group>>;
+
+/// The suspects grouped by (reason, class, signature), each group with its first (largest)
+/// object and its detail; the `leakObjects[]` entries of the suspects `listed` (sorted
+/// indices); the suspects per class.
+fn group_suspects(
+    ix: &Index,
+    dom: &Dominators,
+    suspects: &[Suspect],
+    listed: &[usize],
+    sign: &dyn Fn(u32) -> Named,
+) -> (Groups, Vec<LeakObject>, HashMap<u32, u64>) {
+    let mut groups: Groups = BTreeMap::new();
+    let mut leak_objects = Vec::new();
+    let mut leak_counts: HashMap<u32, u64> = HashMap::new();
+    for (i, s) in suspects.iter().enumerate() {
+        let nm = sign(s.node);
+        let cname = ix.class_name(s.node);
+        *leak_counts.entry(ix.class_of[s.node as usize]).or_default() += 1;
+        let ret = dom.retained(s.node);
+        let g = groups
+            .entry((s.reason.clone(), cname.clone()))
+            .or_default()
+            .entry(nm.signature.clone())
+            .or_insert_with(|| Group {
+                reason: s.reason.clone(),
+                class_name: cname.clone(),
+                gc_root: nm.gc_root.clone(),
+                signature: nm.signature.clone(),
+                count: 0,
+                retained: 0,
+                rep: s.node,
+                detail: s.detail.clone(),
+            });
+        g.count += 1;
+        g.retained += ret;
+        if listed.binary_search(&i).is_ok() {
+            leak_objects.push(LeakObject {
+                class_name: cname,
+                size: ix.shallow[s.node as usize] as u64,
+                retained_size: ret,
+                object_id: ix.ids[s.node as usize],
+                leak_reason: s.reason.clone(),
+                ext_detail: s.detail.clone(),
+                signature: nm.signature,
+            });
+        }
+    }
+
+    (groups, leak_objects, leak_counts)
+}
+
+/// The dominator candidates grouped by class and path signature, each with its first object;
+/// the `top_n` that retain the most.
+fn group_candidates(
+    ix: &Index,
+    cands: &[(u64, u32)],
+    sign: &dyn Fn(u32) -> Named,
+    top_n: usize,
+) -> Vec<Group> {
+    let mut dgroups: Vec<Group> = Vec::new();
+    let mut dindex: HashMap<(String, String), usize> = HashMap::new();
+    for &(r, v) in cands {
+        let nm = sign(v);
+        let cname = ix.class_name(v);
+        let key = (cname.clone(), nm.signature.clone());
+        match dindex.get(&key) {
+            Some(&i) => {
+                dgroups[i].retained += r;
+                dgroups[i].count += 1;
+            }
+            None => {
+                dindex.insert(key, dgroups.len());
+                dgroups.push(Group {
+                    reason: String::new(),
+                    class_name: cname,
+                    gc_root: nm.gc_root,
+                    signature: nm.signature,
+                    count: 1,
+                    retained: r,
+                    rep: v,
+                    detail: String::new(),
+                });
+            }
+        }
+    }
+    dgroups.sort_by(|a, b| {
+        b.retained
+            .cmp(&a.retained)
+            .then(a.class_name.cmp(&b.class_name))
+    });
+    dgroups.truncate(top_n);
+    dgroups
+}
+
+/// `classInfos[]`: every class a detector looks at, with its live and leaking counts.
+fn class_infos(ix: &Index, leak_counts: &HashMap<u32, u64>) -> Vec<ClassInfo> {
     let mut class_infos = Vec::new();
     let mut agg: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
     for (ci, c) in ix.classes.iter().enumerate() {
@@ -502,35 +674,7 @@ pub(crate) fn build(
         }
     }
 
-    let st = &ix.stats;
-    Ok(Report {
-        running_info,
-        analysis: AnalysisInfo {
-            format: ix.header.format.to_string(),
-            id_size: ix.header.id_size,
-            input_bytes: 0,
-            objects: st.objects,
-            reachable_objects: dom.reachable(),
-            references: st.edges,
-            gc_roots: dom.roots_used.len() as u64,
-            reachable_bytes: dom.retained_at(0),
-            missing_references: st.missing_refs,
-            missing_roots: st.missing_roots,
-            stripped_arrays: st.stripped_arrays,
-            duplicate_ids: st.duplicate_ids,
-            unknown_class_instances: st.unknown_class,
-            short_instances: st.short_instances,
-            parse_parts: 1,
-            snapshots: 1,
-            snapshot: 1,
-            sizes: ix.sizes,
-            timings: Timings::default(),
-        },
-        class_infos,
-        gc_paths,
-        leak_objects,
-        dominators: dgroups,
-    })
+    class_infos
 }
 
 /// The detectors' findings on reachable objects, plus the counted roles (windows, native
@@ -624,6 +768,40 @@ fn leak_suspects(ix: &Index, dom: &Dominators, cfg: &Config) -> Vec<Suspect> {
     keep
 }
 
+/// Keep the `max` entries of `v` with the largest `key` (ties: the earlier), in their order;
+/// the number dropped.
+fn keep_largest<T, K: Ord>(v: &mut Vec<T>, max: usize, key: impl Fn(&T) -> K) -> u64 {
+    if v.len() <= max {
+        return 0;
+    }
+    let mut order: Vec<usize> = (0..v.len()).collect();
+    order.sort_by(|&a, &b| key(&v[b]).cmp(&key(&v[a])).then(a.cmp(&b)));
+    let mut keep = vec![false; v.len()];
+    for &i in &order[..max] {
+        keep[i] = true;
+    }
+    let dropped = (v.len() - max) as u64;
+    let mut i = 0;
+    v.retain(|_| {
+        i += 1;
+        keep[i - 1]
+    });
+    dropped
+}
+
+/// The indices (sorted) of the suspects listed in `leakObjects[]`: all, or the `max` that
+/// retain the most (ties: the earlier).
+fn listed_suspects(suspects: &[Suspect], dom: &Dominators, max: usize) -> Vec<usize> {
+    let mut idx: Vec<usize> = (0..suspects.len()).collect();
+    if idx.len() > max {
+        let key = |i: usize| (Reverse(dom.retained(suspects[i].node)), i);
+        idx.sort_by_key(|&i| key(i));
+        idx.truncate(max);
+        idx.sort_unstable();
+    }
+    idx
+}
+
 /// Class objects, and every object that dominates one (class loaders, their class lists), are
 /// "holders": static fields act as roots, as they do for LeakCanary. One bit each, by the
 /// dominators' own numbering.
@@ -698,18 +876,31 @@ fn top_candidates(
     cands
 }
 
-/// Describe the chain of nodes from a root to `v`.
-fn name_chain(ix: &Index, bfs: &Paths, p3: &Pass3<'_>, chain: Vec<u32>, v: u32) -> Named {
+/// Describe `path`, the path to `v`: its root's name, its signature (streamed: the steps are
+/// hashed one at a time), and KOOM's items if `with_items`. Where objects are left out, one
+/// `LEFT_OUT` item and step ("… N steps left out …") stands for them, after the reference to the
+/// first of them.
+fn name_path(
+    ix: &Index,
+    bfs: &Paths,
+    p3: &Pass3<'_>,
+    path: Kept,
+    v: u32,
+    with_items: bool,
+) -> Named {
     let mut items = Vec::new();
-    let mut shape = Vec::new();
-    let tag = chain.first().map_or(0, |&r| bfs.start_tag(ix, r));
-    let gc_root = match chain.first() {
+    let mut h = Sha1::new();
+    let mut shape = |s: &str| {
+        h.update(s.as_bytes());
+        h.update(b"\n");
+    };
+    let tag = path.nodes.first().map_or(0, |&r| bfs.start_tag(ix, r));
+    let gc_root = match path.nodes.first() {
         Some(_) => root_name(tag).to_string(),
         None => "Unreachable".to_string(),
     };
-    shape.push(gc_root.clone());
-    for w in chain.windows(2) {
-        let (x, y) = (w[0], w[1]);
+    shape(&gc_root);
+    for (j, (x, y)) in path.edges().enumerate() {
         let owner = ix.class_name(x);
         let r = p3.get(ix.ids[x as usize], ix.ids[y as usize]);
         let (reference, kind, declared, step) = match r {
@@ -766,30 +957,40 @@ fn name_chain(ix: &Index, bfs: &Paths, p3: &Pass3<'_>, chain: Vec<u32>, v: u32) 
                 format!("{owner}.?"),
             ),
         };
-        shape.push(step);
-        items.push(PathItem {
-            reference,
-            reference_type: kind.into(),
-            declared_class: declared,
-        });
+        shape(&step);
+        if with_items {
+            items.push(PathItem {
+                reference,
+                reference_type: kind.into(),
+                declared_class: declared,
+            });
+        }
+        if path.left_out > 0 && j + 1 == path.cut {
+            let gap = format!("… {} steps left out …", path.left_out);
+            shape(&gap);
+            if with_items {
+                items.push(PathItem {
+                    reference: gap,
+                    reference_type: "LEFT_OUT".into(),
+                    declared_class: String::new(),
+                });
+            }
+        }
     }
     let leak = ix.class_name(v);
-    shape.push(leak.clone());
-    items.push(PathItem {
-        reference: leak.clone(),
-        reference_type: "LEAKING_INSTANCE".into(),
-        declared_class: leak,
-    });
-    let mut h = Sha1::new();
-    for s in &shape {
-        h.update(s.as_bytes());
-        h.update(b"\n");
+    shape(&leak);
+    if with_items {
+        items.push(PathItem {
+            reference: leak.clone(),
+            reference_type: "LEAKING_INSTANCE".into(),
+            declared_class: leak,
+        });
     }
     Named {
         gc_root,
         items,
         signature: hex::encode(h.finalize()),
-        path: chain,
+        path,
         tag,
     }
 }

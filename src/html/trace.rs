@@ -65,7 +65,7 @@ pub fn short_path(root: &str, steps: &[Step], more_steps: u64) -> String {
 }
 
 /// The steps of a leak group's path (`trace.nodes` if present, else KOOM's `path`), and how
-/// many were left out when it was read.
+/// many were left out when it was read or by the analyser (`trace.leftOut`).
 pub fn steps(leak: &Value) -> (String, Vec<Step>, u64) {
     if let Some(t) = leak.get("trace").filter(|t| t.is_object()) {
         let (nodes, left) = list(t, "nodes");
@@ -77,7 +77,8 @@ pub fn steps(leak: &Value) -> (String, Vec<Step>, u64) {
                 reference: text(n, "reference").map(str::to_string),
             })
             .collect();
-        return (root, steps, left);
+        let cut = t.get("leftOut").and_then(|c| num(c, "steps")).unwrap_or(0);
+        return (root, steps, left + cut);
     }
     let (items, left) = list(leak, "path");
     let root = text(leak, "gcRoot").unwrap_or("").to_string();
@@ -135,7 +136,11 @@ fn with_trace(h: &mut String, t: &Value) {
     );
     let (nodes, left) = list(t, "nodes");
     let shown = nodes.len().min(MAX_NODES);
-    for n in &nodes[..shown] {
+    // A long path's middle, left out by the analyser after node `after`.
+    let cut = t
+        .get("leftOut")
+        .and_then(|c| Some((num(c, "after")?, num(c, "steps")?)));
+    for (i, n) in nodes[..shown].iter().enumerate() {
         // Only a known status becomes a class name.
         let status = ["LEAKING", "NOT_LEAKING"]
             .into_iter()
@@ -164,6 +169,9 @@ fn with_trace(h: &mut String, t: &Value) {
             );
         }
         h.push_str("</li>\n");
+        if let Some((_, steps)) = cut.filter(|&(after, _)| after == i as u64) {
+            let _ = writeln!(h, "<li class=\"more\">… {steps} steps left out …</li>");
+        }
     }
     let left = left + (nodes.len() - shown) as u64;
     if left > 0 {
@@ -262,5 +270,28 @@ mod tests {
             {"reference":"a.Act","referenceType":"LEAKING_INSTANCE","declaredClass":"a.Act"}]});
         let (root, steps, _) = steps(&koom);
         assert_eq!(short_path(&root, &steps, 0), "Local variable › B.mX › Act");
+    }
+
+    /// A path the analyser cut shows where and how much it left out, on the page and in the
+    /// short form.
+    #[test]
+    fn a_cut_path_says_what_was_left_out() {
+        let n = |c: &str, r: Option<&str>| serde_json::json!({"className": c, "reference": r});
+        let g = serde_json::json!({"className": "a.Act", "trace": {
+            "rootKind": "JNI global", "root": "r",
+            "nodes": [n("a.Node", Some("next")), n("a.Node", Some("next")), n("a.Act", None)],
+            "leftOut": {"after": 0, "steps": 5}}});
+        let mut h = String::new();
+        leak(&mut h, &g, "x");
+        let first = h.find("<code class=\"cls\">a.Node").unwrap();
+        let gap = h.find("… 5 steps left out …").expect(&h);
+        let second = h[first + 1..].find("<code class=\"cls\">a.Node").unwrap() + first + 1;
+        assert!(first < gap && gap < second, "{h}");
+        let (root, st, left) = steps(&g);
+        assert_eq!(left, 5);
+        assert_eq!(
+            short_path(&root, &st, left),
+            "JNI global › Node.next › … 5 more … › Node.next › Act"
+        );
     }
 }

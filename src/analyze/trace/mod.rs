@@ -22,6 +22,10 @@
 //! References are named `sHistory` (`static field`), `elementData` (`instance field`), `[4]`
 //! (`array element`); an object's reference to its class, its superclass or its loader is
 //! `<class>`, `<super>`, `<loader>` of type `other`, an unknown one `?`.
+//!
+//! A long path comes cut (`paths::Kept`): its nodes are its start and its end, and `leftOut`
+//! says after which node how many objects were left out; that node's reference is the real one,
+//! to the first of them. The steps above run over the nodes kept.
 #![forbid(unsafe_code)]
 
 mod inspect;
@@ -37,7 +41,7 @@ pub use text::LeakTraces;
 
 use super::dominators::{Dominators, UNREACHED};
 use super::index::Index;
-use super::paths::{Pass3, Ref};
+use super::paths::{Kept, Pass3, Ref};
 use crate::hprof::{Sub, Visitor};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -71,6 +75,18 @@ pub struct Trace {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub thread: Option<TraceThread>,
     pub nodes: Vec<TraceNode>,
+    /// Where a long path was cut (see `paths::Kept`); absent when it was not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub left_out: Option<LeftOut>,
+}
+
+/// Objects of a long path left out of `nodes`: `steps` of them after `nodes[after]` (whose
+/// `reference` is to the first of them).
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct LeftOut {
+    pub after: usize,
+    pub steps: u64,
 }
 
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
@@ -165,7 +181,7 @@ fn reference(ix: &Index, r: &Ref) -> (String, &'static str) {
     }
 }
 
-/// The trace of `path` (from [`crate::analyze::paths::Paths::path`]), whose start has tag
+/// The trace of `path` (from [`crate::analyze::paths::Paths::path`], maybe cut), whose start has tag
 /// `tag`. `end` is the detector's (reason, detail) for a leak, `None` for a dominator;
 /// `names` the process's thread names by Java thread id ([`thread_names`]).
 #[allow(clippy::too_many_arguments)]
@@ -175,13 +191,14 @@ pub(crate) fn build(
     p3: &Pass3<'_>,
     ins: &Inspector<'_>,
     names: &HashMap<i64, String>,
-    path: &[u32],
+    kept: &Kept,
     tag: u8,
     end: Option<(&str, &str)>,
 ) -> Trace {
-    let refs: Vec<Ref> = path
-        .windows(2)
-        .map(|w| p3.get(ix.ids[w[0] as usize], ix.ids[w[1] as usize]))
+    let path = &kept.nodes;
+    let refs: Vec<Ref> = kept
+        .edges()
+        .map(|(x, y)| p3.get(ix.ids[x as usize], ix.ids[y as usize]))
         .collect();
     let (root_kind, root, thread) = match path.first() {
         Some(&s) => root::root_words(ix, ins, names, s, tag, refs.first()),
@@ -233,11 +250,16 @@ pub(crate) fn build(
         }
     }
     propagate(&mut nodes, |a, b| dominates(dom, path[a], path[b]));
+    let left_out = (kept.left_out > 0).then(|| LeftOut {
+        after: kept.cut - 1,
+        steps: kept.left_out,
+    });
     Trace {
         root_kind,
         root,
         thread,
         nodes,
+        left_out,
     }
 }
 

@@ -1,5 +1,6 @@
 //! The leak traces as plain text for a terminal: no colour, one object per line with its status,
-//! and between two objects the reference, marked `~~~ suspect` where it is one. Text from the
+//! and between two objects the reference, marked `~~~ suspect` where it is one; where a long
+//! path was cut, a line "… N steps left out …" after the reference to the first. Text from the
 //! dump (class and field names) has its control characters replaced by `?`, so a dump cannot
 //! send escape sequences to the terminal.
 #![forbid(unsafe_code)]
@@ -64,6 +65,9 @@ pub fn write_trace(f: &mut fmt::Formatter<'_>, t: &Trace) -> fmt::Result {
             };
             let mark = if n.suspect { "~~~ suspect" } else { "" };
             col(f, &step, mark, W)?;
+        }
+        if let Some(cut) = t.left_out.as_ref().filter(|c| c.after == i) {
+            writeln!(f, "      … {} steps left out …", cut.steps)?;
         }
     }
     Ok(())
