@@ -106,7 +106,12 @@ fn one_snapshot_of_two_is_analysed_the_last_by_default() {
                 ..cfg.clone()
             };
             let e = analyze::analyze(input, &third, serde_json::Value::Null).unwrap_err();
-            assert!(e.to_string().contains("snapshot 3"), "{e}");
+            assert!(
+                e.to_string().contains(
+                    "snapshot 3 asked for, but the file holds 2 (counted from 1: 1 to 2)"
+                ),
+                "{e}"
+            );
         }
     }
 }

@@ -160,7 +160,10 @@ pub(super) fn choose(
         Some(k) => {
             return Err(Error::Input {
                 offset: 0,
-                what: format!("snapshot {k} asked for, but the file holds {n}"),
+                what: format!(
+                    "snapshot {k} asked for, but the file holds {n} (counted from 1: 1 to {})",
+                    n.max(1)
+                ),
             })
         }
     };
