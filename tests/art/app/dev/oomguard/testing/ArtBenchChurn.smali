@@ -1,0 +1,43 @@
+# The ART dump bench's allocation churn (-Dbench.churn=N starts N of these before the dumps):
+# allocates 64 KiB byte[] without pause into a ring of 16 (so 1 MiB stays live and the rest is
+# garbage at once) until stop is set, counting them in allocated (when it stops). The heap task daemon's
+# concurrent GCs, which this allocation keeps requesting, are then in flight at any moment: the
+# fork dumper's GC critical section has to wait for the running one.
+.class public Ldev/oomguard/testing/ArtBenchChurn;
+.super Ljava/lang/Thread;
+
+.field static volatile stop:Z
+.field static volatile allocated:J
+
+.method public constructor <init>(Ljava/lang/String;)V
+    .registers 2
+    invoke-direct {p0, p1}, Ljava/lang/Thread;-><init>(Ljava/lang/String;)V
+    return-void
+.end method
+
+.method public run()V
+    .registers 8
+    const/16 v0, 0x10
+    new-array v1, v0, [Ljava/lang/Object;
+    const/4 v2, 0x0
+    const/4 v4, 0x0
+    :loop
+    sget-boolean v3, Ldev/oomguard/testing/ArtBenchChurn;->stop:Z
+    if-nez v3, :end
+    const/high16 v3, 0x10000
+    new-array v3, v3, [B
+    aput-object v3, v1, v2
+    add-int/lit8 v2, v2, 0x1
+    rem-int v2, v2, v0
+    add-int/lit8 v4, v4, 0x1
+    goto :loop
+    :end
+    const-class v3, Ldev/oomguard/testing/ArtBenchChurn;
+    monitor-enter v3
+    sget-wide v0, Ldev/oomguard/testing/ArtBenchChurn;->allocated:J
+    int-to-long v5, v4
+    add-long/2addr v0, v5
+    sput-wide v0, Ldev/oomguard/testing/ArtBenchChurn;->allocated:J
+    monitor-exit v3
+    return-void
+.end method
