@@ -1,6 +1,6 @@
 # The ART dump bench's allocation churn (-Dbench.churn=N starts N of these before the dumps):
 # allocates 64 KiB byte[] without pause into a ring of 16 (so 1 MiB stays live and the rest is
-# garbage at once) until stop is set, counting them in allocated (when it stops). The heap task daemon's
+# garbage at once) until stop is set, counting them in allocated (every 256). The heap task daemon's
 # concurrent GCs, which this allocation keeps requesting, are then in flight at any moment: the
 # fork dumper's GC critical section has to wait for the running one.
 .class public Ldev/oomguard/testing/ArtBenchChurn;
@@ -30,14 +30,25 @@
     add-int/lit8 v2, v2, 0x1
     rem-int v2, v2, v0
     add-int/lit8 v4, v4, 0x1
+    const/16 v3, 0x100
+    if-lt v4, v3, :loop
+    invoke-static {v4}, Ldev/oomguard/testing/ArtBenchChurn;->count(I)V
+    const/4 v4, 0x0
     goto :loop
     :end
-    const-class v3, Ldev/oomguard/testing/ArtBenchChurn;
-    monitor-enter v3
-    sget-wide v0, Ldev/oomguard/testing/ArtBenchChurn;->allocated:J
-    int-to-long v5, v4
-    add-long/2addr v0, v5
-    sput-wide v0, Ldev/oomguard/testing/ArtBenchChurn;->allocated:J
-    monitor-exit v3
+    invoke-static {v4}, Ldev/oomguard/testing/ArtBenchChurn;->count(I)V
+    return-void
+.end method
+
+# allocated += N, under the class's monitor (several churn threads).
+.method static count(I)V
+    .registers 5
+    const-class v0, Ldev/oomguard/testing/ArtBenchChurn;
+    monitor-enter v0
+    sget-wide v1, Ldev/oomguard/testing/ArtBenchChurn;->allocated:J
+    int-to-long v3, p0
+    add-long/2addr v1, v3
+    sput-wide v1, Ldev/oomguard/testing/ArtBenchChurn;->allocated:J
+    monitor-exit v0
     return-void
 .end method
