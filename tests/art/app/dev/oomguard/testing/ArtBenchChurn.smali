@@ -1,8 +1,10 @@
 # The ART dump bench's allocation churn (-Dbench.churn=N starts N of these before the dumps):
 # allocates 64 KiB byte[] without pause into a ring of 16 (so 1 MiB stays live and the rest is
-# garbage at once) until stop is set, counting them in allocated (every 256). The heap task daemon's
-# concurrent GCs, which this allocation keeps requesting, are then in flight at any moment: the
-# fork dumper's GC critical section has to wait for the running one.
+# garbage at once) until stop is set, counting them in allocated (every 16, and at the end).
+# The heap task daemon's concurrent GCs, which this allocation keeps requesting, are then in
+# flight at any moment: the fork dumper's GC critical section has to wait for the running one.
+# With a large live heap most of its time goes to waiting for GCs (the heap barely grows past
+# what is live), so it allocates little.
 .class public Ldev/oomguard/testing/ArtBenchChurn;
 .super Ljava/lang/Thread;
 
@@ -30,7 +32,7 @@
     add-int/lit8 v2, v2, 0x1
     rem-int v2, v2, v0
     add-int/lit8 v4, v4, 0x1
-    const/16 v3, 0x100
+    const/16 v3, 0x10
     if-lt v4, v3, :loop
     invoke-static {v4}, Ldev/oomguard/testing/ArtBenchChurn;->count(I)V
     const/4 v4, 0x0
