@@ -127,7 +127,8 @@ fn art_monitors_wait_notify_and_exclude() {
 /// runs the concurrent GCs that allocation requests: ART logs them (every GC is "long" with
 /// `-XX:LongGCLogThreshold=0`) as
 /// "Background concurrent copying GC" (without the daemon none of these happen: the requests
-/// queue up and only allocation-time collections run).
+/// queue up and only allocation-time collections run). Then `Daemons.stop()`, which ART calls
+/// when the runtime shuts down, ends the four daemon threads.
 #[test]
 fn art_daemons_finalize_enqueue_and_gc() {
     if !harness::available("art_daemons_finalize_enqueue_and_gc") {
@@ -152,5 +153,8 @@ fn art_daemons_finalize_enqueue_and_gc() {
         "no background GC in ART's log\n{why}"
     );
     // main and the four daemons, in the system group and its main group
-    assert!(run.value("threads").unwrap_or(0) >= 5, "{why}");
+    let threads = run.value("threads").unwrap_or(0);
+    assert!(threads >= 5, "{why}");
+    // Daemons.stop() (what ART calls at shutdown) ends all four.
+    assert_eq!(run.value("after_stop"), Some(threads - 4), "{why}");
 }

@@ -5,7 +5,8 @@
 # churns 4 MiB a round while fewer than 2000 finalize() calls have run. Prints finalized=N (the
 # calls counted), weak_enqueued=1 when the WeakReference came off its queue (remove(5000)),
 # weak_cleared=1 when its get() is then null, and the number of threads in the system group and
-# its subgroups (threads=N: main and the four daemons at least).
+# its subgroups (threads=N: main and the four daemons at least); then calls Daemons.stop() and
+# prints how many are left once the daemons have ended (after_stop=N, at most 5 s later).
 .class public LDaemonsMain;
 .super Ljava/lang/Object;
 
@@ -111,5 +112,41 @@
     const-string v4, "threads"
     int-to-long v5, v3
     invoke-static {v4, v5, v6}, LMain;->print(Ljava/lang/String;J)V
+    # Daemons.stop(), as the runtime's shutdown calls it: wait (at most 100 x 50 ms) until the
+    # four daemons have left their group, and print how many threads are left (after_stop=N)
+    invoke-static {}, Ljava/lang/Daemons;->stop()V
+    add-int/lit8 v7, v3, -0x4
+    const/4 v8, 0x0
+    :stopping
+    invoke-static {}, LDaemonsMain;->systemThreads()I
+    move-result v3
+    if-le v3, v7, :stopped
+    const/16 v4, 0x64
+    if-ge v8, v4, :stopped
+    const-wide/16 v5, 0x32
+    invoke-static {v5, v6}, LAgentMain;->sleep(J)V
+    add-int/lit8 v8, v8, 0x1
+    goto :stopping
+    :stopped
+    const-string v4, "after_stop"
+    int-to-long v5, v3
+    invoke-static {v4, v5, v6}, LMain;->print(Ljava/lang/String;J)V
     return-void
+.end method
+
+# How many threads the system group and its subgroups hold.
+.method static systemThreads()I
+    .registers 3
+    invoke-static {}, Ljava/lang/Thread;->currentThread()Ljava/lang/Thread;
+    move-result-object v0
+    invoke-virtual {v0}, Ljava/lang/Thread;->getThreadGroup()Ljava/lang/ThreadGroup;
+    move-result-object v0
+    invoke-virtual {v0}, Ljava/lang/ThreadGroup;->getParent()Ljava/lang/ThreadGroup;
+    move-result-object v0
+    const/16 v1, 0x40
+    new-array v1, v1, [Ljava/lang/Thread;
+    const/4 v2, 0x1
+    invoke-virtual {v0, v1, v2}, Ljava/lang/ThreadGroup;->enumerate([Ljava/lang/Thread;Z)I
+    move-result v0
+    return v0
 .end method
