@@ -16,8 +16,16 @@
 //! A plain `fork()` of a process with the same resident set (python3) is timed beside it: on a
 //! virtual machine the kernel's page-table copy is most of the fork dumper's pause.
 //!
-//! Usage: `art_dump_bench LIB_DIR OOMGUARD_BIN WORK_DIR MB SMALL_PCT ROUNDS XMX_MB` (SMALL_PCT:
-//! the share of the heap in small objects, the rest in 1 MiB `int[]`).
+//! With CHURN > 0, that many app threads (`ArtBenchChurn`) allocate garbage throughout, so the
+//! heap task daemon of the core library runs concurrent GCs all along and one is often in
+//! flight when the fork dumper asks for the GC critical section, which waits for it: the table
+//! then gives the worst pause and its phases, and the waits ART logged ("WaitForGcToComplete
+//! blocked Hprof on ... for ..."; ART logs those over 5 ms, and every GC with
+//! `-XX:LongGCLogThreshold=0`, which the bench sets).
+//!
+//! Usage: `art_dump_bench LIB_DIR OOMGUARD_BIN WORK_DIR MB SMALL_PCT ROUNDS XMX_MB CHURN`
+//! (SMALL_PCT: the share of the heap in small objects, the rest in 1 MiB `int[]`; CHURN: how
+//! many threads churn garbage).
 
 #[path = "../tests/art/harness.rs"]
 mod harness;
@@ -83,18 +91,44 @@ fn plain_fork_ms(bytes: u64) -> f64 {
         .expect("python3's fork time")
 }
 
+/// ART's "WaitForGcToComplete blocked CAUSE on RUNNING for DURATION" lines of `log` whose
+/// CAUSE is `cause`: (RUNNING, milliseconds). ART prints durations as e.g. 55.123ms, 812us, 1.2s.
+fn gc_waits(log: &str, cause: &str) -> Vec<(String, f64)> {
+    let head = format!("WaitForGcToComplete blocked {cause} on ");
+    log.lines()
+        .filter_map(|l| {
+            let rest = &l[l.find(&head)? + head.len()..];
+            let (on, d) = rest.split_once(" for ")?;
+            let d = d.trim();
+            let unit = d.trim_start_matches(|c: char| c.is_ascii_digit() || c == '.');
+            let v: f64 = d[..d.len() - unit.len()].parse().ok()?;
+            let ms = match unit {
+                "ms" => v,
+                "us" => v / 1e3,
+                "ns" => v / 1e6,
+                "s" => v * 1e3,
+                _ => return None,
+            };
+            Some((on.to_string(), ms))
+        })
+        .collect()
+}
+
 fn main() {
     let a: Vec<String> = std::env::args().collect();
-    if a.len() != 8 {
-        eprintln!("usage: art_dump_bench LIB_DIR OOMGUARD_BIN WORK_DIR MB SMALL_PCT ROUNDS XMX_MB");
+    if a.len() != 9 {
+        eprintln!(
+            "usage: art_dump_bench LIB_DIR OOMGUARD_BIN WORK_DIR MB SMALL_PCT ROUNDS XMX_MB CHURN"
+        );
         std::process::exit(2);
     }
     let (lib, bin, work) = (Path::new(&a[1]), Path::new(&a[2]), Path::new(&a[3]));
-    let (mb, small_pct, rounds, xmx): (u64, u64, u64, u64) = (
+    let (mb, small_pct, rounds, xmx, churn): (u64, u64, u64, u64, u64) = (
         a[4].parse().expect("MB"),
         a[5].parse().expect("SMALL_PCT"),
         a[6].parse().expect("ROUNDS"),
         a[7].parse().expect("XMX_MB"),
+        a[8].parse().expect("CHURN"),
     );
     assert!(small_pct <= 100, "SMALL_PCT is a percentage");
     if !harness::available("art dump bench") {
@@ -111,10 +145,13 @@ fn main() {
         format!("-Dbench.small_pct={small_pct}"),
         format!("-Dbench.rounds={rounds}"),
         format!("-Dbench.dir={}", dir.display()),
+        format!("-Dbench.churn={churn}"),
+        // Every GC in ART's log (the background ones among them).
+        "-XX:LongGCLogThreshold=0".to_string(),
     ];
     let opts: Vec<&str> = opts.iter().map(String::as_str).collect();
     eprintln!(
-        "art dump bench: building a {mb} MiB heap on ART 11 (-Xint, -Xmx{xmx}m), {rounds} rounds"
+        "art dump bench: building a {mb} MiB heap on ART 11 (-Xint, -Xmx{xmx}m), {rounds} rounds, {churn} churning threads"
     );
     let run = harness::launch(
         work,
@@ -190,7 +227,21 @@ fn main() {
             .collect(),
     );
     let phase = |k: &str| median(forks.iter().map(|f| f[k].as_f64().expect(k)).collect());
-    let (suspend, fork_call, resume) = (phase("suspend_ms"), phase("fork_ms"), phase("resume_ms"));
+    let (gc_wait, suspend, fork_call, resume) = (
+        phase("gc_wait_ms"),
+        phase("suspend_ms"),
+        phase("fork_ms"),
+        phase("resume_ms"),
+    );
+    // The pause less the wait for a running GC or trim (the app runs during that wait): from
+    // holding the GC critical section to the suspension's end.
+    let held: Vec<f64> = forks
+        .iter()
+        .map(|f| {
+            f["pause_ms"].as_f64().expect("pause_ms") - f["gc_wait_ms"].as_f64().expect("gc_wait")
+        })
+        .collect();
+    let max = |v: &[f64]| v.iter().copied().fold(0.0, f64::max);
     let fork_total = median(
         forks
             .iter()
@@ -228,6 +279,31 @@ fn main() {
         .map(|f| f["pause_ms"].as_f64().expect("pause_ms"))
         .collect();
     eprintln!("art dump bench: fork pauses (ms) {fork_pauses:?}");
+    let waits: Vec<f64> = forks
+        .iter()
+        .map(|f| f["gc_wait_ms"].as_f64().unwrap_or(f64::NAN))
+        .collect();
+    eprintln!("art dump bench: fork dumps' GC waits (ms) {waits:?}");
+    // The worst fork pause and its phases.
+    let worst = forks
+        .iter()
+        .max_by(|x, y| {
+            let p = |f: &Value| f["pause_ms"].as_f64().unwrap_or(0.0);
+            p(x).total_cmp(&p(y))
+        })
+        .expect("a fork dump");
+    let phase_of = |k: &str| worst[k].as_f64().unwrap_or(f64::NAN);
+    let background_gcs = run
+        .stderr
+        .matches("Background concurrent copying GC freed")
+        .count();
+    let hprof_waits = gc_waits(&run.stderr, "Hprof");
+    let longest_wait = hprof_waits.iter().map(|w| w.1).fold(0.0, f64::max);
+    let waits_on: Vec<String> = hprof_waits
+        .iter()
+        .map(|(on, ms)| format!("{ms:.1} on {on}"))
+        .collect();
+    eprintln!("art dump bench: Hprof's waits for a running GC (ms) {waits_on:?}");
     println!();
     println!(
         "{:<62} value",
@@ -282,8 +358,38 @@ fn main() {
         ),
     );
     row(
-        "  of which: suspend all / fork() / resume (medians)",
-        format!("{suspend:.2} / {fork_call:.2} / {resume:.2} ms"),
+        "  of which: wait for a running GC / suspend all / fork() / resume",
+        format!("{gc_wait:.2} / {suspend:.2} / {fork_call:.2} / {resume:.2} ms (medians)"),
+    );
+    row(
+        "  worst pause: GC wait / suspend all / fork() / resume",
+        format!(
+            "{:.2} ms: {:.2} / {:.2} / {:.2} / {:.2} ms",
+            phase_of("pause_ms"),
+            phase_of("gc_wait_ms"),
+            phase_of("suspend_ms"),
+            phase_of("fork_ms"),
+            phase_of("resume_ms")
+        ),
+    );
+    row(
+        "  less the GC wait (critical section held -> resumed)",
+        format!(
+            "{:.2} ms median, worst {:.2} ms",
+            median(held.clone()),
+            max(&held)
+        ),
+    );
+    row(
+        "churn: threads allocating garbage through the dumps",
+        format!(
+            "{churn} ({:.0} MiB allocated); {background_gcs} background GCs in ART's log",
+            mib(run.value("churned").unwrap_or(0) as u64)
+        ),
+    );
+    row(
+        "dumps' waits for a running GC (ART's log, > 5 ms; all dumps)",
+        format!("{} waits, longest {longest_wait:.1} ms", hprof_waits.len()),
     );
     row(
         "control: fork() of python3 with as much memory written",

@@ -85,3 +85,76 @@ fn art_without_core_library_reports_why() {
         "the abort and its reason reach the log:\n{stderr}"
     );
 }
+
+/// `MonitorMain` (tests/art/app/MonitorMain.smali): `Object.wait()` blocks until another thread
+/// calls `notifyAll` (ART's natives, not a body that returns at once), and a `synchronized`
+/// method of the core library excludes: `Thread.start` of another thread stays blocked in
+/// `ThreadGroup.add` while main holds the group's monitor, and goes through once it lets go.
+/// (In dex, `declared-synchronized` locks nothing on a non-native method: the core's methods
+/// must enter and exit the monitor themselves.)
+#[test]
+fn art_monitors_wait_notify_and_exclude() {
+    if !harness::available("art_monitors_wait_notify_and_exclude") {
+        return;
+    }
+    let work = support::tempdir();
+    let run = harness::launch(
+        work.path(),
+        "MonitorMain",
+        &["-Xmx64m"],
+        &[],
+        Duration::from_secs(60),
+    );
+    let why = run.describe();
+    assert_eq!(run.code, Some(0), "{why}");
+    assert_eq!(
+        run.value("notified"),
+        Some(1),
+        "wait() returned before notifyAll\n{why}"
+    );
+    assert_eq!(
+        run.value("started_while_held"),
+        Some(0),
+        "ThreadGroup.add ran while another thread held the group's monitor\n{why}"
+    );
+    assert_eq!(run.value("started_after_release"), Some(1), "{why}");
+}
+
+/// `DaemonsMain` (tests/art/app/DaemonsMain.smali) with the core library's daemons
+/// (`java.lang.Daemons`, which ART starts at the end of its start-up): all 2000 dropped
+/// finalizable objects get their `finalize()` run by the finalizer daemon, a `WeakReference`
+/// comes off its queue through the reference-queue daemon, cleared, and the heap task daemon
+/// runs the concurrent GCs that allocation requests: ART logs them (every GC is "long" with
+/// `-XX:LongGCLogThreshold=0`) as
+/// "Background concurrent copying GC" (without the daemon none of these happen: the requests
+/// queue up and only allocation-time collections run). Then `Daemons.stop()`, which ART calls
+/// when the runtime shuts down, ends the four daemon threads.
+#[test]
+fn art_daemons_finalize_enqueue_and_gc() {
+    if !harness::available("art_daemons_finalize_enqueue_and_gc") {
+        return;
+    }
+    let work = support::tempdir();
+    let run = harness::launch(
+        work.path(),
+        "DaemonsMain",
+        &["-Xmx64m", "-XX:LongGCLogThreshold=0"],
+        &[],
+        Duration::from_secs(90),
+    );
+    let why = run.describe();
+    assert_eq!(run.code, Some(0), "{why}");
+    assert_eq!(run.value("finalized"), Some(2000), "{why}");
+    assert_eq!(run.value("weak_enqueued"), Some(1), "{why}");
+    assert_eq!(run.value("weak_cleared"), Some(1), "{why}");
+    assert!(
+        run.stderr
+            .contains("Background concurrent copying GC freed"),
+        "no background GC in ART's log\n{why}"
+    );
+    // main and the four daemons, in the system group and its main group
+    let threads = run.value("threads").unwrap_or(0);
+    assert!(threads >= 5, "{why}");
+    // Daemons.stop() (what ART calls at shutdown) ends all four.
+    assert_eq!(run.value("after_stop"), Some(threads - 4), "{why}");
+}

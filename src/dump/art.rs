@@ -258,7 +258,12 @@ pub struct ArtForkDumper {
 /// Where the app's pause of the last API 30+ fork dump went (the benchmark prints it).
 #[derive(Clone, Copy, Debug)]
 pub struct PausePhases {
-    /// From asking for the GC critical section to every Java thread suspended.
+    /// From asking for the GC critical section to holding it: ART's `StartGC` waits there for
+    /// a running GC or heap trim (the heap task daemon's) to finish. The app's threads run
+    /// meanwhile (an allocating one blocks only if it needs a GC itself); the dump's pause
+    /// (`DumpOutcome::pause`) counts this wait all the same.
+    pub gc_wait: Duration,
+    /// From holding the GC critical section to every Java thread suspended.
     pub suspend: Duration,
     /// `fork()` itself (the kernel copying the page tables), as the parent sees it.
     pub fork: Duration,
@@ -528,6 +533,7 @@ impl ArtForkDumper {
                 GC_CAUSE_HPROF,
                 s.collector_hprof,
             );
+            let section = Instant::now();
             std::mem::transmute::<usize, SsaCtor>(s.must(SSA_CTOR))(
                 ssa,
                 c"oomguard-dump".as_ptr(),
@@ -570,7 +576,8 @@ impl ArtForkDumper {
             std::mem::transmute::<usize, DtorFn>(s.must(SGC_DTOR))(sgc);
             let end = Instant::now();
             self.phases = Some(PausePhases {
-                suspend: suspended - paused,
+                gc_wait: section - paused,
+                suspend: suspended - section,
                 fork: fork_end - fork_start,
                 resume: end - fork_end,
             });

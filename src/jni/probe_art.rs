@@ -158,6 +158,7 @@ fn run(env: &mut JNIEnv, dir: &JString, rounds: jint) -> Result<Value, String> {
         let phases = dumper.last_pause_phases().ok_or("no pause phases")?;
         forks.push(json!({
             "pause_ms": ms(out.pause),
+            "gc_wait_ms": ms(phases.gc_wait),
             "suspend_ms": ms(phases.suspend),
             "fork_ms": ms(phases.fork),
             "resume_ms": ms(phases.resume),

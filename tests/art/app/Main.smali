@@ -64,7 +64,9 @@
     add-int/lit8 v1, v1, 0x1
     goto :churn
     :churned
-    # walk the kept list: count nodes and check each array's mark
+    # walk the kept list: count nodes and check each array's mark (v12 keeps its head: the list
+    # stays live until the end, also for the heap task daemon's concurrent GCs)
+    move-object v12, v0
     const/4 v1, 0x0
     const/4 v9, 0x0
     :walk
@@ -107,5 +109,6 @@
     move-result-wide v3
     invoke-static {v2, v3, v4}, LMain;->print(Ljava/lang/String;J)V
     array-length v4, v11
+    iget-object v12, v12, LMain;->next:LMain;
     return-void
 .end method

@@ -36,13 +36,24 @@
     return-void
 .end method
 
+# Synchronized on the class, as a static synchronized method is (entered here: see start()).
 .method private static declared-synchronized nextThreadID()J
-    .registers 4
+    .registers 5
+    const-class v4, Ljava/lang/Thread;
+    monitor-enter v4
+    :try_start
     sget-wide v0, Ljava/lang/Thread;->threadSeqNumber:J
     const-wide/16 v2, 0x1
     add-long/2addr v0, v2
     sput-wide v0, Ljava/lang/Thread;->threadSeqNumber:J
+    monitor-exit v4
+    :try_end
+    .catchall {:try_start .. :try_end} :unlock
     return-wide v0
+    :unlock
+    move-exception v0
+    monitor-exit v4
+    throw v0
 .end method
 
 .method public getId()J
@@ -63,10 +74,40 @@
     return-void
 .end method
 
+# A thread named NAME in GROUP, not started (the daemons: the system group).
+.method public constructor <init>(Ljava/lang/ThreadGroup;Ljava/lang/String;)V
+    .registers 4
+    invoke-direct {p0}, Ljava/lang/Thread;-><init>()V
+    iput-object p1, p0, Ljava/lang/Thread;->group:Ljava/lang/ThreadGroup;
+    iput-object p2, p0, Ljava/lang/Thread;->name:Ljava/lang/String;
+    const/4 v0, 0x5
+    iput v0, p0, Ljava/lang/Thread;->priority:I
+    return-void
+.end method
+
+# Before start(): whether the runtime may end without waiting for this thread.
+.method public final setDaemon(Z)V
+    .registers 2
+    iput-boolean p1, p0, Ljava/lang/Thread;->daemon:Z
+    return-void
+.end method
+
+# Sets the thread's interrupt flag and wakes it from wait/sleep (ART's interrupt0).
+.method public interrupt()V
+    .registers 1
+    invoke-virtual {p0}, Ljava/lang/Thread;->interrupt0()V
+    return-void
+.end method
+
 # Starts the thread once, as libcore's start(): enters it in its group, then ART's nativeCreate
 # makes the native thread, which runs run() and leaves the group (threadTerminated) at its end.
+# Synchronized on the thread: in dex, declared-synchronized locks nothing on a non-native
+# method, so the monitor is entered and exited here, and a catch-all exits it on an exception
+# (as javac compiles a synchronized block); so are the core's other synchronized methods.
 .method public declared-synchronized start()V
-    .registers 5
+    .registers 6
+    monitor-enter p0
+    :try_start
     iget-boolean v0, p0, Ljava/lang/Thread;->started:Z
     if-nez v0, :done
     iget-object v0, p0, Ljava/lang/Thread;->group:Ljava/lang/ThreadGroup;
@@ -77,7 +118,14 @@
     const/4 v0, 0x1
     iput-boolean v0, p0, Ljava/lang/Thread;->started:Z
     :done
+    monitor-exit p0
+    :try_end
+    .catchall {:try_start .. :try_end} :unlock
     return-void
+    :unlock
+    move-exception v4
+    monitor-exit p0
+    throw v4
 .end method
 
 # The peer of a thread the runtime attaches: GROUP (null: the main group), NAME, PRIORITY,
@@ -114,9 +162,18 @@
 .end method
 
 .method public final declared-synchronized setName(Ljava/lang/String;)V
-    .registers 2
+    .registers 3
+    monitor-enter p0
+    :try_start
     iput-object p1, p0, Ljava/lang/Thread;->name:Ljava/lang/String;
+    monitor-exit p0
+    :try_end
+    .catchall {:try_start .. :try_end} :unlock
     return-void
+    :unlock
+    move-exception v0
+    monitor-exit p0
+    throw v0
 .end method
 
 .method public getThreadGroup()Ljava/lang/ThreadGroup;

@@ -55,9 +55,13 @@
     return-object v0
 .end method
 
-# Records T, growing the array when full (the main thread, attached threads).
+# Records T, growing the array when full (the main thread, attached threads). Synchronized on
+# the group, as libcore's: the monitor is entered and exited here (in dex, declared-synchronized
+# locks nothing on a non-native method), and the catch-all exits it on an exception.
 .method declared-synchronized add(Ljava/lang/Thread;)V
     .registers 9
+    monitor-enter p0
+    :try_start
     iget v0, p0, Ljava/lang/ThreadGroup;->nthreads:I
     iget-object v1, p0, Ljava/lang/ThreadGroup;->threads:[Ljava/lang/Thread;
     array-length v2, v1
@@ -72,12 +76,21 @@
     aput-object p1, v1, v0
     add-int/lit8 v0, v0, 0x1
     iput v0, p0, Ljava/lang/ThreadGroup;->nthreads:I
+    monitor-exit p0
+    :try_end
+    .catchall {:try_start .. :try_end} :unlock
     return-void
+    :unlock
+    move-exception v6
+    monitor-exit p0
+    throw v6
 .end method
 
-# Forgets T (a detached thread): the last entry moves into its slot.
+# Forgets T (a detached thread): the last entry moves into its slot. Synchronized on the group.
 .method declared-synchronized threadTerminated(Ljava/lang/Thread;)V
     .registers 9
+    monitor-enter p0
+    :try_start
     iget v0, p0, Ljava/lang/ThreadGroup;->nthreads:I
     iget-object v1, p0, Ljava/lang/ThreadGroup;->threads:[Ljava/lang/Thread;
     const/4 v2, 0x0
@@ -96,7 +109,14 @@
     add-int/lit8 v2, v2, 0x1
     goto :loop
     :done
+    monitor-exit p0
+    :try_end
+    .catchall {:try_start .. :try_end} :unlock
     return-void
+    :unlock
+    move-exception v6
+    monitor-exit p0
+    throw v6
 .end method
 
 .method public activeCount()I
@@ -121,9 +141,11 @@
     return v0
 .end method
 
-# enumerate from index AT; returns the next free index.
+# enumerate from index AT; returns the next free index. Synchronized on each group it reads.
 .method private declared-synchronized enumerate([Ljava/lang/Thread;IZ)I
     .registers 10
+    monitor-enter p0
+    :try_start
     iget v0, p0, Ljava/lang/ThreadGroup;->nthreads:I
     iget-object v1, p0, Ljava/lang/ThreadGroup;->threads:[Ljava/lang/Thread;
     array-length v2, p1
@@ -149,5 +171,12 @@
     add-int/lit8 v3, v3, 0x1
     goto :group
     :done
+    monitor-exit p0
+    :try_end
+    .catchall {:try_start .. :try_end} :unlock
     return p2
+    :unlock
+    move-exception v5
+    monitor-exit p0
+    throw v5
 .end method

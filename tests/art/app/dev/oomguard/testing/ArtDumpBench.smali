@@ -4,7 +4,9 @@
 # in int[] arrays of 1 MiB with every page written (ART's large-object space). Prints
 # live= (Runtime's total less free), then loads liboomguard.so (built with the test-probe
 # feature) and has its jni::probe_art dump this heap in-process and by fork, -Dbench.rounds
-# rounds, into -Dbench.dir, and prints bench=<JSON>.
+# rounds, into -Dbench.dir, and prints bench=<JSON>. With -Dbench.churn=N, N threads
+# (ArtBenchChurn) allocate garbage throughout the dumps, so that the heap task daemon's
+# concurrent GCs are in flight when the fork dumper stops the app; it prints churned=BYTES.
 .class public Ldev/oomguard/testing/ArtDumpBench;
 .super Ljava/lang/Object;
 
@@ -110,6 +112,20 @@
     invoke-virtual {v6, v5}, Ljava/lang/String;->concat(Ljava/lang/String;)Ljava/lang/String;
     move-result-object v5
     invoke-static {v5}, Ljava/lang/System;->logI(Ljava/lang/String;)V
+    # -Dbench.churn=N: N threads churning garbage through the dumps (ArtBenchChurn)
+    const-string v5, "bench.churn"
+    invoke-static {v5}, Ldev/oomguard/testing/ArtDumpBench;->prop(Ljava/lang/String;)I
+    move-result v7
+    const/4 v8, 0x0
+    :churn
+    if-ge v8, v7, :churning
+    new-instance v5, Ldev/oomguard/testing/ArtBenchChurn;
+    const-string v6, "churn"
+    invoke-direct {v5, v6}, Ldev/oomguard/testing/ArtBenchChurn;-><init>(Ljava/lang/String;)V
+    invoke-virtual {v5}, Ljava/lang/Thread;->start()V
+    add-int/lit8 v8, v8, 0x1
+    goto :churn
+    :churning
     const-string v5, "bench.dir"
     invoke-static {v5}, Ljava/lang/System;->getProperty(Ljava/lang/String;)Ljava/lang/String;
     move-result-object v5
@@ -122,6 +138,27 @@
     invoke-virtual {v6, v5}, Ljava/lang/String;->concat(Ljava/lang/String;)Ljava/lang/String;
     move-result-object v5
     invoke-static {v5}, Ljava/lang/System;->logI(Ljava/lang/String;)V
+    # stop the churn; 500 ms later, print what it allocated (churned=BYTES)
+    const/4 v5, 0x1
+    sput-boolean v5, Ldev/oomguard/testing/ArtBenchChurn;->stop:Z
+    if-lez v7, :no_churn
+    new-instance v5, Ljava/lang/Object;
+    invoke-direct {v5}, Ljava/lang/Object;-><init>()V
+    monitor-enter v5
+    const-wide/16 v8, 0x1f4
+    const/4 v10, 0x0
+    invoke-static {v5, v8, v9, v10}, Ljava/lang/Thread;->sleep(Ljava/lang/Object;JI)V
+    monitor-exit v5
+    sget-wide v8, Ldev/oomguard/testing/ArtBenchChurn;->allocated:J
+    const/16 v10, 0x10
+    shl-long/2addr v8, v10
+    invoke-static {v8, v9}, Ljava/lang/Long;->toString(J)Ljava/lang/String;
+    move-result-object v5
+    const-string v6, "churned="
+    invoke-virtual {v6, v5}, Ljava/lang/String;->concat(Ljava/lang/String;)Ljava/lang/String;
+    move-result-object v5
+    invoke-static {v5}, Ljava/lang/System;->logI(Ljava/lang/String;)V
+    :no_churn
     # the heap stays reachable until here
     sget-object v5, Ldev/oomguard/testing/ArtDumpBench;->big:[Ljava/lang/Object;
     array-length v5, v5
