@@ -767,6 +767,10 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
     /// Update the shared snapshot; rewrite `status.json` when `write`.
     fn publish(&mut self, write: bool) {
         let json = serde_json::to_string_pretty(&self.status).unwrap_or_default();
+        // The snapshot `OomGuard.status()` returns is set before the file is written: whoever
+        // sees the file change (a test app waiting for its verdict, `adb-inspect.sh`) and then
+        // asks the facade must not get the older snapshot.
+        self.shared.set_status(json.clone());
         if write {
             let path = self.data_dir.join("status.json");
             match remote::write_atomic(&path, json.as_bytes()) {
@@ -778,7 +782,6 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
                 }
             }
         }
-        self.shared.set_status(json);
     }
 
     /// Run `f` with a panic fence. Returns false when it panicked.

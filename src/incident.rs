@@ -638,6 +638,7 @@ impl Pipeline {
             "vmRssKb": last.map(|s| s.vm_rss_kb),
             "dumper": outcome.map(|o| o.dumper),
             "pauseMs": outcome.map(|o| o.pause.as_secs_f64() * 1000.0),
+            "gcWaitMs": outcome.map(|o| o.gc_wait.as_secs_f64() * 1000.0),
             "dumpMs": outcome.map(|o| o.total.as_secs_f64() * 1000.0),
             "caughtBy": outcome.map(|o| &o.caught_by),
             "javaThreads": cx.java_threads,

@@ -214,6 +214,12 @@ fn art_fork_dump_keep_full_incident_names_the_activity_leak() {
     assert_eq!(info["apiLevel"], 30, "{info:#}");
     assert_eq!(info["manufacturer"], "debian-art11", "{info:#}");
     assert_eq!(info["dumper"], "art-fork", "{info:#}");
+    // The wait for a running GC (the heap task daemon's) is reported apart from the pause.
+    let (pause, gc_wait) = (info["pauseMs"].as_f64(), info["gcWaitMs"].as_f64());
+    assert!(
+        pause.is_some_and(|p| p > 0.0) && gc_wait.is_some_and(|g| g >= 0.0),
+        "{info:#}"
+    );
     // The process's Java threads, listed through JNI (ThreadGroup.enumerate) on ART.
     let threads = common::java_threads(&info);
     let main = common::java_thread_id(&threads, "main");

@@ -260,8 +260,8 @@ pub struct ArtForkDumper {
 pub struct PausePhases {
     /// From asking for the GC critical section to holding it: ART's `StartGC` waits there for
     /// a running GC or heap trim (the heap task daemon's) to finish. The app's threads run
-    /// meanwhile (an allocating one blocks only if it needs a GC itself); the dump's pause
-    /// (`DumpOutcome::pause`) counts this wait all the same.
+    /// meanwhile (an allocating one blocks only if it needs a GC itself), so the dump reports
+    /// it as `DumpOutcome::gc_wait`, apart from its pause.
     pub gc_wait: Duration,
     /// From holding the GC critical section to every Java thread suspended.
     pub suspend: Duration,
@@ -652,6 +652,13 @@ impl Dumper for ArtForkDumper {
                 self.fork_suspend_all(&s, alarm, || job.run())
             }
         };
+        // API 30+: the wait for a running GC came before any thread was asked to stop; the app
+        // ran on meanwhile, so it is reported apart from the pause.
+        let gc_wait = match (self.api >= 30, self.phases) {
+            (true, Some(p)) => p.gc_wait,
+            _ => Duration::ZERO,
+        };
+        let pause = pause.saturating_sub(gc_wait);
         // SAFETY: the parent's copy of the write end: the child holds its own.
         unsafe { libc::close(report_wr) };
         if let (Some(t), Some(_)) = (&tee_owned, &req.mini_path) {
@@ -714,6 +721,7 @@ impl Dumper for ArtForkDumper {
             mini,
             caught_by: Vec::new(),
             pause,
+            gc_wait,
             total: start.elapsed(),
         })
     }

@@ -9,7 +9,7 @@ use super::{DumpOutcome, DumpRequest, Dumper, Error, Result};
 use crate::hook::{tee::HOTSPOT_LIBS, Tee, TeeConfig};
 use jni::objects::{JObject, JValue};
 use jni::{JNIEnv, JavaVM};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// The stripper runs on a thread of its own, fed through a ring of this size: during the
 /// dump's safepoint every Java thread is stopped, so it has a core to itself, and the VM's
@@ -168,6 +168,7 @@ impl Dumper for HotSpotDumper {
             mini: report.as_ref().and_then(|r| r.mini.clone()),
             caught_by: report.map(|r| r.caught_by).unwrap_or_default(),
             pause,
+            gc_wait: Duration::ZERO,
             total: start.elapsed(),
         })
     }

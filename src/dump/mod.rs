@@ -85,6 +85,10 @@ pub struct DumpOutcome {
     pub caught_by: Vec<String>,
     /// How long the app's threads were stopped.
     pub pause: Duration,
+    /// Before the pause, how long the dumper waited for a GC or heap trim already running to
+    /// end (ART 11+: taking the GC critical section waits for it while the app's threads run
+    /// on; zero elsewhere). Not part of [`pause`](Self::pause).
+    pub gc_wait: Duration,
     /// Wall time of the whole dump.
     pub total: Duration,
 }
@@ -169,6 +173,7 @@ pub fn take(
                 dumper = o.dumper,
                 bytes = o.full_bytes,
                 pause_ms = o.pause.as_millis() as u64,
+                gc_wait_ms = o.gc_wait.as_millis() as u64,
                 "heap dump taken"
             );
         }
@@ -216,6 +221,7 @@ mod tests {
                 mini: None,
                 caught_by: vec![],
                 pause: Duration::ZERO,
+                gc_wait: Duration::ZERO,
                 total: Duration::ZERO,
             })
         }
@@ -254,6 +260,7 @@ mod tests {
                 mini: Some(Err("No space left on device".into())),
                 caught_by: vec![],
                 pause: Duration::ZERO,
+                gc_wait: Duration::ZERO,
                 total: Duration::ZERO,
             })
         }
