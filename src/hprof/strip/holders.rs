@@ -33,7 +33,7 @@
 //! chain was not known yet, if the offsets' room is full, or after a class dump describes a
 //! class a second time).
 
-use crate::hprof::parser::ClassDump;
+use crate::hprof::parser::{ClassDump, Sub};
 use crate::hprof::{read_id, BasicType};
 use std::collections::HashMap;
 
@@ -380,7 +380,7 @@ impl Holders {
 
     /// A dropped instance: note it and what it references. False (nothing noted) if it cannot
     /// be accounted for: the caller keeps it.
-    pub(super) fn instance(&mut self, id: u64, class_id: u64, data: &[u8]) -> bool {
+    fn instance(&mut self, id: u64, class_id: u64, data: &[u8]) -> bool {
         if self.full {
             return false;
         }
@@ -395,6 +395,22 @@ impl Holders {
         self.want_class(class_id);
         self.note_fields(data);
         true
+    }
+
+    /// A dropped object (an instance or an array's head): note it, as [`Holders::instance`],
+    /// [`Holders::object_array`] or [`Holders::primitive_array`] do. False if it cannot be
+    /// accounted for (or is no object): the caller keeps it.
+    pub(super) fn object(&mut self, s: &Sub<'_>) -> bool {
+        match *s {
+            Sub::Instance {
+                id, class_id, data, ..
+            } => self.instance(id, class_id, data),
+            Sub::ObjectArray {
+                id, class_id, len, ..
+            } => self.object_array(id, class_id, len),
+            Sub::PrimitiveArray { id, .. } => self.primitive_array(id),
+            _ => false,
+        }
     }
 
     /// Mark a dropped object's class wanted (once for a run of objects of one class).
@@ -461,7 +477,7 @@ impl Holders {
 
     /// A dropped object array's head: its elements follow through [`Holders::elements`]. False
     /// if it cannot be accounted for.
-    pub(super) fn object_array(&mut self, id: u64, class_id: u64, len: u32) -> bool {
+    fn object_array(&mut self, id: u64, class_id: u64, len: u32) -> bool {
         if self.full || self.table.room(self.reserved) < len as usize + 2 {
             self.full = true;
             return false;
@@ -474,7 +490,7 @@ impl Holders {
     }
 
     /// A dropped primitive array. False if it cannot be accounted for.
-    pub(super) fn primitive_array(&mut self, id: u64) -> bool {
+    fn primitive_array(&mut self, id: u64) -> bool {
         if self.full || self.table.room(self.reserved) < 1 {
             self.full = true;
             return false;
