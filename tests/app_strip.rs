@@ -296,8 +296,9 @@ fn objects_of_a_dropped_heap_the_stripper_cannot_account_for_are_kept_in_their_h
     w.root(sub::ROOT_STICKY_CLASS, 0x50);
     w.class_dump(0x50, 0, 0, 0, &[], &[]);
     w.heap_info(b'Z' as u32, 1);
-    // Instances of class 0x60, never described: kept aside until 4 MiB of them, then kept.
-    let mb = vec![0u8; 1 << 20];
+    // Instances of class 0x60, never described: kept aside up to 4 MiB (heads and bytes), then
+    // kept.
+    let mb = vec![0u8; (1 << 20) - 64];
     for i in 0..5u64 {
         w.instance(0x1000 + 8 * i, 0x60, &mb);
     }

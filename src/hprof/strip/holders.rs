@@ -51,7 +51,8 @@ pub(super) const MAX_CHAIN: usize = 256;
 /// Most reference offsets kept for the classes already laid out (4 bytes each: 2 MiB).
 pub(super) const MAX_MEMO_OFFSETS: usize = 1 << 19;
 /// Most bytes of dropped instances kept until their class dump comes (ART writes a heap in
-/// address order, and a boot image object can lie below its class).
+/// address order, and a boot image object can lie below its class), their heads (24 bytes each)
+/// and their field bytes.
 pub(super) const MAX_DEFERRED_BYTES: usize = 4 << 20;
 
 /// The id is a dropped object.
@@ -436,7 +437,10 @@ impl Holders {
     fn defer(&mut self, id: u64, class_id: u64, data: &[u8]) -> bool {
         // Room for as many references as its bytes can hold, its id and its class.
         let refs = data.len() / self.id_size as usize;
-        if self.deferred_data.len() + data.len() > MAX_DEFERRED_BYTES
+        // Its head counts too: instances without fields would otherwise be bounded only by the
+        // table (1.5 million heads, 36 MiB).
+        let heads = (self.deferred.len() + 1) * std::mem::size_of::<(u64, u64, u32)>();
+        if self.deferred_data.len() + data.len() + heads > MAX_DEFERRED_BYTES
             || self.table.room(self.reserved) < refs + 2
         {
             self.full = true;
@@ -655,5 +659,19 @@ mod tests {
         assert!(h.instance(0x108, 0x20, &[0, 0, 0, 0x40, 0, 0, 0, 7, 0, 0, 0, 0x50]));
         assert!(h.deferred.is_empty());
         assert_eq!(h.take_wanted(), vec![0x20, 0x30, 0x40, 0x50]);
+    }
+
+    #[test]
+    fn instances_waiting_for_their_class_count_their_heads_against_the_bound() {
+        let mut h = Holders::new(4);
+        let heads = MAX_DEFERRED_BYTES / 24;
+        // Instances without fields of a class never described: each waits, head only.
+        for i in 0..heads as u64 {
+            assert!(h.instance(0x1000_0000 + 8 * i, 0x60, &[]), "instance {i}");
+        }
+        assert!(!h.instance(0x2000_0000, 0x60, &[]));
+        assert!(h.full);
+        assert_eq!(h.deferred.len(), heads);
+        assert_eq!(h.take_wanted(), vec![0x60]);
     }
 }
