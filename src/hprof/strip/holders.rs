@@ -293,15 +293,17 @@ impl Holders {
     /// What a walk finds is kept in the class's [`Memo`], so a class is walked at most once
     /// (unless its chain has a class not known yet, or the memo's room is full).
     fn layout(&mut self, class_id: u64) -> bool {
-        if self.cache_class == class_id && class_id != 0 {
+        if class_id == 0 {
+            self.cache_class = 0;
+            self.cache_offsets.clear();
+            self.cache_len = 0;
+            return true;
+        }
+        if self.cache_class == class_id {
             return true;
         }
         self.cache_class = 0;
         self.cache_offsets.clear();
-        if class_id == 0 {
-            self.cache_len = 0;
-            return true;
-        }
         let memo = match self.classes.get(&class_id) {
             Some(l) if l.gen == self.gen => l.memo,
             Some(_) => Memo::None,
@@ -673,5 +675,60 @@ mod tests {
         assert!(h.full);
         assert_eq!(h.deferred.len(), heads);
         assert_eq!(h.take_wanted(), vec![0x60]);
+    }
+
+    #[test]
+    fn classes_met_in_turn_are_laid_out_again_from_their_memo() {
+        let mut h = Holders::new(4);
+        let a = raw(&[(1, BasicType::Object), (2, BasicType::Int)]);
+        let b = raw(&[(3, BasicType::Object), (4, BasicType::Object)]);
+        h.class(&class(0x10, 0, &a));
+        h.class(&class(0x20, 0, &b));
+        let id = |v: u32| v.to_be_bytes();
+        for k in 0..3u32 {
+            let ra = [id(0x100 + k), id(7)].concat();
+            let rb = [id(0x200 + k), id(0x300 + k)].concat();
+            assert!(h.instance(0x1000 + 16 * k as u64, 0x10, &ra));
+            assert!(h.instance(0x1008 + 16 * k as u64, 0x20, &rb));
+        }
+        // Each class walked once, then laid out from its memo.
+        assert_eq!(h.chain_steps, 2);
+        assert!(h.deferred.is_empty());
+        let want = [0x10, 0x20, 0x100, 0x101, 0x102, 0x200, 0x201, 0x202]
+            .into_iter()
+            .chain([0x300, 0x301, 0x302])
+            .collect::<Vec<u64>>();
+        assert_eq!(h.take_wanted(), want);
+    }
+
+    #[test]
+    fn the_memo_keeps_up_to_max_memo_offsets_and_no_more() {
+        let mut h = Holders::new(4);
+        // A class of 65,535 references, and subclasses adding one: 65,536 offsets each, so
+        // eight fill the memo's room exactly.
+        let per = 1usize << 16;
+        assert_eq!(MAX_MEMO_OFFSETS % per, 0);
+        let fields: Vec<(u64, BasicType)> = (0..per as u64 - 1)
+            .map(|i| (i + 1, BasicType::Object))
+            .collect();
+        let root = raw(&fields);
+        h.class(&class(0x10, 0, &root));
+        let one = raw(&[(1, BasicType::Object)]);
+        let fit = (MAX_MEMO_OFFSETS / per) as u64;
+        for i in 0..=fit {
+            h.class(&class(0x100 + i, 0x10, &one));
+        }
+        for i in 0..=fit {
+            assert!(h.layout(0x100 + i));
+            assert_eq!(h.cache_offsets.len(), per);
+        }
+        for i in 0..fit {
+            assert!(
+                matches!(h.classes[&(0x100 + i)].memo, Memo::Ready { .. }),
+                "{i}"
+            );
+        }
+        assert_eq!(h.classes[&(0x100 + fit)].memo, Memo::None);
+        assert_eq!(h.memo_offsets.len(), MAX_MEMO_OFFSETS);
     }
 }
