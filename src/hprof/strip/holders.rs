@@ -731,4 +731,51 @@ mod tests {
         assert_eq!(h.classes[&(0x100 + fit)].memo, Memo::None);
         assert_eq!(h.memo_offsets.len(), MAX_MEMO_OFFSETS);
     }
+
+    #[test]
+    fn only_reference_referent_is_a_weak_field() {
+        let mut h = Holders::new(4);
+        h.string(1, b"referent");
+        h.string(2, b"queue");
+        h.string(3, b"java/lang/ref/Reference");
+        h.load_class(0x30, 3);
+        let fields = raw(&[(1, BasicType::Object), (2, BasicType::Object)]);
+        h.class(&class(0x30, 0, &fields));
+        h.class(&class(0x40, 0, &fields));
+        let refs = |a: u32, b: u32| [a.to_be_bytes(), b.to_be_bytes()].concat();
+        assert!(h.instance(0x1000, 0x30, &refs(0x500, 0x600)));
+        assert!(h.instance(0x1008, 0x40, &refs(0x700, 0x800)));
+        assert_eq!(h.take_wanted(), vec![0x30, 0x40, 0x600, 0x700, 0x800]);
+    }
+
+    #[test]
+    fn class_layouts_are_kept_up_to_max_field_bytes_and_no_more() {
+        let mut h = Holders::new(4);
+        let most = raw(&vec![(1, BasicType::Int); u16::MAX as usize]);
+        let full = MAX_FIELD_BYTES / u16::MAX as usize;
+        for i in 0..full as u64 {
+            h.class(&class(0x100 + i, 0, &most));
+        }
+        let rest = raw(&vec![
+            (1, BasicType::Int);
+            MAX_FIELD_BYTES % u16::MAX as usize
+        ]);
+        h.class(&class(0x10, 0, &rest));
+        assert_eq!(h.types.len(), MAX_FIELD_BYTES);
+        assert!(h.classes.contains_key(&0x10));
+        h.class(&class(0x20, 0, &raw(&[(1, BasicType::Int)])));
+        assert!(!h.classes.contains_key(&0x20));
+        assert_eq!(h.classes.len(), full + 1);
+    }
+
+    #[test]
+    fn instances_waiting_for_their_class_may_fill_max_deferred_bytes_exactly() {
+        let mut h = Holders::new(4);
+        let data = vec![0u8; MAX_DEFERRED_BYTES - 2 * 24];
+        assert!(h.instance(0x1000, 0x60, &data));
+        assert!(h.instance(0x1008, 0x60, &[]));
+        assert!(!h.full);
+        assert!(!h.instance(0x1010, 0x60, &[]));
+        assert!(h.full);
+    }
 }
