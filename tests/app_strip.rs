@@ -234,3 +234,111 @@ fn app_strip_keeps_every_finding() {
         );
     }
 }
+
+/// The roots the app strip adds are exactly the objects the dropped ones strongly referenced
+/// (their classes, reference fields but `Reference.referent`, object array elements) that are
+/// neither dropped nor a root already: no path lost, and no root made up (a class layout not
+/// kept, or an array's state left over, would make the bytes of other objects into roots).
+#[test]
+fn app_strip_roots_exactly_what_the_dropped_objects_referenced() {
+    for (name, full) in inputs() {
+        let (twin, stats) = strip_bytes(&full, Level::App).unwrap();
+        let (g, t) = (Graph::of(&full), Graph::of(&twin));
+        let dropped: HashSet<u64> = g.objects.difference(&t.objects).copied().collect();
+        assert_eq!(dropped.len() as u64, stats.objects_dropped, "{name}");
+        let rooted: HashSet<u64> = g.roots.iter().copied().collect();
+        let mut want: Vec<u64> = dropped
+            .iter()
+            .flat_map(|d| g.edges.get(d).into_iter().flatten())
+            .filter(|r| **r != 0 && !dropped.contains(r) && !rooted.contains(r))
+            .copied()
+            .collect::<HashSet<u64>>()
+            .into_iter()
+            .collect();
+        want.sort_unstable();
+        let mut added: Vec<u64> = t
+            .roots
+            .iter()
+            .filter(|r| !rooted.contains(r))
+            .copied()
+            .collect();
+        added.sort_unstable();
+        assert_eq!(
+            t.roots.len() as u64,
+            g.roots.len() as u64 + stats.holder_roots
+        );
+        let missing: Vec<_> = want.iter().filter(|r| !added.contains(r)).collect();
+        let made_up: Vec<_> = added.iter().filter(|r| !want.contains(r)).collect();
+        assert!(
+            missing.is_empty() && made_up.is_empty(),
+            "{name}: {} roots expected, {} added; {} missing (first {:x?}), {} made up (first \
+             {:x?})",
+            want.len(),
+            added.len(),
+            missing.len(),
+            missing.first(),
+            made_up.len(),
+            made_up.first()
+        );
+        assert!(!want.is_empty(), "{name}: no holder roots to check");
+    }
+}
+
+/// Objects of a dropped heap the stripper cannot account for (here: instances of a class never
+/// described, past the bytes it keeps for them) are kept, after their heap's HEAP_DUMP_INFO,
+/// arrays stripped of their contents as at level `arrays`, and counted.
+#[test]
+fn objects_of_a_dropped_heap_the_stripper_cannot_account_for_are_kept_in_their_heap() {
+    use oomguard::hprof::{writer::Writer, Format};
+    let mut w = Writer::new(Format::V103, 4, 0);
+    w.utf8(1, "zygote").utf8(2, "app").utf8(3, "C");
+    w.segment(oomguard::hprof::tag::HEAP_DUMP_SEGMENT);
+    w.root(sub::ROOT_STICKY_CLASS, 0x50);
+    w.class_dump(0x50, 0, 0, 0, &[], &[]);
+    w.heap_info(b'Z' as u32, 1);
+    // Instances of class 0x60, never described: kept aside up to 4 MiB (heads and bytes), then
+    // kept.
+    let mb = vec![0u8; (1 << 20) - 64];
+    for i in 0..5u64 {
+        w.instance(0x1000 + 8 * i, 0x60, &mb);
+    }
+    w.primitive_array(0x2000, BasicType::Int, 10, &[7; 40]);
+    w.object_array(0x3000, 0x50, &[0x1000, 0x4000]);
+    w.heap_info(b'A' as u32, 2);
+    w.instance(0x4000, 0x50, &[]);
+    w.heap_dump_end();
+    let full = w.finish();
+    let (twin, stats) = strip_bytes(&full, Level::App).unwrap();
+    assert_eq!(stats.objects_dropped, 4, "{stats:?}");
+    assert_eq!(stats.objects_kept_in_dropped_heaps, 3, "{stats:?}");
+    assert_eq!(stats.arrays_stripped, 1, "{stats:?}");
+    assert_eq!(stats.array_bytes_removed, 40, "{stats:?}");
+    // The roots of what the dropped ones referenced: their class (0x60, never described).
+    assert_eq!(stats.holder_roots, 1, "{stats:?}");
+    let t = Graph::of(&twin);
+    let kept: HashSet<u64> = [0x50, 0x1020, 0x2000, 0x3000, 0x4000].into();
+    assert_eq!(t.objects, kept);
+    // One zygote HEAP_DUMP_INFO, in front of the first object kept, then the app's.
+    let infos: Vec<usize> = (0..twin.len() - 8)
+        .filter(|&i| twin[i] == 0xFE && twin[i + 1..i + 5] == [0, 0, 0, b'Z'])
+        .collect();
+    assert_eq!(infos.len(), 1);
+    let kept_at = (0..twin.len() - 5)
+        .find(|&i| twin[i] == sub::INSTANCE_DUMP && twin[i + 1..i + 5] == [0, 0, 0x10, 0x20])
+        .unwrap();
+    assert_eq!(
+        kept_at,
+        infos[0] + 9,
+        "the HEAP_DUMP_INFO is right before the kept instance"
+    );
+    // The kept array lost its contents: a 0xC3 record with its length and type.
+    let nodata = (0..twin.len() - 5)
+        .find(|&i| {
+            twin[i] == sub::PRIMITIVE_ARRAY_NODATA_DUMP && twin[i + 1..i + 5] == [0, 0, 0x20, 0]
+        })
+        .expect("the kept int[] is a PRIMITIVE_ARRAY_NODATA record");
+    assert_eq!(
+        twin[nodata + 9..nodata + 14],
+        [0, 0, 0, 10, BasicType::Int as u8]
+    );
+}

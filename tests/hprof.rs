@@ -149,8 +149,8 @@ fn the_mapped_stripper_writes_the_same_bytes_as_the_streaming_one() {
 }
 
 /// The parallel stripper (parts stripped side by side, written in order) against the sequential
-/// one: parts of one record (so at level `app` parts start inside a dropped heap and are stripped
-/// again with the state carried in), of a few KB, and of 64 KB, on two and three threads.
+/// one: parts of one record, of a few KB, and of 64 KB, on two and three threads (level `app` is
+/// stripped sequentially whatever the arguments).
 #[test]
 fn the_parallel_stripper_writes_the_same_bytes_as_the_sequential_one() {
     let mut inputs: Vec<Vec<u8>> = common::fixtures().iter().map(|f| read(f)).collect();
@@ -179,6 +179,127 @@ fn the_parallel_stripper_writes_the_same_bytes_as_the_sequential_one() {
                 );
             }
         }
+    }
+}
+
+/// Primitive arrays in a dump: (with contents: count, content bytes; without (0xC3): bytes).
+fn arrays(b: &[u8]) -> (u64, u64, u64) {
+    #[derive(Default)]
+    struct Arrays(u64, u64, u64);
+    impl Visitor for Arrays {
+        fn sub(&mut self, _: u64, s: &Sub<'_>, _: &[u8]) -> Result<(), String> {
+            if let Sub::PrimitiveArray {
+                len, ty, nodata, ..
+            } = *s
+            {
+                let bytes = len as u64 * ty.size(4) as u64;
+                if nodata {
+                    self.2 += bytes;
+                } else {
+                    self.0 += 1;
+                    self.1 += bytes;
+                }
+            }
+            Ok(())
+        }
+    }
+    let mut a = Arrays::default();
+    let mut p = Parser::new();
+    p.feed(b, &mut a).unwrap();
+    p.finish().unwrap();
+    (a.0, a.1, a.2)
+}
+
+/// The stats count what stripping removed: at level `arrays` the output is shorter by exactly
+/// the arrays' contents (a 0xC3 head is as long as a 0x23 one, and so is the header); at level
+/// `app` the arrays kept lose their contents and are counted the same way.
+#[test]
+fn the_stats_count_the_array_contents_removed() {
+    let mut inputs: Vec<(String, Vec<u8>)> = common::fixtures()
+        .iter()
+        .map(|f| (f.display().to_string(), read(f)))
+        .collect();
+    inputs.push(("ART-style dump".into(), art_dump(&ArtSpec::default())));
+    for (name, input) in &inputs {
+        let (count, bytes, nodata) = arrays(input);
+        let (out, stats) = strip_bytes(input, Level::Arrays).unwrap();
+        assert_eq!(stats.arrays_stripped, count, "{name}");
+        assert_eq!(stats.array_bytes_removed, bytes, "{name}");
+        assert_eq!(out.len() as u64, input.len() as u64 - bytes, "{name}");
+        assert_eq!(
+            (stats.input_bytes, stats.output_bytes),
+            (input.len() as u64, out.len() as u64)
+        );
+        assert_eq!(arrays(&out), (0, 0, bytes + nodata), "{name}");
+        assert!(count > 0, "{name}: no array to strip");
+        if nodata > 0 {
+            continue;
+        }
+        let (twin, stats) = strip_bytes(input, Level::App).unwrap();
+        let (left, _, removed) = arrays(&twin);
+        assert_eq!(left, 0, "{name}");
+        assert_eq!(stats.array_bytes_removed, removed, "{name} at level app");
+        assert_eq!(stats.output_bytes, twin.len() as u64);
+    }
+}
+
+/// A sink that notes the threads that write to it.
+#[derive(Default)]
+struct Writers {
+    out: Vec<u8>,
+    threads: std::collections::BTreeSet<String>,
+}
+
+impl Writers {
+    fn note(&mut self) {
+        let t = std::thread::current();
+        self.threads.insert(t.name().unwrap_or("?").to_string());
+    }
+}
+
+impl hprof::Sink for Writers {
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        self.note();
+        self.out.extend_from_slice(buf);
+        Ok(())
+    }
+    fn write_all_vectored(&mut self, bufs: &[&[u8]]) -> std::io::Result<()> {
+        self.note();
+        bufs.iter().for_each(|b| self.out.extend_from_slice(b));
+        Ok(())
+    }
+    fn patch(&mut self, offset: u64, bytes: &[u8]) -> std::io::Result<()> {
+        hprof::Sink::patch(&mut self.out, offset, bytes)
+    }
+}
+
+/// `strip_mapped` on a dump of 16 MiB or more: at level `arrays`, cut into parts stripped side by
+/// side and written by the calling thread (given two cores); at level `app`, whose roots depend
+/// on the whole heap dump, parsed on the calling thread and written by a writer thread. Both
+/// write what the streaming stripper writes.
+#[test]
+fn a_large_mapped_dump_is_stripped_in_parts_except_at_level_app() {
+    let input = art_dump(&ArtSpec {
+        seed: 11,
+        image_objects: 25_000,
+        zygote_objects: 25_000,
+        app_objects: 25_000,
+        mean_array_bytes: 600,
+        planted: Vec::new(),
+    });
+    assert!(input.len() >= 16 << 20, "{} bytes", input.len());
+    let me = std::thread::current().name().unwrap_or("?").to_string();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    for level in [Level::Arrays, Level::App] {
+        let (want, want_stats) = strip_bytes(&input, level).unwrap();
+        let (got, stats) = hprof::strip_mapped(&input, level, Writers::default()).unwrap();
+        assert!(got.out == want, "level {level}");
+        assert_eq!(stats, want_stats, "level {level}");
+        let writer = match level {
+            Level::Arrays if cores > 1 => me.clone(),
+            _ => "oomguard-write".to_string(),
+        };
+        assert_eq!(got.threads, [writer].into(), "level {level}");
     }
 }
 

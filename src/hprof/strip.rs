@@ -103,15 +103,6 @@ fn is_dropped_heap_name(text: &[u8]) -> bool {
     text == b"zygote" || text == b"image"
 }
 
-/// The heap state level `app` carries from one record to the next: whether the objects that
-/// follow are dropped, and a dropped heap's HEAP_DUMP_INFO waiting for a class dump.
-#[derive(Clone, Copy, PartialEq, Eq, Default)]
-struct Carry {
-    dropping: bool,
-    pending_info: [u8; 13],
-    pending_info_len: usize,
-}
-
 struct State<E: Emit> {
     level: Level,
     out: E,
@@ -131,13 +122,8 @@ struct State<E: Emit> {
     pending_info_len: usize,
     stats: StripStats,
     /// This state strips a part of a file cut at a record boundary, not its start: the file
-    /// header is someone else's to write (see [`parallel`]).
+    /// header is someone else's to write (see [`parallel`], which never strips level `app`).
     part: bool,
-    /// No HEAP_DUMP_INFO seen yet in this part.
-    fresh: bool,
-    /// A record whose output depends on the heap state carried in from before the part (an
-    /// object or a class dump) came before this part's first HEAP_DUMP_INFO.
-    depends: bool,
     /// Level `app`: what the dropped objects referenced (made when the header is read).
     holders: Option<Box<holders::Holders>>,
 }
@@ -157,29 +143,8 @@ impl<E: Emit> State<E> {
             pending_info_len: 0,
             stats: StripStats::default(),
             part: false,
-            fresh: true,
-            depends: false,
             holders: None,
         }
-    }
-
-    /// The heap state that reaches the next part (meaningful at level `app` only).
-    fn carry(&self) -> Carry {
-        Carry {
-            dropping: self.dropping,
-            pending_info: self.pending_info,
-            pending_info_len: self.pending_info_len,
-        }
-    }
-
-    /// Start from the heap state `c` and the heap names `names` met before this part.
-    fn resume(&mut self, c: &Carry, names: &[u64]) {
-        self.dropping = c.dropping;
-        self.pending_info = c.pending_info;
-        self.pending_info_len = c.pending_info_len;
-        let n = names.len().min(MAX_DROP_NAMES);
-        self.drop_names[..n].copy_from_slice(&names[..n]);
-        self.drop_name_count = n;
     }
 
     fn finish(mut self, end: u64) -> Result<(E, StripStats)> {
@@ -241,7 +206,7 @@ impl<E: Emit> State<E> {
 impl<E: Emit> Visitor for State<E> {
     fn header(&mut self, h: &Header, raw: &[u8]) -> std::result::Result<(), String> {
         self.id_size = h.id_size;
-        if self.level == Level::App && !self.part {
+        if self.level == Level::App {
             self.holders = Some(Box::new(holders::Holders::new(h.id_size)));
         }
         if self.part {
@@ -306,16 +271,6 @@ impl<E: Emit> Visitor for State<E> {
     #[inline(always)]
     fn sub(&mut self, _at: u64, s: &Sub<'_>, raw: &[u8]) -> std::result::Result<(), String> {
         self.skip_array = false;
-        if self.fresh && self.level == Level::App {
-            match s {
-                Sub::HeapDumpInfo { .. } => self.fresh = false,
-                Sub::Instance { .. }
-                | Sub::ObjectArray { .. }
-                | Sub::PrimitiveArray { .. }
-                | Sub::Class(_) => self.depends = true,
-                _ => {}
-            }
-        }
         // Only a dump that names a heap to drop (Android's) needs them: a HotSpot dump costs
         // nothing more at level `app` than at `arrays`.
         if let Some(h) = self.holders.as_mut().filter(|_| self.drop_name_count > 0) {
@@ -340,23 +295,8 @@ impl<E: Emit> Visitor for State<E> {
             Sub::Instance { .. } | Sub::ObjectArray { .. } | Sub::PrimitiveArray { .. }
                 if self.dropping =>
             {
-                let noted = match (self.holders.as_mut(), s) {
-                    (
-                        Some(h),
-                        Sub::Instance {
-                            id, class_id, data, ..
-                        },
-                    ) => h.instance(*id, *class_id, data),
-                    (
-                        Some(h),
-                        Sub::ObjectArray {
-                            id, class_id, len, ..
-                        },
-                    ) => h.object_array(*id, *class_id, *len),
-                    (Some(h), Sub::PrimitiveArray { id, .. }) => h.primitive_array(*id),
-                    // A part of the parallel stripper (which level `app` does not use).
-                    _ => true,
-                };
+                // Level `app` made the holders with the header, before any object.
+                let noted = self.holders.as_mut().is_some_and(|h| h.object(s));
                 if noted {
                     self.stats.objects_dropped += 1;
                     self.skip_array = true;
@@ -448,11 +388,6 @@ impl<S: Sink> Stripper<S> {
     /// Feed the next chunk of the input.
     pub fn feed(&mut self, data: &[u8]) -> Result<()> {
         self.parser.feed(data, &mut self.state)
-    }
-
-    /// Input bytes fed so far.
-    pub fn bytes_fed(&self) -> u64 {
-        self.parser.bytes_fed()
     }
 
     /// The input is complete: check it ended cleanly, flush, and give back the sink.

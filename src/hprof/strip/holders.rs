@@ -20,11 +20,20 @@
 //!
 //! Memory is bounded: the table of ids holds at most [`MAX_SLOTS`] slots (9 bytes each: 18 MiB
 //! at most, grown from 36 KiB as needed: about 2.4 slots per dropped object), the class layouts
-//! at most [`MAX_CLASSES`] classes and [`MAX_FIELD_BYTES`] bytes of field types (about 3 MiB),
-//! the waiting instances [`MAX_DEFERRED_BYTES`]. An object the stripper cannot account for
-//! within these bounds is kept instead of dropped: the output is bigger, never wrong.
+//! at most [`MAX_CLASSES`] classes (a map of 48-byte entries: 6.1 MiB at most) and
+//! [`MAX_FIELD_BYTES`] bytes of field types, the laid-out classes' reference offsets
+//! [`MAX_MEMO_OFFSETS`] (2 MiB), the waiting instances [`MAX_DEFERRED_BYTES`]. An object the
+//! stripper cannot account for within these bounds is kept instead of dropped: the output is
+//! bigger, never wrong.
+//!
+//! Time is bounded too: no walk up a superclass chain visits more than [`MAX_CHAIN`] classes (a
+//! longer chain, or a loop, is no real class hierarchy: its instances are taken as instances of a
+//! class not known, each id-sized run of their bytes a reference), and what a walk finds is
+//! memoized in the class's [`Layout`], so a class is walked once (again only if a class of its
+//! chain was not known yet, if the offsets' room is full, or after a class dump describes a
+//! class a second time).
 
-use crate::hprof::parser::ClassDump;
+use crate::hprof::parser::{ClassDump, Sub};
 use crate::hprof::{read_id, BasicType};
 use std::collections::HashMap;
 
@@ -35,8 +44,15 @@ const START_SLOTS: usize = 1 << 12;
 pub(super) const MAX_CLASSES: usize = 1 << 16;
 /// Most bytes of instance field types kept (one byte per field).
 pub(super) const MAX_FIELD_BYTES: usize = 1 << 20;
+/// Most classes a superclass walk visits: a longer chain (or a loop) is never laid out, and an
+/// instance of it is noted as a class not known (see [`Holders::take_wanted`]). The analyser cuts
+/// its chains at the same depth (`analyze::index::fields::chain`).
+pub(super) const MAX_CHAIN: usize = 256;
+/// Most reference offsets kept for the classes already laid out (4 bytes each: 2 MiB).
+pub(super) const MAX_MEMO_OFFSETS: usize = 1 << 19;
 /// Most bytes of dropped instances kept until their class dump comes (ART writes a heap in
-/// address order, and a boot image object can lie below its class).
+/// address order, and a boot image object can lie below its class), their heads (24 bytes each)
+/// and their field bytes.
 pub(super) const MAX_DEFERRED_BYTES: usize = 4 << 20;
 
 /// The id is a dropped object.
@@ -125,6 +141,27 @@ struct Layout {
     /// Its own fields' types: `types[start..start + count]`.
     start: u32,
     count: u32,
+    /// What a walk of its chain found; valid while `gen` is [`Holders`]'s.
+    memo: Memo,
+    gen: u32,
+}
+
+/// What a walk of a class's superclass chain found.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Memo {
+    /// Not walked yet (or a class of the chain was not known then).
+    None,
+    /// The chain passes [`MAX_CHAIN`] classes (or loops): an instance is never laid out.
+    TooDeep,
+    /// Its reference offsets are `memo_offsets[start..start + count]`, its data `len` bytes.
+    Ready { start: u32, count: u32, len: u32 },
+}
+
+/// The outcome of one walk of a chain.
+enum Walk {
+    Unknown,
+    TooDeep,
+    Found(u32),
 }
 
 /// What level `app` keeps track of while it drops objects.
@@ -144,6 +181,14 @@ pub(super) struct Holders {
     cache_class: u64,
     cache_offsets: Vec<u32>,
     cache_len: usize,
+    /// The reference offsets of the classes whose [`Memo`] is `Ready`, at most
+    /// [`MAX_MEMO_OFFSETS`].
+    memo_offsets: Vec<u32>,
+    /// Bumped when a class dump replaces one already seen: every memo made before is stale.
+    gen: u32,
+    /// Classes visited by chain walks, so far (tests).
+    #[cfg(test)]
+    chain_steps: u64,
     /// The string ids of "referent" and of `java.lang.ref.Reference`'s name (either spelling),
     /// and the class id of `java.lang.ref.Reference`.
     referent_name: u64,
@@ -172,6 +217,10 @@ impl Holders {
             cache_class: 0,
             cache_offsets: Vec::new(),
             cache_len: 0,
+            memo_offsets: Vec::new(),
+            gen: 0,
+            #[cfg(test)]
+            chain_steps: 0,
             referent_name: 0,
             reference_names: [0; 2],
             reference_class: 0,
@@ -221,56 +270,120 @@ impl Holders {
             _ => ty as u8,
         }));
         let count = self.types.len() as u32 - start;
-        self.classes.insert(
-            c.id,
-            Layout {
-                super_id: c.super_id,
-                start,
-                count,
-            },
-        );
-        if c.id == self.cache_class {
+        let layout = Layout {
+            super_id: c.super_id,
+            start,
+            count,
+            memo: Memo::None,
+            gen: self.gen,
+        };
+        if self.classes.insert(c.id, layout).is_some() {
+            // A class described again (a second heap dump): its subclasses' memos may be stale.
+            self.gen = self.gen.wrapping_add(1);
+            self.memo_offsets.clear();
             self.cache_class = 0;
+        }
+        if let Some(l) = self.classes.get_mut(&c.id) {
+            l.gen = self.gen;
         }
     }
 
     /// Fill the cache with the offsets of `class_id`'s reference fields in an instance's data;
-    /// false if a class of its chain is unknown.
+    /// false if a class of its chain is unknown, or the chain is over [`MAX_CHAIN`] classes.
+    /// What a walk finds is kept in the class's [`Memo`], so a class is walked at most once
+    /// (unless its chain has a class not known yet, or the memo's room is full).
     fn layout(&mut self, class_id: u64) -> bool {
-        if self.cache_class == class_id && class_id != 0 {
+        if class_id == 0 {
+            self.cache_class = 0;
+            self.cache_offsets.clear();
+            self.cache_len = 0;
+            return true;
+        }
+        if self.cache_class == class_id {
             return true;
         }
         self.cache_class = 0;
         self.cache_offsets.clear();
-        let mut at = 0u32;
-        let mut c = class_id;
-        // A chain longer than the classes known loops.
-        for _ in 0..=self.classes.len() {
-            if c == 0 {
+        let memo = match self.classes.get(&class_id) {
+            Some(l) if l.gen == self.gen => l.memo,
+            Some(_) => Memo::None,
+            None => return false,
+        };
+        let memo = match memo {
+            Memo::TooDeep => return false,
+            Memo::Ready { start, count, len } => {
+                let (a, b) = (start as usize, start as usize + count as usize);
+                self.cache_offsets
+                    .extend_from_slice(&self.memo_offsets[a..b]);
                 self.cache_class = class_id;
-                self.cache_len = at as usize;
+                self.cache_len = len as usize;
                 return true;
             }
+            Memo::None => match self.walk(class_id) {
+                Walk::Unknown => return false,
+                Walk::TooDeep => Memo::TooDeep,
+                Walk::Found(len) => {
+                    self.cache_class = class_id;
+                    self.cache_len = len as usize;
+                    let start = self.memo_offsets.len();
+                    if start + self.cache_offsets.len() > MAX_MEMO_OFFSETS {
+                        return true;
+                    }
+                    self.memo_offsets.extend_from_slice(&self.cache_offsets);
+                    Memo::Ready {
+                        start: start as u32,
+                        count: self.cache_offsets.len() as u32,
+                        len,
+                    }
+                }
+            },
+        };
+        let gen = self.gen;
+        if let Some(l) = self.classes.get_mut(&class_id) {
+            l.memo = memo;
+            l.gen = gen;
+        }
+        matches!(memo, Memo::Ready { .. })
+    }
+
+    /// Walk `class_id`'s chain, at most [`MAX_CHAIN`] classes, putting its reference offsets in
+    /// the cache: the instance data length, or why there is none.
+    fn walk(&mut self, class_id: u64) -> Walk {
+        let mut at = 0u32;
+        let mut c = class_id;
+        for _ in 0..MAX_CHAIN {
+            if c == 0 {
+                return Walk::Found(at);
+            }
+            #[cfg(test)]
+            {
+                self.chain_steps += 1;
+            }
             let Some(l) = self.classes.get(&c) else {
-                return false;
+                return Walk::Unknown;
             };
             for &t in &self.types[l.start as usize..(l.start + l.count) as usize] {
                 let Some(ty) = BasicType::from_u8(t & !0x80) else {
-                    return false;
+                    return Walk::Unknown;
                 };
                 if t == BasicType::Object as u8 {
                     self.cache_offsets.push(at);
                 }
-                at += ty.size(self.id_size);
+                at = at.saturating_add(ty.size(self.id_size));
             }
             c = l.super_id;
         }
-        false
+        if c == 0 {
+            Walk::Found(at)
+        } else {
+            // Longer than any real class hierarchy, or a loop.
+            Walk::TooDeep
+        }
     }
 
     /// A dropped instance: note it and what it references. False (nothing noted) if it cannot
     /// be accounted for: the caller keeps it.
-    pub(super) fn instance(&mut self, id: u64, class_id: u64, data: &[u8]) -> bool {
+    fn instance(&mut self, id: u64, class_id: u64, data: &[u8]) -> bool {
         if self.full {
             return false;
         }
@@ -285,6 +398,22 @@ impl Holders {
         self.want_class(class_id);
         self.note_fields(data);
         true
+    }
+
+    /// A dropped object (an instance or an array's head): note it, as [`Holders::instance`],
+    /// [`Holders::object_array`] or [`Holders::primitive_array`] do. False if it cannot be
+    /// accounted for (or is no object): the caller keeps it.
+    pub(super) fn object(&mut self, s: &Sub<'_>) -> bool {
+        match *s {
+            Sub::Instance {
+                id, class_id, data, ..
+            } => self.instance(id, class_id, data),
+            Sub::ObjectArray {
+                id, class_id, len, ..
+            } => self.object_array(id, class_id, len),
+            Sub::PrimitiveArray { id, .. } => self.primitive_array(id),
+            _ => false,
+        }
     }
 
     /// Mark a dropped object's class wanted (once for a run of objects of one class).
@@ -310,7 +439,10 @@ impl Holders {
     fn defer(&mut self, id: u64, class_id: u64, data: &[u8]) -> bool {
         // Room for as many references as its bytes can hold, its id and its class.
         let refs = data.len() / self.id_size as usize;
-        if self.deferred_data.len() + data.len() > MAX_DEFERRED_BYTES
+        // Its head counts too: instances without fields would otherwise be bounded only by the
+        // table (1.5 million heads, 36 MiB).
+        let heads = (self.deferred.len() + 1) * std::mem::size_of::<(u64, u64, u32)>();
+        if self.deferred_data.len() + data.len() + heads > MAX_DEFERRED_BYTES
             || self.table.room(self.reserved) < refs + 2
         {
             self.full = true;
@@ -351,7 +483,7 @@ impl Holders {
 
     /// A dropped object array's head: its elements follow through [`Holders::elements`]. False
     /// if it cannot be accounted for.
-    pub(super) fn object_array(&mut self, id: u64, class_id: u64, len: u32) -> bool {
+    fn object_array(&mut self, id: u64, class_id: u64, len: u32) -> bool {
         if self.full || self.table.room(self.reserved) < len as usize + 2 {
             self.full = true;
             return false;
@@ -364,7 +496,7 @@ impl Holders {
     }
 
     /// A dropped primitive array. False if it cannot be accounted for.
-    pub(super) fn primitive_array(&mut self, id: u64) -> bool {
+    fn primitive_array(&mut self, id: u64) -> bool {
         if self.full || self.table.room(self.reserved) < 1 {
             self.full = true;
             return false;
@@ -428,5 +560,222 @@ impl Holders {
         self.last_class = 0;
         self.full = false;
         v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `fields` as a class dump lists them (4-byte name ids).
+    fn raw(fields: &[(u64, BasicType)]) -> Vec<u8> {
+        let mut b = Vec::new();
+        for &(name, ty) in fields {
+            b.extend_from_slice(&(name as u32).to_be_bytes());
+            b.push(ty as u8);
+        }
+        b
+    }
+
+    fn class(id: u64, super_id: u64, fields_raw: &[u8]) -> ClassDump<'_> {
+        ClassDump {
+            id,
+            stack_serial: 0,
+            super_id,
+            loader_id: 0,
+            instance_size: 0,
+            constant_count: 0,
+            static_count: 0,
+            field_count: (fields_raw.len() / 5) as u16,
+            statics_raw: &[],
+            fields_raw,
+            id_size: 4,
+        }
+    }
+
+    /// Classes `base`, `base + 1`, ... each extending the one before, the first with `root`'s
+    /// fields, the others with none.
+    fn chain(h: &mut Holders, base: u64, len: u64, root: &[u8]) {
+        for i in 0..len {
+            let sup = if i == 0 { 0 } else { base + i - 1 };
+            h.class(&class(base + i, sup, if i == 0 { root } else { &[] }));
+        }
+    }
+
+    #[test]
+    fn a_superclass_walk_stops_at_max_chain_and_each_class_is_walked_once() {
+        let mut h = Holders::new(4);
+        let base = 0x1000;
+        let len = 4 * MAX_CHAIN as u64;
+        chain(&mut h, base, len, &[]);
+        let (deep, shallow) = (base + len - 1, base);
+        // Instances alternate between the deepest class and the first, so the one-class cache
+        // misses every time (deep_classes.py).
+        for j in 0..1000u64 {
+            let c = if j % 2 == 0 { deep } else { shallow };
+            assert!(h.instance(0x1000_0000 + 8 * j, c, &[]));
+        }
+        // The deep chain walked once, up to the cap; the shallow one once, one class.
+        assert_eq!(h.chain_steps, MAX_CHAIN as u64 + 1);
+        assert_eq!(h.classes[&deep].memo, Memo::TooDeep);
+        // Its instances are waiting as instances of a class not known; resolving them walks
+        // nothing more (the roots are the two classes: neither is dropped).
+        assert_eq!(h.deferred.len(), 500);
+        assert_eq!(h.take_wanted(), vec![shallow, deep]);
+        assert_eq!(h.chain_steps, MAX_CHAIN as u64 + 1);
+    }
+
+    #[test]
+    fn a_chain_of_max_chain_classes_is_laid_out_and_one_more_is_not() {
+        let mut h = Holders::new(4);
+        let root = raw(&[(1, BasicType::Object), (2, BasicType::Int)]);
+        chain(&mut h, 0x1000, MAX_CHAIN as u64 + 1, &root);
+        let at_cap = 0x1000 + MAX_CHAIN as u64 - 1;
+        // The module doc's figure for the class map.
+        assert_eq!(std::mem::size_of::<(u64, Layout)>(), 48);
+        assert!(h.layout(at_cap));
+        assert_eq!((h.cache_offsets.clone(), h.cache_len), (vec![0], 8));
+        assert!(!h.layout(at_cap + 1));
+        assert_eq!(h.classes[&(at_cap + 1)].memo, Memo::TooDeep);
+        // A loop is a chain over the cap too.
+        h.class(&class(0x9000, 0x9001, &[]));
+        h.class(&class(0x9001, 0x9000, &[]));
+        assert!(!h.layout(0x9000));
+        assert_eq!(h.classes[&0x9000].memo, Memo::TooDeep);
+    }
+
+    #[test]
+    fn a_class_described_again_makes_its_subclasses_laid_out_again() {
+        let mut h = Holders::new(4);
+        let a1 = raw(&[(1, BasicType::Int)]);
+        let b = raw(&[(2, BasicType::Object)]);
+        h.class(&class(0x10, 0, &a1));
+        h.class(&class(0x20, 0x10, &b));
+        assert!(h.instance(0x100, 0x20, &[0, 0, 0, 0x30, 0, 0, 0, 7]));
+        assert!(h.deferred.is_empty());
+        // Another heap dump describes the superclass with one more reference.
+        let a2 = raw(&[(1, BasicType::Int), (3, BasicType::Object)]);
+        h.class(&class(0x10, 0, &a2));
+        assert!(h.layout(0x20));
+        assert_eq!((h.cache_offsets.clone(), h.cache_len), (vec![0, 8], 12));
+        assert!(h.instance(0x108, 0x20, &[0, 0, 0, 0x40, 0, 0, 0, 7, 0, 0, 0, 0x50]));
+        assert!(h.deferred.is_empty());
+        assert_eq!(h.take_wanted(), vec![0x20, 0x30, 0x40, 0x50]);
+    }
+
+    #[test]
+    fn instances_waiting_for_their_class_count_their_heads_against_the_bound() {
+        let mut h = Holders::new(4);
+        let heads = MAX_DEFERRED_BYTES / 24;
+        // Instances without fields of a class never described: each waits, head only.
+        for i in 0..heads as u64 {
+            assert!(h.instance(0x1000_0000 + 8 * i, 0x60, &[]), "instance {i}");
+        }
+        assert!(!h.instance(0x2000_0000, 0x60, &[]));
+        assert!(h.full);
+        assert_eq!(h.deferred.len(), heads);
+        assert_eq!(h.take_wanted(), vec![0x60]);
+    }
+
+    #[test]
+    fn classes_met_in_turn_are_laid_out_again_from_their_memo() {
+        let mut h = Holders::new(4);
+        let a = raw(&[(1, BasicType::Object), (2, BasicType::Int)]);
+        let b = raw(&[(3, BasicType::Object), (4, BasicType::Object)]);
+        h.class(&class(0x10, 0, &a));
+        h.class(&class(0x20, 0, &b));
+        let id = |v: u32| v.to_be_bytes();
+        for k in 0..3u32 {
+            let ra = [id(0x100 + k), id(7)].concat();
+            let rb = [id(0x200 + k), id(0x300 + k)].concat();
+            assert!(h.instance(0x1000 + 16 * k as u64, 0x10, &ra));
+            assert!(h.instance(0x1008 + 16 * k as u64, 0x20, &rb));
+        }
+        // Each class walked once, then laid out from its memo.
+        assert_eq!(h.chain_steps, 2);
+        assert!(h.deferred.is_empty());
+        let want = [0x10, 0x20, 0x100, 0x101, 0x102, 0x200, 0x201, 0x202]
+            .into_iter()
+            .chain([0x300, 0x301, 0x302])
+            .collect::<Vec<u64>>();
+        assert_eq!(h.take_wanted(), want);
+    }
+
+    #[test]
+    fn the_memo_keeps_up_to_max_memo_offsets_and_no_more() {
+        let mut h = Holders::new(4);
+        // A class of 65,535 references, and subclasses adding one: 65,536 offsets each, so
+        // eight fill the memo's room exactly.
+        let per = 1usize << 16;
+        assert_eq!(MAX_MEMO_OFFSETS % per, 0);
+        let fields: Vec<(u64, BasicType)> = (0..per as u64 - 1)
+            .map(|i| (i + 1, BasicType::Object))
+            .collect();
+        let root = raw(&fields);
+        h.class(&class(0x10, 0, &root));
+        let one = raw(&[(1, BasicType::Object)]);
+        let fit = (MAX_MEMO_OFFSETS / per) as u64;
+        for i in 0..=fit {
+            h.class(&class(0x100 + i, 0x10, &one));
+        }
+        for i in 0..=fit {
+            assert!(h.layout(0x100 + i));
+            assert_eq!(h.cache_offsets.len(), per);
+        }
+        for i in 0..fit {
+            assert!(
+                matches!(h.classes[&(0x100 + i)].memo, Memo::Ready { .. }),
+                "{i}"
+            );
+        }
+        assert_eq!(h.classes[&(0x100 + fit)].memo, Memo::None);
+        assert_eq!(h.memo_offsets.len(), MAX_MEMO_OFFSETS);
+    }
+
+    #[test]
+    fn only_reference_referent_is_a_weak_field() {
+        let mut h = Holders::new(4);
+        h.string(1, b"referent");
+        h.string(2, b"queue");
+        h.string(3, b"java/lang/ref/Reference");
+        h.load_class(0x30, 3);
+        let fields = raw(&[(1, BasicType::Object), (2, BasicType::Object)]);
+        h.class(&class(0x30, 0, &fields));
+        h.class(&class(0x40, 0, &fields));
+        let refs = |a: u32, b: u32| [a.to_be_bytes(), b.to_be_bytes()].concat();
+        assert!(h.instance(0x1000, 0x30, &refs(0x500, 0x600)));
+        assert!(h.instance(0x1008, 0x40, &refs(0x700, 0x800)));
+        assert_eq!(h.take_wanted(), vec![0x30, 0x40, 0x600, 0x700, 0x800]);
+    }
+
+    #[test]
+    fn class_layouts_are_kept_up_to_max_field_bytes_and_no_more() {
+        let mut h = Holders::new(4);
+        let most = raw(&vec![(1, BasicType::Int); u16::MAX as usize]);
+        let full = MAX_FIELD_BYTES / u16::MAX as usize;
+        for i in 0..full as u64 {
+            h.class(&class(0x100 + i, 0, &most));
+        }
+        let rest = raw(&vec![
+            (1, BasicType::Int);
+            MAX_FIELD_BYTES % u16::MAX as usize
+        ]);
+        h.class(&class(0x10, 0, &rest));
+        assert_eq!(h.types.len(), MAX_FIELD_BYTES);
+        assert!(h.classes.contains_key(&0x10));
+        h.class(&class(0x20, 0, &raw(&[(1, BasicType::Int)])));
+        assert!(!h.classes.contains_key(&0x20));
+        assert_eq!(h.classes.len(), full + 1);
+    }
+
+    #[test]
+    fn instances_waiting_for_their_class_may_fill_max_deferred_bytes_exactly() {
+        let mut h = Holders::new(4);
+        let data = vec![0u8; MAX_DEFERRED_BYTES - 2 * 24];
+        assert!(h.instance(0x1000, 0x60, &data));
+        assert!(h.instance(0x1008, 0x60, &[]));
+        assert!(!h.full);
+        assert!(!h.instance(0x1010, 0x60, &[]));
+        assert!(h.full);
     }
 }

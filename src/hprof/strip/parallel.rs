@@ -8,21 +8,16 @@
 //!
 //! Invariants:
 //! - The output is the same bytes the sequential stripper writes. Levels `none` and `arrays`
-//!   keep no state from one heap dump segment to the next. Level `app` is no longer stripped
-//!   here: since it writes roots that depend on the whole heap dump (`strip::holders`), the
-//!   callers strip it on one thread, and the carry below is not reached. (What it did: level
-//!   `app` keeps state (which heap the
-//!   objects are in, and a dropped heap's HEAP_DUMP_INFO waiting for a class dump): each part
-//!   starts with the heap names met before its cut and the default heap state, and records
-//!   whether anything in it depended on that state before its first HEAP_DUMP_INFO. If it did
-//!   and the state actually carried in differs, the writer strips that part again with the
-//!   right state.)
+//!   keep no state from one heap dump segment to the next, so each part is stripped on its own.
+//! - Level `app` is never stripped here: it keeps state from one record to the next (which heap
+//!   the objects are in) and writes roots that depend on the whole heap dump (`strip::holders`).
+//!   [`strip`] refuses it; the callers strip it on one thread.
 //! - A parse error is reported at the same byte offset as the sequential stripper reports it:
 //!   parts are written in order, so the first failing part is the first failure in the file.
 
-use super::{push_nodata_head, Carry, Emit, Level, Pieces, Sink, Span, Stage, State, StripStats};
+use super::{push_nodata_head, Emit, Level, Pieces, Sink, Span, Stage, State, StripStats};
 use crate::hprof::parser::Parser;
-use crate::hprof::{read_id, read_u32, tag, Error, Result, HEADER_LEN};
+use crate::hprof::{read_u32, Error, Result, HEADER_LEN};
 use std::collections::BTreeMap;
 use std::sync::{mpsc, Mutex};
 
@@ -44,8 +39,7 @@ const AHEAD: usize = 3;
 /// Record heads [`plan`] asks for ahead of the one it reads.
 const PLAN_GUESSES: u64 = 8;
 
-/// Where to cut `input` (offsets of top-level records), and the heap names (`app`) met before
-/// each cut. `None` if the file cannot be cut into two or more parts of about `part` bytes, or if
+/// Where to cut `input` (offsets of top-level records). `None` if the file cannot be cut into two or more parts of about `part` bytes, or if
 /// its top-level records do not chain exactly to its end (the sequential stripper then reports
 /// the problem at its offset).
 pub(super) fn plan(input: &[u8], part: u64) -> Option<Vec<Cut>> {
@@ -59,29 +53,14 @@ pub(super) fn plan(input: &[u8], part: u64) -> Option<Vec<Cut>> {
     if id_size != 4 && id_size != 8 {
         return None;
     }
-    let id_len = id_size as u64;
-    let mut cuts = vec![Cut {
-        start: pos,
-        names: Vec::new(),
-    }];
-    let mut names = Vec::new();
+    let mut cuts = vec![Cut { start: pos }];
     let mut next = pos + part;
     while pos < len {
         let h = input.get(pos as usize..pos as usize + 9)?;
         let body = read_u32(&h[5..]) as u64;
         if pos >= next {
-            cuts.push(Cut {
-                start: pos,
-                names: names.clone(),
-            });
+            cuts.push(Cut { start: pos });
             next = pos + part;
-        }
-        if h[0] == tag::UTF8 && body >= id_len {
-            let b = pos as usize + 9;
-            let text = input.get(b + id_len as usize..b + body as usize)?;
-            if super::is_dropped_heap_name(text) {
-                names.push(read_id(&input[b..], id_size));
-            }
         }
         pos += 9 + body;
         // Where the next heads are depends on the lengths in this one and those after it, so
@@ -106,10 +85,9 @@ pub(super) fn balanced(cuts: &[Cut], len: u64) -> bool {
         .all(|(c, end)| end - c.start <= len / 2)
 }
 
-/// A part's start and the ids of the UTF8 records naming a dropped heap before it.
+/// A part's start.
 pub(super) struct Cut {
     start: u64,
-    names: Vec<u64>,
 }
 
 /// A stripped part, in memory.
@@ -118,11 +96,6 @@ struct Part {
     /// Output bytes.
     len: u64,
     stats: StripStats,
-    /// Its output depends on the heap state carried in (level `app`).
-    depends: bool,
-    /// It holds a HEAP_DUMP_INFO, so the state it leaves is its own.
-    sets_heap: bool,
-    carry: Carry,
 }
 
 /// Collects a part's output: short pieces are copied together on the worker's core (so the
@@ -212,15 +185,8 @@ impl Emit for Collect<'_> {
     }
 }
 
-/// Strip the part `[a, b)` of `input`, starting from the heap state `carry`.
-fn strip_part(
-    input: &[u8],
-    level: Level,
-    (a, b): (u64, u64),
-    names: &[u64],
-    carry: &Carry,
-    mut out: Stage,
-) -> Result<Part> {
+/// Strip the part `[a, b)` of `input`.
+fn strip_part(input: &[u8], level: Level, (a, b): (u64, u64), mut out: Stage) -> Result<Part> {
     let first = a == HEADER_LEN as u64;
     out.clear();
     let collect = Collect {
@@ -231,7 +197,6 @@ fn strip_part(
     };
     let mut state = State::new(level, collect);
     state.part = !first;
-    state.resume(carry, names);
     let mut parser = Parser::new();
     // Each parser reads the file header, then the part as if it followed it.
     let fix = |e: Error| {
@@ -247,19 +212,15 @@ fn strip_part(
         .and_then(|_| parser.feed(&input[a as usize..b as usize], &mut state))
         .and_then(|_| parser.finish())
         .map_err(fix)?;
-    let (depends, sets_heap, carry) = (state.depends, !state.fresh, state.carry());
     let (collect, stats) = state.finish(b).map_err(fix)?;
     Ok(Part {
         out: collect.out,
         len: collect.len,
         stats,
-        depends,
-        sets_heap,
-        carry,
     })
 }
 
-/// Strip `input` cut at `cuts` to `sink` with `workers` threads.
+/// Strip `input` cut at `cuts` to `sink` with `workers` threads; level `none` or `arrays`.
 pub(super) fn strip<S: Sink>(
     input: &[u8],
     level: Level,
@@ -268,11 +229,16 @@ pub(super) fn strip<S: Sink>(
     workers: usize,
 ) -> Result<(S, StripStats)> {
     let end = input.len() as u64;
+    if level == Level::App {
+        return Err(Error::new(
+            0,
+            "internal: level app is stripped on one thread",
+        ));
+    }
     let range = |k: usize| {
         let b = cuts.get(k + 1).map_or(end, |c| c.start);
         (cuts[k].start, b)
     };
-    let fresh = Carry::default();
     // Tickets: the part numbers workers may strip. The writer hands out one more as it writes
     // each part, so workers stay at most `AHEAD` parts each ahead of it.
     let (ticket_tx, ticket_rx) = mpsc::channel::<usize>();
@@ -295,8 +261,7 @@ pub(super) fn strip<S: Sink>(
             issued += 1;
         }
         for w in 0..workers {
-            let (ticket_rx, done_tx, fresh, buffer) =
-                (&ticket_rx, done_tx.clone(), &fresh, &buffer);
+            let (ticket_rx, done_tx, buffer) = (&ticket_rx, done_tx.clone(), &buffer);
             std::thread::Builder::new()
                 .name(format!("oomguard-strip{w}"))
                 .spawn_scoped(scope, move || loop {
@@ -307,7 +272,7 @@ pub(super) fn strip<S: Sink>(
                         },
                         Err(_) => return,
                     };
-                    let part = strip_part(input, level, range(k), &cuts[k].names, fresh, buffer());
+                    let part = strip_part(input, level, range(k), buffer());
                     if done_tx.send((k, part)).is_err() {
                         return;
                     }
@@ -317,7 +282,6 @@ pub(super) fn strip<S: Sink>(
         drop(done_tx);
         let mut ready: BTreeMap<usize, Result<Part>> = BTreeMap::new();
         let mut stats = StripStats::default();
-        let mut carry = fresh;
         let mut written = 0u64;
         let mut next = 0;
         let result = loop {
@@ -335,13 +299,6 @@ pub(super) fn strip<S: Sink>(
                 },
             };
             let part = match part {
-                Ok(p) if level == Level::App && p.depends && carry != fresh => {
-                    let redo = buffer();
-                    strip_part(input, level, range(next), &cuts[next].names, &carry, redo)
-                }
-                p => p,
-            };
-            let part = match part {
                 Ok(p) => p,
                 Err(e) if next == 0 => break Err(e),
                 // The message may quote offsets of the part's own parser: find the error as
@@ -357,12 +314,8 @@ pub(super) fn strip<S: Sink>(
             if let Ok(mut s) = spare.lock() {
                 s.push(part.out);
             }
-            if part.sets_heap {
-                carry = part.carry;
-            }
             stats.arrays_stripped += part.stats.arrays_stripped;
             stats.array_bytes_removed += part.stats.array_bytes_removed;
-            stats.objects_dropped += part.stats.objects_dropped;
             next += 1;
             if issued < cuts.len() {
                 let _ = ticket_tx.send(issued);
@@ -399,10 +352,7 @@ mod tests {
     use crate::hprof::writer::{art_dump, ArtSpec};
 
     fn cut(start: u64) -> Cut {
-        Cut {
-            start,
-            names: Vec::new(),
-        }
+        Cut { start }
     }
 
     #[test]
