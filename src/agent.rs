@@ -966,6 +966,8 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
         });
         self.status.state = "stopped";
         self.shared.flight.finish(recorder::State::Stopped);
+        // The last status holds the I/O thread's newest queue summary.
+        self.take_queue();
         self.publish(true);
         info!("agent stopped after {} polls", self.status.polls);
         Ok(())

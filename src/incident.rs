@@ -657,7 +657,7 @@ impl Pipeline {
             Ok(_) => format!("the dump was taken but could not be queued: {e}"),
             Err(_) => format!("the incident could not be queued: {e}"),
         })?;
-        queue::note_queued(&self.queue, &live.spool, &id);
+        queue::note_queued(&self.queue, &live.spool, &id, p.upload.url.is_some());
         let _ = live.io.tx.send(Work::Pass);
         Ok(match &dump {
             Ok(o) => (
@@ -748,7 +748,7 @@ impl Pipeline {
                 "no dump: the process died before one was taken".into(),
             )
             .map_err(|e| format!("the death could not be queued: {e}"))?;
-        queue::note_queued(&self.queue, &live.spool, &id);
+        queue::note_queued(&self.queue, &live.spool, &id, p.upload.url.is_some());
         if let Err(e) = save_deaths_today(&quota, now, count + 1) {
             warn!(
                 "{}: {e}; the death quota may let one more through",

@@ -92,7 +92,7 @@ pub(super) fn summarize(
         return q;
     }
     if upload.is_none() {
-        q.waiting_for = Some("an upload URL (the policy has no upload.url)".into());
+        q.waiting_for = Some(NO_UPLOAD_URL.into());
         return q;
     }
     let stop = pass
@@ -139,16 +139,28 @@ fn next_pass_at(now_ms: u64, every: Duration, gate: u64) -> u64 {
     }
 }
 
+/// What incidents wait for when the policy names no upload server.
+const NO_UPLOAD_URL: &str = "an upload URL (the policy has no upload.url)";
+
 /// Count the incident `id` just committed into `board`'s summary (on the agent thread, a few
 /// `stat`s), so that the status written after its verdict shows it before the I/O thread's
-/// next summary.
-pub(super) fn note_queued(board: &QueueBoard, spool: &crate::spool::Spool, id: &str) {
+/// next summary; with no upload server (`uploads` false) it says so at once too, which the
+/// I/O thread's summary may not say before the app stops.
+pub(super) fn note_queued(
+    board: &QueueBoard,
+    spool: &crate::spool::Spool,
+    id: &str,
+    uploads: bool,
+) {
     let bytes = dir_size(spool.fs(), &spool.incident_dir(id)).unwrap_or(0);
     board.update(|q| {
         q.wired = true;
         q.pending += 1;
         q.pending_bytes += bytes;
         q.updated_ms = spool.now_ms();
+        if !uploads {
+            q.waiting_for = Some(NO_UPLOAD_URL.into());
+        }
     });
 }
 
