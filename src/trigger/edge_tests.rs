@@ -186,3 +186,83 @@ fn stack_groups_fold_equal_stacks_only() {
     };
     assert_eq!(g, vec![sg(3, "w-1", &["a", "b"]), sg(1, "w-3", &["c"])]);
 }
+
+/// The slack forgives a fall up to `slack_percent` of the max heap (heap) or of the limit
+/// (cgroup), and no more: a fall past it starts a new run.
+#[test]
+fn a_fall_past_the_slack_starts_a_new_run() {
+    let d = Device::default();
+    let mut p = Policy::default();
+    p.heap.slack_percent = 1; // 2.56 MB of 256 MB
+    assert_eq!(
+        verdicts(&heap_polls(&[220, 218, 219], 256), &p, &d),
+        vec![(3, Kind::Heap)]
+    );
+    assert_eq!(verdicts(&heap_polls(&[221, 218, 219], 256), &p, &d), vec![]);
+    // Cgroup: 2 % of a 200 MB limit is 4 MB; working sets over 170 MB (85 %).
+    p.cgroup_memory.slack_percent = 2;
+    let cgroup = |ws: &[u64]| -> Vec<Sample> {
+        ws.iter()
+            .enumerate()
+            .map(|(i, &w)| Sample {
+                cgroup_current: Some(w * MB),
+                cgroup_working_set: Some(w * MB),
+                cgroup_limit: Some(200 * MB),
+                ..quiet(i as u64 + 1, 10, 256)
+            })
+            .collect()
+    };
+    assert_eq!(
+        verdicts(&cgroup(&[176, 172, 173]), &p, &d),
+        vec![(3, Kind::CgroupMemory)]
+    );
+    assert_eq!(verdicts(&cgroup(&[177, 172, 173]), &p, &d), vec![]);
+}
+
+/// The names of the kinds, as `status.json`, logs and reports spell them.
+#[test]
+fn kind_names() {
+    let names: Vec<&str> = [
+        Kind::Heap,
+        Kind::FastHuge,
+        Kind::Fd,
+        Kind::Threads,
+        Kind::VmSize,
+        Kind::CgroupMemory,
+        Kind::Manual,
+    ]
+    .iter()
+    .map(|k| k.as_str())
+    .collect();
+    assert_eq!(
+        names,
+        [
+            "heap",
+            "fast_huge",
+            "fd",
+            "threads",
+            "vm_size",
+            "cgroup_memory",
+            "manual"
+        ]
+    );
+    // And serde says the same.
+    assert_eq!(
+        serde_json::to_string(&Kind::CgroupMemory).unwrap(),
+        "\"cgroup_memory\""
+    );
+}
+
+/// `Device::this` keeps what the VM said and knows the pointer width.
+#[test]
+fn device_this_keeps_what_it_is_told() {
+    let d = Device::this("HUAWEI", 26);
+    assert_eq!(
+        d,
+        Device {
+            manufacturer: "HUAWEI".into(),
+            api_level: 26,
+            is_32bit: cfg!(target_pointer_width = "32"),
+        }
+    );
+}
