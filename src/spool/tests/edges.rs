@@ -1,0 +1,25 @@
+//! Spool rules at their edges that `cargo mutants` found unpinned (issue 44).
+
+use super::*;
+
+/// A file of an incident that is there but cannot be read is an error of the plan (named by
+/// path and operation), not a missing file: the incident stays analysed, to be planned again.
+#[test]
+fn an_unreadable_file_fails_the_plan_instead_of_being_called_missing() {
+    let env = Env::new();
+    let spool = env.spool(Quotas::default());
+    let st = spool.stage_with_id("heap1").unwrap();
+    std::fs::write(st.path(FileKind::MiniDump), vec![7u8; 1000]).unwrap();
+    spool.commit(st, info("heap")).unwrap();
+    let g = spool.lock().unwrap();
+    assert_eq!(g.recover(&mut good).unwrap().analysed, 1);
+    // A directory where report.json should be: it opens, but reading it fails (EISDIR).
+    let report = spool.incident_dir("heap1").join("report.json");
+    std::fs::remove_file(&report).unwrap();
+    std::fs::create_dir(&report).unwrap();
+    match g.plan_upload("heap1") {
+        Err(Error::Io { path, op, .. }) => assert_eq!((path, op), (report, "hash")),
+        other => panic!("expected a hash error for report.json, got {other:?}"),
+    }
+    assert_eq!(spool.read_incident("heap1").unwrap().state, State::Analysed);
+}
