@@ -23,3 +23,28 @@ fn an_unreadable_file_fails_the_plan_instead_of_being_called_missing() {
     }
     assert_eq!(spool.read_incident("heap1").unwrap().state, State::Analysed);
 }
+
+/// A quota pass saves the watched time when the clock moved a minute or more (or back), not on
+/// every pass: the uploader runs one per attempt, and each save is a write, two fsyncs and a
+/// rename.
+#[test]
+fn the_watched_time_is_saved_at_most_once_a_minute() {
+    let env = Env::new();
+    let spool = env.spool(Quotas::default());
+    add(&spool, "w1", 100);
+    let g = spool.lock().unwrap();
+    let saved = || std::fs::read(env.root.join("spool.json")).unwrap();
+    g.enforce_quotas(0, 0).unwrap();
+    let first = saved();
+    env.clock.advance(Duration::from_secs(30));
+    g.enforce_quotas(0, 0).unwrap();
+    assert_eq!(saved(), first, "saved again after 30 s");
+    env.clock.advance(Duration::from_secs(30));
+    g.enforce_quotas(0, 0).unwrap();
+    let minute = saved();
+    assert_ne!(minute, first, "not saved a minute after the last save");
+    assert_eq!(
+        spool.state().watch.map(|w| (w.wall_ms, w.watched_ms)),
+        Some((T0 + 60_000, 60_000))
+    );
+}
