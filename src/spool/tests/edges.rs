@@ -70,3 +70,41 @@ fn a_deletion_left_in_incidents_is_not_an_incident_to_the_quotas() {
     assert_eq!(g.ids().unwrap(), vec!["only"]);
     assert_eq!(spool.state().pending.evictions, 0);
 }
+
+/// "Over a quota" is strict: an incident watched for exactly `max_age` stays, one watched a
+/// millisecond longer goes; a spool holding exactly `max_total_bytes` evicts nothing, one byte
+/// more evicts the oldest.
+#[test]
+fn exactly_at_a_quota_is_not_over_it() {
+    let env = Env::new();
+    let q = Quotas {
+        max_age: Duration::from_secs(3600),
+        ..Quotas::default()
+    };
+    let spool = env.spool(q.clone());
+    add(&spool, "aged", 100);
+    let g = spool.lock().unwrap();
+    g.enforce_quotas(0, 0).unwrap();
+    env.clock.advance(Duration::from_secs(3600));
+    assert_eq!(
+        g.enforce_quotas(0, 0).unwrap(),
+        0,
+        "evicted at exactly max_age"
+    );
+    env.clock.advance(Duration::from_millis(1));
+    assert_eq!(g.enforce_quotas(0, 0).unwrap(), 1);
+    assert_eq!(spool.state().pending.eviction_records[0].quota, "age");
+    // And spool.json no longer watches it.
+    assert!(!spool.state().first_seen.contains_key("aged"));
+
+    add(&spool, "sized", 100);
+    let size = fs::dir_size(&RealFs, &spool.incident_dir("sized")).unwrap();
+    let room = q.max_total_bytes - size;
+    assert_eq!(
+        g.enforce_quotas(room, 0).unwrap(),
+        0,
+        "evicted at exactly max_total_bytes"
+    );
+    assert_eq!(g.enforce_quotas(room + 1, 0).unwrap(), 1);
+    assert_eq!(spool.state().pending.eviction_records[1].quota, "bytes");
+}
