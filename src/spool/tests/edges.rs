@@ -108,3 +108,48 @@ fn exactly_at_a_quota_is_not_over_it() {
     assert_eq!(g.enforce_quotas(room + 1, 0).unwrap(), 1);
     assert_eq!(spool.state().pending.eviction_records[1].quota, "bytes");
 }
+
+/// `spool.json` read by two spools on one data dir (two processes): each sees the other's
+/// changes; a deleted file reads as the empty state, an unreadable one as the last known state.
+#[test]
+fn spool_json_is_reread_when_it_changes_and_kept_when_unreadable() {
+    let env = Env::new();
+    let a = env.spool(Quotas::default());
+    let b = env.spool(Quotas::default());
+    a.update_state(|s| s.retry_after_until_ms = 1).unwrap();
+    assert_eq!(b.state().retry_after_until_ms, 1);
+    a.update_state(|s| s.retry_after_until_ms = 2).unwrap();
+    assert_eq!(b.state().retry_after_until_ms, 2, "b kept a stale copy");
+    // Unreadable (a directory in its place): the last known state, not an empty one.
+    let p = env.root.join("spool.json");
+    std::fs::remove_file(&p).unwrap();
+    std::fs::create_dir(&p).unwrap();
+    assert_eq!(b.state().retry_after_until_ms, 2, "unreadable");
+    // Gone: the empty state.
+    std::fs::remove_dir(&p).unwrap();
+    assert_eq!(b.state().retry_after_until_ms, 0, "deleted");
+}
+
+/// Every loss counts in `losses_total`, the lifetime count `status.json` shows: a corrupt
+/// `spool.json` and an incident too big for the spool.
+#[test]
+fn losses_count_in_the_lifetime_total() {
+    let env = Env::new();
+    let spool = env.spool(Quotas::default());
+    spool.update_state(|s| s.retry_after_until_ms = 42).unwrap();
+    let p = env.root.join("spool.json");
+    let mut body = std::fs::read(&p).unwrap();
+    body[20] ^= 4;
+    std::fs::write(&p, body).unwrap();
+    let again = env.spool(Quotas {
+        max_total_bytes: 10_000,
+        ..Quotas::default()
+    });
+    assert_eq!(again.state().losses_total, 1, "corrupt spool.json");
+    let st = stage_files(&again, "huge", 50_000);
+    assert!(matches!(
+        again.commit(st, info("x")),
+        Err(Error::TooBig { .. })
+    ));
+    assert_eq!(again.state().losses_total, 2, "too big");
+}
