@@ -339,6 +339,18 @@ mod tests {
         );
     }
 
+    /// The backoff cap may equal the base (a constant backoff); only below it is an error.
+    #[test]
+    fn a_backoff_cap_equal_to_the_base_is_read() {
+        let p = Policy::parse(br#"{"upload":{"backoff_base_ms":5000,"backoff_cap_ms":5000}}"#)
+            .unwrap()
+            .policy;
+        assert_eq!(
+            (p.upload.backoff_base_ms, p.upload.backoff_cap_ms),
+            (5000, 5000)
+        );
+    }
+
     /// A document of exactly `MAX_DOCUMENT_BYTES` is read; one byte more is refused.
     #[test]
     fn a_document_of_exactly_the_limit_is_read() {
