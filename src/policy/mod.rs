@@ -279,6 +279,91 @@ mod tests {
         ));
     }
 
+    /// `expires_at_s` alone is as half-dated as `issued_at_s` alone.
+    #[test]
+    fn an_expiry_without_an_issue_time_is_rejected() {
+        assert_eq!(
+            bad(r#"{"expires_at_s":1795086400}"#),
+            vec!["expires_at_s: is given without issued_at_s; a signed policy says both"]
+        );
+    }
+
+    /// A URL of 2,048 bytes is read; one of 2,049 is refused by its length.
+    #[test]
+    fn urls_are_at_most_2048_bytes() {
+        let url = |len: usize| {
+            let head = "https://policy.example.com/";
+            format!("{head}{}", "p".repeat(len - head.len()))
+        };
+        let doc = |u: &str| format!(r#"{{"remote":{{"url":"{u}"}}}}"#);
+        let p = Policy::parse(doc(&url(2048)).as_bytes()).unwrap().policy;
+        assert_eq!(p.remote.url.as_deref(), Some(url(2048).as_str()));
+        assert_eq!(
+            bad(&doc(&url(2049))),
+            vec!["remote.url: is 2049 bytes long, more than 2048"]
+        );
+    }
+
+    /// Heap tiers: 1..=8 of them.
+    #[test]
+    fn heap_tiers_number_one_to_eight() {
+        let tiers = |n: u64| {
+            let t: Vec<String> = (0..n)
+                .map(|i| format!(r#"{{"min_max_heap_mb":{},"percent":{}}}"#, i * 64, 90 - i))
+                .collect();
+            format!(r#"{{"heap":{{"thresholds":[{}]}}}}"#, t.join(","))
+        };
+        for n in [1, 8] {
+            let p = Policy::parse(tiers(n).as_bytes()).unwrap().policy;
+            assert_eq!(p.heap.thresholds.len(), n as usize);
+        }
+        assert_eq!(
+            bad(&tiers(9)),
+            vec!["heap.thresholds: has 9 tiers, expected 1..=8"]
+        );
+        assert_eq!(
+            bad(&tiers(0)),
+            vec!["heap.thresholds: has 0 tiers, expected 1..=8"]
+        );
+    }
+
+    /// The spool holds at least 1 MiB.
+    #[test]
+    fn the_spool_is_at_least_one_mib() {
+        let doc = |n: u64| format!(r#"{{"spool":{{"max_bytes":{n}}}}}"#);
+        let p = Policy::parse(doc(1 << 20).as_bytes()).unwrap().policy;
+        assert_eq!(p.spool.max_bytes, 1 << 20);
+        assert_eq!(
+            bad(&doc((1 << 20) - 1)),
+            vec!["spool.max_bytes: 1048575 is out of range 1048576..=68719476736"]
+        );
+    }
+
+    /// The backoff cap may equal the base (a constant backoff); only below it is an error.
+    #[test]
+    fn a_backoff_cap_equal_to_the_base_is_read() {
+        let p = Policy::parse(br#"{"upload":{"backoff_base_ms":5000,"backoff_cap_ms":5000}}"#)
+            .unwrap()
+            .policy;
+        assert_eq!(
+            (p.upload.backoff_base_ms, p.upload.backoff_cap_ms),
+            (5000, 5000)
+        );
+    }
+
+    /// A document of exactly `MAX_DOCUMENT_BYTES` is read; one byte more is refused.
+    #[test]
+    fn a_document_of_exactly_the_limit_is_read() {
+        let mut doc = br#"{"version":3}"#.to_vec();
+        doc.resize(MAX_DOCUMENT_BYTES, b' ');
+        assert_eq!(Policy::parse(&doc).unwrap().policy.version, 3);
+        doc.push(b' ');
+        assert!(matches!(
+            Policy::parse(&doc),
+            Err(PolicyError::TooBig { size, max }) if size == MAX_DOCUMENT_BYTES + 1 && max == MAX_DOCUMENT_BYTES
+        ));
+    }
+
     proptest::proptest! {
         #[test]
         fn never_panics(s in ".{0,400}") {

@@ -1055,3 +1055,5 @@ fn a_clock_set_right_or_jumping_forward_evicts_nothing_but_watched_days_do() {
         .collect();
     assert!(quotas.contains(&(early, "age".into())), "{quotas:?}");
 }
+
+mod edges;

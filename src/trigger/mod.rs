@@ -19,6 +19,8 @@
 #![forbid(unsafe_code)]
 
 pub mod cgroup;
+#[cfg(test)]
+mod edge_tests;
 pub mod inventory;
 
 pub use inventory::{fd_kind, fold_name, Group, Inventory, InventoryKind};
