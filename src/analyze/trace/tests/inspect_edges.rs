@@ -2,7 +2,8 @@
 //! other trace tests let through: HotSpot threads (`threadStatus`), ART threads that never
 //! started or still run natively, a boolean field the dump declares as an int, a View whose
 //! context is a live Activity or the Application (no wrapper to see through, though both are
-//! `ContextWrapper`s with an `mBase`), and a chain of more wrappers than [`WRAPPER_HOPS`].
+//! `ContextWrapper`s with an `mBase`), a chain of more wrappers than [`WRAPPER_HOPS`], and a
+//! field declared beyond the 256 classes a field search walks up a superclass chain.
 
 use super::*;
 use crate::analyze::trace::inspect::WRAPPER_HOPS;
@@ -254,8 +255,7 @@ fn a_boolean_field_the_dump_declares_as_an_int_reads_as_its_value() {
     assert_eq!(second(&r, dead(2)), (w, NOT, "mDestroyed is false".into()));
 }
 
-/// A View held by `Statics.<name>` whose `mContext` is `context`, and whose `mListener` leads
-/// to the destroyed activity `target`.
+/// A View (not attached) whose `mContext` is `context`, and whose `mListener` is `target`.
 fn view(id: u64, context: u64, target: u64) -> (u64, u64, Vec<F>) {
     (id, E_VIEW, vec![F::L(context), F::L(0), F::L(target)])
 }
@@ -315,7 +315,7 @@ fn a_views_context_is_followed_through_at_most_wrapper_hops_wrappers() {
     inst.extend(chain(0x4000, WRAPPER_HOPS + 1, dead(2)));
     let bytes = edge_dump(&[], &[("sFar", 0x2000), ("sTooFar", 0x2010)], &inst);
     let r = report(&bytes);
-    let through = vec!["ContextThemeWrapper.mBase"; WRAPPER_HOPS].join(" -> ");
+    let through = ["ContextThemeWrapper.mBase"; WRAPPER_HOPS].join(" -> ");
     assert_eq!(
         second(&r, dead(1)),
         (
@@ -331,5 +331,47 @@ fn a_views_context_is_followed_through_at_most_wrapper_hops_wrappers() {
             UNK,
             "mAttachInfo is null (not attached to a window)".into()
         )
+    );
+}
+
+#[test]
+fn a_field_is_looked_for_in_the_first_256_classes_of_the_chain() {
+    use BasicType::*;
+    // Window `com.app.Deep0` -> a field-less "android.view.Window" -> Deep2 .. Deep255 -> a
+    // second "android.view.Window" (another loader's), 257 classes in all, the last the one
+    // that declares mDestroyed. The Window inspector applies (the first Window is in reach),
+    // but the field search stops after 256 classes: mDestroyed is not read, and the Window
+    // gets no status of its own. A search one class longer (or unbounded) would read it.
+    const DEPTH: u64 = 256;
+    let class = |k: u64| E_OWN + k * 8;
+    let names: Vec<&'static str> = (0..=DEPTH)
+        .map(|k| match k {
+            1 | DEPTH => "android.view.Window",
+            _ => Box::leak(format!("com.app.Deep{k}").into_boxed_str()) as &'static str,
+        })
+        .collect();
+    let own: Vec<Cls> = (0..=DEPTH)
+        .map(|k| {
+            let sup = if k == DEPTH { E_OBJECT } else { class(k + 1) };
+            let fs: Fs = match k {
+                0 => vec![("mCallback", Object)],
+                DEPTH => vec![("mDestroyed", Boolean)],
+                _ => vec![],
+            };
+            (class(k), names[k as usize], sup, fs)
+        })
+        .collect();
+    let bytes = edge_dump(
+        &own,
+        &[("sDeep", 0x2000)],
+        &[
+            (0x2000, class(0), vec![F::L(dead(1)), F::Z(true)]),
+            activity(dead(1), true, 0),
+        ],
+    );
+    let r = report(&bytes);
+    assert_eq!(
+        second(&r, dead(1)),
+        ("com.app.Deep0".into(), UNK, String::new())
     );
 }
