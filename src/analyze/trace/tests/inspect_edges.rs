@@ -375,3 +375,29 @@ fn a_field_is_looked_for_in_the_first_256_classes_of_the_chain() {
         ("com.app.Deep0".into(), UNK, String::new())
     );
 }
+
+#[test]
+fn a_superclass_cycle_ends_the_field_search() {
+    use BasicType::*;
+    // A malformed dump: Window's superclass is Y, Y's is Window, and neither declares
+    // mDestroyed. The search for it goes round the cycle for 256 classes and gives up; the
+    // analysis runs on a thread of its own so that a search that never ends fails the test.
+    let (x, y) = (E_OWN, E_OWN + 8);
+    let bytes = edge_dump(
+        &[
+            (x, "android.view.Window", y, vec![("mCallback", Object)]),
+            (y, "com.app.Y", x, vec![]),
+        ],
+        &[("sLoop", 0x2000)],
+        &[(0x2000, x, vec![F::L(dead(1))]), activity(dead(1), true, 0)],
+    );
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let r = report(&bytes);
+        let _ = tx.send(second(&r, dead(1)));
+    });
+    let got = rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the analysis of a dump with a superclass cycle did not end within 60 s");
+    assert_eq!(got, ("android.view.Window".into(), UNK, String::new()));
+}
