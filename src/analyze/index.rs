@@ -57,6 +57,11 @@ pub(crate) use sizes::{settle, ARRAY_FINDING, RAW_SLACK};
 /// "No node / no class".
 pub const NONE: u32 = u32::MAX;
 
+/// The most classes a walk up a superclass chain visits (a subclass test, a field search): a
+/// crafted dump may chain 65,535 classes, or loop. Real chains are a few dozen deep. The app
+/// strip's class layouts (`hprof::strip::holders`) keep the same cap.
+pub const MAX_SUPER_CHAIN: usize = 256;
+
 /// The most bytes of one string (a class, field or thread name) the index keeps. Java names
 /// are seldom over a few hundred bytes; a crafted dump may name a class with a megabyte, and
 /// every leak, path step and histogram row that names it would repeat it (a 1 MB dump made a
@@ -349,7 +354,7 @@ impl Index {
     /// Whether class `c` is `name` or a subclass of it.
     pub fn is_subclass(&self, mut c: u32, name: &str) -> bool {
         let mut hops = 0;
-        while c != NONE && hops < 256 {
+        while c != NONE && hops < MAX_SUPER_CHAIN {
             if self.classes[c as usize].name == name {
                 return true;
             }

@@ -35,7 +35,7 @@
 #![forbid(unsafe_code)]
 
 use super::Status;
-use crate::analyze::index::{Flag, Index, NONE};
+use crate::analyze::index::{Flag, Index, MAX_SUPER_CHAIN, NONE};
 use crate::hprof::{read_id, sub, BasicType};
 use std::collections::HashMap;
 
@@ -223,7 +223,7 @@ impl<'a> Inspector<'a> {
         let mut c = ix.class_by_id(*class_id)?;
         let mut off = 0usize;
         let mut hops = 0;
-        while c != NONE && hops < 256 {
+        while c != NONE && hops < MAX_SUPER_CHAIN {
             let cl = &ix.classes[c as usize];
             for f in &cl.fields {
                 let size = f.ty.size(id_size) as usize;
