@@ -16,7 +16,8 @@
 //!   `paths::PATH_HEAD` + `paths::PATH_TAIL` objects, its start and its end; `gcPaths[]` at most
 //!   [`MAX_GC_PATHS`] entries, `leakObjects[]` [`MAX_LEAK_OBJECTS`], `classInfos[]`
 //!   [`MAX_CLASS_INFOS`], `dominators[]` `Config::top_n`; what the lists leave out is counted in
-//!   `analysis.leftOut` (absent when nothing is). Class and field names are the dump's, whole.
+//!   `analysis.leftOut` (absent when nothing is). Class and field names are the dump's, each
+//!   kept to `index::MAX_STRING_BYTES` (1 KiB) and cut with `…[+N bytes]` past it.
 //! - A cut path: `stepsLeftOut` (on the `gcPaths[]` or `dominators[]` entry) objects were left
 //!   out; in `path[]` one item of `referenceType` `LEFT_OUT` (reference "… N steps left out …")
 //!   stands for them, after the item of the reference to the first of them, and the signature
