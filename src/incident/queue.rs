@@ -214,17 +214,7 @@ mod tests {
             .lock()
             .unwrap_or_else(|p| p.into_inner());
         let data = tempfile::tempdir().unwrap();
-        let analyser = data.path().join("analyser.sh");
-        std::fs::write(
-            &analyser,
-            "#!/bin/sh\nprintf '{\"gcPaths\":[],\"dominators\":[]}' > \"$4\"\n",
-        )
-        .unwrap();
-        std::fs::set_permissions(
-            &analyser,
-            std::os::unix::fs::PermissionsExt::from_mode(0o755),
-        )
-        .unwrap();
+        let analyser = crate::incident::tests::fake_analyser(data.path());
         let spool = Spool::open(data.path().join(SPOOL_DIR), Quotas::default()).unwrap();
         let staging = spool.stage().unwrap();
         std::fs::write(staging.path(FileKind::MiniDump), vec![42u8; 64 << 10]).unwrap();

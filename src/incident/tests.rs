@@ -19,6 +19,23 @@ impl Dumper for Refuse {
     }
 }
 
+/// An executable `DIR/analyser.sh` that stands in for `oomguard analyze INPUT -o OUT ...`: it
+/// writes an empty report to OUT. Callers hold `dump::FORK_TEST_LOCK` while it may run.
+pub(super) fn fake_analyser(dir: &Path) -> PathBuf {
+    let analyser = dir.join("analyser.sh");
+    std::fs::write(
+        &analyser,
+        "#!/bin/sh\n# analyze INPUT -o OUT ...\nprintf '{\"gcPaths\":[],\"dominators\":[]}' > \"$4\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &analyser,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    analyser
+}
+
 fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
     let t0 = Instant::now();
     while !f() {
@@ -74,17 +91,7 @@ fn uploads_wait_while_metered_and_go_once_unmetered() {
     let collector = Collector::bind("127.0.0.1:0", CollectorConfig::new(received.path()))
         .unwrap()
         .spawn();
-    let analyser = data.path().join("analyser.sh");
-    std::fs::write(
-        &analyser,
-        "#!/bin/sh\n# analyze INPUT -o OUT ...\nprintf '{\"gcPaths\":[],\"dominators\":[]}' > \"$4\"\n",
-    )
-    .unwrap();
-    std::fs::set_permissions(
-        &analyser,
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
+    let analyser = fake_analyser(data.path());
     let mut policy = Policy::default();
     policy.upload.url = Some(collector.endpoint());
     policy.upload.unmetered_only = true;
