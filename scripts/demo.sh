@@ -25,7 +25,7 @@ mkdir -p "$work/classes" "$work/app-data" "$work/collected"
 echo "== 1. build (release mode: the first run compiles everything, several minutes on a 2-core machine; later runs about a minute in all)"
 cargo build --release --lib --bins
 bin="$PWD/target/release/oomguard"
-javac -d "$work/classes" -sourcepath java:tests/java/leakapp java/demo/DemoApp.java java/dev/oomguard/OomGuard.java
+javac -d "$work/classes" -sourcepath java:crates/cli/tests/java/leakapp java/demo/DemoApp.java java/dev/oomguard/OomGuard.java
 
 echo "== 2. the collector"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')

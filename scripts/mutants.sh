@@ -3,14 +3,14 @@
 #
 # Usage: scripts/mutants.sh [BASE] [TEST_FILTER...]
 #   BASE         the commit the change starts from (default: main); the change is
-#                `git diff BASE` over src/, committed or not.
+#                `git diff BASE` over crates/*/src/, committed or not.
 #   TEST_FILTER  passed to `cargo test --lib` (e.g. `trigger::`): the tests that cover the
 #                change. Without one, every library test runs for each mutant.
 #
 # Runs `cargo mutants --in-diff` with one job, in place (it reuses target/ instead of
 # rebuilding a copy from scratch): each mutant is written into the file, built with
 # `cargo test --no-run --lib` and tested with `cargo test --lib`, then the file is restored.
-# Do not edit the checkout while it runs. Integration tests (tests/) are not run: a mutant they
+# Do not edit the checkout while it runs. Integration tests (crates/*/tests/) are not run: a mutant they
 # would catch shows as missed here. Results: target/mutants/mutants.out/{caught,missed,...}.txt.
 # Exit status: 0 when no mutant is missed, 2 when some are (cargo mutants' own codes otherwise).
 # MUTANTS_ARGS adds options to cargo mutants, e.g. MUTANTS_ARGS=--list to see the mutants only.
@@ -27,9 +27,9 @@ fi
 
 diff=$(mktemp)
 trap 'rm -f "$diff"' EXIT
-git diff "$base" -- src/ >"$diff"
+git diff "$base" -- 'crates/*/src/' >"$diff"
 if [ ! -s "$diff" ]; then
-  echo "no change under src/ since $base: nothing to mutate"
+  echo "no change under crates/*/src/ since $base: nothing to mutate"
   exit 0
 fi
 

@@ -13,9 +13,9 @@ step "cargo fmt --check"
 cargo fmt --all -- --check
 
 step "cargo clippy --all-targets -- -D warnings"
-cargo clippy --all-targets -- -D warnings
+cargo clippy --workspace --all-targets -- -D warnings
 # The test-only exports (jni::probe) too.
-cargo clippy --lib --features test-probe -- -D warnings
+cargo clippy -p oomguard --lib --features test-probe -- -D warnings
 
 step "cargo clippy --target aarch64-linux-android -- -D warnings"
 android_env cargo clippy --lib --bins --target aarch64-linux-android -- -D warnings
@@ -24,11 +24,11 @@ step "cargo clippy --target armv7-linux-androideabi --lib -- -D warnings"
 android_env cargo clippy --lib --target armv7-linux-androideabi -- -D warnings
 
 step "cargo test"
-cargo test --all-targets 2>&1 | tee target/test.log
+cargo test --workspace --all-targets 2>&1 | tee target/test.log
 # Doc tests run separately so their summary lines are counted too.
-cargo test --doc 2>&1 | tee -a target/test.log
+cargo test --workspace --doc 2>&1 | tee -a target/test.log
 
-step "the JVM tests as an Android 8.0 app: under its seccomp allowlist (tests/seccomp)"
+step "the JVM tests as an Android 8.0 app: under its seccomp allowlist (crates/cli/tests/seccomp)"
 # Every JVM these tests start runs our library under the filter from its first instruction, and
 # so does every process it starts (the analyser): a call outside Android 8.0's app allowlist
 # aborts that process with a line naming the call. First the filter's own check.

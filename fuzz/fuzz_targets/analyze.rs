@@ -6,7 +6,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use oomguard::analyze::{analyze, Config, Input};
+use analyze::{analyze, Config, Input};
 
 /// The report as JSON without its timings and the number of parts (which differ by design),
 /// or the error's text.

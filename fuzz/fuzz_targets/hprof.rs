@@ -9,7 +9,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use oomguard::hprof::{
+use hprof::{
     restore, stats::Inspector, strip_bytes, strip_mapped_parts, Level, Stripper,
 };
 

@@ -20,7 +20,7 @@ JHSDB_TIMEOUT="${DUMP_BENCH_JHSDB_TIMEOUT:-1800}"
 # for fork to copy).
 HEAP="-Xms$((MB * 3))m -Xmx$((MB * 3))m ${DUMP_BENCH_JAVA_OPTS:-}"
 
-cargo build --release --lib --bins -q --features test-probe
+cargo build --release --lib --bins -q --features oomguard/test-probe
 LIB="$PWD/target/release/liboomguard.so"
 OOMGUARD="$PWD/target/release/oomguard"
 W="$(mktemp -d "${TMPDIR:-/tmp}/oomguard-dump-bench.XXXXXX")"

@@ -28,7 +28,7 @@ CHURN="${DUMP_BENCH_ART_CHURN:-0 1}"
 # machine's disk does not add its noise to the pauses (a device writes to flash: its in-process
 # pause is longer, not shorter).
 TMP_ROOT="${DUMP_BENCH_ART_TMP:-$( [ -d /dev/shm ] && echo /dev/shm || echo "${TMPDIR:-/tmp}")}"
-cargo build --release -q --features test-probe --lib --bins --example art_dump_bench
+cargo build --release -q --features oomguard/test-probe --lib --bins --example art_dump_bench
 W="$(mktemp -d "$TMP_ROOT/oomguard-art-dump-bench.XXXXXX")"
 trap 'rm -rf "$W"' EXIT
 for C in $CHURN; do

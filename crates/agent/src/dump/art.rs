@@ -1,0 +1,820 @@
+//! The ART fork dumper (Android): suspend the VM, fork, resume at once; the child, a frozen
+//! copy-on-write snapshot of the heap, calls `art::hprof::DumpHeap` directly (no JNI in the
+//! child) through the tee, reports how the dump went, and `_exit`s.
+//!
+//! The VM-control functions are not exported to apps, so they are looked up in `libart.so`'s
+//! own symbol tables ([`super::elfsym`]), read from the file the loader mapped, plus the load
+//! bias: no `dlopen` of a system library, which Android 7+ namespaces refuse. What is called
+//! depends on the API level, one function per sequence ([`ArtForkDumper`]'s `fork_dbg` and
+//! `fork_suspend_all`):
+//! - 21–29: `art::Dbg::SuspendVM()` before the fork, `art::Dbg::ResumeVM()` after.
+//! - 30+: a `gc::ScopedGCCriticalSection` (no GC may start while we suspend), a
+//!   `ScopedSuspendAll`; the mutator lock is released before the fork (the child's own
+//!   `DumpHeap` takes it again). The critical section stays open across the fork: threads that
+//!   wait to start a GC count as suspended, and one would start its GC the moment the section
+//!   closed, so that the child's copy of the heap would say a GC runs, by a thread the child
+//!   does not have, and its `DumpHeap` would wait for it until the deadline. The child ends its
+//!   copy of the section first (its one thread is ours, so the section is its own), then
+//!   dumps; the parent ends it after the suspension, as `DumpHeap` does. `Locks::
+//!   thread_list_lock_` and `Locks::thread_suspend_count_lock_` are held across the `fork()`
+//!   call itself and released right after in both processes, wherever their symbols resolve,
+//!   because the child's `DumpHeap` suspends all threads again, which takes both: a thread the
+//!   suspension does not stop (a native thread attaching; a thread leaving a wait, which checks
+//!   its suspend count under the second lock before it parks) holding one at the fork would
+//!   leave the child's copy held for ever. Found on ART 11 (`tests/art_faults.rs`): with six
+//!   threads allocating in a 16 MiB heap, one or two of 50 dump children hung in
+//!   `ThreadList::SuspendAll` on the suspend count lock. ART's own perfetto heap profiler
+//!   (`perfetto_hprof.cc`, Android 12 to 14) forks inside its `ScopedSuspendAll` instead and
+//!   dumps in the child without suspending again, so it needs neither lock; `DumpHeap` does
+//!   suspend. After the fork the parent retakes the mutator lock, ends the suspension, then the
+//!   critical section.
+//!
+//! The child, before anything else, frees its copy of the tee's spin flag (a native thread of
+//! the parent may have held it at the fork), dumps, and writes a completion record to a pipe:
+//! its exit code, the dump's byte count (the tee's count: with `dump.keep_full` off the VM's
+//! own file stays empty) and the mini file's stats. The parent judges the dump by that record
+//! and the exit code, not by the full file's size. Where the app took the child's exit status
+//! (SIGCHLD ignored, a `waitpid(-1)` reaper), the record alone says whether it finished.
+//!
+//! `ScopedGCCriticalSection` takes a `GcCause` and a `CollectorType`. `kGcCauseHprof` is 15 in
+//! Android 11 to 14 (`gc_cause.h`). `kCollectorTypeHprof` moved as the mark-compact collector
+//! was added: 13 without it (Android 11–13), 14 with `kCollectorTypeCMC`, 15 once
+//! `kCollectorTypeCMCBackground` followed (Android 14). ART is updated through Play since API
+//! 31, so the API level does not say which: the library is probed. The mark-compact collector
+//! has a symbol (`MarkCompact::RunPhases`), and ART's generated `operator<<` for the enum keeps
+//! each value's name as a string in `.rodata` (`CollectorTypeCMC`, `CollectorTypeCMCBackground`).
+//!
+//! A missing symbol is reported as "unsupported on this runtime" by [`Dumper::check`], before
+//! anything is suspended or forked; [`super::take`] then falls back as the policy says.
+//!
+//! Tested on Linux against a stand-in for libart (`tests/art_standin.rs`): a C++ library built
+//! in the test that exports these symbols under their real mangled names, with real locks
+//! that record the order of the calls and a `DumpHeap` that writes a real HPROF through
+//! `open64`/`write`; and in Debian's ART 11 (`tests/art_agent.rs`, `tests/art_faults.rs`):
+//! the API-30 sequence against the real runtime, its locks, lock checks and scoped objects,
+//! with Java threads allocating meanwhile, 50 dumps in a row, a dump child killed, hung or
+//! exiting non-zero in the middle of its dump, and the incident uploaded to a collector.
+//! What neither can show: API 21–29's `Dbg::SuspendVM` against a real debugger state; ART 12
+//! to 16 (Play-updated modules, the mark-compact collector, other layouts of the scoped
+//! objects: 256 bytes are reserved for each); compiled code (the test runtime runs
+//! interpreted, without a boot image, JIT or the runtime's daemon threads); bionic,
+//! `android_fdsan`, linker namespaces, SELinux and a device's seccomp filter; `libsigchain`;
+//! a zygote-forked app process; a low-memory killer choosing the dump child (the tests kill it
+//! themselves); and a thread holding ART's `gc_complete_lock_` at the fork, which no symbol
+//! reaches (a thread holds it only between taking it and waiting on the GC, a few
+//! instructions; the child's deadline ends such a child).
+
+use super::elfsym::ElfSymbols;
+use super::fork::{self, ChildEnd, DUMP_CHILD_NAME};
+use super::{DumpOutcome, DumpRequest, Dumper, Error, Result};
+use crate::hook::{got::find_loaded, tee::ART_LIBS, Tee, TeeConfig};
+use hprof::StripStats;
+use std::ffi::{c_char, c_int, c_void, CString};
+use std::time::{Duration, Instant};
+
+const DBG_SUSPEND_VM: &str = "_ZN3art3Dbg9SuspendVMEv";
+const DBG_RESUME_VM: &str = "_ZN3art3Dbg8ResumeVMEv";
+const SGC_CTOR: &str =
+    "_ZN3art2gc23ScopedGCCriticalSectionC1EPNS_6ThreadENS0_7GcCauseENS0_13CollectorTypeE";
+const SGC_DTOR: &str = "_ZN3art2gc23ScopedGCCriticalSectionD1Ev";
+const SSA_CTOR: &str = "_ZN3art16ScopedSuspendAllC1EPKcb";
+const SSA_DTOR: &str = "_ZN3art16ScopedSuspendAllD1Ev";
+const DUMP_HEAP: &str = "_ZN3art5hprof8DumpHeapEPKcib";
+const THREAD_CURRENT: &str = "_ZN3art6Thread14CurrentFromGdbEv";
+const MUTATOR_LOCK: &str = "_ZN3art5Locks13mutator_lock_E";
+const RW_LOCK: &str = "_ZN3art17ReaderWriterMutex13ExclusiveLockEPNS_6ThreadE";
+const RW_UNLOCK: &str = "_ZN3art17ReaderWriterMutex15ExclusiveUnlockEPNS_6ThreadE";
+const THREAD_LIST_LOCK: &str = "_ZN3art5Locks17thread_list_lock_E";
+const SUSPEND_COUNT_LOCK: &str = "_ZN3art5Locks26thread_suspend_count_lock_E";
+const MUTEX_LOCK: &str = "_ZN3art5Mutex13ExclusiveLockEPNS_6ThreadE";
+const MUTEX_UNLOCK: &str = "_ZN3art5Mutex15ExclusiveUnlockEPNS_6ThreadE";
+/// `art::gc::collector::MarkCompact::RunPhases()`: the mark-compact collector is built in.
+const MARK_COMPACT: &str = "_ZN3art2gc9collector11MarkCompact9RunPhasesEv";
+
+/// `art::gc::kGcCauseHprof` (Android 11 to 14).
+pub const GC_CAUSE_HPROF: c_int = 15;
+
+/// The child's exit codes, shared with [`ArtForkDumper::dump`]'s judgement.
+pub mod exit {
+    /// The dump is complete, and so is the mini file if one was asked for.
+    pub const DUMPED: i32 = 0;
+    /// The VM's dump went through, the mini file was abandoned (the full file may be kept).
+    pub const MINI_ABANDONED: i32 = 10;
+    /// The VM's dumper returned, but no hooked library wrote the dump.
+    pub const NOTHING_SEEN: i32 = 11;
+}
+
+/// The symbols each API level needs.
+pub fn required_symbols(api: u32) -> Vec<&'static str> {
+    let mut v = vec![DUMP_HEAP];
+    if api < 30 {
+        v.extend([DBG_SUSPEND_VM, DBG_RESUME_VM]);
+    } else {
+        v.extend([
+            THREAD_CURRENT,
+            SGC_CTOR,
+            SGC_DTOR,
+            SSA_CTOR,
+            SSA_DTOR,
+            MUTATOR_LOCK,
+            RW_LOCK,
+            RW_UNLOCK,
+        ]);
+    }
+    v
+}
+
+/// The symbols used where they resolve: the thread list lock and the thread suspend count
+/// lock held across the fork (API 30+), each with `Mutex`'s lock and unlock.
+pub fn optional_symbols(api: u32) -> Vec<&'static str> {
+    if api < 30 {
+        Vec::new()
+    } else {
+        vec![
+            THREAD_LIST_LOCK,
+            SUSPEND_COUNT_LOCK,
+            MUTEX_LOCK,
+            MUTEX_UNLOCK,
+        ]
+    }
+}
+
+/// `kCollectorTypeHprof` in an ART that has (or not) the mark-compact collector and its
+/// background twin.
+pub fn collector_type_hprof(mark_compact: bool, cmc_background: bool) -> c_int {
+    match (mark_compact, cmc_background) {
+        (_, true) => 15,
+        (true, false) => 14,
+        (false, false) => 13,
+    }
+}
+
+/// Resolved addresses (load bias added) and what the library's ART version needs.
+#[derive(Debug, Clone)]
+pub struct ArtSymbols {
+    pub library: String,
+    addrs: Vec<(&'static str, usize)>,
+    /// `kCollectorTypeHprof` of this ART.
+    pub collector_hprof: c_int,
+}
+
+impl ArtSymbols {
+    /// The address of `name`, if it resolved.
+    fn get(&self, name: &str) -> Option<usize> {
+        self.addrs.iter().find(|(n, _)| *n == name).map(|&(_, a)| a)
+    }
+
+    fn must(&self, name: &str) -> usize {
+        self.get(name).unwrap_or(0)
+    }
+}
+
+/// Whether the file at `path` holds `needle` (an ART enum name with its NUL), read through a
+/// read-only mapping (no copy of a library of tens of MB on the heap of an app short of it).
+fn file_holds(path: &std::path::Path, needles: &[&[u8]]) -> Vec<bool> {
+    let Ok(f) = std::fs::File::open(path) else {
+        return vec![false; needles.len()];
+    };
+    // SAFETY: a read-only private mapping of a system library that nobody writes while it is
+    // loaded; it is dropped before we return.
+    let Ok(map) = (unsafe { memmap2::Mmap::map(&f) }) else {
+        return vec![false; needles.len()];
+    };
+    needles
+        .iter()
+        .map(|n| !n.is_empty() && map.windows(n.len()).any(|w| w == *n))
+        .collect()
+}
+
+/// Look the symbols for `api` up in the loaded library `lib` (by file name).
+pub fn resolve(lib: &str, api: u32) -> Result<ArtSymbols> {
+    let (path, bias) = find_loaded(lib)
+        .ok_or_else(|| Error::Unsupported(format!("{lib} is not loaded in this process")))?;
+    let elf = ElfSymbols::open(std::path::Path::new(&path))?;
+    let names = required_symbols(api);
+    let found = elf.lookup_many(&names)?;
+    let missing: Vec<&str> = names
+        .iter()
+        .zip(&found)
+        .filter(|(_, f)| f.is_none())
+        .map(|(n, _)| *n)
+        .collect();
+    if !missing.is_empty() {
+        return Err(Error::Unsupported(format!(
+            "{path} (API {api}) lacks {}",
+            missing.join(", ")
+        )));
+    }
+    let mut addrs: Vec<(&'static str, usize)> = names
+        .iter()
+        .zip(found)
+        .map(|(n, f)| (*n, bias + f.map_or(0, |s| s.value as usize)))
+        .collect();
+    let optional = optional_symbols(api);
+    // Optional: a section that cannot be read (a corrupt MiniDebugInfo) leaves them unresolved.
+    let opt_found = elf.lookup_many(&optional).unwrap_or_else(|e| {
+        tracing::warn!("{e}");
+        vec![None; optional.len()]
+    });
+    for (n, f) in optional.iter().zip(opt_found) {
+        match f {
+            Some(f) => addrs.push((*n, bias + f.value as usize)),
+            None => {
+                tracing::warn!(library = %path, api, symbol = n, "does not resolve: the lock is not held across the fork (a dump child may then hang until its deadline)")
+            }
+        }
+    }
+    let mut collector_hprof = 0;
+    if api >= 30 {
+        let mark_compact_sym = elf.lookup(MARK_COMPACT).ok().flatten().is_some();
+        let strings = file_holds(
+            std::path::Path::new(&path),
+            &[b"CollectorTypeCMC\0", b"CollectorTypeCMCBackground\0"],
+        );
+        collector_hprof = collector_type_hprof(mark_compact_sym || strings[0], strings[1]);
+        tracing::info!(library = %path, mark_compact = mark_compact_sym || strings[0], cmc_background = strings[1], collector_hprof, "ART's kCollectorTypeHprof");
+    }
+    Ok(ArtSymbols {
+        library: path,
+        addrs,
+        collector_hprof,
+    })
+}
+
+/// Storage for one C++ scoped object ART constructs in place (larger than any version's).
+#[repr(C, align(16))]
+struct Opaque([u8; 256]);
+
+/// The ART fork dumper.
+pub struct ArtForkDumper {
+    api: u32,
+    syms: Option<ArtSymbols>,
+    tee: Option<Tee>,
+    sgc: Box<Opaque>,
+    ssa: Box<Opaque>,
+    phases: Option<PausePhases>,
+}
+
+/// Where the app's pause of the last API 30+ fork dump went (the benchmark prints it).
+#[derive(Clone, Copy, Debug)]
+pub struct PausePhases {
+    /// From asking for the GC critical section to holding it: ART's `StartGC` waits there for
+    /// a running GC or heap trim (the heap task daemon's) to finish. The app's threads run
+    /// meanwhile (an allocating one blocks only if it needs a GC itself), so the dump reports
+    /// it as `DumpOutcome::gc_wait`, apart from its pause.
+    pub gc_wait: Duration,
+    /// From holding the GC critical section to every Java thread suspended.
+    pub suspend: Duration,
+    /// `fork()` itself (the kernel copying the page tables), as the parent sees it.
+    pub fork: Duration,
+    /// From the fork's return to the suspension's end.
+    pub resume: Duration,
+}
+
+type VoidFn = unsafe extern "C" fn();
+type SelfFn = unsafe extern "C" fn() -> *mut c_void;
+type SgcCtor = unsafe extern "C" fn(*mut c_void, *mut c_void, c_int, c_int);
+type DtorFn = unsafe extern "C" fn(*mut c_void);
+type SsaCtor = unsafe extern "C" fn(*mut c_void, *const c_char, bool);
+type LockFn = unsafe extern "C" fn(*mut c_void, *mut c_void);
+type DumpHeapFn = unsafe extern "C" fn(*const c_char, c_int, bool);
+
+/// What the dump child reports through its pipe: magic, exit code, the dump's bytes, whether
+/// the mini file is complete, then its [`StripStats`]. One write of less than `PIPE_BUF`.
+const REPORT_WORDS: usize = 11;
+const REPORT_MAGIC: u64 = 0x6f6f_6d67_6172_6401;
+
+/// The child's completion record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct ChildReport {
+    code: i32,
+    full_bytes: u64,
+    mini: Option<StripStats>,
+}
+
+impl ChildReport {
+    fn encode(&self) -> [u64; REPORT_WORDS] {
+        let m = self.mini.clone().unwrap_or_default();
+        [
+            REPORT_MAGIC,
+            self.code as u64,
+            self.full_bytes,
+            self.mini.is_some() as u64,
+            m.input_bytes,
+            m.output_bytes,
+            m.arrays_stripped,
+            m.array_bytes_removed,
+            m.objects_dropped,
+            m.objects_kept_in_dropped_heaps,
+            m.holder_roots,
+        ]
+    }
+
+    fn decode(w: &[u64; REPORT_WORDS]) -> Option<ChildReport> {
+        (w[0] == REPORT_MAGIC).then(|| ChildReport {
+            code: w[1] as i32,
+            full_bytes: w[2],
+            mini: (w[3] != 0).then(|| StripStats {
+                input_bytes: w[4],
+                output_bytes: w[5],
+                arrays_stripped: w[6],
+                array_bytes_removed: w[7],
+                objects_dropped: w[8],
+                objects_kept_in_dropped_heaps: w[9],
+                holder_roots: w[10],
+            }),
+        })
+    }
+}
+
+/// A pipe for the child's record: both ends close on exec.
+fn report_pipe() -> Result<(c_int, c_int)> {
+    let mut fds = [-1; 2];
+    // SAFETY: a valid array of two fds.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(Error::Sys(format!(
+            "pipe for the dump child's report: {}",
+            std::io::Error::last_os_error()
+        )));
+    }
+    Ok((fds[0], fds[1]))
+}
+
+/// Read the child's record after it ended (whatever it wrote is in the pipe), and close `fd`.
+fn read_report(fd: c_int) -> Option<ChildReport> {
+    let mut words = [0u64; REPORT_WORDS];
+    let len = std::mem::size_of_val(&words);
+    let mut got = 0usize;
+    // SAFETY: our pipe's read end, made non-blocking: a child killed before it wrote leaves
+    // nothing, and another process holding a copy of the write end must not make us wait.
+    unsafe {
+        let fl = libc::fcntl(fd, libc::F_GETFL);
+        libc::fcntl(fd, libc::F_SETFL, fl | libc::O_NONBLOCK);
+        while got < len {
+            let n = libc::read(
+                fd,
+                (words.as_mut_ptr() as *mut u8).add(got) as *mut c_void,
+                len - got,
+            );
+            if n > 0 {
+                got += n as usize;
+            } else if n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                continue;
+            } else {
+                break;
+            }
+        }
+        libc::close(fd);
+    }
+    if got == len {
+        ChildReport::decode(&words)
+    } else {
+        None
+    }
+}
+
+/// What the dump child needs, prepared before the fork.
+struct ChildJob<'a> {
+    dump_heap: usize,
+    path: &'a CString,
+    keep_full: bool,
+    tee: Option<&'a Tee>,
+    report_fd: c_int,
+}
+
+impl ChildJob<'_> {
+    /// In the child: dump, finish the mini file, write the completion record. Returns the
+    /// exit code ([`exit`]). Only system calls and the tee's child path: no JNI, no locks of
+    /// the app's.
+    fn run(&self) -> i32 {
+        Tee::reset_lock_in_child();
+        // SAFETY: ART's own dumper, resolved for this process's libart, called with the
+        // signature AOSP declares; it writes the file through the (inherited) tee.
+        unsafe {
+            std::mem::transmute::<usize, DumpHeapFn>(self.dump_heap)(self.path.as_ptr(), -1, false)
+        };
+        let file_bytes = || {
+            // SAFETY: a zeroed stat buffer and a NUL-terminated path.
+            unsafe {
+                let mut st: libc::stat = std::mem::zeroed();
+                if libc::stat(self.path.as_ptr(), &mut st) == 0 {
+                    st.st_size as u64
+                } else {
+                    0
+                }
+            }
+        };
+        let report = match self.tee {
+            None => ChildReport {
+                code: exit::DUMPED,
+                full_bytes: file_bytes(),
+                mini: None,
+            },
+            Some(t) => {
+                let f = t.finish_in_child();
+                let full_bytes = if self.keep_full {
+                    file_bytes()
+                } else {
+                    f.full_bytes
+                };
+                let code = match f.code {
+                    0 => exit::DUMPED,
+                    1 => exit::MINI_ABANDONED,
+                    _ if self.keep_full && full_bytes > 0 => exit::MINI_ABANDONED,
+                    _ => exit::NOTHING_SEEN,
+                };
+                ChildReport {
+                    code,
+                    full_bytes,
+                    mini: f.mini,
+                }
+            }
+        };
+        let words = report.encode();
+        // SAFETY: the pipe's write end and a buffer of the record's size.
+        unsafe {
+            libc::write(
+                self.report_fd,
+                words.as_ptr() as *const c_void,
+                std::mem::size_of_val(&words),
+            )
+        };
+        report.code
+    }
+}
+
+/// Run `art::hprof::DumpHeap(path, -1, false)` on the calling thread, in this process: what
+/// `VMDebug.dumpHprofData(path)` does. ART suspends every Java thread for the whole dump. For
+/// the benchmark of the fork dumper (`jni::probe_art`, `scripts/bench/dump/art.sh`).
+///
+/// # Safety
+/// On a thread attached to ART and in its native state (inside a JNI native method), with
+/// `syms` resolved for this process's libart.
+pub unsafe fn dump_heap_in_process(syms: &ArtSymbols, path: &std::ffi::CStr) {
+    // SAFETY: ART's own dumper, resolved for this process's libart (the caller's promise),
+    // called with the signature AOSP declares, from a thread in the state its JNI natives have.
+    unsafe {
+        std::mem::transmute::<usize, DumpHeapFn>(syms.must(DUMP_HEAP))(path.as_ptr(), -1, false)
+    }
+}
+
+impl ArtForkDumper {
+    /// `api`: `Build.VERSION.SDK_INT`, read by the caller through JNI.
+    pub fn new(api: u32) -> ArtForkDumper {
+        ArtForkDumper {
+            api,
+            syms: None,
+            tee: None,
+            sgc: Box::new(Opaque([0; 256])),
+            ssa: Box::new(Opaque([0; 256])),
+            phases: None,
+        }
+    }
+
+    /// The phases of the last API 30+ dump's pause.
+    pub fn last_pause_phases(&self) -> Option<PausePhases> {
+        self.phases
+    }
+
+    /// API 21–29: suspend the VM through the debugger's entry points, fork, resume. Returns
+    /// the child and how long the app was stopped.
+    ///
+    /// # Safety
+    /// On an attached Java thread, with this API level's symbols.
+    unsafe fn fork_dbg(
+        &mut self,
+        s: &ArtSymbols,
+        alarm: u32,
+        child: impl FnOnce() -> i32,
+    ) -> (Result<fork::Child>, Duration) {
+        // SAFETY: addresses resolved from this process's libart.so for this API level, called
+        // with the signatures AOSP declares for them.
+        unsafe {
+            let paused = Instant::now();
+            std::mem::transmute::<usize, VoidFn>(s.must(DBG_SUSPEND_VM))();
+            let forked = fork::spawn(DUMP_CHILD_NAME, alarm, child);
+            std::mem::transmute::<usize, VoidFn>(s.must(DBG_RESUME_VM))();
+            (forked, paused.elapsed())
+        }
+    }
+
+    /// API 30+: stop the VM (no GC running, every Java thread suspended), fork with the GC
+    /// critical section open and the thread list and suspend count locks held, resume. Returns
+    /// the child and how long the app was stopped.
+    ///
+    /// # Safety
+    /// On an attached Java thread, with this API level's symbols.
+    unsafe fn fork_suspend_all(
+        &mut self,
+        s: &ArtSymbols,
+        alarm: u32,
+        child: impl FnOnce() -> i32,
+    ) -> (Result<fork::Child>, Duration) {
+        let sgc = self.sgc.0.as_mut_ptr() as *mut c_void;
+        let ssa = self.ssa.0.as_mut_ptr() as *mut c_void;
+        let mutex_fns = s.get(MUTEX_LOCK).zip(s.get(MUTEX_UNLOCK));
+        // In ART's lock order: the thread list lock before the suspend count lock.
+        let locks: Vec<usize> = [THREAD_LIST_LOCK, SUSPEND_COUNT_LOCK]
+            .iter()
+            .filter_map(|n| s.get(n))
+            .filter(|_| mutex_fns.is_some())
+            .collect();
+        // SAFETY: (all calls) addresses resolved from this process's libart.so for this API
+        // level, called with the signatures AOSP declares for them; `Locks::*_lock_` are
+        // pointers to the lock objects.
+        unsafe {
+            let me = std::mem::transmute::<usize, SelfFn>(s.must(THREAD_CURRENT))();
+            // The app is paused from the moment its threads are asked to stop.
+            let paused = Instant::now();
+            // 1. No GC may start, then every Java thread suspended.
+            std::mem::transmute::<usize, SgcCtor>(s.must(SGC_CTOR))(
+                sgc,
+                me,
+                GC_CAUSE_HPROF,
+                s.collector_hprof,
+            );
+            let section = Instant::now();
+            std::mem::transmute::<usize, SsaCtor>(s.must(SSA_CTOR))(
+                ssa,
+                c"oomguard-dump".as_ptr(),
+                true,
+            );
+            let suspended = Instant::now();
+            // 2. Release the mutator lock, which the child's own DumpHeap takes again. The GC
+            //    critical section stays open: a thread waiting to start a GC (it counts as
+            //    suspended) would start it the moment the section closed, and the child's copy
+            //    of the heap would then say a GC runs, by a thread it does not have.
+            let mutator = *(s.must(MUTATOR_LOCK) as *const *mut c_void);
+            std::mem::transmute::<usize, LockFn>(s.must(RW_UNLOCK))(mutator, me);
+            // 3. The thread list and suspend count locks held by us across the fork, released
+            //    in both processes: threads that count as suspended still take them (one
+            //    attaching, one leaving a wait), and the child's DumpHeap takes both.
+            let held: Vec<*mut c_void> =
+                locks.iter().map(|&l| *(l as *const *mut c_void)).collect();
+            let (lock, unlock) = mutex_fns.unwrap_or((0, 0));
+            for &m in &held {
+                std::mem::transmute::<usize, LockFn>(lock)(m, me);
+            }
+            let fork_start = Instant::now();
+            let forked = fork::spawn(DUMP_CHILD_NAME, alarm, || {
+                for &m in held.iter().rev() {
+                    std::mem::transmute::<usize, LockFn>(unlock)(m, me);
+                }
+                // The child ends its copy of the critical section (its thread is ours); its
+                // DumpHeap opens one of its own.
+                std::mem::transmute::<usize, DtorFn>(s.must(SGC_DTOR))(sgc);
+                child()
+            });
+            let fork_end = Instant::now();
+            for &m in held.iter().rev() {
+                std::mem::transmute::<usize, LockFn>(unlock)(m, me);
+            }
+            // 4. Resume: the mutator lock back, the suspension ended, then the critical
+            //    section closed (DumpHeap's order), so that waiting GCs start now.
+            std::mem::transmute::<usize, LockFn>(s.must(RW_LOCK))(mutator, me);
+            std::mem::transmute::<usize, DtorFn>(s.must(SSA_DTOR))(ssa);
+            std::mem::transmute::<usize, DtorFn>(s.must(SGC_DTOR))(sgc);
+            let end = Instant::now();
+            self.phases = Some(PausePhases {
+                gc_wait: section - paused,
+                suspend: suspended - section,
+                fork: fork_end - fork_start,
+                resume: end - fork_end,
+            });
+            (forked, end - paused)
+        }
+    }
+}
+
+impl Dumper for ArtForkDumper {
+    fn name(&self) -> &'static str {
+        "art-fork"
+    }
+
+    fn check(&mut self) -> Result<()> {
+        if self.syms.is_none() {
+            self.syms = Some(resolve("libart.so", self.api)?);
+        }
+        Ok(())
+    }
+
+    fn dump(&mut self, req: &DumpRequest) -> Result<DumpOutcome> {
+        self.check()?;
+        let s = self
+            .syms
+            .clone()
+            .ok_or_else(|| Error::Unsupported("no symbols".into()))?;
+        let start = Instant::now();
+        if req.mini_path.is_some() && self.tee.is_none() {
+            self.tee = Some(Tee::install(ART_LIBS)?);
+        }
+        let path = CString::new(req.full_path.to_string_lossy().as_bytes())
+            .map_err(|_| Error::Sys("dump path contains a NUL byte".into()))?;
+        let (report_rd, report_wr) = report_pipe()?;
+        if req.mini_path.is_some() {
+            if let Some(t) = &self.tee {
+                let armed = t.arm(&TeeConfig {
+                    full_path: req.full_path.clone(),
+                    mini_path: req.mini_path.clone(),
+                    level: req.level,
+                    keep_full: req.keep_full,
+                    // the child has no thread but the dumping one: strip inside the hook
+                    ring_bytes: 0,
+                });
+                if let Err(e) = armed {
+                    // SAFETY: the pipe we just made.
+                    unsafe {
+                        libc::close(report_rd);
+                        libc::close(report_wr);
+                    }
+                    return Err(e.into());
+                }
+            }
+        }
+        let alarm = req
+            .deadline
+            .as_secs()
+            .saturating_add(2)
+            .min(u32::MAX as u64) as u32;
+        let tee_owned = self.tee.take();
+        let job = ChildJob {
+            dump_heap: s.must(DUMP_HEAP),
+            path: &path,
+            keep_full: req.keep_full,
+            tee: tee_owned.as_ref().filter(|_| req.mini_path.is_some()),
+            report_fd: report_wr,
+        };
+        // SAFETY: on an attached Java thread (the agent's), with this API level's symbols.
+        let (forked, pause) = unsafe {
+            if self.api < 30 {
+                self.fork_dbg(&s, alarm, || job.run())
+            } else {
+                self.fork_suspend_all(&s, alarm, || job.run())
+            }
+        };
+        // API 30+: the wait for a running GC came before any thread was asked to stop; the app
+        // ran on meanwhile, so it is reported apart from the pause.
+        let gc_wait = match (self.api >= 30, self.phases) {
+            (true, Some(p)) => p.gc_wait,
+            _ => Duration::ZERO,
+        };
+        let pause = pause.saturating_sub(gc_wait);
+        // SAFETY: the parent's copy of the write end: the child holds its own.
+        unsafe { libc::close(report_wr) };
+        if let (Some(t), Some(_)) = (&tee_owned, &req.mini_path) {
+            t.discard();
+        }
+        self.tee = tee_owned;
+        let mut child = match forked {
+            Ok(c) => c,
+            Err(e) => {
+                read_report(report_rd);
+                super::remove_partial(req);
+                return Err(e);
+            }
+        };
+        let end = child.wait(req.deadline);
+        let report = read_report(report_rd);
+        let fail = |why: String| {
+            super::remove_partial(req);
+            Err(Error::Child(why))
+        };
+        let pid = child.pid;
+        let report = match (end, report) {
+            (Ok(ChildEnd::Exited(c)), Some(r)) if r.code == c => r,
+            (Ok(ChildEnd::Reaped), Some(r)) => {
+                tracing::info!(pid, "the app took the dump child's exit status (SIGCHLD ignored or reaped); its completion record says how the dump went");
+                r
+            }
+            (Ok(ChildEnd::Exited(c)), _) => {
+                return fail(format!(
+                    "{pid} exited with code {c} without its completion record"
+                ))
+            }
+            (Ok(end), _) => return fail(format!("{pid} {end}")),
+            (Err(e), _) => {
+                super::remove_partial(req);
+                return Err(e);
+            }
+        };
+        if report.code == exit::NOTHING_SEEN {
+            return fail(format!(
+                "{pid}: the VM's dumper returned, but no hooked library wrote the dump"
+            ));
+        }
+        if report.full_bytes == 0 {
+            return fail(format!("{pid} wrote an empty dump"));
+        }
+        let mini = match (&req.mini_path, report.code, report.mini) {
+            (None, _, _) => None,
+            (Some(_), exit::DUMPED, Some(stats)) => Some(Ok(stats)),
+            (Some(m), _, _) => {
+                let _ = std::fs::remove_file(m);
+                Some(Err("the stripper failed in the dump child".to_string()))
+            }
+        };
+        let full = super::keep_or_remove_full(req);
+        Ok(DumpOutcome {
+            dumper: self.name(),
+            full,
+            full_bytes: report.full_bytes,
+            mini,
+            caught_by: Vec::new(),
+            pause,
+            gc_wait,
+            total: start.elapsed(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every figure of the mini file's strip comes through the child's pipe, `app`'s too.
+    #[test]
+    fn the_child_report_carries_every_strip_figure() {
+        let r = ChildReport {
+            code: 3,
+            full_bytes: 1 << 33,
+            mini: Some(StripStats {
+                input_bytes: 11,
+                output_bytes: 12,
+                arrays_stripped: 13,
+                array_bytes_removed: 14,
+                objects_dropped: 15,
+                objects_kept_in_dropped_heaps: 16,
+                holder_roots: 17,
+            }),
+        };
+        assert_eq!(ChildReport::decode(&r.encode()), Some(r.clone()));
+        let none = ChildReport { mini: None, ..r };
+        assert_eq!(ChildReport::decode(&none.encode()), Some(none.clone()));
+        let mut bad = none.encode();
+        bad[0] ^= 1;
+        assert_eq!(ChildReport::decode(&bad), None);
+        assert!(std::mem::size_of::<[u64; REPORT_WORDS]>() < libc::PIPE_BUF);
+    }
+
+    #[test]
+    fn symbols_needed_grow_with_the_api_level() {
+        assert!(required_symbols(29).contains(&DBG_SUSPEND_VM));
+        assert!(!required_symbols(30).contains(&DBG_SUSPEND_VM));
+        assert!(required_symbols(30).contains(&SSA_CTOR));
+        assert!(optional_symbols(30).contains(&THREAD_LIST_LOCK));
+        assert!(optional_symbols(30).contains(&SUSPEND_COUNT_LOCK));
+        assert!(optional_symbols(35).contains(&THREAD_LIST_LOCK));
+        assert!(optional_symbols(29).is_empty());
+    }
+
+    #[test]
+    fn without_libart_the_dumper_is_unsupported_before_anything_happens() {
+        let mut d = ArtForkDumper::new(33);
+        let e = d.check().unwrap_err().to_string();
+        assert!(
+            e.contains("unsupported on this runtime") && e.contains("libart.so is not loaded"),
+            "{e}"
+        );
+        let req = DumpRequest {
+            full_path: "/nonexistent/x.hprof".into(),
+            mini_path: None,
+            level: hprof::Level::Arrays,
+            keep_full: true,
+            deadline: std::time::Duration::from_secs(1),
+        };
+        assert!(matches!(d.dump(&req), Err(Error::Unsupported(_))));
+    }
+
+    #[test]
+    fn resolve_reports_each_missing_symbol_of_a_library_that_is_not_art() {
+        // A real loaded library that has DumpHeap but not the suspend functions of API 29.
+        let dir = tempfile::tempdir().unwrap();
+        let src =
+            "namespace art { namespace hprof { void DumpHeap(const char*, int, bool) {} } }\n";
+        let cpp = dir.path().join("fakeart.cc");
+        std::fs::write(&cpp, src).unwrap();
+        let so = dir.path().join("libfakeart.so");
+        let st = std::process::Command::new("c++")
+            .args(["-shared", "-fPIC", "-o"])
+            .arg(&so)
+            .arg(&cpp)
+            .status()
+            .unwrap();
+        assert!(st.success());
+        let dump_addr = crate::hook::dl_fn(&so, DUMP_HEAP);
+        let e = resolve("libfakeart.so", 29).unwrap_err().to_string();
+        assert!(
+            e.contains(DBG_SUSPEND_VM) && e.contains(DBG_RESUME_VM),
+            "{e}"
+        );
+        assert!(!e.contains(DUMP_HEAP), "{e}");
+        // With only DumpHeap required, the address found equals dlsym's.
+        let (path, bias) = find_loaded("libfakeart.so").unwrap();
+        let sym = ElfSymbols::open(std::path::Path::new(&path))
+            .unwrap()
+            .lookup(DUMP_HEAP)
+            .unwrap()
+            .unwrap();
+        assert_eq!(bias + sym.value as usize, dump_addr);
+    }
+}

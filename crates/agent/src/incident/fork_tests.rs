@@ -1,0 +1,138 @@
+use super::*;
+use crate::spool::State;
+
+fn fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/fixtures/hprof/android/leak_service_binder.hprof")
+}
+
+/// A dumped incident in a fresh spool, its mini dump made by the stripper.
+fn dumped(root: &Path) -> String {
+    let spool = Spool::open(root.join(SPOOL_DIR), Quotas::default()).unwrap();
+    let staging = spool.stage().unwrap();
+    let input = std::fs::read(fixture()).unwrap();
+    let (mini, _) = hprof::strip_bytes(&input, Level::Arrays).unwrap();
+    std::fs::write(staging.path(FileKind::MiniDump), mini).unwrap();
+    spool
+        .commit(
+            staging,
+            NewIncident {
+                reason: "test".into(),
+                running_info: serde_json::json!({"appVersion": "t-1"}),
+                ..NewIncident::default()
+            },
+        )
+        .unwrap()
+}
+
+fn io_config(root: &Path, analyser: Option<PathBuf>) -> IoConfig {
+    IoConfig {
+        spool_root: root.join(SPOOL_DIR),
+        quotas: Quotas::default(),
+        analysis_dir: root.join(ANALYSIS_DIR),
+        analyser,
+        limits: AnalysisLimits {
+            deadline: Duration::from_secs(60),
+            ..AnalysisLimits::default()
+        },
+        analysis: analyze::Config::default(),
+        upload: None,
+        retry_every: Duration::from_secs(60),
+        network: Arc::new(NetworkState::default()),
+        default_network: Network::UNMETERED,
+        flight: Flight::default(),
+        queue: Arc::new(QueueBoard::default()),
+    }
+}
+
+fn analysed_report(root: &Path, id: &str) -> serde_json::Value {
+    let spool = Spool::open(root.join(SPOOL_DIR), Quotas::default()).unwrap();
+    let inc = spool.read_incident(id).unwrap();
+    assert_eq!(inc.state, State::Analysed, "{inc:?}");
+    let b = std::fs::read(spool.incident_dir(id).join("report.json")).unwrap();
+    serde_json::from_slice(&b).unwrap()
+}
+
+#[test]
+fn without_an_executable_the_dump_is_analysed_in_a_forked_child() {
+    let dir = tempfile::tempdir().unwrap();
+    let id = dumped(dir.path());
+    io_pass(
+        &io_config(dir.path(), None),
+        &mut queue::LastError::default(),
+    );
+    let report = analysed_report(dir.path(), &id);
+    // The running info comes from the incident, not from the analysing process.
+    assert_eq!(report["runningInfo"]["appVersion"], "t-1");
+    assert!(
+        !report["gcPaths"].as_array().unwrap().is_empty(),
+        "{report}"
+    );
+    // Nothing of ours is left in the incident for the spool to move aside.
+    let names: Vec<String> = std::fs::read_dir(dir.path().join(ANALYSIS_DIR))
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(names.is_empty(), "{names:?}");
+}
+
+#[test]
+fn a_crashing_analyser_is_counted_and_the_dump_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let id = dumped(dir.path());
+    // An "analyser" that dies like an OOM-killed process would.
+    let bad = dir.path().join("crash.sh");
+    std::fs::write(&bad, "#!/bin/sh\nkill -9 $$\n").unwrap();
+    std::fs::set_permissions(&bad, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    io_pass(
+        &io_config(dir.path(), Some(bad)),
+        &mut queue::LastError::default(),
+    );
+    let spool = Spool::open(dir.path().join(SPOOL_DIR), Quotas::default()).unwrap();
+    let inc = spool.read_incident(&id).unwrap();
+    assert_eq!(inc.state, State::Dumped);
+    assert_eq!(inc.analysis_attempts, 1);
+    assert!(
+        inc.analysis_error
+            .as_deref()
+            .unwrap_or("")
+            .contains("signal 9"),
+        "{inc:?}"
+    );
+    assert!(spool.incident_dir(&id).join("mini.hprof").exists());
+    // The next launch, with a working analyser (the fork fallback), finishes it.
+    io_pass(
+        &io_config(dir.path(), None),
+        &mut queue::LastError::default(),
+    );
+    analysed_report(dir.path(), &id);
+}
+
+#[test]
+fn an_analyser_out_of_memory_is_said_to_exceed_its_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let id = dumped(dir.path());
+    // An analyser that fails as Rust's allocator does when its data limit is reached.
+    let bad = dir.path().join("oom.sh");
+    std::fs::write(
+        &bad,
+        "#!/bin/sh\necho 'memory allocation of 1073741824 bytes failed' >&2\nkill -6 $$\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&bad, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    io_pass(
+        &io_config(dir.path(), Some(bad)),
+        &mut queue::LastError::default(),
+    );
+    let spool = Spool::open(dir.path().join(SPOOL_DIR), Quotas::default()).unwrap();
+    let inc = spool.read_incident(&id).unwrap();
+    let why = inc.analysis_error.as_deref().unwrap_or("");
+    assert!(
+        why.contains("for want of memory") && why.contains("budget of 2048 MiB"),
+        "{why}"
+    );
+    assert!(spool.incident_dir(&id).join("mini.hprof").exists());
+}

@@ -1,0 +1,274 @@
+use super::*;
+use crate::agent::ActionContext;
+use crate::trigger::Device;
+use collector::{Collector, Config as CollectorConfig};
+use std::time::Instant;
+
+/// A runtime without a dumper: these tests start from an incident already in the spool.
+struct Refuse;
+
+impl Dumper for Refuse {
+    fn name(&self) -> &'static str {
+        "refuse"
+    }
+    fn check(&mut self) -> dump::Result<()> {
+        Err(dump::Error::Unsupported("test".into()))
+    }
+    fn dump(&mut self, _: &DumpRequest) -> dump::Result<dump::DumpOutcome> {
+        Err(dump::Error::Unsupported("test".into()))
+    }
+}
+
+/// An executable `DIR/analyser.sh` that stands in for `oomguard analyze INPUT -o OUT ...`: it
+/// writes an empty report to OUT. Callers hold `dump::FORK_TEST_LOCK` while it may run.
+pub(super) fn fake_analyser(dir: &Path) -> PathBuf {
+    let analyser = dir.join("analyser.sh");
+    std::fs::write(
+        &analyser,
+        "#!/bin/sh\n# analyze INPUT -o OUT ...\nprintf '{\"gcPaths\":[],\"dominators\":[]}' > \"$4\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &analyser,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    analyser
+}
+
+fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !f() {
+        assert!(t0.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The spool seals a body by its serialized SHA-256 and checks it by re-serializing what it
+/// parsed; running info carries f64 times such as this one (seen in a demo run), which only
+/// round-trip with serde_json's `float_roundtrip` (else the incident is quarantined as a
+/// "bit flip").
+#[test]
+fn running_info_times_round_trip_through_json() {
+    let text = br#"{"dumpMs":113.439998,"pauseMs":113.40608300000001}"#;
+    let v: serde_json::Value = serde_json::from_slice(text).unwrap();
+    assert_eq!(serde_json::to_vec(&v).unwrap(), text.to_vec());
+}
+
+#[test]
+fn network_state_defaults_and_wakes_only_on_a_change_to_connected() {
+    assert_eq!(default_network(0), Network::UNMETERED);
+    assert_eq!(default_network(34), Network::METERED);
+    let n = NetworkState::default();
+    assert_eq!(n.get(), None);
+    let (tx, rx) = mpsc::channel();
+    n.set_waker(tx);
+    n.set(Network::METERED);
+    assert_eq!(n.get(), Some(Network::METERED));
+    assert!(matches!(rx.try_recv(), Ok(Work::Pass)));
+    n.set(Network::METERED);
+    n.set(Network::OFFLINE);
+    assert_eq!(n.get(), Some(Network::OFFLINE));
+    assert!(
+        rx.try_recv().is_err(),
+        "no pass for an unchanged or offline network"
+    );
+    n.set(Network::UNMETERED);
+    assert!(matches!(rx.try_recv(), Ok(Work::Pass)));
+}
+
+/// A real pipeline, a real collector on loopback, an analyser child process: with
+/// `unmetered_only`, the analysed incident stays in the spool while the app reports a metered
+/// network, and goes up as soon as it reports an unmetered one (well before the 60 s retry).
+#[test]
+fn uploads_wait_while_metered_and_go_once_unmetered() {
+    // This test writes a script and executes it: see FORK_TEST_LOCK.
+    let _fork = dump::FORK_TEST_LOCK
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    let data = tempfile::tempdir().unwrap();
+    let received = tempfile::tempdir().unwrap();
+    let collector = Collector::bind("127.0.0.1:0", CollectorConfig::new(received.path()))
+        .unwrap()
+        .spawn();
+    let analyser = fake_analyser(data.path());
+    let mut policy = Policy::default();
+    policy.upload.url = Some(collector.endpoint());
+    policy.upload.unmetered_only = true;
+
+    // An incident as a verdict leaves it: dumped, not yet analysed.
+    let spool = Spool::open(data.path().join(SPOOL_DIR), quotas(&policy)).unwrap();
+    let staging = spool.stage().unwrap();
+    std::fs::write(staging.path(FileKind::MiniDump), vec![42u8; 64 << 10]).unwrap();
+    let id = spool
+        .commit(
+            staging,
+            NewIncident {
+                reason: "test".into(),
+                samples: serde_json::json!([]),
+                running_info: serde_json::json!({}),
+                policy_version: "1".into(),
+            },
+        )
+        .unwrap();
+    let report = spool.incident_dir(&id).join(FileKind::Report.file_name());
+
+    let network = Arc::new(NetworkState::default());
+    network.set(Network::METERED);
+    let mut pipeline = Pipeline::new(data.path(), "1.0", Box::new(Refuse), None)
+        .with_network(network.clone())
+        .with_analyser(Some(analyser));
+    let device = Device::default();
+    pipeline.started(&ActionContext {
+        policy: &policy,
+        data_dir: data.path(),
+        app_version: "1.0",
+        page: "",
+        device: &device,
+        flight: &Flight::default(),
+        java_threads: &[],
+    });
+    // The first pass analyses, then stops uploading because the network is metered.
+    let gone = || !spool.incident_dir(&id).exists();
+    wait_for("the analysis", Duration::from_secs(20), || {
+        report.exists() || gone()
+    });
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(
+        collector.stats().files_completed,
+        0,
+        "uploaded while metered"
+    );
+    assert!(spool.incident_dir(&id).exists());
+    // The queue summary status.json shows says so (issue 39 item 6).
+    let board = pipeline
+        .queue_board()
+        .expect("a pipeline publishes its queue");
+    let q = board.newer(&mut 0).expect("published");
+    assert_eq!((q.wired, q.pending, q.rejected), (true, 1, 0), "{q:?}");
+    assert!(q.pending_bytes >= 64 << 10, "{q:?}");
+    assert_eq!(q.next_attempt_ms, None, "{q:?}");
+    assert!(
+        q.waiting_for
+            .as_deref()
+            .unwrap_or_default()
+            .contains("unmetered"),
+        "{q:?}"
+    );
+
+    // Unmetered: the I/O thread is woken and uploads every file, then deletes the incident.
+    network.set(Network::UNMETERED);
+    wait_for("the upload", Duration::from_secs(20), || {
+        !spool.incident_dir(&id).exists()
+    });
+    wait_for(
+        "the summary of an empty queue",
+        Duration::from_secs(5),
+        || board.newer(&mut 0).is_some_and(|q| q.pending == 0),
+    );
+    drop(pipeline);
+    let st = collector.stop();
+    assert!(st.files_completed >= 2, "{st:?}");
+    assert_eq!((st.corrupt, st.duplicates), (0, 0));
+}
+
+fn verdict(kind: Kind, heap_used: u64) -> Verdict {
+    Verdict {
+        kind,
+        reason: format!("{kind:?} over its threshold"),
+        threshold: 85,
+        evidence: vec![crate::sample::Sample {
+            seq: 1,
+            heap_used,
+            heap_max: 100,
+            fds: 900,
+            ..Default::default()
+        }],
+    }
+}
+
+/// A verdict whose dump cannot be taken (here: no dumper works on this runtime) is not lost:
+/// its incident is committed without a dump and uploaded with its reason, samples,
+/// inventory and `dumpError`. A second verdict of the same kind without a dump is only
+/// logged, its staging directory removed (no loss counted); another kind is reported again.
+#[test]
+fn a_verdict_without_a_dump_is_still_reported_once_per_kind() {
+    let data = tempfile::tempdir().unwrap();
+    let received = tempfile::tempdir().unwrap();
+    let collector = Collector::bind("127.0.0.1:0", CollectorConfig::new(received.path()))
+        .unwrap()
+        .spawn();
+    let mut policy = Policy::default();
+    policy.upload.url = Some(collector.endpoint());
+    policy.upload.unmetered_only = false;
+    let mut pipeline =
+        Pipeline::new(data.path(), "1.0", Box::new(Refuse), None).with_analyser(None);
+    let device = Device::default();
+    let cx = ActionContext {
+        policy: &policy,
+        data_dir: data.path(),
+        app_version: "1.0",
+        page: "MainActivity",
+        device: &device,
+        flight: &Flight::default(),
+        java_threads: &[],
+    };
+    pipeline.started(&cx);
+    let inv = Inventory {
+        kind: crate::trigger::InventoryKind::Fd,
+        total: 900,
+        groups: Vec::new(),
+        more_groups: 0,
+        java_stacks: Vec::new(),
+    };
+    let first = pipeline.on_verdict(&verdict(Kind::Fd, 10), Some(&inv), &cx);
+    assert_eq!(first.action, "reported", "{first:?}");
+    assert!(first.detail.contains("dump unsupported"), "{first:?}");
+    let again = pipeline.on_verdict(&verdict(Kind::Fd, 11), Some(&inv), &cx);
+    assert_eq!(again.action, "skipped", "{again:?}");
+    assert!(again.detail.contains("already reported"), "{again:?}");
+    let heap = pipeline.on_verdict(&verdict(Kind::Heap, 90), None, &cx);
+    assert_eq!(heap.action, "reported", "{heap:?}");
+    let staging = data.path().join(SPOOL_DIR).join("staging");
+    let left: Vec<_> = std::fs::read_dir(&staging)
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "staging left behind: {left:?}");
+
+    // Both go up: meta.json (with dumpError and no missing file) and the fd inventory.
+    let incidents = received.path().join("incidents");
+    let metas = || -> Vec<serde_json::Value> {
+        std::fs::read_dir(&incidents)
+            .map(|d| {
+                d.flatten()
+                    .filter_map(|e| std::fs::read(e.path().join("meta.json")).ok())
+                    .filter_map(|b| serde_json::from_slice(&b).ok())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    wait_for("two incidents", Duration::from_secs(20), || {
+        metas().len() == 2
+            && std::fs::read_dir(data.path().join(SPOOL_DIR).join("incidents"))
+                .map(|d| d.count() == 0)
+                .unwrap_or(false)
+    });
+    drop(pipeline);
+    let st = collector.stop();
+    let mut ms = metas();
+    ms.sort_by_key(|m| m["samples"][0]["heap_used"].as_u64());
+    for m in &ms {
+        let why = m["dumpError"].as_str().unwrap_or_default();
+        assert!(why.contains("dump unsupported on this runtime"), "{m}");
+        assert_eq!(m["missing"], serde_json::json!([]), "{m}");
+        assert_eq!(m["runningInfo"]["dumper"], serde_json::Value::Null, "{m}");
+        assert_eq!(m["runningInfo"]["currentPage"], "MainActivity", "{m}");
+    }
+    assert_eq!(ms[0]["reason"], "Fd over its threshold");
+    assert_eq!(ms[1]["reason"], "Heap over its threshold");
+    // meta + fds for the fd incident, meta alone for the heap one.
+    assert_eq!(st.files_completed, 3, "{st:?}");
+    let fd_dir = incidents.join(ms[0]["id"].as_str().unwrap());
+    let fds = std::fs::read_to_string(fd_dir.join("fds.txt")).unwrap();
+    assert!(fds.contains("\"total\": 900"), "{fds}");
+}

@@ -1,0 +1,637 @@
+//! Dominator tree and retained sizes (semi-NCA), from a super-root whose children are the GC
+//! roots.
+//!
+//! Invariants:
+//! - No recursion: the depth-first search and the path compression use explicit stacks, so a
+//!   linked list of millions of objects cannot overflow the thread's stack.
+//! - Work is near-linear in nodes + edges. Memory: the search ([`prepare`]) keeps a `u32` per
+//!   node, two per reachable node and two per edge that may join a predecessor list (the edges
+//!   outside the depth-first spanning tree that stay within one root's tree and do not point
+//!   at a root), plus two bits per node, on top of the graph; [`finish`] runs without the
+//!   graph (the caller frees it in between), with at most five `u32` per reachable node, the
+//!   search's records (whose memory it then reuses) and one `u32` per predecessor listed at
+//!   once. The result keeps a `u32` per node, and two `u32` and a `u64` per reachable node.
+//! - [`Dominators::idom`] is [`SUPER`] for objects dominated only by the super-root and
+//!   [`UNREACHED`] for objects no root reaches strongly; their retained size is 0.
+#![forbid(unsafe_code)]
+
+use super::arrays::{bit, halves, pair, par_chunks, prefix_sums, set_bit};
+
+/// The immediate dominator of objects dominated by nothing but the super-root.
+pub const SUPER: u32 = u32::MAX - 1;
+/// Not reachable from any root.
+pub const UNREACHED: u32 = u32::MAX;
+
+/// A directed graph over nodes `0..nodes()`; the successors of `v` are `succ(v)`.
+pub trait Graph {
+    fn nodes(&self) -> usize;
+    fn succ(&self, v: u32) -> &[u32];
+    /// A hint that `succ(v)` will be wanted soon (nothing by default).
+    fn hint(&self, _v: u32) {}
+}
+
+/// Immediate dominators and retained sizes. They are kept by depth-first (preorder) number,
+/// as [`finish`] computes them: [`Dominators::idom`] and [`Dominators::retained`] answer by
+/// node, and a scan of every reached object runs over `1..len()` in that order (a dominator
+/// before the objects it dominates), reading [`Dominators::node_at`] and the others side by
+/// side. (Mapping them all back to node numbers took a random write per object and another
+/// 8 bytes per node at the analysis's memory peak.)
+pub struct Dominators {
+    /// Node -> its number ([`UNREACHED`] if no root reaches it).
+    pre: Vec<u32>,
+    /// Number -> node; number 0 is the super-root.
+    vertex: Vec<u32>,
+    /// Number -> its immediate dominator's number (0: the super-root).
+    idom: Vec<u32>,
+    /// Number -> retained size.
+    retained: Vec<u64>,
+    /// The roots actually used, in order: `roots` then the `late` ones that nothing else reached.
+    pub roots_used: Vec<u32>,
+}
+
+impl Dominators {
+    /// The numbers in use: the super-root's (0) and those of the reached objects (`1..len()`).
+    pub fn len(&self) -> usize {
+        self.vertex.len()
+    }
+    /// Whether nothing is reached (only the super-root is numbered).
+    pub fn is_empty(&self) -> bool {
+        self.vertex.len() <= 1
+    }
+    /// Objects reachable from the roots (the super-root not counted).
+    pub fn reachable(&self) -> u64 {
+        (self.vertex.len() - 1) as u64
+    }
+    /// Node `v`'s number; [`UNREACHED`] if no root reaches it (or it is no node).
+    pub fn number(&self, v: u32) -> u32 {
+        self.pre.get(v as usize).copied().unwrap_or(UNREACHED)
+    }
+    /// The node numbered `k` (`1..len()`).
+    pub fn node_at(&self, k: u32) -> u32 {
+        self.vertex[k as usize]
+    }
+    /// The number of the immediate dominator of the object numbered `k` (0: the super-root).
+    pub fn idom_at(&self, k: u32) -> u32 {
+        self.idom[k as usize]
+    }
+    /// The retained size of the object numbered `k`.
+    pub fn retained_at(&self, k: u32) -> u64 {
+        self.retained[k as usize]
+    }
+    /// Node `v`'s immediate dominator: a node, [`SUPER`] if only the super-root dominates it,
+    /// [`UNREACHED`] if no root reaches it.
+    pub fn idom(&self, v: u32) -> u32 {
+        match self.number(v) {
+            UNREACHED => UNREACHED,
+            k => match self.idom[k as usize] {
+                0 => SUPER,
+                d => self.vertex[d as usize],
+            },
+        }
+    }
+    /// Node `v`'s retained size (0 if no root reaches it).
+    pub fn retained(&self, v: u32) -> u64 {
+        match self.number(v) {
+            UNREACHED => 0,
+            k => self.retained[k as usize],
+        }
+    }
+}
+
+/// Compute dominators of `g` from a super-root whose children are `roots`, then those of `late`
+/// that the roots did not reach (e.g. class objects no root holds). `shallow(v)` is node `v`'s
+/// own size.
+pub fn compute<G: Graph>(
+    g: &G,
+    shallow: impl Fn(u32) -> u64 + Sync,
+    roots: &[u32],
+    late: &[u32],
+) -> Dominators {
+    finish(prepare(g, roots, late), shallow, 1)
+}
+
+/// Arrays shorter than this are not cut into chunks for threads (see [`finish`]).
+pub(crate) const PAR_MIN: usize = 1 << 16;
+
+/// The graph-dependent half: the depth-first search's numbering and the edges it kept for the
+/// predecessor lists. After it, the caller may free the graph before [`finish`], the
+/// memory-hungry half.
+pub struct Prepared {
+    pre: Vec<u32>,
+    vertex: Vec<u32>,
+    parent: Vec<u32>,
+    /// Edges outside the spanning tree within one root's tree, into a vertex that is not a
+    /// root, as (target, source) numbers (target in the high half), in the order the search
+    /// met them: the predecessor lists are made of them, and [`finish`] then reuses their
+    /// memory.
+    kept: Vec<u64>,
+    /// Bit `k`: vertex `k`'s semi-dominator is the super-root, known from one edge (see
+    /// [`prepare`]); its predecessor list is then left empty.
+    zero: Vec<u64>,
+    roots_used: Vec<u32>,
+}
+
+/// See [`compute`].
+///
+/// The search starts one tree per root (the super-root's children), numbered one after the
+/// other. An edge into a vertex `w` of an earlier tree, from a vertex `v` of a later one, makes
+/// the super-root `w`'s semi-dominator: the path super-root → `v`'s root → … → `v` → `w` runs
+/// through vertices numbered above `w` only, and nothing is lower than the super-root. So is a
+/// root that an earlier root's tree reached (the super-root's edge to it). Such a vertex needs
+/// none of its predecessors: it is flagged in `zero` and its list is not built. Every root is
+/// known before the search, so an edge into one is never recorded (a root that starts its own
+/// tree has the super-root as its parent, which ends its search at once): on the dump below
+/// that drops 1.77 M of the 3.59 M records, mostly edges from instances to their classes,
+/// which HotSpot lists as roots (sticky classes), and 516 k of 989 k on the ART-style bench
+/// dump. In a heap the objects many others point at are often of one of these kinds: the
+/// lists shrink from 3.61 M to 1.39 M edges on a 540 MB Java dump, by 82 % on the Android
+/// fixtures. The other edges outside the spanning tree go into the lists, and [`finish`] stops
+/// reading a list once the value reaches the super-root (on that dump it then evaluates 27 k
+/// of them; all 3.61 M were before).
+///
+/// The search records each edge that may join a list with both ends' numbers, as it meets it,
+/// and [`finish`] builds the lists from those records once the graph is gone. (Marking the edge
+/// instead, one bit each, meant looking its target's number up again, a random read per edge,
+/// while the graph was still held. The records take 8 bytes per such edge, 15 MB on the dump
+/// above, where the search and the lists now take about 15 % less time, and 10 % less on the
+/// ART-style bench dump.)
+pub fn prepare<G: Graph>(g: &G, roots: &[u32], late: &[u32]) -> Prepared {
+    let gated: Vec<(u32, u32)> = late.iter().map(|&r| (r, UNGATED)).collect();
+    prepare_gated(g, roots, &gated)
+}
+
+/// A late root's gate that is always open (see [`prepare_gated`]).
+pub const UNGATED: u32 = u32::MAX;
+
+/// [`prepare`] with late roots `(vertex, gate)`: after the roots, each vertex nothing reached
+/// becomes a root once its gate is reached (or at once if the gate is [`UNGATED`]), repeated
+/// until no more do (a class is a root where its loader is reachable, and the classes it
+/// keeps can make another loader reachable).
+pub fn prepare_gated<G: Graph>(g: &G, roots: &[u32], late: &[(u32, u32)]) -> Prepared {
+    let n = g.nodes();
+    // --- Depth-first search: preorder numbers, spanning-tree parents. 0 is the super-root.
+    let mut pre = vec![UNREACHED; n];
+    let mut vertex: Vec<u32> = Vec::with_capacity(n + 1);
+    let mut parent: Vec<u32> = Vec::with_capacity(n + 1);
+    vertex.push(SUPER);
+    parent.push(0);
+    let mut stack: Vec<(u32, u32)> = Vec::new();
+    let mut roots_used = Vec::new();
+    // The edges that may go into the predecessor lists, as (target, source) numbers (the
+    // lists are made of them once no vertex can be flagged any more); which are flagged.
+    let mut kept: Vec<u64> = Vec::new();
+    let mut zero = vec![0u64; (n + 1).div_ceil(64)];
+    // The roots, by node: an edge into one is not recorded.
+    let mut is_root = vec![0u64; n.div_ceil(64)];
+    for &r in roots {
+        if (r as usize) < n {
+            set_bit(&mut is_root, r as usize);
+        }
+    }
+    let mut dfs_from =
+        |r: u32, pre: &mut Vec<u32>, vertex: &mut Vec<u32>, parent: &mut Vec<u32>| -> bool {
+            if pre[r as usize] != UNREACHED {
+                return false;
+            }
+            // This tree's vertices are numbered from `start` on.
+            let start = vertex.len() as u32;
+            pre[r as usize] = start;
+            vertex.push(r);
+            parent.push(0);
+            stack.push((r, 0));
+            while let Some(top) = stack.last_mut() {
+                let (v, i) = *top;
+                let s = g.succ(v);
+                if i == 0 {
+                    // Its successors' numbers are read next, one by one: start loading them.
+                    for &w in s {
+                        sys::mapped::prefetch_at(pre, w as usize);
+                        g.hint(w);
+                    }
+                }
+                if (i as usize) < s.len() {
+                    top.1 += 1;
+                    let w = s[i as usize];
+                    let pw = pre[w as usize];
+                    if pw == UNREACHED {
+                        pre[w as usize] = vertex.len() as u32;
+                        parent.push(pre[v as usize]);
+                        vertex.push(w);
+                        stack.push((w, 0));
+                    } else if pw >= start {
+                        if !bit(&is_root, w as usize) {
+                            kept.push(pair(pw, pre[v as usize]));
+                        }
+                    } else {
+                        set_bit(&mut zero, pw as usize);
+                    }
+                } else {
+                    stack.pop();
+                }
+            }
+            true
+        };
+    for &r in roots {
+        if (r as usize) < n {
+            dfs_from(r, &mut pre, &mut vertex, &mut parent);
+            roots_used.push(r);
+        }
+    }
+    loop {
+        let mut more = false;
+        for &(r, gate) in late {
+            let open = gate == UNGATED || pre.get(gate as usize).is_some_and(|&p| p != UNREACHED);
+            if open && (r as usize) < n && dfs_from(r, &mut pre, &mut vertex, &mut parent) {
+                roots_used.push(r);
+                more = true;
+            }
+        }
+        if !more {
+            break;
+        }
+    }
+    roots_used.sort_unstable();
+    roots_used.dedup();
+    let count = vertex.len();
+    for &r in &roots_used {
+        let p = pre[r as usize] as usize;
+        if parent[p] != 0 {
+            set_bit(&mut zero, p);
+        }
+    }
+
+    zero.truncate(count.div_ceil(64));
+    Prepared {
+        pre,
+        vertex,
+        parent,
+        kept,
+        zero,
+        roots_used,
+    }
+}
+
+/// See [`compute`]. Its last steps run on up to `threads` threads (one if the graph is small).
+pub fn finish(p: Prepared, shallow: impl Fn(u32) -> u64 + Sync, threads: usize) -> Dominators {
+    finish_in(p, shallow, threads, PAR_MIN)
+}
+
+/// [`finish`], cutting arrays of at least `min` elements into chunks for the threads.
+fn finish_in(
+    p: Prepared,
+    shallow: impl Fn(u32) -> u64 + Sync,
+    threads: usize,
+    min: usize,
+) -> Dominators {
+    let Prepared {
+        pre,
+        vertex,
+        mut parent,
+        kept,
+        zero,
+        roots_used,
+    } = p;
+    let count = vertex.len();
+    let (mut rfirst, redges) = predecessors(count, &kept, &zero);
+
+    // Each step below writes into memory an earlier one has finished with, not into new
+    // arrays: on a host that takes back free memory, a fresh page costs several times what
+    // writing a page again does (DEVELOPERS.md, "Benchmarks"). On the 540 MB bench dump this
+    // saves about 57 MB of fresh pages (the records there are half as many as the vertices, so
+    // their vector grows to hold the words).
+    //
+    // --- Semi-dominators, with path compression over the forest of processed vertices.
+    // `parent` doubles as the forest's ancestor links. The records' memory now holds each
+    // vertex's label and semi-dominator, one word each (see [`label`] and [`semi`]).
+    let mut sl = kept;
+    sl.clear();
+    sl.extend((0..count as u32).map(|k| pair(k, k)));
+    let mut path: Vec<u32> = Vec::new();
+    // Nothing is below the super-root (0): once a vertex's value reaches it, the rest of its
+    // predecessors cannot change it (skipping their `eval` only skips some path compression).
+    for w in (1..count).rev() {
+        // Still `w`'s tree parent: path compression moves only the links of vertices above
+        // `w + 1` (see [`eval`]).
+        let tree_parent = parent[w];
+        let mut s = tree_parent;
+        if bit(&zero, w) {
+            s = 0;
+        }
+        for &v in &redges[rfirst[w] as usize..rfirst[w + 1] as usize] {
+            if s == 0 {
+                break;
+            }
+            let u = eval(v, w as u32 + 1, &mut parent, &mut sl, &mut path);
+            s = s.min(semi(sl[u as usize]));
+        }
+        sl[w] = pair(label(sl[w]), s);
+        // No later step reads `rfirst[w + 1]`: it keeps the tree parent, for the next step.
+        rfirst[w + 1] = tree_parent;
+    }
+    drop(zero);
+    drop(redges);
+    drop(parent);
+    // --- Immediate dominators: the nearest common ancestor of the semi-dominator and the parent.
+    // The tree parents, one place to the left, are the start.
+    let mut idom = rfirst;
+    idom.copy_within(1.., 0);
+    idom.truncate(count);
+    idom[0] = 0;
+    for w in 1..count {
+        let mut c = idom[w];
+        let sw = semi(sl[w]);
+        while c > sw {
+            c = idom[c as usize];
+        }
+        idom[w] = c;
+    }
+
+    // --- Retained sizes: children have larger preorder numbers than their dominators.
+    // The own sizes are read in chunks side by side (a random read each); the sums run in one
+    // chain. The results stay in preorder numbers (see [`Dominators`]).
+    let mut ret = sl;
+    par_chunks(&mut ret, threads, min, |k0, c| {
+        for (k, r) in (k0..).zip(c.iter_mut()) {
+            *r = if k > 0 { shallow(vertex[k]) } else { 0 };
+        }
+    });
+    for k in (1..count).rev() {
+        let d = idom[k] as usize;
+        ret[d] += ret[k];
+    }
+    Dominators {
+        pre,
+        vertex,
+        idom,
+        retained: ret,
+        roots_used,
+    }
+}
+
+/// The predecessor lists (CSR over numbers `0..count`) of the `kept` edges whose target is not
+/// flagged in `zero`. Spanning-tree edges are not in them: a vertex's semi-dominator search
+/// starts at its parent anyway (an unprocessed vertex offers its own number). In a heap nearly
+/// every object has one referrer, so this halves them; the flags leave out most of the rest.
+fn predecessors(count: usize, kept: &[u64], zero: &[u64]) -> (Vec<u32>, Vec<u32>) {
+    // Counts go to index p + 2, so that after the prefix sums `rfirst[p + 1]` is where p's list
+    // starts; filling advances it to where p's list ends, which is `rfirst[p + 1]` as the
+    // finished CSR wants it (no second cursor array).
+    let mut rfirst = vec![0u32; count + 2];
+    for &e in kept {
+        let (pw, _) = halves(e);
+        if !bit(zero, pw as usize) {
+            rfirst[pw as usize + 2] += 1;
+        }
+    }
+    prefix_sums(&mut rfirst);
+    let mut redges = vec![0u32; rfirst[count + 1] as usize];
+    for &e in kept {
+        let (pw, k) = halves(e);
+        if !bit(zero, pw as usize) {
+            let c = &mut rfirst[pw as usize + 1];
+            redges[*c as usize] = k;
+            *c += 1;
+        }
+    }
+    rfirst.truncate(count + 1);
+    (rfirst, redges)
+}
+
+/// A vertex's semi-dominator, from its word in [`finish`].
+#[inline]
+fn semi(e: u64) -> u32 {
+    halves(e).1
+}
+
+/// A vertex's label (a vertex on its forest path with the smallest semi-dominator seen), from
+/// its word in [`finish`].
+#[inline]
+fn label(e: u64) -> u32 {
+    halves(e).0
+}
+
+/// The vertex with the smallest semi-dominator on the forest path from `v` up to (not
+/// including) the first vertex not yet processed (numbers below `linked`), compressing the path.
+/// `sl` holds each vertex's label and semi-dominator. Only the links of vertices above `linked`
+/// change: a vertex's link is to a smaller number, and a link is moved only if it is at least
+/// `linked`.
+#[inline]
+fn eval(v: u32, linked: u32, anc: &mut [u32], sl: &mut [u64], stack: &mut Vec<u32>) -> u32 {
+    if anc[v as usize] < linked {
+        return label(sl[v as usize]);
+    }
+    let mut x = v;
+    while anc[x as usize] >= linked {
+        stack.push(x);
+        x = anc[x as usize];
+    }
+    // x is the topmost processed vertex on the path; its ancestor is not processed.
+    let mut p = x;
+    let mut p_label = label(sl[p as usize]);
+    while let Some(y) = stack.pop() {
+        anc[y as usize] = anc[p as usize];
+        let y_label = label(sl[y as usize]);
+        if semi(sl[p_label as usize]) < semi(sl[y_label as usize]) {
+            sl[y as usize] = pair(p_label, semi(sl[y as usize]));
+        } else {
+            p_label = y_label;
+        }
+        p = y;
+    }
+    label(sl[v as usize])
+}
+
+/// A plain CSR graph (for tests and small callers).
+pub struct Csr {
+    pub first: Vec<u32>,
+    pub edges: Vec<u32>,
+}
+
+impl Csr {
+    /// From adjacency lists.
+    pub fn from_lists(lists: &[Vec<u32>]) -> Csr {
+        let mut first = vec![0u32];
+        let mut edges = Vec::new();
+        for l in lists {
+            edges.extend_from_slice(l);
+            first.push(edges.len() as u32);
+        }
+        Csr { first, edges }
+    }
+}
+
+impl Graph for Csr {
+    fn nodes(&self) -> usize {
+        self.first.len() - 1
+    }
+    fn succ(&self, v: u32) -> &[u32] {
+        &self.edges[self.first[v as usize] as usize..self.first[v as usize + 1] as usize]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn run(lists: &[Vec<u32>], sizes: &[u64], roots: &[u32]) -> Dominators {
+        run_late(lists, sizes, roots, &[])
+    }
+
+    /// [`compute`], checked against its steps cut into chunks of any length for three threads.
+    fn run_late(lists: &[Vec<u32>], sizes: &[u64], roots: &[u32], late: &[u32]) -> Dominators {
+        let g = Csr::from_lists(lists);
+        let d = compute(&g, |v| sizes[v as usize], roots, late);
+        for min in [1, 2, 5] {
+            let p = finish_in(prepare(&g, roots, late), |v| sizes[v as usize], 3, min);
+            assert_eq!(
+                (&p.idom, &p.retained),
+                (&d.idom, &d.retained),
+                "chunks of {min}"
+            );
+            assert_eq!((&p.pre, &p.vertex), (&d.pre, &d.vertex));
+        }
+        d
+    }
+
+    /// Nodes reachable from `roots` without passing through `cut`.
+    fn reach(lists: &[Vec<u32>], roots: &[u32], cut: Option<u32>) -> Vec<bool> {
+        let mut seen = vec![false; lists.len()];
+        let mut st: Vec<u32> = roots.iter().copied().filter(|&r| Some(r) != cut).collect();
+        while let Some(v) = st.pop() {
+            if seen[v as usize] {
+                continue;
+            }
+            seen[v as usize] = true;
+            for &w in &lists[v as usize] {
+                if Some(w) != cut && !seen[w as usize] {
+                    st.push(w);
+                }
+            }
+        }
+        seen
+    }
+
+    #[test]
+    fn diamond_and_chain() {
+        // 0 -> 1, 0 -> 2, 1 -> 3, 2 -> 3, 3 -> 4; 5 unreachable
+        let lists = vec![vec![1, 2], vec![3], vec![3], vec![4], vec![], vec![4]];
+        let d = run(&lists, &[1, 10, 100, 1000, 10000, 7], &[0]);
+        assert_eq!(d.idom(0), SUPER);
+        assert_eq!(d.idom(1), 0);
+        assert_eq!(d.idom(2), 0);
+        assert_eq!(d.idom(3), 0);
+        assert_eq!(d.idom(4), 3);
+        assert_eq!(d.idom(5), UNREACHED);
+        assert_eq!(d.retained(0), 11111);
+        assert_eq!(d.retained(3), 11000);
+        assert_eq!(d.retained(5), 0);
+        assert_eq!(d.reachable(), 5);
+    }
+
+    #[test]
+    fn edges_from_a_later_root_tree_and_roots_reached_earlier() {
+        // Root 0 reaches 1 -> 2 -> 3; root 4 (searched second) reaches 5, which points back
+        // into the first tree at 2; root 3 is also reached from root 0's tree.
+        // 2 is then reached from both trees: only the super-root dominates it.
+        let lists = vec![vec![1], vec![2], vec![3], vec![], vec![5], vec![2]];
+        let d = run(&lists, &[1, 10, 100, 1000, 10000, 100000], &[0, 4, 3]);
+        assert_eq!(d.idom(1), 0);
+        assert_eq!(d.idom(2), SUPER);
+        assert_eq!(d.idom(3), SUPER);
+        assert_eq!(d.idom(5), 4);
+        assert_eq!(d.retained(0), 11);
+        assert_eq!(d.retained(2), 100);
+        assert_eq!(d.retained(4), 110000);
+        // A late root reached by nothing before is a root; one reached before is not.
+        let lists = vec![vec![1], vec![], vec![1], vec![0]];
+        let d = run_late(&lists, &[1, 10, 100, 1000], &[0], &[1, 2, 3]);
+        assert_eq!(d.roots_used, vec![0, 2, 3]);
+        assert_eq!(d.idom(1), SUPER);
+        assert_eq!(d.idom(0), SUPER);
+        assert_eq!(d.retained(3), 1000);
+    }
+
+    #[test]
+    fn long_chain_does_not_overflow_the_stack() {
+        let n = 2_000_000u32;
+        let lists: Vec<Vec<u32>> = (0..n)
+            .map(|i| if i + 1 < n { vec![i + 1] } else { vec![] })
+            .collect();
+        let d = run(&lists, &vec![1; n as usize], &[0]);
+        assert_eq!(d.retained(0), n as u64);
+        assert_eq!(d.retained(n - 1), 1);
+        assert_eq!(d.idom(n - 1), n - 2);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+        /// The retained size of v is the size of what becomes unreachable once v is removed; the
+        /// immediate dominator is consistent with that.
+        #[test]
+        fn retained_equals_brute_force(
+            n in 1usize..24,
+            raw_edges in proptest::collection::vec((0u32..24, 0u32..24), 0..60),
+            raw_roots in proptest::collection::vec(0u32..24, 1..4),
+            raw_late in proptest::collection::vec(0u32..24, 0..3),
+            sizes in proptest::collection::vec(1u64..1000, 24),
+        ) {
+            let mut lists = vec![Vec::new(); n];
+            for (a, b) in raw_edges {
+                if (a as usize) < n && (b as usize) < n {
+                    lists[a as usize].push(b);
+                }
+            }
+            let roots: Vec<u32> = raw_roots.into_iter().filter(|&r| (r as usize) < n).collect();
+            let late: Vec<u32> = raw_late.into_iter().filter(|&r| (r as usize) < n).collect();
+            let d = run_late(&lists, &sizes[..n], &roots, &late);
+            // The scan by number agrees with the answers by node; dominators come first.
+            prop_assert_eq!(d.reachable() as usize + 1, d.len());
+            for k in 1..d.len() as u32 {
+                let v = d.node_at(k);
+                prop_assert_eq!(d.number(v), k);
+                prop_assert!(d.idom_at(k) < k);
+                let want = match d.idom_at(k) {
+                    0 => SUPER,
+                    i => d.node_at(i),
+                };
+                prop_assert_eq!(d.idom(v), want);
+                prop_assert_eq!(d.retained(v), d.retained_at(k));
+            }
+            // The super-root's children: the roots, then the late ones nothing before reached.
+            let mut used = roots.clone();
+            for &r in &late {
+                if !reach(&lists, &used, None)[r as usize] {
+                    used.push(r);
+                }
+            }
+            let all = reach(&lists, &used, None);
+            let dominates = |a: u32, b: u32| a == b || !reach(&lists, &used, Some(a))[b as usize];
+            for v in 0..n as u32 {
+                if !all[v as usize] {
+                    prop_assert_eq!(d.retained(v), 0);
+                    prop_assert_eq!(d.idom(v), UNREACHED);
+                    continue;
+                }
+                let without = reach(&lists, &used, Some(v));
+                let want: u64 = (0..n)
+                    .filter(|&u| all[u] && !without[u])
+                    .map(|u| sizes[u])
+                    .sum();
+                prop_assert_eq!(d.retained(v), want, "node {}", v);
+                // idom(v) dominates v, and every other dominator of v dominates idom(v) (none
+                // does if it is the super-root).
+                let i = d.idom(v);
+                prop_assert!(i != v);
+                if i != SUPER {
+                    prop_assert!(dominates(i, v), "idom {} of {}", i, v);
+                }
+                for u in 0..n as u32 {
+                    if u != v && all[u as usize] && dominates(u, v) {
+                        prop_assert!(i != SUPER && dominates(u, i), "{} dominates {} above {}", u, v, i);
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,976 @@
+//! The index of a dump: classes, objects and the strong reference graph, in compact arrays.
+//!
+//! Built in two streaming passes over the file (never held whole in memory), or in one for
+//! dumps whose strings and class dumps all precede their objects (`Prefix`, `OnePass`,
+//! `lookup` and `place`: the same passes' work at once, with edge targets kept as ids until
+//! every id is known):
+//! 1. strings, class names, class dumps, GC roots, and every object id (to be sorted);
+//! 2. per object: class, shallow size, outgoing strong edges (CSR, in file order, addressed by
+//!    `first`/`deg` per node), and the values the leak detectors need (read from the instance's
+//!    field bytes while they pass by).
+//!
+//! Invariants:
+//! - Node `i` is the object whose id is `ids[i]`; `ids` is sorted and without duplicates.
+//! - Every edge target is a node: references to ids the dump does not hold (stripped or simply
+//!   absent) are dropped and counted in [`IndexStats::missing_refs`].
+//! - `java.lang.ref.Reference.referent` is never an edge.
+//! - Memory per object: 8 (id) + 4 (class) + 4 (shallow) + 8 (edge range) bytes, plus 4 per edge
+//!   and a table for id lookups: a rank map of at most 8 bytes per object where the ids are
+//!   packed (2.9 on a 540 MB HotSpot dump), else buckets of 1 to 2. Two-pass workers write each
+//!   object into the node arrays themselves ([`Shared`], plus a byte per object naming the
+//!   worker); one-pass workers buffer 16 bytes per object until `place` writes it there.
+//! - A duplicate id (the dump lists two objects with it) is counted once per extra object, and
+//!   its node is the object listed first.
+//! - Shallow sizes: an instance counts its class's instance size as the dump states it (HotSpot:
+//!   the field bytes; ART: the object size); an array counts length × element size plus a 12- or
+//!   16-byte header, also when its contents were stripped (0xC3); a class counts its statics.
+//!
+//! Files: `fields` (instance layouts and detector roles), `idmap` (id -> node), `pass2` (the
+//! objects' pass), `onepass` (prefix and one-pass parse), `shared` (the node arrays workers fill
+//! side by side, and applying their output); this file holds the index's types and pass 1.
+#![forbid(unsafe_code)]
+
+use super::arrays::{halves, pair};
+use super::rank::RankMap;
+use hprof::{read_id, sub, BasicType, ClassDump, Header, Record, Sub, Visitor};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
+
+mod fields;
+mod idmap;
+mod onepass;
+mod pass2;
+mod shared;
+mod sizes;
+mod threads;
+
+pub use threads::{OnThread, Threads};
+
+use fields::*;
+pub use idmap::*;
+pub(crate) use onepass::*;
+pub(crate) use pass2::*;
+pub(crate) use shared::*;
+pub use sizes::Conventions;
+pub(crate) use sizes::{settle, ARRAY_FINDING, RAW_SLACK};
+
+/// "No node / no class".
+pub const NONE: u32 = u32::MAX;
+
+/// The most classes a walk up a superclass chain visits (a subclass test, a field search): a
+/// crafted dump may chain 65,535 classes, or loop. Real chains are a few dozen deep. The app
+/// strip's class layouts (`hprof::strip::holders`) keep the same cap.
+pub const MAX_SUPER_CHAIN: usize = 256;
+
+/// The most bytes of one string (a class, field or thread name) the index keeps. Java names
+/// are seldom over a few hundred bytes; a crafted dump may name a class with a megabyte, and
+/// every leak, path step and histogram row that names it would repeat it (a 1 MB dump made a
+/// 111 MB report). A longer string keeps its first bytes (cut on a character boundary) and
+/// says how many were left out: `Foo…[+N bytes]`.
+pub const MAX_STRING_BYTES: usize = 1024;
+
+/// A string table: UTF8 records, sorted by id, text in one arena; each text at most
+/// [`MAX_STRING_BYTES`] plus its cut note.
+#[derive(Default)]
+pub struct Strings {
+    ids: Vec<(u64, u32, u32)>,
+    arena: Vec<u8>,
+}
+
+impl Strings {
+    fn push(&mut self, id: u64, text: &[u8]) {
+        let at = self.arena.len() as u32;
+        if text.len() > MAX_STRING_BYTES {
+            // Back off to the start of a UTF-8 sequence so the kept part decodes whole.
+            let mut keep = MAX_STRING_BYTES;
+            while keep > 0 && text[keep] & 0xC0 == 0x80 {
+                keep -= 1;
+            }
+            self.arena.extend_from_slice(&text[..keep]);
+            self.arena
+                .extend_from_slice(format!("…[+{} bytes]", text.len() - keep).as_bytes());
+        } else {
+            self.arena.extend_from_slice(text);
+        }
+        self.ids
+            .push((id, at, (self.arena.len() - at as usize) as u32));
+    }
+    /// Add another worker's strings as they are (already cut where they were too long).
+    fn append(&mut self, o: Strings) {
+        let base = self.arena.len() as u32;
+        self.arena.extend_from_slice(&o.arena);
+        self.ids
+            .extend(o.ids.into_iter().map(|(id, at, len)| (id, base + at, len)));
+    }
+    fn finish(&mut self) {
+        self.ids.sort_unstable_by_key(|e| e.0);
+        self.ids.dedup_by_key(|e| e.0);
+    }
+    /// The text of string `id`, lossily decoded; `None` if the dump has no such string.
+    pub fn get(&self, id: u64) -> Option<String> {
+        let i = self.ids.binary_search_by_key(&id, |e| e.0).ok()?;
+        let (_, at, len) = self.ids[i];
+        Some(String::from_utf8_lossy(&self.arena[at as usize..(at + len) as usize]).into_owned())
+    }
+    fn get_or(&self, id: u64) -> String {
+        self.get(id).unwrap_or_else(|| format!("<string 0x{id:x}>"))
+    }
+}
+
+/// An instance field declared by a class.
+#[derive(Clone, Debug)]
+pub struct Field {
+    pub name: String,
+    pub ty: BasicType,
+}
+
+/// A static field holding an object reference.
+#[derive(Clone, Debug)]
+pub struct StaticRef {
+    pub name: String,
+    pub value: u64,
+}
+
+/// What a leak detector wants to read from instances of a class (offsets into the field bytes).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Role {
+    #[default]
+    None,
+    Activity {
+        destroyed: Option<u32>,
+        finished: Option<u32>,
+    },
+    Fragment {
+        manager: u32,
+        called: u32,
+    },
+    Bitmap {
+        width: u32,
+        height: u32,
+    },
+    Window,
+    NativeAllocationRegistry,
+    /// LeakCanary's `KeyedWeakReference`: the object it watches is a suspect if still strongly
+    /// reachable.
+    Watched {
+        referent: u32,
+    },
+}
+
+/// A class: from a class dump, or one of the pseudo-classes of primitive arrays.
+#[derive(Clone, Debug)]
+pub struct Class {
+    pub id: u64,
+    /// The class object's node (`NONE` for pseudo-classes).
+    pub node: u32,
+    /// Java name, dotted (`java.lang.String`, `int[]`, `java.lang.Object[]`).
+    pub name: String,
+    /// Index of the superclass in `Index::classes`, or `NONE`.
+    pub super_idx: u32,
+    pub super_id: u64,
+    pub loader_id: u64,
+    pub instance_size: u32,
+    /// Fields this class declares (not inherited), in dump order.
+    pub fields: Vec<Field>,
+    pub statics: Vec<StaticRef>,
+    /// Bytes of the primitive static values (the class object's shallow size adds the
+    /// reference statics at the VM's reference size: see `sizes`).
+    pub static_prim_bytes: u32,
+    /// Strong reference slots of an instance: (byte offset in the field data, declaring class,
+    /// field index in that class), over the whole superclass chain.
+    pub ref_slots: Vec<(u32, u32, u16)>,
+    /// Bytes of field data an instance has according to the layouts.
+    pub data_len: u32,
+    pub role: Role,
+    /// Instances (or arrays) of this class in the dump.
+    pub instances: u32,
+}
+
+/// A piece of a heap dump segment (or 1.0.1 heap dump record): a run of its whole sub-records,
+/// about [`PIECE`] bytes long (less at the segment's end, more if one sub-record is longer), and
+/// the range of the ids of the objects in it, so that a later pass can parse only the pieces
+/// that hold the objects it wants.
+#[derive(Clone, Copy, Debug)]
+pub struct Segment {
+    /// Offset of the piece's first sub-record.
+    pub offset: u64,
+    /// Bytes of sub-records, without any record header.
+    pub len: u64,
+    /// The tag of the record the piece belongs to (`HEAP_DUMP` or `HEAP_DUMP_SEGMENT`).
+    pub tag: u8,
+    pub min_id: u64,
+    pub max_id: u64,
+}
+
+/// A heap dump segment is cut into pieces of about this many bytes (see [`Segment`]).
+pub const PIECE: u64 = 64 << 10;
+
+/// The pseudo root tag of an object a zygote or image object held before level `app` dropped
+/// it (a `ROOT_JNI_GLOBAL` carrying [`hprof::STRIPPED_HOLDER_MARK`]).
+pub const STRIPPED_HOLDER_ROOT: u8 = 0xFD;
+
+/// `tag`, or [`STRIPPED_HOLDER_ROOT`] for a root the `app` strip wrote; `aux` is what follows
+/// the root's id (for a JNI global, its reference id: one identifier).
+fn holder_tag(tag: u8, aux: &[u8]) -> u8 {
+    let marked = tag == sub::ROOT_JNI_GLOBAL
+        && matches!(aux.len(), 4 | 8)
+        && hprof::read_id(aux, aux.len() as u32) == hprof::STRIPPED_HOLDER_MARK;
+    if marked {
+        STRIPPED_HOLDER_ROOT
+    } else {
+        tag
+    }
+}
+
+/// A GC root as the dump lists it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Root {
+    pub node: u32,
+    pub tag: u8,
+}
+
+/// Something a detector flagged while the objects passed by (by id: some watched referents are
+/// resolved after the pass).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Flag {
+    pub node: u32,
+    pub reason: String,
+    pub detail: String,
+}
+
+/// Counts of what was tolerated.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct IndexStats {
+    pub objects: u64,
+    pub classes: u64,
+    pub instances: u64,
+    pub object_arrays: u64,
+    pub primitive_arrays: u64,
+    /// Primitive arrays whose contents were stripped (0xC3), counted at their full size.
+    pub stripped_arrays: u64,
+    pub edges: u64,
+    /// References to ids the dump does not contain (dropped).
+    pub missing_refs: u64,
+    /// Roots naming ids the dump does not contain (dropped).
+    pub missing_roots: u64,
+    pub duplicate_ids: u64,
+    /// Instances whose class the dump does not contain.
+    pub unknown_class: u64,
+    /// Instances whose field data is shorter than their class layout says.
+    pub short_instances: u64,
+}
+
+/// Thresholds the index needs while it passes over the objects.
+#[derive(Clone, Copy, Debug)]
+pub struct IndexLimits {
+    pub bitmap_min_pixels: u64,
+    pub array_min_bytes: u64,
+}
+
+/// The index. See the module documentation.
+pub struct Index {
+    pub header: Header,
+    pub ids: Vec<u64>,
+    pub id_map: IdMap,
+    pub class_of: Vec<u32>,
+    pub shallow: Vec<u32>,
+    /// Per node: where its outgoing edges start in `edges` ([`NONE`] if the dump did not
+    /// list the object) and how many there are, side by side (one memory access per node).
+    pub adj: Vec<[u32; 2]>,
+    pub edges: Vec<u32>,
+    pub classes: Vec<Class>,
+    /// Class ids sorted, with their index in `classes`.
+    pub class_lookup: Vec<(u64, u32)>,
+    pub roots: Vec<Root>,
+    /// The threads the roots name (a path that starts on a thread says which).
+    pub threads: Threads,
+    pub strings: Strings,
+    pub flags: Vec<Flag>,
+    pub stats: IndexStats,
+    /// Index of `java.lang.Class` (a pseudo-class if the dump lacks it).
+    pub class_class: u32,
+    /// Index of the first primitive-array pseudo-class (in `PRIMS` order).
+    pub prim_base: u32,
+    /// Heap dump segments in file order.
+    pub segments: Vec<Segment>,
+    /// The ids of the class objects of the primitive array types (`char[]`, ...; in `PRIMS`
+    /// order), 0 where the dump has none: a primitive array's edge to its class.
+    pub prim_class_ids: [u64; 8],
+    /// The same, 0 where that class is a GC root the dump lists: there the edge changes no
+    /// reachability, shortest path, dominator or retained size (every path through it has a
+    /// path from the root that skips the array), and ART-style dumps hold hundreds of
+    /// thousands of primitive arrays whose edges cost the graph, the BFS and the dominators
+    /// time for nothing.
+    pub prim_edge_ids: [u64; 8],
+    /// Whether the dump holds records only Android writes (see `Pass1`).
+    pub android: bool,
+    /// How the shallow sizes were counted (set once the graph is complete: see `sizes`).
+    pub sizes: Conventions,
+}
+
+impl Index {
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+    /// The node of object `id`.
+    #[inline]
+    pub fn node(&self, id: u64) -> Option<u32> {
+        self.id_map.find(&self.ids, id)
+    }
+    /// The class index of class object `id`.
+    pub fn class_by_id(&self, id: u64) -> Option<u32> {
+        self.class_lookup
+            .binary_search_by_key(&id, |e| e.0)
+            .ok()
+            .map(|i| self.class_lookup[i].1)
+    }
+    /// If `node` is a class object, its class index.
+    pub fn class_of_node(&self, node: u32) -> Option<u32> {
+        if self.class_of[node as usize] != self.class_class {
+            return None;
+        }
+        self.class_by_id(self.ids[node as usize])
+    }
+    /// Outgoing strong edges of `node`.
+    pub fn succ(&self, node: u32) -> &[u32] {
+        let [f, d] = self.adj[node as usize];
+        if f == NONE {
+            return &[];
+        }
+        &self.edges[f as usize..f as usize + d as usize]
+    }
+    /// Display name of the class of `node` (for a class object: `class X`).
+    pub fn class_name(&self, node: u32) -> String {
+        if let Some(c) = self.class_of_node(node) {
+            return format!("class {}", self.classes[c as usize].name);
+        }
+        self.classes[self.class_of[node as usize] as usize]
+            .name
+            .clone()
+    }
+    /// Whether class `c` is `name` or a subclass of it.
+    pub fn is_subclass(&self, mut c: u32, name: &str) -> bool {
+        let mut hops = 0;
+        while c != NONE && hops < MAX_SUPER_CHAIN {
+            if self.classes[c as usize].name == name {
+                return true;
+            }
+            c = self.classes[c as usize].super_idx;
+            hops += 1;
+        }
+        false
+    }
+    /// Drop the table that maps ids to nodes quickly, once the graph is built (up to 8 bytes per
+    /// object; 10 MB on a 540 MB HotSpot dump): [`Index::node`] then searches the ids.
+    pub fn drop_id_map(&mut self) {
+        self.id_map = IdMap::Search;
+    }
+    /// Drop the forward graph (after the reverse one has been built from it).
+    pub fn drop_edges(&mut self) {
+        self.adj = Vec::new();
+        self.edges = Vec::new();
+    }
+}
+
+/// Turn a VM class name into a Java one: `java/lang/String` → `java.lang.String`,
+/// `[[I` → `int[][]`, `[Ljava/lang/Object;` → `java.lang.Object[]`.
+pub fn java_name(raw: &str) -> String {
+    let dims = raw.bytes().take_while(|&b| b == b'[').count();
+    if dims == 0 {
+        return raw.replace('/', ".");
+    }
+    let rest = &raw[dims..];
+    let base = match rest {
+        "Z" => "boolean".to_string(),
+        "C" => "char".to_string(),
+        "F" => "float".to_string(),
+        "D" => "double".to_string(),
+        "B" => "byte".to_string(),
+        "S" => "short".to_string(),
+        "I" => "int".to_string(),
+        "J" => "long".to_string(),
+        r if r.starts_with('L') && r.ends_with(';') => r[1..r.len() - 1].replace('/', "."),
+        r => r.replace('/', "."),
+    };
+    format!("{base}{}", "[]".repeat(dims))
+}
+
+fn prim_name(ty: BasicType) -> String {
+    format!("{}[]", ty.name())
+}
+
+const PRIMS: [BasicType; 8] = [
+    BasicType::Boolean,
+    BasicType::Char,
+    BasicType::Float,
+    BasicType::Double,
+    BasicType::Byte,
+    BasicType::Short,
+    BasicType::Int,
+    BasicType::Long,
+];
+
+/// Array header bytes counted in a shallow size (length word plus object header).
+pub fn array_header(id_size: u32) -> u64 {
+    if id_size == 4 {
+        12
+    } else {
+        16
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pass 1
+
+struct RawClass {
+    id: u64,
+    super_id: u64,
+    loader_id: u64,
+    instance_size: u32,
+    fields: Vec<(u64, BasicType)>,
+    statics: Vec<(u64, u64)>,
+    static_prim_bytes: u32,
+}
+
+/// The per-node arrays a finished index holds: class, shallow size, edge range.
+pub(crate) type NodeArrays = (Vec<u32>, Vec<u32>, Vec<[u32; 2]>);
+
+/// [`NodeArrays`] for `n` nodes, as [`Pass1::finish`] leaves them for the objects to fill in.
+pub(crate) fn node_arrays(n: usize) -> NodeArrays {
+    // (All three are written here: the pages of an array allocated as zeros would be faulted
+    // in later, by the one thread that then writes the objects into it.)
+    #[allow(clippy::slow_vector_initialization)]
+    let mut shallow = Vec::with_capacity(n);
+    shallow.resize(n, 0u32);
+    (vec![NONE; n], shallow, vec![[NONE, 0]; n])
+}
+
+#[derive(Default)]
+pub(crate) struct Pass1 {
+    header: Option<Header>,
+    strings: Strings,
+    names: Vec<(u64, u64)>,
+    classes: Vec<RawClass>,
+    roots: Vec<(u64, u8)>,
+    threads: threads::RawThreads,
+    ids: Vec<u64>,
+    /// Whether the dump holds records only Android writes (HEAP_DUMP_INFO, ROOT_* 0x89-0x90):
+    /// its objects are laid out as Dalvik and ART do (see `sizes`). The format alone does not
+    /// tell: a stripped HotSpot dump is 1.0.3 too.
+    android: bool,
+    /// Whether `ids` is known to be sorted ([`Pass1::sort_ids`] sorts it; the merge of two
+    /// sorted gatherings keeps it so), which spares a scan of the ids to find out.
+    sorted: bool,
+}
+
+impl Visitor for Pass1 {
+    fn header(&mut self, h: &Header, _raw: &[u8]) -> Result<(), String> {
+        self.header = Some(*h);
+        Ok(())
+    }
+    fn record(&mut self, _offset: u64, r: &Record<'_>, _raw: &[u8]) -> Result<(), String> {
+        if let Some((id, text)) = r.utf8() {
+            self.strings.push(id, text);
+        } else if let Some((_, class_id, _, name_id)) = r.load_class() {
+            self.names.push((class_id, name_id));
+            self.threads.record(r);
+        } else {
+            self.threads.record(r);
+        }
+        Ok(())
+    }
+    fn sub(&mut self, _offset: u64, s: &Sub<'_>, _raw: &[u8]) -> Result<(), String> {
+        match s {
+            Sub::Root { tag, id, aux } => {
+                // ART's "unreachable" objects are listed as roots but are not held by anything.
+                self.android |= sizes::android_root(*tag);
+                if *tag != sub::ROOT_UNREACHABLE && *id != 0 {
+                    self.roots.push((*id, holder_tag(*tag, aux)));
+                    self.threads.root(*tag, *id, aux);
+                }
+            }
+            Sub::Class(c) => {
+                self.ids.push(c.id);
+                self.classes.push(raw_class(c));
+            }
+            Sub::Instance { id, .. }
+            | Sub::ObjectArray { id, .. }
+            | Sub::PrimitiveArray { id, .. } => self.ids.push(*id),
+            Sub::HeapDumpInfo { .. } => self.android = true,
+        }
+        Ok(())
+    }
+}
+
+fn raw_class(c: &ClassDump<'_>) -> RawClass {
+    RawClass {
+        id: c.id,
+        super_id: c.super_id,
+        loader_id: c.loader_id,
+        instance_size: c.instance_size,
+        fields: c.fields().collect(),
+        statics: c
+            .statics()
+            .filter(|(_, ty, _)| *ty == BasicType::Object)
+            .map(|(name, _, v)| (name, read_id(v, c.id_size)))
+            .collect(),
+        static_prim_bytes: c
+            .statics()
+            .filter(|(_, ty, _)| *ty != BasicType::Object)
+            .map(|(_, ty, _)| ty.size(c.id_size))
+            .sum(),
+    }
+}
+
+impl Pass1 {
+    /// Add what another worker gathered over a later part of the file.
+    pub(crate) fn merge(&mut self, o: Pass1) {
+        if self.header.is_none() {
+            self.header = o.header;
+        }
+        self.strings.append(o.strings);
+        self.android |= o.android;
+        self.names.extend(o.names);
+        self.classes.extend(o.classes);
+        self.roots.extend(o.roots);
+        self.threads.merge(o.threads);
+        self.sorted &= o.sorted;
+        if self.sorted {
+            // Two sorted runs: merge them in linear time (one after the other, the second is
+            // appended).
+            super::arrays::merge_into(&mut self.ids, &o.ids);
+        } else {
+            self.ids.extend(o.ids);
+        }
+    }
+
+    /// Sort the ids gathered so far (each worker sorts its own, side by side). HotSpot lists its
+    /// classes first, then every other object by address: only the head before the longest
+    /// ascending tail is sorted, then merged with that tail.
+    pub(crate) fn sort_ids(&mut self) {
+        self.sorted = true;
+        let ids = &mut self.ids;
+        let mut t = ids.len().saturating_sub(1);
+        while t > 0 && ids[t - 1] <= ids[t] {
+            t -= 1;
+        }
+        if t == 0 {
+            return;
+        }
+        if t > ids.len() / 4 {
+            ids.sort_unstable();
+            return;
+        }
+        let mut head = ids[..t].to_vec();
+        head.sort_unstable();
+        // Merge forward in place: the write position stays behind the tail's read position
+        // while the head lasts, and once it is used up the rest of the tail is in place.
+        let tail_len = ids.len() - t;
+        let mut w = 0;
+        let (mut i, mut j) = (0, t);
+        while i < head.len() && j < t + tail_len {
+            if head[i] <= ids[j] {
+                ids[w] = head[i];
+                i += 1;
+            } else {
+                ids[w] = ids[j];
+                j += 1;
+            }
+            w += 1;
+        }
+        while i < head.len() {
+            ids[w] = head[i];
+            i += 1;
+            w += 1;
+        }
+        debug_assert!(ids.is_sorted());
+    }
+
+    /// Sort what pass 1 gathered and lay out the classes; returns the skeleton index.
+    pub(crate) fn finish(self) -> Result<Index, String> {
+        // The per-node arrays are allocated and filled on a second thread (their pages are
+        // faulted in there) while this one sorts the ids, lays out the classes and maps the
+        // ids: for as many nodes as there are ids before duplicates are dropped (none when
+        // there are too many ids to index: `finish_then` refuses those).
+        let n = Some(self.ids.len())
+            .filter(|&n| n < NONE as usize)
+            .unwrap_or(0);
+        std::thread::scope(|s| {
+            let arrays = s.spawn(move || node_arrays(n));
+            self.finish_then(move || super::joined(arrays))
+        })
+    }
+
+    /// [`Pass1::finish`], given what yields the per-node arrays (each at least as long as the
+    /// number of distinct ids, as [`node_arrays`] makes them), asked for once the rest of the
+    /// index is made.
+    pub(crate) fn finish_then(
+        mut self,
+        arrays: impl FnOnce() -> NodeArrays,
+    ) -> Result<Index, String> {
+        if self.header.is_none() {
+            return Err("the dump has no header".into());
+        }
+        let mut stats = IndexStats::default();
+        self.strings.finish();
+        let mut ids = std::mem::take(&mut self.ids);
+        if !self.sorted && !ids.is_sorted() {
+            ids.sort_unstable();
+        }
+        let before = ids.len();
+        ids.dedup();
+        stats.duplicate_ids = (before - ids.len()) as u64;
+        ids.shrink_to_fit();
+        if ids.len() >= NONE as usize {
+            return Err(format!(
+                "{} objects: more than this analyser indexes",
+                ids.len()
+            ));
+        }
+        let n = ids.len();
+        let mut ix = self.finish_with(ids, stats)?;
+        let (mut class_of, mut shallow, mut adj) = arrays();
+        class_of.resize(n, NONE);
+        shallow.resize(n, 0);
+        adj.resize(n, [NONE, 0]);
+        ix.class_of = class_of;
+        ix.shallow = shallow;
+        ix.adj = adj;
+        Ok(ix)
+    }
+
+    /// [`Pass1::finish`] but for the per-node arrays (left empty).
+    fn finish_with(mut self, ids: Vec<u64>, mut stats: IndexStats) -> Result<Index, String> {
+        let header = self.header.ok_or("the dump has no header")?;
+        self.names.sort_unstable();
+        self.names.dedup_by_key(|e| e.0);
+        let strings = self.strings;
+        let name_of = |id: u64| -> Option<String> {
+            let i = self.names.binary_search_by_key(&id, |e| e.0).ok()?;
+            Some(java_name(&strings.get_or(self.names[i].1)))
+        };
+        let threads = std::mem::take(&mut self.threads).finish(&ids, |id| strings.get(id), name_of);
+        let mut raw = std::mem::take(&mut self.classes);
+        raw.sort_by_key(|c| c.id);
+        raw.dedup_by_key(|c| c.id);
+        let mut classes: Vec<Class> = raw
+            .iter()
+            .map(|c| Class {
+                id: c.id,
+                node: ids.binary_search(&c.id).map(|i| i as u32).unwrap_or(NONE),
+                name: name_of(c.id).unwrap_or_else(|| format!("<class 0x{:x}>", c.id)),
+                super_idx: NONE,
+                super_id: c.super_id,
+                loader_id: c.loader_id,
+                instance_size: c.instance_size,
+                fields: c
+                    .fields
+                    .iter()
+                    .map(|&(n, ty)| Field {
+                        name: strings.get_or(n),
+                        ty,
+                    })
+                    .collect(),
+                statics: c
+                    .statics
+                    .iter()
+                    .map(|&(n, value)| StaticRef {
+                        name: strings.get_or(n),
+                        value,
+                    })
+                    .collect(),
+                static_prim_bytes: c.static_prim_bytes,
+                ref_slots: Vec::new(),
+                data_len: 0,
+                role: Role::None,
+                instances: 0,
+            })
+            .collect();
+        drop(raw);
+        let mut class_lookup: Vec<(u64, u32)> = classes
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c.id, i as u32))
+            .collect();
+        class_lookup.sort_unstable();
+        for c in classes.iter_mut() {
+            if c.super_id != 0 {
+                if let Ok(j) = class_lookup.binary_search_by_key(&c.super_id, |e| e.0) {
+                    c.super_idx = class_lookup[j].1;
+                }
+            }
+        }
+        let prim_class_ids = PRIMS.map(|ty| {
+            let name = prim_name(ty);
+            classes.iter().find(|c| c.name == name).map_or(0, |c| c.id)
+        });
+        // Pseudo-classes: primitive arrays, java.lang.Class if absent, unknown classes.
+        let prim_base = classes.len() as u32;
+        for ty in PRIMS {
+            classes.push(pseudo(prim_name(ty)));
+        }
+        let class_class = match classes.iter().position(|c| c.name == "java.lang.Class") {
+            Some(i) => i as u32,
+            None => {
+                classes.push(pseudo("java.lang.Class".into()));
+                (classes.len() - 1) as u32
+            }
+        };
+        classes.push(pseudo("<unknown class>".into()));
+        let id_size = header.id_size;
+        for i in 0..classes.len() {
+            let (slots, len) = layout(&classes, i as u32, id_size);
+            classes[i].ref_slots = slots;
+            classes[i].data_len = len;
+            classes[i].role = role(&classes, i as u32, id_size);
+        }
+        let mut roots = Vec::with_capacity(self.roots.len());
+        for &(id, tag) in &self.roots {
+            match ids.binary_search(&id) {
+                Ok(n) => roots.push(Root {
+                    node: n as u32,
+                    tag,
+                }),
+                Err(_) => stats.missing_roots += 1,
+            }
+        }
+        let n = ids.len();
+        stats.objects = n as u64;
+        let prim_edge_ids = prim_class_ids.map(|c| {
+            let rooted = ids
+                .binary_search(&c)
+                .is_ok_and(|k| roots.iter().any(|r| r.node == k as u32));
+            if rooted {
+                0
+            } else {
+                c
+            }
+        });
+        Ok(Index {
+            header,
+            id_map: IdMap::new(&ids),
+            class_of: Vec::new(),
+            shallow: Vec::new(),
+            adj: Vec::new(),
+            edges: Vec::new(),
+            ids,
+            classes,
+            class_lookup,
+            roots,
+            threads,
+            strings,
+            flags: Vec::new(),
+            stats,
+            class_class,
+            prim_base,
+            segments: Vec::new(),
+            prim_class_ids,
+            prim_edge_ids,
+            android: self.android,
+            sizes: Conventions::default(),
+        })
+    }
+}
+
+fn pseudo(name: String) -> Class {
+    Class {
+        id: 0,
+        node: NONE,
+        name,
+        super_idx: NONE,
+        super_id: 0,
+        loader_id: 0,
+        instance_size: 0,
+        fields: Vec::new(),
+        statics: Vec::new(),
+        static_prim_bytes: 0,
+        ref_slots: Vec::new(),
+        data_len: 0,
+        role: Role::None,
+        instances: 0,
+    }
+}
+
+impl IndexStats {
+    fn add(&mut self, o: &IndexStats) {
+        self.classes += o.classes;
+        self.instances += o.instances;
+        self.object_arrays += o.object_arrays;
+        self.primitive_arrays += o.primitive_arrays;
+        self.stripped_arrays += o.stripped_arrays;
+        self.edges += o.edges;
+        self.missing_refs += o.missing_refs;
+        self.unknown_class += o.unknown_class;
+        self.short_instances += o.short_instances;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A one-pass worker whose part holds nothing late stops its pass-2 work (and frees what
+    /// it gathered) once another worker has found something late; its pass 1 goes on to the
+    /// end of its part either way. (The first worker over an ART dump finds a class dump at
+    /// once; a worker over the app heap's objects may find none in its part.)
+    #[test]
+    fn a_worker_stops_pass_2_once_another_finds_something_late() {
+        use hprof::Parser;
+        let bytes = crate::tests::holder_dump(|w| {
+            for k in 0..10u64 {
+                w.instance(0x100 + 8 * k, 0x20, &(0x108 + 8 * k).to_be_bytes());
+            }
+        });
+
+        let mut pre = Prefix::default();
+        let mut p = Parser::new();
+        assert!(
+            p.feed(&bytes, &mut pre).is_err(),
+            "the prefix stops at the first object"
+        );
+        let prefix_end = pre.end.expect("the dump has objects");
+        let skel = pre.p1.finish().unwrap();
+        let limits = IndexLimits {
+            bitmap_min_pixels: 1,
+            array_min_bytes: 1,
+        };
+        for elsewhere in [false, true] {
+            let any_late = AtomicBool::new(elsewhere);
+            let mut v = OnePass::new(&skel, limits, 0, prefix_end, &any_late);
+            let mut p = Parser::new();
+            p.feed(&bytes, &mut v).unwrap();
+            p.finish().unwrap();
+            assert_eq!(v.late, elsewhere);
+            assert_eq!(v.p1.ids().len(), 12, "2 class objects and 10 instances");
+            let (out, raw) = v.p2.finish_deferred().unwrap();
+            // Holder's superclass, and each instance's reference (its class edge is implied).
+            let (entries, targets) = if elsewhere { (0, 0) } else { (12, 11) };
+            assert_eq!(out.nodes.len(), entries);
+            assert_eq!(raw.len(), targets);
+        }
+    }
+
+    /// A name over [`MAX_STRING_BYTES`] is kept cut, on a character boundary, with the count of
+    /// bytes left out; a name at the limit is kept whole (a crafted dump naming a class with a
+    /// megabyte made every report line that names it a megabyte long).
+    #[test]
+    fn a_long_string_is_kept_cut_and_says_so() {
+        let mut s = Strings::default();
+        let at_limit = "a".repeat(MAX_STRING_BYTES);
+        // 'é' is two bytes: one starts at byte MAX_STRING_BYTES - 1, so the cut backs off by one.
+        let long = format!("{}é{}", "b".repeat(MAX_STRING_BYTES - 1), "c".repeat(5000));
+        s.push(1, at_limit.as_bytes());
+        s.push(2, long.as_bytes());
+        s.finish();
+        assert_eq!(s.get(1).unwrap(), at_limit);
+        let got = s.get(2).unwrap();
+        let left_out = long.len() - (MAX_STRING_BYTES - 1);
+        assert_eq!(
+            got,
+            format!("{}…[+{left_out} bytes]", "b".repeat(MAX_STRING_BYTES - 1))
+        );
+        assert!(
+            s.arena.len() < 2 * MAX_STRING_BYTES + 32,
+            "{}",
+            s.arena.len()
+        );
+    }
+
+    #[test]
+    fn java_names() {
+        assert_eq!(java_name("java/lang/String"), "java.lang.String");
+        assert_eq!(java_name("[[I"), "int[][]");
+        assert_eq!(java_name("[Ljava/lang/Object;"), "java.lang.Object[]");
+        assert_eq!(java_name("android.app.Activity"), "android.app.Activity");
+        assert_eq!(java_name("java.lang.Object[]"), "java.lang.Object[]");
+        assert_eq!(java_name("["), "[]");
+    }
+
+    proptest! {
+        /// A worker's ids, a head in any order (a HotSpot dump's class dumps: among the rest's
+        /// ids, equal to some, and beyond its last) then an ascending rest with repeats, come
+        /// out sorted, each kept.
+        #[test]
+        fn sort_ids_merges_the_head_into_the_ascending_rest(
+            head in proptest::collection::vec(0u64..400_000, 0..60),
+            steps in proptest::collection::vec(0u64..200, 240..2000),
+        ) {
+            let mut ids = head.clone();
+            let mut x = 0;
+            for s in steps {
+                x += s;
+                ids.push(x);
+            }
+            let mut want = ids.clone();
+            want.sort_unstable();
+            let mut p = Pass1 {
+                ids,
+                ..Pass1::default()
+            };
+            p.sort_ids();
+            prop_assert_eq!(p.ids, want);
+        }
+
+        /// Each map (the rank map, the buckets, the plain search) finds exactly the ids it was
+        /// built from, however they cluster
+        /// (ART puts its image, zygote and app spaces far apart).
+        #[test]
+        fn id_map_finds_exactly_the_ids(
+            clusters in proptest::collection::vec((any::<u64>(), 1usize..300, 1u64..64), 1..4),
+            probes in proptest::collection::vec(any::<u64>(), 0..200),
+        ) {
+            let mut ids = Vec::new();
+            for (base, n, step) in clusters {
+                for i in 0..n as u64 {
+                    ids.push(base.wrapping_add(i * step * 8));
+                }
+            }
+            ids.sort_unstable();
+            ids.dedup();
+            for m in [IdMap::new(&ids), IdMap::buckets(&ids), IdMap::Search] {
+                for (i, &id) in ids.iter().enumerate() {
+                    prop_assert_eq!(m.find(&ids, id), Some(i as u32));
+                }
+                for p in &probes {
+                    prop_assert_eq!(m.find(&ids, *p), ids.binary_search(p).ok().map(|i| i as u32));
+                }
+                let mut q: Vec<u64> = probes.clone();
+                q.extend(ids.iter().rev().step_by(3));
+                let mut got = vec![0u32; q.len()];
+                m.find_batch(&ids, &q, &mut got);
+                for (p, g) in q.iter().zip(&got) {
+                    prop_assert_eq!(*g, ids.binary_search(p).map_or(NONE, |i| i as u32));
+                }
+            }
+            prop_assert_eq!(IdMap::new(&[]).find(&[], 5), None);
+        }
+    }
+
+    /// Three dense spaces gigabytes apart (ART's image, zygote and app spaces): no bucket holds
+    /// more than a few dozen ids. (One level over the whole span put 256 in a bucket of the
+    /// generated 150 MB ART dump.)
+    #[test]
+    fn id_map_buckets_stay_small_when_ids_cluster_far_apart() {
+        let ids = super::super::rank::spaces_far_apart();
+        let m = Buckets::new(&ids);
+        assert!(m.max_bucket() <= 32, "{} ids in one bucket", m.max_bucket());
+        for (i, &id) in ids.iter().enumerate().step_by(97) {
+            assert_eq!(m.find(&ids, id), Some(i as u32));
+            assert_eq!(m.find(&ids, id + 4), None);
+        }
+    }
+
+    #[test]
+    fn id_map_spans_the_whole_u64_range() {
+        let ids = [1u64, u64::MAX - 1];
+        let m = Buckets::new(&ids);
+        assert_eq!(m.find(&ids, 1), Some(0));
+        assert_eq!(m.find(&ids, u64::MAX - 1), Some(1));
+        assert_eq!(m.find(&ids, u64::MAX), None);
+        assert_eq!(m.find(&ids, 0), None);
+    }
+}

@@ -1,0 +1,727 @@
+//! Shortest strong paths from the GC roots (breadth-first, two priorities), and the names of the
+//! references along them (found in a last streaming pass over the few objects on the paths).
+//!
+//! Where a path starts (issue 32: leak traces start where people look):
+//! - Every class object that is alive from the start is a root of its own, of the pseudo kind
+//!   [`CLASS_ROOT`] ("System Class" in KOOM's `gcRoot`), at distance 0: a class whose loader is
+//!   the bootstrap loader (id 0, or a loader the dump does not hold) or is itself a GC root (a
+//!   HotSpot application loader is a JNI global). Its static fields are then one step from the
+//!   start, so an object a static field holds is reached through that class, not through the
+//!   loader's internal list of its classes (`AppClassLoader.classes -> ArrayList.elementData ->
+//!   Object[][4] -> class`). The search is the same single breadth-first search as before, over
+//!   the graph with a super-root joined to the dump's roots and to these classes, so each path is
+//!   a true shortest path from that set. Ties (equal distance) go to the dump's own roots, which
+//!   are queued first.
+//! - A class whose loader is reached only through other objects is not known to be alive before
+//!   the search: it is seeded after the search (see [`shortest`]) if nothing reached it, and
+//!   where a path passes through such a class anyway, [`Paths::path`] starts it at the last
+//!   class object on it. That part is a shortest path from the class (a part of a shortest path
+//!   is one), though another class may hold the object by a shorter one.
+//! - So a path never passes through a class object: it starts at one, or holds none.
+//!
+//! Invariants:
+//! - Roots that hold objects for the life of the process (classes, JNI globals, threads,
+//!   monitors, …) are searched before transient ones (stack frames, JNI locals, native stacks,
+//!   unknown): a path goes through a transient root only if no other root reaches the object.
+//! - One `u32` per node (the BFS parent) plus two queues of nodes.
+//! - A reported path ([`Paths::path`]) holds at most [`PATH_HEAD`] + [`PATH_TAIL`] nodes, made
+//!   in one walk up the parents in memory bounded by them: a longer one keeps its start and its
+//!   end and counts the objects left out between (issue 39: paths were cut at 100,000 steps
+//!   from the object, losing their root, and every suspect's was materialised whole).
+//! - A [`Memo`] keeps at most [`MEMO_ENTRIES`] walks (each at most [`PATH_HEAD`] nodes) above
+//!   the ends of paths, by the first object above the end: a walk above it is the same for
+//!   every path through it, so many suspects in one collection at the end of a long chain walk
+//!   the chain once, not once each.
+#![forbid(unsafe_code)]
+
+use super::arrays::{bit, set_bit};
+use super::dominators::UNGATED;
+use super::dominators::{SUPER, UNREACHED};
+use super::index::{Index, Root, NONE};
+use hprof::{read_id, sub, Sub, Visitor};
+use std::collections::VecDeque;
+
+/// Whether objects this root holds are reached first.
+pub fn high_priority(tag: u8) -> bool {
+    !matches!(
+        tag,
+        sub::ROOT_JAVA_FRAME
+            | sub::ROOT_JNI_LOCAL
+            | sub::ROOT_NATIVE_STACK
+            | sub::ROOT_THREAD_BLOCK
+            | sub::ROOT_UNKNOWN
+    )
+}
+
+/// A readable name of a root type (LeakCanary's words where it has some).
+pub fn root_name(tag: u8) -> &'static str {
+    match tag {
+        sub::ROOT_JNI_GLOBAL => "JNI Global",
+        sub::ROOT_JNI_LOCAL => "JNI Local",
+        sub::ROOT_JAVA_FRAME => "Java Frame",
+        sub::ROOT_NATIVE_STACK => "Native Stack",
+        sub::ROOT_STICKY_CLASS => "System Class",
+        sub::ROOT_THREAD_BLOCK => "Thread Block",
+        sub::ROOT_MONITOR_USED => "Monitor Used",
+        sub::ROOT_THREAD_OBJECT => "Thread Object",
+        sub::ROOT_INTERNED_STRING => "Interned String",
+        sub::ROOT_FINALIZING => "Finalizing",
+        sub::ROOT_DEBUGGER => "Debugger",
+        sub::ROOT_REFERENCE_CLEANUP => "Reference Cleanup",
+        sub::ROOT_VM_INTERNAL => "VM Internal",
+        sub::ROOT_JNI_MONITOR => "JNI Monitor",
+        sub::ROOT_UNKNOWN => "Unknown",
+        LATE_ROOT => "Class (unreferenced)",
+        CLASS_ROOT => "System Class",
+        crate::index::STRIPPED_HOLDER_ROOT => "Held by a stripped zygote/image object",
+        _ => "Unknown",
+    }
+}
+
+/// The pseudo root tag of class objects that no root reaches (treated as roots).
+pub const LATE_ROOT: u8 = 0;
+
+/// The pseudo root tag of class objects alive from the start (see the module documentation):
+/// a high-priority tag that sorts after every real one, so a class the dump lists as a root
+/// keeps the dump's tag (0xFE is no root tag: Android uses it for HEAP_DUMP_INFO).
+pub const CLASS_ROOT: u8 = 0xFE;
+
+/// BFS parents: `parent[v]` is the previous node on a shortest path, [`SUPER`] for a root,
+/// [`UNREACHED`] if no root reaches `v`. `root_tag` holds the preferred tag of each root node.
+pub struct Paths {
+    pub parent: Vec<u32>,
+    pub root_tags: Vec<(u32, u8)>,
+}
+
+impl Paths {
+    pub fn root_tag(&self, node: u32) -> u8 {
+        match self.root_tags.binary_search_by_key(&node, |e| e.0) {
+            Ok(i) => self.root_tags[i].1,
+            Err(_) => sub::ROOT_UNKNOWN,
+        }
+    }
+
+    /// The path to `v` as reported (empty if unreachable): from its start, the last class
+    /// object on the shortest path from the roots (see the module documentation) or else its
+    /// root, to `v`. A path longer than [`PATH_HEAD`] + [`PATH_TAIL`] objects keeps its first
+    /// [`PATH_HEAD`] and last [`PATH_TAIL`] and says how many were left out between: one walk up
+    /// the BFS parents, in memory bounded by those constants whatever the path's length.
+    pub fn path(&self, ix: &Index, v: u32) -> Kept {
+        self.path_memo(ix, v, &mut Memo::default())
+    }
+
+    /// [`Paths::path`], with what was found above the ends of the paths made before in `memo`:
+    /// paths that pass through the same object just above their last [`PATH_TAIL`] (suspects in
+    /// one collection) walk up from it once.
+    pub fn path_memo(&self, ix: &Index, v: u32, memo: &mut Memo) -> Kept {
+        let mut tail: Vec<u32> = Vec::with_capacity(PATH_TAIL);
+        let mut x = v;
+        while tail.len() < PATH_TAIL {
+            if x == UNREACHED {
+                return Kept::default();
+            }
+            if x == SUPER {
+                break;
+            }
+            tail.push(x);
+            if ix.class_of_node(x).is_some() {
+                x = SUPER;
+                break;
+            }
+            x = self.parent[x as usize];
+        }
+        tail.reverse();
+        if x == SUPER {
+            return Kept {
+                nodes: tail,
+                ..Kept::default()
+            };
+        }
+        let above = match memo.map.get(&x) {
+            Some(a) => a.clone(),
+            None => {
+                let a = self.above(ix, x, &mut memo.hops);
+                if memo.map.len() < MEMO_ENTRIES {
+                    memo.map.insert(x, a.clone());
+                }
+                a
+            }
+        };
+        let Some(above) = above else {
+            return Kept::default();
+        };
+        let cut = above.head.len();
+        let mut nodes = above.head;
+        nodes.extend(tail);
+        Kept {
+            nodes,
+            left_out: above.len - cut as u64,
+            cut,
+            first_left_out: above.first_left_out,
+        }
+    }
+
+    /// The walk up from `x` to the start of its path: the last [`PATH_HEAD`] objects (the
+    /// start first), how many in all, and the first left out; `None` if it reaches no root.
+    fn above(&self, ix: &Index, mut x: u32, hops: &mut u64) -> Option<Above> {
+        let mut head: VecDeque<u32> = VecDeque::with_capacity(PATH_HEAD);
+        let mut first_left_out = UNREACHED;
+        let mut len = 0u64;
+        loop {
+            // The parents are a forest: never more than n steps (the bound guards the walk).
+            if x == UNREACHED || len > self.parent.len() as u64 {
+                return None;
+            }
+            if x == SUPER {
+                break;
+            }
+            if head.len() == PATH_HEAD {
+                first_left_out = head.pop_front().unwrap_or(UNREACHED);
+            }
+            head.push_back(x);
+            len += 1;
+            *hops += 1;
+            if ix.class_of_node(x).is_some() {
+                break;
+            }
+            x = self.parent[x as usize];
+        }
+        Some(Above {
+            head: head.into_iter().rev().collect(),
+            len,
+            first_left_out,
+        })
+    }
+
+    /// The tag a path starting at `node` starts from: its root tag, or [`CLASS_ROOT`] for a
+    /// class object that is no root of its own (a path cut there by [`Paths::path`]).
+    pub fn start_tag(&self, ix: &Index, node: u32) -> u8 {
+        match self.root_tags.binary_search_by_key(&node, |e| e.0) {
+            Ok(i) => self.root_tags[i].1,
+            Err(_) if ix.class_of_node(node).is_some() => CLASS_ROOT,
+            Err(_) => sub::ROOT_UNKNOWN,
+        }
+    }
+}
+
+/// Objects kept of the start of a long path (see [`Paths::path`]).
+pub const PATH_HEAD: usize = 30;
+/// Objects kept of the end of a long path, the leaking object's (see [`Paths::path`]).
+pub const PATH_TAIL: usize = 30;
+
+/// A path as reported: at most [`PATH_HEAD`] + [`PATH_TAIL`] nodes from its start to the
+/// object. When `left_out` is not 0, that many objects of the path lie between `nodes[cut - 1]`
+/// and `nodes[cut]`, the first of them `first_left_out` (what `nodes[cut - 1]` refers to).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Kept {
+    pub nodes: Vec<u32>,
+    pub left_out: u64,
+    pub cut: usize,
+    pub first_left_out: u32,
+}
+
+/// What a walk found above the last [`PATH_TAIL`] objects of a path, from the first object
+/// above them: the last [`PATH_HEAD`] objects (the start first), how many in all, the first
+/// left out. It is the same for every path through that object.
+#[derive(Clone, Debug)]
+struct Above {
+    head: Vec<u32>,
+    len: u64,
+    first_left_out: u32,
+}
+
+/// Walks kept by [`Paths::path_memo`]: at most [`MEMO_ENTRIES`], each of at most
+/// [`PATH_HEAD`] nodes.
+#[derive(Default)]
+pub struct Memo {
+    map: std::collections::HashMap<u32, Option<Above>>,
+    /// Parent steps walked above the ends of paths (what the memo saves).
+    pub hops: u64,
+}
+
+/// Walks a [`Memo`] keeps.
+pub const MEMO_ENTRIES: usize = 4096;
+
+impl Kept {
+    /// The references along the path, as (from, to) nodes: between consecutive kept nodes, and
+    /// where objects are left out, from the last one before the gap to the first left out.
+    pub fn edges(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+        let gap = self.left_out > 0;
+        (1..self.nodes.len()).map(move |i| {
+            if gap && i == self.cut {
+                (self.nodes[i - 1], self.first_left_out)
+            } else {
+                (self.nodes[i - 1], self.nodes[i])
+            }
+        })
+    }
+}
+
+/// Breadth-first search from the roots over strong edges, the classes of `late` whose gate (their
+/// loader) is [`UNGATED`] or a root among them as [`CLASS_ROOT`]s; then, one at a time, from each
+/// other class of `late` that nothing reached before it and whose gate is reached, repeated until
+/// no more are (see [`crate::dominators::prepare_gated`]).
+pub fn shortest(ix: &Index, roots: &[Root], late: &[(u32, u32)]) -> Paths {
+    let n = ix.len();
+    let mut parent = vec![UNREACHED; n];
+    let mut tags: Vec<(u32, u8)> = roots.iter().map(|r| (r.node, r.tag)).collect();
+    tags.sort_unstable();
+    let is_root = |v: u32| tags.binary_search_by_key(&v, |e| e.0).is_ok();
+    let alive: Vec<(u32, u8)> = late
+        .iter()
+        .filter(|&&(_, gate)| gate == UNGATED || is_root(gate))
+        .map(|&(v, _)| (v, CLASS_ROOT))
+        .collect();
+    tags.extend(alive);
+    // Per node, keep the most telling tag: high priority first, then the smaller tag.
+    tags.sort_unstable_by_key(|&(v, t)| (v, !high_priority(t), t));
+    tags.dedup_by_key(|e| e.0);
+    let mut order: Vec<(bool, u8, u32)> = tags
+        .iter()
+        .map(|&(v, t)| (!high_priority(t), t, v))
+        .collect();
+    order.sort_unstable();
+    // All high-priority roots first; a low-priority root is a path's start only if no
+    // high-priority root reaches it.
+    let mut q = Queues::new(n);
+    for low in [false, true] {
+        for &(l, _, v) in &order {
+            if l == low && parent[v as usize] == UNREACHED {
+                parent[v as usize] = SUPER;
+                q.push(v, low);
+            }
+        }
+        q.run(ix, &mut parent);
+    }
+    let mut late_used = Vec::new();
+    loop {
+        let mut more = false;
+        for &(v, gate) in late {
+            let open =
+                gate == UNGATED || parent.get(gate as usize).is_some_and(|&p| p != UNREACHED);
+            if open && parent[v as usize] == UNREACHED {
+                parent[v as usize] = SUPER;
+                late_used.push((v, LATE_ROOT));
+                q.push(v, false);
+                q.run(ix, &mut parent);
+                more = true;
+            }
+        }
+        if !more {
+            break;
+        }
+    }
+    if !late_used.is_empty() {
+        tags.extend(late_used);
+        tags.sort_unstable();
+    }
+    Paths {
+        parent,
+        root_tags: tags,
+    }
+}
+
+/// How far ahead in its queue the search asks for a node's adjacency, then its edges, then its
+/// successors' parents: each hint needs what the one before brought in.
+const PF_ADJ: usize = 24;
+const PF_EDGES: usize = 12;
+const PF_PARENT: usize = 4;
+
+/// A first-in, first-out queue of nodes that keeps what it hands out: a node enters the
+/// search's queues at most once, so the list is at most as long as the graph has nodes and
+/// never wraps round or moves (a ring buffer that grows copies itself, into fresh pages).
+#[derive(Default)]
+struct Fifo {
+    v: Vec<u32>,
+    /// The next node to hand out.
+    at: usize,
+}
+
+impl Fifo {
+    fn with_capacity(n: usize) -> Fifo {
+        Fifo {
+            v: Vec::with_capacity(n),
+            at: 0,
+        }
+    }
+    fn is_empty(&self) -> bool {
+        self.at == self.v.len()
+    }
+    /// The node `k` places after the next one out.
+    fn get(&self, k: usize) -> Option<&u32> {
+        self.v.get(self.at + k)
+    }
+    fn pop_front(&mut self) -> Option<u32> {
+        let x = *self.v.get(self.at)?;
+        self.at += 1;
+        Some(x)
+    }
+    fn push_back(&mut self, x: u32) {
+        self.v.push(x)
+    }
+}
+
+/// The search's queues: nodes reached from high-priority roots, then from low-priority ones.
+struct Queues {
+    hi: Fifo,
+    lo: Fifo,
+}
+
+impl Queues {
+    /// Queues for a graph of `n` nodes (the first holds all of them without growing: most
+    /// nodes are usually reached from high-priority roots).
+    fn new(n: usize) -> Queues {
+        Queues {
+            hi: Fifo::with_capacity(n),
+            lo: Fifo::default(),
+        }
+    }
+    fn push(&mut self, v: u32, low: bool) {
+        if low {
+            self.lo.push_back(v)
+        } else {
+            self.hi.push_back(v)
+        }
+    }
+    fn run(&mut self, ix: &Index, parent: &mut [u32]) {
+        use sys::mapped::prefetch_at;
+        loop {
+            let q = if self.hi.is_empty() {
+                &self.lo
+            } else {
+                &self.hi
+            };
+            if let Some(&a) = q.get(PF_ADJ) {
+                prefetch_at(&ix.adj, a as usize);
+            }
+            if let Some(&b) = q.get(PF_EDGES) {
+                let [f, _] = ix.adj[b as usize];
+                if f != NONE {
+                    prefetch_at(&ix.edges, f as usize);
+                }
+            }
+            if let Some(&c) = q.get(PF_PARENT) {
+                for &w in ix.succ(c) {
+                    prefetch_at(parent, w as usize);
+                }
+            }
+            let (v, low) = if let Some(v) = self.hi.pop_front() {
+                (v, false)
+            } else if let Some(v) = self.lo.pop_front() {
+                (v, true)
+            } else {
+                return;
+            };
+            for &w in ix.succ(v) {
+                if parent[w as usize] == UNREACHED {
+                    parent[w as usize] = v;
+                    self.push(w, low);
+                }
+            }
+        }
+    }
+}
+
+/// How one object refers to the next on a path.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Ref {
+    /// (declaring class index, field index)
+    Field(u32, u16),
+    Static(String),
+    Element(u32),
+    ClassOf,
+    Super,
+    Loader,
+    Unknown,
+}
+
+/// Pass 3: for each wanted (parent id, child id), how the parent refers to the child.
+pub(crate) struct Pass3<'a> {
+    pub ix: &'a Index,
+    /// Sorted by parent id.
+    pub wanted: Vec<(u64, u64)>,
+    pub found: Vec<Option<Ref>>,
+    /// The array streaming now: the index of its next element.
+    cur: Option<u32>,
+    /// The wanted children of the array streaming now not found yet: their index in `wanted`
+    /// and their id.
+    pending: Vec<(usize, u64)>,
+    /// A one-hash Bloom filter of the wanted parents (most objects are not, and are skipped
+    /// after one bit test).
+    bloom: Vec<u64>,
+}
+
+const BLOOM_BITS: u32 = 16;
+
+#[inline]
+fn bloom_bit(id: u64) -> usize {
+    (id.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - BLOOM_BITS)) as usize
+}
+
+impl<'a> Pass3<'a> {
+    pub(crate) fn new(ix: &'a Index, mut wanted: Vec<(u64, u64)>) -> Self {
+        wanted.sort_unstable();
+        wanted.dedup();
+        let found = vec![None; wanted.len()];
+        let mut bloom = vec![0u64; (1 << BLOOM_BITS) / 64];
+        for &(p, _) in &wanted {
+            let b = bloom_bit(p);
+            set_bit(&mut bloom, b);
+        }
+        Pass3 {
+            ix,
+            wanted,
+            found,
+            cur: None,
+            pending: Vec::new(),
+            bloom,
+        }
+    }
+    fn range(&self, parent: u64) -> std::ops::Range<usize> {
+        let b = bloom_bit(parent);
+        if !bit(&self.bloom, b) {
+            return 0..0;
+        }
+        let a = self.wanted.partition_point(|e| e.0 < parent);
+        let b = self.wanted.partition_point(|e| e.0 <= parent);
+        a..b
+    }
+    pub(crate) fn get(&self, parent: u64, child: u64) -> Ref {
+        match self.wanted.binary_search(&(parent, child)) {
+            Ok(i) => self.found[i].clone().unwrap_or(Ref::Unknown),
+            Err(_) => Ref::Unknown,
+        }
+    }
+}
+
+impl Visitor for Pass3<'_> {
+    fn sub(&mut self, _offset: u64, s: &Sub<'_>, _raw: &[u8]) -> Result<(), String> {
+        self.cur = None;
+        let id_size = self.ix.header.id_size;
+        match *s {
+            Sub::Class(ref c) => {
+                for k in self.range(c.id) {
+                    if self.found[k].is_some() {
+                        continue;
+                    }
+                    let child = self.wanted[k].1;
+                    let st = c.statics().find(|(_, ty, v)| {
+                        *ty == hprof::BasicType::Object && read_id(v, id_size) == child
+                    });
+                    self.found[k] = Some(if let Some((name, _, _)) = st {
+                        Ref::Static(
+                            self.ix
+                                .strings
+                                .get(name)
+                                .unwrap_or_else(|| format!("<string 0x{name:x}>")),
+                        )
+                    } else if c.super_id == child {
+                        Ref::Super
+                    } else if c.loader_id == child {
+                        Ref::Loader
+                    } else {
+                        Ref::Unknown
+                    });
+                }
+            }
+            Sub::Instance {
+                id, class_id, data, ..
+            } => {
+                let r = self.range(id);
+                if r.is_empty() {
+                    return Ok(());
+                }
+                let ci = self.ix.class_by_id(class_id);
+                for k in r {
+                    if self.found[k].is_some() {
+                        continue;
+                    }
+                    let child = self.wanted[k].1;
+                    let mut got = None;
+                    if let Some(ci) = ci {
+                        for &(off, decl, fi) in &self.ix.classes[ci as usize].ref_slots {
+                            let o = off as usize;
+                            if let Some(b) = data.get(o..o + id_size as usize) {
+                                if read_id(b, id_size) == child {
+                                    got = Some(Ref::Field(decl, fi));
+                                    break;
+                                }
+                            }
+                        }
+                    }
+                    if got.is_none() && class_id == child {
+                        got = Some(Ref::ClassOf);
+                    }
+                    self.found[k] = Some(got.unwrap_or(Ref::Unknown));
+                }
+            }
+            Sub::ObjectArray { id, class_id, .. } => {
+                let r = self.range(id);
+                if !r.is_empty() {
+                    self.pending.clear();
+                    for k in r {
+                        let child = self.wanted[k].1;
+                        if self.found[k].is_some() {
+                            continue;
+                        }
+                        if child == class_id {
+                            self.found[k] = Some(Ref::ClassOf);
+                        } else if child != 0 {
+                            self.pending.push((k, child));
+                        }
+                    }
+                    self.cur = Some(0);
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn array_data(&mut self, data: &[u8]) -> Result<(), String> {
+        let Some(i) = self.cur else {
+            return Ok(());
+        };
+        let id_size = self.ix.header.id_size;
+        // One scan for the first element equal to each wanted child not found yet: the arrays
+        // on paths include the largest of the heap (a big map's table).
+        let found = &mut self.found;
+        self.pending.retain(|&(k, child)| {
+            let at = first_element(data, id_size, child);
+            if let Some(j) = at {
+                found[k] = Some(Ref::Element(i.saturating_add(j as u32)));
+            }
+            at.is_none()
+        });
+        self.cur = Some(i.saturating_add((data.len() / id_size as usize) as u32));
+        Ok(())
+    }
+
+    fn array_end(&mut self) -> Result<(), String> {
+        self.cur = None;
+        Ok(())
+    }
+}
+
+/// The index of the first `id_size`-byte element of `data` that is `id`, the size matched once
+/// per scan (not per element, as [`read_id`] would).
+fn first_element(data: &[u8], id_size: u32, id: u64) -> Option<usize> {
+    if id_size == 4 {
+        data.chunks_exact(4)
+            .position(|e| e.try_into().map(u32::from_be_bytes).ok() == Some(id as u32))
+    } else {
+        data.chunks_exact(8)
+            .position(|e| e.try_into().map(u64::from_be_bytes).ok() == Some(id))
+    }
+}
+
+/// Make sure `NONE` and `UNREACHED` agree (both mean "nothing").
+const _: () = assert!(NONE == UNREACHED);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{build_index, Config, Input, Timings};
+    use hprof::writer::Writer;
+    use hprof::{tag, BasicType, Format};
+
+    const DEPTH: u64 = 2000;
+    const LEAVES: u64 = 200;
+    /// Chain nodes that also hold a leaf of their own.
+    const SIDES: [u64; 4] = [10, 100, 500, 1500];
+
+    /// A JNI global holds a chain of `DEPTH` nodes (`next`), the last of which holds an array of
+    /// `LEAVES` leaves; the nodes of `SIDES` hold one more leaf each (`side`).
+    fn chain() -> (Vec<u8>, Vec<u64>) {
+        let (obj, node_c, leaf_c, arr_c) = (0x100, 0x108, 0x110, 0x118);
+        let node = |i: u64| 0x1000_0000 + 16 * i;
+        let arr = node(DEPTH);
+        let leaf = |j: u64| arr + 16 + 16 * j;
+        let mut w = Writer::new(Format::V102, 8, 0);
+        w.utf8(1, "java/lang/Object")
+            .utf8(2, "a/Node")
+            .utf8(3, "a/Leaf")
+            .utf8(4, "[Ljava/lang/Object;")
+            .utf8(5, "next")
+            .utf8(6, "side");
+        for (k, c) in [obj, node_c, leaf_c, arr_c].into_iter().enumerate() {
+            w.load_class(k as u32 + 1, c, k as u64 + 1);
+        }
+        w.segment(tag::HEAP_DUMP_SEGMENT);
+        w.class_dump(obj, 0, 0, 0, &[], &[]);
+        let fields = [(5, BasicType::Object), (6, BasicType::Object)];
+        w.class_dump(node_c, obj, 0, 16, &[], &fields);
+        w.class_dump(leaf_c, obj, 0, 0, &[], &[]);
+        w.class_dump(arr_c, obj, 0, 0, &[], &[]);
+        w.root_jni_global(node(0), 1);
+        let mut leaves: Vec<u64> = (0..LEAVES).map(leaf).collect();
+        for i in 0..DEPTH {
+            let next = if i + 1 < DEPTH { node(i + 1) } else { arr };
+            let side = match SIDES.iter().position(|&s| s == i) {
+                Some(k) => leaf(LEAVES + k as u64),
+                None => 0,
+            };
+            let mut v = next.to_be_bytes().to_vec();
+            v.extend_from_slice(&side.to_be_bytes());
+            w.instance(node(i), node_c, &v);
+        }
+        w.object_array(arr, arr_c, &leaves);
+        for k in 0..SIDES.len() as u64 {
+            leaves.push(leaf(LEAVES + k));
+        }
+        for &l in &leaves {
+            w.instance(l, leaf_c, &[]);
+        }
+        w.end_segment();
+        w.heap_dump_end();
+        (w.finish(), leaves)
+    }
+
+    /// The whole path to `v` from its root, by the parents (no class object is on these).
+    fn whole(bfs: &Paths, v: u32) -> Vec<u32> {
+        let mut c = vec![v];
+        while bfs.parent[*c.last().unwrap() as usize] != SUPER {
+            c.push(bfs.parent[*c.last().unwrap() as usize]);
+        }
+        c.reverse();
+        c
+    }
+
+    /// Cut paths keep their ends and count the rest, with or without the memo, and the memo
+    /// walks above the ends of the paths through one object once: the leaves in one array
+    /// share one walk (without it: `LEAVES` walks of the whole chain).
+    #[test]
+    fn paths_keep_their_ends_and_walk_a_shared_chain_once() {
+        let (bytes, leaves) = chain();
+        let mut tm = Timings::default();
+        let cfg = Config::default();
+        let start = std::time::Instant::now();
+        let (ix, _, _) = build_index(&Input::Bytes(&bytes), &cfg, start, &mut tm).unwrap();
+        let bfs = shortest(&ix, &ix.roots, &[]);
+        let mut memo = Memo::default();
+        for &id in &leaves {
+            let v = ix.node(id).unwrap();
+            let kept = bfs.path_memo(&ix, v, &mut memo);
+            assert_eq!(kept, bfs.path(&ix, v));
+            let all = whole(&bfs, v);
+            let n = all.len();
+            let (h, t) = (PATH_HEAD, PATH_TAIL);
+            if n <= h + t {
+                assert_eq!((&kept.nodes, kept.left_out), (&all, 0));
+            } else {
+                let mut ends = all[..h].to_vec();
+                ends.extend_from_slice(&all[n - t..]);
+                assert_eq!(kept.nodes, ends);
+                assert_eq!((kept.cut, kept.left_out), (h, (n - h - t) as u64));
+                assert_eq!(kept.first_left_out, all[h]);
+            }
+        }
+        let once: u64 = DEPTH + SIDES.iter().sum::<u64>();
+        assert!(
+            memo.hops <= once,
+            "{} steps walked above the ends of {} paths ({once} would do)",
+            memo.hops,
+            leaves.len()
+        );
+    }
+}

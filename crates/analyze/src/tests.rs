@@ -1,0 +1,846 @@
+use super::*;
+use hprof::writer::Writer;
+use hprof::{sub, tag, BasicType, Format};
+use proptest::prelude::*;
+
+/// The index of a shared fixture, built as `analyze` builds it.
+fn fixture_index(rel: &str) -> index::Index {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/fixtures/hprof")
+        .join(rel);
+    let mut tm = Timings::default();
+    let (ix, _, _) = build_index(
+        &Input::File(&path),
+        &Config::default(),
+        Instant::now(),
+        &mut tm,
+    )
+    .unwrap();
+    ix
+}
+
+#[test]
+fn a_primitive_array_references_its_class() {
+    for rel in [
+        "jvm/openjdk_jdk11_04_x64.hprof",
+        "android/leak_service_binder.hprof",
+    ] {
+        let ix = fixture_index(rel);
+        let mut checked = 0;
+        for n in 0..ix.len() as u32 {
+            let c = ix.class_of[n as usize];
+            if c < ix.prim_base || c >= ix.prim_base + 8 {
+                continue;
+            }
+            let class_id = ix.prim_class_ids[(c - ix.prim_base) as usize];
+            let Some(class_node) = ix.node(class_id).filter(|_| class_id != 0) else {
+                continue;
+            };
+            // A class the dump lists as a root needs no edge (see `prim_edge_ids`).
+            let rooted = ix.roots.iter().any(|r| r.node == class_node);
+            assert!(
+                rooted || ix.succ(n).contains(&class_node),
+                "{rel}: the {} at node {n} has no edge to its class",
+                ix.classes[c as usize].name
+            );
+            checked += 1;
+        }
+        assert!(checked > 1000, "{rel}: {checked} arrays checked");
+    }
+}
+
+/// The strings 1 to 5: `java.lang.Object`, `android.app.Activity`, `com.app.MainActivity`,
+/// `mDestroyed`, `mFinished`; the first three classes loaded as 0x10, 0x20 and 0x30.
+fn activity_strings(w: &mut Writer) {
+    for (id, t) in [
+        (1, "java.lang.Object"),
+        (2, "android.app.Activity"),
+        (3, "com.app.MainActivity"),
+        (4, "mDestroyed"),
+        (5, "mFinished"),
+    ] {
+        w.utf8(id, t);
+    }
+    w.load_class(1, 0x10, 1);
+    w.load_class(2, 0x20, 2);
+    w.load_class(3, 0x30, 3);
+}
+
+/// The class dump of `android.app.Activity` (id 0x20, super 0x10) with its fields
+/// `mDestroyed` and `mFinished` (names 4 and 5).
+fn activity_class(w: &mut Writer) {
+    w.class_dump(
+        0x20,
+        0x10,
+        0,
+        10,
+        &[],
+        &[(4, BasicType::Boolean), (5, BasicType::Boolean)],
+    );
+}
+
+/// An Android-style dump (1.0.3, 4-byte ids) built by hand:
+/// - class `com.app.MainActivity extends android.app.Activity` (fields mDestroyed, mFinished);
+/// - `com.app.Leaks.sActivity` (static) -> destroyed activity 0x100 -> byte[] 0x200 (stripped,
+///   0xC3, 1000 bytes) and -> 0x999 (not in the dump);
+/// - a WeakReference 0x300 whose referent is another destroyed activity 0x110 (not a leak);
+/// - a thread-frame root on 0x300.
+fn android_dump() -> Vec<u8> {
+    let mut w = Writer::new(Format::V103, 4, 0);
+    let s = |w: &mut Writer, id: u64, t: &str| {
+        w.utf8(id, t);
+    };
+    activity_strings(&mut w);
+    for (id, t) in [
+        (6, "mCache"),
+        (7, "com.app.Leaks"),
+        (8, "sActivity"),
+        (9, "java.lang.ref.Reference"),
+        (10, "referent"),
+        (11, "java.lang.ref.WeakReference"),
+        (12, "mMissing"),
+        (13, "java.lang.Class"),
+    ] {
+        s(&mut w, id, t);
+    }
+    w.load_class(4, 0x40, 7);
+    w.load_class(5, 0x50, 9);
+    w.load_class(6, 0x60, 11);
+    w.load_class(7, 0x70, 13);
+    w.segment(tag::HEAP_DUMP_SEGMENT);
+    w.class_dump(0x10, 0, 0, 8, &[], &[]);
+    w.class_dump(0x70, 0x10, 0, 8, &[], &[]);
+    activity_class(&mut w);
+    w.class_dump(
+        0x30,
+        0x20,
+        0,
+        18,
+        &[],
+        &[(6, BasicType::Object), (12, BasicType::Object)],
+    );
+    w.class_dump(
+        0x40,
+        0x10,
+        0,
+        8,
+        &[(8, BasicType::Object, 0x100u32.to_be_bytes().to_vec())],
+        &[],
+    );
+    w.class_dump(0x50, 0x10, 0, 12, &[], &[(10, BasicType::Object)]);
+    w.class_dump(0x60, 0x50, 0, 12, &[], &[]);
+    // Activity 0x100: own fields first (mCache, mMissing), then Activity's (destroyed, finished).
+    let mut v = Vec::new();
+    v.extend_from_slice(&0x200u32.to_be_bytes());
+    v.extend_from_slice(&0x999u32.to_be_bytes());
+    v.extend_from_slice(&[1, 0]);
+    w.instance(0x100, 0x30, &v);
+    let mut v2 = Vec::new();
+    v2.extend_from_slice(&0u32.to_be_bytes());
+    v2.extend_from_slice(&0u32.to_be_bytes());
+    v2.extend_from_slice(&[1, 1]);
+    w.instance(0x110, 0x30, &v2);
+    w.instance(0x300, 0x60, &0x110u32.to_be_bytes());
+    w.primitive_array_nodata(0x200, BasicType::Byte, 1000);
+    for c in [0x10, 0x20, 0x30, 0x40, 0x50, 0x60, 0x70] {
+        w.root(sub::ROOT_STICKY_CLASS, c);
+    }
+    w.root2(sub::ROOT_JAVA_FRAME, 0x300, 1, 0);
+    w.root(sub::ROOT_UNREACHABLE, 0x110);
+    w.end_segment();
+    w.heap_dump_end();
+    w.finish()
+}
+
+/// A HotSpot-style dump (1.0.2, 8-byte ids) of class `com.app.Holder extends
+/// java.lang.Object` (one reference field, `ref`), with the objects and roots `body` writes.
+pub(super) fn holder_dump(body: impl FnOnce(&mut Writer)) -> Vec<u8> {
+    let mut w = Writer::new(Format::V102, 8, 0);
+    w.utf8(1, "java.lang.Object");
+    w.utf8(2, "com.app.Holder");
+    w.utf8(3, "ref");
+    w.load_class(1, 0x10, 1);
+    w.load_class(2, 0x20, 2);
+    w.segment(tag::HEAP_DUMP_SEGMENT);
+    w.class_dump(0x10, 0, 0, 0, &[], &[]);
+    w.class_dump(0x20, 0x10, 0, 8, &[], &[(3, BasicType::Object)]);
+    body(&mut w);
+    w.end_segment();
+    w.heap_dump_end();
+    w.finish()
+}
+
+/// A class named with 100 KB (a crafted dump): its 40 leaked, destroyed instances are
+/// reported under the name cut to `index::MAX_STRING_BYTES`, so the report stays small
+/// (the whole name stood in every leak, path and histogram row: 100 instances of a 100 KB
+/// name made an 11 MB report).
+#[test]
+fn a_huge_class_name_is_cut_in_the_report() {
+    let long = format!("com.app.{}", "X".repeat(100_000));
+    let mut w = Writer::new(Format::V102, 8, 0);
+    for (id, t) in [
+        (1, "java.lang.Object"),
+        (2, "android.app.Activity"),
+        (3, long.as_str()),
+        (4, "mDestroyed"),
+        (5, "mFinished"),
+    ] {
+        w.utf8(id, t);
+    }
+    w.load_class(1, 0x10, 1);
+    w.load_class(2, 0x20, 2);
+    w.load_class(3, 0x30, 3);
+    w.segment(tag::HEAP_DUMP_SEGMENT);
+    w.class_dump(0x10, 0, 0, 0, &[], &[]);
+    activity_class(&mut w);
+    w.class_dump(0x30, 0x20, 0, 10, &[], &[]);
+    for i in 0..40u64 {
+        w.instance(0x1000 + 16 * i, 0x30, &[1, 0]);
+        w.root_jni_global(0x1000 + 16 * i, i + 1);
+    }
+    w.end_segment();
+    w.heap_dump_end();
+    let bytes = w.finish();
+    let r = analyze(
+        Input::Bytes(&bytes),
+        &Config::default(),
+        serde_json::Value::Null,
+    )
+    .unwrap();
+    let json = serde_json::to_string(&r).unwrap();
+    let cut = format!(
+        "com.app.{}…[+{} bytes]",
+        "X".repeat(index::MAX_STRING_BYTES - 8),
+        long.len() - index::MAX_STRING_BYTES
+    );
+    assert!(json.contains(&cut), "the cut name is reported");
+    assert!(json.len() < 200_000, "report of {} bytes", json.len());
+}
+
+/// A class is a root where the dump says so (a sticky class root) or where its loader is
+/// reachable; a class whose loader nothing holds keeps neither the loader nor its statics.
+#[test]
+fn a_class_whose_loader_is_unreachable_is_no_root() {
+    let plugin_class = |w: &mut Writer, class: u64, loader: u64, held: u64| {
+        let statics = [(3, BasicType::Object, held.to_be_bytes().to_vec())];
+        w.class_dump(class, 0x10, loader, 8, &statics, &[]);
+        w.instance(loader, 0x20, &0u64.to_be_bytes());
+        w.instance(held, 0x20, &0u64.to_be_bytes());
+    };
+    let bytes = holder_dump(|w| {
+        w.root(sub::ROOT_STICKY_CLASS, 0x10);
+        w.root(sub::ROOT_STICKY_CLASS, 0x20);
+        // Loaded by 0x500, which nothing holds.
+        plugin_class(w, 0x40, 0x500, 0x600);
+        // Loaded by 0x700, which a JNI global holds.
+        plugin_class(w, 0x50, 0x700, 0x800);
+        w.root_jni_global(0x700, 1);
+    });
+    let r = analyze(
+        Input::Bytes(&bytes),
+        &Config::default(),
+        serde_json::Value::Null,
+    )
+    .unwrap();
+    // 0x10 and 0x20 (sticky), 0x700 (JNI global), 0x50 (its loader is reachable) and the
+    // 0x800 it holds; not 0x40, 0x500, 0x600.
+    assert_eq!(r.analysis.reachable_objects, 5);
+}
+
+/// One pass keeps edge targets one word each while they fit (8-byte aligned ids below 32
+/// GiB); an id that does not fit (unaligned, or above) switches the list to two words
+/// without losing the targets kept so far.
+#[test]
+fn raw_targets_that_do_not_fit_one_word_give_the_same_graph() {
+    let huge = 0x10_0000_0000u64;
+    let bytes = holder_dump(|w| {
+        w.instance(0x100, 0x20, &0x200u64.to_be_bytes());
+        w.instance(0x200, 0x20, &0x20cu64.to_be_bytes());
+        w.instance(0x20c, 0x20, &huge.to_be_bytes());
+        w.instance(huge, 0x20, &0x100u64.to_be_bytes());
+        w.root_jni_global(0x100, 1);
+    });
+    let (one, two, built) = one_and_two_passes(&bytes);
+    assert!(built, "the one pass fell back to two");
+    // 4 field edges, 4 class edges, Holder -> Object.
+    assert_eq!(one["analysis"]["references"], 9);
+    assert_eq!(one["analysis"]["missingReferences"], 0);
+    assert_eq!(one["analysis"]["reachableObjects"], 6);
+    assert_eq!(one, two);
+
+    let mut raw = index::Raw::Narrow(Vec::new(), 3);
+    let ids = [0x100u64, 0x7_ffff_fff8, 0x20c, huge, 0x100];
+    for (k, &id) in ids.iter().enumerate() {
+        raw.push(id);
+        assert_eq!(
+            matches!(raw, index::Raw::Narrow(..)),
+            k < 2,
+            "after {id:#x}"
+        );
+    }
+    let index::Raw::Wide(v) = raw else {
+        unreachable!()
+    };
+    let kept: Vec<u64> = v.iter().map(|&[hi, lo]| arrays::pair(hi, lo)).collect();
+    assert_eq!(kept, ids);
+}
+
+/// Objects that two roots reach count in the bytes retained by the roots together: the
+/// same objects, reached from one root or from two, give the same total.
+#[test]
+fn reachable_bytes_count_objects_shared_by_roots() {
+    let reach = |shared: bool| {
+        let bytes = holder_dump(|w| {
+            w.instance(0x100, 0x20, &0x300u64.to_be_bytes());
+            let b_ref: u64 = if shared { 0x300 } else { 0 };
+            w.instance(0x200, 0x20, &b_ref.to_be_bytes());
+            w.instance(0x300, 0x20, &0u64.to_be_bytes());
+            w.root_jni_global(0x100, 1);
+            w.root_jni_global(0x200, 2);
+        });
+        let r = analyze(
+            Input::Bytes(&bytes),
+            &Config::default(),
+            serde_json::Value::Null,
+        )
+        .unwrap();
+        assert_eq!(r.analysis.reachable_objects, 5, "3 instances, 2 classes");
+        r.analysis.reachable_bytes
+    };
+    let (alone, shared) = (reach(false), reach(true));
+    assert!(alone > 0);
+    assert_eq!(
+        shared, alone,
+        "0x300 (and the class) counted once either way"
+    );
+}
+
+/// One object of [`cut_dump`], in file order: an instance of Holder and its reference, an
+/// object array and its elements, or a run of primitive arrays (no references) from a
+/// base id.
+#[derive(Clone, Debug)]
+enum CutObj {
+    Inst(u64, u64),
+    Arr(u64, Vec<u64>),
+    Prims(u64, u16),
+}
+
+/// Object ids are drawn from a small set, so that some repeat; references from a larger one,
+/// so that some name no object (and 0 is null).
+fn cut_id(k: u64) -> u64 {
+    0x1000 + 8 * k
+}
+fn cut_ref(k: u64) -> u64 {
+    if k == 0 {
+        0
+    } else {
+        cut_id(k - 1)
+    }
+}
+
+fn cut_objs() -> impl Strategy<Value = Vec<CutObj>> {
+    let obj = prop_oneof![
+        4 => (0u64..48, 0u64..64).prop_map(|(i, r)| CutObj::Inst(cut_id(i), cut_ref(r))),
+        2 => (0u64..48, proptest::collection::vec(0u64..64, 0..40)).prop_map(|(i, e)| {
+            CutObj::Arr(cut_id(i), e.into_iter().map(cut_ref).collect())
+        }),
+        1 => (0u64..48, proptest::collection::vec(0u64..64, 900..2600)).prop_map(|(i, e)| {
+            CutObj::Arr(cut_id(i), e.into_iter().map(cut_ref).collect())
+        }),
+        1 => (0u64..4, 1u16..1600).prop_map(|(b, n)| CutObj::Prims(b, n)),
+    ];
+    proptest::collection::vec(obj, 1..40)
+}
+
+fn prim_id(base: u64, j: u64) -> u64 {
+    0x100_0000 + 8 * (base * 256 + j)
+}
+
+/// A Holder dump of `objs`, with a new heap dump segment every third object (the places
+/// where a parallel pass may cut the file).
+fn cut_dump(objs: &[CutObj]) -> Vec<u8> {
+    holder_dump(|w| {
+        for (i, o) in objs.iter().enumerate() {
+            if i % 3 == 2 {
+                w.end_segment();
+            }
+            match o {
+                CutObj::Inst(id, r) => {
+                    w.instance(*id, 0x20, &r.to_be_bytes());
+                }
+                CutObj::Arr(id, e) => {
+                    w.object_array(*id, 0x10, e);
+                }
+                CutObj::Prims(b, n) => {
+                    for j in 0..*n as u64 {
+                        w.primitive_array(prim_id(*b, j), BasicType::Int, 1, &[0, 0, 0, 7]);
+                    }
+                }
+            }
+        }
+    })
+}
+
+/// The index two passes build over `bytes`, their parse cut into up to `threads` parts,
+/// and how many parts there were.
+fn two_pass_index(bytes: &[u8], threads: usize) -> (index::Index, usize) {
+    let input = Input::Bytes(bytes);
+    let mut parts = input.split(threads, 0);
+    let mut ix = scan(&input, &mut parts).unwrap();
+    let limits = index::IndexLimits {
+        bitmap_min_pixels: 1,
+        array_min_bytes: 1 << 40,
+    };
+    two_pass_graph(&input, &parts, &mut ix, limits).unwrap();
+    (ix, parts.map_or(1, |p| p.len()))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(40))]
+    /// Two-pass workers hand each object to the shared node arrays once its references
+    /// are looked up, the ones the dump lacks dropped a batch at a time (a batch can end
+    /// inside an array, or after a long run of arrays without references). However the
+    /// file is cut, each node has the class, size and references of the first object the
+    /// file lists with its id, and the counts are those of every object listed.
+    #[test]
+    fn two_pass_workers_give_each_node_its_first_object(objs in cut_objs()) {
+        use std::collections::{BTreeSet, HashMap};
+        let bytes = cut_dump(&objs);
+        // What the dump says, read plainly.
+        let mut present: BTreeSet<u64> = [0x10, 0x20].into();
+        let mut listed = vec![(0x10u64, vec![]), (0x20, vec![0x10])];
+        for o in &objs {
+            match o {
+                CutObj::Inst(id, r) => listed.push((*id, vec![0x20, *r])),
+                CutObj::Arr(id, e) => {
+                    listed.push((*id, [&[0x10][..], e].concat()))
+                }
+                CutObj::Prims(b, n) => {
+                    listed.extend((0..*n as u64).map(|j| (prim_id(*b, j), vec![])))
+                }
+            }
+        }
+        present.extend(listed.iter().map(|o| o.0));
+        let (mut edges, mut missing, mut first) = (0u64, 0u64, HashMap::new());
+        for (id, targets) in &listed {
+            for &t in targets.iter().filter(|&&t| t != 0) {
+                if present.contains(&t) {
+                    edges += 1;
+                } else {
+                    missing += 1;
+                }
+            }
+            first.entry(*id).or_insert(targets);
+        }
+        for threads in 1..=4 {
+            let (ix, parts) = two_pass_index(&bytes, threads);
+            if threads > 1 && objs.len() > 2 {
+                prop_assert!(parts > 1, "{} parts with {} threads", parts, threads);
+            }
+            prop_assert_eq!(ix.len(), present.len());
+            prop_assert_eq!(ix.stats.edges, edges);
+            prop_assert_eq!(ix.stats.missing_refs, missing);
+            prop_assert_eq!(ix.edges.len() as u64, edges);
+            prop_assert_eq!(ix.stats.duplicate_ids, (listed.len() - present.len()) as u64);
+            for (n, &id) in ix.ids.iter().enumerate() {
+                let want: Vec<u64> = first[&id]
+                    .iter()
+                    .copied()
+                    .filter(|t| present.contains(t))
+                    .collect();
+                let got: Vec<u64> =
+                    ix.succ(n as u32).iter().map(|&m| ix.ids[m as usize]).collect();
+                prop_assert_eq!(&got, &want, "node {} (id {:#x}), {} parts", n, id, parts);
+                let class = ix.classes[ix.class_of[n] as usize].name.as_str();
+                let (want_class, want_size) = match objs.iter().find(|o| match o {
+                    CutObj::Inst(i, _) | CutObj::Arr(i, _) => *i == id,
+                    CutObj::Prims(..) => false,
+                }) {
+                    Some(CutObj::Inst(..)) => ("com.app.Holder", 8),
+                    Some(CutObj::Arr(_, e)) => ("java.lang.Object", e.len() as u32 * 8 + 16),
+                    _ if id >= 0x100_0000 => ("int[]", 4 + 16),
+                    _ => ("java.lang.Class", 0),
+                };
+                prop_assert_eq!(class, want_class, "node {} (id {:#x})", n, id);
+                prop_assert_eq!(ix.shallow[n], want_size, "node {} (id {:#x})", n, id);
+            }
+        }
+    }
+
+    /// The one pass, over the same dumps cut into parts (ids out of order and repeated, so
+    /// each worker keeps its ids; with repeats no worker writes the node arrays itself),
+    /// builds the index two passes build. It gives up only where it must: a repeated id
+    /// when the workers' ids are not kept.
+    #[test]
+    fn one_pass_workers_give_the_two_pass_index(objs in cut_objs()) {
+        let bytes = cut_dump(&objs);
+        let input = Input::Bytes(&bytes);
+        let limits = index::IndexLimits {
+            bitmap_min_pixels: 1,
+            array_min_bytes: 1 << 40,
+        };
+        for threads in 1..=4 {
+            let whole = vec![(hprof::HEADER_LEN as u64, bytes.len() as u64)];
+            let parts = input.split(threads, 0).unwrap_or(whole);
+            let (two, _) = two_pass_index(&bytes, threads);
+            let Some(OnePassResult::Graph(ix, placed, edges)) =
+                one_pass(&input, &parts, limits)
+            else {
+                prop_assert!(two.stats.duplicate_ids > 0, "{} parts: gave up", parts.len());
+                continue;
+            };
+            let mut one = *ix;
+            index::apply_placed(&mut one, placed, edges);
+            prop_assert_eq!(&one.ids, &two.ids);
+            prop_assert_eq!(&one.class_of, &two.class_of, "{} parts", parts.len());
+            prop_assert_eq!(&one.shallow, &two.shallow, "{} parts", parts.len());
+            for n in 0..one.len() as u32 {
+                prop_assert_eq!(one.succ(n), two.succ(n), "node {}, {} parts", n, parts.len());
+            }
+            prop_assert_eq!(one.stats.edges, two.stats.edges);
+            prop_assert_eq!(one.stats.missing_refs, two.stats.missing_refs);
+            prop_assert_eq!(one.stats.duplicate_ids, two.stats.duplicate_ids);
+            prop_assert_eq!(one.edges.len() as u64, one.stats.edges);
+        }
+    }
+}
+
+/// One-pass workers write the objects of their own range of nodes into the node arrays and
+/// leave the others (here the class dumps, listed first but with ids among the later
+/// workers' objects) to `apply_placed`; each writes its edge lists into its own stretch of
+/// the joined list. However many parts, the index is the one two passes build: the same
+/// classes, sizes and references, references to absent objects and classes dropped and
+/// counted, and no gap in the joined list.
+#[test]
+fn one_pass_workers_write_their_own_nodes() {
+    let obj = |k: u64| 0x1000 + 16 * k;
+    let (class_a, class_b) = (obj(1500) + 8, obj(2500) + 8);
+    let mut w = Writer::new(Format::V102, 8, 0);
+    w.utf8(1, "java.lang.Object");
+    w.utf8(2, "com.app.Holder");
+    w.utf8(3, "ref");
+    w.load_class(1, class_a, 1);
+    w.load_class(2, class_b, 2);
+    w.class_dump(class_a, 0, 0, 0, &[], &[]);
+    w.class_dump(class_b, class_a, 0, 8, &[], &[(3, BasicType::Object)]);
+    w.root_jni_global(obj(0), 1);
+    for k in 0..3000u64 {
+        if k % 40 == 39 {
+            w.end_segment();
+        }
+        match k % 4 {
+            // Some references name no object (ids past the last).
+            0 | 1 => w.instance(obj(k), class_b, &obj((k * 7 + 3) % 3100).to_be_bytes()),
+            2 => w.object_array(obj(k), class_a, &[obj(k / 2), 0, obj(3050), class_b]),
+            // A class the dump lacks: no edge to it.
+            _ => w.instance(obj(k), 0x77, &[]),
+        };
+    }
+    w.end_segment();
+    w.heap_dump_end();
+    let bytes = w.finish();
+    let limits = index::IndexLimits {
+        bitmap_min_pixels: 1,
+        array_min_bytes: 1 << 40,
+    };
+    for threads in 2..=4 {
+        let input = Input::Bytes(&bytes);
+        let parts = input.split(threads, 0).unwrap();
+        assert_eq!(parts.len(), threads);
+        let Some(OnePassResult::Graph(ix, placed, edges)) = one_pass(&input, &parts, limits) else {
+            panic!("{threads} parts: the one pass gave up");
+        };
+        let left: usize = placed.iter().map(|p| p.left()).sum();
+        assert!(
+            left >= 1,
+            "{threads} parts: every object written by its worker"
+        );
+        let mut one = *ix;
+        index::apply_placed(&mut one, placed, edges);
+        let (two, _) = two_pass_index(&bytes, threads);
+        assert_eq!(one.ids, two.ids);
+        assert_eq!(one.class_of, two.class_of, "{threads} parts");
+        assert_eq!(one.shallow, two.shallow, "{threads} parts");
+        for n in 0..one.len() as u32 {
+            assert_eq!(one.succ(n), two.succ(n), "node {n}, {threads} parts");
+        }
+        assert_eq!(one.stats.edges, two.stats.edges);
+        assert_eq!(one.stats.missing_refs, two.stats.missing_refs);
+        assert!(one.stats.missing_refs > 0);
+        assert_eq!(one.edges.len() as u64, one.stats.edges);
+    }
+}
+
+/// The reports of one pass and of two passes (without timings), and whether the one pass
+/// built the graph itself (it falls back to two passes on any trouble).
+fn one_and_two_passes(bytes: &[u8]) -> (serde_json::Value, serde_json::Value, bool) {
+    let run = |one_pass| {
+        let cfg = Config {
+            one_pass,
+            ..Config::default()
+        };
+        let mut r = analyze(Input::Bytes(bytes), &cfg, serde_json::Value::Null).unwrap();
+        r.analysis.timings = Timings::default();
+        serde_json::to_value(&r).unwrap()
+    };
+    let whole = [(hprof::HEADER_LEN as u64, bytes.len() as u64)];
+    let limits = index::IndexLimits {
+        bitmap_min_pixels: 1,
+        array_min_bytes: 1,
+    };
+    let built = matches!(
+        one_pass(&Input::Bytes(bytes), &whole, limits),
+        Some(OnePassResult::Graph(..))
+    );
+    (run(true), run(false), built)
+}
+
+/// One pass keeps an instance's edge to its class as a flag on the entry, not as a raw id
+/// to look up, and maps its raw ids to nodes in their own memory, then moves them to make
+/// room for the class edges. The graph and report are those of two passes:
+/// - also for an instance whose class the dump lacks (that edge is missing, as before);
+/// - also when most instances hold no reference of their own, so that the class edges
+///   outnumber the raw ids and the list must grow.
+#[test]
+fn implied_class_edges_give_the_two_pass_graph() {
+    let small = holder_dump(|w| {
+        w.instance(0x100, 0x20, &0x200u64.to_be_bytes());
+        w.instance(0x200, 0x20, &0u64.to_be_bytes());
+        w.instance(0x300, 0xABC, &[]);
+        w.root_jni_global(0x100, 1);
+        w.root_jni_global(0x300, 2);
+    });
+    let mostly_empty = holder_dump(|w| {
+        w.instance(0x100, 0x20, &0x200u64.to_be_bytes());
+        w.instance(0x108, 0x20, &0x999u64.to_be_bytes());
+        for k in 0..50u64 {
+            w.instance(0x200 + 8 * k, 0x20, &0u64.to_be_bytes());
+        }
+        w.root_jni_global(0x100, 1);
+        w.root_jni_global(0x108, 2);
+    });
+    // small: Holder -> Object (super); 0x100 -> Holder, -> 0x200; 0x200 -> Holder; 0x300's
+    // class is not in the dump. mostly_empty: Holder -> Object, 52 instances -> Holder,
+    // 0x100 -> 0x200; 0x999 is not in the dump.
+    for (bytes, references) in [(small, 4), (mostly_empty, 54)] {
+        let (one, two, built) = one_and_two_passes(&bytes);
+        assert!(built, "the one pass fell back to two");
+        assert_eq!(one["analysis"]["references"], references);
+        assert_eq!(one["analysis"]["missingReferences"], 1);
+        assert_eq!(one, two);
+    }
+}
+
+#[test]
+fn android_style_dump_by_hand() {
+    let bytes = android_dump();
+    let r = analyze(
+        Input::Bytes(&bytes),
+        &Config::default(),
+        serde_json::Value::Null,
+    )
+    .unwrap();
+    assert_eq!(r.analysis.id_size, 4);
+    assert_eq!(r.analysis.missing_references, 1, "0x999 is not in the dump");
+    assert_eq!(r.analysis.stripped_arrays, 1);
+    assert_eq!(r.gc_paths.len(), 1, "{:#?}", r.gc_paths);
+    let g = &r.gc_paths[0];
+    assert_eq!(g.leak_reason, "Activity Leak");
+    assert_eq!(g.class_name, "com.app.MainActivity");
+    assert_eq!(g.gc_root, "System Class");
+    assert_eq!(g.path[0].reference, "com.app.Leaks.sActivity");
+    assert_eq!(g.path[0].reference_type, "STATIC_FIELD");
+    // Android's layout (the dump has ROOT_UNREACHABLE): the instance's 18 bytes to 24, and
+    // the stripped byte[1000] at its full size, 12-byte header + 1000 to 1016.
+    assert_eq!(g.retained_size, 24 + 1016);
+    assert_eq!(r.analysis.sizes.vm, "Android");
+    assert_eq!(r.leak_objects.len(), 1);
+    assert_eq!(r.leak_objects[0].object_id, 0x100);
+    // 0x110 is only weakly reachable: no leak, and not retained by the reference.
+    let weak = r
+        .dominators
+        .iter()
+        .find(|d| d.class_name == "java.lang.ref.WeakReference")
+        .expect("the weak reference is a top-level object");
+    // Its class's instance size, 12, to 16.
+    assert_eq!(weak.retained_size, 16);
+    assert_eq!(weak.gc_root, "Java Frame");
+}
+
+/// A destroyed activity held by element 4321 of an `Object[]` of 5000 under a JNI global
+/// (element 4400 holds it too, element 7 holds another object), with ids of `id_size` bytes.
+fn array_path_dump(id_size: u32) -> Vec<u8> {
+    let format = if id_size == 4 {
+        Format::V103
+    } else {
+        Format::V102
+    };
+    let mut w = Writer::new(format, id_size, 0);
+    activity_strings(&mut w);
+    w.utf8(6, "java.lang.Object[]");
+    w.load_class(4, 0x80, 6);
+    w.segment(tag::HEAP_DUMP_SEGMENT);
+    w.class_dump(0x10, 0, 0, 8, &[], &[]);
+    activity_class(&mut w);
+    w.class_dump(0x30, 0x20, 0, 10, &[], &[]);
+    w.class_dump(0x80, 0x10, 0, 8, &[], &[]);
+    w.instance(0x100, 0x30, &[1, 0]);
+    w.instance(0x200, 0x10, &[]);
+    let mut elems = vec![0u64; 5000];
+    elems[7] = 0x200;
+    elems[4321] = 0x100;
+    elems[4400] = 0x100;
+    w.object_array(0x500, 0x80, &elems);
+    for c in [0x10, 0x20, 0x30, 0x80] {
+        w.root(sub::ROOT_STICKY_CLASS, c);
+    }
+    w.root_jni_global(0x500, 0x900);
+    w.end_segment();
+    w.heap_dump_end();
+    w.finish()
+}
+
+#[test]
+fn an_array_entry_on_a_path_names_its_first_index() {
+    for id_size in [4, 8] {
+        let bytes = array_path_dump(id_size);
+        let r = analyze(
+            Input::Bytes(&bytes),
+            &Config::default(),
+            serde_json::Value::Null,
+        )
+        .unwrap();
+        assert_eq!(r.gc_paths.len(), 1, "{id_size}: {:#?}", r.gc_paths);
+        let g = &r.gc_paths[0];
+        assert_eq!(g.leak_reason, "Activity Leak");
+        assert_eq!(g.gc_root, "JNI Global", "{id_size}");
+        assert_eq!(g.path[0].reference, "java.lang.Object[][4321]", "{id_size}");
+        assert_eq!(g.path[0].reference_type, "ARRAY_ENTRY");
+
+        // Pass 3 alone, its input cut every 3 bytes (array elements arrive in pieces).
+        let ix = scan(&Input::Bytes(&bytes), &mut None).unwrap();
+        let mut p3 = paths::Pass3::new(&ix, vec![(0x500, 0x100), (0x500, 0x200), (0x500, 0x80)]);
+        let mut p = Parser::new();
+        for c in bytes.chunks(3) {
+            p.feed(c, &mut p3).unwrap();
+        }
+        p.finish().unwrap();
+        assert_eq!(p3.get(0x500, 0x100), paths::Ref::Element(4321), "{id_size}");
+        assert_eq!(p3.get(0x500, 0x200), paths::Ref::Element(7), "{id_size}");
+        assert_eq!(p3.get(0x500, 0x80), paths::Ref::ClassOf, "{id_size}");
+    }
+}
+
+#[test]
+fn free_node_skips_the_taken_nodes() {
+    for taken in [
+        vec![],
+        vec![0],
+        vec![0, 1, 2],
+        vec![1, 3, 4, 9],
+        vec![5, 6, 20],
+    ] {
+        let free: Vec<u32> = (0..40).filter(|v| !taken.contains(v)).collect();
+        let mut cur = FreeNodes::new(&taken);
+        for (g, &want) in free.iter().enumerate().take(20) {
+            assert_eq!(free_node(&taken, g as u32), want, "{taken:?} {g}");
+            assert_eq!(cur.get(g as u32), want, "{taken:?} {g}");
+        }
+        assert_eq!(cur.get(2), free[2], "{taken:?}: back to an earlier one");
+    }
+}
+
+#[test]
+fn truncated_and_corrupt_dumps_are_errors_with_offsets() {
+    let bytes = android_dump();
+    for cut in [10, 40, bytes.len() / 2, bytes.len() - 3] {
+        let e = analyze(
+            Input::Bytes(&bytes[..cut]),
+            &Config::default(),
+            serde_json::Value::Null,
+        )
+        .unwrap_err();
+        assert!(matches!(e, Error::Input { .. }), "{e}");
+        assert!(e.to_string().starts_with("byte "), "{e}");
+    }
+    let mut bad = bytes.clone();
+    bad[hprof::HEADER_LEN] = 0x77; // an unknown record tag
+    let e = analyze(
+        Input::Bytes(&bad),
+        &Config::default(),
+        serde_json::Value::Null,
+    );
+    assert!(e.is_err());
+}
+
+/// Many short records (strings, then segments of a few KiB, as ART writes them) reaching
+/// past a window's end, and a long segment now and then; the first string is `pad` bytes
+/// long.
+fn split_test_dump(pad: usize) -> Vec<u8> {
+    let mut w = Writer::new(Format::V103, 4, 0);
+    w.utf8(0x7fff_0000, &"p".repeat(pad));
+    for id in 1..=60_000u64 {
+        w.utf8(id, "a string of some forty bytes, give or take");
+    }
+    let mut id = 0x1000u64;
+    for seg in 0..3_000u64 {
+        for _ in 0..40 {
+            w.primitive_array(id, BasicType::Byte, 100, &[7; 100]);
+            id += 0x100;
+        }
+        if seg % 1000 == 999 {
+            w.primitive_array(id, BasicType::Byte, 300_000, &[1; 300_000]);
+            id += 0x100;
+        }
+        w.end_segment();
+    }
+    w.heap_dump_end();
+    w.finish()
+}
+
+/// The record list is cut at the same places whether it is walked through mapped windows
+/// (a file) or read from bytes, a record head straddling a window's end included. A list cut
+/// short or running past the end is not cut at all.
+#[test]
+fn files_and_bytes_are_split_alike() {
+    // The first window is mapped at the first record: shift the records (through the first
+    // string's length) so that a head straddles its end.
+    let end = (hprof::HEADER_LEN + WINDOW) as u64;
+    let heads = |b: &[u8]| {
+        let mut at = hprof::HEADER_LEN as u64;
+        let mut v = Vec::new();
+        while at + 9 <= b.len() as u64 {
+            v.push(at);
+            at += 9 + hprof::read_u32(&b[at as usize + 5..]) as u64;
+        }
+        v
+    };
+    let unshifted = heads(&split_test_dump(0));
+    let before = unshifted.iter().rev().find(|&&h| h <= end - 4).unwrap();
+    let bytes = split_test_dump((end - 4 - before) as usize);
+    assert!(heads(&bytes).contains(&(end - 4)));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("d.hprof");
+    std::fs::write(&path, &bytes).unwrap();
+    for parts in [2, 3, 7] {
+        let a = Input::File(&path).split(parts, 0);
+        assert!(a.as_ref().is_some_and(|c| c.len() == parts), "{a:?}");
+        assert_eq!(a, Input::Bytes(&bytes).split(parts, 0), "{parts} parts");
+    }
+    // Inside the end record, and inside the last segment.
+    for cut in [bytes.len() - 1, bytes.len() - 10] {
+        std::fs::write(&path, &bytes[..cut]).unwrap();
+        assert_eq!(Input::File(&path).split(2, 0), None, "cut at {cut}");
+        assert_eq!(
+            Input::Bytes(&bytes[..cut]).split(2, 0),
+            None,
+            "cut at {cut}"
+        );
+    }
+    // Anywhere: the same answer both ways.
+    for cut in [WINDOW - 4, WINDOW + 5, 1 << 20, bytes.len() - 9] {
+        std::fs::write(&path, &bytes[..cut]).unwrap();
+        let a = Input::File(&path).split(3, 0);
+        assert_eq!(a, Input::Bytes(&bytes[..cut]).split(3, 0), "cut at {cut}");
+    }
+}

@@ -1,0 +1,414 @@
+//! The collector's limits against what clients may do: a disk quota, the expiry of uploads
+//! never finished, per-upload locks that go when unused, and a deadline per request.
+//!
+//! Invariants:
+//! - [`Quota`] counts the bytes of the directory's files plus the bytes every open upload may
+//!   still bring (its `Upload-Length` less what arrived). An upload is created only if its whole
+//!   length fits, so one that is accepted can always be finished, and nothing is filed half.
+//! - An upload with no byte and no request for `upload_expiry` is removed with its partial
+//!   file (and a corrupt copy set aside, and the record of a finished one); its bytes leave the
+//!   quota. Removal takes the upload's lock, so it never races a PATCH.
+//! - A per-upload lock lives in the map only while some request holds or waits for it.
+//! - A request head must arrive whole within `head_timeout`, head and body within
+//!   `request_timeout`, whatever pace the client keeps up: a slow client cannot hold a
+//!   connection slot for longer.
+#![forbid(unsafe_code)]
+
+use super::filing::{load_info, upload_paths};
+use super::Shared;
+use std::io::{self, Read};
+use std::net::TcpStream;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+/// The disk quota of the collector's directory.
+pub(super) struct Quota {
+    max: u64,
+    used: Mutex<u64>,
+}
+
+/// Refused: `used` of `max` bytes are taken.
+#[derive(Debug)]
+pub(super) struct Full {
+    pub used: u64,
+    pub max: u64,
+}
+
+impl Quota {
+    /// Count what `dir` holds and what its open uploads may still bring.
+    pub fn scan(dir: &Path, max: u64) -> Quota {
+        let mut used = 0u64;
+        for d in ["incidents", "uploads"] {
+            used += tree_bytes(&dir.join(d), 2);
+        }
+        if let Ok(rd) = std::fs::read_dir(dir.join("uploads")) {
+            for e in rd.flatten() {
+                let p = e.path();
+                if p.extension().is_some_and(|x| x == "json") {
+                    if let Ok(i) = load_info(&p) {
+                        if !i.complete && !i.corrupt {
+                            let have =
+                                std::fs::metadata(p.with_extension("bin")).map_or(0, |m| m.len());
+                            used += i.length.saturating_sub(have);
+                        }
+                    }
+                }
+            }
+        }
+        Quota {
+            max,
+            used: Mutex::new(used),
+        }
+    }
+
+    pub fn used(&self) -> u64 {
+        *self.used.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn max(&self) -> u64 {
+        self.max
+    }
+
+    /// Take `n` bytes, if they fit.
+    pub fn reserve(&self, n: u64) -> Result<(), Full> {
+        let mut u = self.used.lock().unwrap_or_else(|p| p.into_inner());
+        match u.checked_add(n).filter(|t| *t <= self.max) {
+            Some(t) => {
+                *u = t;
+                Ok(())
+            }
+            None => Err(Full {
+                used: *u,
+                max: self.max,
+            }),
+        }
+    }
+
+    pub fn release(&self, n: u64) {
+        let mut u = self.used.lock().unwrap_or_else(|p| p.into_inner());
+        *u = u.saturating_sub(n);
+    }
+}
+
+/// Bytes of the files under `p`, `depth` levels down.
+fn tree_bytes(p: &Path, depth: u32) -> u64 {
+    let Ok(rd) = std::fs::read_dir(p) else {
+        return 0;
+    };
+    let mut n = 0;
+    for e in rd.flatten() {
+        match e.metadata() {
+            Ok(m) if m.is_file() => n += m.len(),
+            Ok(m) if m.is_dir() && depth > 1 => n += tree_bytes(&e.path(), depth - 1),
+            _ => {}
+        }
+    }
+    n
+}
+
+/// Run `f` holding upload `uid`'s lock; the lock leaves the map once nobody holds or awaits it.
+pub(super) fn with_upload<T>(sh: &Shared, uid: &str, f: impl FnOnce() -> T) -> T {
+    let lock = {
+        let mut m = sh.locks.lock().unwrap_or_else(|p| p.into_inner());
+        m.entry(uid.to_string()).or_default().clone()
+    };
+    let out = {
+        let _g = lock.lock().unwrap_or_else(|p| p.into_inner());
+        f()
+    };
+    // Clones are made only under the map's lock: two strong counts (the map's and ours) mean
+    // no other request holds or waits for it.
+    let mut m = sh.locks.lock().unwrap_or_else(|p| p.into_inner());
+    if Arc::strong_count(&lock) == 2 {
+        m.remove(uid);
+    }
+    out
+}
+
+/// Remove the uploads idle for longer than `cfg.upload_expiry` at `now` (see the module doc);
+/// returns how many.
+pub(super) fn expire(sh: &Shared, now: SystemTime) -> usize {
+    let dir = sh.cfg.dir.join("uploads");
+    let Ok(rd) = std::fs::read_dir(&dir) else {
+        return 0;
+    };
+    let idle = |p: &Path| {
+        std::fs::metadata(p)
+            .and_then(|m| m.modified())
+            .ok()
+            .map(|t| now.duration_since(t).unwrap_or(Duration::ZERO))
+    };
+    let mut removed = 0;
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some((uid, ext)) = name.rsplit_once('.') else {
+            continue;
+        };
+        if !super::safe_name(uid) || !matches!(ext, "json" | "bin" | "corrupt") {
+            continue;
+        }
+        let (ip, bp) = upload_paths(sh, uid);
+        let cp = bp.with_extension("corrupt");
+        if ext != "json" && ip.exists() {
+            continue; // handled with its record
+        }
+        with_upload(sh, uid, || {
+            let last = [&ip, &bp, &cp].into_iter().filter_map(|p| idle(p)).min();
+            if last.is_none_or(|l| l <= sh.cfg.upload_expiry) {
+                return;
+            }
+            let info = load_info(&ip).ok();
+            let have = std::fs::metadata(&bp).map_or(0, |m| m.len());
+            let corrupt = std::fs::metadata(&cp).map_or(0, |m| m.len());
+            // What the quota counted: an open upload its whole length, else the bytes there.
+            let held = match &info {
+                Some(i) if !i.complete && !i.corrupt => i.length.max(have),
+                _ => have,
+            } + corrupt;
+            for p in [&bp, &cp, &ip] {
+                let _ = std::fs::remove_file(p);
+            }
+            sh.quota.release(held);
+            removed += 1;
+            match info {
+                Some(i) if !i.complete => tracing::warn!(
+                    "collector: upload {uid} ({}/{}) expired after {} s without a request, {have} of {} bytes received{}; removed, and the client starts it anew",
+                    i.incident,
+                    i.kind,
+                    sh.cfg.upload_expiry.as_secs(),
+                    i.length,
+                    if i.corrupt { ", corrupt" } else { "" }
+                ),
+                Some(i) => tracing::info!(
+                    "collector: the record of finished upload {uid} ({}/{}) expired; removed",
+                    i.incident,
+                    i.kind
+                ),
+                None => tracing::warn!(
+                    "collector: {}: a file without an upload record, idle for over {} s; removed",
+                    dir.join(&name).display(),
+                    sh.cfg.upload_expiry.as_secs()
+                ),
+            }
+        });
+    }
+    removed
+}
+
+/// The reading side of a connection: each read waits at most `step`, and none starts after
+/// the deadline.
+pub(super) struct Deadline {
+    stream: TcpStream,
+    step: Duration,
+    until: Option<Instant>,
+}
+
+impl Deadline {
+    pub fn new(stream: TcpStream, step: Duration) -> Deadline {
+        Deadline {
+            stream,
+            step,
+            until: None,
+        }
+    }
+
+    /// Reads wait at most `step` each, and fail once `until` has passed.
+    pub fn set(&mut self, step: Duration, until: Option<Instant>) {
+        self.step = step;
+        self.until = until;
+    }
+}
+
+impl Read for Deadline {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let wait = match self.until {
+            Some(u) => {
+                let left = u.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "the request did not arrive whole within its deadline",
+                    ));
+                }
+                left.min(self.step)
+            }
+            None => self.step,
+        };
+        self.stream
+            .set_read_timeout(Some(wait.max(Duration::from_millis(1))))?;
+        self.stream.read(buf)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Collector, Config, Running};
+    use super::*;
+    use oomguard::upload::tus::{Client, TusError};
+    use std::io::Write;
+
+    fn started(cfg: impl FnOnce(&mut Config)) -> (tempfile::TempDir, Running, Client) {
+        let d = tempfile::tempdir().unwrap();
+        let mut c = Config::new(d.path());
+        cfg(&mut c);
+        let run = Collector::bind("127.0.0.1:0", c).unwrap().spawn();
+        let t = Duration::from_secs(5);
+        let client = Client::new(&run.endpoint(), t, t, 1 << 20);
+        (d, run, client)
+    }
+
+    fn md(incident: &str) -> [(&str, &str); 2] {
+        [("incident", incident), ("kind", "mini.gz")]
+    }
+
+    fn uploads(d: &Path) -> usize {
+        std::fs::read_dir(d.join("uploads")).unwrap().count()
+    }
+
+    /// Over the disk quota a new upload is refused at creation, with a 503 and `Retry-After`
+    /// (the client keeps its files and comes back), and nothing of it is stored; an upload
+    /// accepted can always be finished, and what leaves (a duplicate) frees its room.
+    #[test]
+    fn the_disk_quota_refuses_new_uploads_whole() {
+        let (d, run, c) = started(|c| c.max_disk_bytes = 1_000_000);
+        let a = c.create(600_000, &md("q-1")).unwrap();
+        let e = c.create(500_000, &md("q-2"));
+        match e {
+            Err(TusError::Status {
+                status: 503,
+                retry_after,
+                ref body,
+                ..
+            }) => {
+                assert_eq!(retry_after, Some(300), "{e:?}");
+                assert!(body.contains("disk quota"), "{e:?}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            uploads(d.path()),
+            2,
+            "only the first upload's record and blob"
+        );
+        let data = vec![1u8; 600_000];
+        let p = c.patch(&a, 0, &mut &data[..], 600_000).unwrap();
+        assert_eq!(p.offset, 600_000);
+        // 600,000 bytes held: 400,000 fit, 400,001 do not.
+        assert!(matches!(
+            c.create(400_001, &md("q-3")),
+            Err(TusError::Status { status: 503, .. })
+        ));
+        // A second copy of the filed file is dropped and its room given back.
+        let b = c.create(300_000, &md("q-1")).unwrap();
+        c.patch(&b, 0, &mut &data[..300_000], 300_000).unwrap();
+        c.create(400_000, &md("q-4")).unwrap();
+        let st = run.stop();
+        assert_eq!(st.uploads_created, 3);
+    }
+
+    /// An upload no request has touched for `upload_expiry` is removed with its partial file,
+    /// with a warning; its room goes back to the quota; a recent one stays.
+    #[test]
+    fn unfinished_uploads_expire() {
+        let (d, run, c) = started(|c| {
+            c.max_disk_bytes = 10_000;
+            c.upload_expiry = Duration::from_secs(3600);
+        });
+        let a = c.create(8_000, &md("e-1")).unwrap();
+        c.patch(&a, 0, &mut &[5u8; 1000][..], 1000).unwrap();
+        let sh = &run.shared;
+        assert_eq!(expire(sh, SystemTime::now()), 0);
+        assert_eq!(uploads(d.path()), 2);
+        assert!(
+            c.create(8_000, &md("e-2")).is_err(),
+            "the quota holds the first"
+        );
+        let later = SystemTime::now() + Duration::from_secs(3601);
+        let (n, log) = testkit::warnings(|| expire(sh, later));
+        assert_eq!(n, 1);
+        assert!(
+            log.contains("e-1/mini.gz) expired after 3600 s") && log.contains("1000 of 8000 bytes"),
+            "{log}"
+        );
+        assert_eq!(uploads(d.path()), 0, "record and partial file removed");
+        assert_eq!(c.head(&a).unwrap(), None);
+        c.create(8_000, &md("e-2")).unwrap();
+        drop(run);
+    }
+
+    /// The per-upload lock map holds only locks in use. A handler writes its response while it
+    /// holds the upload's lock and leaves the map just after, so the client may read the last
+    /// answer a moment before: the map is watched until it is empty (it flaked once, under
+    /// load, when read at once).
+    #[test]
+    fn the_lock_map_is_pruned() {
+        let (_d, run, c) = started(|_| {});
+        for i in 0..20 {
+            let u = c.create(10, &md(&format!("l-{i}"))).unwrap();
+            c.head(&u).unwrap().unwrap();
+            c.patch(&u, 0, &mut &[0u8; 10][..], 10).unwrap();
+            c.head(&u).unwrap().unwrap();
+        }
+        let left = || run.shared.locks.lock().unwrap().len();
+        for _ in 0..500 {
+            if left() == 0 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(left(), 0);
+    }
+
+    /// 32 clients that send their request heads a byte at a time take every connection slot
+    /// for no longer than the head deadline: a real request is served while they go on.
+    #[test]
+    fn slow_clients_do_not_hold_every_slot() {
+        let (_d, run, _c) = started(|c| {
+            c.head_timeout = Duration::from_secs(1);
+            c.io_timeout = Duration::from_secs(2);
+        });
+        let addr = run.addr();
+        let mut slow: Vec<TcpStream> = (0..32)
+            .map(|_| {
+                let mut s = TcpStream::connect(addr).unwrap();
+                s.write_all(b"GET /stats HTTP/1.1\r\nX-Slow: ").unwrap();
+                s
+            })
+            .collect();
+        for _ in 0..50 {
+            if run.shared.active.load(std::sync::atomic::Ordering::SeqCst) == 32 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        // They trickle one byte each per 200 ms for 10 s (each read well within io_timeout).
+        let trickle = std::thread::spawn(move || {
+            for _ in 0..50 {
+                for s in &mut slow {
+                    let _ = s.write_all(b"x");
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        });
+        let mut served = None;
+        for _ in 0..30 {
+            let mut s = TcpStream::connect(addr).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            s.write_all(b"GET /stats HTTP/1.1\r\nConnection: close\r\n\r\n")
+                .unwrap();
+            let mut got = String::new();
+            let _ = s.read_to_string(&mut got);
+            if got.starts_with("HTTP/1.1 200") {
+                served = Some(got);
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        assert!(
+            served.is_some(),
+            "every try was refused while slow clients held the slots"
+        );
+        trickle.join().unwrap();
+    }
+}

@@ -1,0 +1,871 @@
+//! Memory maps of files: read-only, for the analyser and the command line, of a whole file
+//! ([`Mapped`]) or a bounded window of one ([`Window`]). No file is ever mapped writable: a store
+//! into a shared file map that needs a block a full disk cannot give (a hole, or on f2fs any
+//! rewritten page) raises SIGBUS, which would kill the app; files are written by `write` and
+//! `pwrite`, whose `ENOSPC` is an error return (the flight ring: `recorder`).
+//!
+//! This is the one place outside `hook/`, `dump/` and `jni/` with `unsafe` blocks (DESIGN.md
+//! lists only those three): mapping a file is `unsafe` in Rust because another process could
+//! truncate or rewrite the file while it is mapped. oomguard maps only dumps it wrote itself, in
+//! its own data directory, or files a developer names on the command line; a truncation under the
+//! map would end the analysing process (SIGBUS), which runs out of the app's process by design.
+//! It also holds [`prefetch`], a cache hint the HPROF parser gives a little ahead of where it
+//! reads (an `unsafe` intrinsic that reads nothing and cannot fault), and [`HugePageAlloc`], the
+//! executable's allocator, which advises huge pages for large blocks.
+//!
+//! Invariants: every map of a file is read-only and private; a [`Window`] never reaches past the file's length
+//! as it was when the window was mapped, and is unmapped when dropped (its pages then leave the
+//! process's RSS).
+
+use std::fs::File;
+use std::io;
+use std::path::Path;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+/// A file mapped read-only. Empty files are not mapped (a zero-length map is an error).
+pub struct Mapped {
+    map: Option<memmap2::Mmap>,
+}
+
+impl Mapped {
+    pub fn open(path: &Path) -> io::Result<Mapped> {
+        let f = File::open(path)?;
+        if f.metadata()?.len() == 0 {
+            return Ok(Mapped { map: None });
+        }
+        // SAFETY: the map is read-only and private to this process; see the module comment for
+        // what happens if another process truncates the file meanwhile.
+        #[allow(unsafe_code)]
+        let map = unsafe { memmap2::MmapOptions::new().populate().map(&f)? };
+        let _ = map.advise(memmap2::Advice::Sequential);
+        Ok(Mapped { map: Some(map) })
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        self.map.as_deref().unwrap_or(&[])
+    }
+}
+
+/// Bytes `[offset, offset + len)` of a file, mapped read-only and unmapped on drop. Pages are
+/// faulted in as they are first read (the kernel maps a few neighbours of each from the page
+/// cache at once), so pages never read are never mapped.
+pub struct Window {
+    map: Option<memmap2::Mmap>,
+}
+
+impl Window {
+    /// Map `[offset, offset + len)` of `file`. Fails (mapping nothing) if that range is not
+    /// wholly inside the file, or if the file cannot be mapped (a pipe, some special files).
+    pub fn map(file: &File, offset: u64, len: usize) -> io::Result<Window> {
+        let size = file.metadata()?.len();
+        let end = offset.checked_add(len as u64);
+        if end.is_none_or(|e| e > size) {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("window [{offset}, +{len}) runs past the end of the file ({size} bytes)"),
+            ));
+        }
+        if len == 0 {
+            return Ok(Window { map: None });
+        }
+        // SAFETY: the map is read-only and private to this process and lies within the file as
+        // it is now; see the module comment for what happens if another process truncates the
+        // file meanwhile.
+        #[allow(unsafe_code)]
+        let map = unsafe {
+            memmap2::MmapOptions::new()
+                .offset(offset)
+                .len(len)
+                .map(file)?
+        };
+        Ok(Window { map: Some(map) })
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        self.map.as_deref().unwrap_or(&[])
+    }
+}
+
+/// Ask the CPU to start loading the cache line holding `b[at]` (nothing if `at` is past the
+/// end). A hint only: it reads nothing the caller can see and cannot fault. The HPROF parser
+/// calls it a little ahead of where it reads, because on a mapped dump it otherwise waits for
+/// memory at nearly every record head.
+#[inline(always)]
+pub fn prefetch(b: &[u8], at: usize) {
+    prefetch_at(b, at)
+}
+
+/// [`prefetch`] for `b[at]` of any slice (x86_64 and AArch64; elsewhere nothing).
+#[inline(always)]
+pub fn prefetch_at<T>(b: &[T], at: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if at < b.len() {
+        // SAFETY: `_mm_prefetch` is an SSE instruction (always present on x86_64) that only
+        // hints the cache; the pointer is inside `b` and is never dereferenced.
+        #[allow(unsafe_code)]
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                b.as_ptr().add(at) as *const i8,
+            );
+        }
+    }
+    #[cfg(target_arch = "aarch64")]
+    if at < b.len() {
+        // SAFETY: `prfm` (a prefetch hint, part of every AArch64 core) reads and writes nothing
+        // visible and cannot fault, whatever the address; the pointer is inside `b`.
+        #[allow(unsafe_code)]
+        unsafe {
+            std::arch::asm!(
+                "prfm pldl1keep, [{p}]",
+                p = in(reg) b.as_ptr().add(at),
+                options(nostack, readonly, preserves_flags)
+            );
+        }
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    let _ = (b, at);
+}
+
+/// The `oomguard` executable's allocator: the system's for small blocks; blocks of 2 MiB or
+/// more (with an alignment a page satisfies) get anonymous mappings of their own, advised to be
+/// backed by transparent huge pages (`MADV_HUGEPAGE`) where those pay (see
+/// [`huge_pages_pay`]), grown and shrunk in place or moved by `mremap` (no copy). Where they
+/// are not huge pages, a freed block is kept for the next ones ([`Spare`]), which then need not
+/// fault in fresh pages, as long as the live and kept blocks together stay within the most the
+/// live ones ever took; beyond that, or at once with huge pages, it is unmapped and leaves the
+/// process's RSS (glibc keeps freed blocks under its mmap threshold, which rises to 32 MiB, in
+/// its heap, whatever comes next).
+///
+/// Why not the system allocator plus advice on its blocks: advice on part of a glibc mapping
+/// splits it in two kernel areas, and `mremap` refuses a range over two areas (`EFAULT`), so
+/// glibc's `realloc` then copied every growing vector into fresh memory. On the 540 MB dump the
+/// analyser took 73,000 page faults, 51,000 of them in that copy. The analyser's arrays are a
+/// few large blocks filled once. Where the kernel has no huge pages, or refuses the advice,
+/// the blocks are plain mappings. Only the executable installs it (`#[global_allocator]`); the
+/// library loaded into an app never does.
+pub struct HugePageAlloc {
+    /// [`UNDECIDED`] until the first large block asks [`huge_pages_pay`]; then [`HUGE`] or
+    /// [`SMALL`].
+    pages: AtomicU8,
+    spare: std::sync::Mutex<Spare>,
+}
+
+const UNDECIDED: u8 = 0;
+/// Large blocks are advised to be huge pages.
+const HUGE: u8 = 1;
+/// Large blocks are advised not to be (`MADV_NOHUGEPAGE`).
+const SMALL: u8 = 2;
+
+impl HugePageAlloc {
+    /// Huge pages where they pay ([`huge_pages_pay`], asked once, at the first large block).
+    pub const fn new() -> HugePageAlloc {
+        HugePageAlloc {
+            pages: AtomicU8::new(UNDECIDED),
+            spare: std::sync::Mutex::new(Spare::EMPTY),
+        }
+    }
+
+    /// Huge pages for large blocks always (`true`) or never.
+    pub const fn with_huge_pages(huge: bool) -> HugePageAlloc {
+        HugePageAlloc {
+            pages: AtomicU8::new(if huge { HUGE } else { SMALL }),
+            spare: std::sync::Mutex::new(Spare::EMPTY),
+        }
+    }
+
+    /// Whether large blocks are advised to be huge pages. (Deciding reads files and the
+    /// environment, in small blocks only; two threads may both decide, alike.)
+    pub fn huge_pages(&self) -> bool {
+        match self.pages.load(Ordering::Relaxed) {
+            HUGE => true,
+            SMALL => false,
+            _ => {
+                let huge = huge_pages_pay();
+                self.pages
+                    .store(if huge { HUGE } else { SMALL }, Ordering::Relaxed);
+                huge
+            }
+        }
+    }
+
+    fn spare(&self) -> std::sync::MutexGuard<'_, Spare> {
+        // The lock guards plain numbers that every holder leaves consistent.
+        self.spare.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A block of `size` bytes (a mapped one), zeroed if `zero`: cut from the smallest kept
+    /// block that holds it (the rest stays kept); else the largest kept block grown to it;
+    /// else a new mapping. Kept blocks beyond the bound are unmapped ([`Spare::grew`]).
+    fn block(&self, size: usize, zero: bool) -> *mut u8 {
+        let need = mapping_len(size);
+        let huge = self.huge_pages();
+        let mut spare = self.spare();
+        if let Some(p) = spare.take(need) {
+            // `live + kept` is unchanged and was within `peak`, so `live` still is: no new
+            // most to record.
+            spare.live += need;
+            drop(spare);
+            if zero {
+                // SAFETY: `p` starts `need` bytes of a kept block, now this block and no one
+                // else's.
+                #[allow(unsafe_code)]
+                unsafe {
+                    std::ptr::write_bytes(p as *mut u8, 0, need)
+                };
+            }
+            return p as *mut u8;
+        }
+        let mut p = std::ptr::null_mut();
+        if let Some((q, len)) = spare.take_largest() {
+            p = remap_block(q as *mut u8, len, need);
+            if p.is_null() {
+                unmap_block(q as *mut u8, len);
+            } else if zero {
+                // SAFETY: the block's first `len` bytes are the kept block's pages; the rest
+                // are new and read as zero.
+                #[allow(unsafe_code)]
+                unsafe {
+                    std::ptr::write_bytes(p, 0, len)
+                };
+            }
+        }
+        if p.is_null() {
+            p = map_block(size, huge);
+        }
+        if !p.is_null() {
+            spare.grew(need);
+        }
+        p
+    }
+
+    /// Keep the freed mapping `[p, p + len)` for a later block, or unmap it if there is no room
+    /// or if blocks are huge pages. (Where huge pages pay, fresh ones are cheap; a kept block
+    /// that grew by `mremap` may be partly 4 KiB pages, and an array read at random that is cut
+    /// from it loses the huge pages' TLB reach: DEVELOPERS.md, "Benchmarks".)
+    fn keep(&self, p: *mut u8, len: usize) {
+        let huge = self.huge_pages();
+        self.spare().freed(p as usize, len, huge);
+    }
+
+    /// Grow the block at `p` from `old` to `new` bytes (mappings of different lengths): moved
+    /// into a kept block that holds it if there is one (its bytes copied; the old block is then
+    /// kept in turn), so that no fresh page is faulted in; else grown by `mremap`, with kept
+    /// blocks beyond the bound unmapped.
+    #[cfg(target_os = "linux")]
+    fn grow(&self, p: *mut u8, old: usize, new: usize) -> *mut u8 {
+        let (old_len, new_len) = (mapping_len(old), mapping_len(new));
+        let mut spare = self.spare();
+        if let Some(q) = spare.take(new_len) {
+            drop(spare);
+            // SAFETY: `q` starts `new_len` bytes of a kept block, now this block's; `p` is the
+            // caller's live block of `old` bytes; they do not overlap.
+            #[allow(unsafe_code)]
+            unsafe {
+                std::ptr::copy_nonoverlapping(p, q as *mut u8, old)
+            };
+            let huge = self.huge_pages();
+            let mut spare = self.spare();
+            // As in `block`: `live + kept` is unchanged, so `peak` needs no update.
+            spare.live += new_len;
+            spare.freed(p as usize, old_len, huge);
+            return q as *mut u8;
+        }
+        let q = remap_block(p, old, new);
+        if !q.is_null() {
+            spare.grew(new_len - old_len);
+        }
+        q
+    }
+
+    /// Unmap every kept block.
+    #[cfg(test)]
+    fn release(&self) {
+        let mut spare = self.spare();
+        while let Some((p, len)) = spare.take_largest() {
+            unmap_block(p as *mut u8, len);
+        }
+    }
+}
+
+/// Freed blocks kept aside at most.
+const SPARE_SLOTS: usize = 16;
+
+/// Freed blocks' mappings kept for the next blocks: (address, length), length 0 in an empty
+/// slot. Each is whole pages within one kernel area (a block's mapping, or the part of one left
+/// after blocks were cut from its start), so that `mremap` can move or grow it.
+///
+/// The bound: the live blocks' mappings plus the kept ones never add up to more than the live
+/// blocks' did at some moment (`peak`). A block that needs new memory raises the live total;
+/// kept blocks are then unmapped, the smallest first, until the bound holds again.
+struct Spare {
+    slots: [(usize, usize); SPARE_SLOTS],
+    /// Mapping bytes of the live large blocks.
+    live: usize,
+    /// The most `live` has been.
+    peak: usize,
+}
+
+impl Spare {
+    const EMPTY: Spare = Spare {
+        slots: [(0, 0); SPARE_SLOTS],
+        live: 0,
+        peak: 0,
+    };
+
+    /// The start of `need` bytes cut from the smallest kept block that holds them (the rest
+    /// stays kept); `None` if none does.
+    fn take(&mut self, need: usize) -> Option<usize> {
+        let i = (0..SPARE_SLOTS)
+            .filter(|&i| self.slots[i].1 >= need)
+            .min_by_key(|&i| self.slots[i].1)?;
+        let (p, len) = self.slots[i];
+        self.slots[i] = if len > need {
+            (p + need, len - need)
+        } else {
+            (0, 0)
+        };
+        Some(p)
+    }
+
+    /// The largest kept block, no longer kept.
+    fn take_largest(&mut self) -> Option<(usize, usize)> {
+        let i = (0..SPARE_SLOTS).max_by_key(|&i| self.slots[i].1)?;
+        let s = std::mem::take(&mut self.slots[i]);
+        (s.1 > 0).then_some(s)
+    }
+
+    /// The live block `[p, p + len)` was freed: keep it, or unmap it if blocks are huge pages
+    /// (`huge`) or every slot is taken.
+    fn freed(&mut self, p: usize, len: usize, huge: bool) {
+        self.live = self.live.saturating_sub(len);
+        if huge || !self.put(p, len) {
+            unmap_block(p as *mut u8, len);
+        }
+    }
+
+    /// Keep `[p, p + len)`; false if every slot is taken.
+    fn put(&mut self, p: usize, len: usize) -> bool {
+        match self.slots.iter_mut().find(|s| s.1 == 0) {
+            Some(s) => {
+                *s = (p, len);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Bytes kept.
+    fn kept(&self) -> usize {
+        self.slots.iter().map(|s| s.1).sum()
+    }
+
+    /// The live blocks took `more` bytes of new memory: unmap kept blocks, the smallest first,
+    /// until the bound holds.
+    fn grew(&mut self, more: usize) {
+        self.live += more;
+        self.peak = self.peak.max(self.live);
+        while self.live + self.kept() > self.peak {
+            let Some(i) = (0..SPARE_SLOTS)
+                .filter(|&i| self.slots[i].1 > 0)
+                .min_by_key(|&i| self.slots[i].1)
+            else {
+                break;
+            };
+            let (p, len) = std::mem::take(&mut self.slots[i]);
+            unmap_block(p as *mut u8, len);
+        }
+    }
+}
+
+impl Default for HugePageAlloc {
+    fn default() -> Self {
+        HugePageAlloc::new()
+    }
+}
+
+/// The environment variable that decides instead of [`huge_pages_pay`]'s probe: `on` or `off`.
+pub const HUGE_PAGES_ENV: &str = "OOMGUARD_HUGE_PAGES";
+
+/// Whether large blocks should be huge pages here: yes, unless [`HUGE_PAGES_ENV`] says `off`,
+/// or (when it says neither `on` nor `off`) the machine is a virtual one whose kernel hands free
+/// memory back to the host ([`free_pages_reported`]).
+///
+/// There, a free 2 MiB block is reported to the host about two seconds after it is freed and
+/// the host drops its pages; a huge page faulted in later is such a block, which the host must
+/// back anew. On this project's VM (2026-11-24, the 540 MB bench dump, `oomguard analyze` run
+/// 4 s after the last one): with huge pages 0.45 to 0.47 s (system time 0.35 to 0.45 s), with
+/// 4 KiB pages 0.31 s (0.14 to 0.19 s), which the guest keeps on its own lists. Back to back,
+/// with the blocks the last run freed not yet reported, huge pages win (0.26 to 0.29 s): but a
+/// command run once mostly starts after a pause.
+pub fn huge_pages_pay() -> bool {
+    match std::env::var(HUGE_PAGES_ENV).as_deref() {
+        Ok("on") => true,
+        Ok("off") => false,
+        _ => !free_pages_reported(Path::new(BALLOON_DRIVER)),
+    }
+}
+
+/// The sysfs directory of the virtio balloon driver, which holds a link per bound device.
+const BALLOON_DRIVER: &str = "/sys/bus/virtio/drivers/virtio_balloon";
+
+/// Whether a virtio balloon device bound to the driver at `driver` (a sysfs directory) has free
+/// page reporting on: its `features` file, a `0` or `1` per feature bit from bit 0, sets bit 5
+/// (`VIRTIO_BALLOON_F_REPORTING` in the virtio specification).
+fn free_pages_reported(driver: &Path) -> bool {
+    const REPORTING: usize = 5;
+    let Ok(devices) = std::fs::read_dir(driver) else {
+        return false;
+    };
+    devices.flatten().any(|d| {
+        d.file_name().to_string_lossy().starts_with("virtio")
+            && std::fs::read(d.path().join("features"))
+                .is_ok_and(|f| f.get(REPORTING) == Some(&b'1'))
+    })
+}
+
+/// Blocks at least this large get mappings of their own: the size of an x86-64 or AArch64
+/// (4 KiB pages) huge page.
+const HUGE_MIN: usize = 2 << 20;
+/// The largest alignment a mapping is sure to have (the smallest page size).
+const MAP_ALIGN: usize = 4 << 10;
+
+/// Whether a block of `size` bytes aligned to `align` is a mapping of its own.
+fn mapped_block(size: usize, align: usize) -> bool {
+    cfg!(any(target_os = "linux", target_os = "android")) && size >= HUGE_MIN && align <= MAP_ALIGN
+}
+
+/// A block's mapping length: whole pages. (Whole huge pages would make the kernel start every
+/// block on a 2 MiB boundary, so that all of it can be huge; but then the same element of the
+/// dominator computation's four arrays shares cache sets, and that phase took 20 % longer.)
+fn mapping_len(size: usize) -> usize {
+    size.next_multiple_of(MAP_ALIGN)
+}
+
+// SAFETY: small blocks are forwarded to the system allocator unchanged. A large block is
+// `mapping_len(size)` bytes of an anonymous private mapping, which only this allocator maps,
+// moves, keeps and unmaps, always with the size of the layout it was made for (the caller's
+// guarantee): `mapped_block` gives the same answer for the same layout at every call. A kept
+// block belongs to no caller, and the blocks cut from it do not overlap.
+#[allow(unsafe_code)]
+unsafe impl std::alloc::GlobalAlloc for HugePageAlloc {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        if mapped_block(layout.size(), layout.align()) {
+            return self.block(layout.size(), false);
+        }
+        // SAFETY: forwarded with the caller's guarantees.
+        unsafe { std::alloc::System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: std::alloc::Layout) -> *mut u8 {
+        if mapped_block(layout.size(), layout.align()) {
+            return self.block(layout.size(), true);
+        }
+        // SAFETY: forwarded with the caller's guarantees.
+        unsafe { std::alloc::System.alloc_zeroed(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        if mapped_block(layout.size(), layout.align()) {
+            self.keep(ptr, mapping_len(layout.size()));
+            return;
+        }
+        // SAFETY: forwarded with the caller's guarantees.
+        unsafe { std::alloc::System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new_size: usize) -> *mut u8 {
+        let align = layout.align();
+        match (
+            mapped_block(layout.size(), align),
+            mapped_block(new_size, align),
+        ) {
+            (false, false) => {
+                // SAFETY: forwarded with the caller's guarantees.
+                unsafe { std::alloc::System.realloc(ptr, layout, new_size) }
+            }
+            (true, true) if mapping_len(layout.size()) == mapping_len(new_size) => ptr,
+            #[cfg(target_os = "linux")]
+            (true, true) if new_size > layout.size() => self.grow(ptr, layout.size(), new_size),
+            #[cfg(target_os = "linux")]
+            (true, true) => {
+                let q = remap_block(ptr, layout.size(), new_size);
+                if !q.is_null() {
+                    let mut spare = self.spare();
+                    spare.live = spare
+                        .live
+                        .saturating_sub(mapping_len(layout.size()) - mapping_len(new_size));
+                }
+                q
+            }
+            // Across the threshold, or a mapping to resize where the `libc` crate has no
+            // `mremap` (Android): a new block, the bytes both hold, the old block freed.
+            _ => {
+                // SAFETY: the caller guarantees `new_size` with `align` is a valid layout.
+                let new = unsafe { std::alloc::Layout::from_size_align_unchecked(new_size, align) };
+                // SAFETY: a valid, non-zero layout (`new_size` > 0 is the caller's guarantee).
+                let q = unsafe { self.alloc(new) };
+                if !q.is_null() {
+                    // SAFETY: both blocks are live, distinct and at least this long.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(ptr, q, layout.size().min(new_size));
+                        self.dealloc(ptr, layout);
+                    }
+                }
+                q
+            }
+        }
+    }
+}
+
+/// A new mapping for a block of `size` bytes, advised to be huge pages if `huge` (else not to
+/// be); null if none.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn map_block(size: usize, huge: bool) -> *mut u8 {
+    let len = mapping_len(size);
+    // SAFETY: a new anonymous private mapping at an address the kernel picks; nothing else is
+    // touched. The advice changes no data and its result is ignored (only a hint).
+    #[allow(unsafe_code)]
+    unsafe {
+        let p = libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        );
+        if p == libc::MAP_FAILED {
+            return std::ptr::null_mut();
+        }
+        let advice = if huge {
+            libc::MADV_HUGEPAGE
+        } else {
+            libc::MADV_NOHUGEPAGE
+        };
+        libc::madvise(p, len, advice);
+        p as *mut u8
+    }
+}
+
+/// Unmap a block [`map_block`] made for `size` bytes.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn unmap_block(p: *mut u8, size: usize) {
+    // SAFETY: `p` is a mapping of `mapping_len(size)` bytes this allocator made; its owner
+    // gave it back.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::munmap(p as *mut libc::c_void, mapping_len(size));
+    }
+}
+
+/// Grow or shrink a block [`map_block`] made for `old` bytes to `new` bytes (of another
+/// mapping length): in place if the addresses after it are free, else moved by the kernel (its
+/// pages, not its bytes); null (the block untouched) if neither works.
+#[cfg(target_os = "linux")]
+fn remap_block(p: *mut u8, old: usize, new: usize) -> *mut u8 {
+    // SAFETY: `p` starts `mapping_len(old)` bytes this allocator mapped and no one else holds,
+    // all in one kernel area (a block's mapping, or part of one; the advice covers all of it);
+    // the kernel keeps their contents and their advice.
+    #[allow(unsafe_code)]
+    unsafe {
+        let q = libc::mremap(
+            p as *mut libc::c_void,
+            mapping_len(old),
+            mapping_len(new),
+            libc::MREMAP_MAYMOVE,
+        );
+        if q == libc::MAP_FAILED {
+            return std::ptr::null_mut();
+        }
+        q as *mut u8
+    }
+}
+
+/// (The `libc` crate has no `mremap` for Android: kept blocks are not grown there.)
+#[cfg(not(target_os = "linux"))]
+fn remap_block(_: *mut u8, _: usize, _: usize) -> *mut u8 {
+    std::ptr::null_mut()
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn map_block(_: usize, _: bool) -> *mut u8 {
+    unreachable!("mapped_block is false off Linux")
+}
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn unmap_block(_: *mut u8, _: usize) {
+    unreachable!("mapped_block is false off Linux")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn windows_read_the_bytes_of_their_range() {
+        let mut f = tempfile::tempfile().unwrap();
+        let data: Vec<u8> = (0..20_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        f.write_all(&data).unwrap();
+        for (off, len) in [
+            (0, 20_000),
+            (1, 4095),
+            (4096, 8192),
+            (12_345, 7_655),
+            (19_999, 1),
+            (7, 0),
+        ] {
+            let w = Window::map(&f, off as u64, len).unwrap();
+            assert_eq!(w.bytes(), &data[off..off + len], "{off} {len}");
+        }
+        assert!(Window::map(&f, 19_000, 1_001).is_err());
+        assert!(Window::map(&f, u64::MAX, 2).is_err());
+    }
+
+    /// The kernel area (/proc/self/smaps) holding `addr`: its bounds and its `VmFlags`.
+    fn area_of(addr: usize) -> Option<(usize, usize, String)> {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
+        let mut inside = None;
+        for line in smaps.lines() {
+            if let Some((range, _)) = line.split_once(' ') {
+                if let Some((lo, hi)) = range.split_once('-') {
+                    if let (Ok(lo), Ok(hi)) =
+                        (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
+                    {
+                        inside = (lo <= addr && addr < hi).then_some((lo, hi));
+                        continue;
+                    }
+                }
+            }
+            if let (Some((lo, hi)), Some(f)) = (inside, line.strip_prefix("VmFlags:")) {
+                return Some((lo, hi, f.to_string()));
+            }
+        }
+        None
+    }
+
+    fn thp() -> bool {
+        std::path::Path::new("/sys/kernel/mm/transparent_hugepage/enabled").exists()
+    }
+
+    /// A large block from [`HugePageAlloc`] holds its data, and its mapping carries the advice
+    /// asked for (`hg` or `nh` in /proc/self/smaps), where the kernel has transparent huge pages.
+    #[test]
+    fn huge_page_alloc_advises_large_blocks() {
+        use std::alloc::{GlobalAlloc, Layout};
+        for (huge, flag) in [(true, "hg"), (false, "nh")] {
+            let a = HugePageAlloc::with_huge_pages(huge);
+            assert_eq!(a.huge_pages(), huge);
+            let layout = Layout::from_size_align(8 << 20, 16).unwrap();
+            // SAFETY: a non-zero layout; the block is written within bounds and freed with it.
+            #[allow(unsafe_code)]
+            let p = unsafe { a.alloc_zeroed(layout) };
+            assert!(!p.is_null());
+            // SAFETY: the block `alloc_zeroed` just gave, non-null, `layout.size()` bytes long.
+            #[allow(unsafe_code)]
+            let block = unsafe { std::slice::from_raw_parts_mut(p, layout.size()) };
+            assert!(block.iter().all(|&b| b == 0));
+            block[12_345] = 7;
+            if thp() {
+                let (_, _, flags) =
+                    area_of(p as usize + (4 << 20)).expect("the block's mapping is in smaps");
+                assert!(
+                    flags.split_whitespace().any(|f| f == flag),
+                    "huge {huge}: VmFlags:{flags}"
+                );
+            }
+            assert_eq!(block[12_345], 7);
+            // SAFETY: allocated above with this layout.
+            #[allow(unsafe_code)]
+            unsafe {
+                a.dealloc(p, layout)
+            };
+            // A freed block is kept for reuse only where blocks are not huge pages.
+            let kept: usize = a.spare().kept();
+            assert_eq!(kept, if huge { 0 } else { 8 << 20 }, "huge {huge}");
+            a.release();
+        }
+    }
+
+    /// Free page reporting is read from a balloon device's feature bits (bit 5), in a tree laid
+    /// out like sysfs; anything else (no driver, no device, no such file, the bit clear) is no.
+    #[test]
+    fn free_page_reporting_is_feature_bit_five() {
+        let root = tempfile::tempdir().unwrap();
+        let driver = root.path().join("virtio_balloon");
+        assert!(!free_pages_reported(&driver), "no driver directory");
+        std::fs::create_dir(&driver).unwrap();
+        std::fs::write(driver.join("bind"), "").unwrap();
+        assert!(!free_pages_reported(&driver), "no device");
+        let dev = driver.join("virtio0");
+        std::fs::create_dir(&dev).unwrap();
+        assert!(!free_pages_reported(&driver), "no features file");
+        // This project's VM (2026-11-24): stats queue, deflate on OOM, reporting, bit 7.
+        let ours = format!("{:0<128}\n", "011001010000000000000000000000001");
+        std::fs::write(dev.join("features"), &ours).unwrap();
+        assert!(free_pages_reported(&driver));
+        let mut clear = ours.into_bytes();
+        clear[5] = b'0';
+        std::fs::write(dev.join("features"), &clear).unwrap();
+        assert!(!free_pages_reported(&driver), "bit 5 clear");
+        std::fs::write(dev.join("features"), "01100").unwrap();
+        assert!(!free_pages_reported(&driver), "too few bits");
+        // A second device with the bit set is enough; other entries are not devices.
+        std::fs::create_dir(driver.join("module")).unwrap();
+        std::fs::write(driver.join("module").join("features"), "000001").unwrap();
+        assert!(!free_pages_reported(&driver), "not a device");
+        std::fs::create_dir(driver.join("virtio3")).unwrap();
+        std::fs::write(driver.join("virtio3").join("features"), "000001").unwrap();
+        assert!(free_pages_reported(&driver));
+    }
+
+    /// A block that grows and shrinks across and above the 2 MiB threshold keeps its bytes at
+    /// every step, and above it is one kernel area of its own, advised whole. (With advice on
+    /// part of a glibc block, the area was split and `mremap` failed, so every growth copied.)
+    #[test]
+    fn huge_page_alloc_resizes_blocks_keeping_their_bytes() {
+        use std::alloc::{GlobalAlloc, Layout};
+        let a = HugePageAlloc::with_huge_pages(true);
+        let byte = |i: usize| (i % 251) as u8;
+        let sizes = [1 << 20, 3 << 20, 64 << 20, (5 << 20) + 123, 100 << 10];
+        let mut layout = Layout::from_size_align(sizes[0], 8).unwrap();
+        // SAFETY: a non-zero layout; every block is used within its size and freed with its
+        // layout.
+        #[allow(unsafe_code)]
+        let mut p = unsafe { a.alloc(layout) };
+        assert!(!p.is_null());
+        // SAFETY: `p` is the live block of `layout.size()` bytes just allocated.
+        #[allow(unsafe_code)]
+        unsafe { std::slice::from_raw_parts_mut(p, layout.size()) }
+            .iter_mut()
+            .enumerate()
+            .for_each(|(i, b)| *b = byte(i));
+        for &size in &sizes[1..] {
+            // SAFETY: `p` is live and was allocated with `layout`; `size` is non-zero.
+            #[allow(unsafe_code)]
+            let q = unsafe { a.realloc(p, layout, size) };
+            assert!(!q.is_null(), "realloc to {size}");
+            let kept = layout.size().min(size);
+            // SAFETY: `q` is the live block `realloc` just gave, `size` bytes long.
+            #[allow(unsafe_code)]
+            let block = unsafe { std::slice::from_raw_parts_mut(q, size) };
+            assert!(
+                block[..kept].iter().enumerate().all(|(i, &b)| b == byte(i)),
+                "bytes lost resizing {} -> {size}",
+                layout.size()
+            );
+            for (i, b) in block.iter_mut().enumerate().skip(kept) {
+                *b = byte(i);
+            }
+            if size >= HUGE_MIN && cfg!(target_os = "linux") {
+                let (lo, hi, flags) = area_of(q as usize).expect("the block is in smaps");
+                assert_eq!(
+                    lo, q as usize,
+                    "a block of {size} bytes starts its own area"
+                );
+                assert!(hi - lo >= size, "the area holds the whole block");
+                if thp() {
+                    assert!(
+                        flags.split_whitespace().any(|f| f == "hg"),
+                        "VmFlags:{flags}"
+                    );
+                }
+            }
+            p = q;
+            layout = Layout::from_size_align(size, 8).unwrap();
+        }
+        // SAFETY: `p` is live and was allocated with `layout`; it is not used again.
+        #[allow(unsafe_code)]
+        unsafe {
+            a.dealloc(p, layout)
+        };
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+        /// Any sequence of large allocations, zeroed or not, resizes and frees keeps every live
+        /// block's bytes (blocks cut from kept ones do not overlap), gives zeroed blocks as
+        /// zeros, and never holds more mapped memory than the live blocks did at some moment.
+        #[test]
+        fn kept_blocks_are_reused_without_overlap(
+            ops in proptest::collection::vec((0u8..4, 0usize..6, 1usize..(10 << 8)), 1..40),
+        ) {
+            use std::alloc::{GlobalAlloc, Layout};
+            let a = HugePageAlloc::with_huge_pages(false);
+            // Live blocks: (pointer, size, fill byte).
+            let mut live: Vec<(*mut u8, usize, u8)> = Vec::new();
+            let (mut most, mut fill) = (0usize, 0u8);
+            let lay = |size: usize| Layout::from_size_align(size, 8).unwrap();
+            let total = |live: &[(*mut u8, usize, u8)]| -> usize {
+                live.iter().map(|b| mapping_len(b.1)).sum()
+            };
+            // A block's bytes are its fill byte, spot-checked every 4 KiB and at its ends.
+            let intact = |b: &(*mut u8, usize, u8)| {
+                // SAFETY: `b` is a live block of `b.1` bytes from this allocator (removed from `live` when freed).
+                #[allow(unsafe_code)]
+                let s = unsafe { std::slice::from_raw_parts(b.0, b.1) };
+                s.iter().step_by(4093).chain(s.last()).all(|&x| x == b.2)
+            };
+            for (op, which, kb) in ops {
+                // 2 MiB to 12 MiB, not always whole pages.
+                let size = (2 << 20) + kb * 4096 - (kb % 3) * 100;
+                match op {
+                    0 | 1 => {
+                        // SAFETY: a non-zero layout; the block is used within its size.
+                        #[allow(unsafe_code)]
+                        let p = unsafe {
+                            if op == 0 { a.alloc(lay(size)) } else { a.alloc_zeroed(lay(size)) }
+                        };
+                        proptest::prop_assert!(!p.is_null());
+                        // SAFETY: the block `alloc` just gave, non-null, `size` bytes long.
+                        #[allow(unsafe_code)]
+                        let s = unsafe { std::slice::from_raw_parts_mut(p, size) };
+                        if op == 1 {
+                            proptest::prop_assert!(s.iter().all(|&x| x == 0), "zeroed block");
+                        }
+                        fill = fill.wrapping_add(1).max(1);
+                        s.fill(fill);
+                        live.push((p, size, fill));
+                    }
+                    2 if !live.is_empty() => {
+                        let (p, old, f) = live.swap_remove(which % live.len());
+                        // SAFETY: a live block, resized with the layout it was made for.
+                        #[allow(unsafe_code)]
+                        let q = unsafe { a.realloc(p, lay(old), size) };
+                        proptest::prop_assert!(!q.is_null());
+                        // SAFETY: the block `realloc` just gave, non-null, `size` bytes long.
+                        #[allow(unsafe_code)]
+                        let s = unsafe { std::slice::from_raw_parts_mut(q, size) };
+                        proptest::prop_assert!(s[..old.min(size)].iter().all(|&x| x == f));
+                        s.fill(f);
+                        live.push((q, size, f));
+                    }
+                    _ if !live.is_empty() => {
+                        let (p, size, _) = live.swap_remove(which % live.len());
+                        // SAFETY: a live block, freed with the layout it was made for.
+                        #[allow(unsafe_code)]
+                        unsafe { a.dealloc(p, lay(size)) };
+                    }
+                    _ => {}
+                }
+                most = most.max(total(&live));
+                let spare = a.spare();
+                let kept = spare.kept();
+                proptest::prop_assert!(
+                    total(&live) + kept <= most,
+                    "{} live + {kept} kept > {most}", total(&live)
+                );
+                // The bookkeeping matches: `live` is the live blocks' mappings, and `peak` the
+                // most they have been, although blocks cut from kept ones do not raise it.
+                proptest::prop_assert_eq!(spare.live, total(&live));
+                proptest::prop_assert_eq!(spare.peak, most);
+                drop(spare);
+                for b in &live {
+                    proptest::prop_assert!(intact(b), "a block's bytes changed");
+                }
+            }
+            for (p, size, _) in live {
+                // SAFETY: live blocks, freed with their layouts.
+                #[allow(unsafe_code)]
+                unsafe { a.dealloc(p, lay(size)) };
+            }
+            a.release();
+        }
+    }
+}
