@@ -3,11 +3,16 @@
 //! - [`mapped`]: read-only maps of files and windows of them, the cache-prefetch hint, the
 //!   executable's huge-page allocator.
 //! - [`fs`]: the file-system seam ([`fs::Fs`], with a fault-injecting twin for tests) and the one
-//!   durable atomic write ([`fs::write_atomic`]).
+//!   durable atomic write of the workspace ([`fs::write_atomic_from`]: temporary sibling named by
+//!   one rule, fsync, rename, directory fsync; [`fs::write_file_atomic`] on the real file
+//!   system), which every writer that replaces a file whole uses.
+//! - [`fd`]: owned file descriptors for what std does not make (a close-on-exec pipe), so that
+//!   fds are [`std::os::fd::OwnedFd`]s closed once by their owner, never raw integers.
 //!
 //! It holds no policy and no logic of the agent's: only what wraps the OS. Unsafe code lives here
 //! (each block with a `// SAFETY:` comment), in the agent's `hook`, `dump`, `child` and `jni`, and
 //! nowhere else.
 
+pub mod fd;
 pub mod fs;
 pub mod mapped;

@@ -4,8 +4,8 @@
 //! rewritten page) raises SIGBUS, which would kill the app; files are written by `write` and
 //! `pwrite`, whose `ENOSPC` is an error return (the flight ring: `recorder`).
 //!
-//! This is the one place outside `hook/`, `dump/` and `jni/` with `unsafe` blocks (DESIGN.md
-//! lists only those three): mapping a file is `unsafe` in Rust because another process could
+//! `unsafe` here (the `sys` crate is one of the places DESIGN.md allows it, with `fd` beside
+//! this module): mapping a file is `unsafe` in Rust because another process could
 //! truncate or rewrite the file while it is mapped. oomguard maps only dumps it wrote itself, in
 //! its own data directory, or files a developer names on the command line; a truncation under the
 //! map would end the analysing process (SIGBUS), which runs out of the app's process by design.
