@@ -473,7 +473,7 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
             (cfg.data_dir.clone(), crate::policy::remote::CACHE_FILE),
             (cfg.data_dir.join("flight"), "deaths.json"),
         ] {
-            let n = remote::remove_stale_temporaries(&dir, name, STALE_TEMPORARY);
+            let n = sys::fs::remove_stale_temporaries(&dir, name, STALE_TEMPORARY);
             if n > 0 {
                 info!("removed {n} temporary file(s) of {name} left by a killed writer");
             }
@@ -773,7 +773,7 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
         self.shared.set_status(json.clone());
         if write {
             let path = self.data_dir.join("status.json");
-            match remote::write_atomic(&path, json.as_bytes()) {
+            match sys::fs::write_file_atomic(&path, json.as_bytes()) {
                 Ok(()) => self.last_status_write_ms = now_ms(),
                 Err(e) => {
                     // Counted, logged at debug only: a full disk must not flood the log.

@@ -778,7 +778,7 @@ fn deaths_today(path: &Path, now_ms: u64) -> u32 {
 
 fn save_deaths_today(path: &Path, now_ms: u64, count: u32) -> std::io::Result<()> {
     let body = serde_json::json!({"day": now_ms / 86_400_000, "count": count});
-    crate::policy::remote::write_atomic(path, body.to_string().as_bytes())
+    sys::fs::write_file_atomic(path, body.to_string().as_bytes())
 }
 
 impl Actions for Pipeline {

@@ -2,7 +2,8 @@
 //!
 //! Owns: opening inputs ([`input`], [`map_input`], [`read_input`]), the check that a dump holds
 //! heap records at all ([`heap_records`]), the checks on outputs ([`check_output`]) and writing
-//! them ([`Staged`]: a temporary beside OUT, renamed into place only when complete).
+//! them ([`Staged`]: a temporary beside OUT, named and committed by `sys::fs`'s one atomic
+//! write: fsync, rename, directory fsync, only when complete).
 //!
 //! Invariants:
 //! - An input that is missing, unreadable, a directory, or not a regular file (a pipe, a device)
@@ -210,11 +211,7 @@ impl Staged {
                 file: Some(f),
             });
         }
-        let name = out
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "out".into());
-        let tmp = out.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
+        let tmp = sys::fs::tmp_path(out);
         let f = File::create(&tmp).map_err(cannot)?;
         Ok(Staged {
             out: out.to_path_buf(),
@@ -278,10 +275,11 @@ pub fn commit_all(mut staged: Vec<Staged>) -> Result<(), Failure> {
         s.finish()?;
     }
     for s in &mut staged {
-        if let Some(t) = &s.tmp {
-            std::fs::rename(t, &s.out)
+        if let Some(t) = s.tmp.take() {
+            // The last step of the one atomic write: rename, directory fsync (the temporary is
+            // removed if the rename fails).
+            sys::fs::commit_tmp(&sys::fs::RealFs, &t, &s.out)
                 .map_err(|e| fail(1, format!("{}: cannot write: {e}", s.out.display())))?;
-            s.tmp = None;
         }
     }
     Ok(())

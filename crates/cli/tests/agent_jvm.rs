@@ -107,7 +107,13 @@ fn heap_verdict(env: &[(&str, &str)], method: &str) {
         serde_json::from_slice(&std::fs::read(r.data_dir.join("status.json")).unwrap()).unwrap();
     assert_eq!(disk["state"], "stopped");
     assert_eq!(disk["last_verdict"]["verdict"], *v);
-    assert!(!r.data_dir.join("status.json.tmp").exists());
+    let temporaries: Vec<_> = std::fs::read_dir(&r.data_dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| sys::fs::is_tmp_of(n, "status.json"))
+        .collect();
+    assert!(temporaries.is_empty(), "{temporaries:?}");
     done(r);
 }
 

@@ -675,7 +675,7 @@ fn bad_input_exits_2_naming_file_and_offset_and_leaves_no_output() {
             let leftovers: Vec<_> = std::fs::read_dir(dir.path())
                 .unwrap()
                 .filter_map(|e| e.ok())
-                .filter(|e| e.file_name().to_string_lossy().contains(".tmp-"))
+                .filter(|e| sys::fs::is_tmp_name(&e.file_name().to_string_lossy()))
                 .collect();
             assert!(
                 leftovers.is_empty(),

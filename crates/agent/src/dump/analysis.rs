@@ -99,16 +99,12 @@ fn attempts_path(input: &Path) -> PathBuf {
 fn record_attempt(input: &Path) -> Result<u32> {
     let n = attempts(input) + 1;
     let path = attempts_path(input);
-    let tmp = path.with_extension("attempts.tmp");
     let io = |err| Error::Io {
         what: "recording an analysis attempt in",
         path: path.display().to_string(),
         err,
     };
-    let f = std::fs::File::create(&tmp).map_err(io)?;
-    std::io::Write::write_all(&mut &f, n.to_string().as_bytes()).map_err(io)?;
-    f.sync_all().map_err(io)?;
-    std::fs::rename(&tmp, &path).map_err(io)?;
+    sys::fs::write_file_atomic(&path, n.to_string().as_bytes()).map_err(io)?;
     Ok(n)
 }
 

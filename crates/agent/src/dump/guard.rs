@@ -3,7 +3,9 @@
 //! in the data dir, so it survives restarts and crashes), and one dump at a time.
 //!
 //! A dump is counted against the quota when it is allowed, before it starts: a dump that crashes
-//! the process still counts, so a crash loop cannot dump forever.
+//! the process still counts, so a crash loop cannot dump forever. The quota file is replaced by
+//! the one atomic write (`sys::fs::write_file_atomic`), whose temporaries a killed writer left
+//! are removed at the next write.
 
 use super::{Error, Result};
 use std::path::{Path, PathBuf};
@@ -71,6 +73,8 @@ struct QuotaFile {
 }
 
 const QUOTA_FILE: &str = "dump-quota.json";
+/// A temporary of [`QUOTA_FILE`] older than this was left by a killed writer.
+const STALE_TEMPORARY: Duration = Duration::from_secs(600);
 
 /// Free bytes for an unprivileged writer on the file system holding `dir`.
 pub fn free_bytes(dir: &Path) -> Result<u64> {
@@ -137,7 +141,6 @@ impl Guards {
 
     fn store(&self, q: &QuotaFile) -> Result<()> {
         let path = self.data_dir.join(QUOTA_FILE);
-        let tmp = self.data_dir.join(format!("{QUOTA_FILE}.tmp"));
         let io = |what, err| Error::Io {
             what,
             path: path.display().to_string(),
@@ -145,11 +148,9 @@ impl Guards {
         };
         std::fs::create_dir_all(&self.data_dir).map_err(|e| io("creating the data dir of", e))?;
         let bytes = serde_json::to_vec(q).map_err(|e| Error::Sys(e.to_string()))?;
-        let f = std::fs::File::create(&tmp).map_err(|e| io("writing", e))?;
-        std::io::Write::write_all(&mut &f, &bytes).map_err(|e| io("writing", e))?;
-        f.sync_all().map_err(|e| io("fsync of", e))?;
-        std::fs::rename(&tmp, &path).map_err(|e| io("renaming into", e))?;
-        Ok(())
+        // What a writer killed between its temporary and the rename left (rare: once per dump).
+        sys::fs::remove_stale_temporaries(&self.data_dir, QUOTA_FILE, STALE_TEMPORARY);
+        sys::fs::write_file_atomic(&path, &bytes).map_err(|e| io("writing", e))
     }
 
     /// May a dump of a `heap_bytes` heap be written into `dir` now? Every refusal names its

@@ -2,9 +2,10 @@
 //! the exact signed body, its signature and ETag, and the time of the last fetch attempt.
 //!
 //! Invariants:
-//! - The body and the signature that covers it are written together, in one file, atomically
-//!   (a temporary file, fsync, rename, fsync of the directory): a kill at any moment leaves the
-//!   old file or the new one, never a body beside another body's signature.
+//! - The body and the signature that covers it are written together, in one file, by the one
+//!   atomic write (`sys::fs::write_file_atomic`: a temporary file, fsync, rename, fsync of the
+//!   directory): a kill at any moment leaves the old file or the new one, never a body beside
+//!   another body's signature.
 //! - Writers take an exclusive `flock` on `policy.cache.lock` and read the file again under it
 //!   before writing: two processes of the app saving at once neither interleave their bytes
 //!   nor undo each other (recording a fetch attempt keeps the body on disk; a body never
@@ -20,7 +21,6 @@ use super::remote::{check_remote, verify};
 use super::{Parsed, Policy, PolicyError};
 use ed25519_dalek::VerifyingKey;
 use serde::{Deserialize, Serialize};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use tracing::info;
 
@@ -54,69 +54,6 @@ struct Stored {
     /// Wall-clock ms when the body was saved.
     #[serde(default)]
     saved_at_ms: u64,
-}
-
-/// Write `bytes` to `path` atomically: a temporary file beside it, fsync, rename, fsync the dir.
-///
-/// The temporary file's name is this writer's own (`.NAME.PID.SEQ.tmp`): two writers of one
-/// path at once (the agent's thread and the I/O thread, or two processes of the app sharing the
-/// data dir, each writing `status.json`) each rename a whole file of their own, and the last
-/// rename wins. With one fixed name a writer could rename the other's half-written file into
-/// place, or find its own gone. A temporary file is removed when the write fails; one left by a
-/// kill is removed by [`remove_stale_temporaries`].
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = path.with_file_name(format!(".{name}.{}.{seq}.tmp", std::process::id()));
-    let r = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        drop(f);
-        std::fs::rename(&tmp, path)
-    })();
-    if let Err(e) = r {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e);
-    }
-    if let Some(dir) = path.parent() {
-        if let Ok(d) = std::fs::File::open(dir) {
-            let _ = d.sync_all();
-        }
-    }
-    Ok(())
-}
-
-/// Remove the temporary files [`write_atomic`] left in `dir` for `name` when a process was
-/// killed between creating one and renaming it: those older than `min_age`, so another live
-/// writer's file is left alone. Returns how many were removed.
-pub fn remove_stale_temporaries(dir: &Path, name: &str, min_age: std::time::Duration) -> usize {
-    let prefix = format!(".{name}.");
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return 0;
-    };
-    let mut removed = 0;
-    for e in rd.flatten() {
-        let n = e.file_name();
-        let n = n.to_string_lossy();
-        if !(n.starts_with(&prefix) && n.ends_with(".tmp")) {
-            continue;
-        }
-        let old = e
-            .metadata()
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|t| t.elapsed().ok())
-            .is_some_and(|age| age >= min_age);
-        if old && std::fs::remove_file(e.path()).is_ok() {
-            removed += 1;
-        }
-    }
-    removed
 }
 
 pub(crate) fn now_ms() -> u64 {
@@ -174,7 +111,7 @@ impl Cache {
         change(&mut stored);
         let p = self.path();
         let bytes = serde_json::to_vec_pretty(&stored).map_err(|e| Self::io(&p, e))?;
-        write_atomic(&p, &bytes).map_err(|e| Self::io(&p, e))
+        sys::fs::write_file_atomic(&p, &bytes).map_err(|e| Self::io(&p, e))
     }
 
     /// The remembered fetch state; a missing or unreadable file reads as empty.
@@ -258,89 +195,5 @@ impl Cache {
                 gone.join(", ")
             );
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::Arc;
-
-    /// Two writers of one file at once (the agent's thread and the I/O thread, or two processes
-    /// of the app) each put a whole file in place, and a reader never sees a torn one. With one
-    /// fixed temporary name, a writer renamed the other's half-written file or found its own
-    /// gone ("No such file or directory").
-    /// Writer `w`'s body: long, and of its own bytes throughout, so a mix of two bodies, a
-    /// short one or a hole shows.
-    fn body_of(w: u8) -> Vec<u8> {
-        vec![b'a' + w; 64 * 1024]
-    }
-
-    #[test]
-    fn two_writers_of_one_file_never_tear_it_nor_fail() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = Arc::new(dir.path().join("status.json"));
-        write_atomic(&path, b"{}").unwrap();
-        let stop = Arc::new(AtomicBool::new(false));
-        let writers: Vec<_> = (0..2u8)
-            .map(|w| {
-                let path = Arc::clone(&path);
-                std::thread::spawn(move || {
-                    let body = body_of(w);
-                    let mut errors = Vec::new();
-                    for _ in 0..300 {
-                        if let Err(e) = write_atomic(&path, &body) {
-                            errors.push(e.to_string());
-                        }
-                    }
-                    errors
-                })
-            })
-            .collect();
-        let reader = {
-            let (path, stop) = (Arc::clone(&path), Arc::clone(&stop));
-            std::thread::spawn(move || {
-                let mut torn = 0;
-                let whole = [b"{}".to_vec(), body_of(0), body_of(1)];
-                while !stop.load(Ordering::Relaxed) {
-                    let b = std::fs::read(&*path).unwrap();
-                    if !whole.contains(&b) {
-                        torn += 1;
-                    }
-                }
-                torn
-            })
-        };
-        let errors: Vec<String> = writers
-            .into_iter()
-            .flat_map(|w| w.join().unwrap())
-            .collect();
-        stop.store(true, Ordering::Relaxed);
-        let torn = reader.join().unwrap();
-        assert!(
-            errors.is_empty(),
-            "writes failed: {:?}",
-            &errors[..errors.len().min(3)]
-        );
-        assert_eq!(torn, 0, "a reader saw {torn} torn files");
-        let left: Vec<_> = std::fs::read_dir(dir.path())
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .filter(|n| n != "status.json")
-            .collect();
-        assert!(left.is_empty(), "temporary files left: {left:?}");
-    }
-
-    #[test]
-    fn stale_temporaries_are_removed_and_fresh_ones_kept() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join(".status.json.41.0.tmp"), b"half").unwrap();
-        std::fs::write(dir.path().join(".other.json.41.0.tmp"), b"not ours").unwrap();
-        let zero = std::time::Duration::ZERO;
-        let hour = std::time::Duration::from_secs(3600);
-        assert_eq!(remove_stale_temporaries(dir.path(), "status.json", hour), 0);
-        assert_eq!(remove_stale_temporaries(dir.path(), "status.json", zero), 1);
-        assert!(dir.path().join(".other.json.41.0.tmp").exists());
     }
 }

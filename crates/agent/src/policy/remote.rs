@@ -24,7 +24,7 @@
 //!   I/O thread, never on the sampling thread.
 #![forbid(unsafe_code)]
 
-pub use super::cache::{remove_stale_temporaries, write_atomic, Cache, Meta, CACHE_FILE};
+pub use super::cache::{Cache, Meta, CACHE_FILE};
 use super::{Parsed, Policy, PolicyError};
 use base64::Engine as _;
 use ed25519_dalek::{Signature, VerifyingKey};
@@ -803,7 +803,7 @@ mod tests {
         };
         let c = Cache::new(dir.path());
         c.save(v3.as_bytes(), &meta(&v3)).unwrap();
-        write_atomic(&dir.path().join("policy.json"), v4.as_bytes()).unwrap();
+        sys::fs::write_file_atomic(&dir.path().join("policy.json"), v4.as_bytes()).unwrap();
         match c.load(Some(&vk), NOW_S) {
             Ok(Some(p)) => assert_eq!(p.policy.version, 3),
             other => panic!("after a save cut short: {other:?}"),

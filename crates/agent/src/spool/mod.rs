@@ -35,8 +35,9 @@
 //! `rejected` (the server refused it, or the attempt budget ran out; kept until a quota evicts it).
 //!
 //! Invariants:
-//! - Every change of `incident.json` and `spool.json` is a [`fs::write_atomic`]: temporary file,
-//!   fsync, rename, directory fsync. Both files carry the SHA-256 of their body: a flipped bit or a
+//! - Every change of `incident.json` and `spool.json` is a [`fs::write_atomic`] (the workspace's
+//!   one atomic write, also the gzip's, streaming): temporary file, fsync, rename, directory
+//!   fsync. Recovery removes the temporaries ([`fs::is_tmp_name`]) any writer left. Both files carry the SHA-256 of their body: a flipped bit or a
 //!   torn write is detected, never trusted.
 //! - An incident enters `incidents/` by one rename of a complete staging directory, after its
 //!   files (fsynced by the commit: the writer wrote them with plain writes) and then its
@@ -85,7 +86,7 @@ pub use fs::{Entry, Fault, FaultFs, Fs, FsFile, FsRead, RealFs};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

@@ -114,27 +114,13 @@ pub(super) fn expected(inc: &Incident, kind: FileKind) -> bool {
     }
 }
 
-/// gzip `src` into `dst` through `fs` (temporary file, fsync, rename): done once per incident,
-/// so resumed uploads see the same bytes.
+/// gzip `src` into `dst` through `fs`, by the one atomic write (temporary file, fsync, rename,
+/// directory fsync): done once per incident, so resumed uploads see the same bytes.
 pub(super) fn compress(fs: &dyn Fs, src: &Path, dst: &Path) -> io::Result<()> {
-    let tmp = fs::tmp_path(dst);
-    let r = (|| {
-        let mut input = fs.open(src)?;
-        let out = fs.create(&tmp)?;
+    let mut input = fs.open(src)?;
+    fs::write_atomic_from(fs, dst, |out| {
         let mut enc = flate2::write::GzEncoder::new(out, flate2::Compression::new(6));
         io::copy(&mut input, &mut enc)?;
-        let mut out = enc.finish()?;
-        out.flush()?;
-        out.sync()?;
-        drop(out);
-        fs.rename(&tmp, dst)?;
-        if let Some(d) = dst.parent() {
-            fs.sync_dir(d)?;
-        }
-        Ok(())
-    })();
-    if r.is_err() {
-        let _ = fs.remove_file(&tmp);
-    }
-    r
+        enc.finish().map(drop)
+    })
 }

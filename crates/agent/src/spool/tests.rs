@@ -995,7 +995,11 @@ fn staged_files_are_fsynced_before_the_record_that_commits_them() {
     let ops = fs.0.lock().unwrap().clone();
     let record = ops
         .iter()
-        .position(|(op, p)| *op == "create" && p.ends_with(".incident.json.tmp"))
+        .position(|(op, p)| {
+            *op == "create"
+                && p.file_name()
+                    .is_some_and(|n| fs::is_tmp_of(&n.to_string_lossy(), "incident.json"))
+        })
         .expect("incident.json written");
     for name in ["mini.hprof", "fds.txt", "threads.txt"] {
         let synced = ops
