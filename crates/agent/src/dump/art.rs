@@ -35,6 +35,9 @@
 //! own file stays empty) and the mini file's stats. The parent judges the dump by that record
 //! and the exit code, not by the full file's size. Where the app took the child's exit status
 //! (SIGCHLD ignored, a `waitpid(-1)` reaper), the record alone says whether it finished.
+//! Both ends of that pipe are `OwnedFd`s the parent holds and closes by dropping them (the write
+//! end right after the fork, the read end once the record is read), on every path; the child
+//! only borrows the write end and `_exit`s without running destructors.
 //!
 //! `ScopedGCCriticalSection` takes a `GcCause` and a `CollectorType`. `kGcCauseHprof` is 15 in
 //! Android 11 to 14 (`gc_cause.h`). `kCollectorTypeHprof` moved as the mark-compact collector
@@ -70,6 +73,8 @@ use super::{DumpOutcome, DumpRequest, Dumper, Error, Result};
 use crate::hook::{got::find_loaded, tee::ART_LIBS, Tee, TeeConfig};
 use hprof::StripStats;
 use std::ffi::{c_char, c_int, c_void, CString};
+use std::io::Read;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 const DBG_SUSPEND_VM: &str = "_ZN3art3Dbg9SuspendVMEv";
@@ -327,50 +332,39 @@ impl ChildReport {
     }
 }
 
-/// A pipe for the child's record: both ends close on exec.
-fn report_pipe() -> Result<(c_int, c_int)> {
-    let mut fds = [-1; 2];
-    // SAFETY: a valid array of two fds.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(Error::Sys(format!(
-            "pipe for the dump child's report: {}",
-            std::io::Error::last_os_error()
-        )));
-    }
-    Ok((fds[0], fds[1]))
+/// A pipe for the child's record: both ends close on exec, each closed by its owner.
+fn report_pipe() -> Result<(OwnedFd, OwnedFd)> {
+    sys::fd::pipe().map_err(|e| Error::Sys(format!("pipe for the dump child's report: {e}")))
 }
 
-/// Read the child's record after it ended (whatever it wrote is in the pipe), and close `fd`.
-fn read_report(fd: c_int) -> Option<ChildReport> {
+/// Read the child's record after it ended (whatever it wrote is in the pipe); `fd`, the read
+/// end, is closed on return.
+fn read_report(fd: OwnedFd) -> Option<ChildReport> {
     let mut words = [0u64; REPORT_WORDS];
     let len = std::mem::size_of_val(&words);
+    // Non-blocking: a child killed before it wrote leaves nothing, and another process holding
+    // a copy of the write end must not make us wait.
+    if sys::fd::set_nonblocking(fd.as_fd()).is_err() {
+        return None;
+    }
+    let mut f = std::fs::File::from(fd);
+    let mut bytes = [0u8; REPORT_WORDS * 8];
     let mut got = 0usize;
-    // SAFETY: our pipe's read end, made non-blocking: a child killed before it wrote leaves
-    // nothing, and another process holding a copy of the write end must not make us wait.
-    unsafe {
-        let fl = libc::fcntl(fd, libc::F_GETFL);
-        libc::fcntl(fd, libc::F_SETFL, fl | libc::O_NONBLOCK);
-        while got < len {
-            let n = libc::read(
-                fd,
-                (words.as_mut_ptr() as *mut u8).add(got) as *mut c_void,
-                len - got,
-            );
-            if n > 0 {
-                got += n as usize;
-            } else if n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
-                continue;
-            } else {
-                break;
-            }
+    while got < len {
+        match f.read(&mut bytes[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
         }
-        libc::close(fd);
     }
-    if got == len {
-        ChildReport::decode(&words)
-    } else {
-        None
+    if got != len {
+        return None;
     }
+    for (w, b) in words.iter_mut().zip(bytes.chunks_exact(8)) {
+        *w = u64::from_ne_bytes(b.try_into().ok()?);
+    }
+    ChildReport::decode(&words)
 }
 
 /// What the dump child needs, prepared before the fork.
@@ -379,7 +373,9 @@ struct ChildJob<'a> {
     path: &'a CString,
     keep_full: bool,
     tee: Option<&'a Tee>,
-    report_fd: c_int,
+    /// The pipe's write end, borrowed: the parent owns it (the child `_exit`s without
+    /// running destructors, so its copy is closed by the kernel at exit).
+    report_fd: BorrowedFd<'a>,
 }
 
 impl ChildJob<'_> {
@@ -434,7 +430,7 @@ impl ChildJob<'_> {
         // SAFETY: the pipe's write end and a buffer of the record's size.
         unsafe {
             libc::write(
-                self.report_fd,
+                self.report_fd.as_raw_fd(),
                 words.as_ptr() as *const c_void,
                 std::mem::size_of_val(&words),
             )
@@ -621,14 +617,8 @@ impl Dumper for ArtForkDumper {
                     // the child has no thread but the dumping one: strip inside the hook
                     ring_bytes: 0,
                 });
-                if let Err(e) = armed {
-                    // SAFETY: the pipe we just made.
-                    unsafe {
-                        libc::close(report_rd);
-                        libc::close(report_wr);
-                    }
-                    return Err(e.into());
-                }
+                // On error both ends of the pipe are closed by their owners.
+                armed?;
             }
         }
         let alarm = req
@@ -642,7 +632,7 @@ impl Dumper for ArtForkDumper {
             path: &path,
             keep_full: req.keep_full,
             tee: tee_owned.as_ref().filter(|_| req.mini_path.is_some()),
-            report_fd: report_wr,
+            report_fd: report_wr.as_fd(),
         };
         // SAFETY: on an attached Java thread (the agent's), with this API level's symbols.
         let (forked, pause) = unsafe {
@@ -659,8 +649,10 @@ impl Dumper for ArtForkDumper {
             _ => Duration::ZERO,
         };
         let pause = pause.saturating_sub(gc_wait);
-        // SAFETY: the parent's copy of the write end: the child holds its own.
-        unsafe { libc::close(report_wr) };
+        // The parent's copy of the write end, closed now (the child holds its own): once the
+        // child is gone, a read finds the end of the pipe.
+        drop(job);
+        drop(report_wr);
         if let (Some(t), Some(_)) = (&tee_owned, &req.mini_path) {
             t.discard();
         }

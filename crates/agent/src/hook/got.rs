@@ -534,6 +534,7 @@ fn store_slots_counted(stores: &[(usize, usize, libc::c_int)]) -> Result<(), (us
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::fd::{AsRawFd, OwnedFd};
     use std::sync::atomic::AtomicUsize;
 
     /// Calls through the PLT: a JUMP_SLOT relocation.
@@ -567,11 +568,19 @@ wfn write_ptr(void) { return &write; }
         }
     }
 
-    fn pipe_read(r: libc::c_int) -> Vec<u8> {
+    /// What is waiting in the pipe whose read end is `r` (one read of up to 64 bytes).
+    fn pipe_read(r: &OwnedFd) -> Vec<u8> {
+        use std::io::Read;
         let mut b = [0u8; 64];
-        // SAFETY: a pipe we own, with bytes waiting.
-        let n = unsafe { libc::read(r, b.as_mut_ptr() as *mut libc::c_void, b.len()) };
-        b[..n.max(0) as usize].to_vec()
+        let n = std::fs::File::from(r.try_clone().unwrap())
+            .read(&mut b)
+            .unwrap();
+        b[..n].to_vec()
+    }
+
+    /// A pipe, `(read end, write end)`: closed by drop, whatever assertion fails first.
+    fn pipe() -> (OwnedFd, OwnedFd) {
+        sys::fd::pipe().unwrap()
     }
 
     type WriteFn = unsafe extern "C" fn(libc::c_int, *const libc::c_void, usize) -> isize;
@@ -588,16 +597,14 @@ wfn write_ptr(void) { return &write; }
             unsafe { std::mem::transmute(crate::hook::dl_fn(&so_ptr, "write_ptr")) };
         // SAFETY: the pointer the library's GOT gives for write.
         let say_ptr = |fd| unsafe { write_ptr()(fd, b"ptr!".as_ptr() as *const libc::c_void, 4) };
-        let mut fds = [0; 2];
-        // SAFETY: a two-int array for pipe.
-        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        let (rd, wr) = pipe();
         assert!(loaded_libraries()
             .iter()
             .any(|l| l.ends_with(&format!("/{name}.so"))));
         // Before hooking: the library calls libc directly.
         CALLS.store(0, Ordering::SeqCst);
-        assert_eq!(say(fds[1]), 5);
-        assert_eq!(pipe_read(fds[0]), b"hello");
+        assert_eq!(say(wr.as_raw_fd()), 5);
+        assert_eq!(pipe_read(&rd), b"hello");
         assert_eq!(CALLS.load(Ordering::SeqCst), 0);
 
         let imports = [Import {
@@ -616,23 +623,18 @@ wfn write_ptr(void) { return &write; }
         })
         .unwrap();
         assert!(p2.slots.iter().any(|s| !s.jump_slot), "{p2:?}");
-        assert_eq!(say(fds[1]), 5);
-        assert_eq!(pipe_read(fds[0]), b"hello");
-        assert_eq!(say_ptr(fds[1]), 4);
-        assert_eq!(pipe_read(fds[0]), b"ptr!");
+        assert_eq!(say(wr.as_raw_fd()), 5);
+        assert_eq!(pipe_read(&rd), b"hello");
+        assert_eq!(say_ptr(wr.as_raw_fd()), 4);
+        assert_eq!(pipe_read(&rd), b"ptr!");
         assert_eq!(CALLS.load(Ordering::SeqCst), 2);
 
         p.unpatch().unwrap();
         p2.unpatch().unwrap();
-        assert_eq!(say(fds[1]), 5);
-        assert_eq!(say_ptr(fds[1]), 4);
-        assert_eq!(pipe_read(fds[0]), b"helloptr!");
+        assert_eq!(say(wr.as_raw_fd()), 5);
+        assert_eq!(say_ptr(wr.as_raw_fd()), 4);
+        assert_eq!(pipe_read(&rd), b"helloptr!");
         assert_eq!(CALLS.load(Ordering::SeqCst), 2);
-        // SAFETY: our pipe.
-        unsafe {
-            libc::close(fds[0]);
-            libc::close(fds[1]);
-        }
     }
 
     #[test]
@@ -770,23 +772,16 @@ long pid(void) { return getpid(); }
             );
             std::mem::forget(p);
         });
-        let mut fds = [0; 2];
-        // SAFETY: a two-int array for pipe.
-        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        let (rd, wr) = pipe();
         let before = CALLS.load(Ordering::SeqCst);
-        assert_eq!(say(fds[1]), 5);
-        assert_eq!(pipe_read(fds[0]), b"hello");
+        assert_eq!(say(wr.as_raw_fd()), 5);
+        assert_eq!(pipe_read(&rd), b"hello");
         assert!(
             CALLS.load(Ordering::SeqCst) > before,
             "our write hook is in place"
         );
         assert_eq!(pid(), 4242, "the other hooker's getpid is in place");
         assert_eq!(maps_prot(start), "r--");
-        // SAFETY: our pipe.
-        unsafe {
-            libc::close(fds[0]);
-            libc::close(fds[1]);
-        }
     }
 
     /// System libraries on Android are linked with `--pack-dyn-relocs=android`: their GLOB_DAT
@@ -836,18 +831,11 @@ long say(int fd) { return write(fd, "hello", 5); }
         assert!(!p.slots[0].jump_slot);
         assert_eq!(p.real("write"), Some(libc::write as *const () as usize));
         assert_eq!(write_ptr(), counting_write as *const () as usize);
-        let mut fds = [0; 2];
-        // SAFETY: a two-int array for pipe.
-        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        let (rd, wr) = pipe();
         let before = CALLS.load(Ordering::SeqCst);
-        assert_eq!(say(fds[1]), 5);
-        assert_eq!(pipe_read(fds[0]), b"hello");
+        assert_eq!(say(wr.as_raw_fd()), 5);
+        assert_eq!(pipe_read(&rd), b"hello");
         assert!(CALLS.load(Ordering::SeqCst) > before);
-        // SAFETY: our pipe.
-        unsafe {
-            libc::close(fds[0]);
-            libc::close(fds[1]);
-        }
         std::mem::forget(p);
     }
 

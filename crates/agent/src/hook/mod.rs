@@ -10,7 +10,8 @@
 //! Invariants:
 //! - Inside a hook: no allocation, no lock the VM could hold (our own spin flag only), `errno` as
 //!   the real call left it (a swallowed write, which succeeds, leaves it as it was), and any fd
-//!   but the dump's goes straight to the real function.
+//!   but the dump's goes straight to the real function. The fds a hook sees are the VM's: raw,
+//!   never owned nor closed by us but through the real `close` the VM called.
 //! - A failure of ours (stripper error, panic, seek on the dump fd) abandons the mini file only;
 //!   the VM's own file is written exactly as without the hook.
 

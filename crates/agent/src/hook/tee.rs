@@ -15,6 +15,13 @@
 //!
 //! Each library gets its own instance of the hook functions (a const generic index), so the
 //! report says which libraries' calls caught the dump.
+//!
+//! Fds: every fd a hook sees (`DUMP_FD`, the arguments of `write`, `close` and the fdsan close)
+//! is the VM's, not ours: it stays a raw `c_int`, compared and passed through, and is never
+//! wrapped in an `OwnedFd` (whose `Drop` would close a fd the VM still owns). The hooked
+//! `close` calls the real one by hand, on the VM's behalf. The one fd the tee owns, the mini
+//! file's, is a `std::fs::File` created by `arm` (outside any hook) and closed by its owner;
+//! in a forked child it is deliberately leaked to the kernel (see `finish_in_child`).
 
 use super::got::{patch_library, Import, Patched};
 use super::ring::Ring;
@@ -219,6 +226,8 @@ fn closing(fd: c_int) {
     }
 }
 
+/// The VM's `close`, passed through: `fd` is the VM's (never an `OwnedFd` of ours), closed by
+/// hand on its behalf after [`closing`] forgot it.
 unsafe extern "C" fn h_close<const L: usize>(fd: c_int) -> c_int {
     closing(fd);
     let f = real(L, CLOSE);
@@ -232,6 +241,7 @@ unsafe extern "C" fn h_close<const L: usize>(fd: c_int) -> c_int {
     }
 }
 
+/// As [`h_close`], for bionic's tagged close.
 unsafe extern "C" fn h_fdsan_close<const L: usize>(fd: c_int, tag: u64) -> c_int {
     closing(fd);
     let f = real(L, FDSAN_CLOSE);
@@ -626,6 +636,8 @@ impl Tee {
             (Some(s), false, true) => match s.finish() {
                 Ok((sink, stats)) => {
                     let ok = sink.file.sync_all().is_ok();
+                    // Its buffers are not freed here; its fd is closed by the kernel when
+                    // the child `_exit`s.
                     std::mem::forget(sink);
                     if ok {
                         (0, Some(stats))
