@@ -651,7 +651,6 @@ impl Dumper for ArtForkDumper {
         let pause = pause.saturating_sub(gc_wait);
         // The parent's copy of the write end, closed now (the child holds its own): once the
         // child is gone, a read finds the end of the pipe.
-        drop(job);
         drop(report_wr);
         if let (Some(t), Some(_)) = (&tee_owned, &req.mini_path) {
             t.discard();

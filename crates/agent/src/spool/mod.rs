@@ -37,8 +37,8 @@
 //! Invariants:
 //! - Every change of `incident.json` and `spool.json` is a [`fs::write_atomic`] (the workspace's
 //!   one atomic write, also the gzip's, streaming): temporary file, fsync, rename, directory
-//!   fsync. Recovery removes the temporaries ([`fs::is_tmp_name`]) any writer left. Both files carry the SHA-256 of their body: a flipped bit or a
-//!   torn write is detected, never trusted.
+//!   fsync. Recovery removes the temporaries ([`fs::is_tmp_name`]) any writer left. Both files
+//!   carry the SHA-256 of their body: a flipped bit or a torn write is detected, never trusted.
 //! - An incident enters `incidents/` by one rename of a complete staging directory, after its
 //!   files (fsynced by the commit: the writer wrote them with plain writes) and then its
 //!   `incident.json` are durable. A staging directory whose writer is gone (its `.lock` is free) is
