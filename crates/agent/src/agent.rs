@@ -592,7 +592,8 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
             }
         };
         let before = self.triggers.strikes();
-        let verdict = self.triggers.observe(&s, &self.policy, &self.device);
+        let tc = trigger::Config::from(&self.policy);
+        let verdict = self.triggers.observe(&s, &tc, &self.device);
         self.status.polls += 1;
         self.status.last_sample = Some(s);
         self.status.strikes = self.triggers.strikes();
@@ -602,10 +603,10 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
             self.status.flight = format!("off: {why}");
         }
         self.status.thresholds = Thresholds {
-            heap_percent: trigger::heap_threshold(&self.policy, &s),
-            fd: trigger::fd_threshold(&self.policy, &s),
-            threads: trigger::thread_threshold(&self.policy, &self.device, &s),
-            cgroup_memory_bytes: trigger::cgroup::threshold_bytes(&self.policy, &s),
+            heap_percent: trigger::heap_threshold(&tc, &s),
+            fd: trigger::fd_threshold(&tc, &s),
+            threads: trigger::thread_threshold(&tc, &self.device, &s),
+            cgroup_memory_bytes: trigger::cgroup::threshold_bytes(&tc, &s),
         };
         // The limit is re-read with the slow figures.
         if s.seq % crate::sample::SLOW_EVERY == 1 {

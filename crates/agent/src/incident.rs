@@ -30,7 +30,7 @@ use crate::agent::{ActionContext, ActionRecord, Actions, IoJob, QueueBoard};
 use crate::dump::analysis::{run_limited, AnalysisLimits};
 use crate::dump::guard::{GuardPolicy, Guards};
 use crate::dump::{self, DumpRequest, Dumper};
-use crate::policy::{Policy, StripLevel};
+use crate::policy::{upload_config, Policy};
 use crate::recorder::{self, Flight, Previous};
 use crate::spool::{AnalysisJob, FileKind, NewIncident, Quotas, Spool};
 use crate::trigger::{Inventory, Kind, Verdict};
@@ -49,62 +49,6 @@ pub const SPOOL_DIR: &str = "spool";
 /// Analysis logs, attempt counters and running-info files (outside the spool, which moves
 /// unknown files aside).
 pub const ANALYSIS_DIR: &str = "analysis";
-
-/// The spool's limits from the policy.
-pub fn quotas(p: &Policy) -> Quotas {
-    Quotas {
-        max_total_bytes: p.spool.max_bytes,
-        max_count: p.spool.max_count as usize,
-        max_age: Duration::from_secs(p.spool.max_age_days as u64 * 86_400),
-        max_analysis_attempts: p.analysis.max_attempts,
-        keep_full_dump: p.dump.keep_full,
-    }
-}
-
-/// The dump guards from the policy.
-pub fn guard_policy(p: &Policy) -> GuardPolicy {
-    GuardPolicy {
-        min_free_bytes: p.dump.min_free_disk_mb << 20,
-        heap_factor: p.dump.min_free_disk_heap_factor,
-        once_per_process: p.dump.once_per_process,
-        quota_per_version: p.dump.per_version_quota,
-        window: Duration::from_secs(p.dump.quota_window_days as u64 * 86_400),
-    }
-}
-
-/// The uploader's settings from the policy; `None` when the policy names no server.
-pub fn upload_config(p: &Policy) -> Option<upload::Config> {
-    let url = p.upload.url.clone()?;
-    Some(upload::Config {
-        endpoint: url,
-        io_timeout: Duration::from_millis(p.upload.timeout_ms),
-        max_attempts: p.upload.max_attempts,
-        backoff_base: Duration::from_millis(p.upload.backoff_base_ms),
-        backoff_cap: Duration::from_millis(p.upload.backoff_cap_ms),
-        daily_byte_budget: p.upload.daily_byte_budget,
-        unmetered_only: p.upload.unmetered_only,
-        ..upload::Config::default()
-    })
-}
-
-/// The analyser's thresholds from the policy.
-pub fn analysis_config(p: &Policy) -> analyze::Config {
-    analyze::Config {
-        bitmap_min_pixels: p.analysis.bitmap_min_pixels,
-        array_min_bytes: p.analysis.big_array_bytes,
-        top_n: p.analysis.top_dominators as usize,
-        max_paths_per_class: p.analysis.max_paths_per_class as usize,
-        ..analyze::Config::default()
-    }
-}
-
-fn level(s: StripLevel) -> Level {
-    match s {
-        StripLevel::None => Level::None,
-        StripLevel::Arrays => Level::Arrays,
-        StripLevel::App => Level::App,
-    }
-}
 
 /// The `oomguard` executable that analyses dumps out of process: `$OOMGUARD_BIN`, else an
 /// `oomguard` (Linux) or `liboomguard_exe.so` (Android's native library directory) beside the
@@ -519,7 +463,7 @@ impl Pipeline {
     fn start(&mut self, policy: &Policy, api_level: u32) -> Result<&mut Live, String> {
         if self.live.is_none() {
             let spool_root = self.data_dir.join(SPOOL_DIR);
-            let spool = Spool::open(&spool_root, quotas(policy))
+            let spool = Spool::open(&spool_root, Quotas::from(policy))
                 .map_err(|e| format!("spool {}: {e}", spool_root.display()))?;
             let analyser = self.analyser.clone().unwrap_or_else(find_analyser);
             if analyser.is_none() {
@@ -527,15 +471,11 @@ impl Pipeline {
             }
             let cfg = IoConfig {
                 spool_root,
-                quotas: quotas(policy),
+                quotas: Quotas::from(policy),
                 analysis_dir: self.data_dir.join(ANALYSIS_DIR),
                 analyser,
-                limits: AnalysisLimits {
-                    memory: policy.analysis.memory_limit_mb << 20,
-                    max_attempts: policy.analysis.max_attempts,
-                    ..AnalysisLimits::default()
-                },
-                analysis: analysis_config(policy),
+                limits: AnalysisLimits::from(policy),
+                analysis: analyze::Config::from(policy),
                 upload: upload_config(policy),
                 retry_every: Duration::from_secs(60),
                 network: self.network.clone(),
@@ -555,7 +495,7 @@ impl Pipeline {
                 .map_err(|e| format!("cannot start the oomguard-io thread: {e}"))?;
             self.live = Some(Live {
                 spool,
-                guards: Guards::new(guard_policy(policy), &self.data_dir, &self.app_version),
+                guards: Guards::new(GuardPolicy::from(policy), &self.data_dir, &self.app_version),
                 io: IoThread {
                     tx,
                     done,
@@ -580,7 +520,7 @@ impl Pipeline {
         self.start(p, cx.device.api_level)?;
         let live = self.live.as_mut().expect("started");
         let staging = live.spool.stage().map_err(|e| e.to_string())?;
-        let lvl = level(p.dump.strip_level);
+        let lvl = Level::from(p);
         let req = DumpRequest {
             full_path: staging.path(FileKind::FullDump),
             mini_path: (lvl != Level::None).then(|| staging.path(FileKind::MiniDump)),

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// The limits, from the policy.
+/// The limits, from the policy (`policy::configs`; no defaults of their own).
 #[derive(Clone, Debug)]
 pub struct GuardPolicy {
     /// Free bytes that must remain on the dump's file system, at least.
@@ -23,18 +23,6 @@ pub struct GuardPolicy {
     /// Dumps allowed per app version within `window`.
     pub quota_per_version: u32,
     pub window: Duration,
-}
-
-impl Default for GuardPolicy {
-    fn default() -> Self {
-        GuardPolicy {
-            min_free_bytes: 1 << 30,
-            heap_factor: 2,
-            once_per_process: true,
-            quota_per_version: 3,
-            window: Duration::from_secs(7 * 24 * 3600),
-        }
-    }
 }
 
 /// The guards of one process.

@@ -275,7 +275,7 @@ mod tests {
             min_free_bytes: 1,
             once_per_process: false,
             quota_per_version: 5,
-            ..GuardPolicy::default()
+            ..GuardPolicy::from(&crate::policy::Policy::default())
         };
         let g = Guards::new(policy, d.path(), "1");
         let r = DumpRequest {
@@ -298,7 +298,7 @@ mod tests {
             min_free_bytes: 1,
             once_per_process: false,
             quota_per_version: 2,
-            ..GuardPolicy::default()
+            ..GuardPolicy::from(&crate::policy::Policy::default())
         };
         let g = Guards::new(policy, d.path(), "1");
         let mut unsupported = Fake {

@@ -97,7 +97,7 @@ fn uploads_wait_while_metered_and_go_once_unmetered() {
     policy.upload.unmetered_only = true;
 
     // An incident as a verdict leaves it: dumped, not yet analysed.
-    let spool = Spool::open(data.path().join(SPOOL_DIR), quotas(&policy)).unwrap();
+    let spool = Spool::open(data.path().join(SPOOL_DIR), Quotas::from(&policy)).unwrap();
     let staging = spool.stage().unwrap();
     std::fs::write(staging.path(FileKind::MiniDump), vec![42u8; 64 << 10]).unwrap();
     let id = spool

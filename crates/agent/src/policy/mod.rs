@@ -1,12 +1,25 @@
 //! The policy: every threshold and limit the agent and its helpers obey, as one versioned JSON
 //! document.
 //!
-//! Owns the schema ([`schema`]: one Rust struct per JSON section, every field documented with
-//! its range and default), parsing and validation ([`parse`]), the last-good copy on disk
-//! ([`cache`]) and the signed refresh from a remote URL ([`remote`]).
+//! Owns the schema ([`schema`]: each field declared once, in one `schema!` table, with its
+//! name, type, default, accepted values and doc; the structs, `Default`, validation and the
+//! reference `config/POLICY.md` come from it, by `field`'s macro), parsing and the rules
+//! between fields (`parse`), each module's config built from the policy ([`configs`]:
+//! `From<&Policy>` for the spool's quotas, the dump guards, the uploader, the analyser and its
+//! child, the stripper's level and the trigger machines), the rules for the URLs the agent
+//! contacts ([`url`], shared with the uploader), the last-good copy on disk ([`cache`]) and the
+//! signed refresh from a remote URL ([`remote`]).
+//!
+//! To add a field: one line in `schema.rs`'s table, the field in `config/policy.default.json`
+//! (a test checks the file against the table), the reference regenerated
+//! (`OOMGUARD_BLESS=1 cargo test -p oomguard --lib policy::reference`), and, where a module
+//! obeys it, its mapping in `configs.rs`.
 //!
 //! Invariants:
-//! - `Policy::default()` is exactly `config/policy.default.json` (a test checks it).
+//! - `Policy::default()` is exactly `config/policy.default.json`, which names every declared
+//!   field and nothing else (tests check both).
+//! - Modules keep no defaults of their own: their configs come from a policy through
+//!   [`configs`], and a module `Default` that stays is the default policy's.
 //! - A [`Policy`] value that exists has passed [`Policy::parse`]'s validation: every field is in
 //!   its documented range. Bad documents are rejected as a whole, with every bad field named
 //!   (`heap.strikes: 0 is out of range 1..=100`); nothing is half-applied.
@@ -15,14 +28,21 @@
 //! - Missing fields take their default, so a policy may say only what it changes; except that a
 //!   remote policy must name both URLs (see [`remote`]).
 //! - A policy URL is `https://`, or plain `http://` to a loopback address only.
-//! - Nothing here triggers a dump or touches the VM.
+//! - Nothing here triggers a dump or touches the VM, and nothing here calls into `upload` (it
+//!   names its config type, to build it).
 #![forbid(unsafe_code)]
 
 pub mod cache;
+pub mod configs;
+mod field;
 mod parse;
+#[cfg(test)]
+mod reference;
 pub mod remote;
 mod schema;
+pub mod url;
 
+pub use configs::upload_config;
 pub use schema::*;
 
 /// The default policy, as shipped in the crate.

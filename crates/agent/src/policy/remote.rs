@@ -186,7 +186,7 @@ pub fn redirect_target(from: &str, location: &str) -> Result<String, String> {
     let next = url::Url::parse(from)
         .and_then(|base| base.join(location.trim()))
         .map_err(|e| format!("redirect to {location:?} is not a URL ({e})"))?;
-    if let Err(why) = crate::upload::tus::check_url(next.as_str()) {
+    if let Err(why) = super::url::check_url(next.as_str()) {
         return Err(format!("redirect to {:?} refused: it {why}", next.as_str()));
     }
     if from.starts_with("https:") && next.scheme() != "https" {
@@ -278,7 +278,7 @@ impl Refresher {
         self.meta.last_attempt_ms = now_ms;
         // Persist the attempt first: a crash or failure must not cause a fetch storm.
         self.cache.save_meta(&self.meta)?;
-        if let Err(why) = crate::upload::tus::check_url(&url) {
+        if let Err(why) = super::url::check_url(&url) {
             return Err(fetch_err(format!("not fetched: it {why}")));
         }
         let limit = Duration::from_millis(active.remote.timeout_ms);
@@ -286,7 +286,7 @@ impl Refresher {
             .timeout(limit)
             // ureq's timeout does not cover DNS: without this, a lookup that hangs holds the
             // fetching thread until the system's resolver gives up.
-            .resolver(move |netloc: &str| crate::upload::tus::resolve_within(netloc, limit))
+            .resolver(move |netloc: &str| super::url::resolve_within(netloc, limit))
             // Redirects are followed here, each one checked (see `redirect_target`).
             .redirects(0)
             .build();

@@ -1,139 +1,254 @@
-//! The policy's schema: one struct per JSON section, every field documented with its range
-//! and default, and the defaults themselves (equal to `config/policy.default.json`).
+//! The policy's schema, declared once: every section and field of the document with its type,
+//! default, accepted values and doc, in one `schema!` table (see [`super::field`]). The
+//! structs, `Default`, the reading and validation of each field, and the reference
+//! `config/POLICY.md` all come from this table; `config/policy.default.json` is checked against
+//! it by a test. A new field is one line here (plus the JSON file and the reference, which the
+//! tests say how to update); cross-field rules are in [`super::parse`].
 #![forbid(unsafe_code)]
 
+use super::field::{schema, Flag, Nested, OneOf, OrNull, Tiers, Url};
 use serde::Serialize;
+use std::ops::RangeInclusive;
 
-/// The whole policy.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Policy {
-    /// Version of this document; a refresh only activates a strictly newer one (or the same
-    /// one signed again later: same content, later `issued_at_s`). Range 0..=2^53. Default 1.
-    pub version: u64,
-    /// When the document was signed, in seconds since the epoch (UTC). A remote policy must
-    /// carry it, and is refused while it lies more than a day ahead of the device's clock.
-    /// Range 0..=2^40. Default null (the policy given at start needs none).
-    pub issued_at_s: Option<u64>,
-    /// When the document stops being valid, in seconds since the epoch (UTC), after
-    /// `issued_at_s`. A remote policy must carry it: once past, it is refused when fetched or
-    /// loaded, and while active it gives way to the policy given at start. Range 0..=2^40.
-    /// Default null.
-    pub expires_at_s: Option<u64>,
-    /// Time between two samples, in ms. Range 100..=600000. Default 5000.
-    pub poll_interval_ms: u64,
+schema! {
+    /// The whole policy.
+    pub struct Policy {
+        /// Version of this document; a refresh only activates a strictly newer one (or the same
+        /// one signed again later: same content, later `issued_at_s`).
+        version: u64 = 1, 0..=(1 << 53);
+        /// When the document was signed, in seconds since the epoch (UTC). A remote policy must
+        /// carry it, and is refused while it lies more than a day ahead of the device's clock.
+        /// The policy given at start needs none.
+        issued_at_s: Option<u64> = None, OrNull(0..=(1 << 40));
+        /// When the document stops being valid, in seconds since the epoch (UTC), after
+        /// `issued_at_s`. A remote policy must carry it: once past, it is refused when fetched
+        /// or loaded, and while active it gives way to the policy given at start.
+        expires_at_s: Option<u64> = None, OrNull(0..=(1 << 40));
+        /// Time between two samples, in ms.
+        poll_interval_ms: u64 = 5000, 100..=600_000;
+        /// The Java heap triggers.
+        heap: HeapPolicy = HeapPolicy::default(), Nested;
+        /// The file-descriptor trigger.
+        fd: FdPolicy = FdPolicy::default(), Nested;
+        /// The thread-count trigger.
+        threads: ThreadPolicy = ThreadPolicy::default(), Nested;
+        /// The virtual-size trigger (32-bit processes only).
+        vm_size: VmSizePolicy = VmSizePolicy::default(), Nested;
+        /// The memory-cgroup trigger (where the process's cgroup has a memory limit).
+        cgroup_memory: CgroupMemoryPolicy = CgroupMemoryPolicy::default(), Nested;
+        /// How a dump is taken and how often it may be.
+        dump: DumpPolicy = DumpPolicy::default(), Nested;
+        /// Limits of the analysis of a dump.
+        analysis: AnalysisPolicy = AnalysisPolicy::default(), Nested;
+        /// Limits of the on-disk incident queue.
+        spool: SpoolPolicy = SpoolPolicy::default(), Nested;
+        /// Reports of the previous process's death, from the flight recorder.
+        death: DeathPolicy = DeathPolicy::default(), Nested;
+        /// Upload of reports.
+        upload: UploadPolicy = UploadPolicy::default(), Nested;
+        /// Where the next policy comes from.
+        remote: RemotePolicy = RemotePolicy::default(), Nested;
+    }
+
     /// The Java heap triggers.
-    pub heap: HeapPolicy,
+    pub struct HeapPolicy {
+        /// Tiers by max heap; the tier with the largest `min_max_heap_mb` not above the max heap
+        /// applies: used heap above its `percent` of the max heap is a strike. The default is
+        /// ≥512 MB → 80 %, ≥256 MB → 85 %, otherwise 90 %.
+        thresholds: Vec<HeapThreshold> = vec![
+            HeapThreshold::tier(512, 80),
+            HeapThreshold::tier(256, 85),
+            HeapThreshold::tier(0, 90),
+        ], Tiers;
+        /// Consecutive polls over the threshold that make a verdict.
+        strikes: u32 = 3, 1..=100;
+        /// Whether used heap must not fall between strikes (falling resets the count).
+        ascending: bool = true, Flag;
+        /// With `ascending`, how far used heap may fall (percent of max heap) and still count as
+        /// not falling; 0 is strict: any fall resets.
+        slack_percent: u64 = 0, 0..=50;
+        /// Used heap above this percent of max heap makes an immediate verdict.
+        fast_huge_percent: u64 = 90, 1..=100;
+        /// Growth of used heap between two polls above this (MB) makes an immediate verdict.
+        fast_huge_growth_mb: u64 = 350, 1..=65_536;
+    }
+
     /// The file-descriptor trigger.
-    pub fd: FdPolicy,
+    pub struct FdPolicy {
+        /// Open fds above this count are a strike.
+        max: u64 = 1000, 16..=1_048_576;
+        /// ... or above this percent of the soft `Max open files`, whichever is lower.
+        soft_limit_percent: u64 = 95, 1..=100;
+        /// Consecutive polls over the threshold that make a verdict.
+        strikes: u32 = 3, 1..=100;
+        /// How far the count may fall between strikes and still count.
+        tolerance: u64 = 50, 0..=100_000;
+    }
+
     /// The thread-count trigger.
-    pub threads: ThreadPolicy,
-    /// The virtual-size trigger (32-bit processes only).
-    pub vm_size: VmSizePolicy,
-    /// The memory-cgroup trigger (where the process's cgroup has a memory limit).
-    pub cgroup_memory: CgroupMemoryPolicy,
-    /// How a dump is taken and how often it may be.
-    pub dump: DumpPolicy,
+    pub struct ThreadPolicy {
+        /// Threads above this count are a strike.
+        max: u64 = 750, 16..=100_000;
+        /// The limit on Huawei devices at or below `huawei_legacy_max_api`.
+        huawei_legacy_max: u64 = 450, 16..=100_000;
+        /// Highest Android API level the Huawei limit applies to.
+        huawei_legacy_max_api: u32 = 26, 0..=100;
+        /// The limit is also at most this percent of `/proc/sys/kernel/threads-max`.
+        threads_max_percent: u64 = 90, 1..=100;
+        /// Consecutive polls over the threshold that make a verdict.
+        strikes: u32 = 3, 1..=100;
+        /// How far the count may fall between strikes and still count.
+        tolerance: u64 = 50, 0..=100_000;
+    }
+
+    /// The virtual-size trigger; only 32-bit processes run out of address space.
+    pub struct VmSizePolicy {
+        /// VmSize above this (MB) is a strike in a 32-bit process.
+        max_mb_32bit: u64 = 3650, 256..=4096;
+        /// Consecutive polls over the threshold that make a verdict.
+        strikes: u32 = 3, 1..=100;
+    }
+
+    /// The memory-cgroup trigger: the cgroup's working set (usage less inactive page cache)
+    /// against the limit that binds (cgroup v2: the lower of `memory.max` and `memory.high` of
+    /// the process's cgroup and its ancestors; v1: `memory.limit_in_bytes`). Off where no memory
+    /// cgroup is readable (`status.json`'s `cgroup_memory` says why).
+    pub struct CgroupMemoryPolicy {
+        /// Working set above this percent of the limit is a strike.
+        percent: u64 = 85, 1..=100;
+        /// Consecutive polls over the threshold that make a verdict.
+        strikes: u32 = 3, 1..=100;
+        /// Whether the working set must not fall between strikes (falling restarts the run).
+        ascending: bool = true, Flag;
+        /// With `ascending`, how far it may fall (percent of the limit) and still count as not
+        /// falling.
+        slack_percent: u64 = 0, 0..=50;
+    }
+
+    /// Dump settings and quotas.
+    pub struct DumpPolicy {
+        /// How a dump is taken: suspend, fork, resume and dump in the child, or in the process
+        /// itself (stop-the-world).
+        mode: DumpMode = DumpMode::Fork, OneOf(DumpMode::NAMES);
+        /// What to do when the fork dump is not possible here: no dump, or dump in process.
+        fallback: DumpFallback = DumpFallback::Skip, OneOf(DumpFallback::NAMES);
+        /// How much the stripper removes while the dump is written: nothing, primitive array
+        /// contents, or also the heaps that are not the app's.
+        strip_level: StripLevel = StripLevel::Arrays, OneOf(StripLevel::NAMES);
+        /// Keep the full (unstripped) dump beside the stripped one.
+        keep_full: bool = false, Flag;
+        /// Seconds the forked child may take before it is killed.
+        child_deadline_s: u64 = 60, 5..=3600;
+        /// At most one dump per process lifetime.
+        once_per_process: bool = true, Flag;
+        /// Dumps per app version within `quota_window_days`.
+        per_version_quota: u32 = 5, 0..=1000;
+        /// The quota window, in days.
+        quota_window_days: u32 = 15, 1..=365;
+        /// Free disk needed before dumping, in MB.
+        min_free_disk_mb: u64 = 200, 0..=1_048_576;
+        /// ... and at least this many times the used heap.
+        min_free_disk_heap_factor: u64 = 2, 0..=16;
+        /// The incident lists at most this many of the process's Java threads (id and name,
+        /// `runningInfo.javaThreads`), which name the threads a report's paths start on; 0
+        /// lists none.
+        java_threads_max: u32 = 4096, 0..=65_536;
+    }
+
     /// Limits of the analysis of a dump.
-    pub analysis: AnalysisPolicy,
+    pub struct AnalysisPolicy {
+        /// Bitmaps with at least this many pixels are reported (768 × 1366 by default).
+        bitmap_min_pixels: u64 = 768 * 1366, 1..=(1 << 40);
+        /// Arrays of at least this many bytes are reported.
+        big_array_bytes: u64 = 262_144, 1024..=(1 << 40);
+        /// Largest dominators reported.
+        top_dominators: u32 = 20, 1..=1000;
+        /// GC-root paths kept per leaking class.
+        max_paths_per_class: u32 = 45, 1..=1000;
+        /// Attempts at analysing one dump before giving up.
+        max_attempts: u32 = 3, 1..=20;
+        /// Memory the analysing process may use, MB.
+        memory_limit_mb: u64 = 512, 32..=65_536;
+    }
+
     /// Limits of the on-disk incident queue.
-    pub spool: SpoolPolicy,
-    /// Reports of the previous process's death, from the flight recorder.
-    pub death: DeathPolicy,
+    pub struct SpoolPolicy {
+        /// Total bytes of queued incidents (1 MiB..=64 GiB; 256 MiB by default).
+        max_bytes: u64 = 256 << 20, (1 << 20)..=(64 << 30);
+        /// Queued incidents.
+        max_count: u32 = 20, 1..=10_000;
+        /// Incidents older than this many days are dropped.
+        max_age_days: u32 = 14, 1..=365;
+    }
+
+    /// Reports of the previous process's death (the flight recorder).
+    pub struct DeathPolicy {
+        /// Report a previous process that died without a clean exit.
+        report: bool = true, Flag;
+        /// Death incidents queued per day at most (a crash loop must not fill the spool).
+        max_per_day: u32 = 5, 0..=1000;
+    }
+
     /// Upload of reports.
-    pub upload: UploadPolicy,
+    pub struct UploadPolicy {
+        /// Where reports go (a tus endpoint); null disables upload. A remote policy must name it
+        /// (null included).
+        url: Option<String> = None, Url;
+        /// Upload only on unmetered networks.
+        unmetered_only: bool = true, Flag;
+        /// Bytes uploaded per day at most (50 MiB by default).
+        daily_byte_budget: u64 = 50 << 20, 0..=(1 << 40);
+        /// Attempts per report before it is dropped.
+        max_attempts: u32 = 10, 1..=1000;
+        /// First retry delay, ms; doubles each attempt.
+        backoff_base_ms: u64 = 30_000, 100..=86_400_000;
+        /// Largest retry delay, ms (6 h by default); not below `backoff_base_ms`.
+        backoff_cap_ms: u64 = 6 * 3600 * 1000, 100..=604_800_000;
+        /// Timeout of one request, ms.
+        timeout_ms: u64 = 30_000, 100..=600_000;
+    }
+
     /// Where the next policy comes from.
-    pub remote: RemotePolicy,
+    pub struct RemotePolicy {
+        /// Where the next policy is fetched; null disables refresh. Set, it needs the public key
+        /// given at start (remote policies are signed). A remote policy must name it (null
+        /// included).
+        url: Option<String> = None, Url;
+        /// Hours between two fetches at least.
+        min_refresh_hours: u64 = 12, 1..=8760;
+        /// Largest policy body accepted, bytes.
+        max_bytes: u64 = 65_536, 256..=(super::MAX_DOCUMENT_BYTES as u64);
+        /// Timeout of the fetch, ms.
+        timeout_ms: u64 = 10_000, 100..=120_000;
+    }
 }
 
-/// One heap tier: applies when the max heap is at least `min_max_heap_mb`.
+/// One heap tier: applies when the max heap is at least `min_max_heap_mb`. Both fields are
+/// required in a tier; what they accept is [`HeapThreshold::MIN_MAX_HEAP_MB`] and
+/// [`HeapThreshold::PERCENT`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct HeapThreshold {
-    /// Lower bound of the max heap (MB) this tier applies to. Range 0..=65536.
+    /// Lower bound of the max heap (MB) this tier applies to.
     pub min_max_heap_mb: u64,
-    /// Used heap, in percent of the max heap, above which a poll is a strike. Range 1..=100.
+    /// Used heap, in percent of the max heap, above which a poll is a strike.
     pub percent: u64,
 }
 
-/// The Java heap triggers.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct HeapPolicy {
-    /// Tiers by max heap; the tier with the largest `min_max_heap_mb` not above the max heap
-    /// applies. 1..=8 tiers, one of which must have `min_max_heap_mb` 0. Default
-    /// ≥512 MB → 80 %, ≥256 MB → 85 %, otherwise 90 %.
-    pub thresholds: Vec<HeapThreshold>,
-    /// Consecutive polls over the threshold that make a verdict. Range 1..=100. Default 3.
-    pub strikes: u32,
-    /// Whether used heap must not fall between strikes (falling resets the count). Default true.
-    pub ascending: bool,
-    /// With `ascending`, how far used heap may fall (percent of max heap) and still count as not
-    /// falling. Range 0..=50. Default 0 (strict: any fall resets).
-    pub slack_percent: u64,
-    /// Used heap above this percent of max heap makes an immediate verdict. Range 1..=100.
-    /// Default 90.
-    pub fast_huge_percent: u64,
-    /// Growth of used heap between two polls above this (MB) makes an immediate verdict.
-    /// Range 1..=65536. Default 350.
-    pub fast_huge_growth_mb: u64,
-}
+impl HeapThreshold {
+    /// What `min_max_heap_mb` accepts.
+    pub const MIN_MAX_HEAP_MB: RangeInclusive<u64> = 0..=65_536;
+    /// What `percent` accepts.
+    pub const PERCENT: RangeInclusive<u64> = 1..=100;
+    /// How many tiers `heap.thresholds` has.
+    pub const COUNT: RangeInclusive<usize> = 1..=8;
 
-/// The file-descriptor trigger.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct FdPolicy {
-    /// Open fds above this count are a strike. Range 16..=1048576. Default 1000.
-    pub max: u64,
-    /// ... or above this percent of the soft `Max open files`, whichever is lower. Range 1..=100.
-    /// Default 95.
-    pub soft_limit_percent: u64,
-    /// Consecutive polls over the threshold that make a verdict. Range 1..=100. Default 3.
-    pub strikes: u32,
-    /// How far the count may fall between strikes and still count. Range 0..=100000. Default 50.
-    pub tolerance: u64,
-}
-
-/// The thread-count trigger.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ThreadPolicy {
-    /// Threads above this count are a strike. Range 16..=100000. Default 750.
-    pub max: u64,
-    /// The limit on Huawei devices at or below `huawei_legacy_max_api`. Range 16..=100000.
-    /// Default 450.
-    pub huawei_legacy_max: u64,
-    /// Highest Android API level the Huawei limit applies to. Range 0..=100. Default 26.
-    pub huawei_legacy_max_api: u32,
-    /// The limit is also at most this percent of `/proc/sys/kernel/threads-max`. Range 1..=100.
-    /// Default 90.
-    pub threads_max_percent: u64,
-    /// Consecutive polls over the threshold that make a verdict. Range 1..=100. Default 3.
-    pub strikes: u32,
-    /// How far the count may fall between strikes and still count. Range 0..=100000. Default 50.
-    pub tolerance: u64,
-}
-
-/// The virtual-size trigger; only 32-bit processes run out of address space.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct VmSizePolicy {
-    /// VmSize above this (MB) is a strike in a 32-bit process. Range 256..=4096. Default 3650.
-    pub max_mb_32bit: u64,
-    /// Consecutive polls over the threshold that make a verdict. Range 1..=100. Default 3.
-    pub strikes: u32,
-}
-
-/// The memory-cgroup trigger: the cgroup's working set (usage less inactive page cache)
-/// against the limit that binds (cgroup v2: the lower of `memory.max` and `memory.high` of the
-/// process's cgroup and its ancestors; v1: `memory.limit_in_bytes`). Off where no memory cgroup
-/// is readable (`status.json`'s `cgroup_memory` says why).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct CgroupMemoryPolicy {
-    /// Working set above this percent of the limit is a strike. Range 1..=100. Default 85.
-    pub percent: u64,
-    /// Consecutive polls over the threshold that make a verdict. Range 1..=100. Default 3.
-    pub strikes: u32,
-    /// Whether the working set must not fall between strikes (falling restarts the run).
-    /// Default true.
-    pub ascending: bool,
-    /// With `ascending`, how far it may fall (percent of the limit) and still count as not
-    /// falling. Range 0..=50. Default 0.
-    pub slack_percent: u64,
+    /// A tier.
+    pub const fn tier(min_max_heap_mb: u64, percent: u64) -> HeapThreshold {
+        HeapThreshold {
+            min_max_heap_mb,
+            percent,
+        }
+    }
 }
 
 /// How a dump is taken.
@@ -146,6 +261,14 @@ pub enum DumpMode {
     InProcess,
 }
 
+impl DumpMode {
+    /// The names the document uses.
+    pub const NAMES: &'static [(&'static str, DumpMode)] = &[
+        ("fork", DumpMode::Fork),
+        ("in_process", DumpMode::InProcess),
+    ];
+}
+
 /// What to do when the fork dump is not possible.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -154,6 +277,14 @@ pub enum DumpFallback {
     Skip,
     /// Dump in process.
     InProcess,
+}
+
+impl DumpFallback {
+    /// The names the document uses.
+    pub const NAMES: &'static [(&'static str, DumpFallback)] = &[
+        ("skip", DumpFallback::Skip),
+        ("in_process", DumpFallback::InProcess),
+    ];
 }
 
 /// How much of a dump the stripper removes while it is written.
@@ -168,218 +299,19 @@ pub enum StripLevel {
     App,
 }
 
-/// Dump settings and quotas.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct DumpPolicy {
-    /// `"fork"` or `"in_process"`. Default `"fork"`.
-    pub mode: DumpMode,
-    /// `"skip"` or `"in_process"`, used when fork is unavailable. Default `"skip"`.
-    pub fallback: DumpFallback,
-    /// `"none"`, `"arrays"` or `"app"`. Default `"arrays"`.
-    pub strip_level: StripLevel,
-    /// Keep the full (unstripped) dump beside the stripped one. Default false.
-    pub keep_full: bool,
-    /// Seconds the forked child may take before it is killed. Range 5..=3600. Default 60.
-    pub child_deadline_s: u64,
-    /// At most one dump per process lifetime. Default true.
-    pub once_per_process: bool,
-    /// Dumps per app version within `quota_window_days`. Range 0..=1000. Default 5.
-    pub per_version_quota: u32,
-    /// The quota window, in days. Range 1..=365. Default 15.
-    pub quota_window_days: u32,
-    /// Free disk needed before dumping, in MB. Range 0..=1048576. Default 200.
-    pub min_free_disk_mb: u64,
-    /// ... and at least this many times the used heap. Range 0..=16. Default 2.
-    pub min_free_disk_heap_factor: u64,
-    /// The incident lists at most this many of the process's Java threads (id and name,
-    /// `runningInfo.javaThreads`), which name the threads a report's paths start on; 0 lists
-    /// none. Range 0..=65536. Default 4096.
-    pub java_threads_max: u32,
-}
-
-/// Limits of the analysis of a dump.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct AnalysisPolicy {
-    /// Bitmaps with at least this many pixels are reported. Range 1..=2^40. Default 768×1366.
-    pub bitmap_min_pixels: u64,
-    /// Arrays of at least this many bytes are reported. Range 1024..=2^40. Default 262144.
-    pub big_array_bytes: u64,
-    /// Largest dominators reported. Range 1..=1000. Default 20.
-    pub top_dominators: u32,
-    /// GC-root paths kept per leaking class. Range 1..=1000. Default 45.
-    pub max_paths_per_class: u32,
-    /// Attempts at analysing one dump before giving up. Range 1..=20. Default 3.
-    pub max_attempts: u32,
-    /// Memory the analysing process may use, MB. Range 32..=65536. Default 512.
-    pub memory_limit_mb: u64,
-}
-
-/// Limits of the on-disk incident queue.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct SpoolPolicy {
-    /// Total bytes of queued incidents. Range 1 MiB..=64 GiB. Default 256 MiB.
-    pub max_bytes: u64,
-    /// Queued incidents. Range 1..=10000. Default 20.
-    pub max_count: u32,
-    /// Incidents older than this are dropped. Range 1..=365. Default 14.
-    pub max_age_days: u32,
-}
-
-/// Reports of the previous process's death (the flight recorder).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct DeathPolicy {
-    /// Report a previous process that died without a clean exit. Default true.
-    pub report: bool,
-    /// Death incidents queued per day at most (a crash loop must not fill the spool). Range
-    /// 0..=1000. Default 5.
-    pub max_per_day: u32,
-}
-
-/// Upload of reports.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct UploadPolicy {
-    /// `https://` URL (plain `http://` only to a loopback address), at most 2048 bytes; `null`
-    /// disables upload. A remote policy must name it (null included). Default null.
-    pub url: Option<String>,
-    /// Upload only on unmetered networks. Default true.
-    pub unmetered_only: bool,
-    /// Bytes uploaded per day at most. Range 0..=2^40. Default 50 MiB.
-    pub daily_byte_budget: u64,
-    /// Attempts per report before it is dropped. Range 1..=1000. Default 10.
-    pub max_attempts: u32,
-    /// First retry delay, ms; doubles each attempt. Range 100..=86400000. Default 30000.
-    pub backoff_base_ms: u64,
-    /// Largest retry delay, ms. Range 100..=604800000. Default 21600000 (6 h).
-    pub backoff_cap_ms: u64,
-    /// Timeout of one request, ms. Range 100..=600000. Default 30000.
-    pub timeout_ms: u64,
-}
-
-/// Where the next policy comes from.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct RemotePolicy {
-    /// `https://` URL (plain `http://` only to a loopback address), at most 2048 bytes; `null`
-    /// disables refresh. Set, it needs the public key given at start (remote policies are
-    /// signed). A remote policy must name it (null included). Default null.
-    pub url: Option<String>,
-    /// Hours between two fetches at least. Range 1..=8760. Default 12.
-    pub min_refresh_hours: u64,
-    /// Largest policy body accepted, bytes. Range 256..=1048576. Default 65536.
-    pub max_bytes: u64,
-    /// Timeout of the fetch, ms. Range 100..=120000. Default 10000.
-    pub timeout_ms: u64,
-}
-
-impl Default for Policy {
-    fn default() -> Self {
-        Policy {
-            version: 1,
-            issued_at_s: None,
-            expires_at_s: None,
-            poll_interval_ms: 5000,
-            heap: HeapPolicy {
-                thresholds: vec![
-                    HeapThreshold {
-                        min_max_heap_mb: 512,
-                        percent: 80,
-                    },
-                    HeapThreshold {
-                        min_max_heap_mb: 256,
-                        percent: 85,
-                    },
-                    HeapThreshold {
-                        min_max_heap_mb: 0,
-                        percent: 90,
-                    },
-                ],
-                strikes: 3,
-                ascending: true,
-                slack_percent: 0,
-                fast_huge_percent: 90,
-                fast_huge_growth_mb: 350,
-            },
-            fd: FdPolicy {
-                max: 1000,
-                soft_limit_percent: 95,
-                strikes: 3,
-                tolerance: 50,
-            },
-            threads: ThreadPolicy {
-                max: 750,
-                huawei_legacy_max: 450,
-                huawei_legacy_max_api: 26,
-                threads_max_percent: 90,
-                strikes: 3,
-                tolerance: 50,
-            },
-            vm_size: VmSizePolicy {
-                max_mb_32bit: 3650,
-                strikes: 3,
-            },
-            cgroup_memory: CgroupMemoryPolicy {
-                percent: 85,
-                strikes: 3,
-                ascending: true,
-                slack_percent: 0,
-            },
-            dump: DumpPolicy {
-                mode: DumpMode::Fork,
-                fallback: DumpFallback::Skip,
-                strip_level: StripLevel::Arrays,
-                keep_full: false,
-                child_deadline_s: 60,
-                once_per_process: true,
-                per_version_quota: 5,
-                quota_window_days: 15,
-                min_free_disk_mb: 200,
-                min_free_disk_heap_factor: 2,
-                java_threads_max: 4096,
-            },
-            analysis: AnalysisPolicy {
-                bitmap_min_pixels: 768 * 1366,
-                big_array_bytes: 262_144,
-                top_dominators: 20,
-                max_paths_per_class: 45,
-                max_attempts: 3,
-                memory_limit_mb: 512,
-            },
-            spool: SpoolPolicy {
-                max_bytes: 256 << 20,
-                max_count: 20,
-                max_age_days: 14,
-            },
-            death: DeathPolicy {
-                report: true,
-                max_per_day: 5,
-            },
-            upload: UploadPolicy {
-                url: None,
-                unmetered_only: true,
-                daily_byte_budget: 50 << 20,
-                max_attempts: 10,
-                backoff_base_ms: 30_000,
-                backoff_cap_ms: 6 * 3600 * 1000,
-                timeout_ms: 30_000,
-            },
-            remote: RemotePolicy {
-                url: None,
-                min_refresh_hours: 12,
-                max_bytes: 65_536,
-                timeout_ms: 10_000,
-            },
-        }
-    }
+impl StripLevel {
+    /// The names the document uses.
+    pub const NAMES: &'static [(&'static str, StripLevel)] = &[
+        ("none", StripLevel::None),
+        ("arrays", StripLevel::Arrays),
+        ("app", StripLevel::App),
+    ];
 }
 
 impl HeapPolicy {
-    /// The strike threshold (percent of max heap) for a heap of `max_heap_bytes`.
+    /// The strike threshold (percent of max heap) for a heap of `max_heap_bytes` (the rule is
+    /// the trigger's, [`crate::trigger::HeapConfig::threshold_percent`]).
     pub fn threshold_percent(&self, max_heap_bytes: u64) -> u64 {
-        let mb = max_heap_bytes >> 20;
-        self.thresholds
-            .iter()
-            .filter(|t| t.min_max_heap_mb <= mb)
-            .max_by_key(|t| t.min_max_heap_mb)
-            .map(|t| t.percent)
-            .unwrap_or(100)
+        crate::trigger::HeapConfig::from(self).threshold_percent(max_heap_bytes)
     }
 }

@@ -167,7 +167,7 @@ impl Clock for ManualClock {
     }
 }
 
-/// Limits of the spool (the policy maps onto this).
+/// Limits of the spool, from the policy (`policy::configs`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Quotas {
     /// Total bytes of incidents and quarantine.
@@ -182,15 +182,11 @@ pub struct Quotas {
     pub keep_full_dump: bool,
 }
 
+/// The default policy's quotas (built in `policy::configs`; the spool keeps no defaults of its
+/// own).
 impl Default for Quotas {
     fn default() -> Self {
-        Quotas {
-            max_total_bytes: 256 * 1024 * 1024,
-            max_count: 10,
-            max_age: Duration::from_secs(14 * 24 * 3600),
-            max_analysis_attempts: 3,
-            keep_full_dump: false,
-        }
+        (&crate::policy::Policy::default()).into()
     }
 }
 

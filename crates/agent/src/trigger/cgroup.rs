@@ -6,19 +6,18 @@
 //! A sample without a limit (none set, or nothing readable) is never a strike: the run resets.
 #![forbid(unsafe_code)]
 
-use super::{mb, pct, Kind, Run, Verdict};
-use crate::policy::Policy;
+use super::{mb, pct, Config, Kind, Run, Verdict};
 use crate::sample::Sample;
 
 /// The threshold in bytes for this sample; `None` when it has no limit or no working set.
-pub fn threshold_bytes(p: &Policy, s: &Sample) -> Option<u64> {
+pub fn threshold_bytes(p: &Config, s: &Sample) -> Option<u64> {
     let limit = s.cgroup_limit?;
     s.cgroup_working_set?;
     Some(((limit as u128 * p.cgroup_memory.percent as u128) / 100) as u64)
 }
 
 /// Feed one sample into the cgroup run; a verdict when it reached its strikes.
-pub(super) fn step(run: &mut Run, s: &Sample, p: &Policy) -> Option<Verdict> {
+pub(super) fn step(run: &mut Run, s: &Sample, p: &Config) -> Option<Verdict> {
     let c = &p.cgroup_memory;
     let (limit, ws, thr) = match (s.cgroup_limit, s.cgroup_working_set, threshold_bytes(p, s)) {
         (Some(l), Some(w), Some(t)) => (l, w, t),
@@ -58,15 +57,14 @@ pub(super) fn step(run: &mut Run, s: &Sample, p: &Policy) -> Option<Verdict> {
 
 #[cfg(test)]
 mod tests {
-    use crate::policy::Policy;
     use crate::sample::Sample;
-    use crate::trigger::{Device, Kind, Triggers};
+    use crate::trigger::{default_config, Config, Device, Kind, Triggers};
 
     const MB: u64 = 1 << 20;
 
     /// Working sets (MB) under a `limit_mb` limit (`None`: no limit), fed to fresh triggers with
     /// a heap far below its thresholds: (poll, evidence length) of each cgroup verdict.
-    fn run(p: &Policy, ws: &[u64], limit_mb: Option<u64>) -> Vec<(u64, usize)> {
+    fn run(p: &Config, ws: &[u64], limit_mb: Option<u64>) -> Vec<(u64, usize)> {
         let mut t = Triggers::new();
         let d = Device::default();
         let mut out = Vec::new();
@@ -94,7 +92,7 @@ mod tests {
 
     #[test]
     fn cgroup_strikes_table() {
-        let p = Policy::default();
+        let p = default_config();
         // 200 MB limit: 85% = 170 MB; a strike is strictly over it.
         type Row<'a> = (&'a [u64], Option<u64>, &'a [(u64, usize)]);
         let table: &[Row] = &[
@@ -134,7 +132,7 @@ mod tests {
 
     #[test]
     fn a_lost_limit_or_working_set_resets_the_run() {
-        let p = Policy::default();
+        let p = default_config();
         let mut t = Triggers::new();
         let d = Device::default();
         let over = Sample {

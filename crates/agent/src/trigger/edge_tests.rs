@@ -23,7 +23,7 @@ fn quiet(seq: u64, used_mb: u64, max_mb: u64) -> Sample {
 }
 
 /// Feed `samples` to fresh triggers; (poll, kind) of each verdict.
-fn verdicts(samples: &[Sample], p: &Policy, d: &Device) -> Vec<(u64, Kind)> {
+fn verdicts(samples: &[Sample], p: &Config, d: &Device) -> Vec<(u64, Kind)> {
     let mut t = Triggers::new();
     samples
         .iter()
@@ -43,7 +43,7 @@ fn heap_polls(used_mb: &[u64], max_mb: u64) -> Vec<Sample> {
 /// 100 MB, threads at exactly 750; one more is.
 #[test]
 fn exactly_at_a_threshold_is_not_over_it() {
-    let p = Policy::default();
+    let p = default_config();
     let d = Device::default();
     // 400 MB heap: the 85 % tier, 340 MB exactly.
     assert_eq!(verdicts(&heap_polls(&[340, 340, 340], 400), &p, &d), vec![]);
@@ -75,7 +75,7 @@ fn exactly_at_a_threshold_is_not_over_it() {
 /// A max heap of 0 means the VM did not say: no heap or fast-huge verdict whatever is used.
 #[test]
 fn an_unknown_max_heap_gives_no_heap_verdict() {
-    let p = Policy::default();
+    let p = default_config();
     let d = Device::default();
     let polls: Vec<Sample> = (1..=4)
         .map(|i| Sample {
@@ -95,7 +95,7 @@ fn an_unknown_max_heap_gives_no_heap_verdict() {
 /// new run, and the growth rule does not compare with a poll from before the reset.
 #[test]
 fn reset_forgets_the_runs() {
-    let p = Policy::default();
+    let p = default_config();
     let d = Device::default();
     let mut t = Triggers::new();
     let over = |seq| Sample {
@@ -127,7 +127,7 @@ fn reset_forgets_the_runs() {
 /// level of 0 (unknown, as off Android) keeps the ordinary limit.
 #[test]
 fn huawei_limit_needs_a_known_api_level() {
-    let p = Policy::default();
+    let p = default_config();
     let s = quiet(1, 10, 256);
     let huawei = |api_level| Device {
         manufacturer: "huawei".into(),
@@ -143,7 +143,7 @@ fn huawei_limit_needs_a_known_api_level() {
 /// The fd verdict names the soft limit: a number, "unknown" (0) or "unlimited" (u64::MAX).
 #[test]
 fn the_fd_verdict_names_the_soft_limit() {
-    let p = Policy::default();
+    let p = default_config();
     let d = Device::default();
     for (limit, said) in [(0, "unknown"), (u64::MAX, "unlimited"), (4096, "4096")] {
         let mut t = Triggers::new();
@@ -192,7 +192,7 @@ fn stack_groups_fold_equal_stacks_only() {
 #[test]
 fn a_fall_past_the_slack_starts_a_new_run() {
     let d = Device::default();
-    let mut p = Policy::default();
+    let mut p = default_config();
     p.heap.slack_percent = 1; // 2.56 MB of 256 MB
     assert_eq!(
         verdicts(&heap_polls(&[220, 218, 219], 256), &p, &d),

@@ -3,7 +3,9 @@
 //!
 //! Invariants:
 //! - No I/O, no clock, no randomness: [`Triggers::observe`] is a function of the samples seen so
-//!   far, the policy and the device, so every rule is tested with tables.
+//!   far, the machines' [`Config`] and the device, so every rule is tested with tables.
+//! - The machines read their own [`Config`], never the whole policy: `policy::configs` builds it
+//!   from the policy (`Config::from(&policy)`), and it has no defaults of its own.
 //! - A strike run counts consecutive polls over a threshold in which the value did not fall by more
 //!   than the slack (heap: `slack_percent` of max heap, fd/threads: `tolerance`); a fall beyond it
 //!   starts a new run at this poll, a poll under the threshold resets the run to zero.
@@ -25,9 +27,104 @@ pub mod inventory;
 
 pub use inventory::{fd_kind, fold_name, Group, Inventory, InventoryKind};
 
-use crate::policy::Policy;
 use crate::sample::Sample;
 use serde::Serialize;
+
+/// The settings of every machine, one section each (built from the policy's sections of the
+/// same names in `policy::configs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    pub heap: HeapConfig,
+    pub fd: FdConfig,
+    pub threads: ThreadConfig,
+    pub vm_size: VmSizeConfig,
+    pub cgroup_memory: CgroupConfig,
+}
+
+/// One heap tier: applies when the max heap is at least `min_max_heap_mb`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tier {
+    pub min_max_heap_mb: u64,
+    /// Used heap, in percent of the max heap, above which a poll is a strike.
+    pub percent: u64,
+}
+
+/// The heap machines (the strike run and fast-huge).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeapConfig {
+    /// The tier with the largest `min_max_heap_mb` not above the max heap applies.
+    pub thresholds: Vec<Tier>,
+    pub strikes: u32,
+    /// Used heap must not fall (by more than `slack_percent` of max heap) between strikes.
+    pub ascending: bool,
+    pub slack_percent: u64,
+    /// Used heap above this percent of max heap is an immediate verdict.
+    pub fast_huge_percent: u64,
+    /// Growth above this (MB) between two polls is an immediate verdict.
+    pub fast_huge_growth_mb: u64,
+}
+
+impl HeapConfig {
+    /// The strike threshold (percent of max heap) for a heap of `max_heap_bytes`: the tier
+    /// with the largest `min_max_heap_mb` not above it (100 when none applies).
+    pub fn threshold_percent(&self, max_heap_bytes: u64) -> u64 {
+        let mb = max_heap_bytes >> 20;
+        self.thresholds
+            .iter()
+            .filter(|t| t.min_max_heap_mb <= mb)
+            .max_by_key(|t| t.min_max_heap_mb)
+            .map(|t| t.percent)
+            .unwrap_or(100)
+    }
+}
+
+/// The fd machine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FdConfig {
+    pub max: u64,
+    /// The threshold is also at most this percent of the soft limit.
+    pub soft_limit_percent: u64,
+    pub strikes: u32,
+    /// How far the count may fall between strikes and still count.
+    pub tolerance: u64,
+}
+
+/// The thread machine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ThreadConfig {
+    pub max: u64,
+    /// The limit on Huawei devices at or below `huawei_legacy_max_api`.
+    pub huawei_legacy_max: u64,
+    pub huawei_legacy_max_api: u32,
+    /// The threshold is also at most this percent of `threads-max`.
+    pub threads_max_percent: u64,
+    pub strikes: u32,
+    pub tolerance: u64,
+}
+
+/// The VmSize machine (32-bit processes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VmSizeConfig {
+    pub max_mb_32bit: u64,
+    pub strikes: u32,
+}
+
+/// The memory-cgroup machine ([`cgroup`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CgroupConfig {
+    /// Working set above this percent of the limit is a strike.
+    pub percent: u64,
+    pub strikes: u32,
+    pub ascending: bool,
+    /// With `ascending`, how far it may fall (percent of the limit) and still count.
+    pub slack_percent: u64,
+}
+
+/// The machines' settings from the default policy, for tests.
+#[cfg(test)]
+pub(crate) fn default_config() -> Config {
+    Config::from(&crate::policy::Policy::default())
+}
 
 /// What a verdict is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -120,12 +217,12 @@ pub struct Thresholds {
 }
 
 /// The heap threshold in percent for a sample.
-pub fn heap_threshold(p: &Policy, s: &Sample) -> u64 {
+pub fn heap_threshold(p: &Config, s: &Sample) -> u64 {
     p.heap.threshold_percent(s.heap_max)
 }
 
 /// The fd threshold: `fd.max` or `soft_limit_percent` of the soft limit, whichever is lower.
-pub fn fd_threshold(p: &Policy, s: &Sample) -> u64 {
+pub fn fd_threshold(p: &Config, s: &Sample) -> u64 {
     let by_limit = match s.fd_soft_limit {
         0 | u64::MAX => u64::MAX,
         l => l.saturating_mul(p.fd.soft_limit_percent) / 100,
@@ -135,7 +232,7 @@ pub fn fd_threshold(p: &Policy, s: &Sample) -> u64 {
 
 /// The thread threshold: `threads.max` (Huawei at old API levels: `huawei_legacy_max`), and at
 /// most `threads_max_percent` of `threads-max`.
-pub fn thread_threshold(p: &Policy, d: &Device, s: &Sample) -> u64 {
+pub fn thread_threshold(p: &Config, d: &Device, s: &Sample) -> u64 {
     let huawei = d.manufacturer.eq_ignore_ascii_case("huawei")
         && d.api_level > 0
         && d.api_level <= p.threads.huawei_legacy_max_api;
@@ -300,7 +397,7 @@ impl Triggers {
     }
 
     /// Feed one sample; at most one verdict comes out.
-    pub fn observe(&mut self, s: &Sample, p: &Policy, d: &Device) -> Option<Verdict> {
+    pub fn observe(&mut self, s: &Sample, p: &Config, d: &Device) -> Option<Verdict> {
         let prev = self.last.replace(*s);
         // Every verdict of this poll, in precedence order; `choose` keeps one.
         let mut fired = Vec::new();
@@ -473,7 +570,7 @@ mod tests {
 
     /// Run a list of used-heap values (MB) through fresh triggers with a 256 MB heap; return the
     /// poll (1-based) and kind of each verdict.
-    fn heap_run(p: &Policy, used: &[u64], max_mb: u64) -> Vec<(u64, Kind, usize)> {
+    fn heap_run(p: &Config, used: &[u64], max_mb: u64) -> Vec<(u64, Kind, usize)> {
         let mut t = Triggers::new();
         let d = Device::default();
         let mut out = Vec::new();
@@ -487,7 +584,7 @@ mod tests {
 
     #[test]
     fn heap_strikes_table() {
-        let p = Policy::default();
+        let p = default_config();
         // 256 MB heap: threshold 85% = 217.6 MB; fast-huge 90% = 230.4 MB.
         let table: &[(&[u64], &[(u64, Kind, usize)])] = &[
             (&[100, 150, 200], &[]),
@@ -550,7 +647,7 @@ mod tests {
 
     #[test]
     fn heap_verdict_carries_the_evidence() {
-        let p = Policy::default();
+        let p = default_config();
         let mut t = Triggers::new();
         let d = Device::default();
         assert!(t.observe(&heap(1, 218, 256), &p, &d).is_none());
@@ -575,7 +672,7 @@ mod tests {
     fn counts(
         field: fn(&mut Sample, u64),
         values: &[u64],
-        p: &Policy,
+        p: &Config,
         d: &Device,
         limit: u64,
     ) -> Vec<(u64, Kind)> {
@@ -594,7 +691,7 @@ mod tests {
 
     #[test]
     fn fd_table() {
-        let p = Policy::default();
+        let p = default_config();
         let d = Device::default();
         let fd = |s: &mut Sample, v| s.fds = v;
         let table: &[(u64, &[u64], &[(u64, Kind)])] = &[
@@ -619,7 +716,7 @@ mod tests {
 
     #[test]
     fn thread_table() {
-        let p = Policy::default();
+        let p = default_config();
         let th = |s: &mut Sample, v| s.threads = v;
         let plain = Device::default();
         let old_huawei = Device {
@@ -654,7 +751,7 @@ mod tests {
 
     #[test]
     fn vm_size_only_in_32bit() {
-        let p = Policy::default();
+        let p = default_config();
         let vm = |s: &mut Sample, v| s.vm_size_kb = v;
         let b32 = Device {
             is_32bit: true,
@@ -675,7 +772,7 @@ mod tests {
 
     #[test]
     fn one_verdict_per_poll_in_order() {
-        let p = Policy::default();
+        let p = default_config();
         let mut t = Triggers::new();
         let d = Device::default();
         let mut kinds = Vec::new();
@@ -703,7 +800,7 @@ mod tests {
     /// get its verdict, and its run must not grow past its strikes meanwhile.
     #[test]
     fn a_kind_firing_every_poll_does_not_starve_the_others() {
-        let p = Policy::default();
+        let p = default_config();
         let d = Device::default();
         let mut t = Triggers::new();
         let mut kinds = Vec::new();
@@ -740,7 +837,7 @@ mod tests {
     /// (reset) keeps the mute.
     #[test]
     fn a_muted_kind_never_takes_the_poll() {
-        let p = Policy::default();
+        let p = default_config();
         let d = Device::default();
         let mut t = Triggers::new();
         t.mute(Kind::FastHuge);
@@ -771,7 +868,7 @@ mod tests {
     }
 
     /// Policies at the edges of their ranges.
-    fn edge_policy() -> impl proptest::strategy::Strategy<Value = Policy> {
+    fn edge_policy() -> impl proptest::strategy::Strategy<Value = Config> {
         use proptest::prelude::*;
         (
             1u32..=3,
@@ -784,7 +881,7 @@ mod tests {
             prop_oneof![Just(0u64), Just(100_000)],
         )
             .prop_map(|(strikes, ascending, slack, fast, growth, pct, max, tol)| {
-                let mut p = Policy::default();
+                let mut p = default_config();
                 p.heap.strikes = strikes;
                 p.heap.ascending = ascending;
                 p.heap.slack_percent = slack;

@@ -91,7 +91,7 @@ pub enum Error {
     Spool(#[from] SpoolError),
 }
 
-/// Upload settings (the policy maps onto this).
+/// Upload settings, from the policy (`policy::configs`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
     /// The tus creation endpoint, e.g. `https://reports.example.com/files/`.
@@ -122,22 +122,11 @@ pub struct Config {
     pub unmetered_only: bool,
 }
 
+/// The default policy's settings, with no endpoint (built in `policy::configs`; the uploader
+/// keeps no defaults of its own).
 impl Default for Config {
     fn default() -> Self {
-        Config {
-            endpoint: String::new(),
-            connect_timeout: Duration::from_secs(10),
-            io_timeout: Duration::from_secs(30),
-            min_rate: 16 * 1024,
-            chunk_size: 1024 * 1024,
-            max_attempts: 10,
-            backoff_base: Duration::from_secs(30),
-            backoff_cap: Duration::from_secs(6 * 3600),
-            default_retry_after: Duration::from_secs(60),
-            max_retry_after: Duration::from_secs(24 * 3600),
-            daily_byte_budget: 64 * 1024 * 1024,
-            unmetered_only: true,
-        }
+        (&crate::policy::Policy::default()).into()
     }
 }
 
@@ -222,7 +211,7 @@ pub fn run_once_with(
     network: &dyn Fn() -> Network,
 ) -> Result<Summary, Error> {
     let net = network();
-    if !tus::allowed_url(&cfg.endpoint) {
+    if !crate::policy::url::allowed_url(&cfg.endpoint) {
         return Err(Error::Insecure(cfg.endpoint.clone()));
     }
     let mut sum = Summary::default();
