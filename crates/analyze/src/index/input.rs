@@ -32,7 +32,7 @@ const MAP_MIN: usize = 1 << 20;
 pub enum Input<'a> {
     File(&'a Path),
     Bytes(&'a [u8]),
-    /// One heap dump of an input that holds several ([`analyze`] makes it; see `snapshot`).
+    /// One heap dump of an input that holds several ([`crate::analyze`] makes it; see `snapshot`).
     Snapshot(Picked<'a>),
 }
 
