@@ -25,9 +25,12 @@
 //!   the field bytes; ART: the object size); an array counts length × element size plus a 12- or
 //!   16-byte header, also when its contents were stripped (0xC3); a class counts its statics.
 //!
-//! Files: `fields` (instance layouts and detector roles), `idmap` (id -> node), `pass2` (the
-//! objects' pass), `onepass` (prefix and one-pass parse), `shared` (the node arrays workers fill
-//! side by side, and applying their output); this file holds the index's types and pass 1.
+//! Files: `input` (where a dump is read from and how the passes read it: whole, the prefix, chosen
+//! pieces, or parts side by side), `build` (the driver: which passes, in how many parts, and
+//! joining their outputs), `fields` (instance layouts and detector roles), `idmap` (id -> node),
+//! `pass2` (the objects' pass), `onepass` (prefix and one-pass parse), `shared` (the node arrays
+//! workers fill side by side, and applying their output); this file holds the index's types and
+//! pass 1.
 #![forbid(unsafe_code)]
 
 use super::arrays::{halves, pair};
@@ -36,8 +39,10 @@ use hprof::{read_id, sub, BasicType, ClassDump, Header, Record, Sub, Visitor};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
 
+mod build;
 mod fields;
 mod idmap;
+mod input;
 mod onepass;
 mod pass2;
 mod shared;
@@ -45,6 +50,12 @@ mod sizes;
 mod threads;
 
 pub use threads::{OnThread, Threads};
+
+pub(crate) use build::{build_index, threads};
+#[cfg(test)]
+pub(crate) use build::{free_node, one_pass, scan, two_pass_graph, FreeNodes, OnePassResult};
+pub(crate) use input::Heads;
+pub use input::{Input, Picked, CHUNK, WINDOW};
 
 use fields::*;
 pub use idmap::*;

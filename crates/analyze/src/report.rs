@@ -323,22 +323,7 @@ pub(crate) fn build(
     input: Input<'_>,
     running_info: serde_json::Value,
 ) -> Result<Report, Error> {
-    // The detectors' suspects and the dominator candidates each read every node: side by side,
-    // the candidates' scan cut in two on a large heap (the suspects' scan is often skipped).
-    let holder = holders(ix, dom);
-    let want = cfg.top_n.saturating_mul(8).max(64);
-    let len = dom.len() as u32;
-    let mid = if threads > 1 && dom.len() >= super::dominators::PAR_MIN {
-        len / 2
-    } else {
-        len
-    };
-    let (suspects, cands) = std::thread::scope(|sc| {
-        let h = sc.spawn(|| dominator_candidates(dom, &holder, 1..mid, want));
-        let suspects = leak_suspects(ix, dom, cfg);
-        let rest = dominator_candidates(dom, &holder, mid..len, want);
-        (suspects, top_candidates(super::joined(h), rest, want))
-    });
+    let (suspects, cands) = suspects_and_candidates(ix, dom, cfg, threads);
 
     // --- Name the paths (pass 3 over the file for the references along them). Each path is
     // walked here and again below, never kept: what this holds is the union of the kept parts
@@ -346,26 +331,11 @@ pub(crate) fn build(
     // Paths through one object above their ends (suspects in one collection) walk up once.
     let memo = RefCell::new(Memo::default());
     let walk = |v: u32| bfs.path_memo(ix, v, &mut memo.borrow_mut());
-    let mut wanted: HashSet<(u64, u64)> = HashSet::new();
-    let mut on_paths: HashSet<u64> = HashSet::new();
-    for v in suspects
+    let ends = suspects
         .iter()
         .map(|s| s.node)
-        .chain(cands.iter().map(|c| c.1))
-    {
-        let k = walk(v);
-        wanted.extend(
-            k.edges()
-                .map(|(x, y)| (ix.ids[x as usize], ix.ids[y as usize])),
-        );
-        on_paths.extend(k.nodes.iter().map(|&v| ix.ids[v as usize]));
-    }
-    // Pass 3 also keeps the fields of the instances on the paths that its pieces hold.
-    let mut fields = Fields::new(on_paths.into_iter().collect());
-    let mut p3 = Pass3::new(ix, wanted.into_iter().collect());
-    let mut parents: Vec<u64> = p3.wanted.iter().map(|w| w.0).collect();
-    parents.dedup();
-    input.pass_segments(&ix.segments, &parents, &mut Both(&mut p3, &mut fields))?;
+        .chain(cands.iter().map(|c| c.1));
+    let (p3, mut fields) = read_paths(ix, input, ends, &walk)?;
     // A path's name and signature, without its items (grouping), or with them (the groups
     // kept: their first object's).
     let sign = |v: u32| name_path(ix, bfs, &p3, walk(v), v, false);
@@ -377,110 +347,21 @@ pub(crate) fn build(
         leak_objects: (suspects.len() - listed.len()) as u64,
         ..LeftOut::default()
     };
-    let (mut groups, leak_objects, leak_counts) =
-        group_suspects(ix, dom, &suspects, &listed, &sign);
+    let (groups, leak_objects, leak_counts) = group_suspects(ix, dom, &suspects, &listed, &sign);
 
     // --- dominators[]: candidates grouped by class and path shape, each with its first object.
     let dgroups = group_candidates(ix, &cands, &sign, cfg.top_n);
-    for d in &dgroups {
-        if d.retained >= cfg.large_retained_bytes {
-            let g = Group {
-                reason: LARGE_RETAINED.into(),
-                ..d.clone()
-            };
-            groups
-                .entry((LARGE_RETAINED.into(), d.class_name.clone()))
-                .or_default()
-                .insert(d.signature.clone(), g);
-        }
-    }
-    let mut gc_paths: Vec<Group> = Vec::new();
-    for (_, sigs) in groups {
-        let mut v: Vec<Group> = sigs.into_values().collect();
-        v.sort_by(|a, b| b.count.cmp(&a.count).then(b.retained.cmp(&a.retained)));
-        v.truncate(cfg.max_paths_per_class);
-        gc_paths.extend(v);
-    }
-    left_out.gc_paths = keep_largest(&mut gc_paths, MAX_GC_PATHS, |g| (g.count, g.retained));
+    let gc_paths = gc_path_groups(groups, &dgroups, cfg, &mut left_out);
     // Only the groups kept have their paths named.
-    let gc_paths: Vec<(GcPath, Named, String)> = gc_paths
-        .into_iter()
-        .map(|g| {
-            let nm = named(g.rep);
-            let p = GcPath {
-                instance_count: g.count,
-                leak_reason: g.reason,
-                gc_root: g.gc_root,
-                signature: g.signature,
-                path: nm.items.clone(),
-                steps_left_out: nm.path.left_out,
-                class_name: g.class_name,
-                retained_size: g.retained,
-                trace: Trace::default(),
-            };
-            (p, nm, g.detail)
-        })
-        .collect();
-    let dgroups: Vec<(DominatorGroup, Named)> = dgroups
-        .into_iter()
-        .map(|g| {
-            let nm = named(g.rep);
-            let d = DominatorGroup {
-                class_name: g.class_name,
-                retained_size: g.retained,
-                count: g.count,
-                gc_root: g.gc_root,
-                signature: g.signature,
-                path: nm.items.clone(),
-                steps_left_out: nm.path.left_out,
-                trace: Trace::default(),
-            };
-            (d, nm)
-        })
-        .collect();
+    let gc_paths = name_gc_paths(gc_paths, &named);
+    let dgroups = name_dominators(dgroups, &named);
 
-    // --- Leak traces of the groups kept. The instances on their paths whose fields pass 3 did
-    // not see (the last object of a path is no parent) are read now: the few pieces they are in.
-    let on_traces: Vec<u32> = gc_paths
+    // --- Leak traces of the groups kept.
+    let on_paths = gc_paths
         .iter()
         .map(|g| &g.1)
-        .chain(dgroups.iter().map(|d| &d.1))
-        .flat_map(|nm| {
-            // Each path's objects, and the thread a path on a thread starts on (its `tid`).
-            let thread = nm
-                .path
-                .nodes
-                .first()
-                .and_then(|&s| trace::thread_object(ix, s, nm.tag));
-            nm.path.nodes.iter().copied().chain(thread)
-        })
-        .collect();
-    let read = |ids: Vec<u64>| -> Result<HashMap<u64, (u64, Vec<u8>)>, Error> {
-        let mut more = Fields::new(ids);
-        let ids = more.wanted().to_vec();
-        input.pass_segments(&ix.segments, &ids, &mut more)?;
-        Ok(more.got)
-    };
-    let mut missing: Vec<u64> = on_traces
-        .iter()
-        .copied()
-        .filter(|&v| {
-            ix.class_of_node(v).is_none()
-                && !ix.classes[ix.class_of[v as usize] as usize]
-                    .name
-                    .ends_with("[]")
-        })
-        .map(|v| ix.ids[v as usize])
-        .filter(|id| !fields.got.contains_key(id))
-        .collect();
-    missing.sort_unstable();
-    missing.dedup();
-    if !missing.is_empty() {
-        fields.got.extend(read(missing)?);
-    }
-    // A View's context is often a ContextWrapper around its Activity, seldom on the path: the
-    // wrappers' fields are read hop by hop, again from just their pieces.
-    Inspector::read_context_wrappers(ix, &on_traces, &mut fields.got, read)?;
+        .chain(dgroups.iter().map(|d| &d.1));
+    read_trace_fields(ix, input, on_paths, &mut fields.got)?;
     let ins = Inspector::new(ix, &fields.got);
     let names = trace::thread_names(&running_info);
     let trace_of = |nm: &Named, end: Option<(&str, &str)>| {
@@ -507,36 +388,224 @@ pub(crate) fn build(
         (c.leak_instance_count, c.instance_count)
     });
 
-    let st = &ix.stats;
     Ok(Report {
         running_info,
-        analysis: AnalysisInfo {
-            format: ix.header.format.to_string(),
-            id_size: ix.header.id_size,
-            input_bytes: 0,
-            objects: st.objects,
-            reachable_objects: dom.reachable(),
-            references: st.edges,
-            gc_roots: dom.roots_used.len() as u64,
-            reachable_bytes: dom.retained_at(0),
-            missing_references: st.missing_refs,
-            missing_roots: st.missing_roots,
-            stripped_arrays: st.stripped_arrays,
-            duplicate_ids: st.duplicate_ids,
-            unknown_class_instances: st.unknown_class,
-            short_instances: st.short_instances,
-            parse_parts: 1,
-            snapshots: 1,
-            snapshot: 1,
-            sizes: ix.sizes,
-            left_out,
-            timings: Timings::default(),
-        },
+        analysis: analysis_info(ix, dom, left_out),
         class_infos,
         gc_paths,
         leak_objects,
         dominators: dgroups,
     })
+}
+
+/// The detectors' suspects and the dominator candidates (retained size, node). Each reads every
+/// node: side by side, the candidates' scan cut in two on a large heap (the suspects' scan is
+/// often skipped).
+fn suspects_and_candidates(
+    ix: &Index,
+    dom: &Dominators,
+    cfg: &Config,
+    threads: usize,
+) -> (Vec<Suspect>, Vec<(u64, u32)>) {
+    let holder = holders(ix, dom);
+    let want = cfg.top_n.saturating_mul(8).max(64);
+    let len = dom.len() as u32;
+    let mid = if threads > 1 && dom.len() >= super::dominators::PAR_MIN {
+        len / 2
+    } else {
+        len
+    };
+    std::thread::scope(|sc| {
+        let h = sc.spawn(|| dominator_candidates(dom, &holder, 1..mid, want));
+        let suspects = leak_suspects(ix, dom, cfg);
+        let rest = dominator_candidates(dom, &holder, mid..len, want);
+        (suspects, top_candidates(super::joined(h), rest, want))
+    })
+}
+
+/// Pass 3: the references along the paths that end at `ends` (each walked by `walk`), read
+/// from just the pieces of the file that hold their objects, and the fields of the instances
+/// on the paths that those pieces hold.
+fn read_paths<'a>(
+    ix: &'a Index,
+    input: Input<'_>,
+    ends: impl Iterator<Item = u32>,
+    walk: &dyn Fn(u32) -> Kept,
+) -> Result<(Pass3<'a>, Fields), Error> {
+    let mut wanted: HashSet<(u64, u64)> = HashSet::new();
+    let mut on_paths: HashSet<u64> = HashSet::new();
+    for v in ends {
+        let k = walk(v);
+        wanted.extend(
+            k.edges()
+                .map(|(x, y)| (ix.ids[x as usize], ix.ids[y as usize])),
+        );
+        on_paths.extend(k.nodes.iter().map(|&v| ix.ids[v as usize]));
+    }
+    // Pass 3 also keeps the fields of the instances on the paths that its pieces hold.
+    let mut fields = Fields::new(on_paths.into_iter().collect());
+    let mut p3 = Pass3::new(ix, wanted.into_iter().collect());
+    let mut parents: Vec<u64> = p3.wanted.iter().map(|w| w.0).collect();
+    parents.dedup();
+    input.pass_segments(&ix.segments, &parents, &mut Both(&mut p3, &mut fields))?;
+    Ok((p3, fields))
+}
+
+/// `gcPaths[]` before their paths are named: the suspects' `groups`, with the top-N groups
+/// (`dgroups`) that retain at least `large_retained_bytes` as leaks too; at most
+/// `max_paths_per_class` signatures per (reason, class), the most instances first, and at most
+/// [`MAX_GC_PATHS`] in all (the others counted in `left_out`).
+fn gc_path_groups(
+    mut groups: Groups,
+    dgroups: &[Group],
+    cfg: &Config,
+    left_out: &mut LeftOut,
+) -> Vec<Group> {
+    for d in dgroups {
+        if d.retained >= cfg.large_retained_bytes {
+            let g = Group {
+                reason: LARGE_RETAINED.into(),
+                ..d.clone()
+            };
+            groups
+                .entry((LARGE_RETAINED.into(), d.class_name.clone()))
+                .or_default()
+                .insert(d.signature.clone(), g);
+        }
+    }
+    let mut gc_paths: Vec<Group> = Vec::new();
+    for (_, sigs) in groups {
+        let mut v: Vec<Group> = sigs.into_values().collect();
+        v.sort_by(|a, b| b.count.cmp(&a.count).then(b.retained.cmp(&a.retained)));
+        v.truncate(cfg.max_paths_per_class);
+        gc_paths.extend(v);
+    }
+    left_out.gc_paths = keep_largest(&mut gc_paths, MAX_GC_PATHS, |g| (g.count, g.retained));
+    gc_paths
+}
+
+/// Each `gcPaths[]` group with its first object's path `named`, and its detector detail.
+fn name_gc_paths(
+    gc_paths: Vec<Group>,
+    named: &dyn Fn(u32) -> Named,
+) -> Vec<(GcPath, Named, String)> {
+    gc_paths
+        .into_iter()
+        .map(|g| {
+            let nm = named(g.rep);
+            let p = GcPath {
+                instance_count: g.count,
+                leak_reason: g.reason,
+                gc_root: g.gc_root,
+                signature: g.signature,
+                path: nm.items.clone(),
+                steps_left_out: nm.path.left_out,
+                class_name: g.class_name,
+                retained_size: g.retained,
+                trace: Trace::default(),
+            };
+            (p, nm, g.detail)
+        })
+        .collect()
+}
+
+/// Each `dominators[]` group with its first object's path `named`.
+fn name_dominators(
+    dgroups: Vec<Group>,
+    named: &dyn Fn(u32) -> Named,
+) -> Vec<(DominatorGroup, Named)> {
+    dgroups
+        .into_iter()
+        .map(|g| {
+            let nm = named(g.rep);
+            let d = DominatorGroup {
+                class_name: g.class_name,
+                retained_size: g.retained,
+                count: g.count,
+                gc_root: g.gc_root,
+                signature: g.signature,
+                path: nm.items.clone(),
+                steps_left_out: nm.path.left_out,
+                trace: Trace::default(),
+            };
+            (d, nm)
+        })
+        .collect()
+}
+
+/// Into `got`, the fields the leak traces of `paths` need that pass 3 did not see (the last
+/// object of a path is no parent): the few pieces they are in are read now. A View's context is
+/// often a ContextWrapper around its Activity, seldom on the path: the wrappers' fields are read
+/// hop by hop, again from just their pieces.
+fn read_trace_fields<'n>(
+    ix: &Index,
+    input: Input<'_>,
+    paths: impl Iterator<Item = &'n Named>,
+    got: &mut HashMap<u64, (u64, Vec<u8>)>,
+) -> Result<(), Error> {
+    let on_traces: Vec<u32> = paths
+        .flat_map(|nm| {
+            // Each path's objects, and the thread a path on a thread starts on (its `tid`).
+            let thread = nm
+                .path
+                .nodes
+                .first()
+                .and_then(|&s| trace::thread_object(ix, s, nm.tag));
+            nm.path.nodes.iter().copied().chain(thread)
+        })
+        .collect();
+    let read = |ids: Vec<u64>| -> Result<HashMap<u64, (u64, Vec<u8>)>, Error> {
+        let mut more = Fields::new(ids);
+        let ids = more.wanted().to_vec();
+        input.pass_segments(&ix.segments, &ids, &mut more)?;
+        Ok(more.got)
+    };
+    let mut missing: Vec<u64> = on_traces
+        .iter()
+        .copied()
+        .filter(|&v| {
+            ix.class_of_node(v).is_none()
+                && !ix.classes[ix.class_of[v as usize] as usize]
+                    .name
+                    .ends_with("[]")
+        })
+        .map(|v| ix.ids[v as usize])
+        .filter(|id| !got.contains_key(id))
+        .collect();
+    missing.sort_unstable();
+    missing.dedup();
+    if !missing.is_empty() {
+        got.extend(read(missing)?);
+    }
+    Inspector::read_context_wrappers(ix, &on_traces, got, read)
+}
+
+/// `analysis`: the index's and the dominators' figures; the caller fills in the input's size,
+/// the parts, the snapshot and the timings.
+fn analysis_info(ix: &Index, dom: &Dominators, left_out: LeftOut) -> AnalysisInfo {
+    let st = &ix.stats;
+    AnalysisInfo {
+        format: ix.header.format.to_string(),
+        id_size: ix.header.id_size,
+        input_bytes: 0,
+        objects: st.objects,
+        reachable_objects: dom.reachable(),
+        references: st.edges,
+        gc_roots: dom.roots_used.len() as u64,
+        reachable_bytes: dom.retained_at(0),
+        missing_references: st.missing_refs,
+        missing_roots: st.missing_roots,
+        stripped_arrays: st.stripped_arrays,
+        duplicate_ids: st.duplicate_ids,
+        unknown_class_instances: st.unknown_class,
+        short_instances: st.short_instances,
+        parse_parts: 1,
+        snapshots: 1,
+        snapshot: 1,
+        sizes: ix.sizes,
+        left_out,
+        timings: Timings::default(),
+    }
 }
 
 /// Groups by (reason, class) then signature, each with its first object.

@@ -28,7 +28,7 @@ pub(super) fn find(input: &Input<'_>) -> Result<Vec<(u64, u64)>, Error> {
     }
     let len = input.len()?;
     let f = input.open()?;
-    let mut heads = super::Heads::new(input, f.as_ref(), len);
+    let mut heads = crate::index::Heads::new(input, f.as_ref(), len);
     let mut spans = Vec::new();
     // The open snapshot: its start, its end so far, and whether it holds a HEAP_DUMP record.
     let mut open: Option<(u64, u64, bool)> = None;

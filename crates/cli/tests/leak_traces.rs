@@ -26,10 +26,10 @@ fn demo_dump() -> &'static Path {
         let _ = std::fs::remove_dir_all(&dir);
         let classes = dir.join("classes");
         let sources = [
-            root.join("tests/java/demo/DemoDump.java"),
+            root.join("crates/cli/tests/java/demo/DemoDump.java"),
             root.join("java/demo/DemoApp.java"),
             root.join("java/dev/oomguard/OomGuard.java"),
-            root.join("tests/java/leakapp/android/app/Activity.java"),
+            root.join("crates/cli/tests/java/leakapp/android/app/Activity.java"),
         ];
         let refs: Vec<&Path> = sources.iter().map(|p| p.as_path()).collect();
         common::javac(&refs, &classes);
@@ -300,8 +300,8 @@ fn threads_on_a_java_17_heap_running_ended_and_their_frames() {
     let _ = std::fs::remove_dir_all(&dir);
     let classes = dir.join("classes");
     let sources = [
-        root.join("tests/java/traces/ThreadLeak.java"),
-        root.join("tests/java/leakapp/android/app/Activity.java"),
+        root.join("crates/cli/tests/java/traces/ThreadLeak.java"),
+        root.join("crates/cli/tests/java/leakapp/android/app/Activity.java"),
     ];
     let refs: Vec<&Path> = sources.iter().map(|p| p.as_path()).collect();
     common::javac(&refs, &classes);

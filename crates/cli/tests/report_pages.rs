@@ -223,6 +223,32 @@ fn pages_render_in_chromium() {
     let tmp = common::fast_tmp();
     let c = Collect::start(tmp.path(), &[]);
 
+    let (a, b, t) = upload_incidents(&c);
+    let base = format!("http://{}", c.addr);
+    check_incident_with_traces(&chrome, &base, &shots, a);
+    check_older_and_thread_incidents(&chrome, &base, &shots, b, t);
+    check_leaks_and_index(&chrome, &base, &shots, a, b);
+    c.stop();
+    check_analyze_html(&chrome, &shots);
+    for f in [
+        "incident-traces",
+        "incident-koom",
+        "incident-threads",
+        "leaks",
+        "index",
+        "analyze",
+    ] {
+        let p = shots.join(format!("{f}.png"));
+        let len = std::fs::metadata(&p).map_or(0, |m| m.len());
+        assert!(len > 10_000, "{}: {len} bytes", p.display());
+    }
+    eprintln!("screenshots in {}", shots.display());
+}
+
+/// Three incidents sent to the collector `c`: a heap incident of app version 2.0 on device A
+/// (with traces), the same leak from version 1.9 on device B (without), and a thread incident
+/// whose report found no leak. Returns their ids, once the last one's report is in.
+fn upload_incidents(c: &Collect) -> (&'static str, &'static str, &'static str) {
     // A heap incident of app version 2.0 on device A: traces, a script for a class name.
     let a = "1795737600000-a";
     c.upload(
@@ -268,11 +294,13 @@ fn pages_render_in_chromium() {
         br#"{"runningInfo":{},"gcPaths":[],"dominators":[]}"#,
     );
     c.wait_for(&format!("received report {t}"));
-    let base = format!("http://{}", c.addr);
+    (a, b, t)
+}
 
-    // The newer version's incident: traces, a chart, the treemap opening into its tree.
+/// The newer version's incident: traces, a chart, the treemap opening into its tree.
+fn check_incident_with_traces(chrome: &Path, base: &str, shots: &Path, a: &str) {
     let r = render(
-        &chrome,
+        chrome,
         &format!("{base}/incidents/{a}/"),
         &shots.join("incident-traces.png"),
         2600,
@@ -296,7 +324,7 @@ fn pages_render_in_chromium() {
     // A link to a dominator group opens its branch of the tree (the script walks up the
     // <details> from the group, as a click on its treemap cell does).
     let r = render(
-        &chrome,
+        chrome,
         &format!("{base}/incidents/{a}/#dom-3"),
         &shots.join("incident-dom-3.png"),
         1000,
@@ -315,9 +343,13 @@ fn pages_render_in_chromium() {
             "{branch}"
         );
     }
+}
+
+/// The older version's incident, whose report has no trace, and the thread incident.
+fn check_older_and_thread_incidents(chrome: &Path, base: &str, shots: &Path, b: &str, t: &str) {
     // The older version's report, without trace: drawn from gcRoot and path.
     let r = render(
-        &chrome,
+        chrome,
         &format!("{base}/incidents/{b}/"),
         &shots.join("incident-koom.png"),
         1800,
@@ -331,7 +363,7 @@ fn pages_render_in_chromium() {
     );
     // No leak, a thread inventory.
     let r = render(
-        &chrome,
+        chrome,
         &format!("{base}/incidents/{t}/"),
         &shots.join("incident-threads.png"),
         1600,
@@ -342,10 +374,13 @@ fn pages_render_in_chromium() {
         "{}",
         r.dom
     );
+}
 
+/// The leaks page (the leak both versions share is one group) and the index.
+fn check_leaks_and_index(chrome: &Path, base: &str, shots: &Path, a: &str, b: &str) {
     // The leak both versions share is one group: two incidents, two devices, two versions.
     let r = render(
-        &chrome,
+        chrome,
         &format!("{base}/leaks"),
         &shots.join("leaks.png"),
         900,
@@ -373,7 +408,7 @@ fn pages_render_in_chromium() {
     assert!(row.contains("5.1 MB"), "{row}");
 
     // The index: readable leaks, links to the pages.
-    let r = render(&chrome, &format!("{base}/"), &shots.join("index.png"), 1200);
+    let r = render(chrome, &format!("{base}/"), &shots.join("index.png"), 1200);
     assert!(
         r.dom.contains(&format!("href=\"incidents/{a}/\"")),
         "{}",
@@ -385,9 +420,10 @@ fn pages_render_in_chromium() {
         "{}",
         r.dom
     );
-    c.stop();
+}
 
-    // `analyze --html` on a real dump, opened from disk.
+/// `analyze --html` on a real dump, opened from disk.
+fn check_analyze_html(chrome: &Path, shots: &Path) {
     let out = tempfile::tempdir().unwrap();
     let page = out.path().join("page.html");
     let st = Command::new(common::oomguard_bin())
@@ -401,7 +437,7 @@ fn pages_render_in_chromium() {
         .unwrap();
     assert!(st.success());
     let r = render(
-        &chrome,
+        chrome,
         &format!("file://{}", page.display()),
         &shots.join("analyze.png"),
         2000,
@@ -409,17 +445,4 @@ fn pages_render_in_chromium() {
     let ready = check_page("analyze --html", &r);
     assert!(ready.starts_with("cells="), "{ready}");
     assert!(r.dom.contains("<svg class=\"tm\""), "{}", r.dom);
-    for f in [
-        "incident-traces",
-        "incident-koom",
-        "incident-threads",
-        "leaks",
-        "index",
-        "analyze",
-    ] {
-        let p = shots.join(format!("{f}.png"));
-        let len = std::fs::metadata(&p).map_or(0, |m| m.len());
-        assert!(len > 10_000, "{}: {len} bytes", p.display());
-    }
-    eprintln!("screenshots in {}", shots.display());
 }

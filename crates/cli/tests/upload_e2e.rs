@@ -544,86 +544,19 @@ fn kill_9_loop() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(200);
-    let mut killed = 0;
-    let mut max_sleep_us: u64 = 150_000;
     let start = Instant::now();
-    let run = |round: u32, new: u32, max_count: u32, rng: &mut rand::rngs::StdRng| {
-        Command::new(common::oomguard_bin())
-            .args([
-                "spool-worker",
-                "--endpoint",
-                &col.endpoint(),
-                "--chunk",
-                "8192",
-                "--analyse-ms",
-                "3",
-            ])
-            .args(["--new", &new.to_string(), "--prefix", &format!("r{round}")])
-            .args([
-                "--max-count",
-                &max_count.to_string(),
-                "--seed",
-                &round.to_string(),
-            ])
-            .args(["--mini-bytes", &rng.gen_range(10_000..120_000).to_string()])
-            .arg("--log")
-            .arg(&log)
-            .arg("--dir")
-            .arg(&data)
-            // OOMG_WORKER_LOG=info makes the workers log every commit, upload and deletion.
-            .env(
-                "RUST_LOG",
-                std::env::var("OOMG_WORKER_LOG").unwrap_or_else(|_| "warn".into()),
-            )
-            .stdout(Stdio::null())
-            .stderr(
-                std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(&errlog)
-                    .unwrap(),
-            )
-            .spawn()
-            .unwrap()
+    let worker = Worker {
+        endpoint: col.endpoint(),
+        log: &log,
+        errlog: &errlog,
+        data: &data,
     };
-    for round in 0..rounds {
-        let (new, max_count) = if round % 10 == 9 {
-            (4, 3)
-        } else {
-            (rng.gen_range(0..3), 10)
-        };
-        let mut child = run(round, new, max_count, &mut rng);
-        std::thread::sleep(Duration::from_micros(rng.gen_range(0..max_sleep_us)));
-        // The kill point adapts to how fast workers run on this machine right now: mostly
-        // inside a run, whatever the load.
-        if child.try_wait().unwrap().is_none() {
-            killed += 1;
-            max_sleep_us = (max_sleep_us * 21 / 20).min(150_000);
-        } else {
-            max_sleep_us = (max_sleep_us * 3 / 4).max(2_000);
-        }
-        let _ = child.kill(); // SIGKILL
-        child.wait().unwrap();
-    }
+    let killed = kill_rounds(&worker, rounds, &mut rng);
     // A last run, not killed, drains the spool.
-    let mut last = run(rounds, 0, 10, &mut rng);
+    let mut last = worker.spawn(rounds, 0, 10, &mut rng);
     assert!(last.wait().unwrap().success());
     let elapsed = start.elapsed();
-    let committed: BTreeSet<String> = std::fs::read_to_string(&log)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.strip_prefix("committed ").map(str::to_string))
-        .collect();
-    // Each line names one incident of a round (`{ms:013}-r{round}-{i}`): anything else is a
-    // line torn by a kill and glued to the next, not an incident to look for.
-    for id in &committed {
-        let parts: Vec<&str> = id.split('-').collect();
-        let well_formed = matches!(parts.as_slice(), [t, r, i]
-            if t.len() == 13 && t.bytes().all(|b| b.is_ascii_digit())
-                && r.strip_prefix('r').is_some_and(|n| n.parse::<u32>().is_ok())
-                && i.parse::<u32>().is_ok());
-        assert!(well_formed, "the log names {id:?}: not an incident id");
-    }
+    let committed = committed_ids(&log);
     let inc_dir = col.dir().join("incidents");
     let received: BTreeSet<String> = std::fs::read_dir(&inc_dir)
         .unwrap()
@@ -634,36 +567,16 @@ fn kill_9_loop() {
             .iter()
             .all(|f| inc_dir.join(id).join(f).exists())
     };
-    // Evictions reported to the server: ids in the records (capped per report) and counts.
-    let mut evicted = BTreeSet::new();
-    let (mut counted, mut recorded) = (0u64, 0u64);
-    for id in &received {
-        if let Ok(b) = std::fs::read(inc_dir.join(id).join("meta.json")) {
-            let m: serde_json::Value = serde_json::from_slice(&b).unwrap();
-            counted += m["evictions"].as_u64().unwrap();
-            for e in m["evicted"].as_array().unwrap() {
-                recorded += 1;
-                evicted.insert(e["id"].as_str().unwrap().to_string());
-            }
-        }
-    }
-    // Evictions after the last report was planned wait in spool.json for the next report (the
-    // next incident, or the next launch's): recorded on disk, not lost, but not on the server
-    // yet. The drain run creates no incident, so an eviction late in the loop ends up here.
     let spool = Spool::open(data.join("spool"), Quotas::default()).unwrap();
-    let pending = spool.state().pending;
-    counted += pending.evictions;
-    recorded += pending.eviction_records.len() as u64;
-    for e in &pending.eviction_records {
-        evicted.insert(e.id.clone());
-    }
+    let ev = evictions(&inc_dir, &received, &spool);
+    let (evicted, counted, recorded) = (&ev.named, ev.counted, ev.recorded);
     let st = col.stats();
     eprintln!(
         "kill -9 loop: {rounds} rounds in {elapsed:?}, {killed} killed mid-run; {} committed, {} complete on the server, {counted} evictions counted ({} named, {} of them still pending in spool.json); {st:?}",
         committed.len(),
         received.iter().filter(|i| complete(i)).count(),
         evicted.len(),
-        pending.evictions
+        ev.pending
     );
     assert!(
         killed >= rounds / 2,
@@ -678,42 +591,7 @@ fn kill_9_loop() {
         .filter(|id| !(complete(id) || evicted.contains(*id)))
         .collect();
     if unnamed.len() as u64 > counted - recorded {
-        let logs = std::fs::read_to_string(&errlog).unwrap_or_default();
-        for id in &unnamed {
-            let mine: Vec<&str> = logs.lines().filter(|l| l.contains(id.as_str())).collect();
-            eprintln!("{id}: {mine:#?}");
-            // Partly on the server? Which files, and which uploads the collector knows for it.
-            if let Ok(rd) = std::fs::read_dir(inc_dir.join(id.as_str())) {
-                let files: Vec<String> = rd
-                    .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-                    .collect();
-                eprintln!("{id}: on the server, incomplete: {files:?}");
-            }
-            for e in std::fs::read_dir(col.dir().join("uploads")).unwrap() {
-                let p = e.unwrap().path();
-                if p.extension().is_some_and(|x| x == "json") {
-                    let b = std::fs::read(&p).unwrap();
-                    let i: UploadInfo = serde_json::from_slice(&b).unwrap();
-                    if i.incident == **id {
-                        eprintln!("{id}: upload {}: {i:?}", p.display());
-                    }
-                }
-            }
-            // Still in the spool (rejected, or left by the drain run)? Its record says why.
-            let rec = spool.incident_dir(id).join("incident.json");
-            if let Ok(t) = std::fs::read_to_string(&rec) {
-                eprintln!("{id}: still in the spool: {t}");
-            }
-            for e in std::fs::read_dir(spool.quarantine_dir())
-                .into_iter()
-                .flatten()
-            {
-                let name = e.unwrap().file_name().to_string_lossy().into_owned();
-                if name.contains(id.as_str()) {
-                    eprintln!("{id}: moved to quarantine as {name}");
-                }
-            }
-        }
+        explain_unnamed(&unnamed, &errlog, &inc_dir, col.dir(), &spool);
         panic!(
             "{} incidents neither received nor reported as evicted ({counted} evictions counted, {recorded} named)",
             unnamed.len()
@@ -725,9 +603,211 @@ fn kill_9_loop() {
     );
     let spool_left: Vec<_> = std::fs::read_dir(spool.incidents_dir()).unwrap().collect();
     assert!(spool_left.is_empty(), "{spool_left:?} left in the spool");
-    // Bytes over the wire, per file, over the whole loop.
+    check_wire(col.dir());
+    assert!(elapsed < Duration::from_secs(120));
+}
+
+/// How [`kill_9_loop`] starts a spool worker on its data dir.
+struct Worker<'a> {
+    endpoint: String,
+    log: &'a Path,
+    errlog: &'a Path,
+    data: &'a Path,
+}
+
+impl Worker<'_> {
+    /// A worker for `round` that commits `new` incidents under a count quota of `max_count`.
+    fn spawn(
+        &self,
+        round: u32,
+        new: u32,
+        max_count: u32,
+        rng: &mut rand::rngs::StdRng,
+    ) -> std::process::Child {
+        let (log, errlog, data) = (self.log, self.errlog, self.data);
+        Command::new(common::oomguard_bin())
+            .args([
+                "spool-worker",
+                "--endpoint",
+                &self.endpoint,
+                "--chunk",
+                "8192",
+                "--analyse-ms",
+                "3",
+            ])
+            .args(["--new", &new.to_string(), "--prefix", &format!("r{round}")])
+            .args([
+                "--max-count",
+                &max_count.to_string(),
+                "--seed",
+                &round.to_string(),
+            ])
+            .args(["--mini-bytes", &rng.gen_range(10_000..120_000).to_string()])
+            .arg("--log")
+            .arg(log)
+            .arg("--dir")
+            .arg(data)
+            // OOMG_WORKER_LOG=info makes the workers log every commit, upload and deletion.
+            .env(
+                "RUST_LOG",
+                std::env::var("OOMG_WORKER_LOG").unwrap_or_else(|_| "warn".into()),
+            )
+            .stdout(Stdio::null())
+            .stderr(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(errlog)
+                    .unwrap(),
+            )
+            .spawn()
+            .unwrap()
+    }
+}
+
+/// `rounds` workers, each killed (SIGKILL) after a random sleep; returns how many were still
+/// running when killed.
+fn kill_rounds(worker: &Worker<'_>, rounds: u32, rng: &mut rand::rngs::StdRng) -> u32 {
+    let mut killed = 0;
+    let mut max_sleep_us: u64 = 150_000;
+    for round in 0..rounds {
+        let (new, max_count) = if round % 10 == 9 {
+            (4, 3)
+        } else {
+            (rng.gen_range(0..3), 10)
+        };
+        let mut child = worker.spawn(round, new, max_count, rng);
+        std::thread::sleep(Duration::from_micros(rng.gen_range(0..max_sleep_us)));
+        // The kill point adapts to how fast workers run on this machine right now: mostly
+        // inside a run, whatever the load.
+        if child.try_wait().unwrap().is_none() {
+            killed += 1;
+            max_sleep_us = (max_sleep_us * 21 / 20).min(150_000);
+        } else {
+            max_sleep_us = (max_sleep_us * 3 / 4).max(2_000);
+        }
+        let _ = child.kill(); // SIGKILL
+        child.wait().unwrap();
+    }
+    killed
+}
+
+/// The incidents the workers' log says were committed, each checked to be an incident id.
+fn committed_ids(log: &Path) -> BTreeSet<String> {
+    let committed: BTreeSet<String> = std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.strip_prefix("committed ").map(str::to_string))
+        .collect();
+    // Each line names one incident of a round (`{ms:013}-r{round}-{i}`): anything else is a
+    // line torn by a kill and glued to the next, not an incident to look for.
+    for id in &committed {
+        let parts: Vec<&str> = id.split('-').collect();
+        let well_formed = matches!(parts.as_slice(), [t, r, i]
+            if t.len() == 13 && t.bytes().all(|b| b.is_ascii_digit())
+                && r.strip_prefix('r').is_some_and(|n| n.parse::<u32>().is_ok())
+                && i.parse::<u32>().is_ok());
+        assert!(well_formed, "the log names {id:?}: not an incident id");
+    }
+    committed
+}
+
+/// The evictions [`kill_9_loop`] can account for.
+struct Evictions {
+    /// Ids named in eviction records.
+    named: BTreeSet<String>,
+    /// Evictions counted, named or not.
+    counted: u64,
+    /// Eviction records.
+    recorded: u64,
+    /// Evictions still pending in spool.json.
+    pending: u64,
+}
+
+/// The evictions reported to the server (in the meta.json of the incidents `received`) and
+/// those still waiting in the spool for the next report.
+fn evictions(inc_dir: &Path, received: &BTreeSet<String>, spool: &Spool) -> Evictions {
+    // Evictions reported to the server: ids in the records (capped per report) and counts.
+    let mut evicted = BTreeSet::new();
+    let (mut counted, mut recorded) = (0u64, 0u64);
+    for id in received {
+        if let Ok(b) = std::fs::read(inc_dir.join(id).join("meta.json")) {
+            let m: serde_json::Value = serde_json::from_slice(&b).unwrap();
+            counted += m["evictions"].as_u64().unwrap();
+            for e in m["evicted"].as_array().unwrap() {
+                recorded += 1;
+                evicted.insert(e["id"].as_str().unwrap().to_string());
+            }
+        }
+    }
+    // Evictions after the last report was planned wait in spool.json for the next report (the
+    // next incident, or the next launch's): recorded on disk, not lost, but not on the server
+    // yet. The drain run creates no incident, so an eviction late in the loop ends up here.
+    let pending = spool.state().pending;
+    counted += pending.evictions;
+    recorded += pending.eviction_records.len() as u64;
+    for e in &pending.eviction_records {
+        evicted.insert(e.id.clone());
+    }
+    Evictions {
+        named: evicted,
+        counted,
+        recorded,
+        pending: pending.evictions,
+    }
+}
+
+/// Print what is known of each incident in `unnamed` (neither received nor reported as
+/// evicted): the workers' log lines, its files on the server, its uploads, its spool record.
+fn explain_unnamed(
+    unnamed: &[&String],
+    errlog: &Path,
+    inc_dir: &Path,
+    col_dir: &Path,
+    spool: &Spool,
+) {
+    let logs = std::fs::read_to_string(errlog).unwrap_or_default();
+    for id in unnamed {
+        let mine: Vec<&str> = logs.lines().filter(|l| l.contains(id.as_str())).collect();
+        eprintln!("{id}: {mine:#?}");
+        // Partly on the server? Which files, and which uploads the collector knows for it.
+        if let Ok(rd) = std::fs::read_dir(inc_dir.join(id.as_str())) {
+            let files: Vec<String> = rd
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            eprintln!("{id}: on the server, incomplete: {files:?}");
+        }
+        for e in std::fs::read_dir(col_dir.join("uploads")).unwrap() {
+            let p = e.unwrap().path();
+            if p.extension().is_some_and(|x| x == "json") {
+                let b = std::fs::read(&p).unwrap();
+                let i: UploadInfo = serde_json::from_slice(&b).unwrap();
+                if i.incident == **id {
+                    eprintln!("{id}: upload {}: {i:?}", p.display());
+                }
+            }
+        }
+        // Still in the spool (rejected, or left by the drain run)? Its record says why.
+        let rec = spool.incident_dir(id).join("incident.json");
+        if let Ok(t) = std::fs::read_to_string(&rec) {
+            eprintln!("{id}: still in the spool: {t}");
+        }
+        for e in std::fs::read_dir(spool.quarantine_dir())
+            .into_iter()
+            .flatten()
+        {
+            let name = e.unwrap().file_name().to_string_lossy().into_owned();
+            if name.contains(id.as_str()) {
+                eprintln!("{id}: moved to quarantine as {name}");
+            }
+        }
+    }
+}
+
+/// Bytes over the wire, per file, over the whole loop: at most 1.1 times each file's length.
+fn check_wire(col_dir: &Path) {
     let mut total = (0u64, 0u64);
-    for ((id, kind), (len, got)) in wire(col.dir()) {
+    for ((id, kind), (len, got)) in wire(col_dir) {
         total.0 += len;
         total.1 += got;
         assert!(
@@ -739,7 +819,6 @@ fn kill_9_loop() {
         "bytes over the wire {} for files of {} bytes",
         total.1, total.0
     );
-    assert!(elapsed < Duration::from_secs(120));
 }
 
 #[test]

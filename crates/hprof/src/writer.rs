@@ -310,10 +310,102 @@ const ART_SEGMENT_BYTES: usize = 4096;
 /// or 4 KiB, and a new segment resets the heap, so each one that holds objects opens with its
 /// heap's HEAP_DUMP_INFO again.
 pub fn art_dump(spec: &ArtSpec) -> Vec<u8> {
-    use art_ids::*;
     let mut m = Mix(spec.seed);
     let mut w = Writer::new(Format::V103, 4, 1_700_000_000_000);
-    // Strings: 1.. are names.
+    art_preamble(&mut w);
+    // Plan objects per heap, so that references can point anywhere.
+    let plan = ArtPlan {
+        counts: [
+            spec.image_objects as u64,
+            spec.zygote_objects as u64,
+            spec.app_objects as u64,
+        ],
+    };
+    art_roots(&mut w, &mut m, &plan);
+    let heap_types = [b'I' as u32, b'Z' as u32, b'A' as u32];
+    let heap_names = [30u64, 31, 32];
+    let mut planted = spec.planted.iter();
+    for h in 0..3 {
+        if plan.counts[h] == 0 {
+            continue;
+        }
+        w.heap_info(heap_types[h], heap_names[h]);
+        art_heap_classes(&mut w, h, &plan);
+        let mut i = 0u64;
+        let mut in_segment = 0;
+        while i < plan.counts[h] {
+            let id = plan.obj_id(h, i);
+            if in_segment >= ART_SEGMENT_OBJECTS
+                || w.seg.is_some_and(|s| w.buf.len() - s >= ART_SEGMENT_BYTES)
+            {
+                w.end_segment();
+                w.segment(super::tag::HEAP_DUMP_SEGMENT);
+                w.heap_info(heap_types[h], heap_names[h]);
+                in_segment = 0;
+            }
+            in_segment += 1;
+            // A planted string takes two slots: the String and its value array.
+            if h == 2 && i + 1 < plan.counts[h] && i >= 2 {
+                if let Some(s) = planted.next() {
+                    art_string(&mut w, id, plan.obj_id(h, i + 1), s);
+                    i += 2;
+                    continue;
+                }
+            }
+            art_object(&mut w, &mut m, &plan, spec, id, i);
+            i += 1;
+        }
+    }
+    w.heap_dump_end();
+    w.finish()
+}
+
+/// The ids of an [`art_dump`]'s objects: `counts[h]` objects in heap `h` (image, zygote, app),
+/// 16 bytes apart from the heap's base.
+struct ArtPlan {
+    counts: [u64; 3],
+}
+
+impl ArtPlan {
+    fn obj_id(&self, h: usize, i: u64) -> u64 {
+        use art_ids::*;
+        [IMAGE_BASE, ZYGOTE_BASE, APP_BASE][h] + i * 16
+    }
+
+    /// Any object of any heap, drawn from `m`; 0 when there are none.
+    fn any_obj(&self, m: &mut Mix) -> u64 {
+        let total: u64 = self.counts.iter().sum();
+        if total == 0 {
+            return 0;
+        }
+        let mut k = m.below(total);
+        for (h, &c) in self.counts.iter().enumerate() {
+            if k < c {
+                return self.obj_id(h, k);
+            }
+            k -= c;
+        }
+        0
+    }
+}
+
+/// The classes of an [`art_dump`], with the string id of each one's name.
+const ART_CLASSES: &[(u64, u64)] = &[
+    (art_ids::CLASS_OBJECT, 1),
+    (art_ids::CLASS_CLASS, 2),
+    (art_ids::CLASS_STRING, 3),
+    (art_ids::CLASS_REFERENCE, 4),
+    (art_ids::CLASS_WEAK_REFERENCE, 5),
+    (art_ids::CLASS_NODE, 6),
+    (art_ids::CLASS_BYTE_ARRAY, 7),
+    (art_ids::CLASS_CHAR_ARRAY, 8),
+    (art_ids::CLASS_INT_ARRAY, 9),
+    (art_ids::CLASS_OBJECT_ARRAY, 10),
+];
+
+/// What comes before an [`art_dump`]'s heap: the strings (1.. are names), the LOAD_CLASS
+/// records, and one stack trace.
+fn art_preamble(w: &mut Writer) {
     let names: &[(u64, &str)] = &[
         (1, "java.lang.Object"),
         (2, "java.lang.Class"),
@@ -345,19 +437,7 @@ pub fn art_dump(spec: &ArtSpec) -> Vec<u8> {
     for (id, s) in names {
         w.utf8(*id, s);
     }
-    let classes: &[(u64, u64)] = &[
-        (CLASS_OBJECT, 1),
-        (CLASS_CLASS, 2),
-        (CLASS_STRING, 3),
-        (CLASS_REFERENCE, 4),
-        (CLASS_WEAK_REFERENCE, 5),
-        (CLASS_NODE, 6),
-        (CLASS_BYTE_ARRAY, 7),
-        (CLASS_CHAR_ARRAY, 8),
-        (CLASS_INT_ARRAY, 9),
-        (CLASS_OBJECT_ARRAY, 10),
-    ];
-    for (i, (cid, name)) in classes.iter().enumerate() {
+    for (i, (cid, name)) in ART_CLASSES.iter().enumerate() {
         w.load_class(i as u32 + 1, *cid, *name);
     }
     w.record(super::tag::FRAME, |w| {
@@ -366,40 +446,25 @@ pub fn art_dump(spec: &ArtSpec) -> Vec<u8> {
     w.record(super::tag::TRACE, |w| {
         w.u32(1).u32(1).u32(1).id(0x1);
     });
+}
 
-    // Plan objects per heap, so that references can point anywhere.
-    let total = (spec.image_objects + spec.zygote_objects + spec.app_objects) as u64;
-    let base_of = |h: usize| [IMAGE_BASE, ZYGOTE_BASE, APP_BASE][h];
-    let counts = [
-        spec.image_objects as u64,
-        spec.zygote_objects as u64,
-        spec.app_objects as u64,
-    ];
-    let obj_id = |h: usize, i: u64| base_of(h) + i * 16;
-    let any_obj = |m: &mut Mix| -> u64 {
-        if total == 0 {
-            return 0;
-        }
-        let mut k = m.below(total);
-        for (h, &c) in counts.iter().enumerate() {
-            if k < c {
-                return obj_id(h, k);
-            }
-            k -= c;
-        }
-        0
-    };
-
-    // Roots.
-    let thread = obj_id(2, 0);
+/// The first heap dump segment of an [`art_dump`] and its GC roots: the main thread, its frame,
+/// the classes, and 16 roots of the other kinds at objects drawn from `m`.
+fn art_roots(w: &mut Writer, m: &mut Mix, plan: &ArtPlan) {
+    let thread = plan.obj_id(2, 0);
     w.segment(super::tag::HEAP_DUMP_SEGMENT);
     w.root2(sub::ROOT_THREAD_OBJECT, thread, 1, 1);
-    w.root2(sub::ROOT_JAVA_FRAME, obj_id(2, 1 % counts[2].max(1)), 1, 0);
-    for (cid, _) in classes {
+    w.root2(
+        sub::ROOT_JAVA_FRAME,
+        plan.obj_id(2, 1 % plan.counts[2].max(1)),
+        1,
+        0,
+    );
+    for (cid, _) in ART_CLASSES {
         w.root(sub::ROOT_STICKY_CLASS, *cid);
     }
     for k in 0..16u64 {
-        let target = any_obj(&mut m);
+        let target = plan.any_obj(m);
         match k % 8 {
             0 => w.root(sub::ROOT_INTERNED_STRING, target),
             1 => w.root(sub::ROOT_VM_INTERNAL, target),
@@ -411,140 +476,120 @@ pub fn art_dump(spec: &ArtSpec) -> Vec<u8> {
             _ => w.root(sub::ROOT_UNREACHABLE, target),
         };
     }
+}
 
-    let int = |v: u32| v.to_be_bytes().to_vec();
-    let heap_types = [b'I' as u32, b'Z' as u32, b'A' as u32];
-    let heap_names = [30u64, 31, 32];
-    let mut planted = spec.planted.iter();
-    for h in 0..3 {
-        if counts[h] == 0 {
-            continue;
-        }
-        w.heap_info(heap_types[h], heap_names[h]);
-        if h == 0 {
-            // Framework classes live in the boot image.
-            let obj = 0u64;
-            w.class_dump(CLASS_OBJECT, 0, 0, 8, &[], &[]);
-            w.class_dump(CLASS_CLASS, CLASS_OBJECT, 0, 120, &[], &[]);
-            w.class_dump(
-                CLASS_STRING,
-                CLASS_OBJECT,
-                0,
-                16,
-                &[],
-                &[
-                    (20, BasicType::Int),
-                    (21, BasicType::Int),
-                    (22, BasicType::Object),
-                ],
-            );
-            w.class_dump(
-                CLASS_REFERENCE,
-                CLASS_OBJECT,
-                0,
-                24,
-                &[],
-                &[(23, BasicType::Object)],
-            );
-            w.class_dump(CLASS_WEAK_REFERENCE, CLASS_REFERENCE, 0, 24, &[], &[]);
-            for c in [
-                CLASS_BYTE_ARRAY,
-                CLASS_CHAR_ARRAY,
-                CLASS_INT_ARRAY,
-                CLASS_OBJECT_ARRAY,
-            ] {
-                w.class_dump(c, CLASS_OBJECT, obj, 0, &[], &[]);
-            }
-        }
-        if h == 2 {
-            // The app's own class, with a static that holds the first app object.
-            w.class_dump(
-                CLASS_NODE,
-                CLASS_OBJECT,
-                0x1300_0000,
-                20,
-                &[(
-                    28,
-                    BasicType::Object,
-                    (obj_id(2, 0) as u32).to_be_bytes().to_vec(),
-                )],
-                &[
-                    (24, BasicType::Object),
-                    (25, BasicType::Object),
-                    (26, BasicType::Object),
-                    (27, BasicType::Int),
-                ],
-            );
-        }
-        let mut i = 0u64;
-        let mut in_segment = 0;
-        while i < counts[h] {
-            let id = obj_id(h, i);
-            if in_segment >= ART_SEGMENT_OBJECTS
-                || w.seg.is_some_and(|s| w.buf.len() - s >= ART_SEGMENT_BYTES)
-            {
-                w.end_segment();
-                w.segment(super::tag::HEAP_DUMP_SEGMENT);
-                w.heap_info(heap_types[h], heap_names[h]);
-                in_segment = 0;
-            }
-            in_segment += 1;
-            // A planted string takes two slots: the String and its value array.
-            if h == 2 && i + 1 < counts[h] && i >= 2 {
-                if let Some(s) = planted.next() {
-                    let value = obj_id(h, i + 1);
-                    let latin1 = s.chars().all(|c| (c as u32) < 256);
-                    let mut v = int(s.chars().count() as u32 * 2 + u32::from(!latin1));
-                    v.extend(int(0));
-                    v.extend((value as u32).to_be_bytes());
-                    w.instance(id, CLASS_STRING, &v);
-                    if latin1 {
-                        let b: Vec<u8> = s.chars().map(|c| c as u8).collect();
-                        w.primitive_array(value, BasicType::Byte, b.len() as u32, &b);
-                    } else {
-                        let u: Vec<u16> = s.encode_utf16().collect();
-                        let b: Vec<u8> = u.iter().flat_map(|c| c.to_be_bytes()).collect();
-                        w.primitive_array(value, BasicType::Char, u.len() as u32, &b);
-                    }
-                    i += 2;
-                    continue;
-                }
-            }
-            match m.below(10) {
-                // Nodes: a linked structure with payload arrays.
-                0..=3 => {
-                    let mut v = Vec::with_capacity(16);
-                    v.extend(((any_obj(&mut m)) as u32).to_be_bytes());
-                    v.extend(((any_obj(&mut m)) as u32).to_be_bytes());
-                    v.extend(((any_obj(&mut m)) as u32).to_be_bytes());
-                    v.extend(int(i as u32));
-                    w.instance(id, CLASS_NODE, &v);
-                }
-                // Strings with a separate value array would need two slots: plain byte[] here.
-                4..=6 => {
-                    let n = m.below(2 * spec.mean_array_bytes as u64 + 1) as usize;
-                    let data: Vec<u8> = (0..n).map(|_| (m.next() & 0x7f) as u8).collect();
-                    w.primitive_array(id, BasicType::Byte, n as u32, &data);
-                }
-                7 => {
-                    let n = m.below(spec.mean_array_bytes as u64 / 2 + 1) as usize;
-                    let data: Vec<u8> = (0..n * 4).map(|_| m.next() as u8).collect();
-                    w.primitive_array(id, BasicType::Int, n as u32, &data);
-                }
-                8 => {
-                    let n = m.below(8) as usize;
-                    let elems: Vec<u64> = (0..n).map(|_| any_obj(&mut m)).collect();
-                    w.object_array(id, CLASS_OBJECT_ARRAY, &elems);
-                }
-                _ => {
-                    let mut v = (any_obj(&mut m) as u32).to_be_bytes().to_vec();
-                    v.truncate(4);
-                    w.instance(id, CLASS_WEAK_REFERENCE, &v);
-                }
-            }
-            i += 1;
+/// The class dumps at the start of heap `h`: the framework's in the boot image (0), the app's
+/// own class, with a static that holds the first app object, in the app heap (2).
+fn art_heap_classes(w: &mut Writer, h: usize, plan: &ArtPlan) {
+    use art_ids::*;
+    if h == 0 {
+        let obj = 0u64;
+        w.class_dump(CLASS_OBJECT, 0, 0, 8, &[], &[]);
+        w.class_dump(CLASS_CLASS, CLASS_OBJECT, 0, 120, &[], &[]);
+        w.class_dump(
+            CLASS_STRING,
+            CLASS_OBJECT,
+            0,
+            16,
+            &[],
+            &[
+                (20, BasicType::Int),
+                (21, BasicType::Int),
+                (22, BasicType::Object),
+            ],
+        );
+        w.class_dump(
+            CLASS_REFERENCE,
+            CLASS_OBJECT,
+            0,
+            24,
+            &[],
+            &[(23, BasicType::Object)],
+        );
+        w.class_dump(CLASS_WEAK_REFERENCE, CLASS_REFERENCE, 0, 24, &[], &[]);
+        for c in [
+            CLASS_BYTE_ARRAY,
+            CLASS_CHAR_ARRAY,
+            CLASS_INT_ARRAY,
+            CLASS_OBJECT_ARRAY,
+        ] {
+            w.class_dump(c, CLASS_OBJECT, obj, 0, &[], &[]);
         }
     }
-    w.heap_dump_end();
-    w.finish()
+    if h == 2 {
+        w.class_dump(
+            CLASS_NODE,
+            CLASS_OBJECT,
+            0x1300_0000,
+            20,
+            &[(
+                28,
+                BasicType::Object,
+                (plan.obj_id(2, 0) as u32).to_be_bytes().to_vec(),
+            )],
+            &[
+                (24, BasicType::Object),
+                (25, BasicType::Object),
+                (26, BasicType::Object),
+                (27, BasicType::Int),
+            ],
+        );
+    }
+}
+
+/// A planted `java.lang.String` `id` holding `s`, and its value array `value` right after it:
+/// a `byte[]` if `s` is Latin-1, else a `char[]` of UTF-16.
+fn art_string(w: &mut Writer, id: u64, value: u64, s: &str) {
+    let latin1 = s.chars().all(|c| (c as u32) < 256);
+    let mut v = (s.chars().count() as u32 * 2 + u32::from(!latin1))
+        .to_be_bytes()
+        .to_vec();
+    v.extend(0u32.to_be_bytes());
+    v.extend((value as u32).to_be_bytes());
+    w.instance(id, art_ids::CLASS_STRING, &v);
+    if latin1 {
+        let b: Vec<u8> = s.chars().map(|c| c as u8).collect();
+        w.primitive_array(value, BasicType::Byte, b.len() as u32, &b);
+    } else {
+        let u: Vec<u16> = s.encode_utf16().collect();
+        let b: Vec<u8> = u.iter().flat_map(|c| c.to_be_bytes()).collect();
+        w.primitive_array(value, BasicType::Char, u.len() as u32, &b);
+    }
+}
+
+/// The `i`-th object `id` of a heap, of a kind drawn from `m`.
+fn art_object(w: &mut Writer, m: &mut Mix, plan: &ArtPlan, spec: &ArtSpec, id: u64, i: u64) {
+    use art_ids::*;
+    match m.below(10) {
+        // Nodes: a linked structure with payload arrays.
+        0..=3 => {
+            let mut v = Vec::with_capacity(16);
+            v.extend((plan.any_obj(m) as u32).to_be_bytes());
+            v.extend((plan.any_obj(m) as u32).to_be_bytes());
+            v.extend((plan.any_obj(m) as u32).to_be_bytes());
+            v.extend((i as u32).to_be_bytes());
+            w.instance(id, CLASS_NODE, &v);
+        }
+        // Strings with a separate value array would need two slots: plain byte[] here.
+        4..=6 => {
+            let n = m.below(2 * spec.mean_array_bytes as u64 + 1) as usize;
+            let data: Vec<u8> = (0..n).map(|_| (m.next() & 0x7f) as u8).collect();
+            w.primitive_array(id, BasicType::Byte, n as u32, &data);
+        }
+        7 => {
+            let n = m.below(spec.mean_array_bytes as u64 / 2 + 1) as usize;
+            let data: Vec<u8> = (0..n * 4).map(|_| m.next() as u8).collect();
+            w.primitive_array(id, BasicType::Int, n as u32, &data);
+        }
+        8 => {
+            let n = m.below(8) as usize;
+            let elems: Vec<u64> = (0..n).map(|_| plan.any_obj(m)).collect();
+            w.object_array(id, CLASS_OBJECT_ARRAY, &elems);
+        }
+        _ => {
+            let mut v = (plan.any_obj(m) as u32).to_be_bytes().to_vec();
+            v.truncate(4);
+            w.instance(id, CLASS_WEAK_REFERENCE, &v);
+        }
+    }
 }

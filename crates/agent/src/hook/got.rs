@@ -289,42 +289,10 @@ unsafe fn scan(
     imports: &[Import],
 ) -> Result<Found, Error> {
     let bias = info.dlpi_addr as usize;
-    // SAFETY: the loader's program header table has `dlpi_phnum` entries.
-    let phdrs: &[Phdr] =
-        unsafe { std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize) };
-    let mut lo = usize::MAX;
-    let mut hi = 0usize;
-    let mut dynamic = None;
-    let mut loads = Vec::new();
-    let mut relro = None;
-    let page = page_size();
-    for p in phdrs {
-        let (a, b) = (
-            bias.wrapping_add(p.p_vaddr as usize),
-            bias.wrapping_add((p.p_vaddr + p.p_memsz) as usize),
-        );
-        match p.p_type {
-            PT_LOAD => {
-                lo = lo.min(a);
-                hi = hi.max(b);
-                let f = p.p_flags;
-                let prot = (if f & PF_R != 0 { libc::PROT_READ } else { 0 })
-                    | (if f & PF_W != 0 { libc::PROT_WRITE } else { 0 })
-                    | (if f & PF_X != 0 { libc::PROT_EXEC } else { 0 });
-                loads.push((a & !(page - 1), (b + page - 1) & !(page - 1), prot));
-            }
-            PT_DYNAMIC => dynamic = Some(a),
-            // bionic protects whole pages up to the end of the segment rounded up
-            // (`phdr_table_protect_gnu_relro`); glibc rounds the end down
-            // (`_dl_protect_relro`), leaving a partial last page writable.
-            PT_GNU_RELRO if cfg!(target_os = "android") => {
-                relro = Some((a & !(page - 1), (b + page - 1) & !(page - 1)))
-            }
-            PT_GNU_RELRO => relro = Some((a & !(page - 1), b & !(page - 1))),
-            _ => {}
-        }
-    }
-    let dynamic = dynamic.ok_or_else(|| Error::Malformed {
+    // SAFETY: the caller's promise: `info` describes an object that stays mapped.
+    let seg = unsafe { segments(info) };
+    let (lo, hi) = (seg.lo, seg.hi);
+    let dynamic = seg.dynamic.ok_or_else(|| Error::Malformed {
         library: name.clone(),
         what: "no PT_DYNAMIC segment".into(),
     })?;
@@ -337,98 +305,46 @@ unsafe fn scan(
             v.wrapping_add(bias)
         }
     };
-    let (mut strtab, mut strsz, mut symtab) = (0usize, 0usize, 0usize);
-    let (mut jmprel, mut pltrelsz, mut pltrel) = (0usize, 0usize, DT_RELA as usize);
-    let (mut rela, mut relasz, mut rel, mut relsz) = (0usize, 0usize, 0usize, 0usize);
-    let (mut aps_rela, mut aps_relasz, mut aps_rel, mut aps_relsz) = (0usize, 0, 0usize, 0);
-    let mut d = dynamic as *const Dyn;
-    for _ in 0..4096 {
-        // SAFETY: PT_DYNAMIC is an array of Dyn ending with DT_NULL, mapped readable.
-        let e = unsafe { *d };
-        match e.d_tag {
-            DT_NULL => break,
-            DT_STRTAB => strtab = addr(e.d_val),
-            DT_STRSZ => strsz = e.d_val,
-            DT_SYMTAB => symtab = addr(e.d_val),
-            DT_JMPREL => jmprel = addr(e.d_val),
-            DT_PLTRELSZ => pltrelsz = e.d_val,
-            DT_PLTREL => pltrel = e.d_val,
-            DT_RELA => rela = addr(e.d_val),
-            DT_RELASZ => relasz = e.d_val,
-            DT_REL => rel = addr(e.d_val),
-            DT_RELSZ => relsz = e.d_val,
-            DT_ANDROID_RELA => aps_rela = addr(e.d_val),
-            DT_ANDROID_RELASZ => aps_relasz = e.d_val,
-            DT_ANDROID_REL => aps_rel = addr(e.d_val),
-            DT_ANDROID_RELSZ => aps_relsz = e.d_val,
-            _ => {}
-        }
-        // SAFETY: still inside the table (we stop at DT_NULL).
-        d = unsafe { d.add(1) };
-    }
-    if strtab == 0 || symtab == 0 {
+    // SAFETY: PT_DYNAMIC is part of the object, mapped readable for the whole call.
+    let dt = unsafe { dynamic_entries(dynamic, addr) };
+    if dt.strtab == 0 || dt.symtab == 0 {
         return Err(Error::Malformed {
             library: name,
             what: "no DT_STRTAB or DT_SYMTAB".into(),
         });
     }
-    let (jump, glob) = SLOT_RELOCS;
-    let mut slots = Vec::new();
-    let mut consider = |offset: usize, info: Addr| {
-        let ty = r_type(info);
-        if ty != jump && ty != glob {
-            return;
-        }
-        let si = r_sym(info);
-        if si == 0 {
-            return;
-        }
-        // SAFETY: the symbol index comes from the library's own relocation, inside DT_SYMTAB.
-        let sym = unsafe { *(symtab as *const Sym).add(si) };
-        let off = sym.st_name as usize;
-        if strsz != 0 && off >= strsz {
-            return;
-        }
-        // SAFETY: st_name is an offset into DT_STRTAB, whose strings are NUL-terminated.
-        let sname = unsafe { CStr::from_ptr((strtab + off) as *const libc::c_char) }.to_bytes();
-        if let Some(i) = imports.iter().position(|i| i.name.as_bytes() == sname) {
-            let slot = bias.wrapping_add(offset);
-            if slot >= lo && slot < hi && slot % std::mem::size_of::<usize>() == 0 {
-                slots.push((slot, i, ty == jump));
-            }
-        }
+    let mut f = SlotFinder {
+        imports,
+        bias,
+        lo,
+        hi,
+        symtab: dt.symtab,
+        strtab: dt.strtab,
+        strsz: dt.strsz,
+        slots: Vec::new(),
     };
-    let mut walk_rela = |base: usize, size: usize| {
-        let n = size / std::mem::size_of::<Rela>();
-        for i in 0..n {
-            // SAFETY: `base` points at `size` bytes of relocation entries named by PT_DYNAMIC.
-            let r = unsafe { *(base as *const Rela).add(i) };
-            consider(r.r_offset as usize, r.r_info);
+    // SAFETY: the tables are those the object's own PT_DYNAMIC names, mapped for the call.
+    unsafe {
+        if dt.jmprel != 0 && dt.pltrel == DT_RELA as usize {
+            f.walk_rela(dt.jmprel, dt.pltrelsz);
         }
-    };
-    if jmprel != 0 && pltrel == DT_RELA as usize {
-        walk_rela(jmprel, pltrelsz);
-    }
-    if rela != 0 {
-        walk_rela(rela, relasz);
-    }
-    let mut walk_rel = |base: usize, size: usize| {
-        let n = size / std::mem::size_of::<Rel>();
-        for i in 0..n {
-            // SAFETY: as above, for REL entries.
-            let r = unsafe { *(base as *const Rel).add(i) };
-            consider(r.r_offset as usize, r.r_info);
+        if dt.rela != 0 {
+            f.walk_rela(dt.rela, dt.relasz);
         }
-    };
-    if jmprel != 0 && pltrel == DT_REL as usize {
-        walk_rel(jmprel, pltrelsz);
-    }
-    if rel != 0 {
-        walk_rel(rel, relsz);
+        if dt.jmprel != 0 && dt.pltrel == DT_REL as usize {
+            f.walk_rel(dt.jmprel, dt.pltrelsz);
+        }
+        if dt.rel != 0 {
+            f.walk_rel(dt.rel, dt.relsz);
+        }
     }
     // Android's packed tables (bionic reads them instead of DT_RELA/DT_REL when present). DT_RELR
     // needs no reading: it holds only relative relocations, which never name a symbol.
-    for (base, size, is_rela) in [(aps_rela, aps_relasz, true), (aps_rel, aps_relsz, false)] {
+    let packed = [
+        (dt.aps_rela, dt.aps_relasz, true),
+        (dt.aps_rel, dt.aps_relsz, false),
+    ];
+    for (base, size, is_rela) in packed {
         if base == 0 || size == 0 {
             continue;
         }
@@ -445,7 +361,8 @@ unsafe fn scan(
         // stay mapped during this call; it is read-only data the loader does not change.
         let data = unsafe { std::slice::from_raw_parts(base as *const u8, size) };
         if let Err(why) = for_packed_relocs(data, is_rela, |off, info| {
-            consider(off as usize, info as Addr)
+            // SAFETY: the symbol and string tables are the object's own, mapped for the call.
+            unsafe { f.consider(off as usize, info as Addr) }
         }) {
             return Err(Error::Malformed {
                 library: name,
@@ -457,6 +374,7 @@ unsafe fn scan(
             });
         }
     }
+    let mut slots = f.slots;
     slots.sort_unstable();
     slots.dedup();
     Ok(Found {
@@ -464,9 +382,214 @@ unsafe fn scan(
         slots,
         lo,
         hi,
-        loads,
-        relro,
+        loads: seg.loads,
+        relro: seg.relro,
     })
+}
+
+/// What a loaded object's program headers say: the range of its loadable segments, each one's
+/// pages and protection, where PT_DYNAMIC is, and the pages of PT_GNU_RELRO.
+struct Segments {
+    lo: usize,
+    hi: usize,
+    dynamic: Option<usize>,
+    loads: Vec<(usize, usize, libc::c_int)>,
+    relro: Option<(usize, usize)>,
+}
+
+/// Read the program headers of the object `info` describes.
+///
+/// # Safety
+/// `info` must describe a loaded object (its program header table mapped).
+unsafe fn segments(info: &libc::dl_phdr_info) -> Segments {
+    let bias = info.dlpi_addr as usize;
+    // SAFETY: the loader's program header table has `dlpi_phnum` entries.
+    let phdrs: &[Phdr] =
+        unsafe { std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize) };
+    let mut seg = Segments {
+        lo: usize::MAX,
+        hi: 0,
+        dynamic: None,
+        loads: Vec::new(),
+        relro: None,
+    };
+    let page = page_size();
+    for p in phdrs {
+        let (a, b) = (
+            bias.wrapping_add(p.p_vaddr as usize),
+            bias.wrapping_add((p.p_vaddr + p.p_memsz) as usize),
+        );
+        match p.p_type {
+            PT_LOAD => {
+                seg.lo = seg.lo.min(a);
+                seg.hi = seg.hi.max(b);
+                let f = p.p_flags;
+                let prot = (if f & PF_R != 0 { libc::PROT_READ } else { 0 })
+                    | (if f & PF_W != 0 { libc::PROT_WRITE } else { 0 })
+                    | (if f & PF_X != 0 { libc::PROT_EXEC } else { 0 });
+                seg.loads
+                    .push((a & !(page - 1), (b + page - 1) & !(page - 1), prot));
+            }
+            PT_DYNAMIC => seg.dynamic = Some(a),
+            // bionic protects whole pages up to the end of the segment rounded up
+            // (`phdr_table_protect_gnu_relro`); glibc rounds the end down
+            // (`_dl_protect_relro`), leaving a partial last page writable.
+            PT_GNU_RELRO if cfg!(target_os = "android") => {
+                seg.relro = Some((a & !(page - 1), (b + page - 1) & !(page - 1)))
+            }
+            PT_GNU_RELRO => seg.relro = Some((a & !(page - 1), b & !(page - 1))),
+            _ => {}
+        }
+    }
+    seg
+}
+
+/// The entries of a dynamic section that [`scan`] reads: the symbol and string tables, and the
+/// relocation tables (plain, and Android's packed ones), as addresses (`d_ptr`, through `addr`)
+/// or sizes (`d_val`); 0 where absent.
+struct DynamicEntries {
+    strtab: usize,
+    strsz: usize,
+    symtab: usize,
+    jmprel: usize,
+    pltrelsz: usize,
+    /// DT_RELA or DT_REL: the kind of entries at `jmprel`.
+    pltrel: usize,
+    rela: usize,
+    relasz: usize,
+    rel: usize,
+    relsz: usize,
+    aps_rela: usize,
+    aps_relasz: usize,
+    aps_rel: usize,
+    aps_relsz: usize,
+}
+
+/// Read the dynamic section at `dynamic` (up to DT_NULL, at most 4096 entries), mapping each
+/// address through `addr`.
+///
+/// # Safety
+/// `dynamic` must point at a mapped, readable array of `Dyn` that ends with DT_NULL.
+unsafe fn dynamic_entries(dynamic: usize, addr: impl Fn(usize) -> usize) -> DynamicEntries {
+    let mut dt = DynamicEntries {
+        strtab: 0,
+        strsz: 0,
+        symtab: 0,
+        jmprel: 0,
+        pltrelsz: 0,
+        pltrel: DT_RELA as usize,
+        rela: 0,
+        relasz: 0,
+        rel: 0,
+        relsz: 0,
+        aps_rela: 0,
+        aps_relasz: 0,
+        aps_rel: 0,
+        aps_relsz: 0,
+    };
+    let mut d = dynamic as *const Dyn;
+    for _ in 0..4096 {
+        // SAFETY: PT_DYNAMIC is an array of Dyn ending with DT_NULL, mapped readable.
+        let e = unsafe { *d };
+        match e.d_tag {
+            DT_NULL => break,
+            DT_STRTAB => dt.strtab = addr(e.d_val),
+            DT_STRSZ => dt.strsz = e.d_val,
+            DT_SYMTAB => dt.symtab = addr(e.d_val),
+            DT_JMPREL => dt.jmprel = addr(e.d_val),
+            DT_PLTRELSZ => dt.pltrelsz = e.d_val,
+            DT_PLTREL => dt.pltrel = e.d_val,
+            DT_RELA => dt.rela = addr(e.d_val),
+            DT_RELASZ => dt.relasz = e.d_val,
+            DT_REL => dt.rel = addr(e.d_val),
+            DT_RELSZ => dt.relsz = e.d_val,
+            DT_ANDROID_RELA => dt.aps_rela = addr(e.d_val),
+            DT_ANDROID_RELASZ => dt.aps_relasz = e.d_val,
+            DT_ANDROID_REL => dt.aps_rel = addr(e.d_val),
+            DT_ANDROID_RELSZ => dt.aps_relsz = e.d_val,
+            _ => {}
+        }
+        // SAFETY: still inside the table (we stop at DT_NULL).
+        d = unsafe { d.add(1) };
+    }
+    dt
+}
+
+/// Gathers the slots of `imports` from relocation entries: a jump-slot or glob-data relocation
+/// that names one of them, at an aligned address inside the object's loadable range.
+struct SlotFinder<'a> {
+    imports: &'a [Import],
+    bias: usize,
+    lo: usize,
+    hi: usize,
+    symtab: usize,
+    strtab: usize,
+    strsz: usize,
+    /// (slot address, symbol index in `imports`, jump slot?)
+    slots: Vec<(usize, usize, bool)>,
+}
+
+impl SlotFinder<'_> {
+    /// One relocation entry: its offset and its info word.
+    ///
+    /// # Safety
+    /// `symtab` and `strtab` must be the object's mapped DT_SYMTAB and DT_STRTAB, and `info`
+    /// come from one of its own relocation entries.
+    unsafe fn consider(&mut self, offset: usize, info: Addr) {
+        let (jump, glob) = SLOT_RELOCS;
+        let ty = r_type(info);
+        if ty != jump && ty != glob {
+            return;
+        }
+        let si = r_sym(info);
+        if si == 0 {
+            return;
+        }
+        // SAFETY: the symbol index comes from the library's own relocation, inside DT_SYMTAB.
+        let sym = unsafe { *(self.symtab as *const Sym).add(si) };
+        let off = sym.st_name as usize;
+        if self.strsz != 0 && off >= self.strsz {
+            return;
+        }
+        // SAFETY: st_name is an offset into DT_STRTAB, whose strings are NUL-terminated.
+        let sname =
+            unsafe { CStr::from_ptr((self.strtab + off) as *const libc::c_char) }.to_bytes();
+        if let Some(i) = self.imports.iter().position(|i| i.name.as_bytes() == sname) {
+            let slot = self.bias.wrapping_add(offset);
+            if slot >= self.lo && slot < self.hi && slot % std::mem::size_of::<usize>() == 0 {
+                self.slots.push((slot, i, ty == jump));
+            }
+        }
+    }
+
+    /// The RELA entries of `size` bytes at `base`.
+    ///
+    /// # Safety
+    /// As for [`SlotFinder::consider`]; `base` must point at `size` bytes of the object's
+    /// relocation entries named by its PT_DYNAMIC.
+    unsafe fn walk_rela(&mut self, base: usize, size: usize) {
+        let n = size / std::mem::size_of::<Rela>();
+        for i in 0..n {
+            // SAFETY: `base` points at `size` bytes of relocation entries named by PT_DYNAMIC.
+            let r = unsafe { *(base as *const Rela).add(i) };
+            // SAFETY: an entry of the object's own table (the caller's promise).
+            unsafe { self.consider(r.r_offset as usize, r.r_info) };
+        }
+    }
+
+    /// The REL entries of `size` bytes at `base`.
+    ///
+    /// # Safety
+    /// As for [`SlotFinder::walk_rela`], for REL entries.
+    unsafe fn walk_rel(&mut self, base: usize, size: usize) {
+        let n = size / std::mem::size_of::<Rel>();
+        for i in 0..n {
+            // SAFETY: as above, for REL entries.
+            let r = unsafe { *(base as *const Rel).add(i) };
+            // SAFETY: an entry of the object's own table (the caller's promise).
+            unsafe { self.consider(r.r_offset as usize, r.r_info) };
+        }
+    }
 }
 
 /// Store each `(slot, value, page protection)`: see [`store_slots_counted`].

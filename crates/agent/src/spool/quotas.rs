@@ -19,9 +19,46 @@ impl SpoolGuard<'_> {
     /// Evict oldest first until the spool plus an incoming incident of `incoming_bytes` and
     /// `incoming_count` fits the quotas. Returns how many items were evicted.
     pub fn enforce_quotas(&self, incoming_bytes: u64, incoming_count: usize) -> Result<u32> {
-        let fs = self.fs();
         let q = &self.spool.quotas;
         let now = self.spool.now_ms();
+        let items = self.quota_items()?;
+        let (watch, mut first_seen) = self.watched(&items, now);
+        let mut total: u64 = items.iter().map(|i| i.bytes).sum::<u64>() + incoming_bytes;
+        let mut count = items.len() + incoming_count;
+        let max_age = q.max_age.as_millis() as u64;
+        let mut evicted = 0;
+        for it in items {
+            let age = watch
+                .watched_ms
+                .saturating_sub(first_seen.get(&it.id).copied().unwrap_or(watch.watched_ms));
+            let quota = if age > max_age {
+                "age"
+            } else if count > q.max_count {
+                "count"
+            } else if total > q.max_total_bytes {
+                "bytes"
+            } else {
+                continue;
+            };
+            if self.evict(&it, quota, now) {
+                first_seen.remove(&it.id);
+                total -= it.bytes;
+                count -= 1;
+                evicted += 1;
+            }
+        }
+        if evicted > 0 {
+            if let Err(e) = self.spool.update_state(|s| s.first_seen = first_seen) {
+                tracing::warn!("spool: the watched items could not be saved: {e}; kept in memory");
+            }
+        }
+        Ok(evicted)
+    }
+
+    /// What the quotas count, oldest first: the incidents and the quarantined entries (the
+    /// leftovers of an eviction cut short are removed on the way, uncounted).
+    fn quota_items(&self) -> Result<Vec<Item>> {
+        let fs = self.fs();
         let mut items = Vec::new();
         let inc_dir = self.spool.incidents_dir();
         for e in fs.list(&inc_dir).map_err(io_err(&inc_dir, "list"))? {
@@ -72,7 +109,16 @@ impl SpoolGuard<'_> {
             });
         }
         items.sort_by(|a, b| (a.created_ms, &a.id).cmp(&(b.created_ms, &b.id)));
-        // Ages in watched time (the module doc's rule), each item from when it was first seen.
+        Ok(items)
+    }
+
+    /// The watched time at `now` and, per item, when it was first seen in watched time (the
+    /// module doc's rule for ages); saved when the clock stepped or the items changed.
+    fn watched(
+        &self,
+        items: &[Item],
+        now: u64,
+    ) -> (Watch, std::collections::BTreeMap<String, u64>) {
         let st = self.spool.state();
         let watch = st
             .watch
@@ -82,7 +128,7 @@ impl SpoolGuard<'_> {
                 watched_ms: 0,
             })
             .at(now);
-        let mut first_seen: std::collections::BTreeMap<String, u64> = items
+        let first_seen: std::collections::BTreeMap<String, u64> = items
             .iter()
             .map(|it| {
                 let seen = st.first_seen.get(&it.id).copied();
@@ -102,80 +148,63 @@ impl SpoolGuard<'_> {
                 tracing::warn!("spool: the watched time could not be saved: {e}; kept in memory");
             }
         }
-        let mut total: u64 = items.iter().map(|i| i.bytes).sum::<u64>() + incoming_bytes;
-        let mut count = items.len() + incoming_count;
-        let max_age = q.max_age.as_millis() as u64;
-        let mut evicted = 0;
-        for it in items {
-            let age = watch
-                .watched_ms
-                .saturating_sub(first_seen.get(&it.id).copied().unwrap_or(watch.watched_ms));
-            let quota = if age > max_age {
-                "age"
-            } else if count > q.max_count {
-                "count"
-            } else if total > q.max_total_bytes {
-                "bytes"
-            } else {
-                continue;
-            };
-            // Counts that were to travel with this incident's meta.json, not yet acknowledged,
-            // go back to pending so the next report carries them.
-            let carried = self.unsent_accounting(&it.id);
-            // Record the eviction before deleting: a crash in between leaves an incident that
-            // is reported as evicted and may still be uploaded, never one that vanished
-            // without a trace.
-            let ev = Eviction {
-                id: it.id.clone(),
-                quota: quota.to_string(),
-                bytes: it.bytes,
-                created_ms: it.created_ms,
-                at_ms: now,
-            };
-            if let Err(e) = self.spool.update_state(|s| {
-                if let Some(c) = carried {
-                    s.pending.merge(c);
-                }
-                s.pending.add_eviction(ev);
-                s.evictions_total += 1;
-            }) {
-                tracing::warn!("spool: cannot record the eviction of {}: {e}; kept", it.id);
-                continue;
+        (watch, first_seen)
+    }
+
+    /// Evict `it` over `quota` at `now`: record the eviction, then delete it. `false` if it was
+    /// kept (the record or the deletion failed).
+    fn evict(&self, it: &Item, quota: &str, now: u64) -> bool {
+        let fs = self.fs();
+        // Counts that were to travel with this incident's meta.json, not yet acknowledged,
+        // go back to pending so the next report carries them.
+        let carried = self.unsent_accounting(&it.id);
+        // Record the eviction before deleting: a crash in between leaves an incident that
+        // is reported as evicted and may still be uploaded, never one that vanished
+        // without a trace.
+        let ev = Eviction {
+            id: it.id.clone(),
+            quota: quota.to_string(),
+            bytes: it.bytes,
+            created_ms: it.created_ms,
+            at_ms: now,
+        };
+        if let Err(e) = self.spool.update_state(|s| {
+            if let Some(c) = carried {
+                s.pending.merge(c);
             }
-            let r = if fs.stat(&it.path).map(|e| e.is_dir).unwrap_or(false) {
-                let trash = it.path.with_file_name(format!(
-                    ".trash-{}",
-                    it.path
-                        .file_name()
-                        .map(|n| n.to_string_lossy())
-                        .unwrap_or_default()
-                ));
-                fs.rename(&it.path, &trash)
-                    .and_then(|()| fs.remove_dir_all(&trash))
-            } else {
-                fs.remove_file(&it.path)
-            };
-            match r {
-                Ok(()) => {
-                    tracing::warn!(
-                        "spool: evicted {} ({} bytes, created {} ms ago): {quota} quota",
-                        it.id,
-                        it.bytes,
-                        now.saturating_sub(it.created_ms)
-                    );
-                    first_seen.remove(&it.id);
-                    total -= it.bytes;
-                    count -= 1;
-                    evicted += 1;
-                }
-                Err(e) => tracing::warn!("spool: evicting {}: {e}", it.path.display()),
+            s.pending.add_eviction(ev);
+            s.evictions_total += 1;
+        }) {
+            tracing::warn!("spool: cannot record the eviction of {}: {e}; kept", it.id);
+            return false;
+        }
+        let r = if fs.stat(&it.path).map(|e| e.is_dir).unwrap_or(false) {
+            let trash = it.path.with_file_name(format!(
+                ".trash-{}",
+                it.path
+                    .file_name()
+                    .map(|n| n.to_string_lossy())
+                    .unwrap_or_default()
+            ));
+            fs.rename(&it.path, &trash)
+                .and_then(|()| fs.remove_dir_all(&trash))
+        } else {
+            fs.remove_file(&it.path)
+        };
+        match r {
+            Ok(()) => {
+                tracing::warn!(
+                    "spool: evicted {} ({} bytes, created {} ms ago): {quota} quota",
+                    it.id,
+                    it.bytes,
+                    now.saturating_sub(it.created_ms)
+                );
+                true
+            }
+            Err(e) => {
+                tracing::warn!("spool: evicting {}: {e}", it.path.display());
+                false
             }
         }
-        if evicted > 0 {
-            if let Err(e) = self.spool.update_state(|s| s.first_seen = first_seen) {
-                tracing::warn!("spool: the watched items could not be saved: {e}; kept in memory");
-            }
-        }
-        Ok(evicted)
     }
 }

@@ -223,15 +223,8 @@ pub fn run_once_with(
         }
         Err(e) => return Err(e.into()),
     };
-    if let Some(stop) = network_stop(cfg, net) {
+    if let Some(stop) = pass_stop(spool, cfg, net) {
         sum.stopped = Some(stop);
-        return Ok(sum);
-    }
-    let now = spool.now_ms();
-    let until = spool.state().retry_after_until_ms;
-    // A wait longer than any we would accept means the clock was set back: ignore it.
-    if now < until && until - now <= cfg.max_retry_after.as_millis() as u64 {
-        sum.stopped = Some(Stop::RetryAfter(until));
         return Ok(sum);
     }
     if let Err(e) = guard.enforce_quotas(0, 0) {
@@ -261,152 +254,215 @@ pub fn run_once_with(
                 tracing::warn!("upload: quota enforcement failed: {e}");
             }
         }
-        if !matches!(inc.state, State::Analysed | State::Uploading)
-            || spool.fs().stat(&spool.incident_dir(&inc.id)).is_err()
-        {
-            continue; // not ready, or evicted meanwhile
-        }
         let now = spool.now_ms();
-        // (A backoff longer than the cap means the clock was set back: it has expired.)
-        if inc.next_attempt_ms > now
-            && inc.next_attempt_ms - now <= cfg.backoff_cap.as_millis() as u64
-        {
-            sum.waiting += 1;
-            continue;
-        }
-        if budget_left(spool, cfg) == 0 {
-            sum.stopped = Some(Stop::BudgetExhausted);
-            break;
-        }
-        let id = inc.id.clone();
-        let mut inc = if inc.state == State::Analysed {
-            if PLAN_FAILURES.waits(spool.root(), &id, now, cfg) {
-                sum.waiting += 1;
-                continue;
-            }
-            match guard.plan_upload(&id) {
-                Ok(i) => {
-                    PLAN_FAILURES.ended(spool.root(), &id);
-                    i
-                }
-                Err(SpoolError::NotFound(_)) => continue, // evicted by the quotas
-                Err(e) => {
-                    let (_, wait) = PLAN_FAILURES.failed(spool.root(), &id, cfg, now);
-                    tracing::warn!("upload: planning {id}: {e}; next try in {wait:?}");
-                    continue;
-                }
-            }
-        } else {
-            inc
+        let mut inc = match ready(&guard, cfg, inc, now, &mut sum) {
+            Ready::Go(inc) => *inc,
+            Ready::Skip => continue,
+            Ready::Stop => break,
         };
-        match upload_incident(&guard, &client, cfg, network, &mut inc, &mut sum) {
-            Ok(()) => {
-                ENDPOINT_PROBLEMS.ended(spool.root(), "");
-                match guard.delete(&id) {
-                    Ok(()) => {
-                        tracing::info!("upload: incident {id} acknowledged by the server; deleted");
-                        sum.acknowledged.push(id);
-                    }
-                    Err(e) => tracing::warn!("upload: {id} acknowledged but not deleted: {e}"),
-                }
-            }
-            Err(Fail::ServerWait {
-                status,
-                retry_after,
-            }) => {
-                let wait = retry_after
-                    .map(Duration::from_secs)
-                    .unwrap_or(cfg.default_retry_after)
-                    .min(cfg.max_retry_after);
-                tracing::warn!(
-                    "upload: HTTP {status} from {}; waiting {wait:?} (kept across restarts)",
-                    cfg.endpoint
-                );
-                let until = hold_sending(spool, wait);
-                sum.stopped = Some(Stop::RetryAfter(until));
-                break;
-            }
-            Err(Fail::Endpoint { what, retry_after }) => {
-                // Not this incident's fault: nothing is rejected or counted against it, and
-                // the pass stops; the wait grows while the problem lasts.
-                let (_, mut wait) = ENDPOINT_PROBLEMS.failed(spool.root(), "", cfg, now);
-                if let Some(secs) = retry_after {
-                    wait = wait.max(Duration::from_secs(secs));
-                }
-                let wait = wait.min(cfg.max_retry_after);
-                tracing::warn!(
-                    "upload: endpoint {} is not usable: {what}; a problem of the endpoint (URL, credentials, proxy, limits), not of incident {id}: nothing rejected, no attempt counted; next try in {wait:?}",
-                    cfg.endpoint
-                );
-                let until = hold_sending(spool, wait);
-                sum.stopped = Some(Stop::Endpoint {
-                    until_ms: until,
-                    error: what,
-                });
-                break;
-            }
-            Err(Fail::Network(stop)) => {
-                tracing::info!("upload: the network changed ({stop:?}); stopping this pass");
-                sum.stopped = Some(stop);
-                break;
-            }
-            Err(Fail::Budget) => {
-                tracing::info!("upload: daily byte budget spent; resuming tomorrow");
-                sum.stopped = Some(Stop::BudgetExhausted);
-                break;
-            }
-            Err(Fail::Retryable(error)) => {
-                inc.upload_attempts += 1;
-                if inc.upload_attempts >= cfg.max_attempts {
-                    let reason = format!(
-                        "gave up after {} failed attempts; last: {error}",
-                        inc.upload_attempts
-                    );
-                    reject(&guard, &mut inc, reason, &mut sum);
-                    continue;
-                }
-                let until_ms =
-                    spool.now_ms() + backoff(cfg, inc.upload_attempts).as_millis() as u64;
-                inc.next_attempt_ms = until_ms;
-                tracing::warn!(
-                    "upload: {id}: attempt {} of {} failed: {error}; next after {until_ms}",
-                    inc.upload_attempts,
-                    cfg.max_attempts
-                );
-                if let Err(e) = UNSAVED.save(&guard, &inc) {
-                    tracing::warn!("upload: {id}: could not persist the backoff: {e}");
-                }
-                sum.stopped = Some(Stop::Backoff {
-                    id,
-                    until_ms,
-                    error,
-                });
-                break;
-            }
-            Err(Fail::Rejected(reason)) => {
-                ENDPOINT_PROBLEMS.ended(spool.root(), "");
-                reject(&guard, &mut inc, reason, &mut sum)
-            }
-            Err(Fail::Local(what)) => {
-                guard.quarantine(&spool.incident_dir(&id), &what);
-                sum.quarantined.push(id);
-            }
-            Err(Fail::Gone { kind, what }) => {
-                // Counted as a loss; the next pass sends the rest.
-                if let Err(e) = guard.drop_planned(&mut inc, kind, &what) {
-                    tracing::warn!("upload: {id}: dropping {kind:?} from its plan: {e}");
-                }
-            }
-            Err(Fail::Spool(SpoolError::NotFound(_))) => {
-                tracing::warn!("upload: {id} vanished (evicted) during its upload");
-            }
-            Err(Fail::Spool(e)) => {
-                tracing::warn!("upload: {id}: spool error: {e}; stopping this pass");
-                return Err(e.into());
-            }
+        let r = upload_incident(&guard, &client, cfg, network, &mut inc, &mut sum);
+        if settle(&guard, cfg, &mut inc, r, now, &mut sum)? == Flow::Stop {
+            break;
         }
     }
     Ok(sum)
+}
+
+/// Why the pass may not start on `net` (before any incident), if it may not.
+fn pass_stop(spool: &Spool, cfg: &Config, net: Network) -> Option<Stop> {
+    if let Some(stop) = network_stop(cfg, net) {
+        return Some(stop);
+    }
+    let now = spool.now_ms();
+    let until = spool.state().retry_after_until_ms;
+    // A wait longer than any we would accept means the clock was set back: ignore it.
+    if now < until && until - now <= cfg.max_retry_after.as_millis() as u64 {
+        return Some(Stop::RetryAfter(until));
+    }
+    None
+}
+
+/// What [`ready`] says of an incident.
+enum Ready {
+    /// Send it (planned, if it was only analysed).
+    Go(Box<Incident>),
+    /// Not now: not ready, evicted, waiting, or its plan failed.
+    Skip,
+    /// The daily byte budget is spent (`sum.stopped` says so).
+    Stop,
+}
+
+/// Whether `inc` is to be sent in this pass at `now`; plans its upload if it was only analysed.
+fn ready(
+    guard: &SpoolGuard<'_>,
+    cfg: &Config,
+    inc: Incident,
+    now: u64,
+    sum: &mut Summary,
+) -> Ready {
+    let spool = guard.spool();
+    if !matches!(inc.state, State::Analysed | State::Uploading)
+        || spool.fs().stat(&spool.incident_dir(&inc.id)).is_err()
+    {
+        return Ready::Skip; // not ready, or evicted meanwhile
+    }
+    // (A backoff longer than the cap means the clock was set back: it has expired.)
+    if inc.next_attempt_ms > now && inc.next_attempt_ms - now <= cfg.backoff_cap.as_millis() as u64
+    {
+        sum.waiting += 1;
+        return Ready::Skip;
+    }
+    if budget_left(spool, cfg) == 0 {
+        sum.stopped = Some(Stop::BudgetExhausted);
+        return Ready::Stop;
+    }
+    if inc.state != State::Analysed {
+        return Ready::Go(Box::new(inc));
+    }
+    let id = inc.id.clone();
+    if PLAN_FAILURES.waits(spool.root(), &id, now, cfg) {
+        sum.waiting += 1;
+        return Ready::Skip;
+    }
+    match guard.plan_upload(&id) {
+        Ok(i) => {
+            PLAN_FAILURES.ended(spool.root(), &id);
+            Ready::Go(Box::new(i))
+        }
+        Err(SpoolError::NotFound(_)) => Ready::Skip, // evicted by the quotas
+        Err(e) => {
+            let (_, wait) = PLAN_FAILURES.failed(spool.root(), &id, cfg, now);
+            tracing::warn!("upload: planning {id}: {e}; next try in {wait:?}");
+            Ready::Skip
+        }
+    }
+}
+
+/// After an incident's upload: go on to the next incident, or stop the pass.
+#[derive(Debug, PartialEq, Eq)]
+enum Flow {
+    Next,
+    Stop,
+}
+
+/// Act on how the upload of `inc` (tried at `now`) ended: delete it once acknowledged, wait,
+/// back off, reject, quarantine or drop a file, and say whether the pass goes on.
+fn settle(
+    guard: &SpoolGuard<'_>,
+    cfg: &Config,
+    inc: &mut Incident,
+    r: Result<(), Fail>,
+    now: u64,
+    sum: &mut Summary,
+) -> Result<Flow, Error> {
+    let spool = guard.spool();
+    let id = inc.id.clone();
+    match r {
+        Ok(()) => {
+            ENDPOINT_PROBLEMS.ended(spool.root(), "");
+            match guard.delete(&id) {
+                Ok(()) => {
+                    tracing::info!("upload: incident {id} acknowledged by the server; deleted");
+                    sum.acknowledged.push(id);
+                }
+                Err(e) => tracing::warn!("upload: {id} acknowledged but not deleted: {e}"),
+            }
+        }
+        Err(Fail::ServerWait {
+            status,
+            retry_after,
+        }) => {
+            let wait = retry_after
+                .map(Duration::from_secs)
+                .unwrap_or(cfg.default_retry_after)
+                .min(cfg.max_retry_after);
+            tracing::warn!(
+                "upload: HTTP {status} from {}; waiting {wait:?} (kept across restarts)",
+                cfg.endpoint
+            );
+            let until = hold_sending(spool, wait);
+            sum.stopped = Some(Stop::RetryAfter(until));
+            return Ok(Flow::Stop);
+        }
+        Err(Fail::Endpoint { what, retry_after }) => {
+            // Not this incident's fault: nothing is rejected or counted against it, and
+            // the pass stops; the wait grows while the problem lasts.
+            let (_, mut wait) = ENDPOINT_PROBLEMS.failed(spool.root(), "", cfg, now);
+            if let Some(secs) = retry_after {
+                wait = wait.max(Duration::from_secs(secs));
+            }
+            let wait = wait.min(cfg.max_retry_after);
+            tracing::warn!(
+                "upload: endpoint {} is not usable: {what}; a problem of the endpoint (URL, credentials, proxy, limits), not of incident {id}: nothing rejected, no attempt counted; next try in {wait:?}",
+                cfg.endpoint
+            );
+            let until = hold_sending(spool, wait);
+            sum.stopped = Some(Stop::Endpoint {
+                until_ms: until,
+                error: what,
+            });
+            return Ok(Flow::Stop);
+        }
+        Err(Fail::Network(stop)) => {
+            tracing::info!("upload: the network changed ({stop:?}); stopping this pass");
+            sum.stopped = Some(stop);
+            return Ok(Flow::Stop);
+        }
+        Err(Fail::Budget) => {
+            tracing::info!("upload: daily byte budget spent; resuming tomorrow");
+            sum.stopped = Some(Stop::BudgetExhausted);
+            return Ok(Flow::Stop);
+        }
+        Err(Fail::Retryable(error)) => {
+            inc.upload_attempts += 1;
+            if inc.upload_attempts >= cfg.max_attempts {
+                let reason = format!(
+                    "gave up after {} failed attempts; last: {error}",
+                    inc.upload_attempts
+                );
+                reject(guard, inc, reason, sum);
+                return Ok(Flow::Next);
+            }
+            let until_ms = spool.now_ms() + backoff(cfg, inc.upload_attempts).as_millis() as u64;
+            inc.next_attempt_ms = until_ms;
+            tracing::warn!(
+                "upload: {id}: attempt {} of {} failed: {error}; next after {until_ms}",
+                inc.upload_attempts,
+                cfg.max_attempts
+            );
+            if let Err(e) = UNSAVED.save(guard, inc) {
+                tracing::warn!("upload: {id}: could not persist the backoff: {e}");
+            }
+            sum.stopped = Some(Stop::Backoff {
+                id,
+                until_ms,
+                error,
+            });
+            return Ok(Flow::Stop);
+        }
+        Err(Fail::Rejected(reason)) => {
+            ENDPOINT_PROBLEMS.ended(spool.root(), "");
+            reject(guard, inc, reason, sum)
+        }
+        Err(Fail::Local(what)) => {
+            guard.quarantine(&spool.incident_dir(&id), &what);
+            sum.quarantined.push(id);
+        }
+        Err(Fail::Gone { kind, what }) => {
+            // Counted as a loss; the next pass sends the rest.
+            if let Err(e) = guard.drop_planned(inc, kind, &what) {
+                tracing::warn!("upload: {id}: dropping {kind:?} from its plan: {e}");
+            }
+        }
+        Err(Fail::Spool(SpoolError::NotFound(_))) => {
+            tracing::warn!("upload: {id} vanished (evicted) during its upload");
+        }
+        Err(Fail::Spool(e)) => {
+            tracing::warn!("upload: {id}: spool error: {e}; stopping this pass");
+            return Err(e.into());
+        }
+    }
+    Ok(Flow::Next)
 }
 
 /// Why the pass may not send on `net`, if it may not.

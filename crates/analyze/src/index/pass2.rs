@@ -569,182 +569,28 @@ impl Visitor for Pass2<'_> {
         if let Some(e) = &self.err {
             return Err(e.clone());
         }
-        // Start a new piece at this sub-record once the current one is long enough.
-        let at = offset.wrapping_add(self.delta);
-        if let Some(&last) = self.out.segments.last() {
-            let end = last.offset + last.len;
-            if at >= last.offset + PIECE && at < end {
-                if let Some(l) = self.out.segments.last_mut() {
-                    l.len = at - last.offset;
-                }
-                self.out.segments.push(Segment {
-                    offset: at,
-                    len: end - at,
-                    tag: last.tag,
-                    min_id: u64::MAX,
-                    max_id: 0,
-                });
-            }
-        }
         let id = match *s {
             Sub::Class(ref c) => c.id,
             Sub::Instance { id, .. } | Sub::ObjectArray { id, .. } => id,
             _ => 0,
         };
-        if id != 0 {
-            if let Some(seg) = self.out.segments.last_mut() {
-                seg.min_id = seg.min_id.min(id);
-                seg.max_id = seg.max_id.max(id);
-            }
-        }
-        let id_size = self.ix.header.id_size;
-        let ix = self.ix;
+        self.piece(offset.wrapping_add(self.delta), id);
         match *s {
             Sub::Root { .. } | Sub::HeapDumpInfo { .. } => {}
-            Sub::Class(ref c) => {
-                let Some(_) = self.begin(c.id, ix.class_class, c.statics_raw.len() as u64) else {
-                    return Ok(());
-                };
-                self.out.stats.classes += 1;
-                for (_, ty, v) in c.statics() {
-                    if ty == BasicType::Object {
-                        self.edge(read_id(v, id_size));
-                    }
-                }
-                self.edge(c.super_id);
-                self.edge(c.loader_id);
-                self.end();
-            }
+            Sub::Class(ref c) => self.class_dump(c),
             Sub::Instance {
                 id, class_id, data, ..
-            } => {
-                let ci = match self.class_index(class_id) {
-                    Some(ci) => ci,
-                    None => {
-                        self.out.stats.unknown_class += 1;
-                        (ix.classes.len() - 1) as u32
-                    }
-                };
-                let cl = &ix.classes[ci as usize];
-                let size = if cl.instance_size > 0 {
-                    cl.instance_size
-                } else {
-                    data.len() as u32
-                };
-                let Some(n) = self.begin(id, ci, size as u64) else {
-                    return Ok(());
-                };
-                self.out.stats.instances += 1;
-                if (data.len() as u32) < cl.data_len {
-                    self.out.stats.short_instances += 1;
-                }
-                // Instance -> its class (an instance keeps its class loaded). Deferred, the
-                // edge is not kept as a raw id: the entry is flagged and [`place`] puts the
-                // class's node first in its list (half the edges of a heap are these).
-                let implicit = self.defer() && class_id != 0 && ci != (ix.classes.len() - 1) as u32;
-                if !implicit {
-                    self.edge(class_id);
-                }
-                for &(off, _, _) in &cl.ref_slots {
-                    if let Some(t) = id_at(data, off, id_size) {
-                        self.edge(t);
-                    }
-                }
-                self.end();
-                if implicit {
-                    if let Some(e) = self.out.nodes.last_mut() {
-                        e[3] |= CLASS_EDGE;
-                        self.out.class_edges[ci as usize] += 1;
-                    }
-                }
-                match cl.role {
-                    Role::None | Role::Window | Role::NativeAllocationRegistry => {}
-                    Role::Activity {
-                        destroyed,
-                        finished,
-                    } => {
-                        let d = byte_at(data, destroyed);
-                        let f = byte_at(data, finished);
-                        if d || f {
-                            let why = if d { "mDestroyed" } else { "mFinished" };
-                            self.flag(n, "Activity Leak", format!("{why} is true"));
-                        }
-                    }
-                    Role::Fragment { manager, called } => {
-                        let fm = id_at(data, manager, id_size);
-                        if fm == Some(0) && byte_at(data, Some(called)) {
-                            self.flag(
-                                n,
-                                "Fragment Leak",
-                                "mFragmentManager is null and mCalled is true".into(),
-                            );
-                        }
-                    }
-                    Role::Bitmap { width, height } => {
-                        if let (Some(w), Some(h)) = (int_at(data, width), int_at(data, height)) {
-                            let px = w as u64 * h as u64;
-                            if w as i32 > 0 && h as i32 > 0 && px >= self.limits.bitmap_min_pixels {
-                                self.flag(n, "Bitmap Size Over Threshold", format!("{w}x{h}"));
-                            }
-                        }
-                    }
-                    Role::Watched { referent } => {
-                        if let Some(r) = id_at(data, referent, id_size) {
-                            if r != 0 {
-                                self.out.watched.push((r, n));
-                            }
-                        }
-                    }
-                }
-            }
+            } => self.instance(id, class_id, data),
             Sub::ObjectArray {
                 id, len, class_id, ..
-            } => {
-                self.in_array = false;
-                let ci = self
-                    .class_index(class_id)
-                    .unwrap_or((ix.classes.len() - 1) as u32);
-                let bytes = len as u64 * id_size as u64 + array_header(id_size);
-                let Some(n) = self.begin(id, ci, bytes) else {
-                    return Ok(());
-                };
-                self.out.stats.object_arrays += 1;
-                if bytes + RAW_SLACK >= self.limits.array_min_bytes {
-                    let name = ix.classes[ci as usize].name.clone();
-                    self.flag(n, ARRAY_FINDING, format!("{name} of {len}"));
-                }
-                self.edge(class_id);
-                self.in_array = true;
-            }
+            } => self.object_array(id, len, class_id),
             Sub::PrimitiveArray {
                 id,
                 len,
                 ty,
                 nodata,
                 ..
-            } => {
-                self.in_array = false;
-                let pi = PRIMS.iter().position(|&p| p == ty).unwrap_or(4) as u32;
-                let ci = ix.prim_base + pi;
-                let bytes = len as u64 * ty.size(id_size) as u64 + array_header(id_size);
-                let Some(n) = self.begin(id, ci, bytes) else {
-                    return Ok(());
-                };
-                self.out.stats.primitive_arrays += 1;
-                if nodata {
-                    self.out.stats.stripped_arrays += 1;
-                }
-                if bytes + RAW_SLACK >= self.limits.array_min_bytes {
-                    self.flag(n, ARRAY_FINDING, format!("{} of {len}", prim_name(ty)));
-                }
-                // A primitive array -> its class (`char[]`), as for any other object (unless
-                // the class is a listed root: see `Index::prim_edge_ids`).
-                let class_id = ix.prim_edge_ids[pi as usize];
-                if class_id != 0 {
-                    self.edge(class_id);
-                }
-                self.end();
-            }
+            } => self.primitive_array(id, len, ty, nodata),
         }
         Ok(())
     }
@@ -766,6 +612,195 @@ impl Visitor for Pass2<'_> {
             self.end();
         }
         Ok(())
+    }
+}
+
+/// Pass 2's work on each kind of sub-record, split out of [`Visitor::sub`], the hot loop of the
+/// index: each is inlined into it (as the one function it was), so the split costs nothing.
+impl Pass2<'_> {
+    /// Start a new piece at the sub-record at `at` once the current one is long enough, and
+    /// widen the current piece's id range to `id` (0: not an object).
+    #[inline(always)]
+    fn piece(&mut self, at: u64, id: u64) {
+        if let Some(&last) = self.out.segments.last() {
+            let end = last.offset + last.len;
+            if at >= last.offset + PIECE && at < end {
+                if let Some(l) = self.out.segments.last_mut() {
+                    l.len = at - last.offset;
+                }
+                self.out.segments.push(Segment {
+                    offset: at,
+                    len: end - at,
+                    tag: last.tag,
+                    min_id: u64::MAX,
+                    max_id: 0,
+                });
+            }
+        }
+        if id != 0 {
+            if let Some(seg) = self.out.segments.last_mut() {
+                seg.min_id = seg.min_id.min(id);
+                seg.max_id = seg.max_id.max(id);
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn class_dump(&mut self, c: &ClassDump<'_>) {
+        let id_size = self.ix.header.id_size;
+        let ix = self.ix;
+        let Some(_) = self.begin(c.id, ix.class_class, c.statics_raw.len() as u64) else {
+            return;
+        };
+        self.out.stats.classes += 1;
+        for (_, ty, v) in c.statics() {
+            if ty == BasicType::Object {
+                self.edge(read_id(v, id_size));
+            }
+        }
+        self.edge(c.super_id);
+        self.edge(c.loader_id);
+        self.end();
+    }
+
+    #[inline(always)]
+    fn instance(&mut self, id: u64, class_id: u64, data: &[u8]) {
+        let id_size = self.ix.header.id_size;
+        let ix = self.ix;
+        let ci = match self.class_index(class_id) {
+            Some(ci) => ci,
+            None => {
+                self.out.stats.unknown_class += 1;
+                (ix.classes.len() - 1) as u32
+            }
+        };
+        let cl = &ix.classes[ci as usize];
+        let size = if cl.instance_size > 0 {
+            cl.instance_size
+        } else {
+            data.len() as u32
+        };
+        let Some(n) = self.begin(id, ci, size as u64) else {
+            return;
+        };
+        self.out.stats.instances += 1;
+        if (data.len() as u32) < cl.data_len {
+            self.out.stats.short_instances += 1;
+        }
+        // Instance -> its class (an instance keeps its class loaded). Deferred, the
+        // edge is not kept as a raw id: the entry is flagged and [`place`] puts the
+        // class's node first in its list (half the edges of a heap are these).
+        let implicit = self.defer() && class_id != 0 && ci != (ix.classes.len() - 1) as u32;
+        if !implicit {
+            self.edge(class_id);
+        }
+        for &(off, _, _) in &cl.ref_slots {
+            if let Some(t) = id_at(data, off, id_size) {
+                self.edge(t);
+            }
+        }
+        self.end();
+        if implicit {
+            if let Some(e) = self.out.nodes.last_mut() {
+                e[3] |= CLASS_EDGE;
+                self.out.class_edges[ci as usize] += 1;
+            }
+        }
+        self.roles(n, cl.role, data);
+    }
+
+    /// The per-instance detectors: flags (or watches) node `n` by its class's `role`, from the
+    /// instance's field bytes `data`.
+    #[inline(always)]
+    fn roles(&mut self, n: u32, role: Role, data: &[u8]) {
+        let id_size = self.ix.header.id_size;
+        match role {
+            Role::None | Role::Window | Role::NativeAllocationRegistry => {}
+            Role::Activity {
+                destroyed,
+                finished,
+            } => {
+                let d = byte_at(data, destroyed);
+                let f = byte_at(data, finished);
+                if d || f {
+                    let why = if d { "mDestroyed" } else { "mFinished" };
+                    self.flag(n, "Activity Leak", format!("{why} is true"));
+                }
+            }
+            Role::Fragment { manager, called } => {
+                let fm = id_at(data, manager, id_size);
+                if fm == Some(0) && byte_at(data, Some(called)) {
+                    self.flag(
+                        n,
+                        "Fragment Leak",
+                        "mFragmentManager is null and mCalled is true".into(),
+                    );
+                }
+            }
+            Role::Bitmap { width, height } => {
+                if let (Some(w), Some(h)) = (int_at(data, width), int_at(data, height)) {
+                    let px = w as u64 * h as u64;
+                    if w as i32 > 0 && h as i32 > 0 && px >= self.limits.bitmap_min_pixels {
+                        self.flag(n, "Bitmap Size Over Threshold", format!("{w}x{h}"));
+                    }
+                }
+            }
+            Role::Watched { referent } => {
+                if let Some(r) = id_at(data, referent, id_size) {
+                    if r != 0 {
+                        self.out.watched.push((r, n));
+                    }
+                }
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn object_array(&mut self, id: u64, len: u32, class_id: u64) {
+        let id_size = self.ix.header.id_size;
+        let ix = self.ix;
+        self.in_array = false;
+        let ci = self
+            .class_index(class_id)
+            .unwrap_or((ix.classes.len() - 1) as u32);
+        let bytes = len as u64 * id_size as u64 + array_header(id_size);
+        let Some(n) = self.begin(id, ci, bytes) else {
+            return;
+        };
+        self.out.stats.object_arrays += 1;
+        if bytes + RAW_SLACK >= self.limits.array_min_bytes {
+            let name = ix.classes[ci as usize].name.clone();
+            self.flag(n, ARRAY_FINDING, format!("{name} of {len}"));
+        }
+        self.edge(class_id);
+        self.in_array = true;
+    }
+
+    #[inline(always)]
+    fn primitive_array(&mut self, id: u64, len: u32, ty: BasicType, nodata: bool) {
+        let id_size = self.ix.header.id_size;
+        let ix = self.ix;
+        self.in_array = false;
+        let pi = PRIMS.iter().position(|&p| p == ty).unwrap_or(4) as u32;
+        let ci = ix.prim_base + pi;
+        let bytes = len as u64 * ty.size(id_size) as u64 + array_header(id_size);
+        let Some(n) = self.begin(id, ci, bytes) else {
+            return;
+        };
+        self.out.stats.primitive_arrays += 1;
+        if nodata {
+            self.out.stats.stripped_arrays += 1;
+        }
+        if bytes + RAW_SLACK >= self.limits.array_min_bytes {
+            self.flag(n, ARRAY_FINDING, format!("{} of {len}", prim_name(ty)));
+        }
+        // A primitive array -> its class (`char[]`), as for any other object (unless
+        // the class is a listed root: see `Index::prim_edge_ids`).
+        let class_id = ix.prim_edge_ids[pi as usize];
+        if class_id != 0 {
+            self.edge(class_id);
+        }
+        self.end();
     }
 }
 

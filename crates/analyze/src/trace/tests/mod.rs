@@ -69,11 +69,40 @@ fn act(k: u64) -> u64 {
 ///   -> the loader -> its Object[] of classes -> class `Late` -> `sKept`;
 /// - `Statics.sFragment` -> detached Fragment -> `mHost` Holder -> a 300 KB byte[].
 fn art_dump() -> Vec<u8> {
-    use BasicType::*;
     let mut d = Dump {
         w: Writer::new(Format::V103, 4, 0),
         strings: Vec::new(),
     };
+    let resolved = art_classes(&mut d);
+    let app = d.s("app");
+    let w = &mut d.w;
+    w.segment(tag::HEAP_DUMP_SEGMENT);
+    w.heap_info(b'A' as u32, app);
+    for (id, sup, st, fs) in &resolved {
+        let loader = if *id == LATE { 0x2a10 } else { 0 };
+        w.class_dump(*id, *sup, loader, 16, st, fs);
+        if *id != LATE {
+            w.root(sub::ROOT_STICKY_CLASS, *id);
+        }
+    }
+    art_objects(w);
+    w.end_segment();
+    w.heap_dump_end();
+    d.w.finish()
+}
+
+/// A class of [`art_dump`]: id, superclass, statics (name, type, value), fields (name, type).
+type Resolved = (
+    u64,
+    u64,
+    Vec<(u64, BasicType, Vec<u8>)>,
+    Vec<(u64, BasicType)>,
+);
+
+/// [`art_dump`]'s classes: their LOAD_CLASS records (and names) written, their statics and
+/// fields with names as string ids, for the class dumps.
+fn art_classes(d: &mut Dump) -> Vec<Resolved> {
+    use BasicType::*;
     let names = [
         (OBJECT, "java.lang.Object"),
         (ACTIVITY, "android.app.Activity"),
@@ -176,17 +205,12 @@ fn art_dump() -> Vec<u8> {
         };
         resolved.push((*id, *sup, st, fs));
     }
-    let app = d.s("app");
-    let w = &mut d.w;
-    w.segment(tag::HEAP_DUMP_SEGMENT);
-    w.heap_info(b'A' as u32, app);
-    for (id, sup, st, fs) in &resolved {
-        let loader = if *id == LATE { 0x2a10 } else { 0 };
-        w.class_dump(*id, *sup, loader, 16, st, fs);
-        if *id != LATE {
-            w.root(sub::ROOT_STICKY_CLASS, *id);
-        }
-    }
+    resolved
+}
+
+/// [`art_dump`]'s objects, after its class dumps: the activities and, per path of the dump's
+/// doc, the objects that hold them.
+fn art_objects(w: &mut Writer) {
     let inst = |w: &mut Writer, id: u64, class: u64, vals: &[V]| {
         let mut b = Vec::new();
         for v in vals {
@@ -253,9 +277,6 @@ fn art_dump() -> Vec<u8> {
     );
     inst(w, 0x3010, HOLDER, &[V::L(0x3020)]);
     w.primitive_array(0x3020, BasicType::Byte, 300 << 10, &vec![7u8; 300 << 10]);
-    w.end_segment();
-    w.heap_dump_end();
-    d.w.finish()
 }
 
 fn report(bytes: &[u8]) -> Report {
@@ -318,8 +339,18 @@ const DESTROYED: &str = "mDestroyed is true";
 #[test]
 fn each_inspector_decides_its_object_and_the_suspects_lie_between() {
     let r = report(&art_dump());
+    static_field_paths(&r);
+    thread_and_array_paths(&r);
+    jni_frame_and_detached_view_paths(&r);
+    late_class_path(&r);
+    fragment_array_path(&r);
+}
+
+/// Activities 1 to 4: held through static fields of `com.app.Statics`, by a view, a dialog, a
+/// window and an ended thread.
+fn static_field_paths(r: &Report) {
     let st = "com.app.Statics";
-    let g = path_to(&r, act(1));
+    let g = path_to(r, act(1));
     assert_eq!(g.trace.root_kind, "static field");
     assert_eq!(
         g.trace.root,
@@ -352,7 +383,7 @@ fn each_inspector_decides_its_object_and_the_suspects_lie_between() {
     );
     assert_eq!(g.trace.nodes[3].reference_type, None);
 
-    let g = path_to(&r, act(2));
+    let g = path_to(r, act(2));
     assert_eq!(
         rows(g),
         [
@@ -367,7 +398,7 @@ fn each_inspector_decides_its_object_and_the_suspects_lie_between() {
             row(A, LEAK, DESTROYED, None, false),
         ]
     );
-    let g = path_to(&r, act(3));
+    let g = path_to(r, act(3));
     assert_eq!(
         rows(g),
         [
@@ -383,7 +414,7 @@ fn each_inspector_decides_its_object_and_the_suspects_lie_between() {
             row(A, LEAK, DESTROYED, None, false),
         ]
     );
-    let g = path_to(&r, act(4));
+    let g = path_to(r, act(4));
     assert_eq!(
         rows(g),
         [
@@ -398,7 +429,12 @@ fn each_inspector_decides_its_object_and_the_suspects_lie_between() {
             row(A, LEAK, DESTROYED, None, false),
         ]
     );
-    let g = path_to(&r, act(5));
+}
+
+/// Activities 5 and 6: a running thread's, and through an Application's Object[].
+fn thread_and_array_paths(r: &Report) {
+    let st = "com.app.Statics";
+    let g = path_to(r, act(5));
     assert_eq!(g.trace.root_kind, "thread");
     assert_eq!(g.trace.root, "thread #7 (java.lang.Thread @0x2400)");
     assert_eq!(
@@ -414,7 +450,7 @@ fn each_inspector_decides_its_object_and_the_suspects_lie_between() {
             row(A, LEAK, DESTROYED, None, false),
         ]
     );
-    let g = path_to(&r, act(6));
+    let g = path_to(r, act(6));
     assert_eq!(
         rows(g),
         [
@@ -435,6 +471,12 @@ fn each_inspector_decides_its_object_and_the_suspects_lie_between() {
         g.trace.nodes[2].reference_type.as_deref(),
         Some("array element")
     );
+}
+
+/// Activities 7 to 9: a JNI global's and a Java frame's Holder, and a detached view whose
+/// context is the activity.
+fn jni_frame_and_detached_view_paths(r: &Report) {
+    let st = "com.app.Statics";
     for (k, kind, root) in [
         (
             7,
@@ -447,7 +489,7 @@ fn each_inspector_decides_its_object_and_the_suspects_lie_between() {
             "local variable of a Java frame on thread #7: com.app.Holder @0x2800",
         ),
     ] {
-        let g = path_to(&r, act(k));
+        let g = path_to(r, act(k));
         assert_eq!(
             (g.trace.root_kind.as_str(), g.trace.root.as_str()),
             (kind, root)
@@ -460,7 +502,7 @@ fn each_inspector_decides_its_object_and_the_suspects_lie_between() {
             ]
         );
     }
-    let g = path_to(&r, act(9));
+    let g = path_to(r, act(9));
     assert_eq!(
         rows(g),
         [
@@ -475,9 +517,13 @@ fn each_inspector_decides_its_object_and_the_suspects_lie_between() {
             row(A, LEAK, DESTROYED, None, false),
         ]
     );
+}
+
+/// Activity 10: held by a static of a class whose loader is no root.
+fn late_class_path(r: &Report) {
     // The class whose loader is no root: the path starts at the class, not at the JNI global
     // that reaches its loader.
-    let g = path_to(&r, act(10));
+    let g = path_to(r, act(10));
     assert_eq!(g.gc_root, "System Class");
     assert_eq!(g.trace.root, "class com.app.Late, static field sKept");
     assert_eq!(
@@ -487,6 +533,11 @@ fn each_inspector_decides_its_object_and_the_suspects_lie_between() {
             row(A, LEAK, DESTROYED, None, false),
         ]
     );
+}
+
+/// The detached fragment and the 300 KB array it alone holds.
+fn fragment_array_path(r: &Report) {
+    let st = "com.app.Statics";
     // The fragment's path, and the large array it alone holds: LEAKING through it.
     let g = r
         .gc_paths

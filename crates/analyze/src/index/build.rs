@@ -1,0 +1,443 @@
+//! The index driver: which passes build the index of a dump (one pass when its classes come first,
+//! else two), in how many parts side by side, and joining the workers' outputs into one graph.
+//!
+//! Invariants:
+//! - The index is the same whichever way it was built (one pass or two, any number of parts);
+//!   whatever fails in the one pass or in parts is run again in two passes or in one piece,
+//!   which report a problem at its exact offset.
+//! - At most [`MAX_THREADS`] threads parse side by side.
+
+use crate::index;
+use crate::{joined, Config, Error, Input, Timings};
+use std::time::Instant;
+
+/// The index of a dump with its graph and shallow sizes; its byte length and the parts it was
+/// read in.
+#[allow(clippy::type_complexity)]
+pub(crate) fn build_index(
+    input: &Input<'_>,
+    cfg: &Config,
+    t0: Instant,
+    tm: &mut Timings,
+) -> Result<(index::Index, u64, Option<Vec<(u64, u64)>>), Error> {
+    if let Input::File(path) = input {
+        // The passes read the file more than once: a pipe would be empty the second time.
+        let meta = std::fs::metadata(path).map_err(|source| Error::Io {
+            what: "cannot open",
+            source,
+        })?;
+        if !meta.is_file() {
+            return Err(Error::Io {
+                what: "not a regular file",
+                source: std::io::Error::other(
+                    "the analyser reads a dump more than once; save a pipe or device to a file first",
+                ),
+            });
+        }
+    }
+    let threads = threads(cfg);
+    let mut parts = if threads > 1 {
+        input.split(threads, cfg.parallel_min_bytes)
+    } else {
+        None
+    };
+    let limits = index::IndexLimits {
+        bitmap_min_pixels: cfg.bitmap_min_pixels,
+        array_min_bytes: cfg.array_min_bytes,
+    };
+    // One pass if the dump's classes all come first (HotSpot's do); otherwise, or if anything
+    // went wrong there, the two passes below (which report problems at their exact offsets).
+    // (A file that cannot be read is left to the two-pass path, which reports it as before.)
+    let one = match input.len() {
+        Err(_) => None,
+        Ok(len) => {
+            let whole = [(hprof::HEADER_LEN as u64, len)];
+            let ps: &[(u64, u64)] = match &parts {
+                Some(p) => p,
+                None => &whole,
+            };
+            if cfg.one_pass && len > hprof::HEADER_LEN as u64 {
+                one_pass(input, ps, limits)
+            } else {
+                None
+            }
+        }
+    };
+    let (mut ix, outs) = match one {
+        Some(OnePassResult::Graph(ix, placed, edges)) => (*ix, Some((placed, edges))),
+        Some(OnePassResult::Scanned(p1, arrays)) => (
+            match arrays {
+                Some(a) => p1.finish_then(move || a),
+                None => p1.finish(),
+            }
+            .map_err(|what| Error::Input { offset: 0, what })?,
+            None,
+        ),
+        None => (scan(input, &mut parts)?, None),
+    };
+    let bytes = input.len()?;
+    tm.scan_ms = t0.elapsed().as_millis() as u64;
+
+    let t = Instant::now();
+    let watched = match outs {
+        Some((placed, edges)) => index::apply_placed(&mut ix, placed, edges),
+        None => two_pass_graph(input, &parts, &mut ix, limits)?,
+    };
+    index::flag_watched(&mut ix, watched);
+    index::settle(&mut ix, limits.array_min_bytes);
+    // The paths, the dominators and the report look no object up by id.
+    ix.drop_id_map();
+    ix.edges.shrink_to_fit();
+    tm.graph_ms = t.elapsed().as_millis() as u64;
+    Ok((ix, bytes, parts))
+}
+
+/// Most threads [`Config::threads`] asks for that are used (within [`index::MAX_WORKERS`]).
+const MAX_THREADS: usize = 64;
+const _: () = assert!(MAX_THREADS <= index::MAX_WORKERS);
+
+/// The threads the analysis runs side by side (see [`Config::threads`]).
+pub(crate) fn threads(cfg: &Config) -> usize {
+    match cfg.threads {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get().min(4)),
+        n => n.min(MAX_THREADS),
+    }
+}
+
+/// What [`one_pass`] achieved.
+pub(crate) enum OnePassResult {
+    /// The skeleton index and pass 2's outputs, ready to apply (their edge lists joined).
+    Graph(Box<index::Index>, Vec<index::Placed>, Vec<u32>),
+    /// Classes (or strings) came late: only pass 1's work is usable, and the per-node arrays
+    /// if they were already being made.
+    Scanned(Box<index::Pass1>, Option<index::NodeArrays>),
+}
+
+/// Gather the prefix (everything before the first object), then run pass 1 and pass 2 at once
+/// over `parts` with the prefix's class layouts. `None` if the input did not parse (the caller
+/// starts over with two passes, which report the problem at its exact offset).
+pub(crate) fn one_pass(
+    input: &Input<'_>,
+    parts: &[(u64, u64)],
+    limits: index::IndexLimits,
+) -> Option<OnePassResult> {
+    let mut pre = index::Prefix::default();
+    input.prefix(&mut pre).ok()?;
+    let prefix_end = pre.end.unwrap_or(u64::MAX);
+    let counts = pre.p1.counts();
+    let skel = pre.p1.finish().ok()?;
+    let any_late = std::sync::atomic::AtomicBool::new(false);
+    let vs = parts
+        .iter()
+        .map(|&(a, _)| {
+            let delta = a - hprof::HEADER_LEN as u64;
+            index::OnePass::new(&skel, limits, delta, prefix_end, &any_late)
+        })
+        .collect();
+    let vs = input.pass_parts(parts, vs).ok()?;
+    let late = vs.iter().any(|v| v.late);
+    let mut p1s = Vec::with_capacity(vs.len());
+    let mut p2s = Vec::with_capacity(vs.len());
+    let mut heads_asc = Vec::with_capacity(vs.len());
+    for v in vs {
+        heads_asc.push((v.head, v.ascending));
+        p1s.push(v.p1);
+        p2s.push(v.p2);
+    }
+    // How the k-th object of worker w finds its node. HotSpot lists the class dumps first, then
+    // every other object by ascending id: the latter fill, in order, the nodes the former leave
+    // free, so only the few class ids are kept. Otherwise each worker's ids are kept.
+    let mut prev: Option<u64> = None;
+    let mut tails_ok = true;
+    for (v, p) in heads_asc.iter().zip(&p1s) {
+        let ids = p.ids();
+        if !v.1 {
+            tails_ok = false;
+        }
+        if let (Some(&a), Some(b)) = (ids.get(v.0), prev) {
+            if b >= a {
+                tails_ok = false;
+            }
+        }
+        if ids.len() > v.0 {
+            prev = ids.last().copied();
+        }
+    }
+    let mut tail_base = Vec::with_capacity(p1s.len());
+    let mut acc = 0u64;
+    for (v, p) in heads_asc.iter().zip(&p1s) {
+        tail_base.push(acc.min(NONE_U32 as u64) as u32);
+        acc += (p.ids().len() - v.0) as u64;
+    }
+    let (orders, heads): (Vec<Vec<u64>>, Vec<Vec<u64>>) = if late {
+        (Vec::new(), Vec::new())
+    } else if tails_ok {
+        (
+            Vec::new(),
+            heads_asc
+                .iter()
+                .zip(&p1s)
+                .map(|(v, p)| p.ids()[..v.0].to_vec())
+                .collect(),
+        )
+    } else {
+        (p1s.iter().map(|p| p.ids().to_vec()).collect(), Vec::new())
+    };
+    // The per-node arrays are allocated (their pages faulted in) on another thread from here
+    // on, while the ids are merged and mapped: for at most as many nodes as there are ids.
+    let nodes_at_most: usize = p1s.iter().map(|p| p.ids().len()).sum();
+    std::thread::scope(|sc| {
+        let arrays = (!late).then(|| sc.spawn(move || index::node_arrays(nodes_at_most)));
+        let p1 = merge_pass1(p1s)?;
+        let (s, n, c) = p1.counts();
+        let arrays = match arrays {
+            Some(a) if (s, n, c) == counts => a,
+            // Strings or classes came after the prefix: pass 2 runs over the index of pass 1.
+            a => return Some(OnePassResult::Scanned(Box::new(p1), a.map(joined))),
+        };
+        let ix = p1.finish_then(move || joined(arrays)).ok()?;
+        one_pass_resolve(ix, p2s, orders, heads, tail_base)
+    })
+}
+
+/// [`one_pass`] once the index is made: each worker's objects and edge targets to nodes.
+fn one_pass_resolve(
+    mut ix: index::Index,
+    p2s: Vec<index::Pass2<'_>>,
+    orders: Vec<Vec<u64>>,
+    heads: Vec<Vec<u64>>,
+    tail_base: Vec<u32>,
+) -> Option<OnePassResult> {
+    if ix.stats.duplicate_ids > 0 && orders.is_empty() {
+        // The free-node numbering below assumes distinct ids.
+        return None;
+    }
+    // Nodes of the class dumps listed first, sorted.
+    let mut taken: Vec<u32> = heads
+        .iter()
+        .flatten()
+        .map(|&id| ix.node(id).unwrap_or(NONE_U32))
+        .collect();
+    taken.sort_unstable();
+    let raws: Vec<(index::Out, index::Raw)> = p2s
+        .into_iter()
+        .map(|p| p.finish_deferred())
+        .collect::<Result<_, _>>()
+        .ok()?;
+    // Each worker looks its targets up, side by side; then, knowing how many each keeps, writes
+    // its lists straight into its own stretch of the joined list (no worker's list is moved
+    // or copied after it is written).
+    let ixr = &ix;
+    let looked: Vec<index::Looked> = std::thread::scope(|s| {
+        let hs: Vec<_> = raws
+            .into_iter()
+            .map(|(out, raw)| s.spawn(move || index::lookup(ixr, out, raw)))
+            .collect();
+        hs.into_iter().map(joined).collect()
+    });
+    let rooms: Vec<usize> = looked.iter().map(|l| l.room(ixr)).collect();
+    let total = rooms.iter().try_fold(0usize, |a, &r| a.checked_add(r))?;
+    if total >= NONE_U32 as usize {
+        // Too many references: the two passes report it.
+        return None;
+    }
+    let mut edges = vec![0u32; total];
+    let mut stretches = Vec::with_capacity(rooms.len());
+    let mut bases = Vec::with_capacity(rooms.len());
+    let mut rest: &mut [u32] = &mut edges;
+    let mut base = 0u32;
+    for &r in &rooms {
+        let (a, b) = rest.split_at_mut(r);
+        stretches.push(a);
+        bases.push(base);
+        rest = b;
+        base += r as u32;
+    }
+    // Each worker also writes its objects into the node arrays, over a range of nodes of its
+    // own: in a HotSpot dump, the nodes its tail fills (the first worker's range starts at 0
+    // and takes the class dumps that fall in it); the objects outside it are left for
+    // `apply_placed`. With each worker's ids kept instead, the first worker's range is every
+    // node, and with duplicate ids (which only that way allows) none is, so that the object
+    // listed first keeps its node.
+    let n = ix.len() as u32;
+    let starts: Vec<u32> = (0..rooms.len())
+        .map(|w| match w {
+            0 => 0,
+            _ if !orders.is_empty() || heads.is_empty() => n,
+            _ => free_node(&taken, tail_base[w]).min(n),
+        })
+        .collect();
+    let (mut class_of, mut shallow, mut adj) = (
+        std::mem::take(&mut ix.class_of),
+        std::mem::take(&mut ix.shallow),
+        std::mem::take(&mut ix.adj),
+    );
+    let ranges = if ix.stats.duplicate_ids > 0 {
+        index::node_ranges(&mut [], &mut [], &mut [], &starts)
+    } else {
+        index::node_ranges(&mut class_of, &mut shallow, &mut adj, &starts)
+    };
+    let ixr = &ix;
+    let placed: Vec<Option<index::Placed>> = std::thread::scope(|s| {
+        let hs: Vec<_> = looked
+            .into_iter()
+            .zip(stretches)
+            .zip(bases)
+            .zip(ranges)
+            .enumerate()
+            .map(|(w, (((l, dst), base), range))| {
+                let order = orders.get(w);
+                let head = heads.get(w);
+                let tail = tail_base.get(w).copied().unwrap_or(0);
+                let taken = &taken;
+                s.spawn(move || {
+                    let mut cursor = FreeNodes::new(taken);
+                    index::place(ixr, l, dst, base, range, |k| match (order, head) {
+                        (Some(o), _) => o
+                            .get(k as usize)
+                            .and_then(|&id| ixr.node(id))
+                            .unwrap_or(NONE_U32),
+                        (None, Some(h)) if (k as usize) < h.len() => {
+                            ixr.node(h[k as usize]).unwrap_or(NONE_U32)
+                        }
+                        (None, Some(h)) => cursor.get(tail.saturating_add(k - h.len() as u32)),
+                        (None, None) => NONE_U32,
+                    })
+                })
+            })
+            .collect();
+        hs.into_iter().map(joined).collect()
+    });
+    (ix.class_of, ix.shallow, ix.adj) = (class_of, shallow, adj);
+    // (place gives None if an object's node was not found, which cannot happen: every id
+    // met is indexed.)
+    let placed: Vec<index::Placed> = placed.into_iter().collect::<Option<_>>()?;
+    Some(OnePassResult::Graph(Box::new(ix), placed, edges))
+}
+
+const NONE_U32: u32 = index::NONE;
+
+/// [`free_node`] for calls whose `g` mostly ascends: a cursor walks `taken` instead of a
+/// binary search per call.
+pub(crate) struct FreeNodes<'a> {
+    taken: &'a [u32],
+    g: u32,
+    c: usize,
+}
+
+impl<'a> FreeNodes<'a> {
+    pub(crate) fn new(taken: &'a [u32]) -> Self {
+        FreeNodes { taken, g: 0, c: 0 }
+    }
+    pub(crate) fn get(&mut self, g: u32) -> u32 {
+        if g < self.g {
+            return free_node(self.taken, g);
+        }
+        self.g = g;
+        while self.c < self.taken.len() && self.taken[self.c] as u64 - self.c as u64 <= g as u64 {
+            self.c += 1;
+        }
+        g.saturating_add(self.c as u32)
+    }
+}
+
+/// The `g`-th node (from 0) that is not in `taken` (sorted, distinct).
+pub(crate) fn free_node(taken: &[u32], g: u32) -> u32 {
+    // taken[i] - i free nodes come before taken[i]; it is nondecreasing in i.
+    let (mut lo, mut hi) = (0usize, taken.len());
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        if taken[mid] as u64 - mid as u64 <= g as u64 {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    g.saturating_add(lo as u32)
+}
+
+/// Merge the workers' pass-1 gatherings (each sorts its ids first, side by side).
+fn merge_pass1(mut vs: Vec<index::Pass1>) -> Option<index::Pass1> {
+    std::thread::scope(|s| {
+        for v in vs.iter_mut() {
+            s.spawn(move || v.sort_ids());
+        }
+    });
+    let mut it = vs.into_iter();
+    let mut first = it.next()?;
+    for v in it {
+        first.merge(v);
+    }
+    Some(first)
+}
+
+/// Pass 1 (the two-pass way), in parts side by side if the file splits; any failure there is
+/// re-run in one piece, which reports it at its exact offset.
+/// `parts` becomes `None` in the latter case.
+pub(crate) fn scan(
+    input: &Input<'_>,
+    parts: &mut Option<Vec<(u64, u64)>>,
+) -> Result<index::Index, Error> {
+    let mut merged = None;
+    if let Some(parts) = parts.as_ref() {
+        let vs = (0..parts.len()).map(|_| index::Pass1::default()).collect();
+        if let Ok(vs) = input.pass_parts(parts, vs) {
+            merged = merge_pass1(vs);
+        }
+    }
+    let p1 = match merged {
+        Some(p1) => p1,
+        None => {
+            *parts = None;
+            let mut p1 = index::Pass1::default();
+            input.pass(&mut p1)?;
+            p1
+        }
+    };
+    p1.finish().map_err(|what| Error::Input { offset: 0, what })
+}
+
+/// Pass 2 over the index pass 1 made: the graph, applied to the index; returns the watched
+/// referents.
+pub(crate) fn two_pass_graph(
+    input: &Input<'_>,
+    parts: &Option<Vec<(u64, u64)>>,
+    ix: &mut index::Index,
+    limits: index::IndexLimits,
+) -> Result<Vec<(u64, u32)>, Error> {
+    let shared = index::Shared::take(ix);
+    let outs = graph(input, parts, ix, &shared, limits)?;
+    index::apply(ix, outs, shared).map_err(|what| Error::Input { offset: 0, what })
+}
+
+/// Pass 2's workers over the parts of the file (or one over all of it), writing into `shared`;
+/// their outputs, finished.
+fn graph(
+    input: &Input<'_>,
+    parts: &Option<Vec<(u64, u64)>>,
+    ix: &index::Index,
+    shared: &index::Shared,
+    limits: index::IndexLimits,
+) -> Result<Vec<index::Out>, Error> {
+    let outs = match parts {
+        Some(parts) => {
+            let vs = parts
+                .iter()
+                .zip(0u8..)
+                .map(|(&(a, _), w)| {
+                    index::Pass2::new(ix, shared, w, limits, a - hprof::HEADER_LEN as u64)
+                })
+                .collect();
+            input.pass_parts(parts, vs)?
+        }
+        None => {
+            let mut p2 = index::Pass2::new(ix, shared, 0, limits, 0);
+            input.pass(&mut p2)?;
+            vec![p2]
+        }
+    };
+    outs.into_iter()
+        .map(|p| p.finish())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|what| Error::Input { offset: 0, what })
+}

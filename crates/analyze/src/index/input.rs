@@ -1,0 +1,492 @@
+//! Where a dump is read from ([`Input`]: a file, bytes in memory, or one snapshot of a file that
+//! holds several) and how the passes read it: whole (a helper thread reading ahead), from the
+//! start until the visitor stops (the prefix), only chosen pieces of heap dump segments, or cut
+//! at record boundaries into parts parsed side by side.
+//!
+//! Invariants:
+//! - The file is never held whole: each parsing thread maps a window of [`WINDOW`] bytes at a
+//!   time and unmaps it before mapping the next; ranges that cannot be mapped (or are short) are
+//!   read in chunks of [`CHUNK`] bytes.
+//! - Every error names the byte offset in the file (a part's or a piece's parser counts from its
+//!   own start; its offsets are mapped back).
+//! - A snapshot's passes see none of the heap records of the other snapshots.
+
+use crate::{joined, snapshot, Error};
+use hprof::{Parser, Visitor};
+use std::io::Read;
+use std::path::Path;
+
+/// Bytes read from the file at a time where it is read rather than mapped.
+pub const CHUNK: usize = 4 << 20;
+
+/// Bytes of the file mapped at a time by each parsing thread (see [`each_piece`]). The pages of
+/// a window count in the RSS until it is unmapped: with 16 MiB windows they were a third of
+/// the peak on a two-pass (ART) dump; 4 MiB cost no time measured.
+pub const WINDOW: usize = 4 << 20;
+
+/// Ranges shorter than this are read rather than mapped (mapping and unmapping cost more).
+const MAP_MIN: usize = 1 << 20;
+
+/// Where the dump comes from: a file (read three times) or bytes already in memory (tests).
+#[derive(Clone, Copy)]
+pub enum Input<'a> {
+    File(&'a Path),
+    Bytes(&'a [u8]),
+    /// One heap dump of an input that holds several ([`crate::analyze`] makes it; see `snapshot`).
+    Snapshot(Picked<'a>),
+}
+
+/// An input whose heap records in `skip` (the other snapshots) no pass sees.
+#[derive(Clone, Copy)]
+pub struct Picked<'a> {
+    pub(crate) base: &'a Input<'a>,
+    pub(crate) skip: &'a [(u64, u64)],
+}
+
+impl Input<'_> {
+    /// One pass over the whole input. A file is read by a second thread into a few recycled
+    /// buffers while this one parses (the copy out of the page cache overlaps the parsing).
+    pub(crate) fn pass<V: Visitor>(&self, v: &mut V) -> Result<u64, Error> {
+        let mut p = Parser::new();
+        match self {
+            Input::Snapshot(s) => {
+                let v: &mut dyn Visitor = v;
+                return s.base.pass(&mut snapshot::Only::new(v, s.skip, 0));
+            }
+            Input::Bytes(b) => p.feed(b, v)?,
+            Input::File(path) => {
+                let f = std::fs::File::open(path).map_err(|source| Error::Io {
+                    what: "cannot open",
+                    source,
+                })?;
+                read_ahead(f, |chunk| p.feed(chunk, v).map_err(Error::from))?;
+            }
+        }
+        p.finish()?;
+        Ok(p.bytes_fed())
+    }
+}
+
+impl Input<'_> {
+    /// Parse only the header and the pieces of heap dump segments that may hold one of `ids`
+    /// (sorted): those whose id range covers one. Falls back to a whole pass if the pieces are
+    /// unknown.
+    pub(crate) fn pass_segments<V: Visitor>(
+        &self,
+        segments: &[crate::index::Segment],
+        ids: &[u64],
+        v: &mut V,
+    ) -> Result<(), Error> {
+        if segments.is_empty() {
+            return self.pass(v).map(|_| ());
+        }
+        // The pieces are those of the snapshot analysed.
+        if let Input::Snapshot(s) = self {
+            return s.base.pass_segments(segments, ids, v);
+        }
+        let pick: Vec<&crate::index::Segment> = segments
+            .iter()
+            .filter(|s| {
+                let i = ids.partition_point(|&x| x < s.min_id);
+                i < ids.len() && ids[i] <= s.max_id
+            })
+            .collect();
+        let mut p = Parser::new();
+        // Each piece is fed as a record of its own: a made-up record header, then its
+        // sub-records. The parser counts offsets as if the pieces followed one another after
+        // the file header; `fix` maps one back to the file, given the piece's start and how
+        // many bytes the parser had been fed before it.
+        let fix = |e: hprof::Error, base: u64, fed: u64| Error::Input {
+            offset: e.offset.saturating_sub(fed) + base,
+            what: e.what,
+        };
+        let head = |s: &crate::index::Segment| {
+            let mut h = [0u8; 9];
+            h[0] = s.tag;
+            h[5..].copy_from_slice(&(s.len.min(u32::MAX as u64) as u32).to_be_bytes());
+            h
+        };
+        match self {
+            Input::Snapshot(_) => {}
+            Input::Bytes(b) => {
+                let h = b.get(..hprof::HEADER_LEN).unwrap_or(b);
+                p.feed(h, v)?;
+                for s in pick {
+                    p.feed(&head(s), v).map_err(|e| fix(e, s.offset, 0))?;
+                    let fed = p.bytes_fed();
+                    let r = b
+                        .get(s.offset as usize..(s.offset + s.len) as usize)
+                        .unwrap_or(&[]);
+                    p.feed(r, v).map_err(|e| fix(e, s.offset, fed))?;
+                }
+            }
+            Input::File(path) => {
+                use std::os::unix::fs::FileExt;
+                let io = |what, source| Error::Io { what, source };
+                let f = std::fs::File::open(path).map_err(|e| io("cannot open", e))?;
+                let mut buf = vec![0u8; hprof::HEADER_LEN];
+                f.read_exact_at(&mut buf, 0)
+                    .map_err(|e| io("read failed", e))?;
+                p.feed(&buf, v)?;
+                for s in pick {
+                    p.feed(&head(s), v).map_err(|e| fix(e, s.offset, 0))?;
+                    let fed = p.bytes_fed();
+                    each_piece(&f, s.offset, s.offset + s.len, |piece| {
+                        p.feed(piece, v).map_err(|e| fix(e, s.offset, fed))
+                    })?;
+                }
+            }
+        }
+        p.finish().map_err(|e| fix(e, 0, hprof::HEADER_LEN as u64))
+    }
+}
+
+impl Input<'_> {
+    /// Parse from the start until `v` stops the parser with [`crate::index::PREFIX_STOP`] (or the input
+    /// ends). Reads a megabyte at a time: the prefix is usually a small part of the file.
+    pub(crate) fn prefix<V: Visitor>(&self, v: &mut V) -> Result<(), Error> {
+        let mut p = Parser::new();
+        let stopped = |e: &hprof::Error| e.what == crate::index::PREFIX_STOP;
+        let r = match self {
+            Input::Snapshot(s) => {
+                let v: &mut dyn Visitor = v;
+                return s.base.prefix(&mut snapshot::Only::new(v, s.skip, 0));
+            }
+            Input::Bytes(b) => p.feed(b, v),
+            Input::File(_) => {
+                let f = self.open()?;
+                let len = self.len()?;
+                let mut buf = vec![0u8; 1 << 20];
+                let mut at = 0u64;
+                let mut r = Ok(());
+                while at < len && r.is_ok() {
+                    let n = ((len - at) as usize).min(buf.len());
+                    self.read_at(f.as_ref(), at, &mut buf[..n])?;
+                    r = p.feed(&buf[..n], v);
+                    at += n as u64;
+                }
+                r
+            }
+        };
+        match r {
+            Err(e) if stopped(&e) => Ok(()),
+            Err(e) => Err(e.into()),
+            Ok(()) => p.finish().map_err(Error::from),
+        }
+    }
+
+    pub(crate) fn len(&self) -> Result<u64, Error> {
+        match self {
+            Input::Snapshot(s) => s.base.len(),
+            Input::Bytes(b) => Ok(b.len() as u64),
+            Input::File(p) => std::fs::metadata(p)
+                .map(|m| m.len())
+                .map_err(|source| Error::Io {
+                    what: "cannot stat",
+                    source,
+                }),
+        }
+    }
+
+    /// Read `buf.len()` bytes at `at`.
+    pub(crate) fn read_at(
+        &self,
+        f: Option<&std::fs::File>,
+        at: u64,
+        buf: &mut [u8],
+    ) -> Result<(), Error> {
+        use std::os::unix::fs::FileExt;
+        match (self, f) {
+            (Input::Snapshot(s), f) => s.base.read_at(f, at, buf),
+            (Input::Bytes(b), _) => {
+                let src =
+                    b.get(at as usize..at as usize + buf.len())
+                        .ok_or_else(|| Error::Input {
+                            offset: at,
+                            what: "past the end".into(),
+                        })?;
+                buf.copy_from_slice(src);
+                Ok(())
+            }
+            (Input::File(_), Some(f)) => f.read_exact_at(buf, at).map_err(|source| Error::Io {
+                what: "read failed",
+                source,
+            }),
+            (Input::File(_), None) => Err(Error::Io {
+                what: "read failed",
+                source: std::io::Error::other("file not open"),
+            }),
+        }
+    }
+
+    pub(crate) fn open(&self) -> Result<Option<std::fs::File>, Error> {
+        match self {
+            Input::Snapshot(s) => s.base.open(),
+            Input::Bytes(_) => Ok(None),
+            Input::File(p) => std::fs::File::open(p)
+                .map(Some)
+                .map_err(|source| Error::Io {
+                    what: "cannot open",
+                    source,
+                }),
+        }
+    }
+
+    /// Cut the record list into about `parts` ranges of whole records, each `[start, end)`.
+    /// `None` if the input is small, has one heap dump record, or its record list does not add
+    /// up (a pass in one piece then reports the problem).
+    pub(crate) fn split(&self, parts: usize, min_bytes: u64) -> Option<Vec<(u64, u64)>> {
+        let len = self.len().ok()?;
+        if len < min_bytes.max(hprof::HEADER_LEN as u64 + 9) || parts < 2 {
+            return None;
+        }
+        let f = self.open().ok()?;
+        let mut heads = Heads::new(self, f.as_ref(), len);
+        let mut starts = Vec::new();
+        let mut pos = hprof::HEADER_LEN as u64;
+        while pos < len {
+            let h = heads.at(pos)?;
+            hprof::tag::name(h[0])?;
+            starts.push(pos);
+            pos += 9 + hprof::read_u32(&h[5..]) as u64;
+        }
+        if pos != len || starts.len() < 2 {
+            return None;
+        }
+        let mut cuts = vec![hprof::HEADER_LEN as u64];
+        for k in 1..parts as u64 {
+            let target = len * k / parts as u64;
+            let i = starts.partition_point(|&s| s < target);
+            if let Some(&c) = starts.get(i) {
+                if c > *cuts.last()? {
+                    cuts.push(c);
+                }
+            }
+        }
+        cuts.push(len);
+        let ranges: Vec<(u64, u64)> = cuts.windows(2).map(|w| (w[0], w[1])).collect();
+        (ranges.len() > 1).then_some(ranges)
+    }
+
+    /// Parse each range with its own parser and visitor, side by side. Each parser is fed the
+    /// file header first, so its offsets are `HEADER_LEN + (offset - start)`.
+    pub(crate) fn pass_parts<V: Visitor + Send>(
+        &self,
+        parts: &[(u64, u64)],
+        mut vs: Vec<V>,
+    ) -> Result<Vec<V>, Error> {
+        if let Input::Snapshot(s) = self {
+            let ws: Vec<_> = parts
+                .iter()
+                .zip(vs.iter_mut())
+                .map(|(&(a, _), v)| {
+                    let v: &mut (dyn Visitor + Send) = v;
+                    snapshot::Only::new(v, s.skip, a as i64 - hprof::HEADER_LEN as i64)
+                })
+                .collect();
+            s.base.pass_parts(parts, ws)?;
+            return Ok(vs);
+        }
+        let f = self.open()?;
+        let mut header = [0u8; hprof::HEADER_LEN];
+        self.read_at(f.as_ref(), 0, &mut header)?;
+        let results: Vec<Result<(), Error>> = std::thread::scope(|s| {
+            let hs: Vec<_> = parts
+                .iter()
+                .zip(vs.iter_mut())
+                .map(|(&(a, b), v)| {
+                    let f = f.as_ref();
+                    let header = &header;
+                    s.spawn(move || -> Result<(), Error> {
+                        let mut p = Parser::new();
+                        p.feed(header, v)?;
+                        let fix = |e: hprof::Error| Error::Input {
+                            offset: e.offset.saturating_sub(hprof::HEADER_LEN as u64) + a,
+                            what: e.what,
+                        };
+                        match self {
+                            Input::Snapshot(_) => {}
+                            Input::Bytes(bytes) => {
+                                p.feed(&bytes[a as usize..b as usize], v).map_err(fix)?
+                            }
+                            Input::File(_) => match f {
+                                Some(f) => {
+                                    each_piece(f, a, b, |piece| p.feed(piece, v).map_err(fix))?
+                                }
+                                None => self.read_at(None, a, &mut [])?,
+                            },
+                        }
+                        p.finish().map_err(fix)
+                    })
+                })
+                .collect();
+            hs.into_iter().map(joined).collect()
+        });
+        for r in results {
+            r?;
+        }
+        Ok(vs)
+    }
+}
+
+/// The 9-byte record heads of an input, for [`Input::split`]'s walk over its record list,
+/// which reads little else: through a mapped window of [`WINDOW`] bytes where the file can be
+/// mapped (only the pages holding heads are then brought in, and nothing is copied), else
+/// through reads into a buffer.
+pub(crate) struct Heads<'a, 'b> {
+    input: &'a Input<'b>,
+    f: Option<&'a std::fs::File>,
+    len: u64,
+    window: Option<sys::mapped::Window>,
+    buf: Vec<u8>,
+    /// Where the window's or the buffer's bytes start in the input, and how many there are.
+    at: u64,
+    n: usize,
+    /// Where the head asked for before lies (the last record walked over ends where the next
+    /// head is asked for).
+    prev: u64,
+}
+
+impl<'a, 'b> Heads<'a, 'b> {
+    pub(crate) fn new(input: &'a Input<'b>, f: Option<&'a std::fs::File>, len: u64) -> Self {
+        Heads {
+            input,
+            f,
+            len,
+            window: None,
+            buf: Vec::new(),
+            at: 0,
+            n: 0,
+            prev: 0,
+        }
+    }
+
+    /// The record head at `pos`; `None` if the input ends before its 9 bytes or cannot be read.
+    pub(crate) fn at(&mut self, pos: u64) -> Option<[u8; 9]> {
+        if pos < self.at || pos + 9 > self.at + self.n as u64 {
+            self.fill(pos)?;
+        }
+        self.prev = pos;
+        let i = (pos - self.at) as usize;
+        let bytes = match &self.window {
+            Some(w) => w.bytes(),
+            None => &self.buf[..self.n],
+        };
+        bytes.get(i..i + 9)?.try_into().ok()
+    }
+
+    /// Bring in the bytes from `pos` on.
+    fn fill(&mut self, pos: u64) -> Option<()> {
+        let left = self.len - pos;
+        if left < 9 {
+            return None;
+        }
+        self.window = None;
+        if let Some(f) = self.f {
+            let n = (left as usize).min(WINDOW);
+            if let Ok(w) = sys::mapped::Window::map(f, pos, n) {
+                (self.window, self.at, self.n) = (Some(w), pos, n);
+                return Some(());
+            }
+        }
+        // Read: 64 KiB at a time over the many small records at the front (strings, classes);
+        // after a long record (a heap dump segment) a little, as the next one is likely long too.
+        let want = if pos.saturating_sub(self.prev) > 64 << 10 {
+            512
+        } else {
+            64 << 10
+        };
+        let n = (left as usize).min(want);
+        self.buf.resize(n, 0);
+        self.input.read_at(self.f, pos, &mut self.buf).ok()?;
+        (self.at, self.n) = (pos, n);
+        Some(())
+    }
+}
+
+/// Hand bytes `[a, b)` of `f` to `eat` piece by piece: through mapped windows of [`WINDOW`]
+/// bytes, each unmapped before the next is mapped (so at most one window's pages count in the
+/// RSS), or, for a window that cannot be mapped or is shorter than [`MAP_MIN`], read into a
+/// buffer [`CHUNK`] bytes at a time. Mapped, nothing is copied out of the page cache: pages
+/// are mapped as the parser first reads them, and pages it never reads (inside long primitive
+/// arrays) not at all.
+fn each_piece(
+    f: &std::fs::File,
+    a: u64,
+    b: u64,
+    mut eat: impl FnMut(&[u8]) -> Result<(), Error>,
+) -> Result<(), Error> {
+    use std::os::unix::fs::FileExt;
+    let mut buf = Vec::new();
+    let mut at = a;
+    while at < b {
+        let n = ((b - at) as usize).min(WINDOW);
+        if n >= MAP_MIN {
+            if let Ok(w) = sys::mapped::Window::map(f, at, n) {
+                eat(w.bytes())?;
+                at += n as u64;
+                continue;
+            }
+        }
+        let n = n.min(CHUNK);
+        buf.resize(n, 0);
+        f.read_exact_at(&mut buf, at).map_err(|source| Error::Io {
+            what: "read failed",
+            source,
+        })?;
+        eat(&buf)?;
+        at += n as u64;
+    }
+    Ok(())
+}
+
+/// Read `f` to its end on a helper thread, handing each chunk to `eat` on this one.
+fn read_ahead(
+    mut f: std::fs::File,
+    mut eat: impl FnMut(&[u8]) -> Result<(), Error>,
+) -> Result<(), Error> {
+    use std::sync::mpsc;
+    const BUFFERS: usize = 3;
+    let (full_tx, full_rx) = mpsc::sync_channel::<std::io::Result<Vec<u8>>>(BUFFERS);
+    let (empty_tx, empty_rx) = mpsc::channel::<Vec<u8>>();
+    for _ in 0..BUFFERS {
+        let _ = empty_tx.send(vec![0u8; CHUNK]);
+    }
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            while let Ok(mut buf) = empty_rx.recv() {
+                buf.resize(CHUNK, 0);
+                let mut filled = 0;
+                while filled < CHUNK {
+                    match f.read(&mut buf[filled..]) {
+                        Ok(0) => break,
+                        Ok(n) => filled += n,
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                        Err(e) => {
+                            let _ = full_tx.send(Err(e));
+                            return;
+                        }
+                    }
+                }
+                buf.truncate(filled);
+                if full_tx.send(Ok(buf)).is_err() || filled == 0 {
+                    return;
+                }
+            }
+        });
+        // Moved in, so that an early return drops both ends and the reader stops.
+        let (full_rx, empty_tx) = (full_rx, empty_tx);
+        for msg in full_rx.iter() {
+            let buf = msg.map_err(|source| Error::Io {
+                what: "read failed",
+                source,
+            })?;
+            if buf.is_empty() {
+                break;
+            }
+            eat(&buf)?;
+            let _ = empty_tx.send(buf);
+        }
+        Ok(())
+    })
+}
