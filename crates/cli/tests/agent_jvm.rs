@@ -403,7 +403,7 @@ fn bad_policies_at_start_are_rejected_with_the_reason() {
     let cases = [
         (r#"{"version": 2, "heap": {"strikes": 3"#, "policy is not a valid JSON object: EOF while parsing"),
         (r#"{"heap": {"ascending": "yes"}}"#, "heap.ascending: expected true or false, found a string"),
-        (r#"{"fd": {"max": 3}, "poll_interval_ms": 0}"#, "poll_interval_ms: 0 is out of range 100..=600000; fd.max: 3 is out of range 16..=1048576"),
+        (r#"{"fd": {"max": 3}, "poll_interval_ms": 0}"#, "poll_interval_ms: 0 is out of range 100..=600000 (byte 39); fd.max: 3 is out of range 16..=1048576 (byte 15)"),
     ];
     for (policy, reason) in cases {
         let r = run_leaky("idle", Some(policy), None, 1, None, &[]);

@@ -22,7 +22,9 @@
 //!   [`configs`], and a module `Default` that stays is the default policy's.
 //! - A [`Policy`] value that exists has passed [`Policy::parse`]'s validation: every field is in
 //!   its documented range. Bad documents are rejected as a whole, with every bad field named
-//!   (`heap.strikes: 0 is out of range 1..=100`); nothing is half-applied.
+//!   with the byte its value starts at (`heap.strikes: 0 is out of range 1..=100 (byte 21)`; a
+//!   field left out, the byte of the object that lacks it: [`locate`]), and a syntax error with
+//!   its line, column and byte; nothing is half-applied.
 //! - Unknown fields are reported (so they can be logged) and otherwise ignored, so an older agent
 //!   reads a newer policy.
 //! - Missing fields take their default, so a policy may say only what it changes; except that a
@@ -35,6 +37,7 @@
 pub mod cache;
 pub mod configs;
 mod field;
+mod locate;
 mod parse;
 #[cfg(test)]
 mod reference;
@@ -96,11 +99,17 @@ pub struct FieldError {
     pub field: String,
     /// What was wrong, e.g. `0 is out of range 1..=100`.
     pub what: String,
+    /// The byte offset of the field's value in the document, where it is in it.
+    pub at: Option<usize>,
 }
 
 impl std::fmt::Display for FieldError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.field, self.what)
+        write!(f, "{}: {}", self.field, self.what)?;
+        match self.at {
+            Some(at) => write!(f, " (byte {at})"),
+            None => Ok(()),
+        }
     }
 }
 
@@ -119,11 +128,77 @@ pub struct Parsed {
 mod tests {
     use super::*;
 
+    /// The errors of a rejected document as `field: what`; each byte offset an error names is
+    /// checked to be where that field's value starts (the value read from there is the one at
+    /// the field's path).
     fn bad(json: &str) -> Vec<String> {
         match Policy::parse(json.as_bytes()) {
-            Err(PolicyError::Invalid(v)) => v.iter().map(|e| e.to_string()).collect(),
+            Err(PolicyError::Invalid(v)) => v
+                .iter()
+                .map(|e| {
+                    if let Some(at) = e.at {
+                        let here = serde_json::Deserializer::from_str(&json[at..])
+                            .into_iter::<serde_json::Value>()
+                            .next()
+                            .unwrap_or_else(|| panic!("no value at byte {at} for {e}"))
+                            .unwrap_or_else(|x| panic!("{e}: byte {at}: {x}"));
+                        assert_eq!(Some(here), value_at(json, &e.field), "{e}");
+                        assert!(e.to_string().ends_with(&format!(" (byte {at})")), "{e}");
+                    }
+                    format!("{}: {}", e.field, e.what)
+                })
+                .collect(),
             other => panic!("expected Invalid for {json}, got {other:?}"),
         }
+    }
+
+    /// The value at a dotted path (`a.b[2].c`) of a document, by serde_json's own reading.
+    fn value_at(json: &str, path: &str) -> Option<serde_json::Value> {
+        let mut v: serde_json::Value = serde_json::from_str(json).ok()?;
+        for part in path.split('.') {
+            let (key, idx) = match part.split_once('[') {
+                Some((k, i)) => (k, Some(i.trim_end_matches(']').parse::<usize>().ok()?)),
+                None => (part, None),
+            };
+            v = v.get(key)?.clone();
+            if let Some(i) = idx {
+                v = v.get(i)?.clone();
+            }
+        }
+        Some(v)
+    }
+
+    #[test]
+    fn each_bad_field_names_its_byte() {
+        let doc = r#"{"poll_interval_ms":5,
+  "heap": {"strikes": 0, "thresholds": [{"percent": 300}]},
+  "fd": {"max": -3}}"#;
+        let Err(PolicyError::Invalid(v)) = Policy::parse(doc.as_bytes()) else {
+            panic!("rejected");
+        };
+        let at: Vec<(&str, Option<usize>)> = v.iter().map(|e| (&*e.field, e.at)).collect();
+        assert_eq!(at[0], ("poll_interval_ms", Some(20)));
+        assert_eq!(&doc[20..21], "5");
+        let strikes = doc.find("0,").unwrap();
+        assert!(at.contains(&("heap.strikes", Some(strikes))), "{at:?}");
+        let max = doc.find("-3").unwrap();
+        assert!(at.contains(&("fd.max", Some(max))), "{at:?}");
+        assert!(v.iter().all(|e| e.at.is_some()), "{v:?}");
+        // A missing field is placed at the object that lacks it.
+        let tier = doc.find("{\"percent").unwrap();
+        assert!(
+            at.contains(&("heap.thresholds[0].min_max_heap_mb", Some(tier))),
+            "{at:?}"
+        );
+        // The message carries it.
+        let msg = PolicyError::Invalid(v).to_string();
+        assert!(
+            msg.contains("poll_interval_ms: 5 is out of range 100..=600000 (byte 20)"),
+            "{msg}"
+        );
+        // A syntax error names its byte too.
+        let e = Policy::parse(b"{\"version\": 2,\n \"heap\": x}").unwrap_err();
+        assert!(e.to_string().contains("line 2 column 10 (byte 24)"), "{e}");
     }
 
     #[test]
@@ -263,7 +338,10 @@ mod tests {
             ),
         ] {
             match Policy::parse(json.as_bytes()) {
-                Err(PolicyError::Invalid(v)) if v.len() == 1 && v[0].to_string() == want => {}
+                Err(PolicyError::Invalid(v))
+                    if v.len() == 1
+                        && format!("{}: {}", v[0].field, v[0].what) == want
+                        && v[0].at.is_some() => {}
                 other => failures.push(format!("{json}: {other:?}")),
             }
         }

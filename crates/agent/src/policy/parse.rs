@@ -19,8 +19,12 @@ impl Policy {
                 max: MAX_DOCUMENT_BYTES,
             });
         }
-        let v: Value =
-            serde_json::from_slice(text).map_err(|e| PolicyError::Syntax(e.to_string()))?;
+        let v: Value = serde_json::from_slice(text).map_err(|e| {
+            match super::locate::line_column_offset(text, e.line(), e.column()) {
+                Some(at) => PolicyError::Syntax(format!("{e} (byte {at})")),
+                None => PolicyError::Syntax(e.to_string()),
+            }
+        })?;
         let Value::Object(root) = v else {
             return Err(PolicyError::Syntax(format!(
                 "the top level is {}",
@@ -73,7 +77,11 @@ impl Policy {
                 left_out,
             })
         } else {
-            Err(PolicyError::Invalid(cx.errors))
+            let mut errors = cx.errors;
+            for e in &mut errors {
+                e.at = super::locate::value_offset(text, &e.field);
+            }
+            Err(PolicyError::Invalid(errors))
         }
     }
 
@@ -106,6 +114,7 @@ impl Cx {
         self.errors.push(FieldError {
             field: field.into(),
             what: what.into(),
+            at: None,
         });
     }
 }
