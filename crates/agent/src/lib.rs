@@ -4,10 +4,11 @@
 //! `hook`, `dump` and `jni`. The pure modules forbid unsafe code with a module attribute.
 
 pub mod agent;
+pub mod child;
 pub mod dump;
 pub mod hook;
-pub mod incident;
 pub mod jni;
+pub mod pipeline;
 pub mod policy;
 pub mod recorder;
 pub mod sample;

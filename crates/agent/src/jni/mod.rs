@@ -33,7 +33,7 @@ pub mod probe_art;
 mod vm;
 
 use crate::agent::{panic_message, Agent, Command, Config, Shared};
-use crate::incident::{NetworkState, Pipeline};
+use crate::pipeline::{NetworkState, Pipeline};
 use crate::recorder::{Flight, LastWords, State};
 use crate::trigger::Device;
 use crate::upload::Network;
@@ -359,7 +359,7 @@ pub extern "system" fn Java_dev_oomguard_OomGuard_nativeStart<'l>(
                 None
             }
         };
-        let shared = Arc::new(Shared::with_network(NETWORK.clone()).with_flight(FLIGHT.clone()));
+        let shared = Arc::new(Shared::default().with_flight(FLIGHT.clone()));
         *SHARED.lock().unwrap_or_else(|p| p.into_inner()) = Some(shared.clone());
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let ended = Arc::new(Ended::default());
@@ -466,7 +466,7 @@ fn agent_thread(
             runtime_dumper(&jvm, cfg.device.api_level),
             None,
         )
-        .with_network(shared.network().clone());
+        .with_network(NETWORK.clone());
         let agent =
             Agent::new(cfg, &vm, &vm, pipeline, shared.clone()).map_err(|e| e.to_string())?;
         info!("agent started");
