@@ -20,7 +20,9 @@
 //!
 //! Invariants: the agent thread never analyses or uploads; a failed dump leaves no incident; an
 //! incident is deleted only by the uploader after the server acknowledged every file; `agent`
-//! does not know this module (it only defines [`Actions`]).
+//! does not know this module (it only defines [`Actions`]); no unsafe code (forbidden in the
+//! library; only its tests set up fds and mappings through libc).
+#![cfg_attr(not(test), forbid(unsafe_code))]
 
 mod analysis;
 mod config;
@@ -29,10 +31,12 @@ mod io;
 mod network;
 mod queue;
 pub mod runner;
+pub mod start;
 
 pub use analysis::find_analyser;
 pub use config::{analysis_config, guard_policy, quotas, upload_config};
 pub use network::{default_network, NetworkState};
+pub use start::{start, Handle, StartArgs, Vm};
 
 use crate::agent::{ActionContext, ActionRecord, Actions, IoJob, QueueBoard};
 use crate::dump::guard::Guards;
