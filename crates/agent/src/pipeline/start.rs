@@ -3,10 +3,10 @@
 //!
 //! What decides what:
 //! - **The dumper** is chosen by the runtime that is loaded in this process
-//!   ([`loaded_runtime`], from `/proc/self/maps`): ART's fork dumper when `libart.so` is mapped,
-//!   the in-process HotSpot dumper when `libjvm.so` is. Neither (or ART with an unknown API
-//!   level) is an explicit error, logged once, and every dump is then refused with its reason;
-//!   the verdicts are still reported without a dump.
+//!   ([`loaded_runtime`]: the loader's list, else `/proc/self/maps`): ART's fork dumper when
+//!   `libart.so` is loaded, the in-process HotSpot dumper when `libjvm.so` is. Neither (or ART
+//!   with an unknown API level) is an explicit error, logged once, and every dump is then
+//!   refused with its reason; the verdicts are still reported without a dump.
 //! - **The API level** the app passes is what it truly is, Android's: the ART dumper's symbol
 //!   probing and suspend sequence (below 30: `Dbg::SuspendVM`), the trigger's Huawei thread
 //!   limit, and the network assumed before the app reports one (metered on Android).
@@ -72,26 +72,39 @@ pub enum Runtime {
     HotSpot,
 }
 
-/// The runtime whose library `/proc/self/maps` shows mapped; an error saying what was looked
-/// for when neither (or the file cannot be read).
+/// The runtime whose library is loaded in this process: by the loader's list (the name the
+/// dumpers look their symbols up by), else by `/proc/self/maps` (which shows the file a link
+/// such as Debian's `libart.so` → `libart.so.0` resolves to); an error saying what was looked
+/// for when neither is there.
 pub fn loaded_runtime() -> Result<Runtime, String> {
+    if crate::hook::got::find_loaded("libart.so").is_some() {
+        return Ok(Runtime::Art);
+    }
+    if crate::hook::got::find_loaded("libjvm.so").is_some() {
+        return Ok(Runtime::HotSpot);
+    }
     let maps = std::fs::read_to_string("/proc/self/maps")
         .map_err(|e| format!("/proc/self/maps: {e}: the runtime cannot be told"))?;
     runtime_in(&maps).ok_or_else(|| {
-        "neither libart.so (ART) nor libjvm.so (HotSpot) is mapped in this process: no dumper for this runtime".to_string()
+        "neither libart.so (ART) nor libjvm.so (HotSpot) is loaded in this process: no dumper for this runtime".to_string()
     })
 }
 
-/// The runtime in a `/proc/PID/maps` text: ART first (a process holds one VM).
+/// The runtime in a `/proc/PID/maps` text: a file named `libart.so` (or `libart.so.N`) is ART,
+/// else one named `libjvm.so` is HotSpot (a process holds one VM).
 fn runtime_in(maps: &str) -> Option<Runtime> {
     let mapped = |lib: &str| {
         maps.lines()
             .filter_map(|l| l.split_whitespace().nth(5))
-            .any(|p| p.ends_with(lib))
+            .map(|p| p.rsplit('/').next().unwrap_or(p))
+            .any(|name| {
+                name.strip_prefix(lib)
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
+            })
     };
-    if mapped("/libart.so") {
+    if mapped("libart.so") {
         Some(Runtime::Art)
-    } else if mapped("/libjvm.so") {
+    } else if mapped("libjvm.so") {
         Some(Runtime::HotSpot)
     } else {
         None
@@ -331,7 +344,7 @@ mod tests {
         let line =
             |path: &str| format!("7f0000000000-7f0000001000 r-xp 00000000 08:01 42 {path}\n");
         let jvm = line("/usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so");
-        let art = line("/usr/lib/x86_64-linux-gnu/android/libart.so");
+        let art = line("/usr/lib/x86_64-linux-gnu/android/libart.so.0");
         let other = line("/usr/lib/x86_64-linux-gnu/libc.so.6")
             + "7f0000002000-7f0000003000 rw-p 00000000 00:00 0 \n";
         assert_eq!(runtime_in(&jvm), Some(Runtime::HotSpot));
@@ -339,6 +352,11 @@ mod tests {
         assert_eq!(runtime_in(&other), None);
         // Not a library of that name, only one that ends alike.
         assert_eq!(runtime_in(&line("/data/app/libmyjvm.so")), None);
+        assert_eq!(
+            runtime_in(&line("/apex/com.android.art/lib64/libart.so")),
+            Some(Runtime::Art)
+        );
+        assert_eq!(runtime_in(&line("/system/lib64/libartbase.so")), None);
         // The test process itself runs no VM.
         assert!(loaded_runtime().unwrap_err().contains("neither libart.so"));
     }
