@@ -2,7 +2,7 @@
 //! crossing into the VM.
 //!
 //! Holds no logic and builds nothing: each entry converts its arguments, makes one call
-//! (`nativeStart`: [`crate::pipeline::start`], given the VM through [`Vm`], which this module
+//! (`nativeStart`: [`crate::pipeline::start()`], given the VM through [`Vm`], which this module
 //! implements as the only one that speaks JNI; the others: the running agent's [`Handle`] or
 //! the process's shared state), and converts the result into an error code.
 //!
@@ -328,7 +328,7 @@ pub extern "system" fn Java_dev_oomguard_OomGuard_nativeStart<'l>(
             flight: FLIGHT.clone(),
             vm: Box::new(JniRuntime { jvm, facade }),
         };
-        match crate::pipeline::start::start(args) {
+        match crate::pipeline::start(args) {
             Ok(handle) => {
                 *SHARED.lock().unwrap_or_else(|p| p.into_inner()) = Some(handle.shared().clone());
                 *running = Some(handle);

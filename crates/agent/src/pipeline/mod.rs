@@ -1,5 +1,5 @@
 //! The wiring layer: from the policy and a verdict to the server. It builds the agent and its
-//! actions at start ([`start`]), and is the real [`Actions`] of the agent ([`Pipeline`]).
+//! actions at start ([`start()`]), and is the real [`Actions`] of the agent ([`Pipeline`]).
 //!
 //! On a verdict, on the agent thread: stage an incident in the spool, take the dump through
 //! [`dump::take`] (which enforces the guards: free disk, once per process, per-version quota, one
