@@ -1,5 +1,5 @@
-//! What a child undoes of the app's before it runs: signal dispositions and mask, and (before
-//! an exec) every inherited fd.
+//! What a child undoes of the app's before it runs: the dispositions and mask of the signals
+//! that would defeat it (every signal, before an exec), and (before an exec) every inherited fd.
 //!
 //! Invariant: both run only in a freshly forked child, and make only system calls on data on
 //! the stack (no allocation, no lock): see the async-signal-safety rule in the module above.
@@ -49,6 +49,43 @@ pub(super) unsafe fn reset_signals() {
             libc::SYS_rt_sigprocmask,
             libc::SIG_UNBLOCK,
             &mask as *const u64,
+            std::ptr::null_mut::<u64>(),
+            8usize,
+        )
+    };
+}
+
+/// In a child before `execv`: every signal back to its default action and none blocked. An
+/// `execv` resets handled signals itself, but keeps what is ignored (an app's `SIGPIPE`) and
+/// the mask (the signals the forking thread blocks): the exec'd program starts as from a shell.
+///
+/// # Safety
+/// Only in a forked child about to exec (it changes process-wide signal state).
+pub(super) unsafe fn reset_all_signals() {
+    let dfl = [0u64; 4];
+    for s in 1..=64 {
+        if s == libc::SIGKILL || s == libc::SIGSTOP {
+            continue;
+        }
+        // SAFETY: a valid, zeroed kernel sigaction (SIG_DFL); numbers the kernel refuses
+        // (none here on Linux) just fail with EINVAL.
+        unsafe {
+            libc::syscall(
+                libc::SYS_rt_sigaction,
+                s,
+                dfl.as_ptr(),
+                std::ptr::null_mut::<u64>(),
+                8usize,
+            )
+        };
+    }
+    let empty: u64 = 0;
+    // SAFETY: a valid 8-byte kernel sigset.
+    unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigprocmask,
+            libc::SIG_SETMASK,
+            &empty as *const u64,
             std::ptr::null_mut::<u64>(),
             8usize,
         )

@@ -11,8 +11,10 @@
 //!   to kill it when the thread that forked it dies (`PR_SET_PDEATHSIG`), names itself, arms
 //!   `alarm`, runs its closure and `_exit`s with the closure's code (a panic is [`EXIT_PANIC`]).
 //!   [`spawn_limited`] first applies [`Limits`] (`oom_score_adj`, nice, `RLIMIT_DATA`);
-//!   [`spawn_exec`] applies them, sends stdout/stderr to a file, closes every other fd and execs
-//!   an [`Exec`] prepared before the fork ([`EXIT_EXEC_FAILED`] when `execv` fails).
+//!   [`spawn_exec`] applies them, sends stdout/stderr to a file, puts every signal back to its
+//!   default action with none blocked (an exec keeps what the app ignores and blocks), closes
+//!   every other fd and execs an [`Exec`] prepared before the fork ([`EXIT_EXEC_FAILED`] when
+//!   `execv` fails).
 //! - [`Child`]: the parent gets it back at once, so the caller can resume the VM before waiting.
 //!   [`Child::wait`] waits for that one pid (a pidfd where the API level allows `pidfd_open`,
 //!   else `waitpid` with `WNOHANG` and short sleeps), never past the deadline: at the deadline
@@ -244,6 +246,7 @@ pub fn spawn_exec(
         unsafe {
             libc::dup2(out, 1);
             libc::dup2(out, 2);
+            hygiene::reset_all_signals();
             hygiene::close_inherited_fds();
             libc::execv(exec.argv[0], exec.argv.as_ptr());
         }

@@ -456,3 +456,52 @@ fn the_alarm_ends_a_child_whose_parent_stopped_waiting() {
     let end = child.wait(Duration::from_secs(10)).unwrap();
     assert_eq!(end, ChildEnd::Signaled(libc::SIGALRM));
 }
+
+/// An exec'd child starts with no signal ignored or blocked, whatever the app ignores (SIGPIPE,
+/// as ART does) or blocks. (That it holds no fd of the app's is the analysis runner's test.)
+#[test]
+fn an_exec_child_inherits_no_signal_setup_and_no_fd() {
+    let _serial = super::fork_test_lock();
+    let d = tempfile::tempdir().unwrap();
+    let out_path = d.path().join("status");
+    let end = in_process(|| {
+        // SAFETY: in the test child only: the app's signal setup.
+        let blocked = unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, libc::SIGUSR1);
+            libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) == 0
+        };
+        let Ok(out) = std::fs::File::create(&out_path) else {
+            return 2;
+        };
+        // grep, not a shell: a shell clears its mask itself.
+        let Ok(exec) = Exec::new(
+            Path::new("/bin/grep"),
+            &[
+                OsStr::new("-E"),
+                OsStr::new("^Sig(Blk|Ign)"),
+                OsStr::new("/proc/self/status"),
+            ],
+        ) else {
+            return 3;
+        };
+        let limits = Limits::default();
+        let Ok(mut c) = spawn_exec("exec", &limits, 0, &exec, out.as_fd()) else {
+            return 4;
+        };
+        match c.wait(Duration::from_secs(20)) {
+            Ok(ChildEnd::Exited(0)) if blocked => 0,
+            _ => 5,
+        }
+    });
+    assert_eq!(end, ChildEnd::Exited(0));
+    let got = std::fs::read_to_string(&out_path).unwrap();
+    let lines: Vec<&str> = got.lines().map(str::trim).collect();
+    assert_eq!(
+        lines,
+        ["SigBlk:\t0000000000000000", "SigIgn:\t0000000000000000"],
+        "{got}"
+    );
+}
