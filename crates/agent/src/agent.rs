@@ -38,7 +38,6 @@ mod policy;
 #[cfg(test)]
 mod tests;
 
-use crate::incident::NetworkState;
 use crate::policy::remote::{self, Cache, Refresher};
 use crate::policy::Policy;
 use crate::recorder::{self, exit_info, ExitInfoSource, Flight, NoExitInfo, Previous};
@@ -110,34 +109,19 @@ pub enum Command {
     Stop,
 }
 
-/// State shared between the agent thread and the callers of `status` / `setCurrentPage` /
-/// `setNetwork`.
+/// State shared between the agent thread and the callers of `status` / `setCurrentPage`.
 #[derive(Debug, Default)]
 pub struct Shared {
     status: Mutex<String>,
     page: Mutex<String>,
-    network: Arc<NetworkState>,
     flight: Flight,
 }
 
 impl Shared {
-    /// Shared state whose network reports go to `network` (which may outlive one start).
-    pub fn with_network(network: Arc<NetworkState>) -> Shared {
-        Shared {
-            network,
-            ..Shared::default()
-        }
-    }
-
     /// Record into `flight` (the process's recorder, which the JNI entries also reach).
     pub fn with_flight(mut self, flight: Flight) -> Shared {
         self.flight = flight;
         self
-    }
-
-    /// The app's network reports, read by the uploads.
-    pub fn network(&self) -> &Arc<NetworkState> {
-        &self.network
     }
 
     /// The flight recorder (empty until the agent has opened its ring).

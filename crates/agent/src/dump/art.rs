@@ -68,8 +68,8 @@
 //! instructions; the child's deadline ends such a child).
 
 use super::elfsym::ElfSymbols;
-use super::fork::{self, ChildEnd, DUMP_CHILD_NAME};
-use super::{DumpOutcome, DumpRequest, Dumper, Error, Result};
+use super::{DumpOutcome, DumpRequest, Dumper, Error, Result, DUMP_CHILD_NAME};
+use crate::child::{self, ChildEnd};
 use crate::hook::{got::find_loaded, tee::ART_LIBS, Tee, TeeConfig};
 use hprof::StripStats;
 use std::ffi::{c_char, c_int, c_void, CString};
@@ -482,13 +482,13 @@ impl ArtForkDumper {
         s: &ArtSymbols,
         alarm: u32,
         child: impl FnOnce() -> i32,
-    ) -> (Result<fork::Child>, Duration) {
+    ) -> (child::Result<child::Child>, Duration) {
         // SAFETY: addresses resolved from this process's libart.so for this API level, called
         // with the signatures AOSP declares for them.
         unsafe {
             let paused = Instant::now();
             std::mem::transmute::<usize, VoidFn>(s.must(DBG_SUSPEND_VM))();
-            let forked = fork::spawn(DUMP_CHILD_NAME, alarm, child);
+            let forked = child::spawn(DUMP_CHILD_NAME, alarm, child);
             std::mem::transmute::<usize, VoidFn>(s.must(DBG_RESUME_VM))();
             (forked, paused.elapsed())
         }
@@ -505,7 +505,7 @@ impl ArtForkDumper {
         s: &ArtSymbols,
         alarm: u32,
         child: impl FnOnce() -> i32,
-    ) -> (Result<fork::Child>, Duration) {
+    ) -> (child::Result<child::Child>, Duration) {
         let sgc = self.sgc.0.as_mut_ptr() as *mut c_void;
         let ssa = self.ssa.0.as_mut_ptr() as *mut c_void;
         let mutex_fns = s.get(MUTEX_LOCK).zip(s.get(MUTEX_UNLOCK));
@@ -552,7 +552,7 @@ impl ArtForkDumper {
                 std::mem::transmute::<usize, LockFn>(lock)(m, me);
             }
             let fork_start = Instant::now();
-            let forked = fork::spawn(DUMP_CHILD_NAME, alarm, || {
+            let forked = child::spawn(DUMP_CHILD_NAME, alarm, || {
                 for &m in held.iter().rev() {
                     std::mem::transmute::<usize, LockFn>(unlock)(m, me);
                 }
@@ -661,7 +661,7 @@ impl Dumper for ArtForkDumper {
             Err(e) => {
                 read_report(report_rd);
                 super::remove_partial(req);
-                return Err(e);
+                return Err(e.into());
             }
         };
         let end = child.wait(req.deadline);
@@ -685,7 +685,7 @@ impl Dumper for ArtForkDumper {
             (Ok(end), _) => return fail(format!("{pid} {end}")),
             (Err(e), _) => {
                 super::remove_partial(req);
-                return Err(e);
+                return Err(e.into());
             }
         };
         if report.code == exit::NOTHING_SEEN {

@@ -1,27 +1,22 @@
-//! Taking a heap dump without freezing the app: the dumpers, the guards before any dump, the
-//! fork mechanics, and analysis in a separate process.
+//! Taking a heap dump without freezing the app: the dumpers and the guards before any dump.
 //!
 //! Owns:
 //! - [`Dumper`]: one implementation per runtime. [`hotspot::HotSpotDumper`] dumps in process
 //!   through `HotSpotDiagnosticMXBean.dumpHeap` with the tee on `libjvm.so`;
 //!   [`art::ArtForkDumper`] suspends ART, forks, resumes, and lets the child dump (Android).
+//!   Which one runs is the caller's choice, by the runtime that is loaded (`pipeline`).
 //! - [`guard::Guards`]: free disk, once per process, per-version quota and window, one dump at a
 //!   time. [`take`] checks them before every dump: no caller can skip them.
-//! - [`fork`]: fork a child that runs a closure against the copy-on-write snapshot, with the
-//!   app's signal setup undone, a deadline, a watchdog kill (through a pidfd where the API level
-//!   allows one), `waitpid` retried on EINTR, a status the app took reported as such, and no
-//!   zombie left.
 //! - [`elfsym`]: symbols from an ELF file's `.dynsym`/`.symtab` (no `dlopen`).
-//! - [`analysis`]: fork+exec of the analyser with `oom_score_adj` raised, nice 19,
-//!   `RLIMIT_DATA`, the app's fds closed, and a deadline; attempts counted on disk.
+//!
+//! The fork itself (signal setup undone, a deadline, a watchdog kill, no zombie) is
+//! `crate::child`'s; the dump child's exit codes are [`art::exit`]'s.
 //!
 //! Invariants: a failed dump leaves no partial file behind and is never handed to analysis;
 //! every refusal and failure is logged once with its reason; no JNI in a forked child.
 
-pub mod analysis;
 pub mod art;
 pub mod elfsym;
-pub mod fork;
 pub mod guard;
 pub mod hotspot;
 
@@ -54,6 +49,16 @@ pub enum Error {
     },
     #[error("{0}")]
     Sys(String),
+}
+
+/// A child's failure in a dump's words (the messages dumps always had).
+impl From<crate::child::Error> for Error {
+    fn from(e: crate::child::Error) -> Error {
+        match e {
+            crate::child::Error::Wait { .. } => Error::Child(e.to_string()),
+            crate::child::Error::Fork(_) | crate::child::Error::Nul(_) => Error::Sys(e.to_string()),
+        }
+    }
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
@@ -102,16 +107,8 @@ pub trait Dumper {
     fn dump(&mut self, req: &DumpRequest) -> Result<DumpOutcome>;
 }
 
-/// Tests that fork long-lived children and tests that exec a file they just wrote must not
-/// overlap: a forked child holds copies of every open fd, and exec of a file still open for
-/// writing elsewhere fails with ETXTBSY.
-#[cfg(test)]
-pub(crate) static FORK_TEST_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-#[cfg(test)]
-pub(crate) fn fork_test_lock() -> std::sync::MutexGuard<'static, ()> {
-    FORK_TEST_LOCK.lock().unwrap_or_else(|e| e.into_inner())
-}
+/// The name a dump child shows in `ps` and crash reports.
+pub const DUMP_CHILD_NAME: &str = "oomguard-dump";
 
 /// After a successful dump: the full file if the request keeps it, else remove it.
 pub(crate) fn keep_or_remove_full(req: &DumpRequest) -> Option<PathBuf> {

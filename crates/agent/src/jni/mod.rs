@@ -1,13 +1,16 @@
 //! Every `Java_…` export of the library, and the guard that keeps panics and errors from
 //! crossing into the VM.
 //!
-//! Holds no logic: each entry converts its arguments, calls `agent`, and converts the result.
+//! Holds no logic and builds nothing: each entry converts its arguments, makes one call
+//! (`nativeStart`: [`crate::pipeline::start()`], given the VM through [`Vm`], which this module
+//! implements as the only one that speaks JNI; the others: the running agent's [`Handle`] or
+//! the process's shared state), and converts the result into an error code.
 //!
 //! Invariants:
 //! - Every entry runs inside [`guard`]: a panic becomes [`CODE_PANIC`] (or `null`) plus an
 //!   error log line; no Java exception is ever left pending by us.
 //! - `nativeStart` does no I/O and no policy work on the caller's thread: it reads its string
-//!   arguments, spawns the `oomguard` thread and returns (well under 1 ms). A second start while
+//!   arguments, has the pipeline spawn the `oomguard` thread and returns (well under 1 ms). A second start while
 //!   the agent runs is refused with [`CODE_ALREADY_RUNNING`].
 //! - `nativeStop` asks the agent to leave its loop and waits at most [`STOP_WAIT`] for its thread
 //!   (it may be called on the app's main thread, and the agent may be in the middle of a dump or
@@ -32,8 +35,10 @@ pub mod probe;
 pub mod probe_art;
 mod vm;
 
-use crate::agent::{panic_message, Agent, Command, Config, Shared};
-use crate::incident::{NetworkState, Pipeline};
+use crate::agent::{panic_message, Config, Shared};
+use crate::pipeline::start::{AgentBody, Handle, StartArgs, Vm};
+use crate::pipeline::NetworkState;
+use crate::recorder::ExitInfoSource;
 use crate::recorder::{Flight, LastWords, State};
 use crate::trigger::Device;
 use crate::upload::Network;
@@ -41,7 +46,7 @@ use jni::objects::{JClass, JObject, JString, JThrowable};
 use jni::sys::{jboolean, jint, jstring};
 use jni::JNIEnv;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Arc, Condvar, LazyLock, Mutex, Once};
+use std::sync::{Arc, LazyLock, Mutex, Once};
 use std::time::Duration;
 use tracing::{debug, error, info, warn};
 
@@ -65,50 +70,8 @@ pub const CODE_ERROR: jint = 5;
 /// `dump.child_deadline_s` or `remote.timeout_ms`), which `stop` does not wait for.
 pub const STOP_WAIT: Duration = Duration::from_secs(2);
 
-/// The agent thread of this process, from `start` until a `stop` or `start` joins it.
-struct Running {
-    tx: tokio::sync::mpsc::UnboundedSender<Command>,
-    thread: std::thread::JoinHandle<()>,
-    ended: Arc<Ended>,
-    /// `stop` was called: the agent is on its way out.
-    stopping: bool,
-}
-
-/// Set as the agent thread's last step (also when it panicked), so that `stop` can wait for it
-/// with a bound.
-#[derive(Default)]
-struct Ended {
-    done: Mutex<bool>,
-    cv: Condvar,
-}
-
-impl Ended {
-    fn set(&self) {
-        *self.done.lock().unwrap_or_else(|p| p.into_inner()) = true;
-        self.cv.notify_all();
-    }
-
-    /// Wait at most `limit`; true once the thread has ended.
-    fn wait(&self, limit: Duration) -> bool {
-        let done = self.done.lock().unwrap_or_else(|p| p.into_inner());
-        let (done, _) = self
-            .cv
-            .wait_timeout_while(done, limit, |d| !*d)
-            .unwrap_or_else(|p| p.into_inner());
-        *done
-    }
-}
-
-/// Sets [`Ended`] when dropped: at the end of the agent thread's body, whatever happened in it.
-struct SetOnDrop(Arc<Ended>);
-
-impl Drop for SetOnDrop {
-    fn drop(&mut self) {
-        self.0.set();
-    }
-}
-
-static RUNNING: Mutex<Option<Running>> = Mutex::new(None);
+/// The agent of this process, from `start` until a `stop` or `start` joins it.
+static RUNNING: Mutex<Option<Handle>> = Mutex::new(None);
 static SHARED: Mutex<Option<Arc<Shared>>> = Mutex::new(None);
 /// The app's network reports: process-wide, so that a report made before `start` (or between
 /// two starts) is kept.
@@ -316,8 +279,8 @@ pub extern "system" fn Java_dev_oomguard_OomGuard_nativeStart<'l>(
         maybe_panic("start");
         let mut running = RUNNING.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(r) = running.as_ref() {
-            if !r.thread.is_finished() {
-                if r.stopping {
+            if !r.is_finished() {
+                if r.is_stopping() {
                     warn!("start refused: the agent is still stopping (it finishes the dump or policy fetch in flight first); start again later");
                 } else {
                     warn!("start refused: the agent is already running");
@@ -326,13 +289,13 @@ pub extern "system" fn Java_dev_oomguard_OomGuard_nativeStart<'l>(
             }
         }
         if let Some(old) = running.take() {
-            let _ = old.thread.join();
+            let _ = old.join();
         }
         let Some(data_dir) = string_arg(&mut env, &data_dir).filter(|d| !d.is_empty()) else {
             warn!("start refused: dataDir is null or empty");
             return CODE_BAD_ARGUMENT;
         };
-        let cfg = Config {
+        let config = Config {
             policy_json: string_arg(&mut env, &policy_json).unwrap_or_default(),
             data_dir: data_dir.into(),
             app_version: string_arg(&mut env, &app_version).unwrap_or_default(),
@@ -359,65 +322,62 @@ pub extern "system" fn Java_dev_oomguard_OomGuard_nativeStart<'l>(
                 None
             }
         };
-        let shared = Arc::new(Shared::with_network(NETWORK.clone()).with_flight(FLIGHT.clone()));
-        *SHARED.lock().unwrap_or_else(|p| p.into_inner()) = Some(shared.clone());
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        let ended = Arc::new(Ended::default());
-        let on_end = SetOnDrop(ended.clone());
-        let spawned = std::thread::Builder::new()
-            .name("oomguard".into())
-            .spawn(move || {
-                let _on_end = on_end;
-                agent_thread(jvm, cfg, shared, facade, rx)
-            });
-        match spawned {
-            Ok(thread) => {
-                *running = Some(Running {
-                    tx,
-                    thread,
-                    ended,
-                    stopping: false,
-                });
+        let args = StartArgs {
+            config,
+            network: NETWORK.clone(),
+            flight: FLIGHT.clone(),
+            vm: Box::new(JniRuntime { jvm, facade }),
+        };
+        match crate::pipeline::start(args) {
+            Ok(handle) => {
+                *SHARED.lock().unwrap_or_else(|p| p.into_inner()) = Some(handle.shared().clone());
+                *running = Some(handle);
                 CODE_OK
             }
             Err(e) => {
-                error!("start failed: cannot spawn the oomguard thread: {e}");
+                error!("start failed: {e}");
                 CODE_ERROR
             }
         }
     })
 }
 
-/// The dumper for the runtime we run in: ART's fork dumper on Android (API level known), the
-/// in-process HotSpot dumper with the tee on `libjvm.so` elsewhere.
-fn runtime_dumper(jvm: &jni::JavaVM, api_level: u32) -> Box<dyn crate::dump::Dumper> {
-    if api_level > 0 {
-        return Box::new(crate::dump::art::ArtForkDumper::new(api_level));
-    }
-    // SAFETY: the pointer comes from a live JavaVM, which outlives the process's agent; the
-    // dumper only attaches the current thread through it.
-    let vm = unsafe { jni::JavaVM::from_raw(jvm.get_java_vm_pointer()) };
-    match vm {
-        Ok(vm) => Box::new(crate::dump::hotspot::HotSpotDumper::new(vm)),
-        Err(e) => Box::new(NoDumper(format!("no JavaVM handle for the dumper: {e}"))),
+/// The VM as the pipeline sees it: the `JavaVM` `start` was called in, and the facade's class.
+struct JniRuntime {
+    jvm: jni::JavaVM,
+    facade: Option<jni::objects::GlobalRef>,
+}
+
+impl JniRuntime {
+    /// Another handle on the same VM.
+    fn handle(&self) -> jni::errors::Result<jni::JavaVM> {
+        // SAFETY: the pointer comes from a live JavaVM, which outlives the process's agent;
+        // the holder only attaches threads through it.
+        unsafe { jni::JavaVM::from_raw(self.jvm.get_java_vm_pointer()) }
     }
 }
 
-/// A runtime where no dumper could be set up: every dump is refused with the reason.
-struct NoDumper(String);
+impl Vm for JniRuntime {
+    fn attached(&self, agent: AgentBody<'_>) -> Result<(), String> {
+        let mut env = self
+            .jvm
+            .attach_current_thread_as_daemon()
+            .map_err(|e| format!("attaching to the VM: {e}"))?;
+        name_java_thread(&mut env, "oomguard");
+        let vm = JniVm::new(env).map_err(|e| format!("looking up Runtime/Thread methods: {e}"))?;
+        info!("heap numbers read through {}", vm.heap_method());
+        let (mut heap, mut stacks) = (&vm, &vm);
+        agent(&mut heap, &mut stacks)
+    }
 
-impl crate::dump::Dumper for NoDumper {
-    fn name(&self) -> &'static str {
-        "none"
+    fn java_vm(&self) -> Result<jni::JavaVM, String> {
+        self.handle().map_err(|e| e.to_string())
     }
-    fn check(&mut self) -> crate::dump::Result<()> {
-        Err(crate::dump::Error::Unsupported(self.0.clone()))
-    }
-    fn dump(
-        &mut self,
-        _: &crate::dump::DumpRequest,
-    ) -> crate::dump::Result<crate::dump::DumpOutcome> {
-        Err(crate::dump::Error::Unsupported(self.0.clone()))
+
+    fn exit_info(&self) -> Option<Box<dyn ExitInfoSource + Send>> {
+        let facade = self.facade.clone()?;
+        let vm = self.handle().ok()?;
+        Some(Box::new(JniExitInfo::new(vm, facade)))
     }
 }
 
@@ -445,52 +405,6 @@ fn name_java_thread(env: &mut JNIEnv, name: &str) {
     }
 }
 
-/// The body of the `oomguard` thread: attach as a daemon, build the VM handles, run the agent.
-fn agent_thread(
-    jvm: jni::JavaVM,
-    cfg: Config,
-    shared: Arc<Shared>,
-    facade: Option<jni::objects::GlobalRef>,
-    rx: tokio::sync::mpsc::UnboundedReceiver<Command>,
-) {
-    let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<(), String> {
-        let mut env = jvm
-            .attach_current_thread_as_daemon()
-            .map_err(|e| format!("attaching to the VM: {e}"))?;
-        name_java_thread(&mut env, "oomguard");
-        let vm = JniVm::new(env).map_err(|e| format!("looking up Runtime/Thread methods: {e}"))?;
-        info!("heap numbers read through {}", vm.heap_method());
-        let pipeline = Pipeline::new(
-            &cfg.data_dir,
-            &cfg.app_version,
-            runtime_dumper(&jvm, cfg.device.api_level),
-            None,
-        )
-        .with_network(shared.network().clone());
-        let agent =
-            Agent::new(cfg, &vm, &vm, pipeline, shared.clone()).map_err(|e| e.to_string())?;
-        info!("agent started");
-        // SAFETY: as in `runtime_dumper`: the pointer comes from a live JavaVM, which outlives
-        // the process's agent and the lookup thread that gets this handle.
-        let exit_vm = unsafe { jni::JavaVM::from_raw(jvm.get_java_vm_pointer()) };
-        match (facade, exit_vm) {
-            (Some(f), Ok(exit_vm)) => agent.run_with(rx, Box::new(JniExitInfo::new(exit_vm, f))),
-            _ => agent.run(rx),
-        }
-        .map_err(|e| e.to_string())
-    }));
-    let failure = match outcome {
-        Ok(Ok(())) => None,
-        Ok(Err(e)) => Some(e),
-        Err(p) => Some(format!("panicked: {}", panic_message(&*p))),
-    };
-    if let Some(e) = failure {
-        error!("agent failed: {e}; it is not running, the app is unaffected");
-        let json = serde_json::json!({ "state": "failed", "error": e }).to_string();
-        shared.set_status_json(json);
-    }
-}
-
 /// `OomGuard.nativeStop()`: stop the loop; join the thread if it ends within [`STOP_WAIT`].
 #[no_mangle]
 pub extern "system" fn Java_dev_oomguard_OomGuard_nativeStop<'l>(
@@ -499,17 +413,15 @@ pub extern "system" fn Java_dev_oomguard_OomGuard_nativeStop<'l>(
 ) -> jint {
     guard("stop", CODE_PANIC, || {
         maybe_panic("stop");
-        let ended = {
+        let stopping = {
             let mut running = RUNNING.lock().unwrap_or_else(|p| p.into_inner());
             let Some(r) = running.as_mut() else {
                 return CODE_NOT_RUNNING;
             };
-            let _ = r.tx.send(Command::Stop);
-            r.stopping = true;
-            r.ended.clone()
+            r.stop()
         };
         // Not under the lock: `status`, `dumpNow` and other threads' calls go on meanwhile.
-        if !ended.wait(STOP_WAIT) {
+        if !stopping.wait(STOP_WAIT) {
             warn!(
                 "stop: the agent is finishing a dump or a policy fetch; it stops as soon as that is done (start is refused until then)"
             );
@@ -519,8 +431,8 @@ pub extern "system" fn Java_dev_oomguard_OomGuard_nativeStop<'l>(
         let taken = RUNNING
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .take_if(|r| Arc::ptr_eq(&r.ended, &ended));
-        match taken.map(|r| r.thread.join()) {
+            .take_if(|r| r.is(&stopping));
+        match taken.map(|r| r.join()) {
             Some(Err(_)) => CODE_ERROR,
             _ => CODE_OK,
         }
@@ -539,7 +451,7 @@ pub extern "system" fn Java_dev_oomguard_OomGuard_nativeDumpNow<'l>(
         let reason = string_arg(&mut env, &reason).unwrap_or_default();
         let running = RUNNING.lock().unwrap_or_else(|p| p.into_inner());
         match running.as_ref() {
-            Some(r) if !r.stopping && r.tx.send(Command::DumpNow(reason)).is_ok() => CODE_OK,
+            Some(r) if r.dump_now(reason) => CODE_OK,
             _ => CODE_NOT_RUNNING,
         }
     })

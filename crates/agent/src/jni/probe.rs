@@ -138,14 +138,13 @@ pub extern "system" fn Java_dev_oomguard_testing_DumpProbe_forkFrozen<'l>(
 ) -> jstring {
     let r = std::panic::catch_unwind(|| {
         let t0 = std::time::Instant::now();
-        let child = crate::dump::fork::spawn(
-            crate::dump::fork::DUMP_CHILD_NAME,
-            seconds.max(1) as u32,
-            || loop {
-                // SAFETY: a plain system call; the alarm ends the child.
-                unsafe { libc::pause() };
-            },
-        );
+        let child =
+            crate::child::spawn(crate::dump::DUMP_CHILD_NAME, seconds.max(1) as u32, || {
+                loop {
+                    // SAFETY: a plain system call; the alarm ends the child.
+                    unsafe { libc::pause() };
+                }
+            });
         let us = t0.elapsed().as_secs_f64() * 1e6;
         match child {
             Ok(c) => {

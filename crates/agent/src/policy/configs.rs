@@ -10,8 +10,8 @@
 #![forbid(unsafe_code)]
 
 use super::{Policy, StripLevel};
-use crate::dump::analysis::AnalysisLimits;
 use crate::dump::guard::GuardPolicy;
+use crate::pipeline::runner::AnalysisLimits;
 use crate::spool::Quotas;
 use crate::trigger;
 use crate::upload;
@@ -100,7 +100,7 @@ impl From<&Policy> for analyze::Config {
 }
 
 /// The analysis child's limits: `analysis.memory_limit_mb` and `max_attempts`; its priority and
-/// deadline are `dump::analysis`'s.
+/// deadline are `pipeline::runner`'s.
 impl From<&Policy> for AnalysisLimits {
     fn from(p: &Policy) -> AnalysisLimits {
         AnalysisLimits {

@@ -1,5 +1,7 @@
 use super::*;
-use crate::spool::State;
+use crate::spool::{Quotas, State};
+use crate::upload::Network;
+use io::io_pass;
 
 fn fixture() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -181,7 +181,7 @@ pub(super) fn publish(
 mod tests {
     use super::*;
     use crate::agent::{Agent, Command, Config, Shared};
-    use crate::incident::{Pipeline, SPOOL_DIR};
+    use crate::pipeline::{Pipeline, SPOOL_DIR};
     use crate::sample::{Heap, NoStacks, ScriptedHeap};
     use crate::spool::{FileKind, NewIncident, Quotas, Spool};
     use std::sync::Arc;
@@ -210,11 +210,9 @@ mod tests {
     #[test]
     fn status_json_shows_the_incidents_waiting_and_the_last_upload_error() {
         // This test writes a script and executes it: see FORK_TEST_LOCK.
-        let _fork = crate::dump::FORK_TEST_LOCK
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let _fork = crate::child::fork_test_lock();
         let data = tempfile::tempdir().unwrap();
-        let analyser = crate::incident::tests::fake_analyser(data.path());
+        let analyser = crate::pipeline::tests::fake_analyser(data.path());
         let spool = Spool::open(data.path().join(SPOOL_DIR), Quotas::default()).unwrap();
         let staging = spool.stage().unwrap();
         std::fs::write(staging.path(FileKind::MiniDump), vec![42u8; 64 << 10]).unwrap();

@@ -1,34 +1,53 @@
-//! Analysis out of process: fork+exec of the `oomguard` binary (`oomguard analyze IN -o OUT`),
-//! so that a crash, a kill or an out-of-memory there never touches the app.
+//! The analyser's runs out of process, so that a crash, a kill or an out-of-memory there never
+//! touches the app: `oomguard analyze IN -o OUT` exec'd ([`run_limited`]), or, where no
+//! executable is shipped, the analysis in a forked child ([`run_forked`]). The child machinery
+//! (limits, watchdog, fds, signals) is `crate::child`'s; this module says which limits an
+//! analysis gets, counts attempts and tells a run that failed for want of memory.
 //!
-//! The child, between fork and exec, only makes system calls: it raises its `oom_score_adj` (the
-//! kernel kills it before the app), sets the lowest CPU priority (nice 19), limits the memory it
-//! may use, arms `alarm` as a last-resort deadline, sends its stdout/stderr to a log file, closes
-//! every other fd it inherited from the app (a pipe the app holds must see its end-of-file when
-//! the app closes it, a lock on a file must go with the app's fd, not live on for the 300 s of an
-//! analysis; a plain `close` loop over `/proc/self/fd`, as `close_range` is not allowed on older
-//! Android), and execs. Everything it needs (paths, argv) is built before the fork: no
-//! allocation after it. The parent waits for that one pid with a deadline (see [`super::fork`]).
-//!
-//! The memory limit is `RLIMIT_DATA`, not `RLIMIT_AS`: a fork of the app starts with the app's
-//! address space (several GB on a phone), and allocators such as scudo reserve large ranges
-//! `PROT_NONE` at start; under an address-space limit every allocation would fail. The data
-//! limit counts only private writable memory. A child that stays the app's fork
-//! ([`run_forked`]) is allowed its data at the fork plus the budget; an exec'd analyser starts
-//! afresh and gets the budget. A run that fails for want of memory is reported as over its
-//! budget (from its log). Kernels before 4.7 apply `RLIMIT_DATA` to `brk` only.
+//! The child raises its `oom_score_adj` (the kernel kills it before the app), takes the lowest
+//! CPU priority (nice 19), limits its memory with `RLIMIT_DATA` (see `child`'s limits: an exec'd
+//! analyser gets the budget, a forked one its data at the fork plus the budget), and is ended by
+//! `alarm` a little after the deadline as a last resort; an exec'd one writes its stdout and
+//! stderr to a log file and keeps no other fd of the app's. A run that fails for want of memory
+//! is reported as over its budget (from its log, or a forked child's SIGABRT).
 //!
 //! Attempts are counted on disk before each start (`IN.attempts`), so an analysis that takes
 //! the app down with it still counts, and a dump that always crashes the analyser is given up
 //! after the policy's number of attempts. A failed run removes its partial output and keeps the
 //! dump for the next launch.
 
-use super::fork::ChildEnd;
-use super::{Error, Result};
-use std::ffi::CString;
-use std::os::unix::ffi::OsStrExt;
+use crate::child::{self, ChildEnd, Exec};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+/// The name an analysis child shows in `ps`.
+const ANALYSIS_CHILD_NAME: &str = "oomguard-analyze";
+
+/// What went wrong running an analysis.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The attempts on this dump are used up.
+    #[error("analysis refused: {0}")]
+    Refused(String),
+    /// The analysis child failed.
+    #[error("analysis of {input} (attempt {attempt}) {why}")]
+    Failed {
+        input: String,
+        attempt: u32,
+        why: String,
+    },
+    /// A child could not be started or waited for.
+    #[error(transparent)]
+    Child(#[from] child::Error),
+    #[error("{what} {path}: {err}")]
+    Io {
+        what: &'static str,
+        path: String,
+        err: std::io::Error,
+    },
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
 
 /// Limits of the analysis child, from the policy.
 #[derive(Clone, Debug)]
@@ -54,6 +73,31 @@ impl Default for AnalysisLimits {
             deadline: Duration::from_secs(300),
             max_attempts: 3,
         }
+    }
+}
+
+impl AnalysisLimits {
+    /// The child's limits; `forked`: the child stays a fork of this process (its data counts),
+    /// else it execs.
+    fn child_limits(&self, forked: bool) -> child::Limits {
+        let data_bytes = match (self.memory, forked) {
+            (0, _) => 0,
+            (m, false) => m,
+            (m, true) => child::own_data_bytes().saturating_add(m),
+        };
+        child::Limits {
+            oom_score_adj: Some(self.oom_score_adj),
+            nice: Some(self.nice),
+            data_bytes,
+        }
+    }
+
+    /// Seconds until SIGALRM, the last-resort deadline.
+    fn alarm_secs(&self) -> u32 {
+        self.deadline
+            .as_secs()
+            .saturating_add(5)
+            .min(u32::MAX as u64) as u32
     }
 }
 
@@ -108,83 +152,6 @@ fn record_attempt(input: &Path) -> Result<u32> {
     Ok(n)
 }
 
-fn cstr(p: &[u8]) -> Result<CString> {
-    CString::new(p).map_err(|_| {
-        Error::Sys(format!(
-            "{:?} contains a NUL byte",
-            String::from_utf8_lossy(p)
-        ))
-    })
-}
-
-/// The limits an analysis child puts on itself right after the fork, prepared before it.
-struct ChildLimits {
-    adj_path: CString,
-    adj: String,
-    nice: i32,
-    /// `RLIMIT_DATA` to set; 0 for none.
-    data_limit: u64,
-    /// Seconds until SIGALRM, the last-resort deadline.
-    alarm: u32,
-}
-
-impl ChildLimits {
-    /// `forked`: the child stays a fork of this process (its data counts), else it execs.
-    fn new(limits: &AnalysisLimits, forked: bool) -> Result<ChildLimits> {
-        let data_limit = match (limits.memory, forked) {
-            (0, _) => 0,
-            (m, false) => m,
-            (m, true) => own_data_bytes().saturating_add(m),
-        };
-        Ok(ChildLimits {
-            adj_path: cstr(b"/proc/self/oom_score_adj")?,
-            adj: format!("{}\n", limits.oom_score_adj.clamp(-1000, 1000)),
-            nice: limits.nice,
-            data_limit,
-            alarm: limits
-                .deadline
-                .as_secs()
-                .saturating_add(5)
-                .min(u32::MAX as u64) as u32,
-        })
-    }
-
-    /// In the child: raise `oom_score_adj`, lower the priority, cap the data. Only system
-    /// calls on data built before the fork.
-    fn apply(&self) {
-        // SAFETY: plain system calls on buffers owned by `self`, which outlives them.
-        unsafe {
-            let fd = libc::open(self.adj_path.as_ptr(), libc::O_WRONLY);
-            if fd >= 0 {
-                libc::write(fd, self.adj.as_ptr() as *const libc::c_void, self.adj.len());
-                libc::close(fd);
-            }
-            libc::setpriority(libc::PRIO_PROCESS, 0, self.nice);
-            if self.data_limit > 0 {
-                let rl = libc::rlimit {
-                    rlim_cur: self.data_limit as libc::rlim_t,
-                    rlim_max: self.data_limit as libc::rlim_t,
-                };
-                libc::setrlimit(libc::RLIMIT_DATA, &rl);
-            }
-        }
-    }
-}
-
-/// This process's private writable memory (`VmData` in `/proc/self/status`), in bytes; 0 if
-/// unknown.
-fn own_data_bytes() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines().find_map(|l| {
-                l.strip_prefix("VmData:")
-                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-            })
-        })
-        .map_or(0, |kb| kb << 10)
-}
-
 /// Whether a failed run's log says it ran out of memory: Rust's allocation failure message,
 /// or a C runtime's / Python's.
 fn log_says_out_of_memory(log: &Path) -> bool {
@@ -201,73 +168,6 @@ fn log_says_out_of_memory(log: &Path) -> bool {
     ]
     .iter()
     .any(|m| tail.contains(m))
-}
-
-/// In the analyser child before `execv`: close every fd but 0, 1 and 2. The numbers are read
-/// from `/proc/self/fd` with `getdents64` into a buffer on the stack (no allocation after the
-/// fork), and the scan is repeated until it finds nothing more to close (closing while
-/// reading may skip entries); without `/proc`, every number below the fd limit is closed.
-///
-/// # Safety
-/// Only in a forked child about to exec.
-unsafe fn close_inherited_fds() {
-    // SAFETY: plain system calls on our own fds and a stack buffer.
-    unsafe {
-        loop {
-            let dir = libc::open(
-                c"/proc/self/fd".as_ptr(),
-                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
-            );
-            if dir < 0 {
-                let mut rl: libc::rlimit = std::mem::zeroed();
-                let max = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) == 0 {
-                    (rl.rlim_cur as u64).min(1 << 20) as libc::c_int
-                } else {
-                    1024
-                };
-                for fd in 3..max {
-                    libc::close(fd);
-                }
-                return;
-            }
-            let mut closed = 0;
-            let mut buf = [0u64; 512];
-            loop {
-                let n = libc::syscall(
-                    libc::SYS_getdents64,
-                    dir,
-                    buf.as_mut_ptr() as *mut libc::c_void,
-                    std::mem::size_of_val(&buf),
-                );
-                if n <= 0 {
-                    break;
-                }
-                let bytes = buf.as_ptr() as *const u8;
-                let mut off = 0usize;
-                while off < n as usize {
-                    // struct linux_dirent64: ino u64, off i64, reclen u16, type u8, name[]
-                    let reclen = u16::from_ne_bytes([*bytes.add(off + 16), *bytes.add(off + 17)]);
-                    let mut fd: libc::c_int = 0;
-                    let mut digits = 0;
-                    let mut p = bytes.add(off + 19);
-                    while (*p).is_ascii_digit() {
-                        fd = fd * 10 + (*p - b'0') as libc::c_int;
-                        digits += 1;
-                        p = p.add(1);
-                    }
-                    if digits > 0 && fd > 2 && fd != dir {
-                        libc::close(fd);
-                        closed += 1;
-                    }
-                    off += reclen as usize;
-                }
-            }
-            libc::close(dir);
-            if closed == 0 {
-                return;
-            }
-        }
-    }
 }
 
 /// Run `program args…` as a limited child; `log` receives its stdout and stderr. Counts the
@@ -288,33 +188,21 @@ pub fn run_limited(
         )));
     }
     // Everything the child needs, built before the fork.
-    let prog = cstr(program.as_os_str().as_bytes())?;
-    let mut argv_c = vec![prog.clone()];
-    for a in args {
-        argv_c.push(cstr(a.as_bytes())?);
-    }
-    let mut argv: Vec<*const libc::c_char> = argv_c.iter().map(|c| c.as_ptr()).collect();
-    argv.push(std::ptr::null());
-    let child_limits = ChildLimits::new(limits, false)?;
+    let exec = Exec::new(program, args)?;
+    let child_limits = limits.child_limits(false);
     let logf = std::fs::File::create(log).map_err(|err| Error::Io {
         what: "creating the analysis log",
         path: log.display().to_string(),
         err,
     })?;
-    let log_fd = std::os::fd::AsRawFd::as_raw_fd(&logf);
     let attempt = record_attempt(attempt_of)?;
-    let mut child = super::fork::spawn("oomguard-analyze", child_limits.alarm, || {
-        child_limits.apply();
-        // SAFETY: only system calls on data built before the fork; `execv` replaces us or we
-        // `_exit` with 127 (via the return value).
-        unsafe {
-            libc::dup2(log_fd, 1);
-            libc::dup2(log_fd, 2);
-            close_inherited_fds();
-            libc::execv(argv[0], argv.as_ptr());
-        }
-        127
-    })?;
+    let mut child = child::spawn_exec(
+        ANALYSIS_CHILD_NAME,
+        &child_limits,
+        limits.alarm_secs(),
+        &exec,
+        std::os::fd::AsFd::as_fd(&logf),
+    )?;
     drop(logf);
     let end = child.wait(limits.deadline)?;
     let elapsed = child.elapsed();
@@ -362,11 +250,11 @@ pub fn analyze(
             out.end.to_string()
         };
         tracing::warn!(input = %input.display(), attempt = out.attempt, reason = %why, "analysis failed; dump kept for a retry");
-        Err(Error::Child(format!(
-            "analysis of {} (attempt {}) {why}",
-            input.display(),
-            out.attempt
-        )))
+        Err(Error::Failed {
+            input: input.display().to_string(),
+            attempt: out.attempt,
+            why,
+        })
     }
 }
 
@@ -380,11 +268,12 @@ pub fn analyze(
 /// it must not touch the VM or any lock of the app's. A child that hangs anyway is killed at the
 /// deadline, and the dump stays queued for the next launch.
 pub fn run_forked<F: FnOnce() -> i32>(limits: &AnalysisLimits, f: F) -> Result<RunOutcome> {
-    let child_limits = ChildLimits::new(limits, true)?;
-    let mut child = super::fork::spawn("oomguard-analyze", child_limits.alarm, move || {
-        child_limits.apply();
-        f()
-    })?;
+    let mut child = child::spawn_limited(
+        ANALYSIS_CHILD_NAME,
+        &limits.child_limits(true),
+        limits.alarm_secs(),
+        f,
+    )?;
     let end = child.wait(limits.deadline)?;
     Ok(RunOutcome {
         end,
@@ -397,7 +286,9 @@ pub fn run_forked<F: FnOnce() -> i32>(limits: &AnalysisLimits, f: F) -> Result<R
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::ffi::CString;
     use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
 
     fn sh(script: &str, dir: &Path, limits: &AnalysisLimits) -> Result<RunOutcome> {
         let input = dir.join("dump.hprof");
@@ -415,7 +306,7 @@ mod tests {
 
     #[test]
     fn child_runs_with_raised_oom_score_lowest_priority_and_limited_memory() {
-        let _serial = crate::dump::fork_test_lock();
+        let _serial = crate::child::fork_test_lock();
         let d = tempfile::tempdir().unwrap();
         let out = d.path().join("out");
         let lim = AnalysisLimits {
@@ -443,7 +334,7 @@ mod tests {
 
     #[test]
     fn failures_are_reported_counted_and_capped() {
-        let _serial = crate::dump::fork_test_lock();
+        let _serial = crate::child::fork_test_lock();
         let d = tempfile::tempdir().unwrap();
         let lim = AnalysisLimits {
             deadline: Duration::from_millis(500),
@@ -465,7 +356,7 @@ mod tests {
 
     #[test]
     fn memory_limit_stops_a_greedy_child() {
-        let _serial = crate::dump::fork_test_lock();
+        let _serial = crate::child::fork_test_lock();
         let d = tempfile::tempdir().unwrap();
         let lim = AnalysisLimits {
             memory: 256 << 20,
@@ -489,7 +380,7 @@ mod tests {
     /// analyser still runs: the analyser did not inherit it.
     #[test]
     fn the_analyser_does_not_keep_the_apps_fds_open() {
-        let _serial = crate::dump::fork_test_lock();
+        let _serial = crate::child::fork_test_lock();
         let d = tempfile::tempdir().unwrap();
         let fifo = d.path().join("release");
         let started = d.path().join("started");
@@ -554,7 +445,7 @@ mod tests {
     /// one that needs more than its budget is stopped with an error that says so.
     #[test]
     fn an_analyser_with_a_large_address_space_runs_within_its_memory_budget() {
-        let _serial = crate::dump::fork_test_lock();
+        let _serial = crate::child::fork_test_lock();
         let d = tempfile::tempdir().unwrap();
         let lim = AnalysisLimits {
             memory: 512 << 20,
@@ -595,7 +486,7 @@ mod tests {
     /// it.
     #[test]
     fn a_forked_analysis_from_a_large_address_space_runs_within_its_budget() {
-        let _serial = crate::dump::fork_test_lock();
+        let _serial = crate::child::fork_test_lock();
         let (p, len) = reserve_16_gib();
         let lim = AnalysisLimits {
             memory: 512 << 20,
@@ -637,7 +528,7 @@ mod tests {
 
     #[test]
     fn analyze_removes_partial_output_and_keeps_the_dump() {
-        let _serial = crate::dump::fork_test_lock();
+        let _serial = crate::child::fork_test_lock();
         let d = tempfile::tempdir().unwrap();
         let input = d.path().join("in.hprof");
         std::fs::write(&input, b"dump").unwrap();

@@ -1,6 +1,7 @@
 use super::*;
 use crate::agent::ActionContext;
 use crate::trigger::Device;
+use crate::upload::Network;
 use collector::{Collector, Config as CollectorConfig};
 use std::time::Instant;
 
@@ -20,7 +21,7 @@ impl Dumper for Refuse {
 }
 
 /// An executable `DIR/analyser.sh` that stands in for `oomguard analyze INPUT -o OUT ...`: it
-/// writes an empty report to OUT. Callers hold `dump::FORK_TEST_LOCK` while it may run.
+/// writes an empty report to OUT. Callers hold `child::FORK_TEST_LOCK` while it may run.
 pub(super) fn fake_analyser(dir: &Path) -> PathBuf {
     let analyser = dir.join("analyser.sh");
     std::fs::write(
@@ -83,9 +84,7 @@ fn network_state_defaults_and_wakes_only_on_a_change_to_connected() {
 #[test]
 fn uploads_wait_while_metered_and_go_once_unmetered() {
     // This test writes a script and executes it: see FORK_TEST_LOCK.
-    let _fork = dump::FORK_TEST_LOCK
-        .lock()
-        .unwrap_or_else(|p| p.into_inner());
+    let _fork = crate::child::fork_test_lock();
     let data = tempfile::tempdir().unwrap();
     let received = tempfile::tempdir().unwrap();
     let collector = Collector::bind("127.0.0.1:0", CollectorConfig::new(received.path()))

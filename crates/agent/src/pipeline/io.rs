@@ -1,0 +1,194 @@
+//! The `oomguard-io` thread: analysis and upload, off the agent thread.
+//!
+//! Each pass runs the spool's recovery, which analyses every dumped incident in a separate
+//! process (`analysis`), then uploads what is analysed. The first pass runs at start-up, so
+//! whatever a previous launch left (a dump not analysed, an upload cut short) resumes; a verdict,
+//! a change to a connected network, or [`IoConfig::retry_every`] start the next. The agent's
+//! work that may block on the network (its policy fetch) runs here too, between passes.
+//!
+//! Before each pass's analyses and after its uploads, the thread publishes the queue summary of
+//! `status.json` (incidents waiting, their bytes, the next attempt, the last upload error:
+//! `queue.rs`) on the agent's [`QueueBoard`]; the agent never reads the spool for it.
+//!
+//! Invariants: the agent thread never analyses or uploads; stopping waits at most
+//! [`IO_STOP_WAIT`] for a pass in flight, which otherwise finishes in the background (or resumes
+//! on the next launch).
+
+use super::analysis::analyse_out_of_process;
+use super::network::NetworkState;
+use super::queue;
+use super::runner::AnalysisLimits;
+use crate::agent::{IoJob, QueueBoard};
+use crate::recorder::{self, Flight};
+use crate::spool::{AnalysisJob, Quotas, Spool};
+use crate::upload::{self, Network};
+use std::path::PathBuf;
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
+use tracing::{info, warn};
+
+/// What the I/O thread is asked to do.
+pub(super) enum Work {
+    /// Analyse what is dumped, upload what is analysed.
+    Pass,
+    /// The agent's work that may block on the network (its policy fetch).
+    Run(IoJob),
+    Stop,
+}
+
+/// The `oomguard-io` thread: analysis and upload, off the agent thread.
+pub(super) struct IoThread {
+    pub(super) tx: mpsc::Sender<Work>,
+    /// Says when the thread has ended.
+    pub(super) done: mpsc::Receiver<()>,
+    pub(super) handle: Option<std::thread::JoinHandle<()>>,
+}
+
+/// How long `stop` waits for an analysis or upload pass in flight.
+pub(super) const IO_STOP_WAIT: Duration = Duration::from_secs(3);
+
+impl Drop for IoThread {
+    fn drop(&mut self) {
+        let _ = self.tx.send(Work::Stop);
+        match self.done.recv_timeout(IO_STOP_WAIT) {
+            Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) => {
+                if let Some(h) = self.handle.take() {
+                    let _ = h.join();
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                info!("an analysis or upload pass is still running; it finishes in the background, or resumes on the next launch");
+            }
+        }
+    }
+}
+
+/// Everything the I/O thread needs, fixed at start.
+pub(super) struct IoConfig {
+    pub(super) spool_root: PathBuf,
+    pub(super) quotas: Quotas,
+    pub(super) analysis_dir: PathBuf,
+    pub(super) analyser: Option<PathBuf>,
+    pub(super) limits: AnalysisLimits,
+    /// The detectors' thresholds, from the policy.
+    pub(super) analysis: analyze::Config,
+    pub(super) upload: Option<upload::Config>,
+    /// How long to wait before another pass while work is pending (backoff, no network).
+    pub(super) retry_every: Duration,
+    /// The app's latest report, and what to assume before one.
+    pub(super) network: Arc<NetworkState>,
+    pub(super) default_network: Network,
+    pub(super) flight: Flight,
+    /// Where the queue summary is published for `status.json`.
+    pub(super) queue: Arc<QueueBoard>,
+}
+
+/// One pass: recover and analyse, then upload; the queue summary is published before the
+/// analyses and after the uploads.
+pub(super) fn io_pass(cfg: &IoConfig, last: &mut queue::LastError) {
+    let spool = match Spool::open(&cfg.spool_root, cfg.quotas.clone()) {
+        Ok(s) => s,
+        Err(e) => {
+            warn!(
+                "spool {}: {e}; nothing analysed or uploaded",
+                cfg.spool_root.display()
+            );
+            return;
+        }
+    };
+    match spool.lock() {
+        Ok(guard) => {
+            let up = cfg.upload.as_ref();
+            queue::publish(&cfg.queue, &guard, up, None, last, cfg.retry_every);
+            let mut analyse = |job: &AnalysisJob| {
+                cfg.flight.set_busy(recorder::BUSY_ANALYSIS, true);
+                let r = analyse_out_of_process(cfg, job);
+                cfg.flight.set_busy(recorder::BUSY_ANALYSIS, false);
+                r
+            };
+            match guard.recover(&mut analyse) {
+                Ok(r) => {
+                    if r != Default::default() {
+                        info!(
+                            analysed = r.analysed,
+                            failed = r.analysis_failed,
+                            given_up = r.analysis_given_up,
+                            deleted_half_written = r.half_written_deleted,
+                            quarantined = r.quarantined,
+                            evicted = r.evicted,
+                            incidents = r.incidents,
+                            "spool recovered"
+                        );
+                    }
+                }
+                Err(e) => warn!("spool recovery failed: {e}"),
+            }
+        }
+        Err(e) => {
+            info!("spool busy ({e}); another process analyses and uploads");
+            return;
+        }
+    }
+    let Some(up) = &cfg.upload else {
+        if let Ok(guard) = spool.lock() {
+            queue::publish(&cfg.queue, &guard, None, None, last, cfg.retry_every);
+        }
+        return;
+    };
+    // Asked before each incident and each chunk: the app may report another network meanwhile.
+    let net = || cfg.network.get().unwrap_or(cfg.default_network);
+    let pass = upload::run_once_with(&spool, up, &net).map_err(|e| e.to_string());
+    last.note(&pass, spool.now_ms());
+    if let Ok(guard) = spool.lock() {
+        queue::publish(
+            &cfg.queue,
+            &guard,
+            Some(up),
+            Some(&pass),
+            last,
+            cfg.retry_every,
+        );
+    }
+    match pass {
+        Ok(s) => {
+            for id in &s.acknowledged {
+                info!(incident = %id, "report acknowledged by the server; incident deleted");
+            }
+            for (id, why) in &s.rejected {
+                warn!(incident = %id, reason = %why, "report rejected by the server");
+            }
+            if let Some(stop) = &s.stopped {
+                info!("upload paused: {stop:?}");
+            }
+        }
+        Err(e) => warn!("upload pass failed: {e}"),
+    }
+}
+
+pub(super) fn io_thread(cfg: IoConfig, rx: mpsc::Receiver<Work>) {
+    let mut pass = true;
+    let mut last = queue::LastError::default();
+    loop {
+        if pass {
+            io_pass(&cfg, &mut last);
+        }
+        pass = true;
+        match rx.recv_timeout(cfg.retry_every) {
+            Ok(Work::Run(job)) => {
+                job();
+                pass = false;
+            }
+            Ok(Work::Pass) | Err(mpsc::RecvTimeoutError::Timeout) => {
+                // Coalesce kicks that came meanwhile.
+                while let Ok(w) = rx.try_recv() {
+                    match w {
+                        Work::Stop => return,
+                        Work::Run(job) => job(),
+                        Work::Pass => {}
+                    }
+                }
+            }
+            Ok(Work::Stop) | Err(mpsc::RecvTimeoutError::Disconnected) => return,
+        }
+    }
+}
