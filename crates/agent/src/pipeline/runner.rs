@@ -64,15 +64,17 @@ pub struct AnalysisLimits {
     pub max_attempts: u32,
 }
 
+/// What the child's limits are beside the policy's two (`analysis.memory_limit_mb`,
+/// `analysis.max_attempts`): the first to die under memory pressure, the lowest priority, and
+/// five minutes at most.
+pub const OOM_SCORE_ADJ: i32 = 1000;
+pub const NICE: i32 = 19;
+pub const DEADLINE: Duration = Duration::from_secs(300);
+
+/// The default policy's limits (the policy owns the defaults).
 impl Default for AnalysisLimits {
     fn default() -> Self {
-        AnalysisLimits {
-            oom_score_adj: 1000,
-            nice: 19,
-            memory: 2 << 30,
-            deadline: Duration::from_secs(300),
-            max_attempts: 3,
-        }
+        (&crate::policy::Policy::default()).into()
     }
 }
 

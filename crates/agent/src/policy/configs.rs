@@ -100,13 +100,16 @@ impl From<&Policy> for analyze::Config {
 }
 
 /// The analysis child's limits: `analysis.memory_limit_mb` and `max_attempts`; its priority and
-/// deadline are `pipeline::runner`'s.
+/// deadline are `pipeline::runner`'s constants.
 impl From<&Policy> for AnalysisLimits {
     fn from(p: &Policy) -> AnalysisLimits {
+        use crate::pipeline::runner::{DEADLINE, NICE, OOM_SCORE_ADJ};
         AnalysisLimits {
+            oom_score_adj: OOM_SCORE_ADJ,
+            nice: NICE,
             memory: p.analysis.memory_limit_mb << 20,
+            deadline: DEADLINE,
             max_attempts: p.analysis.max_attempts,
-            ..AnalysisLimits::default()
         }
     }
 }
