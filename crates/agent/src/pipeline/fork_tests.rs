@@ -133,7 +133,7 @@ fn an_analyser_out_of_memory_is_said_to_exceed_its_budget() {
     let inc = spool.read_incident(&id).unwrap();
     let why = inc.analysis_error.as_deref().unwrap_or("");
     assert!(
-        why.contains("for want of memory") && why.contains("budget of 2048 MiB"),
+        why.contains("for want of memory") && why.contains("budget of 512 MiB"),
         "{why}"
     );
     assert!(spool.incident_dir(&id).join("mini.hprof").exists());
