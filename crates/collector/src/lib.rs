@@ -34,9 +34,9 @@
 //!   finish, fsyncs its directories and returns.
 #![forbid(unsafe_code)]
 
+mod conn;
 mod filing;
 pub mod html;
-pub mod http;
 mod index;
 mod limits;
 pub mod metadata;
@@ -54,7 +54,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::Duration;
 use sys::fs::{Fs, RealFs};
 
 /// Errors of the collector.
@@ -275,61 +275,9 @@ impl Collector {
 
     /// Serve until the stop flag is set; then finish requests in flight, fsync, return counts.
     pub fn serve(self) -> Result<Stats, Error> {
-        let mut workers: Vec<JoinHandle<()>> = Vec::new();
         let sh = self.shared.clone();
-        let sweep_every =
-            (sh.cfg.upload_expiry / 4).clamp(Duration::from_secs(1), Duration::from_secs(60));
-        let mut swept: Option<Instant> = None;
-        while !sh.stop.load(Ordering::SeqCst) {
-            if swept.is_none_or(|t| t.elapsed() >= sweep_every) {
-                limits::expire(&sh, SystemTime::now());
-                swept = Some(Instant::now());
-            }
-            match self.listener.accept() {
-                Ok((stream, _)) => {
-                    workers.retain(|h| !h.is_finished());
-                    if sh.active.load(Ordering::SeqCst) >= sh.cfg.max_connections {
-                        sh.counters.busy_refused.fetch_add(1, Ordering::SeqCst);
-                        let mut s = stream;
-                        let _ = s.set_write_timeout(Some(Duration::from_secs(1)));
-                        let _ = http::write_response(
-                            &mut s,
-                            503,
-                            &server::tus_headers(),
-                            b"busy",
-                            false,
-                        );
-                        continue;
-                    }
-                    sh.active.fetch_add(1, Ordering::SeqCst);
-                    let sh2 = sh.clone();
-                    let spawned = std::thread::Builder::new()
-                        .name("collector-conn".into())
-                        .spawn(move || {
-                            server::connection(stream, &sh2);
-                            sh2.active.fetch_sub(1, Ordering::SeqCst);
-                        });
-                    match spawned {
-                        Ok(h) => workers.push(h),
-                        Err(e) => {
-                            sh.active.fetch_sub(1, Ordering::SeqCst);
-                            tracing::warn!("collector: cannot spawn a connection thread: {e}");
-                        }
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    std::thread::sleep(Duration::from_millis(10));
-                }
-                Err(e) => {
-                    tracing::warn!("collector: accept: {e}");
-                    std::thread::sleep(Duration::from_millis(50));
-                }
-            }
-        }
-        drop(self.listener);
-        for h in workers {
-            let _ = h.join();
-        }
+        let addr = self.local_addr().to_string();
+        conn::serve(self.listener, sh.clone()).map_err(|source| Error::Bind { addr, source })?;
         for d in ["uploads", "incidents", ""] {
             let p = sh.cfg.dir.join(d);
             let _ = RealFs.sync_dir(&p);

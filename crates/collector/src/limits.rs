@@ -16,11 +16,9 @@
 
 use super::filing::{load_info, upload_paths};
 use super::Shared;
-use std::io::{self, Read};
-use std::net::TcpStream;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 /// The disk quota of the collector's directory.
 pub(super) struct Quota {
@@ -196,57 +194,13 @@ pub(super) fn expire(sh: &Shared, now: SystemTime) -> usize {
     removed
 }
 
-/// The reading side of a connection: each read waits at most `step`, and none starts after
-/// the deadline.
-pub(super) struct Deadline {
-    stream: TcpStream,
-    step: Duration,
-    until: Option<Instant>,
-}
-
-impl Deadline {
-    pub fn new(stream: TcpStream, step: Duration) -> Deadline {
-        Deadline {
-            stream,
-            step,
-            until: None,
-        }
-    }
-
-    /// Reads wait at most `step` each, and fail once `until` has passed.
-    pub fn set(&mut self, step: Duration, until: Option<Instant>) {
-        self.step = step;
-        self.until = until;
-    }
-}
-
-impl Read for Deadline {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let wait = match self.until {
-            Some(u) => {
-                let left = u.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    return Err(io::Error::new(
-                        io::ErrorKind::TimedOut,
-                        "the request did not arrive whole within its deadline",
-                    ));
-                }
-                left.min(self.step)
-            }
-            None => self.step,
-        };
-        self.stream
-            .set_read_timeout(Some(wait.max(Duration::from_millis(1))))?;
-        self.stream.read(buf)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::super::{Collector, Config, Running};
     use super::*;
     use oomguard::upload::tus::{Client, TusError};
-    use std::io::Write;
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
 
     fn started(cfg: impl FnOnce(&mut Config)) -> (tempfile::TempDir, Running, Client) {
         let d = tempfile::tempdir().unwrap();
