@@ -69,7 +69,31 @@ pub(crate) fn dominators(h: &mut String, report: &Value) {
     }
     h.push_str(". Click a cell to open its path below.</p>\n");
 
-    // The tree: root → GC root → references → group.
+    let (nodes, roots_of) = tree(groups, &sizes);
+    let mut kinds: Vec<&str> = Vec::new();
+    for r in &roots_of {
+        if !kinds.contains(&r.as_str()) {
+            kinds.push(r);
+        }
+    }
+    let color = |gi: usize| {
+        let k = kinds.iter().position(|k| *k == roots_of[gi]).unwrap_or(0);
+        COLORS[k % COLORS.len()]
+    };
+
+    cells_svg(h, groups, &sizes, &roots_of, &color);
+    h.push_str("\n<div class=\"tree\">\n");
+    branch(h, &nodes, 0, nodes[0].size.max(1), groups, 0);
+    h.push_str("</div>\n");
+    more(
+        h,
+        left + (all.len() - groups.len()) as u64,
+        "dominator group(s)",
+    );
+}
+
+/// The tree of the groups' paths: root → GC root → references → group; and each group's root.
+fn tree(groups: &[&Value], sizes: &[u64]) -> (Vec<Node>, Vec<String>) {
     let mut nodes = vec![Node {
         label: "all groups".into(),
         ..Node::default()
@@ -129,18 +153,17 @@ pub(crate) fn dominators(h: &mut String, report: &Value) {
         let leaf = nodes.len() - 1;
         nodes[at].children.push(leaf);
     }
-    let mut kinds: Vec<&str> = Vec::new();
-    for r in &roots_of {
-        if !kinds.contains(&r.as_str()) {
-            kinds.push(r);
-        }
-    }
-    let color = |gi: usize| {
-        let k = kinds.iter().position(|k| *k == roots_of[gi]).unwrap_or(0);
-        COLORS[k % COLORS.len()]
-    };
+    (nodes, roots_of)
+}
 
-    // The treemap of the groups.
+/// The treemap of the groups, biggest first, coloured by their root.
+fn cells_svg(
+    h: &mut String,
+    groups: &[&Value],
+    sizes: &[u64],
+    roots_of: &[String],
+    color: &dyn Fn(usize) -> &'static str,
+) {
     let mut order: Vec<usize> = (0..groups.len()).collect();
     order.sort_by_key(|&i| std::cmp::Reverse(sizes[i]));
     let mut cells = Vec::new();
@@ -181,14 +204,7 @@ pub(crate) fn dominators(h: &mut String, report: &Value) {
         }
         h.push_str("</g>");
     }
-    h.push_str("</svg>\n<div class=\"tree\">\n");
-    branch(h, &nodes, 0, nodes[0].size.max(1), groups, 0);
-    h.push_str("</div>\n");
-    more(
-        h,
-        left + (all.len() - groups.len()) as u64,
-        "dominator group(s)",
-    );
+    h.push_str("</svg>");
 }
 
 fn branch(h: &mut String, nodes: &[Node], at: usize, total: u64, groups: &[&Value], depth: usize) {
