@@ -18,6 +18,8 @@
 //! - A body is read by its handler through [`BodyReader`]: each wait for bytes at most
 //!   `io_timeout`, and none after `request_timeout` from the end of the head.
 //! - Every write waits at most `io_timeout` ([`Timed`]); a client that stops reading is cut.
+//! - Memory per connection is bounded: a read buffer of at most [`MAX_BUF`], a body frame
+//!   at a time in [`BodyReader`], a served file read 64 KiB at a time ([`Out`]).
 //! - At most `max_connections` connections are served; one beyond gets a 503 and is closed
 //!   (at most as many refusals at once, each within a second; others are closed unanswered).
 //! - On stop: the listener is closed, every connection is told to finish the request in
@@ -49,13 +51,17 @@ pub(super) const MAX_HEAD: usize = 16 * 1024;
 /// The most headers a request may have.
 const MAX_HEADERS: usize = 100;
 
+/// The largest read buffer of a connection (hyper's default is about 400 KB).
+const MAX_BUF: usize = 64 * 1024;
+
 /// Run the collector on `listener` until `sh.stop` is set; returns once every connection is
 /// closed.
 pub(super) fn serve(listener: std::net::TcpListener, sh: Arc<Shared>) -> io::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
-        // One handler per connection at most, and the sweep of expired uploads.
-        .max_blocking_threads(sh.cfg.max_connections.max(1) + 2)
+        // One handler per connection at most, as many reads of files being served, and the
+        // sweep of expired uploads.
+        .max_blocking_threads(2 * sh.cfg.max_connections.max(1) + 2)
         .thread_name("collector")
         .enable_all()
         .build()?;
@@ -126,6 +132,7 @@ fn builder(sh: &Shared) -> http1::Builder {
         .header_read_timeout(c.head_timeout.min(c.request_timeout).min(c.idle_timeout))
         .max_header_size(MAX_HEAD)
         .max_headers(MAX_HEADERS)
+        .max_buf_size(MAX_BUF)
         // Header names as the hand-written server sent them (`Upload-Offset`), for clients
         // that match them by case.
         .title_case_headers(true)
@@ -152,9 +159,10 @@ async fn connection(
             r = conn.as_mut() => {
                 if let Err(e) = r {
                     if e.is_timeout() {
-                        tracing::info!(
-                            "collector: {peer}: no whole request head within {} s; connection closed",
-                            sh.cfg.head_timeout.as_secs_f64()
+                        // An idle kept-alive connection ends so too: not worth an info line.
+                        tracing::debug!(
+                            "collector: {peer}: no whole request head within {} s (idle, or a slow client); connection closed",
+                            sh.cfg.head_timeout.min(sh.cfg.idle_timeout).as_secs_f64()
                         );
                     } else {
                         tracing::debug!("collector: {peer}: {e}");

@@ -1,5 +1,7 @@
-//! The development collector: a small tus 1.0 receiver (core + creation) on `std::net`, used by
-//! `oomguard collect`, the tests and the demo.
+//! The development collector: a small tus 1.0 receiver (core + creation) on hyper 1 (HTTP/1.1,
+//! [`conn`]; the routes in [`server`]), used by `oomguard collect`, the tests and the demo. Its
+//! tokio runtime lives inside: [`Collector::serve`] blocks, [`Collector::spawn`] serves on a
+//! thread. Reports are read through `analyze::report`'s types ([`html::lenient`]).
 //!
 //! Layout of its directory:
 //! ```text
@@ -21,8 +23,10 @@
 //!   metadata; the SHA-256 of the stored bytes is returned as `Upload-Sha256` on the final PATCH
 //!   and on HEAD, so the client acknowledges only what was stored intact. A second complete
 //!   copy of the same (incident, kind) is counted as a duplicate and not filed again.
-//! - Request heads are bounded (16 KiB) and `head_timeout`, requests by `request_timeout`,
-//!   bodies by `Upload-Length` and `max_upload_bytes`, every read and write by `io_timeout`,
+//! - Request heads are bounded (16 KiB, 100 headers) and `head_timeout`, request bodies by
+//!   `request_timeout` from the end of their head, bodies by `Upload-Length` and
+//!   `max_upload_bytes`, every wait for body bytes and every write by `io_timeout`, a
+//!   kept-alive connection waiting for its next request by `min(head_timeout, idle_timeout)`,
 //!   connections by `max_connections` (503 beyond), the directory by `max_disk_bytes` (an
 //!   upload that does not fit is refused at creation: 503 with `Retry-After`), uploads left
 //!   unfinished by `upload_expiry` ([`limits`]).
@@ -82,7 +86,8 @@ pub struct Config {
     pub dir: PathBuf,
     pub max_upload_bytes: u64,
     pub io_timeout: Duration,
-    /// A keep-alive connection idle this long is closed.
+    /// A keep-alive connection idle this long is closed (or after `head_timeout`, if shorter:
+    /// hyper's head timer runs while it waits for the next request).
     pub idle_timeout: Duration,
     pub max_connections: usize,
     pub allow_non_loopback: bool,
@@ -95,8 +100,8 @@ pub struct Config {
     pub upload_expiry: Duration,
     /// A request head must arrive whole within this.
     pub head_timeout: Duration,
-    /// A request, head and body, must arrive whole within this (an upload keeps the bytes
-    /// that came and the client resumes from there).
+    /// A request's body must arrive whole within this from the end of its head (an upload
+    /// keeps the bytes that came and the client resumes from there).
     pub request_timeout: Duration,
     /// The newest incidents whose summaries the index keeps in memory.
     pub index_incidents: usize,

@@ -9,9 +9,9 @@
 //!   file (and a corrupt copy set aside, and the record of a finished one); its bytes leave the
 //!   quota. Removal takes the upload's lock, so it never races a PATCH.
 //! - A per-upload lock lives in the map only while some request holds or waits for it.
-//! - A request head must arrive whole within `head_timeout`, head and body within
-//!   `request_timeout`, whatever pace the client keeps up: a slow client cannot hold a
-//!   connection slot for longer.
+//! - A request head must arrive whole within `head_timeout`, its body within `request_timeout`
+//!   after it, whatever pace the client keeps up: a slow client cannot hold a connection slot
+//!   for longer (enforced in [`conn`](super::conn)).
 #![forbid(unsafe_code)]
 
 use super::filing::{load_info, upload_paths};
