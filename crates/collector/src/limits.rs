@@ -314,6 +314,82 @@ mod tests {
         assert_eq!(left(), 0);
     }
 
+    /// A request head over 16 KiB is refused (431) and its connection closed; one just under
+    /// is served.
+    #[test]
+    fn request_heads_are_bounded() {
+        let (_d, run, _c) = started(|_| {});
+        let ask = |pad: usize| {
+            let mut s = TcpStream::connect(run.addr()).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let head = format!(
+                "GET /stats HTTP/1.1\r\nX-Pad: {}\r\nConnection: close\r\n\r\n",
+                "a".repeat(pad)
+            );
+            let _ = s.write_all(head.as_bytes());
+            let mut got = String::new();
+            let _ = s.read_to_string(&mut got);
+            got
+        };
+        assert!(ask(15 * 1024).starts_with("HTTP/1.1 200"));
+        assert!(ask(17 * 1024).starts_with("HTTP/1.1 431"));
+    }
+
+    /// A PATCH whose body stops coming is cut after `io_timeout`, unanswered, and the upload
+    /// keeps the bytes that came: the client resumes from there.
+    #[test]
+    fn a_stalled_body_is_cut_and_its_bytes_kept() {
+        let (_d, run, c) = started(|c| c.io_timeout = Duration::from_secs(1));
+        let url = c.create(1000, &md("s-1")).unwrap();
+        let path = &url[url.find("/files/").unwrap()..];
+        let mut s = TcpStream::connect(run.addr()).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let head = format!(
+            "PATCH {path} HTTP/1.1\r\nTus-Resumable: 1.0.0\r\nUpload-Offset: 0\r\n\
+             Content-Type: application/offset+octet-stream\r\nContent-Length: 1000\r\n\r\n"
+        );
+        s.write_all(head.as_bytes()).unwrap();
+        s.write_all(&[7u8; 10]).unwrap();
+        let t = std::time::Instant::now();
+        let mut got = Vec::new();
+        let _ = s.read_to_end(&mut got);
+        assert!(got.is_empty(), "{}", String::from_utf8_lossy(&got));
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+        assert_eq!(c.head(&url).unwrap().unwrap().offset, 10);
+    }
+
+    /// A client that asks for a large file and then reads nothing holds its connection for no
+    /// longer than `io_timeout`: the stalled write ends it and frees its slot.
+    #[test]
+    fn a_client_that_stops_reading_is_cut() {
+        let (d, run, _c) = started(|c| c.io_timeout = Duration::from_secs(1));
+        let inc = d.path().join("incidents/r-1");
+        std::fs::create_dir_all(&inc).unwrap();
+        std::fs::write(inc.join("big.bin"), vec![3u8; 64 << 20]).unwrap();
+        let mut s = TcpStream::connect(run.addr()).unwrap();
+        s.write_all(b"GET /incidents/r-1/big.bin HTTP/1.1\r\n\r\n")
+            .unwrap();
+        let active = || run.shared.active.load(std::sync::atomic::Ordering::SeqCst);
+        for _ in 0..50 {
+            if active() == 1 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(active(), 1, "the request is being answered");
+        let t = std::time::Instant::now();
+        while active() > 0 && t.elapsed() < Duration::from_secs(20) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(
+            active(),
+            0,
+            "the connection is still held after {:?}",
+            t.elapsed()
+        );
+        drop(s);
+    }
+
     /// 32 clients that send their request heads a byte at a time take every connection slot
     /// for no longer than the head deadline: a real request is served while they go on.
     #[test]
