@@ -142,8 +142,8 @@ impl From<hprof::Error> for Error {
 
 /// Timings of the phases, in milliseconds. When the dump is read in one pass, `scan_ms` covers
 /// the whole pass including the edges' mapping to nodes, and `graph_ms` only their assembly.
-#[derive(Clone, Debug, Default, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", default)]
 pub struct Timings {
     pub scan_ms: u64,
     pub graph_ms: u64,

@@ -74,14 +74,14 @@ use super::index::{Index, Role};
 use super::paths::{root_name, Kept, Memo, Pass3, Paths, Ref};
 use super::trace::{self, Both, Fields, Inspector, Trace};
 use super::{Config, Error, Input, Timings};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sha1::{Digest, Sha1};
 use std::cell::RefCell;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet};
 
-#[derive(Clone, Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
 pub struct Report {
     /// The incident's running info, as the caller gave it.
     pub running_info: serde_json::Value,
@@ -92,8 +92,8 @@ pub struct Report {
     pub dominators: Vec<DominatorGroup>,
 }
 
-#[derive(Clone, Debug, Default, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
 pub struct AnalysisInfo {
     pub format: String,
     pub id_size: u32,
@@ -131,8 +131,8 @@ pub struct AnalysisInfo {
 
 /// Entries left out of the report's lists by its bounds ([`MAX_GC_PATHS`],
 /// [`MAX_LEAK_OBJECTS`], [`MAX_CLASS_INFOS`]).
-#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", default)]
 pub struct LeftOut {
     pub gc_paths: u64,
     pub leak_objects: u64,
@@ -149,24 +149,24 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
-#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", default)]
 pub struct ClassInfo {
     pub class_name: String,
     pub instance_count: u64,
     pub leak_instance_count: u64,
 }
 
-#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", default)]
 pub struct PathItem {
     pub reference: String,
     pub reference_type: String,
     pub declared_class: String,
 }
 
-#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", default)]
 pub struct GcPath {
     pub instance_count: u64,
     pub leak_reason: String,
@@ -184,8 +184,8 @@ pub struct GcPath {
     pub trace: Trace,
 }
 
-#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", default)]
 pub struct LeakObject {
     pub class_name: String,
     /// Shallow size in bytes.
@@ -197,8 +197,8 @@ pub struct LeakObject {
     pub signature: String,
 }
 
-#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", default)]
 pub struct DominatorGroup {
     pub class_name: String,
     pub retained_size: u64,

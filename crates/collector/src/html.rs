@@ -11,14 +11,18 @@
 //! - The work and the page are bounded whatever the input: every list is cut to a fixed
 //!   number of rows and the page says how many were left out ([`capped`] bounds the value read
 //!   in the first place).
-//! - Inputs are read leniently (`serde_json::Value`): a field missing or of another type is
-//!   shown as absent, so reports of older and newer versions render (with or without
-//!   `gcPaths[].trace`, with no leaks at all).
+//! - A report is read through `analyze::report`'s types, leniently ([`lenient`]): a field
+//!   missing or of another type reads as its default, so reports of older and newer versions
+//!   render (with or without `gcPaths[].trace`, with no leaks at all). The documents that are
+//!   not reports (`meta.json`, the inventories) and the free-form parts of a report
+//!   (`runningInfo`, the `analysis` table) are read as `serde_json::Value`, a field missing or
+//!   of another type shown as absent.
 #![forbid(unsafe_code)]
 
 pub mod capped;
 mod chart;
 mod incident;
+pub mod lenient;
 pub mod trace;
 mod treemap;
 

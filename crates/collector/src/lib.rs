@@ -1,5 +1,7 @@
-//! The development collector: a small tus 1.0 receiver (core + creation) on `std::net`, used by
-//! `oomguard collect`, the tests and the demo.
+//! The development collector: a small tus 1.0 receiver (core + creation) on hyper 1 (HTTP/1.1,
+//! [`conn`]; the routes in [`server`]), used by `oomguard collect`, the tests and the demo. Its
+//! tokio runtime lives inside: [`Collector::serve`] blocks, [`Collector::spawn`] serves on a
+//! thread. Reports are read through `analyze::report`'s types ([`html::lenient`]).
 //!
 //! Layout of its directory:
 //! ```text
@@ -21,8 +23,10 @@
 //!   metadata; the SHA-256 of the stored bytes is returned as `Upload-Sha256` on the final PATCH
 //!   and on HEAD, so the client acknowledges only what was stored intact. A second complete
 //!   copy of the same (incident, kind) is counted as a duplicate and not filed again.
-//! - Request heads are bounded (16 KiB) and `head_timeout`, requests by `request_timeout`,
-//!   bodies by `Upload-Length` and `max_upload_bytes`, every read and write by `io_timeout`,
+//! - Request heads are bounded (16 KiB, 100 headers) and `head_timeout`, request bodies by
+//!   `request_timeout` from the end of their head, bodies by `Upload-Length` and
+//!   `max_upload_bytes`, every wait for body bytes and every write by `io_timeout`, a
+//!   kept-alive connection waiting for its next request by `min(head_timeout, idle_timeout)`,
 //!   connections by `max_connections` (503 beyond), the directory by `max_disk_bytes` (an
 //!   upload that does not fit is refused at creation: 503 with `Retry-After`), uploads left
 //!   unfinished by `upload_expiry` ([`limits`]).
@@ -34,9 +38,9 @@
 //!   finish, fsyncs its directories and returns.
 #![forbid(unsafe_code)]
 
+mod conn;
 mod filing;
 pub mod html;
-pub mod http;
 mod index;
 mod limits;
 pub mod metadata;
@@ -54,7 +58,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::Duration;
 use sys::fs::{Fs, RealFs};
 
 /// Errors of the collector.
@@ -82,7 +86,8 @@ pub struct Config {
     pub dir: PathBuf,
     pub max_upload_bytes: u64,
     pub io_timeout: Duration,
-    /// A keep-alive connection idle this long is closed.
+    /// A keep-alive connection idle this long is closed (or after `head_timeout`, if shorter:
+    /// hyper's head timer runs while it waits for the next request).
     pub idle_timeout: Duration,
     pub max_connections: usize,
     pub allow_non_loopback: bool,
@@ -95,8 +100,8 @@ pub struct Config {
     pub upload_expiry: Duration,
     /// A request head must arrive whole within this.
     pub head_timeout: Duration,
-    /// A request, head and body, must arrive whole within this (an upload keeps the bytes
-    /// that came and the client resumes from there).
+    /// A request's body must arrive whole within this from the end of its head (an upload
+    /// keeps the bytes that came and the client resumes from there).
     pub request_timeout: Duration,
     /// The newest incidents whose summaries the index keeps in memory.
     pub index_incidents: usize,
@@ -275,61 +280,9 @@ impl Collector {
 
     /// Serve until the stop flag is set; then finish requests in flight, fsync, return counts.
     pub fn serve(self) -> Result<Stats, Error> {
-        let mut workers: Vec<JoinHandle<()>> = Vec::new();
         let sh = self.shared.clone();
-        let sweep_every =
-            (sh.cfg.upload_expiry / 4).clamp(Duration::from_secs(1), Duration::from_secs(60));
-        let mut swept: Option<Instant> = None;
-        while !sh.stop.load(Ordering::SeqCst) {
-            if swept.is_none_or(|t| t.elapsed() >= sweep_every) {
-                limits::expire(&sh, SystemTime::now());
-                swept = Some(Instant::now());
-            }
-            match self.listener.accept() {
-                Ok((stream, _)) => {
-                    workers.retain(|h| !h.is_finished());
-                    if sh.active.load(Ordering::SeqCst) >= sh.cfg.max_connections {
-                        sh.counters.busy_refused.fetch_add(1, Ordering::SeqCst);
-                        let mut s = stream;
-                        let _ = s.set_write_timeout(Some(Duration::from_secs(1)));
-                        let _ = http::write_response(
-                            &mut s,
-                            503,
-                            &server::tus_headers(),
-                            b"busy",
-                            false,
-                        );
-                        continue;
-                    }
-                    sh.active.fetch_add(1, Ordering::SeqCst);
-                    let sh2 = sh.clone();
-                    let spawned = std::thread::Builder::new()
-                        .name("collector-conn".into())
-                        .spawn(move || {
-                            server::connection(stream, &sh2);
-                            sh2.active.fetch_sub(1, Ordering::SeqCst);
-                        });
-                    match spawned {
-                        Ok(h) => workers.push(h),
-                        Err(e) => {
-                            sh.active.fetch_sub(1, Ordering::SeqCst);
-                            tracing::warn!("collector: cannot spawn a connection thread: {e}");
-                        }
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    std::thread::sleep(Duration::from_millis(10));
-                }
-                Err(e) => {
-                    tracing::warn!("collector: accept: {e}");
-                    std::thread::sleep(Duration::from_millis(50));
-                }
-            }
-        }
-        drop(self.listener);
-        for h in workers {
-            let _ = h.join();
-        }
+        let addr = self.local_addr().to_string();
+        conn::serve(self.listener, sh.clone()).map_err(|source| Error::Bind { addr, source })?;
         for d in ["uploads", "incidents", ""] {
             let p = sh.cfg.dir.join(d);
             let _ = RealFs.sync_dir(&p);

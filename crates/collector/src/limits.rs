@@ -9,18 +9,16 @@
 //!   file (and a corrupt copy set aside, and the record of a finished one); its bytes leave the
 //!   quota. Removal takes the upload's lock, so it never races a PATCH.
 //! - A per-upload lock lives in the map only while some request holds or waits for it.
-//! - A request head must arrive whole within `head_timeout`, head and body within
-//!   `request_timeout`, whatever pace the client keeps up: a slow client cannot hold a
-//!   connection slot for longer.
+//! - A request head must arrive whole within `head_timeout`, its body within `request_timeout`
+//!   after it, whatever pace the client keeps up: a slow client cannot hold a connection slot
+//!   for longer (enforced in [`conn`](super::conn)).
 #![forbid(unsafe_code)]
 
 use super::filing::{load_info, upload_paths};
 use super::Shared;
-use std::io::{self, Read};
-use std::net::TcpStream;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 /// The disk quota of the collector's directory.
 pub(super) struct Quota {
@@ -196,57 +194,13 @@ pub(super) fn expire(sh: &Shared, now: SystemTime) -> usize {
     removed
 }
 
-/// The reading side of a connection: each read waits at most `step`, and none starts after
-/// the deadline.
-pub(super) struct Deadline {
-    stream: TcpStream,
-    step: Duration,
-    until: Option<Instant>,
-}
-
-impl Deadline {
-    pub fn new(stream: TcpStream, step: Duration) -> Deadline {
-        Deadline {
-            stream,
-            step,
-            until: None,
-        }
-    }
-
-    /// Reads wait at most `step` each, and fail once `until` has passed.
-    pub fn set(&mut self, step: Duration, until: Option<Instant>) {
-        self.step = step;
-        self.until = until;
-    }
-}
-
-impl Read for Deadline {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let wait = match self.until {
-            Some(u) => {
-                let left = u.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    return Err(io::Error::new(
-                        io::ErrorKind::TimedOut,
-                        "the request did not arrive whole within its deadline",
-                    ));
-                }
-                left.min(self.step)
-            }
-            None => self.step,
-        };
-        self.stream
-            .set_read_timeout(Some(wait.max(Duration::from_millis(1))))?;
-        self.stream.read(buf)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::super::{Collector, Config, Running};
     use super::*;
     use oomguard::upload::tus::{Client, TusError};
-    use std::io::Write;
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
 
     fn started(cfg: impl FnOnce(&mut Config)) -> (tempfile::TempDir, Running, Client) {
         let d = tempfile::tempdir().unwrap();
@@ -358,6 +312,82 @@ mod tests {
             std::thread::sleep(Duration::from_millis(10));
         }
         assert_eq!(left(), 0);
+    }
+
+    /// A request head over 16 KiB is refused (431) and its connection closed; one just under
+    /// is served.
+    #[test]
+    fn request_heads_are_bounded() {
+        let (_d, run, _c) = started(|_| {});
+        let ask = |pad: usize| {
+            let mut s = TcpStream::connect(run.addr()).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let head = format!(
+                "GET /stats HTTP/1.1\r\nX-Pad: {}\r\nConnection: close\r\n\r\n",
+                "a".repeat(pad)
+            );
+            let _ = s.write_all(head.as_bytes());
+            let mut got = String::new();
+            let _ = s.read_to_string(&mut got);
+            got
+        };
+        assert!(ask(15 * 1024).starts_with("HTTP/1.1 200"));
+        assert!(ask(17 * 1024).starts_with("HTTP/1.1 431"));
+    }
+
+    /// A PATCH whose body stops coming is cut after `io_timeout`, unanswered, and the upload
+    /// keeps the bytes that came: the client resumes from there.
+    #[test]
+    fn a_stalled_body_is_cut_and_its_bytes_kept() {
+        let (_d, run, c) = started(|c| c.io_timeout = Duration::from_secs(1));
+        let url = c.create(1000, &md("s-1")).unwrap();
+        let path = &url[url.find("/files/").unwrap()..];
+        let mut s = TcpStream::connect(run.addr()).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let head = format!(
+            "PATCH {path} HTTP/1.1\r\nTus-Resumable: 1.0.0\r\nUpload-Offset: 0\r\n\
+             Content-Type: application/offset+octet-stream\r\nContent-Length: 1000\r\n\r\n"
+        );
+        s.write_all(head.as_bytes()).unwrap();
+        s.write_all(&[7u8; 10]).unwrap();
+        let t = std::time::Instant::now();
+        let mut got = Vec::new();
+        let _ = s.read_to_end(&mut got);
+        assert!(got.is_empty(), "{}", String::from_utf8_lossy(&got));
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+        assert_eq!(c.head(&url).unwrap().unwrap().offset, 10);
+    }
+
+    /// A client that asks for a large file and then reads nothing holds its connection for no
+    /// longer than `io_timeout`: the stalled write ends it and frees its slot.
+    #[test]
+    fn a_client_that_stops_reading_is_cut() {
+        let (d, run, _c) = started(|c| c.io_timeout = Duration::from_secs(1));
+        let inc = d.path().join("incidents/r-1");
+        std::fs::create_dir_all(&inc).unwrap();
+        std::fs::write(inc.join("big.bin"), vec![3u8; 64 << 20]).unwrap();
+        let mut s = TcpStream::connect(run.addr()).unwrap();
+        s.write_all(b"GET /incidents/r-1/big.bin HTTP/1.1\r\n\r\n")
+            .unwrap();
+        let active = || run.shared.active.load(std::sync::atomic::Ordering::SeqCst);
+        for _ in 0..50 {
+            if active() == 1 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(active(), 1, "the request is being answered");
+        let t = std::time::Instant::now();
+        while active() > 0 && t.elapsed() < Duration::from_secs(20) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(
+            active(),
+            0,
+            "the connection is still held after {:?}",
+            t.elapsed()
+        );
+        drop(s);
     }
 
     /// 32 clients that send their request heads a byte at a time take every connection slot

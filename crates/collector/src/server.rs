@@ -1,22 +1,66 @@
-//! The tus 1.0 protocol (core + creation) and the collector's few other routes, one connection
-//! per thread: request heads and bodies read with [`http`], uploads created and appended to,
-//! their offsets answered, and finished uploads handed to [`filing`](super::filing).
+//! The tus 1.0 protocol (core + creation) and the collector's few other routes, as plain
+//! functions from a request to a [`Reply`]: uploads created and appended to, their offsets
+//! answered, and finished uploads handed to [`filing`](super::filing). The HTTP/1.1 side
+//! (hyper) is [`conn`](super::conn); a handler runs on a blocking thread and reads its body as
+//! a [`BodyReader`], so file I/O never stalls the runtime.
+//!
+//! Invariants: a handler never reads more of a refused body than 64 KiB (16 MiB for a refused
+//! PATCH) and answers `keep: false` if some was left; an upload's bytes are written to disk as
+//! they arrive; a PATCH never stores bytes past the upload's `Upload-Length`.
 #![forbid(unsafe_code)]
 
+use super::conn::BodyReader;
 use super::filing::{finish, load_info, save_info, upload_paths, UploadInfo};
-use super::limits::{with_upload, Deadline};
-use super::{http, pages, safe_name, Shared};
-use crate::http::{Body, Framing, Request};
+use super::limits::with_upload;
+use super::{pages, safe_name, Shared};
 use crate::metadata::decode_metadata;
 use std::collections::BTreeMap;
-use std::io::{self, BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::io::{self, Read, Write};
 use std::path::Path;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
 
 /// The `Retry-After` of an upload refused for the disk quota, in seconds.
 const QUOTA_RETRY_SECS: u64 = 300;
+
+/// A request head, as the handlers see it.
+#[derive(Debug, Clone)]
+pub(super) struct Request {
+    pub method: String,
+    /// The request target (path and query).
+    pub target: String,
+    /// Header names lower-cased, in order (values that are not UTF-8 are left out).
+    pub headers: Vec<(String, String)>,
+}
+
+impl Request {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The path without the query.
+    pub fn path(&self) -> &str {
+        self.target.split('?').next().unwrap_or("")
+    }
+}
+
+/// A handler's answer.
+pub(super) struct Reply {
+    pub status: u16,
+    pub headers: Vec<(&'static str, String)>,
+    pub body: ReplyBody,
+    /// Whether the connection may serve another request (false when a body was left unread).
+    pub keep: bool,
+}
+
+/// The body of a [`Reply`].
+pub(super) enum ReplyBody {
+    Bytes(Vec<u8>),
+    /// A file streamed from disk, of this many bytes.
+    File(std::fs::File, u64),
+}
 
 pub(super) fn tus_headers() -> Vec<(&'static str, String)> {
     vec![("Tus-Resumable", "1.0.0".to_string())]
@@ -32,124 +76,31 @@ fn html_headers() -> Vec<(&'static str, String)> {
     ]
 }
 
-/// Serve one connection: requests one after another while it is kept alive, each within its
-/// deadlines ([`Deadline`]).
-pub(super) fn connection(stream: TcpStream, sh: &Shared) {
-    let _ = stream.set_nonblocking(false);
-    let _ = stream.set_nodelay(true);
-    let _ = stream.set_write_timeout(Some(sh.cfg.io_timeout));
-    let peer = stream
-        .peer_addr()
-        .map_or_else(|_| "a client".to_string(), |a| a.to_string());
-    let Ok(wr) = stream.try_clone() else {
-        return;
-    };
-    let mut w = io::BufWriter::new(wr);
-    let wait = Duration::from_millis(100);
-    let mut r = BufReader::with_capacity(64 * 1024, Deadline::new(stream, wait));
-    loop {
-        // Wait for the next request, checking the stop flag.
-        r.get_mut().set(wait, None);
-        let idle = Instant::now();
-        loop {
-            match r.fill_buf() {
-                Ok([]) => return,
-                Ok(_) => break,
-                Err(e) if timed_out(&e) => {
-                    if sh.stop.load(Ordering::SeqCst) || idle.elapsed() > sh.cfg.idle_timeout {
-                        return;
-                    }
-                }
-                Err(_) => return,
-            }
-        }
-        let start = Instant::now();
-        let head_by = start + sh.cfg.head_timeout.min(sh.cfg.request_timeout);
-        r.get_mut().set(sh.cfg.io_timeout, Some(head_by));
-        let req = match http::read_request(&mut r, 16 * 1024) {
-            Ok(Some(q)) => q,
-            Ok(None) => return,
-            Err(e) if timed_out(&e) => {
-                tracing::info!(
-                    "collector: {peer}: no whole request head within {} s; connection closed",
-                    sh.cfg.head_timeout.as_secs_f64()
-                );
-                return;
-            }
-            Err(e) => {
-                let _ = http::write_response(
-                    &mut w,
-                    400,
-                    &tus_headers(),
-                    e.to_string().as_bytes(),
-                    false,
-                );
-                return;
-            }
-        };
-        r.get_mut()
-            .set(sh.cfg.io_timeout, Some(start + sh.cfg.request_timeout));
-        sh.counters.requests.fetch_add(1, Ordering::SeqCst);
-        let keep = match handle(&req, &mut r, &mut w, sh) {
-            Ok(k) => k && req.keep_alive(),
-            Err(e) => {
-                if timed_out(&e) {
-                    tracing::info!(
-                        "collector: {peer}: {} {} not whole within {} s ({e}); connection closed, an upload keeps what came",
-                        req.method,
-                        req.target,
-                        sh.cfg.request_timeout.as_secs_f64()
-                    );
-                } else {
-                    tracing::debug!("collector: {peer}: {} {}: {e}", req.method, req.target);
-                }
-                false
-            }
-        };
-        if !keep || sh.stop.load(Ordering::SeqCst) {
-            return;
-        }
-    }
-}
-
-fn timed_out(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
-    )
-}
-
+/// A whole answer with the tus headers and `extra`; `keep`: whether the connection may stay.
 fn respond(
-    w: &mut impl Write,
     status: u16,
     extra: &[(&'static str, String)],
     body: &[u8],
     keep: bool,
-) -> io::Result<bool> {
-    let mut h = tus_headers();
-    h.extend_from_slice(extra);
-    http::write_response(w, status, &h, body, keep)?;
-    Ok(keep)
+) -> io::Result<Reply> {
+    let mut headers = tus_headers();
+    headers.extend_from_slice(extra);
+    Ok(Reply {
+        status,
+        headers,
+        body: ReplyBody::Bytes(body.to_vec()),
+        keep,
+    })
 }
 
-/// Handle one request; Ok(keep-alive).
-fn handle<R: BufRead, W: Write>(
-    req: &Request,
-    r: &mut R,
-    w: &mut W,
-    sh: &Shared,
-) -> io::Result<bool> {
-    let framing = match req.framing() {
-        Ok(f) => f,
-        Err(e) => return respond(w, 400, &[], e.to_string().as_bytes(), false),
-    };
+/// Handle one request (its head read; its body in `r`).
+pub(super) fn handle(req: &Request, r: &mut BodyReader, sh: &Shared) -> io::Result<Reply> {
     let path = req.path().to_string();
     let uid = path.strip_prefix("/files/").unwrap_or("");
     match (req.method.as_str(), path.as_str()) {
         ("OPTIONS", _) => {
-            let ok = Body::new(r, framing).drain(64 * 1024)?;
+            let ok = r.drain(64 * 1024)?;
             respond(
-                w,
                 204,
                 &[
                     ("Tus-Version", "1.0.0".into()),
@@ -161,7 +112,7 @@ fn handle<R: BufRead, W: Write>(
             )
         }
         ("GET", "/" | "/index.html") => {
-            let ok = Body::new(r, framing).drain(64 * 1024)?;
+            let ok = r.drain(64 * 1024)?;
             let page = req
                 .target
                 .split_once('?')
@@ -173,26 +124,20 @@ fn handle<R: BufRead, W: Write>(
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .render(page, sh.cfg.index_page);
-            respond(w, 200, &html_headers(), html.as_bytes(), ok)
+            respond(200, &html_headers(), html.as_bytes(), ok)
         }
         ("GET", "/leaks") => {
-            let ok = Body::new(r, framing).drain(64 * 1024)?;
+            let ok = r.drain(64 * 1024)?;
             let html = pages::leaks(&sh.index.lock().unwrap_or_else(|p| p.into_inner()));
-            respond(w, 200, &html_headers(), html.as_bytes(), ok)
+            respond(200, &html_headers(), html.as_bytes(), ok)
         }
         ("GET", "/stats") => {
-            let ok = Body::new(r, framing).drain(64 * 1024)?;
+            let ok = r.drain(64 * 1024)?;
             let s = serde_json::to_vec(&sh.counters.snapshot()).unwrap_or_default();
-            respond(
-                w,
-                200,
-                &[("Content-Type", "application/json".into())],
-                &s,
-                ok,
-            )
+            respond(200, &[("Content-Type", "application/json".into())], &s, ok)
         }
         ("GET", p) if p.starts_with("/incidents/") => {
-            let ok = Body::new(r, framing).drain(64 * 1024)?;
+            let ok = r.drain(64 * 1024)?;
             let mut parts = p["/incidents/".len()..].split('/');
             match (parts.next(), parts.next(), parts.next()) {
                 (Some(id), Some("" | "index.html"), None) => {
@@ -201,62 +146,53 @@ fn handle<R: BufRead, W: Write>(
                         pages::incident(&sh.cfg.dir, id)
                     };
                     match page {
-                        Some(html) => respond(w, 200, &html_headers(), html.as_bytes(), ok),
-                        None => respond(w, 404, &[], b"not found", ok),
+                        Some(html) => respond(200, &html_headers(), html.as_bytes(), ok),
+                        None => respond(404, &[], b"not found", ok),
                     }
                 }
-                (Some(id), None, None) if safe_name(id) => respond(
-                    w,
-                    301,
-                    &[("Location", format!("/incidents/{id}/"))],
-                    b"",
-                    ok,
-                ),
+                (Some(id), None, None) if safe_name(id) => {
+                    respond(301, &[("Location", format!("/incidents/{id}/"))], b"", ok)
+                }
                 (Some(id), Some(f), None) if safe_name(id) && safe_name(f) => {
                     let p = sh.cfg.dir.join("incidents").join(id).join(f);
                     match std::fs::File::open(&p).and_then(|f| Ok((f.metadata()?.len(), f))) {
                         Ok((len, file)) => {
-                            // Streamed: a large file never sits in memory whole.
-                            let mut h = tus_headers();
-                            h.push(("Content-Type", "application/octet-stream".into()));
-                            http::write_head(w, 200, &h, len, ok)?;
-                            let sent = io::copy(&mut file.take(len), w)?;
-                            w.flush()?;
-                            if sent < len {
-                                // The file shrank: the announced length cannot be kept.
-                                return Err(io::Error::new(
-                                    io::ErrorKind::UnexpectedEof,
-                                    format!("{}: {sent} of {len} bytes could be read", p.display()),
-                                ));
-                            }
-                            Ok(ok)
+                            // Streamed: a large file never sits in memory whole (if it
+                            // shrinks, the connection is cut: the announced length cannot be
+                            // kept).
+                            let mut headers = tus_headers();
+                            headers.push(("Content-Type", "application/octet-stream".into()));
+                            Ok(Reply {
+                                status: 200,
+                                headers,
+                                body: ReplyBody::File(file, len),
+                                keep: ok,
+                            })
                         }
-                        Err(_) => respond(w, 404, &[], b"not found", ok),
+                        Err(_) => respond(404, &[], b"not found", ok),
                     }
                 }
-                _ => respond(w, 404, &[], b"not found", ok),
+                _ => respond(404, &[], b"not found", ok),
             }
         }
-        ("POST", "/files" | "/files/") => create(req, framing, r, w, sh),
+        ("POST", "/files" | "/files/") => create(req, r, sh),
         ("HEAD", _) if safe_name(uid) => {
-            let ok = Body::new(r, framing).drain(64 * 1024)?;
-            with_upload(sh, uid, || head(uid, w, sh, ok))
+            let ok = r.drain(64 * 1024)?;
+            with_upload(sh, uid, || head(uid, sh, ok))
         }
-        ("PATCH", _) if safe_name(uid) => {
-            with_upload(sh, uid, || patch(req, framing, uid, r, w, sh))
-        }
+        ("PATCH", _) if safe_name(uid) => with_upload(sh, uid, || patch(req, uid, r, sh)),
         _ => {
-            let ok = Body::new(r, framing).drain(64 * 1024)?;
-            respond(w, 404, &[], b"not found", ok)
+            let ok = r.drain(64 * 1024)?;
+            respond(404, &[], b"not found", ok)
         }
     }
 }
 
 /// HEAD of upload `uid`: its offset (and SHA-256 once filed). Under the upload's lock.
-fn head(uid: &str, w: &mut impl Write, sh: &Shared, ok: bool) -> io::Result<bool> {
+fn head(uid: &str, sh: &Shared, ok: bool) -> io::Result<Reply> {
     let (ip, bp) = upload_paths(sh, uid);
     let Ok(mut info) = load_info(&ip) else {
-        return respond(w, 404, &[], b"", ok);
+        return respond(404, &[], b"", ok);
     };
     let got = received(&info, &bp);
     if !info.complete && got == Some(info.length) {
@@ -265,7 +201,7 @@ fn head(uid: &str, w: &mut impl Write, sh: &Shared, ok: bool) -> io::Result<bool
         // filed; a client that saw the full offset alone would take the file as stored
         // and drop its copy of a file the collector never filed.
         if let Err(e) = finish(&mut info, &bp, sh).and_then(|_| save_info(&ip, &info)) {
-            return not_filed(w, &info, e, ok, false);
+            return not_filed(&info, e, ok, false);
         }
     }
     let offset = got.unwrap_or(0);
@@ -277,38 +213,32 @@ fn head(uid: &str, w: &mut impl Write, sh: &Shared, ok: bool) -> io::Result<bool
     if let Some(s) = info.sha256 {
         h.push(("Upload-Sha256", s));
     }
-    respond(w, 200, &h, b"", ok)
+    respond(200, &h, b"", ok)
 }
 
-fn create<R: BufRead, W: Write>(
-    req: &Request,
-    framing: Framing,
-    r: &mut R,
-    w: &mut W,
-    sh: &Shared,
-) -> io::Result<bool> {
-    let ok = Body::new(r, framing).drain(64 * 1024)?;
+fn create(req: &Request, r: &mut BodyReader, sh: &Shared) -> io::Result<Reply> {
+    let ok = r.drain(64 * 1024)?;
     if req.header("tus-resumable") != Some("1.0.0") {
-        return respond(w, 412, &[("Tus-Version", "1.0.0".into())], b"", ok);
+        return respond(412, &[("Tus-Version", "1.0.0".into())], b"", ok);
     }
     let Some(length) = req
         .header("upload-length")
         .and_then(|v| v.trim().parse::<u64>().ok())
     else {
-        return respond(w, 400, &[], b"Upload-Length required", ok);
+        return respond(400, &[], b"Upload-Length required", ok);
     };
     if length > sh.cfg.max_upload_bytes {
-        return respond(w, 413, &[], b"upload too large", ok);
+        return respond(413, &[], b"upload too large", ok);
     }
     let md: BTreeMap<String, String> = match req.header("upload-metadata").map(decode_metadata) {
         Some(Some(v)) => v.into_iter().collect(),
-        Some(None) => return respond(w, 400, &[], b"bad Upload-Metadata", ok),
+        Some(None) => return respond(400, &[], b"bad Upload-Metadata", ok),
         None => BTreeMap::new(),
     };
     let incident = md.get("incident").cloned().unwrap_or_default();
     let kind = md.get("kind").cloned().unwrap_or_default();
     if !safe_name(&incident) || !safe_name(&kind) {
-        return respond(w, 400, &[], b"metadata needs incident and kind", ok);
+        return respond(400, &[], b"metadata needs incident and kind", ok);
     }
     if let Err(full) = sh.quota.reserve(length) {
         // 503 with Retry-After: the client keeps its files and comes back (a 413 would make
@@ -325,7 +255,7 @@ fn create<R: BufRead, W: Write>(
             full.used, full.max
         );
         let wait = [("Retry-After", QUOTA_RETRY_SECS.to_string())];
-        return respond(w, 503, &wait, why.as_bytes(), ok);
+        return respond(503, &wait, why.as_bytes(), ok);
     }
     let uid = format!(
         "{:016x}{:016x}",
@@ -354,26 +284,22 @@ fn create<R: BufRead, W: Write>(
         return Err(e);
     }
     sh.counters.uploads_created.fetch_add(1, Ordering::SeqCst);
-    respond(w, 201, &[("Location", format!("/files/{uid}"))], b"", ok)
+    respond(201, &[("Location", format!("/files/{uid}"))], b"", ok)
 }
 
 /// Read and drop a refused PATCH's body (up to 16 MiB) so the client reads our answer rather
 /// than a reset; keep the connection only if the whole body was read. The bytes count as
 /// received (they crossed the wire) for the upload, if known.
-#[allow(clippy::too_many_arguments)]
-fn refuse<R: BufRead, W: Write>(
-    r: &mut R,
-    framing: Framing,
-    w: &mut W,
+fn refuse(
+    b: &mut BodyReader,
     sh: &Shared,
     info: Option<(&Path, &mut UploadInfo)>,
     status: u16,
     extra: &[(&'static str, String)],
     body: &[u8],
-) -> io::Result<bool> {
-    let mut b = Body::new(r, framing);
+) -> io::Result<Reply> {
     let limit = 16u64 << 20;
-    let n = io::copy(&mut (&mut b).take(limit), &mut io::sink()).unwrap_or(0);
+    let n = io::copy(&mut (&mut *b).take(limit), &mut io::sink()).unwrap_or(0);
     let mut one = [0u8; 1];
     let whole = n < limit && matches!(b.read(&mut one), Ok(0));
     sh.counters.patch_bytes.fetch_add(n, Ordering::SeqCst);
@@ -383,44 +309,37 @@ fn refuse<R: BufRead, W: Write>(
             let _ = save_info(ip, info);
         }
     }
-    respond(w, status, extra, body, whole)
+    respond(status, extra, body, whole)
 }
 
-fn patch<R: BufRead, W: Write>(
-    req: &Request,
-    framing: Framing,
-    uid: &str,
-    r: &mut R,
-    w: &mut W,
-    sh: &Shared,
-) -> io::Result<bool> {
+fn patch(req: &Request, uid: &str, r: &mut BodyReader, sh: &Shared) -> io::Result<Reply> {
     let (ip, bp) = upload_paths(sh, uid);
     let Ok(mut info) = load_info(&ip) else {
-        return refuse(r, framing, w, sh, None, 404, &[], b"");
+        return refuse(r, sh, None, 404, &[], b"");
     };
     if req.header("content-type") != Some("application/offset+octet-stream") {
-        return refuse(r, framing, w, sh, Some((&ip, &mut info)), 415, &[], b"");
+        return refuse(r, sh, Some((&ip, &mut info)), 415, &[], b"");
     }
     let Some(offset) = req
         .header("upload-offset")
         .and_then(|v| v.trim().parse::<u64>().ok())
     else {
         let why = b"Upload-Offset required";
-        return refuse(r, framing, w, sh, Some((&ip, &mut info)), 400, &[], why);
+        return refuse(r, sh, Some((&ip, &mut info)), 400, &[], why);
     };
     let current = received(&info, &bp).unwrap_or(0);
     if offset != current {
         let extra = [("Upload-Offset", current.to_string())];
-        return refuse(r, framing, w, sh, Some((&ip, &mut info)), 409, &extra, b"");
+        return refuse(r, sh, Some((&ip, &mut info)), 409, &extra, b"");
     }
-    if let Framing::Length(n) = framing {
+    if let Some(n) = r.length() {
         if offset + n > info.length {
             let why = b"body past Upload-Length";
-            return refuse(r, framing, w, sh, Some((&ip, &mut info)), 413, &[], why);
+            return refuse(r, sh, Some((&ip, &mut info)), 413, &[], why);
         }
     }
     let mut f = std::fs::OpenOptions::new().append(true).open(&bp)?;
-    let mut body = Body::new(r, framing);
+    let body = r;
     let mut buf = vec![0u8; 64 * 1024];
     let mut written = 0u64;
     let room = info.length - offset;
@@ -459,15 +378,15 @@ fn patch<R: BufRead, W: Write>(
             Ok(sha) => extra.push(("Upload-Sha256", sha)),
             Err(e) => {
                 save_info(&ip, &info)?;
-                return not_filed(w, &info, e, true, true);
+                return not_filed(&info, e, true, true);
             }
         }
     }
     save_info(&ip, &info)?;
     match res {
-        Ok(()) => respond(w, 204, &extra, b"", true),
+        Ok(()) => respond(204, &extra, b"", true),
         Err(e) if e.kind() == io::ErrorKind::InvalidData => {
-            respond(w, 400, &extra, e.to_string().as_bytes(), false)
+            respond(400, &extra, e.to_string().as_bytes(), false)
         }
         Err(e) => Err(e),
     }
@@ -485,13 +404,7 @@ fn received(info: &UploadInfo, bp: &Path) -> Option<u64> {
 
 /// Answer 500 for an upload that has every byte but could not be filed: the client keeps its
 /// copy and asks again later. (`body`: whether the answer may have one; a HEAD's may not.)
-fn not_filed(
-    w: &mut impl Write,
-    info: &UploadInfo,
-    e: io::Error,
-    keep: bool,
-    body: bool,
-) -> io::Result<bool> {
+fn not_filed(info: &UploadInfo, e: io::Error, keep: bool, body: bool) -> io::Result<Reply> {
     tracing::warn!(
         "collector: {}/{}: every byte received but not filed: {e}; filed when the client asks again",
         info.incident,
@@ -502,15 +415,15 @@ fn not_filed(
     } else {
         b""
     };
-    respond(w, 500, &[], why, keep)
+    respond(500, &[], why, keep)
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::{Collector, Config, Running};
-    use super::*;
     use oomguard::upload::tus::{Client, TusError};
     use sha2::{Digest, Sha256};
+    use std::time::Duration;
 
     /// A collector on loopback over a fresh directory, and a client of it.
     fn started() -> (tempfile::TempDir, Running, Client) {

@@ -8,6 +8,11 @@
 //!   [`TOP`] largest entries are kept; every text is cut to [`MAX_TEXT`] characters; a JSON
 //!   string longer than [`MAX_STRING`] bytes stops the read. So reading a file of any size
 //!   takes a bounded amount of memory, and a summary file is small.
+//! - A report's entries (`gcPaths[]`, `dominators[]`) are read through `analyze::report`'s
+//!   types: each as a value within [`ENTRY`] (its path's first [`MAX_STEPS`] steps), then
+//!   leniently ([`lenient`]: a field missing or of another type is its default, an entry that
+//!   is not an object is read past). `meta.json` (the agent's, not a report) and `runningInfo`
+//!   (free-form in the schema) are read field by field, leniently too.
 //! - A file that cannot be read whole (not JSON, a wrong type, a string too long) leaves its
 //!   part of the summary empty with the reason, naming the file and the byte offset.
 //! - The summary carries what grouping incidents by leak signature needs: each leak's
@@ -15,8 +20,14 @@
 //!   when the collector received the incident.
 #![forbid(unsafe_code)]
 
+use crate::html::capped::{Limits, Within};
+use crate::html::lenient::{self, Omitted};
+use crate::html::trace::{short_path, steps, Left};
+use analyze::report::{DominatorGroup, GcPath};
+use analyze::trace::Trace;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::Value;
 use std::fmt;
 use std::io::{self, BufReader, Read};
 use std::path::Path;
@@ -376,174 +387,38 @@ struct MetaFields {
     running_info: Option<Running>,
 }
 
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase", default)]
-struct LeakFields {
-    signature: Text,
-    class_name: Text,
-    leak_reason: Text,
-    instance_count: Count,
-    retained_size: Count,
-    gc_root: Text,
-    path: Steps,
-    trace: Loose<TraceFields>,
-}
-
-impl LeakFields {
-    fn short_path(&self) -> String {
-        use crate::html::trace::short_path;
-        let p = match &self.trace.0 {
-            Some(t) if !t.nodes.steps.is_empty() => short_path(
-                t.root_kind.0.as_deref().unwrap_or(""),
-                &t.nodes.steps,
-                t.nodes.left_out,
-            ),
-            _ => short_path(
-                self.gc_root.0.as_deref().unwrap_or(""),
-                &self.path.steps,
-                self.path.left_out,
-            ),
-        };
-        cut(&p)
-    }
-}
-
-/// An object read as `T`; any other value (null, a string, a list) read past as absent.
-struct Loose<T>(Option<T>);
-
-impl<T> Default for Loose<T> {
-    fn default() -> Self {
-        Loose(None)
-    }
-}
-
-impl<'de, T: Deserialize<'de>> Visitor<'de> for Lenient<Loose<T>> {
-    type Value = Loose<T>;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("an object")
-    }
-    fn visit_map<A: MapAccess<'de>>(self, a: A) -> Result<Loose<T>, A::Error> {
-        T::deserialize(de::value::MapAccessDeserializer::new(a)).map(|t| Loose(Some(t)))
-    }
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<Loose<T>, E> {
-        Ok(Loose(None))
-    }
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Loose<T>, E> {
-        Ok(Loose(None))
-    }
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Loose<T>, E> {
-        Ok(Loose(None))
-    }
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Loose<T>, E> {
-        Ok(Loose(None))
-    }
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Loose<T>, E> {
-        Ok(Loose(None))
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<Loose<T>, E> {
-        Ok(Loose(None))
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Loose<T>, A::Error> {
-        while a.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(Loose(None))
-    }
-}
-
-impl<'de, T: Deserialize<'de>> Deserialize<'de> for Loose<T> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Loose<T>, D::Error> {
-        d.deserialize_any(Lenient::<Loose<T>>(Default::default()))
-    }
-}
-
-/// `gcPaths[i].trace`, as far as the short path needs it.
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase", default)]
-struct TraceFields {
-    root_kind: Text,
-    nodes: Steps,
-}
-
-/// One step of a path in either shape (a trace node, or a KOOM path item).
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase", default)]
-struct StepFields {
-    class_name: Text,
-    declared_class: Text,
-    reference: Text,
-    reference_type: Text,
-}
+/// What one entry of a report's lists may hold when it is read: its path's first
+/// [`MAX_STEPS`] steps (the rest counted), texts of [`MAX_TEXT`] characters.
+const ENTRY: Limits = Limits {
+    max_items: MAX_STEPS,
+    max_values: 4096,
+    max_depth: 8,
+    max_text: MAX_TEXT,
+};
 
 /// Steps kept of a path: the first [`MAX_STEPS`]; the others counted.
 const MAX_STEPS: usize = 64;
 
-/// A path's steps, read element by element: at most [`MAX_STEPS`] kept.
-#[derive(Default)]
-struct Steps {
-    steps: Vec<crate::html::trace::Step>,
-    left_out: u64,
-}
-
-impl<'de> Visitor<'de> for Lenient<Steps> {
-    type Value = Steps;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a list of steps")
+/// A leak group (an entry of `gcPaths`, read within [`ENTRY`]) as the summary keeps it.
+fn leak(v: &Value) -> Leak {
+    let g: GcPath = lenient::read(v);
+    let left = Left::at(&Omitted::of(v), "");
+    // The trace's path if it has one, else KOOM's.
+    let none = Trace::default();
+    let trace = if g.trace.nodes.is_empty() {
+        &none
+    } else {
+        &g.trace
+    };
+    let (root, steps, more) = steps(&g.gc_root, &g.path, trace, left);
+    Leak {
+        short_path: cut(&short_path(&root, &steps, more)),
+        signature: g.signature,
+        class_name: g.class_name,
+        reason: g.leak_reason,
+        instances: g.instance_count,
+        retained_size: g.retained_size,
     }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Steps, A::Error> {
-        use crate::html::trace::{koom_field, Step};
-        let mut s = Steps::default();
-        while let Some(e) = a.next_element::<Loose<StepFields>>()? {
-            let Some(e) = e.0 else { continue };
-            if s.steps.len() == MAX_STEPS {
-                s.left_out += 1;
-                continue;
-            }
-            let step = match (e.class_name.0, e.declared_class.0) {
-                // A trace node: its class and the reference followed out of it.
-                (Some(c), _) => Step {
-                    class_name: c,
-                    reference: e.reference.0,
-                },
-                // A KOOM step: the field of the declaring class, none for the leaking one.
-                (None, d) => {
-                    let d = d.unwrap_or_else(|| "?".into());
-                    let leaking = e.reference_type.0.as_deref() == Some("LEAKING_INSTANCE");
-                    Step {
-                        reference: match (leaking, e.reference.0) {
-                            (false, Some(r)) => Some(koom_field(&r, &d).to_string()),
-                            _ => None,
-                        },
-                        class_name: d,
-                    }
-                }
-            };
-            s.steps.push(step);
-        }
-        Ok(s)
-    }
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<Steps, E> {
-        Ok(Steps::default())
-    }
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Steps, E> {
-        Ok(Steps::default())
-    }
-    skip_scalars!();
-    fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
-        while a.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-        Ok(Default::default())
-    }
-}
-
-impl<'de> Deserialize<'de> for Steps {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Steps, D::Error> {
-        d.deserialize_any(Lenient::<Steps>(Default::default()))
-    }
-}
-
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase", default)]
-struct DominatorFields {
-    class_name: Text,
-    retained_size: Count,
 }
 
 /// Keep `e` among the [`TOP`] largest of `v` by `key`, largest first.
@@ -579,31 +454,22 @@ impl<'de> Visitor<'de> for ReportSeed<'_> {
         while let Some(k) = a.next_key::<Text>()? {
             match k.0.as_deref() {
                 Some("gcPaths") => a.next_value_seed(ListSeed {
-                    each: |l: LeakFields, rep: &mut ReportSummary| {
+                    each: |v: Value, rep: &mut ReportSummary| {
                         rep.leak_groups += 1;
-                        let leak = Leak {
-                            short_path: l.short_path(),
-                            signature: l.signature.0.unwrap_or_default(),
-                            class_name: l.class_name.0.unwrap_or_default(),
-                            reason: l.leak_reason.0.unwrap_or_default(),
-                            instances: l.instance_count.0.unwrap_or(0),
-                            retained_size: l.retained_size.0.unwrap_or(0),
-                        };
-                        keep_top(&mut rep.leaks, leak, |l| l.instances);
+                        keep_top(&mut rep.leaks, leak(&v), |l| l.instances);
                     },
                     rep: &mut *self.rep,
-                    _t: Default::default(),
                 })?,
                 Some("dominators") => a.next_value_seed(ListSeed {
-                    each: |d: DominatorFields, rep: &mut ReportSummary| {
+                    each: |v: Value, rep: &mut ReportSummary| {
+                        let d: DominatorGroup = lenient::read(&v);
                         let dom = Dominator {
-                            class_name: d.class_name.0.unwrap_or_default(),
-                            retained_size: d.retained_size.0.unwrap_or(0),
+                            class_name: d.class_name,
+                            retained_size: d.retained_size,
                         };
                         keep_top(&mut rep.dominators, dom, |d| d.retained_size);
                     },
                     rep: &mut *self.rep,
-                    _t: Default::default(),
                 })?,
                 Some("runningInfo") => *self.running = a.next_value::<Option<Running>>()?,
                 _ => {
@@ -615,32 +481,30 @@ impl<'de> Visitor<'de> for ReportSeed<'_> {
     }
 }
 
-/// A list read element by element, each handed to `each` and dropped.
-struct ListSeed<'a, T, F> {
+/// A list read element by element, each within [`ENTRY`] and, if it is an object (a list of
+/// entries reads past what is not one, as [`lenient`] does), handed to `each` and dropped.
+struct ListSeed<'a, F> {
     each: F,
     rep: &'a mut ReportSummary,
-    _t: std::marker::PhantomData<T>,
 }
 
-impl<'de, T: Deserialize<'de>, F: FnMut(T, &mut ReportSummary)> DeserializeSeed<'de>
-    for ListSeed<'_, T, F>
-{
+impl<'de, F: FnMut(Value, &mut ReportSummary)> DeserializeSeed<'de> for ListSeed<'_, F> {
     type Value = ();
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
         d.deserialize_any(self)
     }
 }
 
-impl<'de, T: Deserialize<'de>, F: FnMut(T, &mut ReportSummary)> Visitor<'de>
-    for ListSeed<'_, T, F>
-{
+impl<'de, F: FnMut(Value, &mut ReportSummary)> Visitor<'de> for ListSeed<'_, F> {
     type Value = ();
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("a list")
     }
     fn visit_seq<A: SeqAccess<'de>>(mut self, mut a: A) -> Result<(), A::Error> {
-        while let Some(e) = a.next_element::<T>()? {
-            (self.each)(e, self.rep);
+        while let Some(e) = a.next_element_seed(Within(ENTRY))? {
+            if e.is_object() {
+                (self.each)(e, self.rep);
+            }
         }
         Ok(())
     }

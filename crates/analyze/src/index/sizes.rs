@@ -31,10 +31,12 @@
 use super::*;
 
 /// How shallow sizes were counted. See the module documentation.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", default)]
 pub struct Conventions {
-    /// `"HotSpot"` or `"Android"`.
+    /// `"HotSpot"` or `"Android"`. (Not read back: a `&'static str`; a report read reads it
+    /// as "".)
+    #[serde(skip_deserializing)]
     pub vm: &'static str,
     /// Bytes of an instance's header (mark and class words).
     pub object_header: u32,

@@ -43,15 +43,18 @@ use super::dominators::{Dominators, UNREACHED};
 use super::index::Index;
 use super::paths::{Kept, Pass3, Ref};
 use hprof::{Sub, Visitor};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
 /// Whether an object on a path is leaking.
-#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Status {
     NotLeaking,
     Leaking,
+    /// Also what a status this version does not know reads as.
+    #[default]
+    #[serde(other)]
     Unknown,
 }
 
@@ -66,8 +69,8 @@ impl Status {
 }
 
 /// `gcPaths[i].trace` and `dominators[i].trace` (see the report's module documentation).
-#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", default)]
 pub struct Trace {
     pub root_kind: String,
     pub root: String,
@@ -82,15 +85,15 @@ pub struct Trace {
 
 /// Objects of a long path left out of `nodes`: `steps` of them after `nodes[after]` (whose
 /// `reference` is to the first of them).
-#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", default)]
 pub struct LeftOut {
     pub after: usize,
     pub steps: u64,
 }
 
-#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", default)]
 pub struct TraceNode {
     /// The object's class (for a class object, the class itself).
     pub class_name: String,

@@ -16,12 +16,12 @@ use super::inspect::Inspector;
 use crate::index::Index;
 use crate::paths::{root_name, Ref, CLASS_ROOT, LATE_ROOT};
 use hprof::sub;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
 /// The thread a trace starts on (`trace.thread`).
-#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", default)]
 pub struct TraceThread {
     /// The thread's object in the dump, if it lists it.
     pub object_id: Option<u64>,

@@ -41,16 +41,27 @@ impl Limits {
 
 /// Read one JSON value from `r` within `lim`.
 pub fn read<R: Read>(r: R, lim: Limits) -> serde_json::Result<Value> {
-    let left = Cell::new(lim.max_values);
     let mut de = serde_json::Deserializer::from_reader(r);
-    let v = Seed {
-        lim: &lim,
-        left: &left,
-        depth: 0,
-    }
-    .deserialize(&mut de)?;
+    let v = Within(lim).deserialize(&mut de)?;
     de.end()?;
     Ok(v)
+}
+
+/// One JSON value read within its `Limits`, as a part of a larger document read as a stream
+/// (an entry of a report's list).
+pub struct Within(pub Limits);
+
+impl<'de> DeserializeSeed<'de> for Within {
+    type Value = Value;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        let left = Cell::new(self.0.max_values);
+        Seed {
+            lim: &self.0,
+            left: &left,
+            depth: 0,
+        }
+        .deserialize(d)
+    }
 }
 
 /// Read one JSON value from bytes within `lim`.

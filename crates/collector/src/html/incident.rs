@@ -4,7 +4,9 @@
 //! report, an incident without a dump has no report.
 #![forbid(unsafe_code)]
 
+use super::lenient::{self, Omitted};
 use super::{bytes, chart, esc, list, more, num, page, text, trace, treemap, utc};
+use analyze::report::Report;
 use serde_json::Value;
 use std::fmt::Write as _;
 
@@ -26,6 +28,8 @@ pub struct PageInput<'a> {
     /// The incident's id, or the dump's file name.
     pub title: &'a str,
     pub meta: Option<&'a Value>,
+    /// `report.json` as read ([`capped`](super::capped)); the page reads it through
+    /// `analyze::report`'s types ([`lenient`]).
     pub report: Option<&'a Value>,
     /// Why a part could not be read (a file, its byte offset and what was wrong).
     pub errors: Vec<String>,
@@ -43,11 +47,15 @@ pub fn incident_page(p: &PageInput<'_>) -> String {
         let _ = writeln!(h, "<p><a href=\"{}\">← all incidents</a></p>", esc(b));
     }
     let _ = writeln!(h, "<h1>oomguard: <code>{}</code></h1>", esc(p.title));
-    let reason = p.meta.and_then(|m| text(m, "reason")).or_else(|| {
-        p.report
-            .and_then(|r| r.get("runningInfo"))
-            .and_then(|ri| text(ri, "reason"))
-    });
+    let report: Option<(Report, Omitted)> = p.report.map(|v| (lenient::read(v), Omitted::of(v)));
+    let report_running = report
+        .as_ref()
+        .map(|(r, _)| &r.running_info)
+        .filter(|ri| ri.is_object());
+    let reason = p
+        .meta
+        .and_then(|m| text(m, "reason"))
+        .or_else(|| report_running.and_then(|ri| text(ri, "reason")));
     if let Some(r) = reason {
         let _ = writeln!(h, "<p class=\"reason\" id=\"reason\">{}</p>", esc(r));
     }
@@ -74,14 +82,14 @@ pub fn incident_page(p: &PageInput<'_>) -> String {
     let running = p
         .meta
         .and_then(|m| m.get("runningInfo"))
-        .or_else(|| p.report.and_then(|r| r.get("runningInfo")))
+        .or(report_running)
         .filter(|r| r.is_object());
-    match p.report {
-        Some(r) => {
+    match &report {
+        Some((r, om)) => {
             h.push_str("<h2 id=\"leaks\">Leaks</h2>\n");
-            trace::leaks(&mut h, r, MAX_LEAKS);
+            trace::leaks(&mut h, r, om, MAX_LEAKS);
             h.push_str("<h2 id=\"dominators\">Dominators</h2>\n");
-            treemap::dominators(&mut h, r);
+            treemap::dominators(&mut h, r, om);
         }
         None if p.meta.is_some() => h.push_str("<h2>Leaks</h2>\n<p>No report received.</p>\n"),
         None => {}
@@ -93,6 +101,8 @@ pub fn incident_page(p: &PageInput<'_>) -> String {
         h.push_str("<h2 id=\"running\">Running info</h2>\n");
         table(&mut h, ri);
     }
+    // The analysis section as the file has it, every field shown, those this version does not
+    // know too (like `runningInfo`, a table of what is there rather than of the schema).
     if let Some(a) = p
         .report
         .and_then(|r| r.get("analysis"))

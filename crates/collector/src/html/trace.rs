@@ -8,8 +8,10 @@
 //! one-line form the collector groups and lists leaks by.
 #![forbid(unsafe_code)]
 
-use super::{bytes, esc, list, more, num, text};
-use serde_json::Value;
+use super::lenient::Omitted;
+use super::{bytes, esc, more};
+use analyze::report::{GcPath, PathItem, Report};
+use analyze::trace::Trace;
 use std::fmt::Write as _;
 
 /// Nodes of one trace shown; the rest are counted.
@@ -64,112 +66,143 @@ pub fn short_path(root: &str, steps: &[Step], more_steps: u64) -> String {
     parts.join(" › ")
 }
 
-/// The steps of a leak group's path (`trace.nodes` if present, else KOOM's `path`), and how
-/// many were left out when it was read or by the analyser (`trace.leftOut`).
-pub fn steps(leak: &Value) -> (String, Vec<Step>, u64) {
-    if let Some(t) = leak.get("trace").filter(|t| t.is_object()) {
-        let (nodes, left) = list(t, "nodes");
-        let root = text(t, "rootKind").unwrap_or("").to_string();
-        let steps = nodes
+/// What the capped reader left out of an entry's two path lists ([`Omitted`]).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Left {
+    /// Of KOOM's `path`.
+    pub path: u64,
+    /// Of `trace.nodes`.
+    pub nodes: u64,
+}
+
+impl Left {
+    /// The counts of the entry at JSON pointer `at` (`/gcPaths/3`, `/dominators/0`).
+    pub fn at(om: &Omitted, at: &str) -> Left {
+        Left {
+            path: om.at(&format!("{at}/path")),
+            nodes: om.at(&format!("{at}/trace/nodes")),
+        }
+    }
+}
+
+/// Whether an entry has a trace (older reports have none).
+pub fn has_trace(t: &Trace) -> bool {
+    !t.nodes.is_empty() || !t.root_kind.is_empty() || !t.root.is_empty()
+}
+
+/// `s`, or `or` when it is empty (a field missing reads as "").
+fn or<'a>(s: &'a str, or: &'a str) -> &'a str {
+    if s.is_empty() {
+        or
+    } else {
+        s
+    }
+}
+
+/// The steps of an entry's path (`trace.nodes` if it has a trace, else KOOM's `gcRoot` and
+/// `path`), and how many were left out when it was read or by the analyser (`trace.leftOut`).
+pub fn steps(
+    gc_root: &str,
+    path: &[PathItem],
+    trace: &Trace,
+    left: Left,
+) -> (String, Vec<Step>, u64) {
+    if has_trace(trace) {
+        let steps = trace
+            .nodes
             .iter()
             .map(|n| Step {
-                class_name: text(n, "className").unwrap_or("?").to_string(),
-                reference: text(n, "reference").map(str::to_string),
+                class_name: or(&n.class_name, "?").to_string(),
+                reference: n.reference.clone(),
             })
             .collect();
-        let cut = t.get("leftOut").and_then(|c| num(c, "steps")).unwrap_or(0);
-        return (root, steps, left + cut);
+        let cut = trace.left_out.as_ref().map_or(0, |c| c.steps);
+        return (trace.root_kind.clone(), steps, left.nodes + cut);
     }
-    let (items, left) = list(leak, "path");
-    let root = text(leak, "gcRoot").unwrap_or("").to_string();
-    let steps = items
+    let steps = path
         .iter()
         .map(|i| {
-            let declared = text(i, "declaredClass").unwrap_or("?");
-            let leaking = text(i, "referenceType") == Some("LEAKING_INSTANCE");
+            let declared = or(&i.declared_class, "?");
+            let leaking = i.reference_type == "LEAKING_INSTANCE";
             Step {
                 class_name: declared.to_string(),
-                reference: match (leaking, text(i, "reference")) {
-                    (false, Some(r)) => Some(koom_field(r, declared).to_string()),
+                reference: match (leaking, i.reference.as_str()) {
+                    (false, r) if !r.is_empty() => Some(koom_field(r, declared).to_string()),
                     _ => None,
                 },
             }
         })
         .collect();
-    (root, steps, left)
+    (gc_root.to_string(), steps, left.path)
 }
 
 /// Render leak group `leak` (an entry of `gcPaths`) as a trace, with `id` as its anchor.
-pub(crate) fn leak(h: &mut String, leak: &Value, id: &str) {
-    let class = text(leak, "className").unwrap_or("?");
+pub(crate) fn leak(h: &mut String, leak: &GcPath, left: Left, id: &str) {
+    let class = or(&leak.class_name, "?");
     let _ = write!(
         h,
         "<div class=\"leak\" id=\"{}\"><h3><code>{}</code> <small>{}",
         esc(id),
         esc(class),
-        esc(text(leak, "leakReason").unwrap_or("")),
+        esc(&leak.leak_reason),
     );
-    if let Some(n) = num(leak, "instanceCount") {
-        let _ = write!(h, " · {n} instance(s)");
-    }
-    if let Some(r) = num(leak, "retainedSize") {
-        let _ = write!(h, " · retains {}", bytes(r));
-    }
+    let _ = write!(h, " · {} instance(s)", leak.instance_count);
+    let _ = write!(h, " · retains {}", bytes(leak.retained_size));
     h.push_str("</small></h3>\n<ol class=\"trace\">\n");
-    match leak.get("trace").filter(|t| t.is_object()) {
-        Some(t) => with_trace(h, t),
-        None => koom(h, leak, class),
+    if has_trace(&leak.trace) {
+        with_trace(h, &leak.trace, left.nodes);
+    } else {
+        koom(h, leak, left.path, class);
     }
     h.push_str("</ol>\n");
-    if let Some(s) = text(leak, "signature") {
-        let _ = writeln!(h, "<small>signature <code>{}</code></small>", esc(s));
+    if !leak.signature.is_empty() {
+        let _ = writeln!(
+            h,
+            "<small>signature <code>{}</code></small>",
+            esc(&leak.signature)
+        );
     }
     h.push_str("</div>\n");
 }
 
-fn with_trace(h: &mut String, t: &Value) {
+fn with_trace(h: &mut String, t: &Trace, left: u64) {
     let _ = writeln!(
         h,
         "<li class=\"root\">GC root: {} <span class=\"dim\">{}</span></li>",
-        esc(text(t, "rootKind").unwrap_or("?")),
-        esc(text(t, "root").unwrap_or(""))
+        esc(or(&t.root_kind, "?")),
+        esc(&t.root)
     );
-    let (nodes, left) = list(t, "nodes");
+    let nodes = &t.nodes;
     let shown = nodes.len().min(MAX_NODES);
     // A long path's middle, left out by the analyser after node `after`.
-    let cut = t
-        .get("leftOut")
-        .and_then(|c| Some((num(c, "after")?, num(c, "steps")?)));
+    let cut = t.left_out.as_ref().map(|c| (c.after, c.steps));
     for (i, n) in nodes[..shown].iter().enumerate() {
-        // Only a known status becomes a class name.
-        let status = ["LEAKING", "NOT_LEAKING"]
-            .into_iter()
-            .find(|s| text(n, "status") == Some(*s))
-            .unwrap_or("UNKNOWN");
+        let status = n.status.as_str();
         let _ = write!(
             h,
             "<li class=\"node {status}\"><code class=\"cls\">{}</code> <span class=\"dim\">{}</span> <span class=\"status\">{status}</span>",
-            esc(text(n, "className").unwrap_or("?")),
-            esc(text(n, "kind").unwrap_or("")),
+            esc(or(&n.class_name, "?")),
+            esc(&n.kind),
         );
-        if let Some(why) = text(n, "statusReason").filter(|w| !w.is_empty()) {
-            let _ = write!(h, " <span class=\"why\">{}</span>", esc(why));
+        if !n.status_reason.is_empty() {
+            let _ = write!(h, " <span class=\"why\">{}</span>", esc(&n.status_reason));
         }
-        if let Some(r) = num(n, "retainedSize") {
-            let _ = write!(h, " <span class=\"dim\">retains {}</span>", bytes(r));
-        }
-        if let Some(r) = text(n, "reference") {
-            let suspect = n.get("suspect").and_then(Value::as_bool) == Some(true);
+        let _ = write!(
+            h,
+            " <span class=\"dim\">retains {}</span>",
+            bytes(n.retained_size)
+        );
+        if let Some(r) = &n.reference {
             let _ = write!(
                 h,
                 "<div class=\"ref{}\">↓ {} <code>{}</code></div>",
-                if suspect { " suspect" } else { "" },
-                esc(text(n, "referenceType").unwrap_or("")),
+                if n.suspect { " suspect" } else { "" },
+                esc(n.reference_type.as_deref().unwrap_or("")),
                 esc(r)
             );
         }
         h.push_str("</li>\n");
-        if let Some((_, steps)) = cut.filter(|&(after, _)| after == i as u64) {
+        if let Some((_, steps)) = cut.filter(|&(after, _)| after == i) {
             let _ = writeln!(h, "<li class=\"more\">… {steps} steps left out …</li>");
         }
     }
@@ -179,27 +212,27 @@ fn with_trace(h: &mut String, t: &Value) {
     }
 }
 
-fn koom(h: &mut String, leak: &Value, class: &str) {
+fn koom(h: &mut String, leak: &GcPath, left: u64, class: &str) {
     let _ = writeln!(
         h,
         "<li class=\"root\">GC root: {}</li>",
-        esc(text(leak, "gcRoot").unwrap_or("?"))
+        esc(or(&leak.gc_root, "?"))
     );
-    let (items, left) = list(leak, "path");
+    let items = &leak.path;
     let shown = items.len().min(MAX_NODES);
     for i in &items[..shown] {
-        let declared = text(i, "declaredClass").unwrap_or("?");
-        let kind = text(i, "referenceType").unwrap_or("");
+        let declared = or(&i.declared_class, "?");
+        let kind = i.reference_type.as_str();
         if kind == "LEAKING_INSTANCE" {
             let _ = writeln!(
                 h,
                 "<li class=\"node LEAKING\"><code class=\"cls\">{}</code> <span class=\"status\">LEAKING</span> <span class=\"why\">{}</span></li>",
                 esc(declared),
-                esc(text(leak, "leakReason").unwrap_or(""))
+                esc(&leak.leak_reason)
             );
             continue;
         }
-        let field = koom_field(text(i, "reference").unwrap_or("?"), declared);
+        let field = koom_field(or(&i.reference, "?"), declared);
         let _ = writeln!(
             h,
             "<li class=\"node UNKNOWN\"><code class=\"cls\">{}</code><div class=\"ref\">↓ {} <code>{}</code></div></li>",
@@ -222,15 +255,21 @@ fn koom(h: &mut String, leak: &Value, class: &str) {
 }
 
 /// Render the list of leak groups, at most `max` of them.
-pub(crate) fn leaks(h: &mut String, report: &Value, max: usize) {
-    let (all, left) = list(report, "gcPaths");
+pub(crate) fn leaks(h: &mut String, report: &Report, om: &Omitted, max: usize) {
+    let all = &report.gc_paths;
+    let left = om.at("/gcPaths");
     if all.is_empty() && left == 0 {
         h.push_str("<p>No leak found.</p>\n");
         return;
     }
     let shown = all.len().min(max);
     for (i, l) in all[..shown].iter().enumerate() {
-        leak(h, l, &format!("leak-{i}"));
+        leak(
+            h,
+            l,
+            Left::at(om, &format!("/gcPaths/{i}")),
+            &format!("leak-{i}"),
+        );
     }
     more(h, left + (all.len() - shown) as u64, "leak group(s)");
 }
@@ -268,7 +307,8 @@ mod tests {
         let koom = serde_json::json!({"gcRoot":"Local variable","path":[
             {"reference":"a.B.mX","referenceType":"INSTANCE_FIELD","declaredClass":"a.B"},
             {"reference":"a.Act","referenceType":"LEAKING_INSTANCE","declaredClass":"a.Act"}]});
-        let (root, steps, _) = steps(&koom);
+        let koom: GcPath = super::super::lenient::read(&koom);
+        let (root, steps, _) = steps(&koom.gc_root, &koom.path, &koom.trace, Left::default());
         assert_eq!(short_path(&root, &steps, 0), "Local variable › B.mX › Act");
     }
 
@@ -281,13 +321,14 @@ mod tests {
             "rootKind": "JNI global", "root": "r",
             "nodes": [n("a.Node", Some("next")), n("a.Node", Some("next")), n("a.Act", None)],
             "leftOut": {"after": 0, "steps": 5}}});
+        let g: GcPath = super::super::lenient::read(&g);
         let mut h = String::new();
-        leak(&mut h, &g, "x");
+        leak(&mut h, &g, Left::default(), "x");
         let first = h.find("<code class=\"cls\">a.Node").unwrap();
         let gap = h.find("… 5 steps left out …").expect(&h);
         let second = h[first + 1..].find("<code class=\"cls\">a.Node").unwrap() + first + 1;
         assert!(first < gap && gap < second, "{h}");
-        let (root, st, left) = steps(&g);
+        let (root, st, left) = steps(&g.gc_root, &g.path, &g.trace, Left::default());
         assert_eq!(left, 5);
         assert_eq!(
             short_path(&root, &st, left),

@@ -7,9 +7,10 @@
 //! and last steps), so the tree has at most a few thousand nodes.
 #![forbid(unsafe_code)]
 
-use super::trace::{simple, steps};
-use super::{bytes, esc, list, more, num, text};
-use serde_json::Value;
+use super::lenient::Omitted;
+use super::trace::{simple, steps, Left};
+use super::{bytes, esc, more};
+use analyze::report::{DominatorGroup, Report};
 use std::fmt::Write as _;
 
 /// Dominator groups drawn.
@@ -36,23 +37,19 @@ struct Node {
 }
 
 /// Render `report.dominators` as a treemap and a tree.
-pub(crate) fn dominators(h: &mut String, report: &Value) {
-    let (all, left) = list(report, "dominators");
+pub(crate) fn dominators(h: &mut String, report: &Report, om: &Omitted) {
+    let all: Vec<&DominatorGroup> = report.dominators.iter().collect();
+    let left = om.at("/dominators");
     if all.is_empty() {
         h.push_str("<p>No dominator in the report.</p>\n");
         more(h, left, "dominator group(s)");
         return;
     }
     let groups = &all[..all.len().min(MAX_GROUPS)];
-    let sizes: Vec<u64> = groups
-        .iter()
-        .map(|d| num(d, "retainedSize").unwrap_or(0))
-        .collect();
+    let sizes: Vec<u64> = groups.iter().map(|d| d.retained_size).collect();
     let total: u64 = sizes.iter().sum();
-    let reachable = report
-        .get("analysis")
-        .and_then(|a| num(a, "reachableBytes"))
-        .filter(|&r| r >= total);
+    // (0: a report that does not say.)
+    let reachable = Some(report.analysis.reachable_bytes).filter(|&r| r > 0 && r >= total);
     let _ = write!(
         h,
         "<p>The {} largest dominator group(s) retain {}",
@@ -69,14 +66,39 @@ pub(crate) fn dominators(h: &mut String, report: &Value) {
     }
     h.push_str(". Click a cell to open its path below.</p>\n");
 
-    // The tree: root → GC root → references → group.
+    let (nodes, roots_of) = tree(groups, &sizes, om);
+    let mut kinds: Vec<&str> = Vec::new();
+    for r in &roots_of {
+        if !kinds.contains(&r.as_str()) {
+            kinds.push(r);
+        }
+    }
+    let color = |gi: usize| {
+        let k = kinds.iter().position(|k| *k == roots_of[gi]).unwrap_or(0);
+        COLORS[k % COLORS.len()]
+    };
+
+    cells_svg(h, groups, &sizes, &roots_of, &color);
+    h.push_str("\n<div class=\"tree\">\n");
+    branch(h, &nodes, 0, nodes[0].size.max(1), groups, 0);
+    h.push_str("</div>\n");
+    more(
+        h,
+        left + (all.len() - groups.len()) as u64,
+        "dominator group(s)",
+    );
+}
+
+/// The tree of the groups' paths: root → GC root → references → group; and each group's root.
+fn tree(groups: &[&DominatorGroup], sizes: &[u64], om: &Omitted) -> (Vec<Node>, Vec<String>) {
     let mut nodes = vec![Node {
         label: "all groups".into(),
         ..Node::default()
     }];
     let mut roots_of = Vec::with_capacity(groups.len());
     for (gi, d) in groups.iter().enumerate() {
-        let (root, st, _) = steps(d);
+        let left = Left::at(om, &format!("/dominators/{gi}"));
+        let (root, st, _) = steps(&d.gc_root, &d.path, &d.trace, left);
         let mut labels = vec![if root.is_empty() {
             "(unknown root)".to_string()
         } else {
@@ -121,7 +143,7 @@ pub(crate) fn dominators(h: &mut String, report: &Value) {
             nodes[at].size += size;
         }
         nodes.push(Node {
-            label: text(d, "className").unwrap_or("?").to_string(),
+            label: class_of(d).to_string(),
             size,
             children: Vec::new(),
             group: Some(gi),
@@ -129,18 +151,17 @@ pub(crate) fn dominators(h: &mut String, report: &Value) {
         let leaf = nodes.len() - 1;
         nodes[at].children.push(leaf);
     }
-    let mut kinds: Vec<&str> = Vec::new();
-    for r in &roots_of {
-        if !kinds.contains(&r.as_str()) {
-            kinds.push(r);
-        }
-    }
-    let color = |gi: usize| {
-        let k = kinds.iter().position(|k| *k == roots_of[gi]).unwrap_or(0);
-        COLORS[k % COLORS.len()]
-    };
+    (nodes, roots_of)
+}
 
-    // The treemap of the groups.
+/// The treemap of the groups, biggest first, coloured by their root.
+fn cells_svg(
+    h: &mut String,
+    groups: &[&DominatorGroup],
+    sizes: &[u64],
+    roots_of: &[String],
+    color: &dyn Fn(usize) -> &'static str,
+) {
     let mut order: Vec<usize> = (0..groups.len()).collect();
     order.sort_by_key(|&i| std::cmp::Reverse(sizes[i]));
     let mut cells = Vec::new();
@@ -152,13 +173,13 @@ pub(crate) fn dominators(h: &mut String, report: &Value) {
     );
     for (gi, (x, y, w, ht)) in cells {
         let d = groups[gi];
-        let class = text(d, "className").unwrap_or("?");
+        let class = class_of(d);
         let _ = write!(
             h,
             "<g><rect data-open=\"dom-{gi}\" x=\"{x:.1}\" y=\"{y:.1}\" width=\"{w:.1}\" height=\"{ht:.1}\" fill=\"{}\"><title>{} × {}: {} ({})</title></rect>",
             color(gi),
             esc(class),
-            num(d, "count").unwrap_or(1),
+            count_of(d),
             bytes(sizes[gi]),
             esc(&roots_of[gi])
         );
@@ -181,17 +202,35 @@ pub(crate) fn dominators(h: &mut String, report: &Value) {
         }
         h.push_str("</g>");
     }
-    h.push_str("</svg>\n<div class=\"tree\">\n");
-    branch(h, &nodes, 0, nodes[0].size.max(1), groups, 0);
-    h.push_str("</div>\n");
-    more(
-        h,
-        left + (all.len() - groups.len()) as u64,
-        "dominator group(s)",
-    );
+    h.push_str("</svg>");
 }
 
-fn branch(h: &mut String, nodes: &[Node], at: usize, total: u64, groups: &[&Value], depth: usize) {
+/// A group's class ("?" when the report has none).
+fn class_of(d: &DominatorGroup) -> &str {
+    if d.class_name.is_empty() {
+        "?"
+    } else {
+        &d.class_name
+    }
+}
+
+/// A group's count (1 when the report has none).
+fn count_of(d: &DominatorGroup) -> u64 {
+    if d.count == 0 {
+        1
+    } else {
+        d.count
+    }
+}
+
+fn branch(
+    h: &mut String,
+    nodes: &[Node],
+    at: usize,
+    total: u64,
+    groups: &[&DominatorGroup],
+    depth: usize,
+) {
     let n = &nodes[at];
     let width = (200.0 * n.size as f64 / total as f64).max(1.0);
     let pct = 100.0 * n.size as f64 / total as f64;
@@ -201,7 +240,7 @@ fn branch(h: &mut String, nodes: &[Node], at: usize, total: u64, groups: &[&Valu
             h,
             "<div class=\"group\" id=\"dom-{gi}\"><span class=\"bar\" style=\"width:{width:.0}px\"></span><code>{}</code> × {} <b>{}</b> <span class=\"dim\">{pct:.1} %</span></div>",
             esc(&n.label),
-            num(d, "count").unwrap_or(1),
+            count_of(d),
             bytes(n.size)
         );
         return;

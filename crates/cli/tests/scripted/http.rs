@@ -1,5 +1,6 @@
-//! A minimal HTTP/1.1 server side for the collector: request heads (bounded), bodies by
-//! `Content-Length` or chunked encoding (bounded), and responses.
+//! Test-only HTTP/1.1 framing for the scripted server: request heads (bounded), bodies by
+//! `Content-Length` or chunked encoding (bounded), and responses. (The collector itself is on
+//! hyper; this stays hand-written so the scripted server can cut a body or stall at will.)
 //!
 //! Invariants: a request head is never read past `max_head` bytes; a body never yields more
 //! than it declared; nothing panics on malformed input (errors are `io::ErrorKind::InvalidData`).
