@@ -27,5 +27,5 @@ if [ ${#missing[@]} -gt 0 ]; then
   exit 1
 fi
 echo "build-android: NDK $ndk"
-ANDROID_NDK_HOME="$ndk" cargo ndk -t arm64-v8a -t armeabi-v7a -P 21 -o target/android/jniLibs build --release --lib
+ANDROID_NDK_HOME="$ndk" cargo ndk -t arm64-v8a -t armeabi-v7a -P 21 -o target/android/jniLibs build --release -p oomguard --lib
 ls -l target/android/jniLibs/*/liboomguard.so

@@ -23,7 +23,11 @@ rm -rf "$work/classes" "$work/app-data" "$work/collected" "$work/done" "$work"/*
 mkdir -p "$work/classes" "$work/app-data" "$work/collected"
 
 echo "== 1. build (release mode: the first run compiles everything, several minutes on a 2-core machine; later runs about a minute in all)"
-cargo build --release --lib --bins
+# The command line (and the collector in it) first, then the library an app ships on its own:
+# built in one command, cargo would give the library the union of tokio's features that the
+# collector's HTTP server asks for, and ship them in liboomguard.so.
+cargo build --release -p cli
+cargo build --release -p oomguard --lib
 bin="$PWD/target/release/oomguard"
 javac -d "$work/classes" -sourcepath java:crates/cli/tests/java/leakapp java/demo/DemoApp.java java/dev/oomguard/OomGuard.java
 

@@ -16,7 +16,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 run_s="${BENCH_AGENT_SECONDS:-60}"
-cargo build --release --lib -q
+cargo build --release -p oomguard --lib -q
 lib="$PWD/target/release"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
