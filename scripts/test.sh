@@ -12,7 +12,10 @@ step() { printf '\n== %s\n' "$*"; }
 step "cargo fmt --check"
 cargo fmt --all -- --check
 
-step "cargo clippy --all-targets -- -D warnings"
+step "DESIGN's sizes: no file over 1,000 lines of code, no function over 150 (scripts/sizes.py)"
+python3 scripts/sizes.py --check
+
+step "cargo clippy --workspace --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
 # The test-only exports (jni::probe) too.
 cargo clippy -p oomguard --lib --features test-probe -- -D warnings

@@ -6,6 +6,7 @@
 //! command line (the input's name and what is wrong, `FILE: byte OFFSET: ...` for a dump), exit
 //! 1 for a failure of the machine (a full disk, an output directory that does not exist, named
 //! by the OUTPUT path). `files` checks every input and output before the work starts.
+#![forbid(unsafe_code)]
 
 /// `println!` that ignores a closed stdout (`oomguard inspect x | head` must not panic).
 macro_rules! say {
