@@ -27,7 +27,7 @@ fi
 
 diff=$(mktemp)
 trap 'rm -f "$diff"' EXIT
-git diff "$base" -- 'crates/*/src/' >"$diff"
+git diff "$base" -- 'crates/*/src/*' >"$diff"
 if [ ! -s "$diff" ]; then
   echo "no change under crates/*/src/ since $base: nothing to mutate"
   exit 0
