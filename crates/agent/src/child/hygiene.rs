@@ -26,33 +26,14 @@ const RESET_SIGNALS: [libc::c_int; 8] = [
 /// # Safety
 /// Only in a freshly forked child (it changes process-wide signal state).
 pub(super) unsafe fn reset_signals() {
-    // The kernel's `struct sigaction` all zero is SIG_DFL, no flags, an empty mask, whatever
-    // the order of its fields on this architecture.
-    let dfl = [0u64; 4];
     let mut mask: u64 = 0;
     for s in RESET_SIGNALS {
         mask |= 1u64 << (s - 1);
-        // SAFETY: a valid, zeroed kernel sigaction; the old action is not asked for.
-        unsafe {
-            libc::syscall(
-                libc::SYS_rt_sigaction,
-                s,
-                dfl.as_ptr(),
-                std::ptr::null_mut::<u64>(),
-                8usize,
-            )
-        };
+        // SAFETY: the caller is a freshly forked child.
+        unsafe { default_action(s) };
     }
-    // SAFETY: a valid 8-byte kernel sigset.
-    unsafe {
-        libc::syscall(
-            libc::SYS_rt_sigprocmask,
-            libc::SIG_UNBLOCK,
-            &mask as *const u64,
-            std::ptr::null_mut::<u64>(),
-            8usize,
-        )
-    };
+    // SAFETY: the caller is a freshly forked child.
+    unsafe { sigprocmask(libc::SIG_UNBLOCK, mask) };
 }
 
 /// In a child before `execv`: every signal back to its default action and none blocked. An
@@ -62,30 +43,49 @@ pub(super) unsafe fn reset_signals() {
 /// # Safety
 /// Only in a forked child about to exec (it changes process-wide signal state).
 pub(super) unsafe fn reset_all_signals() {
-    let dfl = [0u64; 4];
     for s in 1..=64 {
         if s == libc::SIGKILL || s == libc::SIGSTOP {
             continue;
         }
-        // SAFETY: a valid, zeroed kernel sigaction (SIG_DFL); numbers the kernel refuses
+        // SAFETY: the caller is a forked child about to exec; numbers the kernel refuses
         // (none here on Linux) just fail with EINVAL.
-        unsafe {
-            libc::syscall(
-                libc::SYS_rt_sigaction,
-                s,
-                dfl.as_ptr(),
-                std::ptr::null_mut::<u64>(),
-                8usize,
-            )
-        };
+        unsafe { default_action(s) };
     }
-    let empty: u64 = 0;
-    // SAFETY: a valid 8-byte kernel sigset.
+    // SAFETY: the caller is a forked child about to exec.
+    unsafe { sigprocmask(libc::SIG_SETMASK, 0) };
+}
+
+/// Signal `s` to its default action, by the raw system call (past `libsigchain`). The kernel's
+/// `struct sigaction` all zero is SIG_DFL, no flags, an empty mask, whatever the order of its
+/// fields on this architecture.
+///
+/// # Safety
+/// Only in a forked child (it changes process-wide signal state).
+unsafe fn default_action(s: libc::c_int) {
+    let dfl = [0u64; 4];
+    // SAFETY: a valid, zeroed kernel sigaction; the old action is not asked for.
+    unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigaction,
+            s,
+            dfl.as_ptr(),
+            std::ptr::null_mut::<u64>(),
+            8usize,
+        )
+    };
+}
+
+/// `rt_sigprocmask(how, set)` by the raw system call, on an 8-byte kernel sigset.
+///
+/// # Safety
+/// Only in a forked child (it changes the calling thread's mask, the only thread there).
+unsafe fn sigprocmask(how: libc::c_int, set: u64) {
+    // SAFETY: a valid 8-byte kernel sigset; the old mask is not asked for.
     unsafe {
         libc::syscall(
             libc::SYS_rt_sigprocmask,
-            libc::SIG_SETMASK,
-            &empty as *const u64,
+            how,
+            &set as *const u64,
             std::ptr::null_mut::<u64>(),
             8usize,
         )
