@@ -418,6 +418,8 @@ pub struct Agent<H, S, A> {
     stacks: S,
     actions: A,
     triggers: Triggers,
+    /// The triggers' settings, from `policy` (made again only when the policy changes).
+    trigger_config: trigger::Config,
     /// Shared with the fetch on the I/O thread; locked only by one of them at a time.
     refresher: Arc<Mutex<Refresher>>,
     /// The fetch handed off and not yet answered.
@@ -513,6 +515,7 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
         let (fetch_tx, fetch_rx) = tokio::sync::mpsc::unbounded_channel();
         let queue = actions.queue_board();
         let mut a = Agent {
+            trigger_config: trigger::Config::from(&policy),
             policy,
             device: cfg.device,
             data_dir: cfg.data_dir,
@@ -576,8 +579,8 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
             }
         };
         let before = self.triggers.strikes();
-        let tc = trigger::Config::from(&self.policy);
-        let verdict = self.triggers.observe(&s, &tc, &self.device);
+        let tc = &self.trigger_config;
+        let verdict = self.triggers.observe(&s, tc, &self.device);
         self.status.polls += 1;
         self.status.last_sample = Some(s);
         self.status.strikes = self.triggers.strikes();
@@ -587,10 +590,10 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
             self.status.flight = format!("off: {why}");
         }
         self.status.thresholds = Thresholds {
-            heap_percent: trigger::heap_threshold(&tc, &s),
-            fd: trigger::fd_threshold(&tc, &s),
-            threads: trigger::thread_threshold(&tc, &self.device, &s),
-            cgroup_memory_bytes: trigger::cgroup::threshold_bytes(&tc, &s),
+            heap_percent: trigger::heap_threshold(tc, &s),
+            fd: trigger::fd_threshold(tc, &s),
+            threads: trigger::thread_threshold(tc, &self.device, &s),
+            cgroup_memory_bytes: trigger::cgroup::threshold_bytes(tc, &s),
         };
         // The limit is re-read with the slow figures.
         if s.seq % crate::sample::SLOW_EVERY == 1 {

@@ -110,6 +110,7 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
         warn_unknown(&parsed.unknown);
         let old = self.policy.version;
         self.policy = parsed.policy;
+        self.trigger_config = crate::trigger::Config::from(&self.policy);
         self.remote_active = remote;
         self.triggers.reset();
         self.status.policy_version = self.policy.version;
