@@ -1061,3 +1061,4 @@ fn a_clock_set_right_or_jumping_forward_evicts_nothing_but_watched_days_do() {
 }
 
 mod edges;
+mod recovery;
