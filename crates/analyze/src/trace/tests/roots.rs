@@ -9,8 +9,9 @@ use super::*;
 const STICKY_LOADED: u64 = 0x80;
 const GLOBAL_LOADED: u64 = 0x88;
 
-/// [`art_dump`] with activities 11 to 19 held from the roots of [`expected`], which ART's
-/// thread serial 1 (thread #7, `0x2400`) holds where the root kind has a thread.
+/// [`art_dump`] with activities 11 to 20 held from the roots of [`expected`], which ART's
+/// thread serial 1 (thread #7, `0x2400`) holds where the root kind has a thread; its stack
+/// (a trace of one frame, HotSpot-style) names the method of a Java frame or JNI local root.
 fn roots_dump() -> Vec<u8> {
     let mut d = Dump {
         w: Writer::new(Format::V103, 4, 0),
@@ -21,6 +22,14 @@ fn roots_dump() -> Vec<u8> {
     let global = d.s("com.app.GlobalLoaded");
     d.w.load_class(100, STICKY_LOADED, sticky);
     d.w.load_class(101, GLOBAL_LOADED, global);
+    // Thread serial 1's stack: one frame, `MainActivity.leak` (class serial 3) at line 12.
+    let (method, sig, file) = (d.s("leak"), d.s("()V"), d.s("Main.java"));
+    d.w.record(tag::FRAME, |w| {
+        w.id(0x7000).id(method).id(sig).id(file).u32(3).u32(12);
+    });
+    d.w.record(tag::TRACE, |w| {
+        w.u32(9).u32(1).u32(1).id(0x7000);
+    });
     let app = d.s("app");
     let w = &mut d.w;
     w.segment(tag::HEAP_DUMP_SEGMENT);
@@ -42,6 +51,10 @@ fn roots_dump() -> Vec<u8> {
         let holder = 0x2b00 + (k - 11) * 0x10;
         w.instance(holder, HOLDER, &(act(k) as u32).to_be_bytes());
     }
+    // An array, not a Holder: a Holder's path from a Java frame would be grouped with the
+    // one of activity 8.
+    w.instance(act(20), MAIN, &[1, 0]);
+    w.object_array(0x2b90, OBJECT_ARRAY, &[act(20)]);
     w.root2(sub::ROOT_JNI_LOCAL, 0x2b00, 1, 0);
     w.root(sub::ROOT_NATIVE_STACK, 0x2b10).u32(1);
     w.root(sub::ROOT_THREAD_BLOCK, 0x2b20).u32(1);
@@ -49,18 +62,20 @@ fn roots_dump() -> Vec<u8> {
     w.root(sub::ROOT_MONITOR_USED, 0x2b40);
     w.root(sub::ROOT_STICKY_CLASS, 0x2b50);
     w.root(sub::ROOT_VM_INTERNAL, 0x2b80);
+    w.root2(sub::ROOT_JAVA_FRAME, 0x2b90, 1, 0);
     w.end_segment();
     w.heap_dump_end();
     d.w.finish()
 }
 
 /// Per activity of [`roots_dump`]: the trace's root kind and root.
-fn expected() -> [(u64, &'static str, &'static str); 9] {
+fn expected() -> [(u64, &'static str, &'static str); 10] {
     [
         (
             11,
             "JNI local",
-            "JNI local reference on thread #7 to com.app.Holder @0x2b00",
+            "JNI local reference in com.app.MainActivity.leak(Main.java:12) on thread #7 to \
+             com.app.Holder @0x2b00",
         ),
         (
             12,
@@ -86,6 +101,12 @@ fn expected() -> [(u64, &'static str, &'static str); 9] {
         (17, "sticky class", "class com.app.StickyLoaded"),
         (18, "system class", "class com.app.GlobalLoaded"),
         (19, "other", "VM Internal root on com.app.Holder @0x2b80"),
+        (
+            20,
+            "Java frame",
+            "local variable in com.app.MainActivity.leak(Main.java:12) on thread #7: \
+             java.lang.Object[] @0x2b90",
+        ),
     ]
 }
 
@@ -99,7 +120,13 @@ fn each_kind_of_root_has_its_words() {
             (k, kind, root)
         );
         let holder = g.trace.nodes.iter().rev().nth(1).expect("a holder");
-        assert_eq!(holder.class_name, "com.app.Holder", "activity {k}");
+        let class = if k == 20 {
+            "java.lang.Object[]"
+        } else {
+            "com.app.Holder"
+        };
+        assert_eq!(holder.class_name, class, "activity {k}");
+        assert_eq!(g.instance_count, 1, "activity {k}");
     }
     // The classes' paths go through their loader, and start on no thread.
     for k in [17, 18] {
