@@ -77,7 +77,13 @@ impl Fs for Hooked {
 }
 
 fn hooked_spool(env: &Env, fs: Hooked) -> Spool {
-    Spool::with(&env.root, Quotas::default(), Arc::new(fs), env.clock.clone()).unwrap()
+    Spool::with(
+        &env.root,
+        Quotas::default(),
+        Arc::new(fs),
+        env.clock.clone(),
+    )
+    .unwrap()
 }
 
 fn in_staging(path: &Path) -> bool {
@@ -114,7 +120,12 @@ fn a_recovery_counts_each_thing_it_found() {
         })
         .unwrap();
     assert_eq!(
-        (rec.quarantined, rec.incidents, rec.analysed, rec.analysis_failed),
+        (
+            rec.quarantined,
+            rec.incidents,
+            rec.analysed,
+            rec.analysis_failed
+        ),
         (1, 3, 2, 1),
         "{rec:?}"
     );
@@ -138,7 +149,11 @@ fn a_staging_directory_gone_before_its_removal_is_no_warning_but_a_failed_remova
             }
             if p.ends_with("gone") {
                 // Another process got there first.
-                Some(RealFs.remove_dir_all(p).and_then(|()| RealFs.remove_dir_all(p)))
+                Some(
+                    RealFs
+                        .remove_dir_all(p)
+                        .and_then(|()| RealFs.remove_dir_all(p)),
+                )
             } else {
                 Some(Err(io::Error::from_raw_os_error(libc::EIO)))
             }
@@ -185,13 +200,24 @@ fn a_staging_directory_gone_before_its_lock_is_no_warning_but_an_unlockable_one_
     let spool = hooked_spool(&env, fs);
     let g = spool.lock().unwrap();
     let (rec, logged) = warnings(|| g.recover(&mut good).unwrap());
-    assert_eq!((rec.half_written_deleted, rec.quarantined), (0, 0), "{rec:?}");
+    assert_eq!(
+        (rec.half_written_deleted, rec.quarantined),
+        (0, 0),
+        "{rec:?}"
+    );
     assert!(!logged.contains("ghost"), "{logged}");
 
     std::fs::create_dir_all(env.root.join("staging/odd/.lock")).unwrap();
     let (rec, logged) = warnings(|| g.recover(&mut good).unwrap());
-    assert_eq!((rec.half_written_deleted, rec.quarantined), (0, 0), "{rec:?}");
-    assert!(logged.contains("staging/odd: "), "no warning for odd: {logged}");
+    assert_eq!(
+        (rec.half_written_deleted, rec.quarantined),
+        (0, 0),
+        "{rec:?}"
+    );
+    assert!(
+        logged.contains("staging/odd: "),
+        "no warning for odd: {logged}"
+    );
     assert!(env.root.join("staging/odd/.lock").is_dir());
 }
 
@@ -358,7 +384,10 @@ fn staging_retries_a_directory_removed_before_its_rename_but_not_a_rename_that_f
         }
         other => panic!("expected the rename's error, got {other:?}"),
     }
-    assert_eq!(names(&env.root.join("staging")), vec!["removed".to_string()]);
+    assert_eq!(
+        names(&env.root.join("staging")),
+        vec!["removed".to_string()]
+    );
 }
 
 /// Staging an id already staged fails at once, saying so.
