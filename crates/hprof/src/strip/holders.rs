@@ -781,7 +781,9 @@ mod tests {
         }
         assert_eq!(h.table.room(0), 12);
         // 40 bytes: 10 references, its id and its class (0x60, never described): 12 entries.
-        let data: Vec<u8> = (0..10u32).flat_map(|i| (0x9000 + i).to_be_bytes()).collect();
+        let data: Vec<u8> = (0..10u32)
+            .flat_map(|i| (0x9000 + i).to_be_bytes())
+            .collect();
         assert!(h.instance(0x2000_0000, 0x60, &data));
         assert!(!h.full);
         assert_eq!((h.reserved, h.table.room(0)), (10, 10));
