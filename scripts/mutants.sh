@@ -33,14 +33,18 @@ if [ ! -s "$diff" ]; then
   exit 0
 fi
 
-# The tree as it was, to check that every mutation was undone.
-before=$(git diff HEAD | sha256sum)
+# The tree as it was, to check that every mutation was undone and that no mutant's test left
+# files behind (a mutant of a path function can make tests write into the crate's directory,
+# their working directory: seen with spool/mod.rs).
+state() { { git diff HEAD; git status --porcelain --untracked-files=all; } | sha256sum; }
+before=$(state)
 status=0
 cargo mutants --in-place --in-diff "$diff" --baseline skip \
   --timeout 300 --build-timeout 900 -C --lib \
   --output target/mutants ${MUTANTS_ARGS:-} -- "$@" || status=$?
-if [ "$(git diff HEAD | sha256sum)" != "$before" ]; then
-  echo "the checkout differs from before the run: a mutation may be left in it (git diff)" >&2
+if [ "$(state)" != "$before" ]; then
+  echo "the checkout differs from before the run: a mutation may be left in it, or a mutant's" \
+    "test wrote files into it (git status)" >&2
   exit 1
 fi
 exit "$status"
