@@ -4,7 +4,8 @@
 # Usage: scripts/mutants.sh [BASE] [TEST_FILTER...]
 #   BASE         the commit the change starts from (default: main); the change is
 #                `git diff BASE` over crates/*/src/, committed or not.
-#   TEST_FILTER  passed to `cargo test --lib` (e.g. `trigger::`): the tests that cover the
+#   TEST_FILTER  passed to the test binaries (`cargo test --lib -- FILTER...`, e.g. `trigger::`;
+#                several are allowed: `fs:: spool::`): the tests that cover the
 #                change. Without one, every library test runs for each mutant.
 #
 # Runs `cargo mutants --in-diff` with one job, in place (it reuses target/ instead of
@@ -27,7 +28,7 @@ fi
 
 diff=$(mktemp)
 trap 'rm -f "$diff"' EXIT
-git diff "$base" -- 'crates/*/src/' >"$diff"
+git diff "$base" -- 'crates/*/src/*' >"$diff"
 if [ ! -s "$diff" ]; then
   echo "no change under crates/*/src/ since $base: nothing to mutate"
   exit 0
@@ -41,7 +42,7 @@ before=$(state)
 status=0
 cargo mutants --in-place --in-diff "$diff" --baseline skip \
   --timeout 300 --build-timeout 900 -C --lib \
-  --output target/mutants ${MUTANTS_ARGS:-} -- "$@" || status=$?
+  --output target/mutants ${MUTANTS_ARGS:-} -- -- "$@" || status=$?
 if [ "$(state)" != "$before" ]; then
   echo "the checkout differs from before the run: a mutation may be left in it, or a mutant's" \
     "test wrote files into it (git status)" >&2
