@@ -4,7 +4,8 @@
 # Usage: scripts/mutants.sh [BASE] [TEST_FILTER...]
 #   BASE         the commit the change starts from (default: main); the change is
 #                `git diff BASE` over crates/*/src/, committed or not.
-#   TEST_FILTER  passed to `cargo test --lib` (e.g. `trigger::`): the tests that cover the
+#   TEST_FILTER  passed to the test binaries (`cargo test --lib -- FILTER...`, e.g. `trigger::`;
+#                several are allowed: `fs:: spool::`): the tests that cover the
 #                change. Without one, every library test runs for each mutant.
 #
 # Runs `cargo mutants --in-diff` with one job, in place (it reuses target/ instead of
@@ -33,14 +34,18 @@ if [ ! -s "$diff" ]; then
   exit 0
 fi
 
-# The tree as it was, to check that every mutation was undone.
-before=$(git diff HEAD | sha256sum)
+# The tree as it was, to check that every mutation was undone and that no mutant's test left
+# files behind (a mutant of a path function can make tests write into the crate's directory,
+# their working directory: seen with spool/mod.rs).
+state() { { git diff HEAD; git status --porcelain --untracked-files=all; } | sha256sum; }
+before=$(state)
 status=0
 cargo mutants --in-place --in-diff "$diff" --baseline skip \
   --timeout 300 --build-timeout 900 -C --lib \
-  --output target/mutants ${MUTANTS_ARGS:-} -- "$@" || status=$?
-if [ "$(git diff HEAD | sha256sum)" != "$before" ]; then
-  echo "the checkout differs from before the run: a mutation may be left in it (git diff)" >&2
+  --output target/mutants ${MUTANTS_ARGS:-} -- -- "$@" || status=$?
+if [ "$(state)" != "$before" ]; then
+  echo "the checkout differs from before the run: a mutation may be left in it, or a mutant's" \
+    "test wrote files into it (git status)" >&2
   exit 1
 fi
 exit "$status"

@@ -732,4 +732,70 @@ mod tests {
             0
         );
     }
+
+    /// An fsync that cannot be done is an error, never a silent success: a directory or file
+    /// that is gone cannot be made durable, and the caller (a commit, an atomic write) must
+    /// know.
+    #[test]
+    fn syncing_what_is_not_there_is_an_error() {
+        let d = tempfile::tempdir().unwrap();
+        let gone = d.path().join("gone");
+        for r in [RealFs.sync_dir(&gone), RealFs.sync_file(&gone)] {
+            let e = r.expect_err("fsync of a missing path");
+            assert_eq!(e.kind(), io::ErrorKind::NotFound);
+        }
+        RealFs.sync_dir(d.path()).unwrap();
+        std::fs::write(d.path().join("f"), b"x").unwrap();
+        RealFs.sync_file(&d.path().join("f")).unwrap();
+    }
+
+    /// [`RealFs`], noting the directories it is asked to fsync.
+    #[derive(Debug, Default)]
+    struct DirSyncs(std::sync::Mutex<Vec<PathBuf>>);
+
+    impl Fs for DirSyncs {
+        fn create_dir_all(&self, path: &Path) -> io::Result<()> {
+            RealFs.create_dir_all(path)
+        }
+        fn read(&self, path: &Path) -> io::Result<Vec<u8>> {
+            RealFs.read(path)
+        }
+        fn create(&self, path: &Path) -> io::Result<Box<dyn FsFile>> {
+            RealFs.create(path)
+        }
+        fn open(&self, path: &Path) -> io::Result<Box<dyn FsRead>> {
+            RealFs.open(path)
+        }
+        fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+            RealFs.rename(from, to)
+        }
+        fn remove_file(&self, path: &Path) -> io::Result<()> {
+            RealFs.remove_file(path)
+        }
+        fn remove_dir_all(&self, path: &Path) -> io::Result<()> {
+            RealFs.remove_dir_all(path)
+        }
+        fn sync_dir(&self, path: &Path) -> io::Result<()> {
+            self.0.lock().unwrap().push(path.to_path_buf());
+            RealFs.sync_dir(path)
+        }
+        fn sync_file(&self, path: &Path) -> io::Result<()> {
+            RealFs.sync_file(path)
+        }
+        fn list(&self, path: &Path) -> io::Result<Vec<Entry>> {
+            RealFs.list(path)
+        }
+        fn stat(&self, path: &Path) -> io::Result<Entry> {
+            RealFs.stat(path)
+        }
+    }
+
+    /// A commit fsyncs the directory of the file it renamed into place, not the current one.
+    #[test]
+    fn a_commit_fsyncs_the_files_own_directory() {
+        let d = tempfile::tempdir().unwrap();
+        let fs = DirSyncs::default();
+        write_atomic(&fs, &d.path().join("x.json"), b"x").unwrap();
+        assert_eq!(*fs.0.lock().unwrap(), vec![d.path().to_path_buf()]);
+    }
 }

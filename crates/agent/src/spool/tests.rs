@@ -1060,4 +1060,6 @@ fn a_clock_set_right_or_jumping_forward_evicts_nothing_but_watched_days_do() {
     assert!(quotas.contains(&(early, "age".into())), "{quotas:?}");
 }
 
+mod accounting;
 mod edges;
+mod recovery;

@@ -106,11 +106,193 @@ impl fmt::Display for LeakTraces<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::Status;
+    use crate::report::GcPath;
+    use crate::trace::{LeftOut, Status, TraceNode};
 
     #[test]
     fn control_characters_never_reach_the_terminal() {
         assert_eq!(clean("a\u{1b}[31mb\n"), "a?[31mb?");
+    }
+
+    fn node(
+        kind: &str,
+        class: &str,
+        status: Status,
+        reason: &str,
+        reference: Option<(&str, &str, bool)>,
+    ) -> TraceNode {
+        TraceNode {
+            class_name: class.into(),
+            kind: kind.into(),
+            status,
+            status_reason: reason.into(),
+            reference: reference.map(|r| r.0.into()),
+            reference_type: reference.map(|r| r.1.into()),
+            suspect: reference.is_some_and(|r| r.2),
+            ..TraceNode::default()
+        }
+    }
+
+    fn leak(class: &str, count: u64, retained: u64, root: &str, nodes: Vec<TraceNode>) -> GcPath {
+        GcPath {
+            instance_count: count,
+            leak_reason: "mDestroyed is true".into(),
+            class_name: class.into(),
+            retained_size: retained,
+            trace: Trace {
+                root_kind: "static field".into(),
+                root: root.into(),
+                nodes,
+                ..Trace::default()
+            },
+            ..GcPath::default()
+        }
+    }
+
+    /// Five leaks: sizes at the units' bounds, ties broken by count then order, left columns
+    /// shorter than the status column, between it and its gutter, and past it; a class object
+    /// first and later on a path; an array element; a cut path; a control character.
+    fn report() -> Report {
+        use Status::*;
+        let act = "com.app.MainActivity";
+        // 56 characters: with its indent, 60, past the column's 58.
+        let long = "com.app.a.rather.long.package.name.of.Some$InnerHolder12";
+        assert_eq!(long.len(), 56);
+        let first = vec![
+            node(
+                "class",
+                "com.app.Statics",
+                NotLeaking,
+                "a class is never leaking",
+                Some(("sKept", "static field", false)),
+            ),
+            node(
+                "array",
+                "java.lang.Object[]",
+                Unknown,
+                "",
+                Some(("[3]", "array element", true)),
+            ),
+            node(
+                "instance",
+                long,
+                Unknown,
+                "",
+                Some(("mNext", "instance field", true)),
+            ),
+            node(
+                "instance",
+                "com.app.Holder",
+                Unknown,
+                "",
+                Some(("ref\u{1b}", "instance field", false)),
+            ),
+            node("instance", act, Leaking, "mDestroyed is true", None),
+        ];
+        let second = vec![
+            node(
+                "instance",
+                "com.app.Holder",
+                Unknown,
+                "",
+                Some(("ref", "instance field", true)),
+            ),
+            node(
+                "instance",
+                "com.app.a.Loader.with.a.name.of.forty.chars",
+                NotLeaking,
+                "a class loader",
+                Some(("classes", "instance field", false)),
+            ),
+            node(
+                "class",
+                "com.app.Late",
+                NotLeaking,
+                "a class is never leaking",
+                Some(("sKept", "static field", true)),
+            ),
+            node("instance", act, Leaking, "mDestroyed is true", None),
+        ];
+        let one = |c| vec![node("instance", c, Leaking, "", None)];
+        let mut cut = leak(
+            act,
+            1,
+            1 << 20,
+            "class com.app.Statics, static field sKept",
+            first,
+        );
+        cut.trace.left_out = Some(LeftOut {
+            after: 1,
+            steps: 12,
+        });
+        Report {
+            gc_paths: vec![
+                leak(
+                    "com.app.B",
+                    2,
+                    1 << 10,
+                    "JNI global reference to com.app.Holder @0x2700",
+                    second,
+                ),
+                leak(
+                    "com.app.Tiny",
+                    3,
+                    (1 << 10) - 1,
+                    "tiny",
+                    one("com.app.Tiny"),
+                ),
+                cut,
+                leak("com.app.C\u{7}", 5, 1 << 10, "c", one("com.app.C")),
+                leak("com.app.E", 5, 1 << 10, "e", one("com.app.E")),
+            ],
+            ..Report::default()
+        }
+    }
+
+    #[test]
+    fn leaks_print_largest_first_one_object_a_line_with_the_status_column() {
+        let r = report();
+        let text = LeakTraces { report: &r, top: 5 }.to_string();
+        let want = [
+            "leak 1 of 5: com.app.MainActivity (mDestroyed is true), 1 instance, 1.0 MB retained",
+            "    root: class com.app.Statics, static field sKept (static field)",
+            "    class com.app.Statics                                   NOT_LEAKING (a class is never leaking)",
+            "      ↓ com.app.Statics.sKept",
+            "    java.lang.Object[]                                      UNKNOWN",
+            "      ↓ java.lang.Object[][3]                               ~~~ suspect",
+            "      … 12 steps left out …",
+            "    com.app.a.rather.long.package.name.of.Some$InnerHolder12  UNKNOWN",
+            "      ↓ com.app.a.rather.long.package.name.of.Some$InnerHolder12.mNext  ~~~ suspect",
+            "    com.app.Holder                                          UNKNOWN",
+            "      ↓ com.app.Holder.ref?",
+            "    com.app.MainActivity                                    LEAKING (mDestroyed is true)",
+            "leak 2 of 5: com.app.C? (mDestroyed is true), 5 instances, 1.0 KB retained",
+            "    root: c (static field)",
+            "    com.app.C                                               LEAKING",
+            "leak 3 of 5: com.app.E (mDestroyed is true), 5 instances, 1.0 KB retained",
+            "    root: e (static field)",
+            "    com.app.E                                               LEAKING",
+            "leak 4 of 5: com.app.B (mDestroyed is true), 2 instances, 1.0 KB retained",
+            "    root: JNI global reference to com.app.Holder @0x2700 (static field)",
+            "    com.app.Holder                                          UNKNOWN",
+            "      ↓ com.app.Holder.ref                                  ~~~ suspect",
+            "    com.app.a.Loader.with.a.name.of.forty.chars             NOT_LEAKING (a class loader)",
+            "      ↓ com.app.a.Loader.with.a.name.of.forty.chars.classes",
+            "    com.app.Late                                            NOT_LEAKING (a class is never leaking)",
+            "      ↓ com.app.Late.sKept                                  ~~~ suspect",
+            "    com.app.MainActivity                                    LEAKING (mDestroyed is true)",
+            "leak 5 of 5: com.app.Tiny (mDestroyed is true), 3 instances, 1023 bytes retained",
+            "    root: tiny (static field)",
+            "    com.app.Tiny                                            LEAKING",
+        ];
+        assert_eq!(text.lines().collect::<Vec<_>>(), want, "{text}");
+        assert!(text.ends_with('\n'));
+        let top = LeakTraces { report: &r, top: 1 }.to_string();
+        assert!(
+            top.starts_with("leak 1 of 5: com.app.MainActivity"),
+            "{top}"
+        );
+        assert!(!top.contains("leak 2"), "{top}");
     }
 
     #[test]

@@ -768,6 +768,38 @@ mod tests {
         assert_eq!(h.classes.len(), full + 1);
     }
 
+    /// A waiting instance reserves room in the id table for as many references as its bytes
+    /// hold (one per `id_size` bytes), besides its id and its class: it is taken while the
+    /// table has exactly that room, and the next is refused once the reservations fill it,
+    /// near the table's 1.5-million-entry bound.
+    #[test]
+    fn a_waiting_instance_reserves_room_for_its_references_in_the_id_table() {
+        let mut h = Holders::new(4);
+        let bound = MAX_SLOTS / 4 * 3;
+        for id in 1..=(bound - 12) as u64 {
+            h.table.mark((1 << 40) + id, DROPPED);
+        }
+        assert_eq!(h.table.room(0), 12);
+        // 40 bytes: 10 references, its id and its class (0x60, never described): 12 entries.
+        let data: Vec<u8> = (0..10u32)
+            .flat_map(|i| (0x9000 + i).to_be_bytes())
+            .collect();
+        assert!(h.instance(0x2000_0000, 0x60, &data));
+        assert!(!h.full);
+        assert_eq!((h.reserved, h.table.room(0)), (10, 10));
+        // Another of the class, without fields, wants its id only: no room is left.
+        assert!(!h.instance(0x2000_0008, 0x60, &[]));
+        assert!(h.full);
+        assert_eq!(h.deferred.len(), 1);
+        // Its class never described, each id-sized run of its bytes is taken for a reference,
+        // as far as the reserved room goes: the class and 10 runs, the first of them its first
+        // field.
+        let wanted = h.take_wanted();
+        assert_eq!(wanted.len(), 11, "{wanted:x?}");
+        assert_eq!(wanted[0], 0x60);
+        assert!(wanted.contains(&0x9000), "{wanted:x?}");
+    }
+
     #[test]
     fn instances_waiting_for_their_class_may_fill_max_deferred_bytes_exactly() {
         let mut h = Holders::new(4);

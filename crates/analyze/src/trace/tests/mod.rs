@@ -725,4 +725,5 @@ fn paths_on_a_thread_name_the_thread_from_the_running_info() {
 
 mod dominance;
 mod inspect_edges;
+mod roots;
 mod wrappers;
