@@ -147,9 +147,10 @@ pub struct StaticRef {
 pub enum Role {
     #[default]
     None,
+    /// `mDestroyed` (API 17+): an Activity is leaking only once destroyed. `mFinished` says
+    /// nothing here: a finishing Activity is on its way out, and the framework still holds it.
     Activity {
-        destroyed: Option<u32>,
-        finished: Option<u32>,
+        destroyed: u32,
     },
     Fragment {
         manager: u32,
@@ -162,9 +163,12 @@ pub enum Role {
     Window,
     NativeAllocationRegistry,
     /// LeakCanary's `KeyedWeakReference`: the object it watches is a suspect if still strongly
-    /// reachable.
+    /// reachable and judged retained. `retained`: the offset of `retainedUptimeMillis` (LeakCanary
+    /// 2), -1 while the watcher has not yet judged the object retained (it is then only
+    /// watched); absent in older LeakCanary, whose watched objects all count as retained.
     Watched {
         referent: u32,
+        retained: Option<u32>,
     },
 }
 

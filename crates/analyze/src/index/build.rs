@@ -85,6 +85,7 @@ pub(crate) fn build_index(
     };
     index::flag_watched(&mut ix, watched);
     index::settle(&mut ix, limits.array_min_bytes);
+    index::one_flag_per_node(&mut ix);
     // The paths, the dominators and the report look no object up by id.
     ix.drop_id_map();
     ix.edges.shrink_to_fit();

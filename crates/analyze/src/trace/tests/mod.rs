@@ -57,7 +57,7 @@ fn act(k: u64) -> u64 {
 
 /// The dump. Each destroyed activity `act(k)` is held by one path:
 /// - 1: `Statics.sAttached` -> View (attached; its context `LIVE`) -> `mListener` Holder -> it;
-/// - 2: `Statics.sDialog` -> dismissed Dialog (`mDecor` null) -> `mOwner`;
+/// - 2: `Statics.sDialog` -> dismissed (or never shown) Dialog (`mDecor` null) -> `mOwner`;
 /// - 3: `Statics.sWindow` -> Window (`mDestroyed` false) -> `mCallback` Holder -> it;
 /// - 4: `Statics.sWorker` -> ended Thread (`started`, `nativePeer` 0) -> `mTarget`;
 /// - 5: a running thread (ROOT_THREAD_OBJECT) -> `mTarget`;
@@ -388,12 +388,13 @@ fn static_field_paths(r: &Report) {
         rows(g),
         [
             row(st, NOT, CLASS, Some("sDialog"), true),
+            // A dialog proves nothing either way (issue 42): UNKNOWN, labelled.
             row(
                 "android.app.Dialog",
-                LEAK,
-                "mDecor is null (dismissed)",
+                UNK,
+                "mDecor is null (dismissed, or never shown)",
                 Some("mOwner"),
-                false
+                true
             ),
             row(A, LEAK, DESTROYED, None, false),
         ]
@@ -652,8 +653,13 @@ fn propagation_follows_the_last_not_leaking_and_the_first_leaking_object() {
             r(Unknown, "inspected", true),
             r(Leaking, "inspected", false),
             r(Leaking, held, false),
-            // Not held through the leaking object alone (it dominates one step only).
-            r(Unknown, "inspected", false),
+            // Not held through the leaking object alone (it dominates one step only), but
+            // below it on this path: LEAKING, LeakCanary's rule (issue 42).
+            r(
+                Leaking,
+                "below a leaking object, reachable without it too",
+                false
+            ),
         ]
     );
     // Nothing not leaking: the suspects start at the root; nothing leaking: they run to the end.
@@ -725,4 +731,5 @@ fn paths_on_a_thread_name_the_thread_from_the_running_info() {
 
 mod dominance;
 mod inspect_edges;
+mod verdicts;
 mod wrappers;
