@@ -48,6 +48,7 @@ mod arrays;
 pub mod dominators;
 pub mod files;
 pub mod index;
+pub mod library;
 pub mod paths;
 mod rank;
 pub mod report;

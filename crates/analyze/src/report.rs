@@ -71,6 +71,7 @@
 use super::arrays::{bit, set_bit};
 use super::dominators::{Dominators, UNREACHED};
 use super::index::{Index, Role};
+use super::library::{self, Device, LibraryLeak};
 use super::paths::{root_name, Kept, Memo, Pass3, Paths, Ref};
 use super::trace::{self, Both, Fields, Inspector, Trace};
 use super::{Config, Error, Input, Timings};
@@ -182,6 +183,10 @@ pub struct GcPath {
     pub retained_size: u64,
     /// The path of the largest instance as a leak trace (see the module documentation).
     pub trace: Trace,
+    /// A known leak of the Android framework or of a device maker's build that the path goes
+    /// through (see `crate::library`): shown apart from the app's own leaks. Absent if none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub library_leak: Option<LibraryLeak>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -229,16 +234,34 @@ impl std::fmt::Display for Summary<'_> {
             a.references,
             a.missing_references
         )?;
+        // The library leaks (see `crate::library`) apart, by their group's signature.
+        let library: HashMap<&str, &str> = r
+            .gc_paths
+            .iter()
+            .filter_map(|g| {
+                Some((
+                    g.signature.as_str(),
+                    g.library_leak.as_ref()?.pattern.as_str(),
+                ))
+            })
+            .collect();
         let mut by: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+        let mut lib: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
         for o in &r.leak_objects {
-            let e = by.entry(&o.leak_reason).or_default();
+            let e = match library.get(o.signature.as_str()) {
+                Some(p) => lib.entry(p).or_default(),
+                None => by.entry(&o.leak_reason).or_default(),
+            };
             e.0 += 1;
             e.1 += o.retained_size;
         }
         // Groups of the generic top-N detector have no leakObjects entries of their own.
         for g in &r.gc_paths {
             if g.leak_reason == LARGE_RETAINED {
-                let e = by.entry(&g.leak_reason).or_default();
+                let e = match &g.library_leak {
+                    Some(l) => lib.entry(&l.pattern).or_default(),
+                    None => by.entry(&g.leak_reason).or_default(),
+                };
                 e.0 += g.instance_count;
                 e.1 += g.retained_size;
             }
@@ -249,6 +272,15 @@ impl std::fmt::Display for Summary<'_> {
             writeln!(f, "leaks by reason:")?;
             for (reason, (n, ret)) in by {
                 writeln!(f, "  {reason:<32} {n:>7}  {:>10.2} MB retained", mb(ret))?;
+            }
+        }
+        if !lib.is_empty() {
+            writeln!(
+                f,
+                "library leaks (known leaks of Android or the device maker's build):"
+            )?;
+            for (pattern, (n, ret)) in lib {
+                writeln!(f, "  {pattern:<32} {n:>7}  {:>10.2} MB retained", mb(ret))?;
             }
         }
         if !r.gc_paths.is_empty() {
@@ -367,10 +399,13 @@ pub(crate) fn build(
     let trace_of = |nm: &Named, end: Option<(&str, &str)>| {
         trace::build(ix, dom, &p3, &ins, &names, &nm.path, nm.tag, end)
     };
+    let device = Device::from_running_info(&running_info);
     let gc_paths: Vec<GcPath> = gc_paths
         .into_iter()
         .map(|(mut g, nm, detail)| {
             g.trace = trace_of(&nm, Some((&g.leak_reason, &detail)));
+            let first = g.trace.nodes.first().map_or("", |n| n.class_name.as_str());
+            g.library_leak = library::find(&g.path, &g.trace.root_kind, first, &device);
             g
         })
         .collect();
@@ -503,6 +538,7 @@ fn name_gc_paths(
                 class_name: g.class_name,
                 retained_size: g.retained,
                 trace: Trace::default(),
+                library_leak: None,
             };
             (p, nm, g.detail)
         })

@@ -81,6 +81,15 @@ pub(super) fn edge_dump(
     statics: &[(&str, u64)],
     instances: &[(u64, u64, Vec<F>)],
 ) -> Vec<u8> {
+    edge_dump_statics(own, &[(E_STATICS, statics)], instances)
+}
+
+/// [`edge_dump`] with static fields (name, object id) on any classes, by class id.
+pub(super) fn edge_dump_statics(
+    own: &[Cls],
+    statics: &[(u64, &[(&str, u64)])],
+    instances: &[(u64, u64, Vec<F>)],
+) -> Vec<u8> {
     let mut d = Dump {
         w: Writer::new(Format::V103, 4, 0),
         strings: Vec::new(),
@@ -96,14 +105,12 @@ pub(super) fn edge_dump(
     let mut resolved = Vec::new();
     for (id, _, sup, fs) in &classes {
         let fs: Vec<(u64, BasicType)> = fs.iter().map(|&(n, t)| (d.s(n), t)).collect();
-        let st: Vec<(u64, BasicType, Vec<u8>)> = if *id == E_STATICS {
-            statics
-                .iter()
-                .map(|&(n, v)| (d.s(n), BasicType::Object, (v as u32).to_be_bytes().to_vec()))
-                .collect()
-        } else {
-            vec![]
-        };
+        let st: Vec<(u64, BasicType, Vec<u8>)> = statics
+            .iter()
+            .filter(|(c, _)| c == id)
+            .flat_map(|(_, fs)| fs.iter())
+            .map(|&(n, v)| (d.s(n), BasicType::Object, (v as u32).to_be_bytes().to_vec()))
+            .collect();
         resolved.push((*id, *sup, st, fs));
     }
     let app = d.s("app");
