@@ -31,6 +31,12 @@
 //!   contents of a primitive array (a thread's name, a string's text). Thread names come from
 //!   the incident's `runningInfo.javaThreads`, which the agent lists at the verdict.
 //!
+//! Library leaks, our addition too: a `gcPaths[]` entry whose path goes through a known leak of
+//! the Android framework or of a device maker's build (`crate::library`) carries
+//! `"libraryLeak": {"pattern": "android.os.Message.obj", "description": "...", "tracked":
+//! "https://...", "apiLevels": [0, 30], "manufacturer": "samsung"}` (`tracked` and
+//! `manufacturer` only when known); absent otherwise, so KOOM's readers see the same report.
+//!
 //! Leak traces, our addition beside KOOM's fields (`crate::trace` says how the statuses
 //! and suspects are decided). `gcPaths[i].trace` is the path of the group's largest instance,
 //! `dominators[i].trace` that of the group's largest object:
