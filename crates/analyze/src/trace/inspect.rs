@@ -22,8 +22,11 @@
 //!   NOT_LEAKING; a started thread that has ended (HotSpot: `threadStatus` TERMINATED; ART:
 //!   `started` and `nativePeer` 0): LEAKING, and so is what it alone holds (see the parent
 //!   module's propagation);
+//! - the framework's objects of [`framework`] (ContextImpl, ActivityThread, InputMethodManager,
+//!   ClassLoader, LoadedApk, MessageQueue, Message, ViewRootImpl, ValueAnimator, Binder) and
+//!   anonymous classes: as that module says;
 //! - any object a leak detector flagged (Activity, Fragment, watched object): LEAKING with the
-//!   detector's reason.
+//!   detector's reason (also over a framework inspector's mere label).
 //!
 //! Everything else is UNKNOWN.
 //!
@@ -37,6 +40,8 @@
 //! pass, at most [`WRAPPER_HOPS`] passes, none when no View's context is a wrapper. Only instance
 //! fields are read, so a stripped dump gives the same answers.
 #![forbid(unsafe_code)]
+
+mod framework;
 
 use super::Status;
 use crate::index::{Flag, Index, LEAK_REASONS, MAX_SUPER_CHAIN, NONE};
@@ -409,6 +414,14 @@ impl<'a> Inspector<'a> {
                     "the thread has ended (nativePeer is 0)".into(),
                 );
             }
+        }
+        if let Some((status, why)) = self.framework(v, c) {
+            // A label proves nothing: a detector's finding on the object itself wins over it.
+            let flagged = self.flagged(v);
+            if status == Status::Unknown && flagged.0 == Status::Leaking {
+                return flagged;
+            }
+            return (status, why);
         }
         self.flagged(v)
     }

@@ -730,6 +730,7 @@ fn paths_on_a_thread_name_the_thread_from_the_running_info() {
 }
 
 mod dominance;
+mod framework;
 mod inspect_edges;
 mod library_leaks;
 mod verdicts;

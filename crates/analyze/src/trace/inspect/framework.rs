@@ -1,0 +1,186 @@
+//! The framework inspectors (issue 42, item 6): objects of the Android framework whose status a
+//! field tells, or that live as long as the process, and labels where nothing can be proved.
+//! Each reads only instance fields of the object itself (so a stripped dump gives the same
+//! answer) and the detectors' flags of what it references:
+//! - `android.app.ContextImpl`: `mOuterContext` a destroyed Activity: LEAKING; the Application:
+//!   NOT_LEAKING; else UNKNOWN, labelled with its class;
+//! - `android.app.ActivityThread`, `android.view.inputmethod.InputMethodManager`: NOT_LEAKING
+//!   (one per process, for its whole life);
+//! - `java.lang.ClassLoader`: NOT_LEAKING (a loader lives as long as any class it loaded);
+//! - `android.app.LoadedApk`: NOT_LEAKING when its `mApplication` is the Application (the app's
+//!   own package, for the process's life); else UNKNOWN;
+//! - `android.os.MessageQueue`: `mQuitting` true: LEAKING (its looper has quit, nothing will
+//!   read it again); false: NOT_LEAKING (a live looper's queue);
+//! - `android.os.Message`: UNKNOWN, labelled with `what` and its target Handler's class;
+//! - `android.view.ViewRootImpl`: `mView` null: LEAKING (its window was removed); `mContext` a
+//!   destroyed Activity: LEAKING; else UNKNOWN;
+//! - `android.animation.ValueAnimator` (`ObjectAnimator` too): UNKNOWN, labelled `mRunning`;
+//! - `android.os.Binder` (stubs of IPC interfaces): UNKNOWN, labelled: another process may hold
+//!   a stub long after it is used;
+//! - an anonymous class (`Outer$1`): UNKNOWN, labelled with what it extends and its outer
+//!   instance (`this$0`), named when that is a destroyed Activity.
+#![forbid(unsafe_code)]
+
+use super::{Inspector, Status};
+
+impl Inspector<'_> {
+    /// The framework inspectors' answer for instance `v` of class `c`, if one applies.
+    pub(super) fn framework(&self, v: u32, c: u32) -> Option<(Status, String)> {
+        let ix = self.ix;
+        let is = |name: &str| ix.is_subclass(c, name);
+        const NOT: Status = Status::NotLeaking;
+        const UNK: Status = Status::Unknown;
+        if is("android.app.ContextImpl") {
+            return Some(self.context_impl(v));
+        }
+        if is("android.app.ActivityThread") || is("android.view.inputmethod.InputMethodManager") {
+            return Some((NOT, "a singleton that lives as long as the process".into()));
+        }
+        if is("java.lang.ClassLoader") {
+            return Some((NOT, "a class loader lives as long as its classes".into()));
+        }
+        if is("android.app.LoadedApk") {
+            let app = self.ref_field(v, "android.app.LoadedApk", "mApplication");
+            return Some(match app.and_then(|id| ix.node(id)) {
+                Some(n) if self.is_application(n) => (
+                    NOT,
+                    "mApplication is the Application (the app's own package)".into(),
+                ),
+                _ => (UNK, String::new()),
+            });
+        }
+        if is("android.os.MessageQueue") {
+            return match self.bool_field(v, "android.os.MessageQueue", "mQuitting") {
+                Some(true) => Some((
+                    Status::Leaking,
+                    "mQuitting is true (its looper has quit)".into(),
+                )),
+                Some(false) => Some((NOT, "mQuitting is false (its looper runs)".into())),
+                None => None,
+            };
+        }
+        if is("android.os.Message") {
+            return Some((UNK, self.message_label(v)));
+        }
+        if is("android.view.ViewRootImpl") {
+            return self.view_root(v);
+        }
+        if is("android.animation.ValueAnimator") {
+            let label = match self.bool_field(v, "android.animation.ValueAnimator", "mRunning") {
+                Some(true) => "mRunning is true (the animation runs)",
+                Some(false) => "mRunning is false",
+                None => "",
+            };
+            return Some((UNK, label.into()));
+        }
+        if is("android.os.Binder") {
+            return Some((
+                UNK,
+                "a Binder: another process may hold it long after its last use".into(),
+            ));
+        }
+        self.anonymous(v, c).map(|l| (UNK, l))
+    }
+
+    /// Whether node `n` is an instance of the Application.
+    fn is_application(&self, n: u32) -> bool {
+        self.ix.class_of_node(n).is_none()
+            && self
+                .ix
+                .is_subclass(self.ix.class_of[n as usize], "android.app.Application")
+    }
+
+    fn context_impl(&self, v: u32) -> (Status, String) {
+        let ix = self.ix;
+        let outer = self.ref_field(v, "android.app.ContextImpl", "mOuterContext");
+        let Some(n) = outer.and_then(|id| ix.node(id)) else {
+            return (Status::Unknown, String::new());
+        };
+        if let Some(f) = self.destroyed_activity(n) {
+            return (
+                Status::Leaking,
+                format!("mOuterContext is a destroyed Activity ({})", f.detail),
+            );
+        }
+        if self.is_application(n) {
+            return (
+                Status::NotLeaking,
+                "mOuterContext is the Application".into(),
+            );
+        }
+        (
+            Status::Unknown,
+            format!("mOuterContext is {}", short(&ix.class_name(n))),
+        )
+    }
+
+    fn message_label(&self, v: u32) -> String {
+        const M: &str = "android.os.Message";
+        let mut parts = Vec::new();
+        if let Some(w) = self.int_field(v, M, "what") {
+            parts.push(format!("what is {w}"));
+        }
+        match self.ref_field(v, M, "target") {
+            Some(0) => parts.push("no target (recycled, or a template)".into()),
+            Some(t) => {
+                if let Some(n) = self.ix.node(t) {
+                    parts.push(format!("its target is {}", short(&self.ix.class_name(n))));
+                }
+            }
+            None => {}
+        }
+        parts.join("; ")
+    }
+
+    fn view_root(&self, v: u32) -> Option<(Status, String)> {
+        const R: &str = "android.view.ViewRootImpl";
+        let context = self
+            .ref_field(v, R, "mContext")
+            .and_then(|id| self.ix.node(id));
+        if let Some(f) = context.and_then(|n| self.destroyed_activity(n)) {
+            return Some((
+                Status::Leaking,
+                format!("mContext is a destroyed Activity ({})", f.detail),
+            ));
+        }
+        match self.ref_field(v, R, "mView") {
+            Some(0) => Some((
+                Status::Leaking,
+                "mView is null (its window was removed)".into(),
+            )),
+            Some(_) => Some((Status::Unknown, "mView is not null".into())),
+            None => None,
+        }
+    }
+
+    /// The label of an anonymous class's instance (`Outer$1`, `Outer$2$1`), if `c` is one.
+    fn anonymous(&self, v: u32, c: u32) -> Option<String> {
+        let ix = self.ix;
+        let cl = &ix.classes[c as usize];
+        let (_, last) = cl.name.rsplit_once('$')?;
+        if last.is_empty() || !last.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        let sup = match cl.super_idx {
+            crate::index::NONE => "java.lang.Object".to_string(),
+            s => ix.classes[s as usize].name.clone(),
+        };
+        let mut label = format!("an anonymous subclass of {sup}");
+        if let Some(outer) = self.ref_field(v, "", "this$0").filter(|&id| id != 0) {
+            let what = match ix.node(outer) {
+                Some(n) => match self.destroyed_activity(n) {
+                    Some(_) => format!("a destroyed Activity ({})", short(&ix.class_name(n))),
+                    None => short(&ix.class_name(n)).to_string(),
+                },
+                None => "an object the dump lacks".into(),
+            };
+            label.push_str(&format!("; its outer instance (this$0) is {what}"));
+        }
+        Some(label)
+    }
+}
+
+/// A class name without its package: `com.app.MainActivity` → `MainActivity`.
+fn short(name: &str) -> &str {
+    name.rsplit('.').next().unwrap_or(name)
+}
