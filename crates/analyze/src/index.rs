@@ -45,6 +45,7 @@ mod idmap;
 mod input;
 mod onepass;
 mod pass2;
+mod services;
 mod shared;
 mod sizes;
 mod threads;
@@ -61,6 +62,7 @@ use fields::*;
 pub use idmap::*;
 pub(crate) use onepass::*;
 pub(crate) use pass2::*;
+pub(crate) use services::{flag_services, SERVICE_LEAK};
 pub(crate) use shared::*;
 pub use sizes::Conventions;
 pub(crate) use sizes::{settle, ARRAY_FINDING, RAW_SLACK};
@@ -301,6 +303,9 @@ pub struct Index {
     pub threads: Threads,
     pub strings: Strings,
     pub flags: Vec<Flag>,
+    /// The `android.app.Service` instances an ActivityThread holds (running), sorted; empty
+    /// when none is or no check was made (see `services`).
+    pub held_services: Vec<u32>,
     pub stats: IndexStats,
     /// Index of `java.lang.Class` (a pseudo-class if the dump lacks it).
     pub class_class: u32,
@@ -778,6 +783,7 @@ impl Pass1 {
             threads,
             strings,
             flags: Vec::new(),
+            held_services: Vec::new(),
             stats,
             class_class,
             prim_base,

@@ -461,10 +461,29 @@ fn leak_service_binder_trace_names_the_jni_global_and_the_watched_service() {
         ]
     );
     assert_eq!(g.trace.nodes[0].reference.as_deref(), Some("service"));
+    // Watched, and destroyed: ActivityThread no longer holds it (issue 42). One finding, the
+    // more specific: a Service Leak.
+    assert_eq!(g.leak_reason, "Service Leak");
     assert_eq!(
         g.trace.nodes[1].status_reason,
-        "Watched Object Retained: referent of a KeyedWeakReference"
+        "not held by ActivityThread (destroyed)"
     );
+    // The binder is labelled, not judged.
+    assert_eq!(
+        g.trace.nodes[0].status_reason,
+        "a Binder: another process may hold it long after its last use"
+    );
+    // The sample app's other leak, which only watched objects missed: a static list of
+    // binders holding a service destroyed earlier.
+    let other = r
+        .gc_paths
+        .iter()
+        .find(|g| {
+            g.trace.root
+                == "class com.example.leakcanary.LeakyService, static field leakAllTheBinders"
+        })
+        .expect("the leakAllTheBinders path");
+    assert_eq!(other.leak_reason, "Service Leak");
     check_all(&r);
     assert_eq!(traces(&r), traces(&stripped));
 }

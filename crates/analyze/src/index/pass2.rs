@@ -828,8 +828,12 @@ pub(crate) fn flag_watched(ix: &mut Index, watched: Vec<(u64, u32)>) {
 
 /// The detector reasons that mean "this object is leaking" (not merely large), the most
 /// specific first.
-pub(crate) const LEAK_REASONS: [&str; 3] =
-    ["Activity Leak", "Fragment Leak", "Watched Object Retained"];
+pub(crate) const LEAK_REASONS: [&str; 4] = [
+    "Activity Leak",
+    "Fragment Leak",
+    "Service Leak",
+    "Watched Object Retained",
+];
 
 /// How a flag's reason ranks when one object has several: the leak reasons in
 /// [`LEAK_REASONS`]' order, then every other finding (a size, a count).

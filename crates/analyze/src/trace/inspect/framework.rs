@@ -2,6 +2,8 @@
 //! field tells, or that live as long as the process, and labels where nothing can be proved.
 //! Each reads only instance fields of the object itself (so a stripped dump gives the same
 //! answer) and the detectors' flags of what it references:
+//! - `android.app.Service`: held by an ActivityThread (`crate::index::flag_services`):
+//!   NOT_LEAKING; flagged "Service Leak" (not held): LEAKING; else (no check made) as any;
 //! - `android.app.ContextImpl`: `mOuterContext` a destroyed Activity: LEAKING; the Application:
 //!   NOT_LEAKING; else UNKNOWN, labelled with its class;
 //! - `android.app.ActivityThread`, `android.view.inputmethod.InputMethodManager`: NOT_LEAKING
@@ -22,6 +24,7 @@
 #![forbid(unsafe_code)]
 
 use super::{Inspector, Status};
+use crate::index::SERVICE_LEAK;
 
 impl Inspector<'_> {
     /// The framework inspectors' answer for instance `v` of class `c`, if one applies.
@@ -30,6 +33,22 @@ impl Inspector<'_> {
         let is = |name: &str| ix.is_subclass(c, name);
         const NOT: Status = Status::NotLeaking;
         const UNK: Status = Status::Unknown;
+        if is("android.app.Service") {
+            if ix.held_services.binary_search(&v).is_ok() {
+                return Some((NOT, "held by ActivityThread (the service runs)".into()));
+            }
+            return match self.flagged(v) {
+                (Status::Leaking, _)
+                    if self.leaks.get(&v).is_some_and(|f| f.reason == SERVICE_LEAK) =>
+                {
+                    Some((
+                        Status::Leaking,
+                        "not held by ActivityThread (destroyed)".into(),
+                    ))
+                }
+                _ => None,
+            };
+        }
         if is("android.app.ContextImpl") {
             return Some(self.context_impl(v));
         }

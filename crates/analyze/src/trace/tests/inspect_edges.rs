@@ -90,6 +90,16 @@ pub(super) fn edge_dump_statics(
     statics: &[(u64, &[(&str, u64)])],
     instances: &[(u64, u64, Vec<F>)],
 ) -> Vec<u8> {
+    edge_dump_arrays(own, statics, instances, &[])
+}
+
+/// [`edge_dump_statics`] with object arrays (id, array class id, elements) too.
+pub(super) fn edge_dump_arrays(
+    own: &[Cls],
+    statics: &[(u64, &[(&str, u64)])],
+    instances: &[(u64, u64, Vec<F>)],
+    arrays: &[(u64, u64, Vec<u64>)],
+) -> Vec<u8> {
     let mut d = Dump {
         w: Writer::new(Format::V103, 4, 0),
         strings: Vec::new(),
@@ -132,6 +142,9 @@ pub(super) fn edge_dump_statics(
             }
         }
         w.instance(*id, *class, &b);
+    }
+    for (id, class, elems) in arrays {
+        w.object_array(*id, *class, elems);
     }
     w.end_segment();
     w.heap_dump_end();

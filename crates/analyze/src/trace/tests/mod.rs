@@ -733,5 +733,6 @@ mod dominance;
 mod framework;
 mod inspect_edges;
 mod library_leaks;
+mod services;
 mod verdicts;
 mod wrappers;
