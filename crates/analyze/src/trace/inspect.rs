@@ -23,7 +23,8 @@
 //!   `started` and `nativePeer` 0): LEAKING, and so is what it alone holds (see the parent
 //!   module's propagation);
 //! - the framework's objects of [`framework`] (ContextImpl, ActivityThread, InputMethodManager,
-//!   ClassLoader, LoadedApk, MessageQueue, Message, ViewRootImpl, ValueAnimator, Binder) and
+//!   ClassLoader, LoadedApk, MessageQueue, Message, ViewRootImpl, ValueAnimator,
+//!   LifecycleRegistry, Binder, Service) and
 //!   anonymous classes: as that module says;
 //! - any object a leak detector flagged (Activity, Fragment, watched object): LEAKING with the
 //!   detector's reason (also over a framework inspector's mere label).

@@ -17,13 +17,19 @@
 //! - `android.view.ViewRootImpl`: `mView` null: LEAKING (its window was removed); `mContext` a
 //!   destroyed Activity: LEAKING; else UNKNOWN;
 //! - `android.animation.ValueAnimator` (`ObjectAnimator` too): UNKNOWN, labelled `mRunning`;
+//! - `androidx.lifecycle.LifecycleRegistry`: its `state` (`mState` before Lifecycle 2.6), an
+//!   enum read by its `ordinal` (the name is a string, gone from a stripped dump): INITIALIZED,
+//!   CREATED, STARTED or RESUMED: NOT_LEAKING; DESTROYED: UNKNOWN, labelled (a destroyed
+//!   registry stays held by its owner, a Fragment's view registry by the Fragment). The enum
+//!   object is off the path: [`Inspector::read_lifecycle_states`] reads its fields;
 //! - `android.os.Binder` (stubs of IPC interfaces): UNKNOWN, labelled: another process may hold
 //!   a stub long after it is used;
 //! - an anonymous class (`Outer$1`): UNKNOWN, labelled with what it extends and its outer
 //!   instance (`this$0`), named when that is a destroyed Activity.
 #![forbid(unsafe_code)]
 
-use super::{Inspector, Status};
+use super::{FieldMap, Inspector, Status};
+use crate::index::Index;
 use crate::index::SERVICE_LEAK;
 
 impl Inspector<'_> {
@@ -91,6 +97,9 @@ impl Inspector<'_> {
                 None => "",
             };
             return Some((UNK, label.into()));
+        }
+        if is(REGISTRY) {
+            return Some(self.lifecycle(v));
         }
         if is("android.os.Binder") {
             return Some((
@@ -196,6 +205,67 @@ impl Inspector<'_> {
             label.push_str(&format!("; its outer instance (this$0) is {what}"));
         }
         Some(label)
+    }
+}
+
+/// `androidx.lifecycle.Lifecycle.State` by ordinal.
+const STATES: [&str; 5] = ["DESTROYED", "INITIALIZED", "CREATED", "STARTED", "RESUMED"];
+
+const REGISTRY: &str = "androidx.lifecycle.LifecycleRegistry";
+
+impl Inspector<'_> {
+    /// The id of LifecycleRegistry `v`'s state (an enum object), if set.
+    fn registry_state(&self, v: u32) -> Option<u64> {
+        self.ref_field(v, REGISTRY, "state")
+            .or_else(|| self.ref_field(v, REGISTRY, "mState"))
+            .filter(|&id| id != 0)
+    }
+
+    /// Reads into `fields` the fields of the state enums of the LifecycleRegistry objects among
+    /// `nodes` (one pass: `read(ids)` returns those of the instances `ids`, sorted).
+    pub(crate) fn read_lifecycle_states<E>(
+        ix: &Index,
+        nodes: &[u32],
+        fields: &mut FieldMap,
+        read: impl FnOnce(Vec<u64>) -> Result<FieldMap, E>,
+    ) -> Result<(), E> {
+        let want: Vec<u64> = {
+            let ins = Inspector::new(ix, fields);
+            let mut w: Vec<u64> = nodes
+                .iter()
+                .filter(|&&v| {
+                    ix.class_of_node(v).is_none()
+                        && ix.is_subclass(ix.class_of[v as usize], REGISTRY)
+                })
+                .filter_map(|&v| ins.registry_state(v))
+                .filter(|id| !fields.contains_key(id))
+                .collect();
+            w.sort_unstable();
+            w.dedup();
+            w
+        };
+        if !want.is_empty() {
+            fields.extend(read(want)?);
+        }
+        Ok(())
+    }
+
+    fn lifecycle(&self, v: u32) -> (Status, String) {
+        let ordinal = self
+            .registry_state(v)
+            .and_then(|id| self.ix.node(id))
+            .and_then(|n| self.int_field(n, "java.lang.Enum", "ordinal"));
+        match ordinal
+            .and_then(|o| usize::try_from(o).ok())
+            .and_then(|o| STATES.get(o))
+        {
+            Some(&"DESTROYED") => (
+                Status::Unknown,
+                "state is DESTROYED (its owner may still hold it)".into(),
+            ),
+            Some(s) => (Status::NotLeaking, format!("state is {s}")),
+            None => (Status::Unknown, String::new()),
+        }
     }
 }
 

@@ -77,12 +77,33 @@ fn classes() -> Vec<Cls> {
             E_OWN + 0x38,
             vec![("this$0", Object), held],
         ),
+        (
+            E_OWN + 0x70,
+            "java.lang.Enum",
+            E_OBJECT,
+            vec![("name", Object), ("ordinal", Int)],
+        ),
+        (
+            E_OWN + 0x78,
+            "androidx.lifecycle.Lifecycle$State",
+            E_OWN + 0x70,
+            vec![],
+        ),
+        (
+            E_OWN + 0x80,
+            "androidx.lifecycle.LifecycleRegistry",
+            E_OBJECT,
+            vec![("state", Object), held],
+        ),
     ]
 }
 
 const LIVE: u64 = 0x1000;
 const APP: u64 = 0x1008;
 const HANDLER: u64 = 0x1010;
+/// `Lifecycle.State.DESTROYED` and `RESUMED` (ordinals 0 and 4), off every path.
+const DESTROYED_STATE: u64 = 0x1030;
+const RESUMED_STATE: u64 = 0x1040;
 
 /// Each case: (its class, its fields before `mHeld`, the expected status and reason).
 fn cases() -> Vec<(u64, Vec<F>, &'static str, String)> {
@@ -175,6 +196,18 @@ fn cases() -> Vec<(u64, Vec<F>, &'static str, String)> {
             "an anonymous subclass of android.os.Handler; its outer instance (this$0) is MainActivity"
                 .into(),
         ),
+        (
+            E_OWN + 0x80,
+            vec![F::L(RESUMED_STATE)],
+            NOT,
+            "state is RESUMED".into(),
+        ),
+        (
+            E_OWN + 0x80,
+            vec![F::L(DESTROYED_STATE)],
+            UNK,
+            "state is DESTROYED (its owner may still hold it)".into(),
+        ),
     ]
 }
 
@@ -188,6 +221,8 @@ fn each_framework_inspector_decides_its_object() {
         (APP, E_APP, vec![F::L(0)]),
         (HANDLER, E_OWN + 0x38, vec![]),
         (0x1020, E_VIEW, vec![F::L(0), F::L(0), F::L(0)]),
+        (DESTROYED_STATE, E_OWN + 0x78, vec![F::L(0), F::I(0)]),
+        (RESUMED_STATE, E_OWN + 0x78, vec![F::L(0), F::I(4)]),
         activity(dead(40), true, 0),
         activity(dead(41), true, 0),
         activity(dead(42), true, 0),
