@@ -620,7 +620,7 @@ fn read_trace_fields<'n>(
         got.extend(read(missing)?);
     }
     Inspector::read_context_wrappers(ix, &on_traces, got, &read)?;
-    Inspector::read_lifecycle_states(ix, &on_traces, got, read)
+    Inspector::read_off_path(ix, &on_traces, got, read)
 }
 
 /// `analysis`: the index's and the dominators' figures; the caller fills in the input's size,

@@ -21,11 +21,16 @@
 //!   enum read by its `ordinal` (the name is a string, gone from a stripped dump): INITIALIZED,
 //!   CREATED, STARTED or RESUMED: NOT_LEAKING; DESTROYED: UNKNOWN, labelled (a destroyed
 //!   registry stays held by its owner, a Fragment's view registry by the Fragment). The enum
-//!   object is off the path: [`Inspector::read_lifecycle_states`] reads its fields;
+//!   object is off the path: [`Inspector::read_off_path`] reads its fields;
+//! - `android.app.ApplicationPackageManager` (the Application's PackageManager): its
+//!   `mContext`'s `mOuterContext` (read off the path) the Application: NOT_LEAKING; else
+//!   labelled with it;
 //! - `android.os.Binder` (stubs of IPC interfaces): UNKNOWN, labelled: another process may hold
 //!   a stub long after it is used;
 //! - an anonymous class (`Outer$1`): UNKNOWN, labelled with what it extends and its outer
-//!   instance (`this$0`), named when that is a destroyed Activity.
+//!   instance (`this$0`), named when that is a destroyed Activity;
+//! - any other object whose `mContext`, `context` or `mBase` is a destroyed Activity: UNKNOWN,
+//!   labelled so (holding a destroyed Activity proves nothing about the holder).
 #![forbid(unsafe_code)]
 
 use super::{FieldMap, Inspector, Status};
@@ -101,13 +106,18 @@ impl Inspector<'_> {
         if is(REGISTRY) {
             return Some(self.lifecycle(v));
         }
+        if is(PACKAGE_MANAGER) {
+            return Some(self.package_manager(v));
+        }
         if is("android.os.Binder") {
             return Some((
                 UNK,
                 "a Binder: another process may hold it long after its last use".into(),
             ));
         }
-        self.anonymous(v, c).map(|l| (UNK, l))
+        self.anonymous(v, c)
+            .or_else(|| self.context_field(v))
+            .map(|l| (UNK, l))
     }
 
     /// Whether node `n` is an instance of the Application.
@@ -213,6 +223,8 @@ const STATES: [&str; 5] = ["DESTROYED", "INITIALIZED", "CREATED", "STARTED", "RE
 
 const REGISTRY: &str = "androidx.lifecycle.LifecycleRegistry";
 
+const PACKAGE_MANAGER: &str = "android.app.ApplicationPackageManager";
+
 impl Inspector<'_> {
     /// The id of LifecycleRegistry `v`'s state (an enum object), if set.
     fn registry_state(&self, v: u32) -> Option<u64> {
@@ -221,9 +233,29 @@ impl Inspector<'_> {
             .filter(|&id| id != 0)
     }
 
-    /// Reads into `fields` the fields of the state enums of the LifecycleRegistry objects among
-    /// `nodes` (one pass: `read(ids)` returns those of the instances `ids`, sorted).
-    pub(crate) fn read_lifecycle_states<E>(
+    /// The object off the path whose fields the inspector of `v` reads, if any: a
+    /// LifecycleRegistry's state enum, an ApplicationPackageManager's `mContext`.
+    fn off_path(&self, v: u32) -> Option<u64> {
+        let ix = self.ix;
+        if ix.class_of_node(v).is_some() {
+            return None;
+        }
+        let c = ix.class_of[v as usize];
+        if ix.is_subclass(c, REGISTRY) {
+            return self.registry_state(v);
+        }
+        if ix.is_subclass(c, PACKAGE_MANAGER) {
+            return self
+                .ref_field(v, PACKAGE_MANAGER, "mContext")
+                .filter(|&id| id != 0);
+        }
+        None
+    }
+
+    /// Reads into `fields` the fields of the objects off the paths that the inspectors of
+    /// `nodes` read ([`Self::off_path`]), in one pass: `read(ids)` returns those of the
+    /// instances `ids` (sorted).
+    pub(crate) fn read_off_path<E>(
         ix: &Index,
         nodes: &[u32],
         fields: &mut FieldMap,
@@ -233,11 +265,7 @@ impl Inspector<'_> {
             let ins = Inspector::new(ix, fields);
             let mut w: Vec<u64> = nodes
                 .iter()
-                .filter(|&&v| {
-                    ix.class_of_node(v).is_none()
-                        && ix.is_subclass(ix.class_of[v as usize], REGISTRY)
-                })
-                .filter_map(|&v| ins.registry_state(v))
+                .filter_map(|&v| ins.off_path(v))
                 .filter(|id| !fields.contains_key(id))
                 .collect();
             w.sort_unstable();
@@ -248,6 +276,60 @@ impl Inspector<'_> {
             fields.extend(read(want)?);
         }
         Ok(())
+    }
+
+    /// An ApplicationPackageManager: its `mContext` (a ContextImpl) and that one's
+    /// `mOuterContext`.
+    fn package_manager(&self, v: u32) -> (Status, String) {
+        let outer = self
+            .ref_field(v, PACKAGE_MANAGER, "mContext")
+            .and_then(|id| self.ix.node(id))
+            .and_then(|n| self.ref_field(n, "android.app.ContextImpl", "mOuterContext"))
+            .and_then(|id| self.ix.node(id));
+        match outer {
+            Some(n) if self.is_application(n) => (
+                Status::NotLeaking,
+                "mContext.mOuterContext is the Application".into(),
+            ),
+            Some(n) => match self.destroyed_activity(n) {
+                Some(f) => (
+                    Status::Unknown,
+                    format!(
+                        "mContext.mOuterContext is a destroyed Activity ({})",
+                        f.detail
+                    ),
+                ),
+                None => (
+                    Status::Unknown,
+                    format!(
+                        "mContext.mOuterContext is {}",
+                        short(&self.ix.class_name(n))
+                    ),
+                ),
+            },
+            None => (Status::Unknown, String::new()),
+        }
+    }
+
+    /// A label for an object that holds a destroyed Activity as its context (`mContext`,
+    /// `context`, `mBase`), if it does.
+    fn context_field(&self, v: u32) -> Option<String> {
+        for name in ["mContext", "context", "mBase"] {
+            let Some(n) = self
+                .ref_field(v, "", name)
+                .filter(|&id| id != 0)
+                .and_then(|id| self.ix.node(id))
+            else {
+                continue;
+            };
+            if self.destroyed_activity(n).is_some() {
+                return Some(format!(
+                    "{name} is a destroyed Activity ({})",
+                    short(&self.ix.class_name(n))
+                ));
+            }
+        }
+        None
     }
 
     fn lifecycle(&self, v: u32) -> (Status, String) {

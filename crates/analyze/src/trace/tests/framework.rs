@@ -95,6 +95,18 @@ fn classes() -> Vec<Cls> {
             E_OBJECT,
             vec![("state", Object), held],
         ),
+        (
+            E_OWN + 0x88,
+            "android.app.ApplicationPackageManager",
+            E_OBJECT,
+            vec![("mContext", Object), held],
+        ),
+        (
+            E_OWN + 0x90,
+            "com.app.Cache",
+            E_OBJECT,
+            vec![("mContext", Object), held],
+        ),
     ]
 }
 
@@ -104,6 +116,8 @@ const HANDLER: u64 = 0x1010;
 /// `Lifecycle.State.DESTROYED` and `RESUMED` (ordinals 0 and 4), off every path.
 const DESTROYED_STATE: u64 = 0x1030;
 const RESUMED_STATE: u64 = 0x1040;
+/// The Application's ContextImpl, off every path.
+const APP_CONTEXT: u64 = 0x1050;
 
 /// Each case: (its class, its fields before `mHeld`, the expected status and reason).
 fn cases() -> Vec<(u64, Vec<F>, &'static str, String)> {
@@ -208,6 +222,18 @@ fn cases() -> Vec<(u64, Vec<F>, &'static str, String)> {
             UNK,
             "state is DESTROYED (its owner may still hold it)".into(),
         ),
+        (
+            E_OWN + 0x88,
+            vec![F::L(APP_CONTEXT)],
+            NOT,
+            "mContext.mOuterContext is the Application".into(),
+        ),
+        (
+            E_OWN + 0x90,
+            vec![F::L(dead(43))],
+            UNK,
+            "mContext is a destroyed Activity (MainActivity)".into(),
+        ),
     ]
 }
 
@@ -223,6 +249,8 @@ fn each_framework_inspector_decides_its_object() {
         (0x1020, E_VIEW, vec![F::L(0), F::L(0), F::L(0)]),
         (DESTROYED_STATE, E_OWN + 0x78, vec![F::L(0), F::I(0)]),
         (RESUMED_STATE, E_OWN + 0x78, vec![F::L(0), F::I(4)]),
+        (APP_CONTEXT, E_OWN, vec![F::L(APP), F::L(0)]),
+        activity(dead(43), true, 0),
         activity(dead(40), true, 0),
         activity(dead(41), true, 0),
         activity(dead(42), true, 0),
