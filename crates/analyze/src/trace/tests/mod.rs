@@ -733,6 +733,7 @@ mod dominance;
 mod framework;
 mod inspect_edges;
 mod library_leaks;
+mod renames;
 mod services;
 mod verdicts;
 mod wrappers;
