@@ -6,6 +6,11 @@
 //! - Numbers are JSON numbers (bytes, counts, ids), never strings with units.
 //! - Only strongly reachable objects are reported: one held only through weak, soft, phantom or
 //!   finalizer references is not a leak.
+//! - oomguard's own objects are never findings: an object held only through a class of
+//!   `dev.oomguard.` (the facade's last-words reserve, `OomGuard.reserve`) is no suspect; one
+//!   the app holds too is (issue 42).
+//! - One finding per object (`index::one_flag_per_node`): a watched, destroyed Activity is one
+//!   "Activity Leak".
 //! - A `signature` is the sha1 of the root type, the chain of `class.field` steps (array indices
 //!   left out, so every element of an array has the same shape) and the leaking class.
 //! - A path starts at a class object where it reaches the object through a static field (see
@@ -857,6 +862,11 @@ fn leak_suspects(ix: &Index, dom: &Dominators, cfg: &Config) -> Vec<Suspect> {
             }
         }
     }
+    // oomguard's own objects (the facade's last-words reserve) are never findings.
+    let own = own_classes(ix, dom);
+    if !own.is_empty() {
+        suspects.retain(|s| !held_by(dom, &own, s.node));
+    }
     // Per (reason, class): the largest first, at most max_suspects_per_class get paths.
     suspects.sort_by(|a, b| {
         (&a.reason, ix.class_of[a.node as usize])
@@ -879,6 +889,38 @@ fn leak_suspects(ix: &Index, dom: &Dominators, cfg: &Config) -> Vec<Suspect> {
         }
     }
     keep
+}
+
+/// The package of oomguard's own Java classes (the facade, `dev.oomguard.OomGuard`).
+const OWN_PACKAGE: &str = "dev.oomguard.";
+
+/// The dominators' numbers of oomguard's own class objects (see [`OWN_PACKAGE`]), sorted.
+fn own_classes(ix: &Index, dom: &Dominators) -> Vec<u32> {
+    let mut own: Vec<u32> = ix
+        .classes
+        .iter()
+        .filter(|c| c.node != crate::index::NONE && c.name.starts_with(OWN_PACKAGE))
+        .map(|c| dom.number(c.node))
+        .filter(|&k| k != UNREACHED)
+        .collect();
+    own.sort_unstable();
+    own
+}
+
+/// Whether node `v` is held only through one of the class objects numbered `own`: one of them
+/// dominates it (its dominator chain is walked, at most 4,096 steps up).
+fn held_by(dom: &Dominators, own: &[u32], v: u32) -> bool {
+    let mut k = dom.number(v);
+    for _ in 0..4096 {
+        if k == 0 || k == UNREACHED {
+            return false;
+        }
+        if own.binary_search(&k).is_ok() {
+            return true;
+        }
+        k = dom.idom_at(k);
+    }
+    false
 }
 
 /// Keep the `max` entries of `v` with the largest `key` (ties: the earlier), in their order;

@@ -733,6 +733,7 @@ mod dominance;
 mod framework;
 mod inspect_edges;
 mod library_leaks;
+mod own;
 mod renames;
 mod services;
 mod verdicts;
