@@ -1,7 +1,9 @@
 //! The framework inspectors (issue 42, item 6): objects of the Android framework whose status a
 //! field tells, or that live as long as the process, and labels where nothing can be proved.
-//! Each reads only instance fields of the object itself (so a stripped dump gives the same
-//! answer) and the detectors' flags of what it references:
+//! Each reads only instance fields (so a stripped dump gives the same answer): of the object
+//! itself, and for two of them of one object off the path ([`Inspector::read_off_path`]), with
+//! the detectors' flags of what it references and, for services, the index's check of which
+//! services an ActivityThread holds:
 //! - `android.app.Service`: held by an ActivityThread (`crate::index::flag_services`):
 //!   NOT_LEAKING; flagged "Service Leak" (not held): LEAKING; else (no check made) as any;
 //! - `android.app.ContextImpl`: `mOuterContext` a destroyed Activity: LEAKING; the Application:
@@ -34,8 +36,7 @@
 #![forbid(unsafe_code)]
 
 use super::{FieldMap, Inspector, Status};
-use crate::index::Index;
-use crate::index::SERVICE_LEAK;
+use crate::index::{Index, SERVICE_LEAK};
 
 impl Inspector<'_> {
     /// The framework inspectors' answer for instance `v` of class `c`, if one applies.
