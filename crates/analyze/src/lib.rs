@@ -49,6 +49,7 @@ pub mod dominators;
 pub mod files;
 pub mod index;
 pub mod library;
+mod own;
 pub mod paths;
 mod rank;
 pub mod renames;

@@ -11,6 +11,11 @@
 //!   the app holds too is (issue 42).
 //! - One finding per object (`index::one_flag_per_node`): a watched, destroyed Activity is one
 //!   "Activity Leak".
+//! - One leak, one group: a finding of no leak reason (a large array, a Bitmap, a count) whose
+//!   object a leak finding's object (Activity, Fragment, Service, watched) dominates is not a
+//!   suspect of its own: the leak's group lists it in `gcPaths[i].consequences` (reason,
+//!   class, count, retained bytes), and it is in no `leakObjects[]` entry nor `classInfos`
+//!   leak count. A finding above a leak (the collection holding it) is still its own group.
 //! - A `signature` is the sha1 of the root type, the chain of `class.field` steps (array indices
 //!   left out, so every element of an array has the same shape) and the leaking class.
 //! - A path starts at a class object where it reaches the object through a static field (see
@@ -198,6 +203,21 @@ pub struct GcPath {
     /// through (see `crate::library`): shown apart from the app's own leaks. Absent if none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub library_leak: Option<LibraryLeak>,
+    /// Other findings (a large array, a Bitmap) whose objects this group's leaking objects hold
+    /// alone: part of this leak, not leaks of their own. Absent if none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub consequences: Vec<Consequence>,
+}
+
+/// `gcPaths[i].consequences[j]`: the findings of one reason and class held only through the
+/// group's leaking objects.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Consequence {
+    pub leak_reason: String,
+    pub class_name: String,
+    pub instance_count: u64,
+    pub retained_size: u64,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -346,6 +366,9 @@ struct Group {
     retained: u64,
     rep: u32,
     detail: String,
+    /// Findings held only through this group's leaking objects, by (reason, class): count and
+    /// retained bytes (see [`fold_consequences`]).
+    consequences: BTreeMap<(String, String), (u64, u64)>,
 }
 
 /// `gcPaths[]` entries kept in all: the largest by instances, then retained size (see
@@ -366,7 +389,8 @@ pub(crate) fn build(
     input: Input<'_>,
     running_info: serde_json::Value,
 ) -> Result<Report, Error> {
-    let (suspects, cands) = suspects_and_candidates(ix, dom, cfg, threads);
+    let (mut suspects, cands) = suspects_and_candidates(ix, dom, cfg, threads);
+    let folded = fold_consequences(ix, dom, &mut suspects);
 
     // --- Name the paths (pass 3 over the file for the references along them). Each path is
     // walked here and again below, never kept: what this holds is the union of the kept parts
@@ -390,7 +414,9 @@ pub(crate) fn build(
         leak_objects: (suspects.len() - listed.len()) as u64,
         ..LeftOut::default()
     };
-    let (groups, leak_objects, leak_counts) = group_suspects(ix, dom, &suspects, &listed, &sign);
+    let (mut groups, leak_objects, leak_counts) =
+        group_suspects(ix, dom, &suspects, &listed, &sign);
+    add_consequences(ix, &mut groups, &suspects, &folded, &sign);
 
     // --- dominators[]: candidates grouped by class and path shape, each with its first object.
     let dgroups = group_candidates(ix, &cands, &sign, cfg.top_n);
@@ -550,6 +576,16 @@ fn name_gc_paths(
                 retained_size: g.retained,
                 trace: Trace::default(),
                 library_leak: None,
+                consequences: g
+                    .consequences
+                    .iter()
+                    .map(|((reason, class), &(n, r))| Consequence {
+                        leak_reason: reason.clone(),
+                        class_name: class.clone(),
+                        instance_count: n,
+                        retained_size: r,
+                    })
+                    .collect(),
             };
             (p, nm, g.detail)
         })
@@ -690,6 +726,7 @@ fn group_suspects(
                 retained: 0,
                 rep: s.node,
                 detail: s.detail.clone(),
+                consequences: BTreeMap::new(),
             });
         g.count += 1;
         g.retained += ret;
@@ -739,6 +776,7 @@ fn group_candidates(
                     retained: r,
                     rep: v,
                     detail: String::new(),
+                    consequences: BTreeMap::new(),
                 });
             }
         }
@@ -863,9 +901,9 @@ fn leak_suspects(ix: &Index, dom: &Dominators, cfg: &Config) -> Vec<Suspect> {
         }
     }
     // oomguard's own objects (the facade's last-words reserve) are never findings.
-    let own = own_classes(ix, dom);
+    let own = super::own::own_classes(ix, dom);
     if !own.is_empty() {
-        suspects.retain(|s| !held_by(dom, &own, s.node));
+        suspects.retain(|s| !super::own::held_by(dom, &own, s.node));
     }
     // Per (reason, class): the largest first, at most max_suspects_per_class get paths.
     suspects.sort_by(|a, b| {
@@ -891,36 +929,79 @@ fn leak_suspects(ix: &Index, dom: &Dominators, cfg: &Config) -> Vec<Suspect> {
     keep
 }
 
-/// The package of oomguard's own Java classes (the facade, `dev.oomguard.OomGuard`).
-const OWN_PACKAGE: &str = "dev.oomguard.";
-
-/// The dominators' numbers of oomguard's own class objects (see [`OWN_PACKAGE`]), sorted.
-fn own_classes(ix: &Index, dom: &Dominators) -> Vec<u32> {
-    let mut own: Vec<u32> = ix
-        .classes
+/// Findings held only through a leak finding's objects (issue 42: one leak, one card): each
+/// suspect whose reason is no leak reason (a size or count finding) and that a leak suspect's
+/// object dominates is taken out of `suspects`; returned by that leak object's node, as
+/// (reason, class name, retained bytes).
+fn fold_consequences(
+    ix: &Index,
+    dom: &Dominators,
+    suspects: &mut Vec<Suspect>,
+) -> HashMap<u32, Vec<(String, String, u64)>> {
+    let is_leak = |r: &str| crate::index::LEAK_REASONS.contains(&r);
+    let mut leaks: Vec<(u32, u32)> = suspects
         .iter()
-        .filter(|c| c.node != crate::index::NONE && c.name.starts_with(OWN_PACKAGE))
-        .map(|c| dom.number(c.node))
-        .filter(|&k| k != UNREACHED)
+        .filter(|s| is_leak(&s.reason))
+        .map(|s| (dom.number(s.node), s.node))
+        .filter(|&(k, _)| k != UNREACHED)
         .collect();
-    own.sort_unstable();
-    own
-}
-
-/// Whether node `v` is held only through one of the class objects numbered `own`: one of them
-/// dominates it (its dominator chain is walked, at most 4,096 steps up).
-fn held_by(dom: &Dominators, own: &[u32], v: u32) -> bool {
-    let mut k = dom.number(v);
-    for _ in 0..4096 {
-        if k == 0 || k == UNREACHED {
-            return false;
-        }
-        if own.binary_search(&k).is_ok() {
+    let mut folded: HashMap<u32, Vec<(String, String, u64)>> = HashMap::new();
+    if leaks.is_empty() {
+        return folded;
+    }
+    leaks.sort_unstable();
+    suspects.retain(|s| {
+        if is_leak(&s.reason) {
             return true;
         }
-        k = dom.idom_at(k);
+        let mut k = dom.number(s.node);
+        for _ in 0..4096 {
+            if k == 0 || k == UNREACHED {
+                return true;
+            }
+            k = dom.idom_at(k);
+            if let Ok(i) = leaks.binary_search_by_key(&k, |&(n, _)| n) {
+                folded.entry(leaks[i].1).or_default().push((
+                    s.reason.clone(),
+                    ix.class_name(s.node),
+                    dom.retained(s.node),
+                ));
+                return false;
+            }
+        }
+        true
+    });
+    folded
+}
+
+/// Adds to each group the findings [`fold_consequences`] took out under its objects.
+fn add_consequences(
+    ix: &Index,
+    groups: &mut Groups,
+    suspects: &[Suspect],
+    folded: &HashMap<u32, Vec<(String, String, u64)>>,
+    sign: &dyn Fn(u32) -> Named,
+) {
+    if folded.is_empty() {
+        return;
     }
-    false
+    for s in suspects {
+        let Some(list) = folded.get(&s.node) else {
+            continue;
+        };
+        let key = (s.reason.clone(), ix.class_name(s.node));
+        let sig = sign(s.node).signature;
+        if let Some(g) = groups.get_mut(&key).and_then(|m| m.get_mut(&sig)) {
+            for (reason, class, r) in list {
+                let e = g
+                    .consequences
+                    .entry((reason.clone(), class.clone()))
+                    .or_default();
+                e.0 += 1;
+                e.1 += r;
+            }
+        }
+    }
 }
 
 /// Keep the `max` entries of `v` with the largest `key` (ties: the earlier), in their order;

@@ -344,6 +344,7 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let lib = r#"{"signature":"s2","className":"a.Other","leakReason":"Activity Leak","instanceCount":1,"retainedSize":9000000,"gcRoot":"System Class",
             "path":[{"reference":"android.os.Message.obj","referenceType":"INSTANCE_FIELD","declaredClass":"android.os.Message"},{"reference":"a.Other","referenceType":"LEAKING_INSTANCE","declaredClass":"a.Other"}],
+            "consequences":[{"leakReason":"Array Size Over Threshold","className":"byte[]","instanceCount":40,"retainedSize":10485760}],
             "libraryLeak":{"pattern":"android.os.Message.obj","description":"An idle HandlerThread keeps its last message.","tracked":"https://issuetracker.google.com/issues/146144484","apiLevels":[0,30]}}"#;
         let koom = KOOM.replace("RET", "1000");
         let both = format!("{},{lib}]}}", &koom[..koom.len() - 2]);
@@ -369,6 +370,11 @@ mod tests {
         assert!(app.contains("a.Main") && !app.contains("a.Other"), "{page}");
         assert!(
             library.contains("Library leak through <code>android.os.Message.obj</code>: An idle HandlerThread keeps its last message. Tracked at https://issuetracker.google.com/issues/146144484."),
+            "{page}"
+        );
+        // What the leak alone holds is listed in its card (issue 42: one leak, one card).
+        assert!(
+            library.contains("Holds alone: 40 × <code>byte[]</code> <small>Array Size Over Threshold</small>, 10.0 MB"),
             "{page}"
         );
         let index = ix.render(0, 10);

@@ -99,6 +99,16 @@ impl fmt::Display for LeakTraces<'_> {
                 if g.instance_count == 1 { "" } else { "s" },
                 mb(g.retained_size),
             )?;
+            for c in &g.consequences {
+                writeln!(
+                    f,
+                    "    holds alone: {} × {} ({}), {}",
+                    c.instance_count,
+                    clean(&c.class_name),
+                    clean(&c.leak_reason),
+                    mb(c.retained_size)
+                )?;
+            }
             if let Some(l) = &g.library_leak {
                 writeln!(
                     f,

@@ -149,6 +149,16 @@ pub(crate) fn leak(h: &mut String, leak: &GcPath, left: Left, id: &str) {
     let _ = write!(h, " · {} instance(s)", leak.instance_count);
     let _ = write!(h, " · retains {}", bytes(leak.retained_size));
     h.push_str("</small></h3>\n");
+    for c in leak.consequences.iter().take(MAX_NODES) {
+        let _ = writeln!(
+            h,
+            "<p class=\"consequence\">Holds alone: {} × <code>{}</code> <small>{}</small>, {}</p>",
+            c.instance_count,
+            esc(or(&c.class_name, "?")),
+            esc(&c.leak_reason),
+            bytes(c.retained_size)
+        );
+    }
     if let Some(l) = &leak.library_leak {
         let _ = write!(
             h,
