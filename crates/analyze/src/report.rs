@@ -437,7 +437,7 @@ pub(crate) fn build(
         trace::build(ix, dom, &p3, &ins, &names, &nm.path, nm.tag, end)
     };
     let device = Device::from_running_info(&running_info);
-    let gc_paths: Vec<GcPath> = gc_paths
+    let mut gc_paths: Vec<GcPath> = gc_paths
         .into_iter()
         .map(|(mut g, nm, detail)| {
             g.trace = trace_of(&nm, Some((&g.leak_reason, &detail)));
@@ -446,6 +446,21 @@ pub(crate) fn build(
             g
         })
         .collect();
+    // One order for every view (the text, the page): the app's leaks, then the library
+    // leaks; each by retained size, then instances, then (reason, class, signature).
+    gc_paths.sort_by(|a, b| {
+        (a.library_leak.is_some())
+            .cmp(&b.library_leak.is_some())
+            .then(b.retained_size.cmp(&a.retained_size))
+            .then(b.instance_count.cmp(&a.instance_count))
+            .then_with(|| {
+                (&a.leak_reason, &a.class_name, &a.signature).cmp(&(
+                    &b.leak_reason,
+                    &b.class_name,
+                    &b.signature,
+                ))
+            })
+    });
     let dgroups: Vec<DominatorGroup> = dgroups
         .into_iter()
         .map(|(mut d, nm)| {

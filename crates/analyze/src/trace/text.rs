@@ -77,7 +77,8 @@ impl fmt::Display for LeakTraces<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let r = self.report;
         let mut order: Vec<usize> = (0..r.gc_paths.len()).collect();
-        // The app's own leaks first, then the library leaks (see `crate::library`).
+        // The report's own order (see `report::build`), kept here for reports written
+        // before it: the app's own leaks first, then the library leaks (`crate::library`).
         order.sort_by(|&a, &b| {
             let (x, y) = (&r.gc_paths[a], &r.gc_paths[b]);
             (x.library_leak.is_some())

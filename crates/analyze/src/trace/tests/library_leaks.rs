@@ -112,6 +112,15 @@ fn a_path_through_a_known_reference_is_a_library_leak_where_it_applies() {
 #[test]
 fn the_text_lists_library_leaks_after_the_apps_own() {
     let r = report_with(&library_dump(), on(24, "HUAWEI"));
+    // The report's own order, which every view follows: the app's leaks, then the library
+    // leaks, each by retained size.
+    let order: Vec<(bool, u64)> = r
+        .gc_paths
+        .iter()
+        .map(|g| (g.library_leak.is_some(), u64::MAX - g.retained_size))
+        .collect();
+    assert!(order.windows(2).all(|w| w[0] <= w[1]), "{order:?}");
+    assert_eq!(order.iter().filter(|o| o.0).count(), 2);
     let text = Summary(&r).to_string();
     let app = text.find("leaks by reason:").expect(&text);
     let lib = text
