@@ -45,6 +45,7 @@ mod idmap;
 mod input;
 mod onepass;
 mod pass2;
+mod services;
 mod shared;
 mod sizes;
 mod threads;
@@ -61,6 +62,7 @@ use fields::*;
 pub use idmap::*;
 pub(crate) use onepass::*;
 pub(crate) use pass2::*;
+pub(crate) use services::{flag_services, SERVICE_LEAK};
 pub(crate) use shared::*;
 pub use sizes::Conventions;
 pub(crate) use sizes::{settle, ARRAY_FINDING, RAW_SLACK};
@@ -147,9 +149,10 @@ pub struct StaticRef {
 pub enum Role {
     #[default]
     None,
+    /// `mDestroyed` (API 17+): an Activity is leaking only once destroyed. `mFinished` says
+    /// nothing here: a finishing Activity is on its way out, and the framework still holds it.
     Activity {
-        destroyed: Option<u32>,
-        finished: Option<u32>,
+        destroyed: u32,
     },
     Fragment {
         manager: u32,
@@ -162,9 +165,12 @@ pub enum Role {
     Window,
     NativeAllocationRegistry,
     /// LeakCanary's `KeyedWeakReference`: the object it watches is a suspect if still strongly
-    /// reachable.
+    /// reachable and judged retained. `retained`: the offset of `retainedUptimeMillis` (LeakCanary
+    /// 2), -1 while the watcher has not yet judged the object retained (it is then only
+    /// watched); absent in older LeakCanary, whose watched objects all count as retained.
     Watched {
         referent: u32,
+        retained: Option<u32>,
     },
 }
 
@@ -297,6 +303,9 @@ pub struct Index {
     pub threads: Threads,
     pub strings: Strings,
     pub flags: Vec<Flag>,
+    /// The `android.app.Service` instances an ActivityThread holds (running), sorted; empty
+    /// when none is or no check was made (see `services`).
+    pub held_services: Vec<u32>,
     pub stats: IndexStats,
     /// Index of `java.lang.Class` (a pseudo-class if the dump lacks it).
     pub class_class: u32,
@@ -774,6 +783,7 @@ impl Pass1 {
             threads,
             strings,
             flags: Vec::new(),
+            held_services: Vec::new(),
             stats,
             class_class,
             prim_base,

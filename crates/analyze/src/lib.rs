@@ -48,8 +48,11 @@ mod arrays;
 pub mod dominators;
 pub mod files;
 pub mod index;
+pub mod library;
+mod own;
 pub mod paths;
 mod rank;
+pub mod renames;
 pub mod report;
 mod snapshot;
 pub mod trace;
@@ -96,6 +99,10 @@ pub struct Config {
     /// Of a file that holds several heap dumps (the hprof agent's), the one to analyse, counted
     /// from 1; none: the last. The others are not read (see `snapshot`).
     pub snapshot: Option<u32>,
+    /// The build's renames (from its R8/ProGuard mapping): names are turned back before the
+    /// report is made (see `renames`). Not part of the policy.
+    #[serde(skip)]
+    pub renames: Option<std::sync::Arc<renames::Renames>>,
 }
 
 impl Default for Config {
@@ -113,6 +120,7 @@ impl Default for Config {
             parallel_min_bytes: 32 << 20,
             one_pass: true,
             snapshot: None,
+            renames: None,
         }
     }
 }
@@ -175,7 +183,10 @@ pub fn analyze(
             })
         }
     };
-    let (ix, bytes, parts) = build_index(&input, cfg, t0, &mut tm)?;
+    let (mut ix, bytes, parts) = build_index(&input, cfg, t0, &mut tm)?;
+    if let Some(r) = &cfg.renames {
+        r.apply(&mut ix);
+    }
     let mut rep = analyze_graph(ix, input, cfg, running_info, bytes, &parts, t0, tm)?;
     rep.analysis.snapshots = spans.len() as u64;
     rep.analysis.snapshot = if spans.is_empty() { 0 } else { k as u64 };

@@ -509,12 +509,24 @@ impl Visitor for Pass3<'_> {
                         *ty == hprof::BasicType::Object && read_id(v, id_size) == child
                     });
                     self.found[k] = Some(if let Some((name, _, _)) = st {
-                        Ref::Static(
+                        // The index's name (turned back where the build's renames are
+                        // known: see `renames`), else the dump's.
+                        let indexed = self
+                            .ix
+                            .class_by_id(c.id)
+                            .and_then(|ci| {
+                                self.ix.classes[ci as usize]
+                                    .statics
+                                    .iter()
+                                    .find(|s| s.value == child)
+                            })
+                            .map(|s| s.name.clone());
+                        Ref::Static(indexed.unwrap_or_else(|| {
                             self.ix
                                 .strings
                                 .get(name)
-                                .unwrap_or_else(|| format!("<string 0x{name:x}>")),
-                        )
+                                .unwrap_or_else(|| format!("<string 0x{name:x}>"))
+                        }))
                     } else if c.super_id == child {
                         Ref::Super
                     } else if c.loader_id == child {

@@ -6,6 +6,16 @@
 //! - Numbers are JSON numbers (bytes, counts, ids), never strings with units.
 //! - Only strongly reachable objects are reported: one held only through weak, soft, phantom or
 //!   finalizer references is not a leak.
+//! - oomguard's own objects are never findings: an object held only through a class of
+//!   `dev.oomguard.` (the facade's last-words reserve, `OomGuard.reserve`) is no suspect; one
+//!   the app holds too is (issue 42).
+//! - One finding per object (`index::one_flag_per_node`): a watched, destroyed Activity is one
+//!   "Activity Leak".
+//! - One leak, one group: a finding of no leak reason (a large array, a Bitmap, a count) whose
+//!   object a leak finding's object (Activity, Fragment, Service, watched) dominates is not a
+//!   suspect of its own: the leak's group lists it in `gcPaths[i].consequences` (reason,
+//!   class, count, retained bytes), and it is in no `leakObjects[]` entry nor `classInfos`
+//!   leak count. A finding above a leak (the collection holding it) is still its own group.
 //! - A `signature` is the sha1 of the root type, the chain of `class.field` steps (array indices
 //!   left out, so every element of an array has the same shape) and the leaking class.
 //! - A path starts at a class object where it reaches the object through a static field (see
@@ -30,6 +40,12 @@
 //! - A full dump and its `arrays`-stripped twin give the same report: nothing here reads the
 //!   contents of a primitive array (a thread's name, a string's text). Thread names come from
 //!   the incident's `runningInfo.javaThreads`, which the agent lists at the verdict.
+//!
+//! Library leaks, our addition too: a `gcPaths[]` entry whose path goes through a known leak of
+//! the Android framework or of a device maker's build (`crate::library`) carries
+//! `"libraryLeak": {"pattern": "android.os.Message.obj", "description": "...", "tracked":
+//! "https://...", "apiLevels": [0, 30], "manufacturer": "samsung"}` (`tracked` and
+//! `manufacturer` only when known); absent otherwise, so KOOM's readers see the same report.
 //!
 //! Leak traces, our addition beside KOOM's fields (`crate::trace` says how the statuses
 //! and suspects are decided). `gcPaths[i].trace` is the path of the group's largest instance,
@@ -71,6 +87,7 @@
 use super::arrays::{bit, set_bit};
 use super::dominators::{Dominators, UNREACHED};
 use super::index::{Index, Role};
+use super::library::{self, Device, LibraryLeak};
 use super::paths::{root_name, Kept, Memo, Pass3, Paths, Ref};
 use super::trace::{self, Both, Fields, Inspector, Trace};
 use super::{Config, Error, Input, Timings};
@@ -182,6 +199,25 @@ pub struct GcPath {
     pub retained_size: u64,
     /// The path of the largest instance as a leak trace (see the module documentation).
     pub trace: Trace,
+    /// A known leak of the Android framework or of a device maker's build that the path goes
+    /// through (see `crate::library`): shown apart from the app's own leaks. Absent if none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub library_leak: Option<LibraryLeak>,
+    /// Other findings (a large array, a Bitmap) whose objects this group's leaking objects hold
+    /// alone: part of this leak, not leaks of their own. Absent if none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub consequences: Vec<Consequence>,
+}
+
+/// `gcPaths[i].consequences[j]`: the findings of one reason and class held only through the
+/// group's leaking objects.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Consequence {
+    pub leak_reason: String,
+    pub class_name: String,
+    pub instance_count: u64,
+    pub retained_size: u64,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -229,16 +265,34 @@ impl std::fmt::Display for Summary<'_> {
             a.references,
             a.missing_references
         )?;
+        // The library leaks (see `crate::library`) apart, by their group's signature.
+        let library: HashMap<&str, &str> = r
+            .gc_paths
+            .iter()
+            .filter_map(|g| {
+                Some((
+                    g.signature.as_str(),
+                    g.library_leak.as_ref()?.pattern.as_str(),
+                ))
+            })
+            .collect();
         let mut by: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+        let mut lib: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
         for o in &r.leak_objects {
-            let e = by.entry(&o.leak_reason).or_default();
+            let e = match library.get(o.signature.as_str()) {
+                Some(p) => lib.entry(p).or_default(),
+                None => by.entry(&o.leak_reason).or_default(),
+            };
             e.0 += 1;
             e.1 += o.retained_size;
         }
         // Groups of the generic top-N detector have no leakObjects entries of their own.
         for g in &r.gc_paths {
             if g.leak_reason == LARGE_RETAINED {
-                let e = by.entry(&g.leak_reason).or_default();
+                let e = match &g.library_leak {
+                    Some(l) => lib.entry(&l.pattern).or_default(),
+                    None => by.entry(&g.leak_reason).or_default(),
+                };
                 e.0 += g.instance_count;
                 e.1 += g.retained_size;
             }
@@ -249,6 +303,15 @@ impl std::fmt::Display for Summary<'_> {
             writeln!(f, "leaks by reason:")?;
             for (reason, (n, ret)) in by {
                 writeln!(f, "  {reason:<32} {n:>7}  {:>10.2} MB retained", mb(ret))?;
+            }
+        }
+        if !lib.is_empty() {
+            writeln!(
+                f,
+                "library leaks (known leaks of Android or the device maker's build):"
+            )?;
+            for (pattern, (n, ret)) in lib {
+                writeln!(f, "  {pattern:<32} {n:>7}  {:>10.2} MB retained", mb(ret))?;
             }
         }
         if !r.gc_paths.is_empty() {
@@ -303,6 +366,9 @@ struct Group {
     retained: u64,
     rep: u32,
     detail: String,
+    /// Findings held only through this group's leaking objects, by (reason, class): count and
+    /// retained bytes (see [`fold_consequences`]).
+    consequences: BTreeMap<(String, String), (u64, u64)>,
 }
 
 /// `gcPaths[]` entries kept in all: the largest by instances, then retained size (see
@@ -323,7 +389,8 @@ pub(crate) fn build(
     input: Input<'_>,
     running_info: serde_json::Value,
 ) -> Result<Report, Error> {
-    let (suspects, cands) = suspects_and_candidates(ix, dom, cfg, threads);
+    let (mut suspects, cands) = suspects_and_candidates(ix, dom, cfg, threads);
+    let folded = fold_consequences(ix, dom, &mut suspects);
 
     // --- Name the paths (pass 3 over the file for the references along them). Each path is
     // walked here and again below, never kept: what this holds is the union of the kept parts
@@ -347,7 +414,9 @@ pub(crate) fn build(
         leak_objects: (suspects.len() - listed.len()) as u64,
         ..LeftOut::default()
     };
-    let (groups, leak_objects, leak_counts) = group_suspects(ix, dom, &suspects, &listed, &sign);
+    let (mut groups, leak_objects, leak_counts) =
+        group_suspects(ix, dom, &suspects, &listed, &sign);
+    add_consequences(ix, &mut groups, &suspects, &folded, &sign);
 
     // --- dominators[]: candidates grouped by class and path shape, each with its first object.
     let dgroups = group_candidates(ix, &cands, &sign, cfg.top_n);
@@ -367,13 +436,31 @@ pub(crate) fn build(
     let trace_of = |nm: &Named, end: Option<(&str, &str)>| {
         trace::build(ix, dom, &p3, &ins, &names, &nm.path, nm.tag, end)
     };
-    let gc_paths: Vec<GcPath> = gc_paths
+    let device = Device::from_running_info(&running_info);
+    let mut gc_paths: Vec<GcPath> = gc_paths
         .into_iter()
         .map(|(mut g, nm, detail)| {
             g.trace = trace_of(&nm, Some((&g.leak_reason, &detail)));
+            let first = g.trace.nodes.first().map_or("", |n| n.class_name.as_str());
+            g.library_leak = library::find(&g.path, &g.trace.root_kind, first, &device);
             g
         })
         .collect();
+    // One order for every view (the text, the page): the app's leaks, then the library
+    // leaks; each by retained size, then instances, then (reason, class, signature).
+    gc_paths.sort_by(|a, b| {
+        (a.library_leak.is_some())
+            .cmp(&b.library_leak.is_some())
+            .then(b.retained_size.cmp(&a.retained_size))
+            .then(b.instance_count.cmp(&a.instance_count))
+            .then_with(|| {
+                (&a.leak_reason, &a.class_name, &a.signature).cmp(&(
+                    &b.leak_reason,
+                    &b.class_name,
+                    &b.signature,
+                ))
+            })
+    });
     let dgroups: Vec<DominatorGroup> = dgroups
         .into_iter()
         .map(|(mut d, nm)| {
@@ -503,6 +590,17 @@ fn name_gc_paths(
                 class_name: g.class_name,
                 retained_size: g.retained,
                 trace: Trace::default(),
+                library_leak: None,
+                consequences: g
+                    .consequences
+                    .iter()
+                    .map(|((reason, class), &(n, r))| Consequence {
+                        leak_reason: reason.clone(),
+                        class_name: class.clone(),
+                        instance_count: n,
+                        retained_size: r,
+                    })
+                    .collect(),
             };
             (p, nm, g.detail)
         })
@@ -577,7 +675,8 @@ fn read_trace_fields<'n>(
     if !missing.is_empty() {
         got.extend(read(missing)?);
     }
-    Inspector::read_context_wrappers(ix, &on_traces, got, read)
+    Inspector::read_context_wrappers(ix, &on_traces, got, &read)?;
+    Inspector::read_off_path(ix, &on_traces, got, read)
 }
 
 /// `analysis`: the index's and the dominators' figures; the caller fills in the input's size,
@@ -642,6 +741,7 @@ fn group_suspects(
                 retained: 0,
                 rep: s.node,
                 detail: s.detail.clone(),
+                consequences: BTreeMap::new(),
             });
         g.count += 1;
         g.retained += ret;
@@ -691,6 +791,7 @@ fn group_candidates(
                     retained: r,
                     rep: v,
                     detail: String::new(),
+                    consequences: BTreeMap::new(),
                 });
             }
         }
@@ -814,6 +915,11 @@ fn leak_suspects(ix: &Index, dom: &Dominators, cfg: &Config) -> Vec<Suspect> {
             }
         }
     }
+    // oomguard's own objects (the facade's last-words reserve) are never findings.
+    let own = super::own::own_classes(ix, dom);
+    if !own.is_empty() {
+        suspects.retain(|s| !super::own::held_by(dom, &own, s.node));
+    }
     // Per (reason, class): the largest first, at most max_suspects_per_class get paths.
     suspects.sort_by(|a, b| {
         (&a.reason, ix.class_of[a.node as usize])
@@ -836,6 +942,81 @@ fn leak_suspects(ix: &Index, dom: &Dominators, cfg: &Config) -> Vec<Suspect> {
         }
     }
     keep
+}
+
+/// Findings held only through a leak finding's objects (issue 42: one leak, one card): each
+/// suspect whose reason is no leak reason (a size or count finding) and that a leak suspect's
+/// object dominates is taken out of `suspects`; returned by that leak object's node, as
+/// (reason, class name, retained bytes).
+fn fold_consequences(
+    ix: &Index,
+    dom: &Dominators,
+    suspects: &mut Vec<Suspect>,
+) -> HashMap<u32, Vec<(String, String, u64)>> {
+    let is_leak = |r: &str| crate::index::LEAK_REASONS.contains(&r);
+    let mut leaks: Vec<(u32, u32)> = suspects
+        .iter()
+        .filter(|s| is_leak(&s.reason))
+        .map(|s| (dom.number(s.node), s.node))
+        .filter(|&(k, _)| k != UNREACHED)
+        .collect();
+    let mut folded: HashMap<u32, Vec<(String, String, u64)>> = HashMap::new();
+    if leaks.is_empty() {
+        return folded;
+    }
+    leaks.sort_unstable();
+    suspects.retain(|s| {
+        if is_leak(&s.reason) {
+            return true;
+        }
+        let mut k = dom.number(s.node);
+        for _ in 0..4096 {
+            if k == 0 || k == UNREACHED {
+                return true;
+            }
+            k = dom.idom_at(k);
+            if let Ok(i) = leaks.binary_search_by_key(&k, |&(n, _)| n) {
+                folded.entry(leaks[i].1).or_default().push((
+                    s.reason.clone(),
+                    ix.class_name(s.node),
+                    dom.retained(s.node),
+                ));
+                return false;
+            }
+        }
+        true
+    });
+    folded
+}
+
+/// Adds to each group the findings [`fold_consequences`] took out under its objects.
+fn add_consequences(
+    ix: &Index,
+    groups: &mut Groups,
+    suspects: &[Suspect],
+    folded: &HashMap<u32, Vec<(String, String, u64)>>,
+    sign: &dyn Fn(u32) -> Named,
+) {
+    if folded.is_empty() {
+        return;
+    }
+    for s in suspects {
+        let Some(list) = folded.get(&s.node) else {
+            continue;
+        };
+        let key = (s.reason.clone(), ix.class_name(s.node));
+        let sig = sign(s.node).signature;
+        if let Some(g) = groups.get_mut(&key).and_then(|m| m.get_mut(&sig)) {
+            for (reason, class, r) in list {
+                let e = g
+                    .consequences
+                    .entry((reason.clone(), class.clone()))
+                    .or_default();
+                e.0 += 1;
+                e.1 += r;
+            }
+        }
+    }
 }
 
 /// Keep the `max` entries of `v` with the largest `key` (ties: the earlier), in their order;

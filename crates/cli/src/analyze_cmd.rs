@@ -1,7 +1,7 @@
 //! `analyze`: run the heap analyser on a dump, write the JSON report (and the HTML page) atomically,
 //! print a summary.
 //!
-//! Invariants: every input (the dump, `--config`, `--running-info`) and both outputs are checked
+//! Invariants: every input (the dump, `--config`, `--running-info`, `--mapping`) and both outputs are checked
 //! by [`files`] before the analysis starts; the report and the page are written to temporaries
 //! and renamed into place only when both were written, so a failure leaves neither behind.
 //! `--snapshot` (and a config's `snapshot`) counts from 1: 0 is refused as a usage error.
@@ -41,6 +41,10 @@ pub struct AnalyzeArgs {
     /// there are.
     #[arg(long, value_parser = snapshot_number)]
     snapshot: Option<u32>,
+    /// The build's R8/ProGuard mapping file (`mapping.txt`): class and field names are turned
+    /// back before the report is made, so its names and signatures are the original ones.
+    #[arg(long)]
+    mapping: Option<PathBuf>,
 }
 
 /// What is wrong with a snapshot number of 0.
@@ -81,6 +85,7 @@ fn check_files(a: &AnalyzeArgs) -> Result<(), Failure> {
     let mut inputs = vec![a.input.as_path()];
     inputs.extend(a.running_info.as_deref());
     inputs.extend(a.config.as_deref());
+    inputs.extend(a.mapping.as_deref());
     files::check_output(&a.output, &inputs)?;
     if let Some(html) = &a.html {
         let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
@@ -112,10 +117,20 @@ pub fn run(a: AnalyzeArgs) -> Result<(), Failure> {
         ));
     }
     check_files(&a)?;
+    let renames = match &a.mapping {
+        None => None,
+        Some(p) => {
+            let text = files::read_input_at_most(p, collector::mapping::MAX_MAPPING_BYTES)?;
+            let r = collector::mapping::parse(&text)
+                .map_err(|(at, what)| fail(2, format!("{}: byte {at}: {what}", p.display())))?;
+            Some(std::sync::Arc::new(r))
+        }
+    };
     let cfg = Config {
         top_n: a.top,
         threads: a.threads,
         snapshot: a.snapshot.or(base.snapshot),
+        renames,
         ..base
     };
     let report =

@@ -72,18 +72,23 @@ pub fn map_input(path: &Path) -> Result<Mapped, Failure> {
 /// [`input`], then read it whole: a small file (JSON options), of at most [`MAX_OPTION_FILE`]
 /// bytes (exit 2 past it).
 pub fn read_input(path: &Path) -> Result<Vec<u8>, Failure> {
+    read_input_at_most(path, MAX_OPTION_FILE)
+}
+
+/// [`read_input`] with a bound of its own, `max` bytes (exit 2 past it).
+pub fn read_input_at_most(path: &Path, max: u64) -> Result<Vec<u8>, Failure> {
     let f = input(path)?;
     let mut b = Vec::new();
-    f.take(MAX_OPTION_FILE + 1)
+    f.take(max + 1)
         .read_to_end(&mut b)
         .map_err(|e| fail(2, format!("{}: cannot read: {e}", path.display())))?;
-    if b.len() as u64 > MAX_OPTION_FILE {
+    if b.len() as u64 > max {
         return Err(fail(
             2,
             format!(
-                "{}: byte {MAX_OPTION_FILE}: larger than the {} MiB an option file may hold",
+                "{}: byte {max}: larger than the {} MiB this file may hold",
                 path.display(),
-                MAX_OPTION_FILE >> 20
+                max >> 20
             ),
         ));
     }

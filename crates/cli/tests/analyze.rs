@@ -214,7 +214,12 @@ fn each_detector_finds_its_planted_leak_and_only_it() {
         )
     };
     has("Activity Leak", "LeakApp$MainActivity", 1);
-    has("Activity Leak", "LeakApp$SettingsActivity", 1); // finished; the live one is not
+    // A finishing activity (mFinished, not mDestroyed) is on its way out, not leaking (issue
+    // 42): neither it nor the live one is a finding.
+    assert!(
+        !f.iter().any(|e| e.1 == "LeakApp$SettingsActivity"),
+        "{f:#?}"
+    );
     has("Fragment Leak", "LeakApp$DetailFragment", 1); // detached; the attached one is not
     has("Bitmap Size Over Threshold", "android.graphics.Bitmap", 1); // 1080x1920, not 100x100
     has("Array Size Over Threshold", "byte[]", 1); // 300 KB; 64 KB ones are not
@@ -259,7 +264,8 @@ fn each_detector_finds_its_planted_leak_and_only_it() {
             .unwrap_or_else(|| panic!("classInfo {name}"))
             .clone()
     };
-    assert_eq!(ci("LeakApp$SettingsActivity").leak_instance_count, 1);
+    // Finishing, live, and destroyed but only weakly held: none leaks.
+    assert_eq!(ci("LeakApp$SettingsActivity").leak_instance_count, 0);
     assert_eq!(ci("android.view.Window").instance_count, 60);
     assert_eq!(
         ci("libcore.util.NativeAllocationRegistry").instance_count,
@@ -608,10 +614,15 @@ fn cli_takes_the_policy_thresholds_from_a_config_file() {
         let o = c.output().unwrap();
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
-        r["gcPaths"]
-            .as_array()
-            .unwrap()
+        // As findings of their own, or held alone by a leak and listed in it (issue 42).
+        let groups = r["gcPaths"].as_array().unwrap();
+        let within = groups
             .iter()
+            .filter_map(|p| p["consequences"].as_array())
+            .flatten();
+        groups
+            .iter()
+            .chain(within)
             .filter(|p| p["leakReason"].as_str().unwrap_or("").starts_with("Array"))
             .map(|p| p["instanceCount"].as_u64().unwrap() as usize)
             .sum()

@@ -142,6 +142,8 @@ th{background:#f3f3f3}.num{text-align:right;font-variant-numeric:tabular-nums}\
 .NOT_LEAKING .status{background:#3a3;color:#fff}.ref{color:#555;padding-left:1.2em}\
 .ref.suspect code{text-decoration:underline wavy #d33;color:#b00}.ref.suspect::after{content:\" suspect\";color:#d33;font-size:.8em}\
 .leak{border:1px solid #e3e3e3;border-radius:4px;padding:.2em .8em;margin:.6em 0}\
+.library{background:#f4f4fa;border-left:3px solid #88a;padding:.3em .6em;margin:.3em 0}\
+.consequence{margin:.2em 0;color:#444}\
 .bar{display:inline-block;height:.8em;background:#6a8fd0;vertical-align:middle;margin-right:.4em}\
 details{margin-left:1em}summary{cursor:pointer}details.top{margin-left:0}\
 svg text{font:11px system-ui,sans-serif}.tm rect{stroke:#fff;stroke-width:1;cursor:pointer}\

@@ -248,7 +248,10 @@ fn incident(h: &mut String, s: &Summary) {
             esc(&l.short_path),
             esc(&l.signature),
             esc(&l.signature.chars().take(12).collect::<String>()),
-            esc(&l.reason),
+            match &l.library {
+                Some(p) => format!("{} <small>(library leak: <code>{}</code>)</small>", esc(&l.reason), esc(p)),
+                None => esc(&l.reason),
+            },
             l.instances,
             crate::html::bytes(l.retained_size)
         );

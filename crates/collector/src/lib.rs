@@ -43,6 +43,7 @@ mod filing;
 pub mod html;
 mod index;
 mod limits;
+pub mod mapping;
 pub mod metadata;
 mod pages;
 mod server;

@@ -119,6 +119,8 @@ struct Group<'a> {
     class: &'a str,
     short_path: &'a str,
     reason: &'a str,
+    /// The known library leak's pattern (`analyze::library`), if the group is one.
+    library: Option<&'a str>,
     /// (received ms, incident id), newest first once sorted.
     incidents: Vec<(u64, &'a str)>,
     devices: BTreeSet<&'a str>,
@@ -152,6 +154,7 @@ pub(super) fn leaks(ix: &Index) -> String {
                 class: &l.class_name,
                 short_path: &l.short_path,
                 reason: &l.reason,
+                library: l.library.as_deref(),
                 first: u64::MAX,
                 ..Group::default()
             });
@@ -183,7 +186,20 @@ pub(super) fn leaks(ix: &Index) -> String {
         list.len(),
         super::summary::TOP
     );
-    h.push_str("<table id=\"leak-groups\"><tr><th>leak</th><th>incidents</th><th>devices</th><th>app versions</th><th>first seen</th><th>last seen</th><th>largest retained</th><th>incidents</th></tr>\n");
+    // The app's own leaks, then the library leaks apart (`analyze::library`).
+    let (mut lib, mut app): (Vec<_>, Vec<_>) =
+        list.into_iter().partition(|g| g.1.library.is_some());
+    group_table(&mut h, "leak-groups", &mut app);
+    if !lib.is_empty() {
+        h.push_str("<h2 id=\"library-leaks\">Library leaks</h2>\n<p class=\"dim\">Known leaks of the Android framework or of the device maker's build: not in the app's code, though the app may work around them.</p>\n");
+        group_table(&mut h, "library-leak-groups", &mut lib);
+    }
+    html::page("oomguard: leaks across incidents", &h)
+}
+
+/// One table of `/leaks`: at most [`MAX_GROUPS`] of `list`'s groups (signature, group).
+fn group_table(h: &mut String, id: &str, list: &mut [(&str, Group<'_>)]) {
+    let _ = writeln!(h, "<table id=\"{id}\"><tr><th>leak</th><th>incidents</th><th>devices</th><th>app versions</th><th>first seen</th><th>last seen</th><th>largest retained</th><th>incidents</th></tr>");
     for (sig, g) in list.iter_mut().take(MAX_GROUPS) {
         g.incidents.sort_by(|a, b| b.cmp(a));
         let versions: Vec<String> = g
@@ -197,7 +213,10 @@ pub(super) fn leaks(ix: &Index) -> String {
             "<tr class=\"group\"><td><code>{}</code> <small>{}</small><br><span class=\"dim\">{}</span><br><small title=\"{}\">{}</small></td>\
              <td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td><td>",
             esc(g.class),
-            esc(g.reason),
+            match g.library {
+                Some(p) => format!("{} (library leak: <code>{}</code>)", esc(g.reason), esc(p)),
+                None => esc(g.reason),
+            },
             esc(g.short_path),
             esc(sig),
             esc(&sig.chars().take(12).collect::<String>()),
@@ -225,7 +244,6 @@ pub(super) fn leaks(ix: &Index) -> String {
             list.len() - MAX_GROUPS
         );
     }
-    html::page("oomguard: leaks across incidents", &h)
 }
 
 #[cfg(test)]
@@ -317,5 +335,52 @@ mod tests {
         .unwrap();
         let h = incident(d.path(), "500-big").unwrap();
         assert!(h.contains("report.json: byte "), "{h}");
+    }
+
+    /// A report with an app leak and a library leak (issue 42): `/leaks`, the incident page and
+    /// the index show the library leak apart, after the app's own, with what is known of it.
+    #[test]
+    fn library_leaks_are_shown_apart() {
+        let d = tempfile::tempdir().unwrap();
+        let lib = r#"{"signature":"s2","className":"a.Other","leakReason":"Activity Leak","instanceCount":1,"retainedSize":9000000,"gcRoot":"System Class",
+            "path":[{"reference":"android.os.Message.obj","referenceType":"INSTANCE_FIELD","declaredClass":"android.os.Message"},{"reference":"a.Other","referenceType":"LEAKING_INSTANCE","declaredClass":"a.Other"}],
+            "consequences":[{"leakReason":"Array Size Over Threshold","className":"byte[]","instanceCount":40,"retainedSize":10485760}],
+            "libraryLeak":{"pattern":"android.os.Message.obj","description":"An idle HandlerThread keeps its last message.","tracked":"https://issuetracker.google.com/issues/146144484","apiLevels":[0,30]}}"#;
+        let koom = KOOM.replace("RET", "1000");
+        let both = format!("{},{lib}]}}", &koom[..koom.len() - 2]);
+        put(d.path(), "100-a", "dev-1", "1.0", &both);
+        let ix = Index::open(d.path(), 100);
+        let h = leaks(&ix);
+        let (app, library) = h.split_once("<h2 id=\"library-leaks\">").expect(&h);
+        assert!(
+            app.contains("<code>a.Main</code>") && !app.contains("a.Other"),
+            "{h}"
+        );
+        assert!(
+            library.contains("<table id=\"library-leak-groups\">"),
+            "{h}"
+        );
+        assert!(library.contains("<code>a.Other</code>"), "{h}");
+        assert!(
+            library.contains("(library leak: <code>android.os.Message.obj</code>)"),
+            "{h}"
+        );
+        let page = incident(d.path(), "100-a").unwrap();
+        let (app, library) = page.split_once("<h3 id=\"library-leaks\">").expect(&page);
+        assert!(app.contains("a.Main") && !app.contains("a.Other"), "{page}");
+        assert!(
+            library.contains("Library leak through <code>android.os.Message.obj</code>: An idle HandlerThread keeps its last message. Tracked at https://issuetracker.google.com/issues/146144484."),
+            "{page}"
+        );
+        // What the leak alone holds is listed in its card (issue 42: one leak, one card).
+        assert!(
+            library.contains("Holds alone: 40 × <code>byte[]</code> <small>Array Size Over Threshold</small>, 10.0 MB"),
+            "{page}"
+        );
+        let index = ix.render(0, 10);
+        assert!(
+            index.contains("(library leak: <code>android.os.Message.obj</code>)"),
+            "{index}"
+        );
     }
 }

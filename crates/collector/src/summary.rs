@@ -95,6 +95,10 @@ pub struct Leak {
     pub reason: String,
     pub instances: u64,
     pub retained_size: u64,
+    /// The known library leak the path goes through (`gcPaths[].libraryLeak.pattern`), if any:
+    /// such groups are shown apart from the app's own leaks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub library: Option<String>,
 }
 
 /// One dominator group of a report.
@@ -418,6 +422,7 @@ fn leak(v: &Value) -> Leak {
         reason: g.leak_reason,
         instances: g.instance_count,
         retained_size: g.retained_size,
+        library: g.library_leak.map(|l| l.pattern),
     }
 }
 

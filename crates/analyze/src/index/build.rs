@@ -84,7 +84,9 @@ pub(crate) fn build_index(
         None => two_pass_graph(input, &parts, &mut ix, limits)?,
     };
     index::flag_watched(&mut ix, watched);
+    index::flag_services(&mut ix);
     index::settle(&mut ix, limits.array_min_bytes);
+    index::one_flag_per_node(&mut ix);
     // The paths, the dominators and the report look no object up by id.
     ix.drop_id_map();
     ix.edges.shrink_to_fit();

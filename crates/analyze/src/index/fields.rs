@@ -52,6 +52,15 @@ pub(super) fn field_offset(
     None
 }
 
+/// The type of field `name` that class `c` itself declares.
+fn field_type(classes: &[Class], c: u32, name: &str) -> Option<BasicType> {
+    classes[c as usize]
+        .fields
+        .iter()
+        .find(|f| f.name == name)
+        .map(|f| f.ty)
+}
+
 pub(super) const FRAGMENTS: [&str; 3] = [
     "androidx.fragment.app.Fragment",
     "android.support.v4.app.Fragment",
@@ -63,13 +72,8 @@ pub(super) fn role(classes: &[Class], c: u32, id_size: u32) -> Role {
     let has = |n: &str| ch.iter().any(|&k| classes[k as usize].name == n);
     let off = |decl: &str, name: &str| field_offset(classes, c, decl, name, id_size);
     if has("android.app.Activity") {
-        let destroyed = off("android.app.Activity", "mDestroyed");
-        let finished = off("android.app.Activity", "mFinished");
-        if destroyed.is_some() || finished.is_some() {
-            return Role::Activity {
-                destroyed,
-                finished,
-            };
+        if let Some(destroyed) = off("android.app.Activity", "mDestroyed") {
+            return Role::Activity { destroyed };
         }
     }
     for f in FRAGMENTS {
@@ -97,9 +101,12 @@ pub(super) fn role(classes: &[Class], c: u32, id_size: u32) -> Role {
         .iter()
         .find(|&&k| classes[k as usize].name.ends_with(".KeyedWeakReference"))
     {
-        let _ = k;
         if let Some(referent) = off("java.lang.ref.Reference", "referent") {
-            return Role::Watched { referent };
+            let kwr = classes[k as usize].name.as_str();
+            let retained = off(kwr, "retainedUptimeMillis").filter(|_| {
+                field_type(classes, k, "retainedUptimeMillis") == Some(BasicType::Long)
+            });
+            return Role::Watched { referent, retained };
         }
     }
     Role::None

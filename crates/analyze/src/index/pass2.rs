@@ -541,6 +541,14 @@ pub(super) fn int_at(data: &[u8], off: u32) -> Option<u32> {
         .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
 }
 
+pub(super) fn long_at(data: &[u8], off: u32) -> Option<i64> {
+    let o = off as usize;
+    let b = data.get(o..o + 8)?;
+    let mut a = [0u8; 8];
+    a.copy_from_slice(b);
+    Some(i64::from_be_bytes(a))
+}
+
 pub(super) fn id_at(data: &[u8], off: u32, id_size: u32) -> Option<u64> {
     let o = off as usize;
     data.get(o..o + id_size as usize)
@@ -716,15 +724,9 @@ impl Pass2<'_> {
         let id_size = self.ix.header.id_size;
         match role {
             Role::None | Role::Window | Role::NativeAllocationRegistry => {}
-            Role::Activity {
-                destroyed,
-                finished,
-            } => {
-                let d = byte_at(data, destroyed);
-                let f = byte_at(data, finished);
-                if d || f {
-                    let why = if d { "mDestroyed" } else { "mFinished" };
-                    self.flag(n, "Activity Leak", format!("{why} is true"));
+            Role::Activity { destroyed } => {
+                if byte_at(data, Some(destroyed)) {
+                    self.flag(n, "Activity Leak", "mDestroyed is true".into());
                 }
             }
             Role::Fragment { manager, called } => {
@@ -745,7 +747,11 @@ impl Pass2<'_> {
                     }
                 }
             }
-            Role::Watched { referent } => {
+            Role::Watched { referent, retained } => {
+                // -1: watched, not judged retained yet (LeakCanary skips it too).
+                if retained.is_some_and(|o| long_at(data, o) == Some(-1)) {
+                    return;
+                }
                 if let Some(r) = id_at(data, referent, id_size) {
                     if r != 0 {
                         self.out.watched.push((r, n));
@@ -818,4 +824,44 @@ pub(crate) fn flag_watched(ix: &mut Index, watched: Vec<(u64, u32)>) {
             }
         }
     }
+}
+
+/// The detector reasons that mean "this object is leaking" (not merely large), the most
+/// specific first.
+pub(crate) const LEAK_REASONS: [&str; 4] = [
+    "Activity Leak",
+    "Fragment Leak",
+    "Service Leak",
+    "Watched Object Retained",
+];
+
+/// How a flag's reason ranks when one object has several: the leak reasons in
+/// [`LEAK_REASONS`]' order, then every other finding (a size, a count).
+fn flag_rank(reason: &str) -> usize {
+    LEAK_REASONS
+        .iter()
+        .position(|&r| r == reason)
+        .unwrap_or(LEAK_REASONS.len())
+}
+
+/// One finding per object: a watched, destroyed Activity is one leak ("Activity Leak"), not
+/// two; a large array that is watched is a watched object. Of an object's flags the one of the
+/// best [`flag_rank`] is kept (ties: the first).
+pub(crate) fn one_flag_per_node(ix: &mut Index) {
+    let mut best: HashMap<u32, (usize, usize)> = HashMap::new();
+    for (i, f) in ix.flags.iter().enumerate() {
+        let r = flag_rank(&f.reason);
+        let e = best.entry(f.node).or_insert((r, i));
+        if r < e.0 {
+            *e = (r, i);
+        }
+    }
+    if best.len() == ix.flags.len() {
+        return;
+    }
+    let mut i = 0;
+    ix.flags.retain(|f| {
+        i += 1;
+        best.get(&f.node).is_some_and(|&(_, k)| k == i - 1)
+    });
 }

@@ -5,21 +5,29 @@
 //! Each inspector answers for objects of one kind (the first that applies wins):
 //! - a class object: NOT_LEAKING, "a class is never leaking";
 //! - `android.app.Application`: NOT_LEAKING (one per process, for its whole life);
-//! - `android.app.Activity`: `mDestroyed` or `mFinished` true: LEAKING; both false: NOT_LEAKING;
+//! - `android.app.Activity`: `mDestroyed` true: LEAKING; false: NOT_LEAKING, also when
+//!   `mFinished` is true (finishing: the framework holds it until it is destroyed); without an
+//!   `mDestroyed` field (before API 17), UNKNOWN;
 //! - a Fragment (androidx, support, framework): `mFragmentManager` null: LEAKING (with
 //!   `mDetached` named when it is true); else NOT_LEAKING;
 //! - `android.view.View`: `mContext` a destroyed Activity (one a detector flagged), directly or
 //!   through up to [`WRAPPER_HOPS`] `android.content.ContextWrapper`s' `mBase` (a
 //!   `ContextThemeWrapper`, Hilt's `FragmentContextWrapper`, ...; the reason names the chain):
 //!   LEAKING; `mAttachInfo` not null: NOT_LEAKING (attached to a window); else UNKNOWN;
-//! - `android.app.Dialog`: `mDecor` null: LEAKING (dismissed); `mShowing` true: NOT_LEAKING;
+//! - `android.app.Dialog`: UNKNOWN, with `mShowing` or `mDecor` as its label: a dialog can stay
+//!   showing after its Activity is destroyed, and a dismissed dialog and one never shown both
+//!   have a null `mDecor`, so neither field proves anything;
 //! - `android.view.Window`: `mDestroyed` true: LEAKING, false: NOT_LEAKING;
 //! - `java.lang.Thread`: a thread the dump lists as a running thread (ROOT_THREAD_OBJECT):
 //!   NOT_LEAKING; a started thread that has ended (HotSpot: `threadStatus` TERMINATED; ART:
 //!   `started` and `nativePeer` 0): LEAKING, and so is what it alone holds (see the parent
 //!   module's propagation);
+//! - the framework's objects of [`framework`] (ContextImpl, ActivityThread, InputMethodManager,
+//!   ClassLoader, LoadedApk, MessageQueue, Message, ViewRootImpl, ValueAnimator,
+//!   LifecycleRegistry, Binder, Service) and
+//!   anonymous classes: as that module says;
 //! - any object a leak detector flagged (Activity, Fragment, watched object): LEAKING with the
-//!   detector's reason.
+//!   detector's reason (also over a framework inspector's mere label).
 //!
 //! Everything else is UNKNOWN.
 //!
@@ -34,13 +42,12 @@
 //! fields are read, so a stripped dump gives the same answers.
 #![forbid(unsafe_code)]
 
+mod framework;
+
 use super::Status;
-use crate::index::{Flag, Index, MAX_SUPER_CHAIN, NONE};
+use crate::index::{Flag, Index, LEAK_REASONS, MAX_SUPER_CHAIN, NONE};
 use hprof::{read_id, sub, BasicType};
 use std::collections::HashMap;
-
-/// The detector reasons that mean "this object is leaking" (not merely large).
-const LEAK_REASONS: [&str; 3] = ["Activity Leak", "Fragment Leak", "Watched Object Retained"];
 
 /// The class that declares `mBase`, the context a wrapper hands its calls to.
 const CONTEXT_WRAPPER: &str = "android.content.ContextWrapper";
@@ -293,18 +300,22 @@ impl<'a> Inspector<'a> {
         }
         if is("android.app.Activity") {
             const A: &str = "android.app.Activity";
-            let d = self.bool_field(v, A, "mDestroyed");
-            let f = self.bool_field(v, A, "mFinished");
-            return match (d, f) {
-                (Some(true), _) => (Status::Leaking, "mDestroyed is true".into()),
-                (_, Some(true)) => (Status::Leaking, "mFinished is true".into()),
-                (Some(false), Some(false)) => (
+            let finishing = self.bool_field(v, A, "mFinished") == Some(true);
+            return match self.bool_field(v, A, "mDestroyed") {
+                Some(true) => (Status::Leaking, "mDestroyed is true".into()),
+                // Finishing is not destroyed: the framework holds the Activity until onDestroy.
+                Some(false) if finishing => (
                     Status::NotLeaking,
-                    "mDestroyed and mFinished are false".into(),
+                    "mDestroyed is false (mFinished is true: finishing)".into(),
                 ),
-                (Some(false), None) => (Status::NotLeaking, "mDestroyed is false".into()),
-                (None, Some(false)) => (Status::NotLeaking, "mFinished is false".into()),
-                (None, None) => self.flagged(v),
+                Some(false) => (Status::NotLeaking, "mDestroyed is false".into()),
+                None => match self.flagged(v) {
+                    (Status::Unknown, _) if finishing => (
+                        Status::Unknown,
+                        "mFinished is true (no mDestroyed to tell)".into(),
+                    ),
+                    other => other,
+                },
             };
         }
         if let Some(&decl) = FRAGMENTS.iter().find(|&&f| is(f)) {
@@ -358,15 +369,25 @@ impl<'a> Inspector<'a> {
             };
         }
         if is("android.app.Dialog") {
+            // Labels only: a showing dialog can outlive its Activity, and a null mDecor is a
+            // dialog dismissed or never shown.
             const D: &str = "android.app.Dialog";
-            if self.ref_field(v, D, "mDecor") == Some(0) {
-                return (Status::Leaking, "mDecor is null (dismissed)".into());
+            let flagged = self.flagged(v);
+            if flagged.0 == Status::Leaking {
+                return flagged;
             }
-            return match self.bool_field(v, D, "mShowing") {
-                Some(true) => (Status::NotLeaking, "mShowing is true".into()),
-                Some(false) => (Status::Unknown, "mShowing is false".into()),
-                None => self.flagged(v),
+            let label = match (
+                self.bool_field(v, D, "mShowing"),
+                self.ref_field(v, D, "mDecor"),
+            ) {
+                (Some(true), _) => {
+                    "mShowing is true (a dialog can stay showing after its Activity is destroyed)"
+                }
+                (_, Some(0)) => "mDecor is null (dismissed, or never shown)",
+                (Some(false), _) => "mShowing is false",
+                _ => "",
             };
+            return (Status::Unknown, label.into());
         }
         if is("android.view.Window") {
             return match self.bool_field(v, "android.view.Window", "mDestroyed") {
@@ -394,6 +415,14 @@ impl<'a> Inspector<'a> {
                     "the thread has ended (nativePeer is 0)".into(),
                 );
             }
+        }
+        if let Some((status, why)) = self.framework(v, c) {
+            // A label proves nothing: a detector's finding on the object itself wins over it.
+            let flagged = self.flagged(v);
+            if status == Status::Unknown && flagged.0 == Status::Leaking {
+                return flagged;
+            }
+            return (status, why);
         }
         self.flagged(v)
     }

@@ -10,10 +10,19 @@
 //! 2. Above a not-leaking object: every object before the last NOT_LEAKING one is NOT_LEAKING
 //!    ("above a not-leaking object"; one an inspector found LEAKING keeps its reason, with
 //!    "but an object below it is not leaking" added).
-//! 3. Held through a leaking object: after the first LEAKING object that follows the last
-//!    NOT_LEAKING one, each object the leaking one dominates (holds alone) is LEAKING ("held only
-//!    through a leaking object"). Those are a run right after it: if it dominates an object on
-//!    the path it dominates each one between them.
+//! 3. Below a leaking object: every object after the first LEAKING object that follows the last
+//!    NOT_LEAKING one is LEAKING, LeakCanary's rule (issue 42). Its reason says whether the
+//!    leaking object holds it alone (dominates it: "held only through a leaking object", freed
+//!    with it) or not ("below a leaking object, reachable without it too": another path, not
+//!    through it, keeps it alive). The status is the peer's; the reason keeps what dominance
+//!    knows. An inspector's own LEAKING reason is kept.
+//!
+//!    Why the peer's rule: the suspects (step 4) end at the first LEAKING object whichever rule
+//!    runs, so the rule changes no suspect and no signature; it decides only how the objects
+//!    past the culprit read. Before, an object the leaking one did not dominate stayed UNKNOWN,
+//!    and a reader took it for a place to look, below the leak that explains it. On this path it
+//!    is reached only through a leaking object, so it is one of the leak's consequences; where it
+//!    also has other holders the reason says so, which is what the old UNKNOWN hinted at.
 //! 4. The suspect references are the outgoing references of the objects from the last
 //!    NOT_LEAKING one (or the start, if none is) up to the one before the first LEAKING one (or
 //!    the end). One of them is the reference that should not be there.
@@ -311,13 +320,18 @@ pub(crate) fn propagate(nodes: &mut [TraceNode], dominates: impl Fn(usize, usize
         .position(|n| n.status == Status::Leaking)
         .map(|i| i + from);
     if let Some(f) = first_leak {
+        // Dominance is a run from `f`: once `f` does not hold a node alone, it holds none below.
+        let mut alone = true;
         for (j, n) in nodes.iter_mut().enumerate().skip(f + 1) {
-            if !dominates(f, j) {
-                break;
-            }
+            alone = alone && dominates(f, j);
             if n.status != Status::Leaking {
                 n.status = Status::Leaking;
-                n.status_reason = "held only through a leaking object".into();
+                n.status_reason = if alone {
+                    "held only through a leaking object"
+                } else {
+                    "below a leaking object, reachable without it too"
+                }
+                .into();
             }
         }
     }

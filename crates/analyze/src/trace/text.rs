@@ -77,10 +77,13 @@ impl fmt::Display for LeakTraces<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let r = self.report;
         let mut order: Vec<usize> = (0..r.gc_paths.len()).collect();
+        // The report's own order (see `report::build`), kept here for reports written
+        // before it: the app's own leaks first, then the library leaks (`crate::library`).
         order.sort_by(|&a, &b| {
             let (x, y) = (&r.gc_paths[a], &r.gc_paths[b]);
-            y.retained_size
-                .cmp(&x.retained_size)
+            (x.library_leak.is_some())
+                .cmp(&y.library_leak.is_some())
+                .then(y.retained_size.cmp(&x.retained_size))
                 .then(y.instance_count.cmp(&x.instance_count))
                 .then(a.cmp(&b))
         });
@@ -97,6 +100,27 @@ impl fmt::Display for LeakTraces<'_> {
                 if g.instance_count == 1 { "" } else { "s" },
                 mb(g.retained_size),
             )?;
+            for c in &g.consequences {
+                writeln!(
+                    f,
+                    "    holds alone: {} × {} ({}), {}",
+                    c.instance_count,
+                    clean(&c.class_name),
+                    clean(&c.leak_reason),
+                    mb(c.retained_size)
+                )?;
+            }
+            if let Some(l) = &g.library_leak {
+                writeln!(
+                    f,
+                    "    library leak (Android or the device maker's code, not the app's): {}",
+                    clean(&l.pattern)
+                )?;
+                writeln!(f, "    {}", clean(&l.description))?;
+                if !l.tracked.is_empty() {
+                    writeln!(f, "    tracked: {}", clean(&l.tracked))?;
+                }
+            }
             write_trace(f, &g.trace)?;
         }
         Ok(())

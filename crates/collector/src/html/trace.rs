@@ -148,7 +148,30 @@ pub(crate) fn leak(h: &mut String, leak: &GcPath, left: Left, id: &str) {
     );
     let _ = write!(h, " · {} instance(s)", leak.instance_count);
     let _ = write!(h, " · retains {}", bytes(leak.retained_size));
-    h.push_str("</small></h3>\n<ol class=\"trace\">\n");
+    h.push_str("</small></h3>\n");
+    for c in leak.consequences.iter().take(MAX_NODES) {
+        let _ = writeln!(
+            h,
+            "<p class=\"consequence\">Holds alone: {} × <code>{}</code> <small>{}</small>, {}</p>",
+            c.instance_count,
+            esc(or(&c.class_name, "?")),
+            esc(&c.leak_reason),
+            bytes(c.retained_size)
+        );
+    }
+    if let Some(l) = &leak.library_leak {
+        let _ = write!(
+            h,
+            "<p class=\"library\">Library leak through <code>{}</code>: {}",
+            esc(&l.pattern),
+            esc(&l.description)
+        );
+        if !l.tracked.is_empty() {
+            let _ = write!(h, " Tracked at {}.", esc(&l.tracked));
+        }
+        h.push_str("</p>\n");
+    }
+    h.push_str("<ol class=\"trace\">\n");
     if has_trace(&leak.trace) {
         with_trace(h, &leak.trace, left.nodes);
     } else {
@@ -263,13 +286,24 @@ pub(crate) fn leaks(h: &mut String, report: &Report, om: &Omitted, max: usize) {
         return;
     }
     let shown = all.len().min(max);
-    for (i, l) in all[..shown].iter().enumerate() {
-        leak(
-            h,
-            l,
-            Left::at(om, &format!("/gcPaths/{i}")),
-            &format!("leak-{i}"),
-        );
+    // The app's own leaks, then the library leaks apart (`analyze::library`).
+    for library in [false, true] {
+        let mut first = true;
+        for (i, l) in all[..shown].iter().enumerate() {
+            if l.library_leak.is_some() != library {
+                continue;
+            }
+            if library && first {
+                h.push_str("<h3 id=\"library-leaks\">Library leaks</h3>\n<p class=\"dim\">Known leaks of the Android framework or of the device maker's build, on this device's API level: not in the app's code, though the app may work around them.</p>\n");
+            }
+            first = false;
+            leak(
+                h,
+                l,
+                Left::at(om, &format!("/gcPaths/{i}")),
+                &format!("leak-{i}"),
+            );
+        }
     }
     more(h, left + (all.len() - shown) as u64, "leak group(s)");
 }

@@ -9,7 +9,7 @@ use super::*;
 use crate::trace::inspect::WRAPPER_HOPS;
 
 /// A field value, in layout order.
-enum F {
+pub(super) enum F {
     L(u64),
     Z(bool),
     I(i32),
@@ -17,20 +17,20 @@ enum F {
 }
 
 /// A class: (id, name, superclass id, instance fields).
-type Cls = (u64, &'static str, u64, Fs);
+pub(super) type Cls = (u64, &'static str, u64, Fs);
 
-const E_OBJECT: u64 = 0x10;
-const E_CONTEXT: u64 = 0x18;
-const E_WRAPPER: u64 = 0x20;
-const E_THEMED: u64 = 0x28;
-const E_ACTIVITY: u64 = 0x30;
-const E_MAIN: u64 = 0x38;
-const E_APP: u64 = 0x40;
-const E_VIEW: u64 = 0x48;
-const E_STATICS: u64 = 0x50;
-const E_HOLDER: u64 = 0x58;
+pub(super) const E_OBJECT: u64 = 0x10;
+pub(super) const E_CONTEXT: u64 = 0x18;
+pub(super) const E_WRAPPER: u64 = 0x20;
+pub(super) const E_THEMED: u64 = 0x28;
+pub(super) const E_ACTIVITY: u64 = 0x30;
+pub(super) const E_MAIN: u64 = 0x38;
+pub(super) const E_APP: u64 = 0x40;
+pub(super) const E_VIEW: u64 = 0x48;
+pub(super) const E_STATICS: u64 = 0x50;
+pub(super) const E_HOLDER: u64 = 0x58;
 /// The first id free for a test's own classes.
-const E_OWN: u64 = 0x100;
+pub(super) const E_OWN: u64 = 0x100;
 
 /// The classes every dump here has: `Activity` and `Application` extend `ContextWrapper`
 /// (through `ContextThemeWrapper` for the Activity), as on Android.
@@ -76,7 +76,30 @@ fn base_classes() -> Vec<Cls> {
 
 /// A dump (1.0.3, 4-byte ids) of the base classes and `own`, with `Statics`' static fields
 /// `statics` (name, object id) and the `instances` (id, class, field values subclass first).
-fn edge_dump(own: &[Cls], statics: &[(&str, u64)], instances: &[(u64, u64, Vec<F>)]) -> Vec<u8> {
+pub(super) fn edge_dump(
+    own: &[Cls],
+    statics: &[(&str, u64)],
+    instances: &[(u64, u64, Vec<F>)],
+) -> Vec<u8> {
+    edge_dump_statics(own, &[(E_STATICS, statics)], instances)
+}
+
+/// [`edge_dump`] with static fields (name, object id) on any classes, by class id.
+pub(super) fn edge_dump_statics(
+    own: &[Cls],
+    statics: &[(u64, &[(&str, u64)])],
+    instances: &[(u64, u64, Vec<F>)],
+) -> Vec<u8> {
+    edge_dump_arrays(own, statics, instances, &[])
+}
+
+/// [`edge_dump_statics`] with object arrays (id, array class id, elements) too.
+pub(super) fn edge_dump_arrays(
+    own: &[Cls],
+    statics: &[(u64, &[(&str, u64)])],
+    instances: &[(u64, u64, Vec<F>)],
+    arrays: &[(u64, u64, Vec<u64>)],
+) -> Vec<u8> {
     let mut d = Dump {
         w: Writer::new(Format::V103, 4, 0),
         strings: Vec::new(),
@@ -92,14 +115,12 @@ fn edge_dump(own: &[Cls], statics: &[(&str, u64)], instances: &[(u64, u64, Vec<F
     let mut resolved = Vec::new();
     for (id, _, sup, fs) in &classes {
         let fs: Vec<(u64, BasicType)> = fs.iter().map(|&(n, t)| (d.s(n), t)).collect();
-        let st: Vec<(u64, BasicType, Vec<u8>)> = if *id == E_STATICS {
-            statics
-                .iter()
-                .map(|&(n, v)| (d.s(n), BasicType::Object, (v as u32).to_be_bytes().to_vec()))
-                .collect()
-        } else {
-            vec![]
-        };
+        let st: Vec<(u64, BasicType, Vec<u8>)> = statics
+            .iter()
+            .filter(|(c, _)| c == id)
+            .flat_map(|(_, fs)| fs.iter())
+            .map(|&(n, v)| (d.s(n), BasicType::Object, (v as u32).to_be_bytes().to_vec()))
+            .collect();
         resolved.push((*id, *sup, st, fs));
     }
     let app = d.s("app");
@@ -122,24 +143,27 @@ fn edge_dump(own: &[Cls], statics: &[(&str, u64)], instances: &[(u64, u64, Vec<F
         }
         w.instance(*id, *class, &b);
     }
+    for (id, class, elems) in arrays {
+        w.object_array(*id, *class, elems);
+    }
     w.end_segment();
     w.heap_dump_end();
     d.w.finish()
 }
 
 /// An activity (`MainActivity`): mDestroyed, mFinished, then the wrapper's mBase.
-fn activity(id: u64, destroyed: bool, base: u64) -> (u64, u64, Vec<F>) {
+pub(super) fn activity(id: u64, destroyed: bool, base: u64) -> (u64, u64, Vec<F>) {
     (id, E_MAIN, vec![F::Z(destroyed), F::Z(false), F::L(base)])
 }
 
 /// The (class, status, reason) of the second object on the path to `target`.
-fn second(r: &Report, target: u64) -> (String, &'static str, String) {
+pub(super) fn second(r: &Report, target: u64) -> (String, &'static str, String) {
     let g = path_to(r, target);
     let (class, status, reason, ..) = rows(g).swap_remove(1);
     (class, status, reason)
 }
 
-fn dead(k: u64) -> u64 {
+pub(super) fn dead(k: u64) -> u64 {
     0x1100 + k * 0x10
 }
 

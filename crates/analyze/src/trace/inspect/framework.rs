@@ -1,0 +1,358 @@
+//! The framework inspectors (issue 42, item 6): objects of the Android framework whose status a
+//! field tells, or that live as long as the process, and labels where nothing can be proved.
+//! Each reads only instance fields (so a stripped dump gives the same answer): of the object
+//! itself, and for two of them of one object off the path ([`Inspector::read_off_path`]), with
+//! the detectors' flags of what it references and, for services, the index's check of which
+//! services an ActivityThread holds:
+//! - `android.app.Service`: held by an ActivityThread (`crate::index::flag_services`):
+//!   NOT_LEAKING; flagged "Service Leak" (not held): LEAKING; else (no check made) as any;
+//! - `android.app.ContextImpl`: `mOuterContext` a destroyed Activity: LEAKING; the Application:
+//!   NOT_LEAKING; else UNKNOWN, labelled with its class;
+//! - `android.app.ActivityThread`, `android.view.inputmethod.InputMethodManager`: NOT_LEAKING
+//!   (one per process, for its whole life);
+//! - `java.lang.ClassLoader`: NOT_LEAKING (a loader lives as long as any class it loaded);
+//! - `android.app.LoadedApk`: NOT_LEAKING when its `mApplication` is the Application (the app's
+//!   own package, for the process's life); else UNKNOWN;
+//! - `android.os.MessageQueue`: `mQuitting` true: LEAKING (its looper has quit, nothing will
+//!   read it again); false: NOT_LEAKING (a live looper's queue);
+//! - `android.os.Message`: UNKNOWN, labelled with `what` and its target Handler's class;
+//! - `android.view.ViewRootImpl`: `mView` null: LEAKING (its window was removed); `mContext` a
+//!   destroyed Activity: LEAKING; else UNKNOWN;
+//! - `android.animation.ValueAnimator` (`ObjectAnimator` too): UNKNOWN, labelled `mRunning`;
+//! - `androidx.lifecycle.LifecycleRegistry`: its `state` (`mState` before Lifecycle 2.6), an
+//!   enum read by its `ordinal` (the name is a string, gone from a stripped dump): INITIALIZED,
+//!   CREATED, STARTED or RESUMED: NOT_LEAKING; DESTROYED: UNKNOWN, labelled (a destroyed
+//!   registry stays held by its owner, a Fragment's view registry by the Fragment). The enum
+//!   object is off the path: [`Inspector::read_off_path`] reads its fields;
+//! - `android.app.ApplicationPackageManager` (the Application's PackageManager): its
+//!   `mContext`'s `mOuterContext` (read off the path) the Application: NOT_LEAKING; else
+//!   labelled with it;
+//! - `android.os.Binder` (stubs of IPC interfaces): UNKNOWN, labelled: another process may hold
+//!   a stub long after it is used;
+//! - an anonymous class (`Outer$1`): UNKNOWN, labelled with what it extends and its outer
+//!   instance (`this$0`), named when that is a destroyed Activity;
+//! - any other object whose `mContext`, `context` or `mBase` is a destroyed Activity: UNKNOWN,
+//!   labelled so (holding a destroyed Activity proves nothing about the holder).
+#![forbid(unsafe_code)]
+
+use super::{FieldMap, Inspector, Status};
+use crate::index::{Index, SERVICE_LEAK};
+
+impl Inspector<'_> {
+    /// The framework inspectors' answer for instance `v` of class `c`, if one applies.
+    pub(super) fn framework(&self, v: u32, c: u32) -> Option<(Status, String)> {
+        let ix = self.ix;
+        let is = |name: &str| ix.is_subclass(c, name);
+        const NOT: Status = Status::NotLeaking;
+        const UNK: Status = Status::Unknown;
+        if is("android.app.Service") {
+            if ix.held_services.binary_search(&v).is_ok() {
+                return Some((NOT, "held by ActivityThread (the service runs)".into()));
+            }
+            return match self.flagged(v) {
+                (Status::Leaking, _)
+                    if self.leaks.get(&v).is_some_and(|f| f.reason == SERVICE_LEAK) =>
+                {
+                    Some((
+                        Status::Leaking,
+                        "not held by ActivityThread (destroyed)".into(),
+                    ))
+                }
+                _ => None,
+            };
+        }
+        if is("android.app.ContextImpl") {
+            return Some(self.context_impl(v));
+        }
+        if is("android.app.ActivityThread") || is("android.view.inputmethod.InputMethodManager") {
+            return Some((NOT, "a singleton that lives as long as the process".into()));
+        }
+        if is("java.lang.ClassLoader") {
+            return Some((NOT, "a class loader lives as long as its classes".into()));
+        }
+        if is("android.app.LoadedApk") {
+            let app = self.ref_field(v, "android.app.LoadedApk", "mApplication");
+            return Some(match app.and_then(|id| ix.node(id)) {
+                Some(n) if self.is_application(n) => (
+                    NOT,
+                    "mApplication is the Application (the app's own package)".into(),
+                ),
+                _ => (UNK, String::new()),
+            });
+        }
+        if is("android.os.MessageQueue") {
+            return match self.bool_field(v, "android.os.MessageQueue", "mQuitting") {
+                Some(true) => Some((
+                    Status::Leaking,
+                    "mQuitting is true (its looper has quit)".into(),
+                )),
+                Some(false) => Some((NOT, "mQuitting is false (its looper runs)".into())),
+                None => None,
+            };
+        }
+        if is("android.os.Message") {
+            return Some((UNK, self.message_label(v)));
+        }
+        if is("android.view.ViewRootImpl") {
+            return self.view_root(v);
+        }
+        if is("android.animation.ValueAnimator") {
+            let label = match self.bool_field(v, "android.animation.ValueAnimator", "mRunning") {
+                Some(true) => "mRunning is true (the animation runs)",
+                Some(false) => "mRunning is false",
+                None => "",
+            };
+            return Some((UNK, label.into()));
+        }
+        if is(REGISTRY) {
+            return Some(self.lifecycle(v));
+        }
+        if is(PACKAGE_MANAGER) {
+            return Some(self.package_manager(v));
+        }
+        if is("android.os.Binder") {
+            return Some((
+                UNK,
+                "a Binder: another process may hold it long after its last use".into(),
+            ));
+        }
+        self.anonymous(v, c)
+            .or_else(|| self.context_field(v))
+            .map(|l| (UNK, l))
+    }
+
+    /// Whether node `n` is an instance of the Application.
+    fn is_application(&self, n: u32) -> bool {
+        self.ix.class_of_node(n).is_none()
+            && self
+                .ix
+                .is_subclass(self.ix.class_of[n as usize], "android.app.Application")
+    }
+
+    fn context_impl(&self, v: u32) -> (Status, String) {
+        let ix = self.ix;
+        let outer = self.ref_field(v, "android.app.ContextImpl", "mOuterContext");
+        let Some(n) = outer.and_then(|id| ix.node(id)) else {
+            return (Status::Unknown, String::new());
+        };
+        if let Some(f) = self.destroyed_activity(n) {
+            return (
+                Status::Leaking,
+                format!("mOuterContext is a destroyed Activity ({})", f.detail),
+            );
+        }
+        if self.is_application(n) {
+            return (
+                Status::NotLeaking,
+                "mOuterContext is the Application".into(),
+            );
+        }
+        (
+            Status::Unknown,
+            format!("mOuterContext is {}", short(&ix.class_name(n))),
+        )
+    }
+
+    fn message_label(&self, v: u32) -> String {
+        const M: &str = "android.os.Message";
+        let mut parts = Vec::new();
+        if let Some(w) = self.int_field(v, M, "what") {
+            parts.push(format!("what is {w}"));
+        }
+        match self.ref_field(v, M, "target") {
+            Some(0) => parts.push("no target (recycled, or a template)".into()),
+            Some(t) => {
+                if let Some(n) = self.ix.node(t) {
+                    parts.push(format!("its target is {}", short(&self.ix.class_name(n))));
+                }
+            }
+            None => {}
+        }
+        parts.join("; ")
+    }
+
+    fn view_root(&self, v: u32) -> Option<(Status, String)> {
+        const R: &str = "android.view.ViewRootImpl";
+        let context = self
+            .ref_field(v, R, "mContext")
+            .and_then(|id| self.ix.node(id));
+        if let Some(f) = context.and_then(|n| self.destroyed_activity(n)) {
+            return Some((
+                Status::Leaking,
+                format!("mContext is a destroyed Activity ({})", f.detail),
+            ));
+        }
+        match self.ref_field(v, R, "mView") {
+            Some(0) => Some((
+                Status::Leaking,
+                "mView is null (its window was removed)".into(),
+            )),
+            Some(_) => Some((Status::Unknown, "mView is not null".into())),
+            None => None,
+        }
+    }
+
+    /// The label of an anonymous class's instance (`Outer$1`, `Outer$2$1`), if `c` is one.
+    fn anonymous(&self, v: u32, c: u32) -> Option<String> {
+        let ix = self.ix;
+        let cl = &ix.classes[c as usize];
+        let (_, last) = cl.name.rsplit_once('$')?;
+        if last.is_empty() || !last.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        let sup = match cl.super_idx {
+            crate::index::NONE => "java.lang.Object".to_string(),
+            s => ix.classes[s as usize].name.clone(),
+        };
+        let mut label = format!("an anonymous subclass of {sup}");
+        if let Some(outer) = self.ref_field(v, "", "this$0").filter(|&id| id != 0) {
+            let what = match ix.node(outer) {
+                Some(n) => match self.destroyed_activity(n) {
+                    Some(_) => format!("a destroyed Activity ({})", short(&ix.class_name(n))),
+                    None => short(&ix.class_name(n)).to_string(),
+                },
+                None => "an object the dump lacks".into(),
+            };
+            label.push_str(&format!("; its outer instance (this$0) is {what}"));
+        }
+        Some(label)
+    }
+}
+
+/// `androidx.lifecycle.Lifecycle.State` by ordinal.
+const STATES: [&str; 5] = ["DESTROYED", "INITIALIZED", "CREATED", "STARTED", "RESUMED"];
+
+const REGISTRY: &str = "androidx.lifecycle.LifecycleRegistry";
+
+const PACKAGE_MANAGER: &str = "android.app.ApplicationPackageManager";
+
+impl Inspector<'_> {
+    /// The id of LifecycleRegistry `v`'s state (an enum object), if set.
+    fn registry_state(&self, v: u32) -> Option<u64> {
+        self.ref_field(v, REGISTRY, "state")
+            .or_else(|| self.ref_field(v, REGISTRY, "mState"))
+            .filter(|&id| id != 0)
+    }
+
+    /// The object off the path whose fields the inspector of `v` reads, if any: a
+    /// LifecycleRegistry's state enum, an ApplicationPackageManager's `mContext`.
+    fn off_path(&self, v: u32) -> Option<u64> {
+        let ix = self.ix;
+        if ix.class_of_node(v).is_some() {
+            return None;
+        }
+        let c = ix.class_of[v as usize];
+        if ix.is_subclass(c, REGISTRY) {
+            return self.registry_state(v);
+        }
+        if ix.is_subclass(c, PACKAGE_MANAGER) {
+            return self
+                .ref_field(v, PACKAGE_MANAGER, "mContext")
+                .filter(|&id| id != 0);
+        }
+        None
+    }
+
+    /// Reads into `fields` the fields of the objects off the paths that the inspectors of
+    /// `nodes` read ([`Self::off_path`]), in one pass: `read(ids)` returns those of the
+    /// instances `ids` (sorted).
+    pub(crate) fn read_off_path<E>(
+        ix: &Index,
+        nodes: &[u32],
+        fields: &mut FieldMap,
+        read: impl FnOnce(Vec<u64>) -> Result<FieldMap, E>,
+    ) -> Result<(), E> {
+        let want: Vec<u64> = {
+            let ins = Inspector::new(ix, fields);
+            let mut w: Vec<u64> = nodes
+                .iter()
+                .filter_map(|&v| ins.off_path(v))
+                .filter(|id| !fields.contains_key(id))
+                .collect();
+            w.sort_unstable();
+            w.dedup();
+            w
+        };
+        if !want.is_empty() {
+            fields.extend(read(want)?);
+        }
+        Ok(())
+    }
+
+    /// An ApplicationPackageManager: its `mContext` (a ContextImpl) and that one's
+    /// `mOuterContext`.
+    fn package_manager(&self, v: u32) -> (Status, String) {
+        let outer = self
+            .ref_field(v, PACKAGE_MANAGER, "mContext")
+            .and_then(|id| self.ix.node(id))
+            .and_then(|n| self.ref_field(n, "android.app.ContextImpl", "mOuterContext"))
+            .and_then(|id| self.ix.node(id));
+        match outer {
+            Some(n) if self.is_application(n) => (
+                Status::NotLeaking,
+                "mContext.mOuterContext is the Application".into(),
+            ),
+            Some(n) => match self.destroyed_activity(n) {
+                Some(f) => (
+                    Status::Unknown,
+                    format!(
+                        "mContext.mOuterContext is a destroyed Activity ({})",
+                        f.detail
+                    ),
+                ),
+                None => (
+                    Status::Unknown,
+                    format!(
+                        "mContext.mOuterContext is {}",
+                        short(&self.ix.class_name(n))
+                    ),
+                ),
+            },
+            None => (Status::Unknown, String::new()),
+        }
+    }
+
+    /// A label for an object that holds a destroyed Activity as its context (`mContext`,
+    /// `context`, `mBase`), if it does.
+    fn context_field(&self, v: u32) -> Option<String> {
+        for name in ["mContext", "context", "mBase"] {
+            let Some(n) = self
+                .ref_field(v, "", name)
+                .filter(|&id| id != 0)
+                .and_then(|id| self.ix.node(id))
+            else {
+                continue;
+            };
+            if self.destroyed_activity(n).is_some() {
+                return Some(format!(
+                    "{name} is a destroyed Activity ({})",
+                    short(&self.ix.class_name(n))
+                ));
+            }
+        }
+        None
+    }
+
+    fn lifecycle(&self, v: u32) -> (Status, String) {
+        let ordinal = self
+            .registry_state(v)
+            .and_then(|id| self.ix.node(id))
+            .and_then(|n| self.int_field(n, "java.lang.Enum", "ordinal"));
+        match ordinal
+            .and_then(|o| usize::try_from(o).ok())
+            .and_then(|o| STATES.get(o))
+        {
+            Some(&"DESTROYED") => (
+                Status::Unknown,
+                "state is DESTROYED (its owner may still hold it)".into(),
+            ),
+            Some(s) => (Status::NotLeaking, format!("state is {s}")),
+            None => (Status::Unknown, String::new()),
+        }
+    }
+}
+
+/// A class name without its package: `com.app.MainActivity` → `MainActivity`.
+fn short(name: &str) -> &str {
+    name.rsplit('.').next().unwrap_or(name)
+}

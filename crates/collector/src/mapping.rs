@@ -1,0 +1,118 @@
+//! R8 / ProGuard mapping files (issue 42): read with the `proguard` crate's line parser into the
+//! renames the analyser applies (`analyze::renames::Renames`: classes, and fields by their
+//! class). Methods and line numbers are not needed for heap names and are skipped.
+//!
+//! A mapping is machine-written: a line the parser rejects is an error naming its byte offset,
+//! and so is a file over [`MAX_MAPPING_BYTES`] or a field line before any class line.
+#![forbid(unsafe_code)]
+
+use analyze::renames::Renames;
+use proguard::ProguardRecord;
+
+/// The largest mapping file read (a large app's is tens of MB).
+pub const MAX_MAPPING_BYTES: u64 = 512 << 20;
+
+/// The renames of the mapping `text`; or the byte offset of the first bad line and what is
+/// wrong with it.
+pub fn parse(text: &[u8]) -> Result<Renames, (u64, String)> {
+    if text.len() as u64 > MAX_MAPPING_BYTES {
+        return Err((
+            0,
+            format!("larger than {MAX_MAPPING_BYTES} bytes: not read"),
+        ));
+    }
+    let mut r = Renames::default();
+    let mut class: Option<String> = None;
+    let mut offset = 0u64;
+    for raw in text.split_inclusive(|&b| b == b'\n') {
+        let at = offset;
+        offset += raw.len() as u64;
+        let line = raw.strip_suffix(b"\n").unwrap_or(raw);
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if line.iter().all(u8::is_ascii_whitespace) || line.trim_ascii_start().starts_with(b"#") {
+            continue;
+        }
+        match ProguardRecord::try_parse(line) {
+            Ok(ProguardRecord::Class {
+                original,
+                obfuscated,
+            }) => {
+                if original != obfuscated {
+                    r.classes.insert(obfuscated.into(), original.into());
+                }
+                class = Some(obfuscated.into());
+            }
+            Ok(ProguardRecord::Field {
+                original,
+                obfuscated,
+                ..
+            }) => {
+                let Some(c) = &class else {
+                    return Err((at, "a field before any class line".into()));
+                };
+                if original != obfuscated {
+                    r.fields
+                        .insert((c.clone(), obfuscated.into()), original.into());
+                }
+            }
+            Ok(_) => {}
+            Err(e) => {
+                let shown: String = String::from_utf8_lossy(line).chars().take(80).collect();
+                return Err((
+                    at,
+                    format!(
+                        "not a line of a ProGuard/R8 mapping ({:?}): {shown:?}",
+                        e.kind()
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MAPPING: &str = concat!(
+        "# compiler: R8\n",
+        "# {\"id\":\"com.android.tools.r8.mapping\",\"version\":\"2.0\"}\n",
+        "com.app.Session -> a.a:\n",
+        "    java.util.List history -> a\n",
+        "    int count -> b\n",
+        "    1:1:void record(java.lang.Object):42:42 -> a\n",
+        "com.app.Kept -> com.app.Kept:\n",
+        "    java.lang.Object kept -> kept\n",
+        "\n",
+        "com.app.CheckoutActivity -> a.b:\r\n",
+        "    byte[] cache -> c\r\n",
+    );
+
+    #[test]
+    fn classes_and_fields_are_read_and_methods_skipped() {
+        let r = parse(MAPPING.as_bytes()).unwrap();
+        assert_eq!(r.class("a.a").as_deref(), Some("com.app.Session"));
+        assert_eq!(
+            r.class("a.b[]").as_deref(),
+            Some("com.app.CheckoutActivity[]")
+        );
+        assert_eq!(r.field("a.a", "a"), Some("history"));
+        assert_eq!(r.field("a.a", "b"), Some("count"));
+        assert_eq!(r.field("a.b", "c"), Some("cache"));
+        // Names kept as they were are not listed.
+        assert_eq!(r.classes.len(), 2);
+        assert_eq!(r.fields.len(), 3);
+    }
+
+    #[test]
+    fn a_bad_line_is_named_by_its_byte_offset() {
+        let bad =
+            "com.app.Session -> a.a:\n    java.util.List history -> a\nthis is not a mapping\n";
+        let (at, what) = parse(bad.as_bytes()).unwrap_err();
+        assert_eq!(at, bad.find("this").unwrap() as u64);
+        assert!(what.contains("this is not a mapping"), "{what}");
+        let early = "    int count -> b\n";
+        assert_eq!(parse(early.as_bytes()).unwrap_err().0, 0);
+    }
+}
