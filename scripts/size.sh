@@ -20,7 +20,7 @@ stripped="${lib%.so}.stripped.so"
 strip --strip-all -o "$stripped" "$lib"
 bytes=$(stat -c %s "$stripped")
 echo
-echo "liboomguard.so, profile $profile, $(rustc -vV | sed -n 's/^host: //p'): $(printf "%'d" "$bytes") bytes stripped ($stripped)"
+echo "liboomguard.so, profile $profile, $(rustc -vV | sed -n 's/^host: //p'): $(python3 -c "print(f'{$bytes:,}')") bytes stripped ($stripped)"
 echo
 python3 scripts/lib/size_by_crate.py "$lib" "$stripped" "${SIZE_TOP:-25}"
 if [ -n "${SIZE_MAX:-}" ] && [ "$bytes" -gt "$SIZE_MAX" ]; then

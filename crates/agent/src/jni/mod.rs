@@ -85,8 +85,7 @@ static FLIGHT: LazyLock<Flight> = LazyLock::new(Default::default);
 pub fn init_logging() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
-        let filter = tracing_subscriber::EnvFilter::try_from_env("OOMGUARD_LOG")
-            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        let filter = log_filter(std::env::var("OOMGUARD_LOG").ok().as_deref());
         #[cfg(target_os = "android")]
         {
             use tracing_subscriber::layer::SubscriberExt as _;
@@ -100,30 +99,41 @@ pub fn init_logging() {
         }
         #[cfg(not(target_os = "android"))]
         {
+            use tracing_subscriber::layer::SubscriberExt as _;
+            use tracing_subscriber::util::SubscriberInitExt as _;
+            let fmt = tracing_subscriber::fmt::layer()
+                .with_ansi(false)
+                .with_target(false)
+                .with_thread_names(true);
             // A process that has liblog (ART's, wherever it runs) gets our lines through it,
             // tagged OomGuard, as `adb logcat -s OomGuard` shows them on a phone; liblog stamps
             // time and level itself.
             if let Some(liblog) = liblog::Liblog::find() {
-                let _ = tracing_subscriber::fmt()
-                    .with_env_filter(filter)
-                    .with_writer(liblog)
-                    .with_ansi(false)
-                    .with_target(false)
-                    .with_thread_names(true)
-                    .without_time()
-                    .with_level(false)
+                let fmt = fmt.with_writer(liblog).without_time().with_level(false);
+                let _ = tracing_subscriber::registry()
+                    .with(filter)
+                    .with(fmt)
                     .try_init();
                 return;
             }
-            let _ = tracing_subscriber::fmt()
-                .with_env_filter(filter)
-                .with_writer(std::io::stderr)
-                .with_ansi(false)
-                .with_target(false)
-                .with_thread_names(true)
+            let _ = tracing_subscriber::registry()
+                .with(filter)
+                .with(fmt.with_writer(std::io::stderr))
                 .try_init();
         }
     });
+}
+
+/// The filter `OOMGUARD_LOG` asks for: a level (`debug`) and/or `target=level` directives
+/// (`info,oomguard::upload=trace`), as `tracing_subscriber`'s `Targets` reads them; `info` when
+/// the variable is unset, empty or unreadable. (`EnvFilter`'s span and field directives are not
+/// read: they would bring `regex` into the library, 0.28 MB.)
+fn log_filter(value: Option<&str>) -> tracing_subscriber::filter::Targets {
+    let info = || tracing_subscriber::filter::Targets::new().with_default(tracing::Level::INFO);
+    match value.map(str::trim) {
+        None | Some("") => info(),
+        Some(v) => v.parse().unwrap_or_else(|_| info()),
+    }
 }
 
 /// Log lines through liblog's `__android_log_write` where the process has liblog loaded (ART
@@ -642,4 +652,30 @@ fn read_last_words(env: &mut JNIEnv<'_>, thread: &JObject<'_>, t: &JThrowable<'_
         Ok(())
     });
     w
+}
+
+#[cfg(test)]
+mod tests {
+    use super::log_filter;
+    use tracing::Level;
+
+    #[test]
+    fn log_filter_reads_levels_and_targets() {
+        let on = |v: Option<&str>, target: &str, level: Level| {
+            log_filter(v).would_enable(target, &level)
+        };
+        // Unset, empty or unreadable: info.
+        for v in [None, Some(""), Some("  "), Some("oomguard=loud")] {
+            assert!(on(v, "oomguard::agent", Level::INFO), "{v:?}");
+            assert!(!on(v, "oomguard::agent", Level::DEBUG), "{v:?}");
+        }
+        assert!(on(Some("debug"), "oomguard::agent", Level::DEBUG));
+        assert!(!on(Some("debug"), "oomguard::agent", Level::TRACE));
+        assert!(!on(Some("warn"), "oomguard::agent", Level::INFO));
+        assert!(!on(Some("off"), "oomguard::agent", Level::ERROR));
+        let v = Some("info,oomguard::upload=trace");
+        assert!(on(v, "oomguard::upload::tus", Level::TRACE));
+        assert!(!on(v, "oomguard::agent", Level::DEBUG));
+        assert!(on(v, "hprof::strip", Level::INFO));
+    }
 }
