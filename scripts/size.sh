@@ -3,12 +3,12 @@
 # one command with the collector or the command line, it would get their dependencies' features),
 # strips a copy, prints the stripped size, then the size by crate from the unstripped build's
 # symbols (scripts/lib/size_by_crate.py says how symbols are given to crates).
-# Usage: scripts/size.sh [PROFILE]   (default: release)
+# Usage: scripts/size.sh [PROFILE]   (default: ship, the profile of the library an app ships)
 #   SIZE_MAX=BYTES  fail when the stripped library is larger
 #   SIZE_TOP=N      rows of the table before the rest is summed (default 25)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-profile="${1:-release}"
+profile="${1:-ship}"
 case "$profile" in
   dev) dir=debug ;;
   *) dir="$profile" ;;
