@@ -17,13 +17,14 @@ facts=scripts/abi/bionic-api.txt
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(aarch64-linux-android armv7-linux-androideabi)
 fail=0
+apt_install clang llvm-14 binutils  # ring's C for Android (android_env), readelf
 for t in "${targets[@]}"; do
   case "$t" in
     aarch64-linux-android) abi=arm64 ;;
     armv7-linux-androideabi) abi=arm ;;
-    x86_64-linux-android) abi=x86_64 ;;
     *) echo "abi-check: unknown Android target $t" >&2; exit 2 ;;
   esac
+  rust_target "$t"
   android_env cargo rustc -q --profile ship -p oomguard --lib --target "$t" --crate-type staticlib
   archive="${CARGO_TARGET_DIR:-target}/$t/ship/liboomguard.a"
   [ -f "$archive" ] || { echo "abi-check: $archive was not built" >&2; exit 1; }
