@@ -26,6 +26,9 @@ android_env cargo clippy --lib --bins --target aarch64-linux-android -- -D warni
 step "cargo clippy --target armv7-linux-androideabi --lib -- -D warnings"
 android_env cargo clippy --lib --target armv7-linux-androideabi -- -D warnings
 
+step "the Android ABI check: each symbol the library needs from bionic, by API level (scripts/abi-check.sh)"
+scripts/abi-check.sh
+
 step "cargo test"
 cargo test --workspace --all-targets 2>&1 | tee target/test.log
 # Doc tests run separately so their summary lines are counted too.

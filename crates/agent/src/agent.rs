@@ -1,5 +1,5 @@
-//! The agent: one thread named `oomguard` running a tokio current-thread runtime that loads the
-//! policy, samples every `poll_interval_ms`, feeds the triggers, and hands each verdict to an
+//! The agent: one thread named `oomguard` whose loop loads the policy, samples every
+//! `poll_interval_ms`, feeds the triggers, and hands each verdict to an
 //! [`Actions`] implementation.
 //!
 //! Owns the loop, the active policy and its refresh, the verdict log line, `status.json`, and
@@ -34,6 +34,7 @@
 //!   cached) that expires gives way to the policy given at start, with a log line saying why.
 #![forbid(unsafe_code)]
 
+pub mod inbox;
 mod policy;
 #[cfg(test)]
 mod tests;
@@ -45,15 +46,15 @@ use crate::sample::{HeapSource, Sample, SampleParts, Sampler, StackSource};
 use crate::trigger::{
     self, inventory, Device, Inventory, Kind, Strikes, Thresholds, Triggers, Verdict,
 };
-use policy::{
-    initial_policy, refresher_key, shipped_policy, FetchReply, FETCH_CANCELLED, FETCH_QUEUED,
-};
+use inbox::{Inbox, Msg};
+use policy::{initial_policy, refresher_key, shipped_policy, FETCH_CANCELLED, FETCH_QUEUED};
 use serde::Serialize;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::mpsc::RecvTimeoutError;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tracing::{debug, error, info, warn};
 
 /// Consecutive panics after which the agent stops sampling.
@@ -80,9 +81,6 @@ pub enum AgentError {
     /// The policy names a `remote.url` but no key was given to check what it serves.
     #[error("remote.url is set ({0}) but no public key was given at start: a remote policy could not be checked, so whoever answers there could set it; give OomGuard.start the base64 ed25519 public key that signs the policies, or set remote.url to null; the agent does not start")]
     NoKey(String),
-    /// The tokio runtime could not be built.
-    #[error("building the agent's runtime: {0}; the agent does not start")]
-    Runtime(String),
 }
 
 /// What `start` was given.
@@ -424,8 +422,8 @@ pub struct Agent<H, S, A> {
     refresher: Arc<Mutex<Refresher>>,
     /// The fetch handed off and not yet answered.
     fetch: Option<Arc<AtomicU8>>,
-    fetch_tx: tokio::sync::mpsc::UnboundedSender<FetchReply>,
-    fetch_rx: tokio::sync::mpsc::UnboundedReceiver<FetchReply>,
+    /// Where a fetch handed off sends its outcome: the inbox's, from `run` on.
+    fetch_tx: Option<std::sync::mpsc::Sender<inbox::Msg>>,
     /// The policy given at start (or the default), which an expired remote policy gives way to.
     shipped: Policy,
     /// Whether the active policy came from remote (fetched or cached), so it can expire.
@@ -512,7 +510,6 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
         } else {
             None
         };
-        let (fetch_tx, fetch_rx) = tokio::sync::mpsc::unbounded_channel();
         let queue = actions.queue_board();
         let mut a = Agent {
             trigger_config: trigger::Config::from(&policy),
@@ -527,8 +524,7 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
             triggers: Triggers::new(),
             refresher: Arc::new(Mutex::new(refresher)),
             fetch: None,
-            fetch_tx,
-            fetch_rx,
+            fetch_tx: None,
             shipped,
             remote_active,
             shared,
@@ -871,9 +867,9 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
         self.publish(true);
     }
 
-    /// The loop, until `Stop` or the sender is dropped. Builds its own current-thread runtime.
-    pub fn run(self, rx: tokio::sync::mpsc::UnboundedReceiver<Command>) -> Result<(), AgentError> {
-        self.run_with(rx, Box::new(NoExitInfo))
+    /// The loop, until `Stop` or the [`inbox::Commands`] end is dropped.
+    pub fn run(self, inbox: Inbox) -> Result<(), AgentError> {
+        self.run_with(inbox, Box::new(NoExitInfo))
     }
 
     /// [`run`](Self::run), asking `exits` what the system says of the previous process's end
@@ -882,13 +878,10 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
     /// [`exit_info::ASK_WAIT`] before the first poll.
     pub fn run_with(
         mut self,
-        mut rx: tokio::sync::mpsc::UnboundedReceiver<Command>,
+        inbox: Inbox,
         exits: Box<dyn ExitInfoSource + Send>,
     ) -> Result<(), AgentError> {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()
-            .map_err(|e| AgentError::Runtime(e.to_string()))?;
+        self.fetch_tx = Some(inbox.tx.clone());
         self.fenced("start", |a| {
             let page = a.shared.page();
             let cx = ActionContext {
@@ -903,55 +896,64 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
             a.actions.started(&cx);
         });
         self.fenced("flight", |a| a.open_flight(exits));
-        rt.block_on(async {
-            let mut next = tokio::time::Instant::now();
-            loop {
-                let sleeping = self.status.state != "running";
-                tokio::select! {
-                    cmd = rx.recv() => match cmd {
-                        None | Some(Command::Stop) => break,
-                        Some(Command::DumpNow(reason)) => {
-                            self.fenced("dumpNow", |a| { a.dump_now(&reason, now_ms()); });
-                        }
-                    },
-                    reply = self.fetch_rx.recv() => {
-                        // Never None: the agent holds a sender itself.
-                        let reply = reply.flatten();
-                        self.fenced("policy", |a| a.fetched(reply));
-                    }
-                    _ = tokio::time::sleep_until(next), if !sleeping => {
-                        self.fenced("poll", |a| {
-                            let now = now_ms();
-                            a.expire_policy(now);
-                            a.start_fetch(now);
-                            a.poll(now);
-                        });
-                        let interval = Duration::from_millis(self.policy.poll_interval_ms);
-                        let t = tokio::time::Instant::now();
-                        next += interval;
-                        if next <= t {
-                            next = t + interval;
-                        }
-                    }
+        let mut next = Instant::now();
+        loop {
+            // While not running (disabled) there is no poll to wait for, only messages.
+            let msg = if self.status.state != "running" {
+                inbox.rx.recv().map_err(|_| RecvTimeoutError::Disconnected)
+            } else {
+                inbox
+                    .rx
+                    .recv_timeout(next.saturating_duration_since(Instant::now()))
+            };
+            match msg {
+                Ok(Msg::Command(Command::Stop) | Msg::Closed)
+                | Err(RecvTimeoutError::Disconnected) => break,
+                Ok(Msg::Command(Command::DumpNow(reason))) => {
+                    self.fenced("dumpNow", |a| {
+                        a.dump_now(&reason, now_ms());
+                    });
                 }
-            }
-            // A fetch still queued is cancelled; one under way ends within its timeout, and is
-            // waited for so that two agents never fetch at once (`start` is refused meanwhile).
-            let running = self.fetch.as_ref().is_some_and(|st| {
-                st.compare_exchange(
-                    FETCH_QUEUED,
-                    FETCH_CANCELLED,
-                    Ordering::AcqRel,
-                    Ordering::Acquire,
-                )
-                .is_err()
-            });
-            if running {
-                if let Some(reply) = self.fetch_rx.recv().await {
+                Ok(Msg::Fetched(reply)) => {
                     self.fenced("policy", |a| a.fetched(reply));
                 }
+                Err(RecvTimeoutError::Timeout) => {
+                    self.fenced("poll", |a| {
+                        let now = now_ms();
+                        a.expire_policy(now);
+                        a.start_fetch(now);
+                        a.poll(now);
+                    });
+                    let interval = Duration::from_millis(self.policy.poll_interval_ms);
+                    let t = Instant::now();
+                    next += interval;
+                    if next <= t {
+                        next = t + interval;
+                    }
+                }
             }
+        }
+        // A fetch still queued is cancelled; one under way ends within its timeout, and is
+        // waited for so that two agents never fetch at once (`start` is refused meanwhile).
+        let running = self.fetch.as_ref().is_some_and(|st| {
+            st.compare_exchange(
+                FETCH_QUEUED,
+                FETCH_CANCELLED,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_err()
         });
+        if running {
+            // Its reply always comes (a reply dropped unsent says `None`); commands sent
+            // meanwhile are dropped.
+            while let Ok(msg) = inbox.rx.recv() {
+                if let Msg::Fetched(reply) = msg {
+                    self.fenced("policy", |a| a.fetched(reply));
+                    break;
+                }
+            }
+        }
         self.status.state = "stopped";
         self.shared.flight.finish(recorder::State::Stopped);
         // The last status holds the I/O thread's newest queue summary.

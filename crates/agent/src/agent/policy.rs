@@ -2,6 +2,7 @@
 //! refresh handed to the I/O thread (the agent thread never waits on the network). See the
 //! invariants in the parent module.
 
+use super::inbox::Msg;
 use super::{now_ms, panic_message, Actions, Agent, Config, IoJob};
 use crate::policy::remote::Outcome;
 use crate::policy::{Parsed, Policy, PolicyError};
@@ -24,8 +25,11 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
                 return;
             }
         }
+        let Some(tx) = self.fetch_tx.clone() else {
+            return; // not running yet: nowhere to bring the outcome back to
+        };
         let state = Arc::new(AtomicU8::new(FETCH_QUEUED));
-        let reply = Reply(Some(self.fetch_tx.clone()));
+        let reply = Reply(Some(tx));
         let (refresher, active, st) = (self.refresher.clone(), self.policy.clone(), state.clone());
         let job: IoJob = Box::new(move || {
             let mut reply = reply;
@@ -45,13 +49,13 @@ impl<H: HeapSource, S: StackSource, A: Actions> Agent<H, S, A> {
                 r.refresh(&active, now_ms())
             }));
             if let Some(tx) = reply.0.take() {
-                let _ = tx.send(match out {
+                let _ = tx.send(Msg::Fetched(match out {
                     Ok(r) => Some(r),
                     Err(p) => Some(Err(PolicyError::Fetch {
                         url: active.remote.url.clone().unwrap_or_default(),
                         what: format!("the fetch panicked: {}", panic_message(&*p)),
                     })),
-                });
+                }));
             }
         });
         if let Err(job) = self.actions.run_io(job) {
@@ -134,12 +138,12 @@ pub(super) const FETCH_CANCELLED: u8 = 2;
 
 /// The reply channel of a fetch handed off: says `None` when dropped unsent (the job was
 /// cancelled, or dropped by an I/O thread that stopped), so the agent never waits for it.
-struct Reply(Option<tokio::sync::mpsc::UnboundedSender<FetchReply>>);
+struct Reply(Option<std::sync::mpsc::Sender<Msg>>);
 
 impl Drop for Reply {
     fn drop(&mut self) {
         if let Some(tx) = self.0.take() {
-            let _ = tx.send(None);
+            let _ = tx.send(Msg::Fetched(None));
         }
     }
 }

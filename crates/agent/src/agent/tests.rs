@@ -141,7 +141,7 @@ fn run_agent(
     cfg: Config,
     shared: Arc<Shared>,
 ) -> (
-    tokio::sync::mpsc::UnboundedSender<Command>,
+    crate::agent::inbox::Commands,
     std::thread::JoinHandle<Result<(), AgentError>>,
 ) {
     let a = Agent::new(
@@ -152,7 +152,7 @@ fn run_agent(
         shared,
     )
     .unwrap();
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let (tx, rx) = crate::agent::inbox::channel();
     (tx, std::thread::spawn(move || a.run(rx)))
 }
 
@@ -507,7 +507,7 @@ fn a_death_carries_the_systems_exit_record_of_its_pid() {
         ],
         ..Default::default()
     };
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let (tx, rx) = crate::agent::inbox::channel();
     tx.send(Command::Stop).unwrap();
     a.run_with(rx, Box::new(canned.clone())).unwrap();
     assert_eq!(*canned.asked.lock().unwrap(), vec![4_000_001]);
@@ -537,7 +537,7 @@ fn a_stale_exit_record_of_a_reused_pid_is_not_attached() {
         .unwrap()],
         ..Default::default()
     };
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let (tx, rx) = crate::agent::inbox::channel();
     tx.send(Command::Stop).unwrap();
     a.run_with(rx, Box::new(canned.clone())).unwrap();
     let p = seen.lock().unwrap().clone().expect("on_death was called");
@@ -585,7 +585,7 @@ fn a_slow_exit_record_source_does_not_hold_the_first_poll() {
         shared.clone(),
     )
     .unwrap();
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let (tx, rx) = crate::agent::inbox::channel();
     let t0 = std::time::Instant::now();
     let agent = std::thread::spawn(move || a.run_with(rx, Box::new(Sleeps)));
     let polled = loop {

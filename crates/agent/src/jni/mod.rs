@@ -17,9 +17,8 @@
 //!   a policy fetch that takes far longer); past that the agent ends on its own thread as soon as
 //!   it is done. Until its thread has ended, `start` is refused with [`CODE_ALREADY_RUNNING`]
 //!   (never two agents in one process) and `dumpNow` answers [`CODE_NOT_RUNNING`].
-//! - Logging is set up once, here: `tracing-android` (tag `OomGuard`) on Android; elsewhere
-//!   liblog's `__android_log_write` (tag `OomGuard`) where the process has liblog loaded (ART
-//!   off Android), else stderr; the level comes from `OOMGUARD_LOG` (default `info`).
+//! - Logging is set up once, here: liblog's `__android_log_write` (tag `OomGuard`) on Android
+//!   and wherever the process has liblog loaded (ART off Android), else stderr; the level comes from `OOMGUARD_LOG` (default `info`).
 //! - `nativeSetNetwork` only stores the report (lock-free) and, on a change to a connected
 //!   network, queues a pass for the `oomguard-io` thread: it never does I/O on the caller's
 //!   thread, and works before `start` too (the report is kept for the next start).
@@ -85,56 +84,59 @@ static FLIGHT: LazyLock<Flight> = LazyLock::new(Default::default);
 pub fn init_logging() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
-        let filter = tracing_subscriber::EnvFilter::try_from_env("OOMGUARD_LOG")
-            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-        #[cfg(target_os = "android")]
-        {
-            use tracing_subscriber::layer::SubscriberExt as _;
-            use tracing_subscriber::util::SubscriberInitExt as _;
-            if let Ok(layer) = tracing_android::layer("OomGuard") {
-                let _ = tracing_subscriber::registry()
-                    .with(filter)
-                    .with(layer)
-                    .try_init();
-            }
-        }
-        #[cfg(not(target_os = "android"))]
-        {
-            // A process that has liblog (ART's, wherever it runs) gets our lines through it,
-            // tagged OomGuard, as `adb logcat -s OomGuard` shows them on a phone; liblog stamps
-            // time and level itself.
-            if let Some(liblog) = liblog::Liblog::find() {
-                let _ = tracing_subscriber::fmt()
-                    .with_env_filter(filter)
-                    .with_writer(liblog)
-                    .with_ansi(false)
-                    .with_target(false)
-                    .with_thread_names(true)
-                    .without_time()
-                    .with_level(false)
-                    .try_init();
-                return;
-            }
-            let _ = tracing_subscriber::fmt()
-                .with_env_filter(filter)
-                .with_writer(std::io::stderr)
-                .with_ansi(false)
-                .with_target(false)
-                .with_thread_names(true)
+        let filter = log_filter(std::env::var("OOMGUARD_LOG").ok().as_deref());
+        use tracing_subscriber::layer::SubscriberExt as _;
+        use tracing_subscriber::util::SubscriberInitExt as _;
+        let fmt = tracing_subscriber::fmt::layer()
+            .with_ansi(false)
+            .with_target(false)
+            .with_thread_names(true);
+        // On Android, and in a process that has liblog elsewhere (ART's, wherever it runs), our
+        // lines go through liblog, tagged OomGuard, as `adb logcat -s OomGuard` shows them;
+        // liblog stamps time and level itself.
+        if let Some(liblog) = liblog::Liblog::find() {
+            let fmt = fmt.with_writer(liblog).without_time().with_level(false);
+            let _ = tracing_subscriber::registry()
+                .with(filter)
+                .with(fmt)
                 .try_init();
+            return;
         }
+        let _ = tracing_subscriber::registry()
+            .with(filter)
+            .with(fmt.with_writer(std::io::stderr))
+            .try_init();
     });
 }
 
-/// Log lines through liblog's `__android_log_write` where the process has liblog loaded (ART
-/// off Android: Debian's libart runs with it), one call per event, with its level.
-#[cfg(not(target_os = "android"))]
+/// The filter `OOMGUARD_LOG` asks for: a level (`debug`) and/or `target=level` directives
+/// (`info,oomguard::upload=trace`), as `tracing_subscriber`'s `Targets` reads them; `info` when
+/// the variable is unset, empty or unreadable. (`EnvFilter`'s span and field directives are not
+/// read: they would bring `regex` into the library, 0.28 MB.)
+fn log_filter(value: Option<&str>) -> tracing_subscriber::filter::Targets {
+    let info = || tracing_subscriber::filter::Targets::new().with_default(tracing::Level::INFO);
+    match value.map(str::trim) {
+        None | Some("") => info(),
+        Some(v) => v.parse().unwrap_or_else(|_| info()),
+    }
+}
+
+/// Log lines through liblog's `__android_log_write`, one call per event, with its level: on
+/// Android linked (liblog is a public NDK library since API 3); elsewhere where the process has
+/// liblog loaded (ART off Android: Debian's libart runs with it). A line longer than liblog's
+/// limit (about 4 KB) is cut short by liblog.
 mod liblog {
     use std::ffi::{c_char, c_int, CString};
     use tracing_subscriber::fmt::MakeWriter;
 
     /// `int __android_log_write(int prio, const char* tag, const char* text)`.
     type Write = unsafe extern "C" fn(c_int, *const c_char, *const c_char) -> c_int;
+
+    #[cfg(target_os = "android")]
+    #[link(name = "log")]
+    extern "C" {
+        fn __android_log_write(prio: c_int, tag: *const c_char, text: *const c_char) -> c_int;
+    }
 
     /// liblog's priorities.
     const DEBUG: c_int = 3;
@@ -148,7 +150,16 @@ mod liblog {
     }
 
     impl Liblog {
+        /// liblog's writer: always on Android.
+        #[cfg(target_os = "android")]
+        pub fn find() -> Option<Liblog> {
+            Some(Liblog {
+                write: __android_log_write,
+            })
+        }
+
         /// liblog's writer, when the process has loaded it.
+        #[cfg(not(target_os = "android"))]
         pub fn find() -> Option<Liblog> {
             // SAFETY: a lookup by a NUL-terminated name in the libraries already loaded.
             let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"__android_log_write".as_ptr()) };
@@ -642,4 +653,30 @@ fn read_last_words(env: &mut JNIEnv<'_>, thread: &JObject<'_>, t: &JThrowable<'_
         Ok(())
     });
     w
+}
+
+#[cfg(test)]
+mod tests {
+    use super::log_filter;
+    use tracing::Level;
+
+    #[test]
+    fn log_filter_reads_levels_and_targets() {
+        let on = |v: Option<&str>, target: &str, level: Level| {
+            log_filter(v).would_enable(target, &level)
+        };
+        // Unset, empty or unreadable: info.
+        for v in [None, Some(""), Some("  "), Some("oomguard=loud")] {
+            assert!(on(v, "oomguard::agent", Level::INFO), "{v:?}");
+            assert!(!on(v, "oomguard::agent", Level::DEBUG), "{v:?}");
+        }
+        assert!(on(Some("debug"), "oomguard::agent", Level::DEBUG));
+        assert!(!on(Some("debug"), "oomguard::agent", Level::TRACE));
+        assert!(!on(Some("warn"), "oomguard::agent", Level::INFO));
+        assert!(!on(Some("off"), "oomguard::agent", Level::ERROR));
+        let v = Some("info,oomguard::upload=trace");
+        assert!(on(v, "oomguard::upload::tus", Level::TRACE));
+        assert!(!on(v, "oomguard::agent", Level::DEBUG));
+        assert!(on(v, "hprof::strip", Level::INFO));
+    }
 }

@@ -227,7 +227,7 @@ mod tests {
             .unwrap();
         // Nothing listens on port 1 of loopback: the upload is refused, an outage.
         let policy = r#"{"poll_interval_ms": 100, "upload": {"url": "http://127.0.0.1:1/files/"}}"#;
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let (tx, rx) = crate::agent::inbox::channel();
         let t0 = std::time::Instant::now();
         let dir = data.path().to_path_buf();
         // Built on its thread: the pipeline's dumper is not Send.

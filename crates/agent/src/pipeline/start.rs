@@ -148,7 +148,7 @@ impl Dumper for NoDumper {
 
 /// The agent thread of this process, from [`start`] until it is joined.
 pub struct Handle {
-    tx: tokio::sync::mpsc::UnboundedSender<Command>,
+    tx: crate::agent::inbox::Commands,
     thread: std::thread::JoinHandle<()>,
     ended: Arc<Ended>,
     /// A stop was asked: the agent is on its way out.
@@ -244,7 +244,7 @@ impl Handle {
 /// sources, the runtime's dumper, the [`Pipeline`] and the [`Agent`], and runs its loop.
 pub fn start(args: StartArgs) -> Result<Handle, Error> {
     let shared = Arc::new(Shared::default().with_flight(args.flight));
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let (tx, rx) = crate::agent::inbox::channel();
     let ended = Arc::new(Ended::default());
     let on_end = SetOnDrop(ended.clone());
     let thread_shared = shared.clone();
@@ -300,7 +300,7 @@ fn agent_thread(
     cfg: Config,
     network: Arc<NetworkState>,
     shared: Arc<Shared>,
-    rx: tokio::sync::mpsc::UnboundedReceiver<Command>,
+    rx: crate::agent::inbox::Inbox,
 ) {
     let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<(), String> {
         let vm = &*vm;
