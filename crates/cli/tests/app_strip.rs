@@ -296,11 +296,12 @@ fn objects_of_a_dropped_heap_the_stripper_cannot_account_for_are_kept_in_their_h
     w.root(sub::ROOT_STICKY_CLASS, 0x50);
     w.class_dump(0x50, 0, 0, 0, &[], &[]);
     w.heap_info(b'Z' as u32, 1);
-    // Instances of class 0x60, never described: kept aside up to 4 MiB (heads and bytes), then
-    // kept.
-    let mb = vec![0u8; (1 << 20) - 64];
+    // Instances of class 0x60, never described: set aside, each id-sized window of their bytes
+    // reserved in the table of ids (1.5 million entries): four of 350,000 bytes fit, the fifth
+    // does not, and is kept with all that follows in the dropped heap.
+    let big = vec![0u8; 350_000];
     for i in 0..5u64 {
-        w.instance(0x1000 + 8 * i, 0x60, &mb);
+        w.instance(0x1000 + 8 * i, 0x60, &big);
     }
     w.primitive_array(0x2000, BasicType::Int, 10, &[7; 40]);
     w.object_array(0x3000, 0x50, &[0x1000, 0x4000]);

@@ -16,7 +16,10 @@
 //!
 //! A dropped instance whose class dump has not come yet (ART writes each heap in address order:
 //! a boot image object can lie below its class) is kept in memory, id, class and field bytes,
-//! until the end of the heap dump, when every class is known.
+//! until the end of the heap dump, when every class is known. Its room in the table of ids is
+//! reserved when it is set aside, one entry for each id-sized window of its bytes: if its class
+//! never comes, each window is taken for a reference (fields are packed, a reference can start at
+//! any byte), and none may go unmarked for want of room.
 //!
 //! Memory is bounded: the table of ids holds at most [`MAX_SLOTS`] slots (9 bytes each: 18 MiB
 //! at most, grown from 36 KiB as needed: about 2.4 slots per dropped object), the class layouts
@@ -201,6 +204,12 @@ pub(super) struct Holders {
     deferred: Vec<(u64, u64, u32)>,
     deferred_data: Vec<u8>,
     reserved: usize,
+}
+
+/// The id-sized windows of `len` bytes: what an instance of a class never described may reference
+/// ([`Holders::resolve`]).
+fn windows(len: usize, id_size: usize) -> usize {
+    (len + 1).saturating_sub(id_size)
 }
 
 impl Holders {
@@ -437,8 +446,13 @@ impl Holders {
 
     /// Keep a dropped instance of a class not known yet for [`Holders::take_wanted`].
     fn defer(&mut self, id: u64, class_id: u64, data: &[u8]) -> bool {
-        // Room for as many references as its bytes can hold, its id and its class.
-        let refs = data.len() / self.id_size as usize;
+        // Room for every reference it may hold, its id and its class. Its class may never come
+        // (or come at another length): [`Holders::resolve`] then takes every id-sized window of
+        // its bytes for a reference (a field can start at any byte: HPROF packs them), so the
+        // room is one entry per window, not per aligned id. Reserving less let the first such
+        // instances' windows take the room of those after them: references left unmarked, a
+        // path lost.
+        let refs = windows(data.len(), self.id_size as usize);
         // Its head counts too: instances without fields would otherwise be bounded only by the
         // table (1.5 million heads, 36 MiB).
         let heads = (self.deferred.len() + 1) * std::mem::size_of::<(u64, u64, u32)>();
@@ -471,14 +485,15 @@ impl Holders {
             if self.layout(class_id) && self.cache_len == d.len() {
                 self.note_fields(d);
             } else {
+                // Within its reservation ([`Holders::defer`]): every window is marked.
+                debug_assert!(windows(d.len(), n) <= self.reserved);
                 for w in d.windows(n) {
-                    if self.table.room(0) > 0 {
-                        self.table.mark(read_id(w, self.id_size), WANTED);
-                    }
+                    self.table.mark(read_id(w, self.id_size), WANTED);
                 }
             }
+            self.reserved -= windows(len as usize, n);
         }
-        self.reserved = 0;
+        debug_assert_eq!(self.reserved, 0);
     }
 
     /// A dropped object array's head: its elements follow through [`Holders::elements`]. False
@@ -773,41 +788,62 @@ mod tests {
     /// table has exactly that room, and the next is refused once the reservations fill it,
     /// near the table's 1.5-million-entry bound.
     #[test]
-    fn a_waiting_instance_reserves_room_for_its_references_in_the_id_table() {
-        let mut h = Holders::new(4);
-        let bound = MAX_SLOTS / 4 * 3;
-        for id in 1..=(bound - 12) as u64 {
-            h.table.mark((1 << 40) + id, DROPPED);
-        }
-        assert_eq!(h.table.room(0), 12);
-        // 40 bytes: 10 references, its id and its class (0x60, never described): 12 entries.
+    fn a_waiting_instance_reserves_room_for_every_window_of_its_bytes() {
+        // 40 bytes of a class never described: 10 aligned references (0x9000..=0x9009), and as
+        // a field may start at any byte, 37 id-sized windows to take for references.
         let data: Vec<u8> = (0..10u32)
             .flat_map(|i| (0x9000 + i).to_be_bytes())
             .collect();
+        let near_the_bound = |room: usize| {
+            let mut h = Holders::new(4);
+            let bound = MAX_SLOTS / 4 * 3;
+            for id in 1..=(bound - room) as u64 {
+                h.table.mark((1 << 40) + id, DROPPED);
+            }
+            assert_eq!(h.table.room(0), room);
+            h
+        };
+        // One entry short of its 37 windows, its id and its class: it is kept, not dropped
+        // (reserving a room per aligned id, 12, it was dropped and 0x9003.. went unmarked).
+        let mut h = near_the_bound(38);
+        assert!(!h.instance(0x2000_0000, 0x60, &data));
+        assert!(h.full);
+        assert!(h.deferred.is_empty());
+
+        let mut h = near_the_bound(39);
         assert!(h.instance(0x2000_0000, 0x60, &data));
         assert!(!h.full);
-        assert_eq!((h.reserved, h.table.room(0)), (10, 10));
+        assert_eq!((h.reserved, h.table.room(0)), (37, 37));
         // Another of the class, without fields, wants its id only: no room is left.
         assert!(!h.instance(0x2000_0008, 0x60, &[]));
         assert!(h.full);
         assert_eq!(h.deferred.len(), 1);
-        // Its class never described, each id-sized run of its bytes is taken for a reference,
-        // as far as the reserved room goes: the class and 10 runs, the first of them its first
-        // field.
+        // Its class never described, every window is a reference: the class and 37 windows,
+        // each aligned reference among them.
         let wanted = h.take_wanted();
-        assert_eq!(wanted.len(), 11, "{wanted:x?}");
-        assert_eq!(wanted[0], 0x60);
-        assert!(wanted.contains(&0x9000), "{wanted:x?}");
+        assert_eq!(wanted.len(), 38, "{wanted:x?}");
+        assert!(wanted.contains(&0x60));
+        for r in 0x9000..=0x9009 {
+            assert!(wanted.contains(&r), "{r:x} not wanted: {wanted:x?}");
+        }
+        assert_eq!(h.reserved, 0);
     }
 
     #[test]
     fn instances_waiting_for_their_class_may_fill_max_deferred_bytes_exactly() {
+        // 16 bytes of fields and 24 bytes of head per instance: one with fields and 174,761
+        // without fill the 4 MiB exactly (the table, 1.5 million entries, has room for all).
+        let head = std::mem::size_of::<(u64, u64, u32)>();
+        assert_eq!((MAX_DEFERRED_BYTES - 16) % head, 0);
         let mut h = Holders::new(4);
-        let data = vec![0u8; MAX_DEFERRED_BYTES - 2 * 24];
-        assert!(h.instance(0x1000, 0x60, &data));
-        assert!(h.instance(0x1008, 0x60, &[]));
+        assert!(h.instance(0x1000, 0x60, &[0x11; 16]));
+        let mut id = 0x1008;
+        for _ in 1..(MAX_DEFERRED_BYTES - 16) / head {
+            assert!(h.instance(id, 0x60, &[]), "{id:x}");
+            id += 8;
+        }
         assert!(!h.full);
-        assert!(!h.instance(0x1010, 0x60, &[]));
+        assert!(!h.instance(id, 0x60, &[]));
         assert!(h.full);
     }
 }
