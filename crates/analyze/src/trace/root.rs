@@ -144,6 +144,7 @@ pub(crate) fn root_words(
         sub::ROOT_JNI_LOCAL => "JNI local",
         sub::ROOT_JAVA_FRAME => "Java frame",
         sub::ROOT_NATIVE_STACK => "native stack",
+        sub::ROOT_THREAD_BLOCK => "thread block",
         sub::ROOT_STICKY_CLASS => "sticky class",
         sub::ROOT_MONITOR_USED | sub::ROOT_JNI_MONITOR => "monitor",
         CLASS_ROOT | LATE_ROOT => "system class",

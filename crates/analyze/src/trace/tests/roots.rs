@@ -84,7 +84,7 @@ fn expected() -> [(u64, &'static str, &'static str); 10] {
         ),
         (
             13,
-            "other",
+            "thread block",
             "thread block on thread #7 on com.app.Holder @0x2b20",
         ),
         (
