@@ -24,7 +24,8 @@
 //!   module's propagation);
 //! - the framework's objects of [`framework`] (ContextImpl, ActivityThread, InputMethodManager,
 //!   ClassLoader, LoadedApk, MessageQueue, Message, ViewRootImpl, ValueAnimator,
-//!   LifecycleRegistry, Binder, Service) and
+//!   LifecycleRegistry, ApplicationPackageManager, Toast, Editor, Compose's Recomposer and
+//!   CompositionImpl, Binder, Service) and
 //!   anonymous classes: as that module says;
 //! - any object a leak detector flagged (Activity, Fragment, watched object): LEAKING with the
 //!   detector's reason (also over a framework inspector's mere label).

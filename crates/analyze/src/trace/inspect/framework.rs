@@ -1,7 +1,7 @@
 //! The framework inspectors (issue 42, item 6): objects of the Android framework whose status a
 //! field tells, or that live as long as the process, and labels where nothing can be proved.
 //! Each reads only instance fields (so a stripped dump gives the same answer): of the object
-//! itself, and for two of them of one object off the path ([`Inspector::read_off_path`]), with
+//! itself, and for some of them of objects off the path ([`Inspector::read_off_path`]), with
 //! the detectors' flags of what it references and, for services, the index's check of which
 //! services an ActivityThread holds:
 //! - `android.app.Service`: held by an ActivityThread (`crate::index::flag_services`):
@@ -27,6 +27,19 @@
 //! - `android.app.ApplicationPackageManager` (the Application's PackageManager): its
 //!   `mContext`'s `mOuterContext` (read off the path) the Application: NOT_LEAKING; else
 //!   labelled with it;
+//! - `android.widget.Toast`: its `mTN`'s (read off the path) `mWM` set and `mView` null: LEAKING
+//!   (shown, then hidden: nothing shows it again); `mWM` null (never shown) or `mView` set
+//!   (showing, until its time is up): UNKNOWN, labelled. These are the fields through API 29;
+//!   a later Toast (its TN holds a presenter) is UNKNOWN without a label;
+//! - `android.widget.Editor`: as its `mTextView` (read off the path when it is not on it), by the
+//!   View's rules, the reason prefixed `mTextView: ` (the TextView's context is followed through
+//!   the wrappers whose fields are read, only);
+//! - `androidx.compose.runtime.Recomposer`: its `_state` flow's `_state` (two objects off the
+//!   path), a `Recomposer.State` by ordinal: ShutDown or ShuttingDown: LEAKING (it recomposes
+//!   nothing again); Idle or PendingWork: NOT_LEAKING (it runs: a window's recomposer is shut
+//!   down when the window is detached); Inactive (pending work or not): UNKNOWN, labelled;
+//! - `androidx.compose.runtime.CompositionImpl`: `disposed` true: LEAKING (its content is gone
+//!   for good); false: UNKNOWN, labelled;
 //! - `android.os.Binder` (stubs of IPC interfaces): UNKNOWN, labelled: another process may hold
 //!   a stub long after it is used;
 //! - an anonymous class (`Outer$1`): UNKNOWN, labelled with what it extends and its outer
@@ -109,6 +122,25 @@ impl Inspector<'_> {
         }
         if is(PACKAGE_MANAGER) {
             return Some(self.package_manager(v));
+        }
+        if is(TOAST) {
+            return Some(self.toast(v));
+        }
+        if is(EDITOR) {
+            return Some(self.editor(v));
+        }
+        if is(RECOMPOSER) {
+            return Some(self.recomposer(v));
+        }
+        if is(COMPOSITION) {
+            return Some(match self.bool_field(v, COMPOSITION, "disposed") {
+                Some(true) => (
+                    Status::Leaking,
+                    "disposed is true (its content is gone for good)".into(),
+                ),
+                Some(false) => (UNK, "disposed is false".into()),
+                None => (UNK, String::new()),
+            });
         }
         if is("android.os.Binder") {
             return Some((
@@ -226,6 +258,32 @@ const REGISTRY: &str = "androidx.lifecycle.LifecycleRegistry";
 
 const PACKAGE_MANAGER: &str = "android.app.ApplicationPackageManager";
 
+const TOAST: &str = "android.widget.Toast";
+
+/// The Toast's handler of show and hide (through API 29 it holds the view shown and the
+/// WindowManager it was shown with).
+const TOAST_TN: &str = "android.widget.Toast$TN";
+
+const EDITOR: &str = "android.widget.Editor";
+
+const RECOMPOSER: &str = "androidx.compose.runtime.Recomposer";
+
+/// `androidx.compose.runtime.Recomposer.State` by ordinal.
+const RECOMPOSER_STATES: [&str; 6] = [
+    "ShutDown",
+    "ShuttingDown",
+    "Inactive",
+    "InactivePendingWork",
+    "Idle",
+    "PendingWork",
+];
+
+const COMPOSITION: &str = "androidx.compose.runtime.CompositionImpl";
+
+/// The most objects one inspector reads off the path, one after the other (a Recomposer: its
+/// state flow, then the flow's value).
+pub(crate) const OFF_PATH_HOPS: usize = 2;
+
 impl Inspector<'_> {
     /// The id of LifecycleRegistry `v`'s state (an enum object), if set.
     fn registry_state(&self, v: u32) -> Option<u64> {
@@ -234,46 +292,74 @@ impl Inspector<'_> {
             .filter(|&id| id != 0)
     }
 
-    /// The object off the path whose fields the inspector of `v` reads, if any: a
-    /// LifecycleRegistry's state enum, an ApplicationPackageManager's `mContext`.
-    fn off_path(&self, v: u32) -> Option<u64> {
+    /// The objects off the path whose fields the inspector of `v` reads, in the order it
+    /// follows them: a LifecycleRegistry's state enum, an ApplicationPackageManager's
+    /// `mContext`, a Toast's `mTN`, an Editor's `mTextView`, a Recomposer's state flow and
+    /// that flow's value. The list stops at the first object whose fields are not read yet (the
+    /// next is found in them).
+    fn off_path(&self, v: u32) -> Vec<u64> {
         let ix = self.ix;
         if ix.class_of_node(v).is_some() {
-            return None;
+            return Vec::new();
         }
         let c = ix.class_of[v as usize];
-        if ix.is_subclass(c, REGISTRY) {
-            return self.registry_state(v);
-        }
-        if ix.is_subclass(c, PACKAGE_MANAGER) {
-            return self
-                .ref_field(v, PACKAGE_MANAGER, "mContext")
+        let first = if ix.is_subclass(c, REGISTRY) {
+            self.registry_state(v)
+        } else if ix.is_subclass(c, PACKAGE_MANAGER) {
+            self.ref_field(v, PACKAGE_MANAGER, "mContext")
+        } else if ix.is_subclass(c, TOAST) {
+            self.ref_field(v, TOAST, "mTN")
+        } else if ix.is_subclass(c, EDITOR) {
+            self.ref_field(v, EDITOR, "mTextView")
+        } else if ix.is_subclass(c, RECOMPOSER) {
+            let flow = self
+                .ref_field(v, RECOMPOSER, "_state")
                 .filter(|&id| id != 0);
-        }
-        None
+            return match flow {
+                Some(f) if self.fields.contains_key(&f) => {
+                    let value = ix.node(f).and_then(|n| self.ref_field(n, "", "_state"));
+                    [Some(f), value]
+                        .into_iter()
+                        .flatten()
+                        .filter(|&id| id != 0)
+                        .collect()
+                }
+                Some(f) => vec![f],
+                None => Vec::new(),
+            };
+        } else {
+            None
+        };
+        first.filter(|&id| id != 0).into_iter().collect()
     }
 
     /// Reads into `fields` the fields of the objects off the paths that the inspectors of
-    /// `nodes` read ([`Self::off_path`]), in one pass: `read(ids)` returns those of the
-    /// instances `ids` (sorted).
+    /// `nodes` read ([`Self::off_path`]): one pass a hop, at most [`OFF_PATH_HOPS`] passes,
+    /// none when no inspector reads off its path. `read(ids)` returns those of the instances
+    /// `ids` (sorted) that the dump holds.
     pub(crate) fn read_off_path<E>(
         ix: &Index,
         nodes: &[u32],
         fields: &mut FieldMap,
-        read: impl FnOnce(Vec<u64>) -> Result<FieldMap, E>,
+        mut read: impl FnMut(Vec<u64>) -> Result<FieldMap, E>,
     ) -> Result<(), E> {
-        let want: Vec<u64> = {
-            let ins = Inspector::new(ix, fields);
-            let mut w: Vec<u64> = nodes
-                .iter()
-                .filter_map(|&v| ins.off_path(v))
-                .filter(|id| !fields.contains_key(id))
-                .collect();
-            w.sort_unstable();
-            w.dedup();
-            w
-        };
-        if !want.is_empty() {
+        let mut asked: Vec<u64> = Vec::new();
+        for _ in 0..OFF_PATH_HOPS {
+            let want: Vec<u64> = {
+                let ins = Inspector::new(ix, fields);
+                let mut w: Vec<u64> = nodes
+                    .iter()
+                    .flat_map(|&v| ins.off_path(v))
+                    .filter(|id| !fields.contains_key(id) && !asked.contains(id))
+                    .collect();
+                w.sort_unstable();
+                w.dedup();
+                w
+            };
+            if want.is_empty() {
+                break;
+            }
+            asked.extend(&want);
             fields.extend(read(want)?);
         }
         Ok(())
@@ -331,6 +417,68 @@ impl Inspector<'_> {
             }
         }
         None
+    }
+
+    /// A Toast, by its `mTN` (read off the path): the WindowManager it was shown with
+    /// (`mWM`) and the view it shows (`mView`, null again once hidden).
+    fn toast(&self, v: u32) -> (Status, String) {
+        let tn = self
+            .ref_field(v, TOAST, "mTN")
+            .and_then(|id| self.ix.node(id));
+        let field = |name| tn.and_then(|n| self.ref_field(n, TOAST_TN, name));
+        match (field("mWM"), field("mView")) {
+            (Some(wm), Some(0)) if wm != 0 => (
+                Status::Leaking,
+                "hidden after it was shown (mTN.mWM is set, mTN.mView is null)".into(),
+            ),
+            (Some(0), _) => (Status::Unknown, "never shown (mTN.mWM is null)".into()),
+            (_, Some(view)) if view != 0 => (
+                Status::Unknown,
+                "showing (mTN.mView is not null: it is hidden when its time is up)".into(),
+            ),
+            _ => (Status::Unknown, String::new()),
+        }
+    }
+
+    /// An Editor is as leaking as its TextView (`mTextView`, read off the path when it is not
+    /// on it): the View's inspector decides, its reason prefixed.
+    fn editor(&self, v: u32) -> (Status, String) {
+        let text_view = self
+            .ref_field(v, EDITOR, "mTextView")
+            .filter(|&id| id != 0)
+            .and_then(|id| self.ix.node(id))
+            .filter(|&n| self.is_view(n));
+        match text_view.map(|n| self.inspect(n)) {
+            Some((status, why)) if !why.is_empty() => (status, format!("mTextView: {why}")),
+            Some((status, _)) => (status, String::new()),
+            None => (Status::Unknown, String::new()),
+        }
+    }
+
+    /// A Recomposer, by its state: `_state` (a StateFlow) holds a `Recomposer.State`, read by
+    /// its ordinal. Shut down (or shutting down): LEAKING, it recomposes nothing again; idle or
+    /// with work: NOT_LEAKING, it runs (a window's recomposer is shut down when its window is
+    /// detached); inactive: UNKNOWN.
+    fn recomposer(&self, v: u32) -> (Status, String) {
+        let state = self
+            .ref_field(v, RECOMPOSER, "_state")
+            .and_then(|id| self.ix.node(id))
+            .and_then(|flow| self.ref_field(flow, "", "_state"))
+            .and_then(|id| self.ix.node(id))
+            .and_then(|n| self.int_field(n, "java.lang.Enum", "ordinal"))
+            .and_then(|o| usize::try_from(o).ok())
+            .and_then(|o| RECOMPOSER_STATES.get(o).copied());
+        match state {
+            Some(s @ ("ShutDown" | "ShuttingDown")) => (
+                Status::Leaking,
+                format!("state is {s} (it recomposes nothing again)"),
+            ),
+            Some(s @ ("Idle" | "PendingWork")) => {
+                (Status::NotLeaking, format!("state is {s} (it runs)"))
+            }
+            Some(s) => (Status::Unknown, format!("state is {s}")),
+            None => (Status::Unknown, String::new()),
+        }
     }
 
     fn lifecycle(&self, v: u32) -> (Status, String) {

@@ -107,6 +107,49 @@ fn classes() -> Vec<Cls> {
             E_OBJECT,
             vec![("mContext", Object), held],
         ),
+        (
+            E_OWN + 0x98,
+            "android.widget.Toast",
+            E_OBJECT,
+            vec![("mTN", Object), held],
+        ),
+        (
+            E_OWN + 0xa0,
+            "android.widget.Toast$TN",
+            E_OBJECT,
+            vec![("mView", Object), ("mWM", Object)],
+        ),
+        (E_OWN + 0xa8, "android.widget.TextView", E_VIEW, vec![]),
+        (
+            E_OWN + 0xb0,
+            "android.widget.Editor",
+            E_OBJECT,
+            vec![("mTextView", Object), held],
+        ),
+        (
+            E_OWN + 0xb8,
+            "kotlinx.coroutines.flow.StateFlowImpl",
+            E_OBJECT,
+            vec![("_state", Object)],
+        ),
+        (
+            E_OWN + 0xc0,
+            "androidx.compose.runtime.Recomposer$State",
+            E_OWN + 0x70,
+            vec![],
+        ),
+        (
+            E_OWN + 0xc8,
+            "androidx.compose.runtime.Recomposer",
+            E_OBJECT,
+            vec![("_state", Object), held],
+        ),
+        (
+            E_OWN + 0xd0,
+            "androidx.compose.runtime.CompositionImpl",
+            E_OBJECT,
+            vec![("disposed", Boolean), held],
+        ),
     ]
 }
 
@@ -118,12 +161,26 @@ const DESTROYED_STATE: u64 = 0x1030;
 const RESUMED_STATE: u64 = 0x1040;
 /// The Application's ContextImpl, off every path.
 const APP_CONTEXT: u64 = 0x1050;
+/// Toasts' `mTN`s, off every path: shown then hidden, showing, never shown.
+const TN_HIDDEN: u64 = 0x1060;
+const TN_SHOWING: u64 = 0x1068;
+const TN_NEVER: u64 = 0x1070;
+/// TextViews: attached with a live context (off every path); with a destroyed one.
+const TV_ATTACHED: u64 = 0x1078;
+const TV_DEAD: u64 = 0x1080;
+/// Recomposers' state flows and their values (`Recomposer.State`), off every path.
+const FLOW_SHUT: u64 = 0x1088;
+const FLOW_IDLE: u64 = 0x1090;
+const FLOW_INACTIVE: u64 = 0x1098;
+const SHUT_DOWN: u64 = 0x10a0;
+const IDLE: u64 = 0x10a8;
+const INACTIVE: u64 = 0x10b0;
 
 /// Each case: (its class, its fields before `mHeld`, the expected status and reason).
 fn cases() -> Vec<(u64, Vec<F>, &'static str, String)> {
     let singleton = "a singleton that lives as long as the process".to_string();
     let stub = "a Binder: another process may hold it long after its last use";
-    vec![
+    let mut cases = vec![
         (
             E_OWN,
             vec![F::L(dead(40))],
@@ -234,6 +291,74 @@ fn cases() -> Vec<(u64, Vec<F>, &'static str, String)> {
             UNK,
             "mContext is a destroyed Activity (MainActivity)".into(),
         ),
+    ];
+    cases.extend(widget_and_compose_cases());
+    cases
+}
+
+/// The cases of Toast, Editor, Recomposer and CompositionImpl.
+fn widget_and_compose_cases() -> Vec<(u64, Vec<F>, &'static str, String)> {
+    vec![
+        (
+            E_OWN + 0x98,
+            vec![F::L(TN_HIDDEN)],
+            LEAK,
+            "hidden after it was shown (mTN.mWM is set, mTN.mView is null)".into(),
+        ),
+        (
+            E_OWN + 0x98,
+            vec![F::L(TN_SHOWING)],
+            UNK,
+            "showing (mTN.mView is not null: it is hidden when its time is up)".into(),
+        ),
+        (
+            E_OWN + 0x98,
+            vec![F::L(TN_NEVER)],
+            UNK,
+            "never shown (mTN.mWM is null)".into(),
+        ),
+        (
+            E_OWN + 0xb0,
+            vec![F::L(TV_ATTACHED)],
+            NOT,
+            "mTextView: mAttachInfo is not null (attached to a window)".into(),
+        ),
+        (
+            E_OWN + 0xb0,
+            vec![F::L(TV_DEAD)],
+            LEAK,
+            "mTextView: mContext is a destroyed Activity (mDestroyed is true)".into(),
+        ),
+        (
+            E_OWN + 0xc8,
+            vec![F::L(FLOW_SHUT)],
+            LEAK,
+            "state is ShutDown (it recomposes nothing again)".into(),
+        ),
+        (
+            E_OWN + 0xc8,
+            vec![F::L(FLOW_IDLE)],
+            NOT,
+            "state is Idle (it runs)".into(),
+        ),
+        (
+            E_OWN + 0xc8,
+            vec![F::L(FLOW_INACTIVE)],
+            UNK,
+            "state is Inactive".into(),
+        ),
+        (
+            E_OWN + 0xd0,
+            vec![F::Z(true)],
+            LEAK,
+            "disposed is true (its content is gone for good)".into(),
+        ),
+        (
+            E_OWN + 0xd0,
+            vec![F::Z(false)],
+            UNK,
+            "disposed is false".into(),
+        ),
     ]
 }
 
@@ -251,6 +376,26 @@ fn each_framework_inspector_decides_its_object() {
         (RESUMED_STATE, E_OWN + 0x78, vec![F::L(0), F::I(4)]),
         (APP_CONTEXT, E_OWN, vec![F::L(APP), F::L(0)]),
         activity(dead(43), true, 0),
+        (TN_HIDDEN, E_OWN + 0xa0, vec![F::L(0), F::L(HANDLER)]),
+        (TN_SHOWING, E_OWN + 0xa0, vec![F::L(0x1020), F::L(HANDLER)]),
+        (TN_NEVER, E_OWN + 0xa0, vec![F::L(0), F::L(0)]),
+        (
+            TV_ATTACHED,
+            E_OWN + 0xa8,
+            vec![F::L(LIVE), F::L(HANDLER), F::L(0)],
+        ),
+        (
+            TV_DEAD,
+            E_OWN + 0xa8,
+            vec![F::L(dead(44)), F::L(0), F::L(0)],
+        ),
+        activity(dead(44), true, 0),
+        (FLOW_SHUT, E_OWN + 0xb8, vec![F::L(SHUT_DOWN)]),
+        (FLOW_IDLE, E_OWN + 0xb8, vec![F::L(IDLE)]),
+        (FLOW_INACTIVE, E_OWN + 0xb8, vec![F::L(INACTIVE)]),
+        (SHUT_DOWN, E_OWN + 0xc0, vec![F::L(0), F::I(0)]),
+        (IDLE, E_OWN + 0xc0, vec![F::L(0), F::I(4)]),
+        (INACTIVE, E_OWN + 0xc0, vec![F::L(0), F::I(2)]),
         activity(dead(40), true, 0),
         activity(dead(41), true, 0),
         activity(dead(42), true, 0),
