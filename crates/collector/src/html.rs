@@ -23,6 +23,7 @@ pub mod capped;
 mod chart;
 mod incident;
 pub mod lenient;
+mod running;
 pub mod trace;
 mod treemap;
 

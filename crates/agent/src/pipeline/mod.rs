@@ -59,6 +59,39 @@ pub const SPOOL_DIR: &str = "spool";
 /// unknown files aside).
 pub const ANALYSIS_DIR: &str = "analysis";
 
+/// An incident's `samples` cover the polls of this last stretch before it (from the flight
+/// recorder), not only those the verdict was taken on.
+pub const RECENT_MS: u64 = 60_000;
+
+/// An incident's `samples`: the `recent` polls (the flight recorder's last minute) and the
+/// verdict's `evidence`, one per poll (`seq`), oldest first; those of the evidence marked
+/// `"verdict": true`. Without a recorder (off, or its file lost) the evidence alone.
+fn incident_samples(
+    evidence: &[crate::sample::Sample],
+    recent: Vec<crate::sample::Sample>,
+) -> serde_json::Value {
+    let mut all = recent;
+    all.extend(
+        evidence
+            .iter()
+            .filter(|e| !all.iter().any(|r| r.seq == e.seq))
+            .copied()
+            .collect::<Vec<_>>(),
+    );
+    all.sort_by_key(|s| s.seq);
+    let out: Vec<serde_json::Value> = all
+        .iter()
+        .map(|s| {
+            let mut v = serde_json::to_value(s).unwrap_or_default();
+            if evidence.iter().any(|e| e.seq == s.seq) {
+                v["verdict"] = serde_json::Value::Bool(true);
+            }
+            v
+        })
+        .collect();
+    serde_json::Value::Array(out)
+}
+
 /// The real actions: dump, spool, and hand over to the I/O thread. Its spool and I/O thread
 /// start with the first policy the agent loads ([`Actions::started`]).
 pub struct Pipeline {
@@ -245,7 +278,7 @@ impl Pipeline {
         });
         let info = NewIncident {
             reason: v.reason.clone(),
-            samples: serde_json::to_value(&v.evidence).unwrap_or_default(),
+            samples: incident_samples(&v.evidence, cx.flight.recent(RECENT_MS)),
             running_info,
             policy_version: p.version.to_string(),
         };

@@ -271,3 +271,42 @@ fn a_verdict_without_a_dump_is_still_reported_once_per_kind() {
     let fds = std::fs::read_to_string(fd_dir.join("fds.txt")).unwrap();
     assert!(fds.contains("\"total\": 900"), "{fds}");
 }
+
+#[test]
+fn an_incidents_samples_are_the_last_minute_of_polls_with_the_verdicts_marked() {
+    use crate::sample::Sample;
+    let poll = |seq: u64, heap_used: u64| Sample {
+        seq,
+        at_ms: 1_000 + seq * 5_000,
+        heap_used,
+        ..Sample::default()
+    };
+    let recent: Vec<Sample> = (1..=6).map(|k| poll(k, k * 10)).collect();
+    // The verdict was taken on the last three polls, the newest not yet in the ring.
+    let evidence = [poll(5, 50), poll(6, 60), poll(7, 70)];
+    let v = incident_samples(&evidence, recent);
+    let seqs: Vec<u64> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(seqs, [1, 2, 3, 4, 5, 6, 7]);
+    let marked: Vec<u64> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["verdict"] == true)
+        .map(|s| s["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(marked, [5, 6, 7]);
+    assert_eq!(v[6]["heap_used"], 70);
+    // No recorder: the evidence alone, each marked.
+    let alone = incident_samples(&evidence, Vec::new());
+    assert_eq!(alone.as_array().unwrap().len(), 3);
+    assert!(alone
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|s| s["verdict"] == true));
+}

@@ -859,6 +859,20 @@ impl Recorder {
         parse(&self.path, &b)
     }
 
+    /// The polls of the last `window_ms` before the newest, oldest first, read from the image
+    /// (which equals the file): no system call.
+    pub fn recent(&self, window_ms: u64) -> Vec<Sample> {
+        let Ok(p) = parse(&self.path, &self.image) else {
+            return Vec::new();
+        };
+        let newest = p.samples.last().map_or(0, |s| s.sample.at_ms);
+        p.samples
+            .into_iter()
+            .map(|s| s.sample)
+            .filter(|s| s.at_ms >= newest.saturating_sub(window_ms))
+            .collect()
+    }
+
     /// Give the file up after a failed write: empty it (see the module comment) and release
     /// its lock.
     fn abandon(self) -> String {
@@ -928,6 +942,16 @@ impl Flight {
 
     pub fn record(&self, s: &Sample, strikes: &Strikes) {
         self.with(|r| r.record(s, strikes));
+    }
+
+    /// The polls of the last `window_ms` the ring holds, oldest first; none without a
+    /// recorder ([`Recorder::recent`]).
+    pub fn recent(&self, window_ms: u64) -> Vec<Sample> {
+        self.lock()
+            .recorder
+            .as_ref()
+            .map(|r| r.recent(window_ms))
+            .unwrap_or_default()
     }
 
     pub fn set_busy(&self, flag: u32, on: bool) {

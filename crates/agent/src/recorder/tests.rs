@@ -510,3 +510,26 @@ fn a_failed_write_turns_the_recorder_off_and_empties_the_ring() {
     std::fs::remove_file(disk.path().join("fill")).unwrap();
     assert!(open(&path).unwrap().previous.is_none());
 }
+
+#[test]
+fn recent_polls_are_those_of_the_window_before_the_newest() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.ring");
+    let mut r = open(&path).unwrap().start(&id("3.0")).unwrap();
+    for seq in 1..=20u64 {
+        let s = Sample {
+            seq,
+            at_ms: seq * 5_000,
+            heap_used: seq,
+            ..Sample::default()
+        };
+        r.record(&s, &Strikes::default()).unwrap();
+    }
+    let seqs: Vec<u64> = r.recent(60_000).iter().map(|s| s.seq).collect();
+    // The newest at 100 s: the polls from 40 s on.
+    assert_eq!(seqs, (8..=20).collect::<Vec<u64>>());
+    let flight = Flight::default();
+    assert!(flight.recent(60_000).is_empty(), "no recorder, no polls");
+    flight.install(Some(r));
+    assert_eq!(flight.recent(10_000).len(), 3);
+}

@@ -1,7 +1,9 @@
-//! The samples that led to a verdict as small line charts (inline SVG): the Java heap used
-//! against its maximum, the open fds against their limit, the threads, the resident memory.
-//! A chart is drawn only for a figure the samples carry that moved or came near its limit;
-//! at most [`MAX_POINTS`] points (the newest), each with its value as a tooltip.
+//! The samples before a verdict as small line charts (inline SVG): the Java heap used against
+//! its maximum, the open fds against their limit, the threads, the resident memory. The agent
+//! sends the polls of the last minute its flight recorder holds, those the verdict was taken on
+//! marked (`"verdict": true`, drawn larger and red). A chart is drawn only for a figure the
+//! samples carry that moved or came near its limit; at most [`MAX_POINTS`] points (the
+//! newest), each with its value as a tooltip.
 #![forbid(unsafe_code)]
 
 use super::{bytes, esc, num};
@@ -75,7 +77,7 @@ pub(crate) fn samples(h: &mut String, samples: &[&Value]) {
     let t0 = s.iter().filter_map(|v| num(v, "at_ms")).min().unwrap_or(0);
     let mut drawn = 0;
     for ser in &SERIES {
-        let pts: Vec<(u64, u64, Option<u64>)> = s
+        let pts: Vec<Point> = s
             .iter()
             .enumerate()
             .filter_map(|(i, v)| {
@@ -86,7 +88,8 @@ pub(crate) fn samples(h: &mut String, samples: &[&Value]) {
                     .limit
                     .and_then(|k| num(v, k))
                     .filter(|&l| l > 0 && l < u64::MAX / 2);
-                Some((x, y, lim))
+                let verdict = v.get("verdict").and_then(Value::as_bool) == Some(true);
+                Some((x, y, lim, verdict))
             })
             .collect();
         // A figure that stayed put far from its limit says nothing about the verdict.
@@ -104,7 +107,10 @@ pub(crate) fn samples(h: &mut String, samples: &[&Value]) {
     }
 }
 
-fn chart(h: &mut String, ser: &Series, pts: &[(u64, u64, Option<u64>)]) {
+/// A point: ms from the first sample, the value, the limit (if known), a poll of the verdict.
+type Point = (u64, u64, Option<u64>, bool);
+
+fn chart(h: &mut String, ser: &Series, pts: &[Point]) {
     let xmax = pts.iter().map(|p| p.0).max().unwrap_or(0).max(1) as f64;
     let lim = pts.iter().filter_map(|p| p.2).max();
     let ymax_v = pts
@@ -153,9 +159,14 @@ fn chart(h: &mut String, ser: &Series, pts: &[(u64, u64, Option<u64>)]) {
     }
     h.push_str("\"/>");
     for p in pts {
+        let (r, fill, what) = if p.3 {
+            ("4.5", "#c33", " (the verdict's)")
+        } else {
+            ("3", "#36c", "")
+        };
         let _ = write!(
             h,
-            "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"#36c\"><title>{:.1} s: {}</title></circle>",
+            "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"{r}\" fill=\"{fill}\"><title>{:.1} s: {}{what}</title></circle>",
             px(p.0),
             py(p.1),
             p.0 as f64 / 1000.0,
@@ -164,10 +175,15 @@ fn chart(h: &mut String, ser: &Series, pts: &[(u64, u64, Option<u64>)]) {
     }
     let _ = writeln!(
         h,
-        "</svg><figcaption>{}{}</figcaption></figure>",
+        "</svg><figcaption>{}{}{}</figcaption></figure>",
         esc(ser.name),
         if lim.is_some() {
             " (dashed: its limit)"
+        } else {
+            ""
+        },
+        if pts.iter().any(|p| p.3) {
+            "; red: the polls the verdict was taken on"
         } else {
             ""
         }

@@ -74,7 +74,7 @@ pub fn incident_page(p: &PageInput<'_>) -> String {
         if let Some(ms) = num(m, "createdMs") {
             let _ = writeln!(h, "<p class=\"dim\">created on the device {}</p>", utc(ms));
         }
-        h.push_str("<h2 id=\"samples\">The samples that led to the verdict</h2>\n");
+        h.push_str("<h2 id=\"samples\">The last minute of polls before the verdict</h2>\n");
         let (s, left) = list(m, "samples");
         chart::samples(&mut h, &s);
         more(&mut h, left, "sample(s)");
@@ -99,7 +99,7 @@ pub fn incident_page(p: &PageInput<'_>) -> String {
     }
     if let Some(ri) = running {
         h.push_str("<h2 id=\"running\">Running info</h2>\n");
-        table(&mut h, ri);
+        super::running::table(&mut h, ri);
     }
     // The analysis section as the file has it, every field shown, those this version does not
     // know too (like `runningInfo`, a table of what is there rather than of the schema).
@@ -318,7 +318,7 @@ mod tests {
             ..PageInput::default()
         });
         assert!(
-            page.contains("<th>javaThreads</th><td>200: worker-1, worker-2, "),
+            page.contains("<th>Java threads</th><td>200: worker-1, worker-2, "),
             "{page}"
         );
         assert!(
@@ -329,7 +329,41 @@ mod tests {
             page.contains("<th>other</th><td>[{&quot;id&quot;:1}]</td>"),
             "{page}"
         );
-        assert!(page.contains("<th>empty</th><td>[]</td>"), "{page}");
+        // An empty list says nothing: left out.
+        assert!(!page.contains("<th>empty</th>"), "{page}");
+    }
+
+    /// The last minute of polls is drawn, those of the verdict in red and said so.
+    #[test]
+    fn the_polls_of_the_verdict_stand_out_among_the_last_minutes() {
+        let samples: Vec<Value> = (0..12u64)
+            .map(|k| {
+                let mut s = json!({"seq": k + 1, "at_ms": k * 5000, "heap_used": 100 + k * 10,
+                                   "heap_max": 300});
+                if k >= 9 {
+                    s["verdict"] = json!(true);
+                }
+                s
+            })
+            .collect();
+        let meta = json!({"reason": "r", "samples": samples});
+        let page = incident_page(&PageInput {
+            title: "x",
+            meta: Some(&meta),
+            ..PageInput::default()
+        });
+        assert!(
+            page.contains("The last minute of polls before the verdict"),
+            "{page}"
+        );
+        assert_eq!(page.matches("<svg class=\"chart\"").count(), 1, "{page}");
+        assert_eq!(page.matches("<circle ").count(), 12, "{page}");
+        assert_eq!(page.matches("fill=\"#c33\"").count(), 3, "{page}");
+        assert!(page.contains("55.0 s: 210 B (the verdict's)"), "{page}");
+        assert!(
+            page.contains("red: the polls the verdict was taken on"),
+            "{page}"
+        );
     }
 
     #[test]
