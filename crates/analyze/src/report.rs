@@ -15,7 +15,10 @@
 //!   object a leak finding's object (Activity, Fragment, Service, watched) dominates is not a
 //!   suspect of its own: the leak's group lists it in `gcPaths[i].consequences` (reason,
 //!   class, count, retained bytes), and it is in no `leakObjects[]` entry nor `classInfos`
-//!   leak count. A finding above a leak (the collection holding it) is still its own group.
+//!   leak count. A finding above a leak (the collection holding it) is still its own group,
+//!   but a "Large Retained Size" group whose first object dominates a leak finding's object
+//!   (the leaked object itself, or what holds it) is none: it is on the leak's path, with what
+//!   it retains, and in `dominators[]` (`gc_path_groups`).
 //! - A `signature` is the sha1 of the root type, the chain of `class.field` steps (array indices
 //!   left out, so every element of an array has the same shape) and the leaking class.
 //! - A path starts at a class object where it reaches the object through a static field (see
@@ -96,6 +99,9 @@ use sha1::{Digest, Sha1};
 use std::cell::RefCell;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet};
+
+mod fold;
+use fold::{add_consequences, fold_consequences, leak_holders};
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
@@ -420,7 +426,8 @@ pub(crate) fn build(
 
     // --- dominators[]: candidates grouped by class and path shape, each with its first object.
     let dgroups = group_candidates(ix, &cands, &sign, cfg.top_n);
-    let gc_paths = gc_path_groups(groups, &dgroups, cfg, &mut left_out);
+    let holders = leak_holders(dom, &suspects);
+    let gc_paths = gc_path_groups(groups, &dgroups, &holders, dom, cfg, &mut left_out);
     // Only the groups kept have their paths named.
     let gc_paths = name_gc_paths(gc_paths, &named);
     let dgroups = name_dominators(dgroups, &named);
@@ -542,14 +549,21 @@ fn read_paths<'a>(
 /// (`dgroups`) that retain at least `large_retained_bytes` as leaks too; at most
 /// `max_paths_per_class` signatures per (reason, class), the most instances first, and at most
 /// [`MAX_GC_PATHS`] in all (the others counted in `left_out`).
+/// The `gcPaths[]` groups: the suspects' `groups`, and a "Large Retained Size" group for each
+/// dominator group retaining `Config::large_retained_bytes` or more, but one whose first object
+/// holds a leak finding's objects (`holders`, [`leak_holders`]): that one is the leak's holder,
+/// on the leak's own path (its trace shows it, with what it retains), and in `dominators[]`;
+/// a card of its own would show the one leak twice (issue 42).
 fn gc_path_groups(
     mut groups: Groups,
     dgroups: &[Group],
+    holders: &HashSet<u32>,
+    dom: &Dominators,
     cfg: &Config,
     left_out: &mut LeftOut,
 ) -> Vec<Group> {
     for d in dgroups {
-        if d.retained >= cfg.large_retained_bytes {
+        if d.retained >= cfg.large_retained_bytes && !holders.contains(&dom.number(d.rep)) {
             let g = Group {
                 reason: LARGE_RETAINED.into(),
                 ..d.clone()
@@ -942,81 +956,6 @@ fn leak_suspects(ix: &Index, dom: &Dominators, cfg: &Config) -> Vec<Suspect> {
         }
     }
     keep
-}
-
-/// Findings held only through a leak finding's objects (issue 42: one leak, one card): each
-/// suspect whose reason is no leak reason (a size or count finding) and that a leak suspect's
-/// object dominates is taken out of `suspects`; returned by that leak object's node, as
-/// (reason, class name, retained bytes).
-fn fold_consequences(
-    ix: &Index,
-    dom: &Dominators,
-    suspects: &mut Vec<Suspect>,
-) -> HashMap<u32, Vec<(String, String, u64)>> {
-    let is_leak = |r: &str| crate::index::LEAK_REASONS.contains(&r);
-    let mut leaks: Vec<(u32, u32)> = suspects
-        .iter()
-        .filter(|s| is_leak(&s.reason))
-        .map(|s| (dom.number(s.node), s.node))
-        .filter(|&(k, _)| k != UNREACHED)
-        .collect();
-    let mut folded: HashMap<u32, Vec<(String, String, u64)>> = HashMap::new();
-    if leaks.is_empty() {
-        return folded;
-    }
-    leaks.sort_unstable();
-    suspects.retain(|s| {
-        if is_leak(&s.reason) {
-            return true;
-        }
-        let mut k = dom.number(s.node);
-        for _ in 0..4096 {
-            if k == 0 || k == UNREACHED {
-                return true;
-            }
-            k = dom.idom_at(k);
-            if let Ok(i) = leaks.binary_search_by_key(&k, |&(n, _)| n) {
-                folded.entry(leaks[i].1).or_default().push((
-                    s.reason.clone(),
-                    ix.class_name(s.node),
-                    dom.retained(s.node),
-                ));
-                return false;
-            }
-        }
-        true
-    });
-    folded
-}
-
-/// Adds to each group the findings [`fold_consequences`] took out under its objects.
-fn add_consequences(
-    ix: &Index,
-    groups: &mut Groups,
-    suspects: &[Suspect],
-    folded: &HashMap<u32, Vec<(String, String, u64)>>,
-    sign: &dyn Fn(u32) -> Named,
-) {
-    if folded.is_empty() {
-        return;
-    }
-    for s in suspects {
-        let Some(list) = folded.get(&s.node) else {
-            continue;
-        };
-        let key = (s.reason.clone(), ix.class_name(s.node));
-        let sig = sign(s.node).signature;
-        if let Some(g) = groups.get_mut(&key).and_then(|m| m.get_mut(&sig)) {
-            for (reason, class, r) in list {
-                let e = g
-                    .consequences
-                    .entry((reason.clone(), class.clone()))
-                    .or_default();
-                e.0 += 1;
-                e.1 += r;
-            }
-        }
-    }
 }
 
 /// Keep the `max` entries of `v` with the largest `key` (ties: the earlier), in their order;

@@ -194,13 +194,6 @@ fn planted_leaks_have_traces_from_their_static_fields() {
             ]
         )
     );
-    // The generic top-N group (the activity retains over 2 MB) ends at the same activity: its
-    // inspector's reason wins over the group's.
-    let (_, rows) = trace("Large Retained Size", "LeakApp$MainActivity");
-    assert_eq!(
-        rows.last().map(|r| (r.1, r.2.as_str())),
-        Some(("LEAKING", "mDestroyed is true"))
-    );
 }
 
 #[test]
@@ -224,13 +217,15 @@ fn each_detector_finds_its_planted_leak_and_only_it() {
     has("Bitmap Size Over Threshold", "android.graphics.Bitmap", 1); // 1080x1920, not 100x100
     has("Array Size Over Threshold", "byte[]", 1); // 300 KB; 64 KB ones are not
     has("Window Count Over Threshold", "LeakApp$PhoneWindow", 60);
-    // The generic top-N detector: the only group retaining 2 MB or more.
-    has("Large Retained Size", "LeakApp$MainActivity", 1);
+    // The generic top-N detector: the only group retaining 2 MB or more is the leaked activity
+    // itself, a holder of a leak's objects: no card of its own (issue 42: one leak, one card),
+    // but first among the dominators.
     assert_eq!(
         f.iter().filter(|e| e.0 == "Large Retained Size").count(),
-        1,
+        0,
         "{f:#?}"
     );
+    assert_eq!(r.dominators[0].class_name, "LeakApp$MainActivity");
     has(
         "NativeAllocationRegistry Count Over Threshold",
         "libcore.util.NativeAllocationRegistry",

@@ -727,6 +727,7 @@ mod dominance;
 mod framework;
 mod inspect_edges;
 mod library_leaks;
+mod one_card;
 mod own;
 mod renames;
 mod roots;
