@@ -7,7 +7,9 @@
 #   5. the agent dumps the heap in process, stripped while HotSpot writes it (GOT hook on libjvm);
 #   6. the dump is analysed in a separate process (oomguard analyze, nice 19, memory-limited);
 #   7. the report, inventories and the compressed mini dump are uploaded (tus, resumable);
-#   8. prints the received report's leaks and where to open the HTML page.
+#   8. prints the received report's leaks;
+#   9. checks that every page the collector serves answers, and prints the collector's URL
+#      (it serves them until Enter is pressed, when run from a terminal).
 # Then, as a second act, it shows the HPROF tools on the received dump (inspect, restore).
 # Usage: scripts/demo.sh [WORKDIR]      (default target/demo)
 # Time: the first run builds oomguard in release mode, which takes several minutes on a 2-core
@@ -80,7 +82,36 @@ for d in r.get("dominators", [])[:5]:
     print(f"  {d.get('className')}: {d.get('retainedSize', 0) / 1048576:.1f} MB retained")
 print("runningInfo:", json.dumps({k: r.get("runningInfo", {}).get(k) for k in ("appVersion", "currentPage", "dumper", "pauseMs")}))
 PY
-echo "HTML index: file://$work/collected/index.html"
+
+echo "== 9. the pages, as the collector serves them"
+# Every page the index links to is fetched while the collector runs: the index, /leaks, each
+# incident's page and the files it links; a page that does not answer 200 fails the demo.
+python3 - "http://127.0.0.1:$port/" <<'PY'
+import re, sys, urllib.parse, urllib.request
+base = sys.argv[1]
+host = urllib.parse.urlsplit(base).netloc
+seen, todo, bad = set(), ["/"], []
+while todo and len(seen) < 200:
+    path = todo.pop(0)
+    if path in seen:
+        continue
+    seen.add(path)
+    url = urllib.parse.urljoin(base, path)
+    try:
+        with urllib.request.urlopen(url, timeout=10) as r:
+            body = r.read().decode("utf-8", "replace") if "html" in r.headers.get("Content-Type", "") else ""
+    except Exception as e:
+        bad.append(f"{path}: {e}")
+        continue
+    for href in re.findall(r'href="([^"#]*)"', body):
+        u = urllib.parse.urlsplit(urllib.parse.urljoin(url, href))
+        if u.netloc == host and u.path not in seen and not u.path.endswith((".hprof.gz", ".hprof")):
+            todo.append(u.path)
+pages = sorted(p for p in seen if p.endswith("/") or p == "/leaks")
+print(f"{len(seen)} links answered" + (f", {len(bad)} did not:" if bad else ""), *bad, sep="\n  ")
+print("pages:", ", ".join(pages))
+sys.exit(1 if bad else 0)
+PY
 
 echo "== the HPROF tools on the received mini dump"
 mini=$(find "$work/collected" -name 'mini.hprof.gz' | head -1)
@@ -91,3 +122,10 @@ if [ -n "$mini" ]; then
   printf '%-22s %12s\n' file bytes
   for f in "$mini" "$work/mini.hprof" "$work/restored.hprof"; do printf '%-22s %12d\n' "$(basename "$f")" "$(stat -c %s "$f")"; done
 fi
+
+echo
+echo "HTML pages: http://127.0.0.1:$port/ (the index; /leaks; one page per incident)"
+if [ -t 0 ] && [ "${DEMO_SERVE:-1}" != 0 ]; then
+  read -r -p "The collector serves them until you press Enter. " _ || true
+fi
+echo "To browse them again later: $bin collect --listen 127.0.0.1:$port --dir $work/collected"
