@@ -13,9 +13,10 @@
 //!
 //! Matching ([`find`]): a path is a library leak if one of its references matches an entry that
 //! applies to the device. The device is the incident's `runningInfo` (`apiLevel`,
-//! `manufacturer`, which the agent records); an API level of 0 or none (a dump analysed on its
-//! own) is unknown, and then the API range is not checked, while an entry of one maker's build
-//! needs that maker named. The reference names are the dump's own field names, kept by every
+//! `manufacturer`, which the agent records); without an API level there (a dump analysed on its
+//! own), the dump's own `android.os.Build$VERSION.SDK_INT` (a static int, kept by every strip;
+//! `report::device`). An API level still unknown is not checked, while an entry of one maker's
+//! build needs that maker named. The reference names are the dump's own field names, kept by every
 //! strip (a stripped dump gives the same answer); obfuscated names (R8) match no entry until
 //! they are mapped back.
 //!

@@ -90,7 +90,7 @@
 use super::arrays::{bit, set_bit};
 use super::dominators::{Dominators, UNREACHED};
 use super::index::{Index, Role};
-use super::library::{self, Device, LibraryLeak};
+use super::library::{self, LibraryLeak};
 use super::paths::{root_name, Kept, Memo, Pass3, Paths, Ref};
 use super::trace::{self, Both, Fields, Inspector, Trace};
 use super::{Config, Error, Input, Timings};
@@ -100,6 +100,7 @@ use std::cell::RefCell;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet};
 
+mod device;
 mod fold;
 use fold::{add_consequences, fold_consequences, leak_holders};
 
@@ -443,7 +444,7 @@ pub(crate) fn build(
     let trace_of = |nm: &Named, end: Option<(&str, &str)>| {
         trace::build(ix, dom, &p3, &ins, &names, &nm.path, nm.tag, end)
     };
-    let device = Device::from_running_info(&running_info);
+    let device = device::device(ix, &input, &running_info)?;
     let mut gc_paths: Vec<GcPath> = gc_paths
         .into_iter()
         .map(|(mut g, nm, detail)| {

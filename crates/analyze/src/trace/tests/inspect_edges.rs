@@ -100,6 +100,17 @@ pub(super) fn edge_dump_arrays(
     instances: &[(u64, u64, Vec<F>)],
     arrays: &[(u64, u64, Vec<u64>)],
 ) -> Vec<u8> {
+    edge_dump_ints(own, statics, &[], instances, arrays)
+}
+
+/// [`edge_dump_arrays`] with static int fields (name, value) too, by class id.
+pub(super) fn edge_dump_ints(
+    own: &[Cls],
+    statics: &[(u64, &[(&str, u64)])],
+    ints: &[(u64, &[(&str, i32)])],
+    instances: &[(u64, u64, Vec<F>)],
+    arrays: &[(u64, u64, Vec<u64>)],
+) -> Vec<u8> {
     let mut d = Dump {
         w: Writer::new(Format::V103, 4, 0),
         strings: Vec::new(),
@@ -119,7 +130,16 @@ pub(super) fn edge_dump_arrays(
             .iter()
             .filter(|(c, _)| c == id)
             .flat_map(|(_, fs)| fs.iter())
-            .map(|&(n, v)| (d.s(n), BasicType::Object, (v as u32).to_be_bytes().to_vec()))
+            .map(|&(n, v)| (n, BasicType::Object, (v as u32).to_be_bytes().to_vec()))
+            .chain(
+                ints.iter()
+                    .filter(|(c, _)| c == id)
+                    .flat_map(|(_, fs)| fs.iter())
+                    .map(|&(n, v)| (n, BasicType::Int, v.to_be_bytes().to_vec())),
+            )
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|(n, t, v)| (d.s(n), t, v))
             .collect();
         resolved.push((*id, *sup, st, fs));
     }

@@ -4,7 +4,7 @@
 //! gives the same answer.
 
 use super::inspect_edges::{
-    activity, dead, edge_dump_statics, Cls, E_OBJECT, E_OWN, E_STATICS, E_VIEW, F,
+    activity, dead, edge_dump_ints, Cls, E_OBJECT, E_OWN, E_STATICS, E_VIEW, F,
 };
 use super::*;
 use crate::report::Summary;
@@ -13,6 +13,7 @@ const IMM_C: u64 = E_OWN;
 const BOOST: u64 = E_OWN + 8;
 const GROUP: u64 = E_OWN + 0x10;
 const LINEAR: u64 = E_OWN + 0x18;
+const VERSION: u64 = E_OWN + 0x20;
 const IMM: &str = "android.view.inputmethod.InputMethodManager";
 
 /// The dump:
@@ -23,6 +24,11 @@ const IMM: &str = "android.view.inputmethod.InputMethodManager";
 ///   destroyed activity 3 (API 30);
 /// - `Statics.sMine` -> destroyed activity 4: the app's own leak.
 fn library_dump() -> Vec<u8> {
+    dump_with_sdk_int(None)
+}
+
+/// [`library_dump`], with `android.os.Build$VERSION.SDK_INT` (a static int) if `sdk` is given.
+fn dump_with_sdk_int(sdk: Option<i32>) -> Vec<u8> {
     use BasicType::*;
     let own: Vec<Cls> = vec![
         (IMM_C, IMM, E_OBJECT, vec![("mNextServedView", Object)]),
@@ -39,12 +45,15 @@ fn library_dump() -> Vec<u8> {
             vec![("mPreSortedChildren", Object)],
         ),
         (LINEAR, "android.widget.LinearLayout", GROUP, vec![]),
+        (VERSION, "android.os.Build$VERSION", E_OBJECT, vec![]),
     ];
     let statics: [(&str, u64); 3] = [("sImm", 0x2000), ("sLayout", 0x2200), ("sMine", dead(4))];
     let boost: [(&str, u64); 1] = [("mContext", dead(2))];
-    edge_dump_statics(
+    let sdk_int: Vec<(&str, i32)> = sdk.map(|n| ("SDK_INT", n)).into_iter().collect();
+    edge_dump_ints(
         &own,
         &[(E_STATICS, &statics), (BOOST, &boost)],
+        &[(VERSION, &sdk_int)],
         &[
             (0x2000, IMM_C, vec![F::L(0x2010)]),
             (0x2010, E_VIEW, vec![F::L(dead(1)), F::L(0), F::L(0)]),
@@ -60,6 +69,7 @@ fn library_dump() -> Vec<u8> {
             activity(dead(3), true, 0),
             activity(dead(4), true, 0),
         ],
+        &[],
     )
 }
 
@@ -150,4 +160,30 @@ fn the_text_lists_library_leaks_after_the_apps_own() {
         "{text}"
     );
     assert_eq!(before.iter().filter(|l| l.starts_with("leak ")).count(), 3);
+}
+
+/// A dump analysed on its own (no running info) takes its API level from
+/// `Build.VERSION.SDK_INT`, which the strip keeps: API 34 is past every entry of the dump's
+/// paths; API 30 has two of them; without the field every API level is taken.
+#[test]
+fn without_running_info_the_api_level_is_the_dumps_sdk_int() {
+    let imm = Some(format!("{IMM}.mNextServedView"));
+    let sorted = Some("android.view.ViewGroup.mPreSortedChildren".to_string());
+    for (sdk, want) in [
+        (Some(34), vec![None, None, None, None]),
+        (Some(30), vec![imm.clone(), None, sorted.clone(), None]),
+        (Some(24), vec![imm.clone(), None, None, None]),
+        (None, vec![imm.clone(), None, sorted.clone(), None]),
+    ] {
+        let full = dump_with_sdk_int(sdk);
+        let (mini, _) = strip_bytes(&full, Level::Arrays).unwrap();
+        for bytes in [&full, &mini] {
+            assert_eq!(patterns(&report(bytes)), want, "SDK_INT {sdk:?}");
+        }
+        // The running info's level comes first.
+        assert_eq!(
+            patterns(&report_with(&full, on(24, "HUAWEI")))[1],
+            Some("android.gestureboost.GestureBoostManager.mContext".to_string())
+        );
+    }
 }
