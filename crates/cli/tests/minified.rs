@@ -32,6 +32,7 @@ fn apps(rules: Rules) -> Minified {
         ],
         &["DemoApp", "DyingApp"],
         rules,
+        "",
     )
 }
 

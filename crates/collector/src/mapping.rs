@@ -1,12 +1,12 @@
 //! R8 / ProGuard mapping files (issue 42): read with the `proguard` crate's line parser into the
-//! renames the analyser applies (`analyze::renames::Renames`: classes, and fields by their
-//! class). Methods and line numbers are not needed for heap names and are skipped.
+//! renames the analyser applies (`analyze::renames::Renames`: classes, fields by their class,
+//! and methods with their line ranges, for the stack frames of a HotSpot dump's threads).
 //!
 //! A mapping is machine-written: a line the parser rejects is an error naming its byte offset,
 //! and so is a file over [`MAX_MAPPING_BYTES`] or a field line before any class line.
 #![forbid(unsafe_code)]
 
-use analyze::renames::Renames;
+use analyze::renames::{MethodRename, Renames};
 use proguard::ProguardRecord;
 
 /// The largest mapping file read (a large app's is tens of MB).
@@ -55,6 +55,36 @@ pub fn parse(text: &[u8]) -> Result<Renames, (u64, String)> {
                         .insert((c.clone(), obfuscated.into()), original.into());
                 }
             }
+            Ok(ProguardRecord::Method {
+                original,
+                obfuscated,
+                original_class,
+                line_mapping,
+                ..
+            }) => {
+                let Some(c) = &class else {
+                    return Err((at, "a method before any class line".into()));
+                };
+                let line = |v: Option<usize>| v.and_then(|l| u32::try_from(l).ok());
+                let lines = line_mapping
+                    .as_ref()
+                    .and_then(|m| Some((line(m.startline)?, line(m.endline)?)));
+                let original_start = line_mapping
+                    .as_ref()
+                    .and_then(|m| line(m.original_startline));
+                let moved = original_start.is_some_and(|o| Some(o) != lines.map(|l| l.0));
+                if original != obfuscated || original_class.is_some() || moved {
+                    r.methods
+                        .entry((c.clone(), obfuscated.into()))
+                        .or_default()
+                        .push(MethodRename {
+                            original: original.into(),
+                            original_class: original_class.map(Into::into),
+                            lines,
+                            original_start,
+                        });
+                }
+            }
             Ok(_) => {}
             Err(e) => {
                 let shown: String = String::from_utf8_lossy(line).chars().take(80).collect();
@@ -90,7 +120,50 @@ mod tests {
     );
 
     #[test]
-    fn classes_and_fields_are_read_and_methods_skipped() {
+    fn frames_are_turned_back_by_method_and_line() {
+        let text = concat!(
+            "com.app.Session -> a.a:\n",
+            "    1:3:void record(java.lang.Object):42:44 -> a\n",
+            "    4:4:void clear():50:50 -> a\n",
+            "    5:5:void inner():60:60 -> b\n",
+            "    5:5:void outer():70:70 -> b\n",
+            "    void run() -> run\n",
+            "    void lonely() -> c\n",
+        );
+        let r = parse(text.as_bytes()).unwrap();
+        let f = |t: &str| r.frame(t);
+        assert_eq!(
+            f("a.a.a(Session.java:2)").unwrap(),
+            "com.app.Session.record(Session.java:43)"
+        );
+        assert_eq!(
+            f("a.a.a(Session.java:4)").unwrap(),
+            "com.app.Session.clear(Session.java:50)"
+        );
+        // Two methods named `a` and no line: the method name stays, the class is turned back.
+        assert_eq!(
+            f("a.a.a(Unknown Source)").unwrap(),
+            "com.app.Session.a(Unknown Source)"
+        );
+        // Inlined: the innermost method (the mapping's first line for that range).
+        assert_eq!(
+            f("a.a.b(Session.java:5)").unwrap(),
+            "com.app.Session.inner(Session.java:60)"
+        );
+        // A name kept is not listed; its line (no range) stays.
+        assert_eq!(
+            f("a.a.run(Session.java:9)").unwrap(),
+            "com.app.Session.run(Session.java:9)"
+        );
+        assert_eq!(
+            f("a.a.c(Session.java:9)").unwrap(),
+            "com.app.Session.lonely(Session.java:9)"
+        );
+        assert_eq!(f("x.y.z(Native Method)"), None);
+    }
+
+    #[test]
+    fn classes_and_fields_are_read() {
         let r = parse(MAPPING.as_bytes()).unwrap();
         assert_eq!(r.class("a.a").as_deref(), Some("com.app.Session"));
         assert_eq!(

@@ -159,8 +159,15 @@ fn collect_java(dir: &Path, out: &mut Vec<PathBuf>) {
 
 /// The facade and `app_sources` compiled for Java 8 and minified with `rules`, keeping the
 /// `main` of each class in `mains` (an app's entry points), once per (name, rules) and process.
-/// `app_sources` compile against the Android stand-ins.
-pub fn minify(name: &str, app_sources: &[PathBuf], mains: &[&str], rules: Rules) -> Minified {
+/// `app_sources` compile against the Android stand-ins; `extra` is more configuration (e.g.
+/// `-dontoptimize`).
+pub fn minify(
+    name: &str,
+    app_sources: &[PathBuf],
+    mains: &[&str],
+    rules: Rules,
+    extra: &str,
+) -> Minified {
     static MADE: Mutex<BTreeMap<(String, Rules), Minified>> = Mutex::new(BTreeMap::new());
     let key = (name.to_string(), rules);
     // Held while building: two tests asking for one jar wait for one build.
@@ -193,6 +200,8 @@ pub fn minify(name: &str, app_sources: &[PathBuf], mains: &[&str], rules: Rules)
     // ProGuard notes reflection it cannot resolve (the facade's reflective Android calls,
     // the JDK's copied classes): expected, and not what the test checks.
     conf.push_str("-dontnote\n");
+    conf.push_str(extra);
+    conf.push('\n');
     match rules {
         Rules::Shipped => {
             let shipped = root().join("java/dev/oomguard/proguard.txt");
