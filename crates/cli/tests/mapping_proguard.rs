@@ -164,4 +164,25 @@ fn a_proguard_build_analysed_with_its_mapping_reads_as_the_plain_build() {
     let obfuscated = m.class("ThreadLeak$Screen");
     assert_eq!(r.values().filter(|v| v[0] == obfuscated).count(), 4);
     assert!(r.keys().all(|k| !p.contains_key(k)));
+
+    // The collector's way (it receives reports the agent made without the mapping): the
+    // minified build's report renamed afterwards reads as the plain one, signatures included.
+    let renames =
+        collector::mapping::parse(&std::fs::read(&m.mapping).unwrap()).expect("the mapping");
+    let mut later = raw.clone();
+    renames.report_json(&mut later);
+    assert_eq!(leaks(&later), p);
+    assert_eq!(histogram(&later), histogram(&plain));
+    assert_eq!(dominators(&later), dominators(&plain));
+    let objects = |r: &Value| -> Vec<(String, String)> {
+        let mut v: Vec<(String, String)> = r["leakObjects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| (o["className"].to_string(), o["signature"].to_string()))
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(objects(&later), objects(&plain));
 }
