@@ -8,6 +8,10 @@
 
 use analyze::renames::{MethodRename, Renames};
 use proguard::ProguardRecord;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
 
 /// The largest mapping file read (a large app's is tens of MB).
 pub const MAX_MAPPING_BYTES: u64 = 512 << 20;
@@ -99,6 +103,110 @@ pub fn parse(text: &[u8]) -> Result<Renames, (u64, String)> {
         }
     }
     Ok(r)
+}
+
+/// Where the collector finds a build's mapping: `DIR/mappings/APP_VERSION/mapping.txt`, put there
+/// by the build (or its release job) under the app version the agent reports
+/// (`runningInfo.appVersion`).
+pub const MAPPINGS_DIR: &str = "mappings";
+
+/// Parsed mappings kept in memory, the newest used first (a large app's is tens of MB).
+const MAX_CACHED: usize = 4;
+
+/// What the collector has for one app version.
+#[derive(Clone, Debug)]
+pub enum Lookup {
+    /// The report names no app version.
+    NoVersion,
+    /// No mapping file for this version (the relative path it would be at, or why none can be).
+    Missing(String),
+    /// The file is there but unreadable or not a mapping: which file, which byte, what.
+    Bad(String),
+    /// The renames, and the file's relative path.
+    Found(Arc<Renames>, String),
+}
+
+/// The mappings under a collector's directory, parsed on first use and again when the file
+/// changes (its length or modification time).
+#[derive(Debug)]
+pub struct Mappings {
+    dir: PathBuf,
+    cache: Mutex<Vec<Cached>>,
+}
+
+#[derive(Debug)]
+struct Cached {
+    version: String,
+    stamp: (u64, Option<SystemTime>),
+    parsed: Result<Arc<Renames>, String>,
+}
+
+impl Mappings {
+    /// The mappings of the collector whose directory is `dir`.
+    pub fn new(dir: &Path) -> Mappings {
+        Mappings {
+            dir: dir.to_path_buf(),
+            cache: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The mapping of app version `version`.
+    pub fn get(&self, version: Option<&str>) -> Lookup {
+        let Some(v) = version.filter(|v| !v.is_empty()) else {
+            return Lookup::NoVersion;
+        };
+        if !crate::safe_name(v) {
+            return Lookup::Missing(format!(
+                "app version {v:?} cannot name a directory under {MAPPINGS_DIR}/ (letters, digits, '.', '-', '_')"
+            ));
+        }
+        let rel = format!("{MAPPINGS_DIR}/{v}/mapping.txt");
+        let path = self.dir.join(&rel);
+        let meta = match std::fs::metadata(&path) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Lookup::Missing(rel),
+            Err(e) => return Lookup::Bad(format!("{rel}: {e}")),
+        };
+        let stamp = (meta.len(), meta.modified().ok());
+        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        let parsed = match cache
+            .iter()
+            .position(|c| c.version == v && c.stamp == stamp)
+        {
+            Some(i) => cache.remove(i).parsed,
+            None => read(&path, &rel),
+        };
+        cache.insert(
+            0,
+            Cached {
+                version: v.to_string(),
+                stamp,
+                parsed: parsed.clone(),
+            },
+        );
+        cache.truncate(MAX_CACHED);
+        match parsed {
+            Ok(r) => Lookup::Found(r, rel),
+            Err(e) => Lookup::Bad(e),
+        }
+    }
+}
+
+/// Read and parse the mapping at `path` (`rel` in messages).
+fn read(path: &Path, rel: &str) -> Result<Arc<Renames>, String> {
+    let f = std::fs::File::open(path).map_err(|e| format!("{rel}: {e}"))?;
+    let mut b = Vec::new();
+    f.take(MAX_MAPPING_BYTES + 1)
+        .read_to_end(&mut b)
+        .map_err(|e| format!("{rel}: {e}"))?;
+    parse(&b).map(Arc::new).map_err(|(at, what)| {
+        let line = b[..(at as usize).min(b.len())]
+            .iter()
+            .filter(|&&c| c == b'\n')
+            .count()
+            + 1;
+        format!("{rel}: line {line} (byte {at}): {what}")
+    })
 }
 
 #[cfg(test)]

@@ -99,6 +99,12 @@ pub struct Leak {
     /// such groups are shown apart from the app's own leaks.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub library: Option<String>,
+    /// KOOM's `gcRoot` and `path` (at most [`MAX_STEPS`] items), which the signature is hashed
+    /// from: `/leaks` hashes it again when it turns an obfuscated build's names back.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub gc_root: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub path: Vec<analyze::report::PathItem>,
 }
 
 /// One dominator group of a report.
@@ -423,7 +429,19 @@ fn leak(v: &Value) -> Leak {
         instances: g.instance_count,
         retained_size: g.retained_size,
         library: g.library_leak.map(|l| l.pattern),
+        // A path cut short could not be hashed again: then none is kept.
+        path: match g.path.len() <= MAX_STEPS {
+            true => g.path,
+            false => Vec::new(),
+        },
+        gc_root: g.gc_root,
     }
+}
+
+/// The short form of KOOM's path (`gcRoot` and `path`), as a summary keeps it.
+pub(crate) fn koom_short_path(gc_root: &str, path: &[analyze::report::PathItem]) -> String {
+    let (root, steps, more) = steps(gc_root, path, &Trace::default(), Left::default());
+    cut(&short_path(&root, &steps, more))
 }
 
 /// Keep `e` among the [`TOP`] largest of `v` by `key`, largest first.
