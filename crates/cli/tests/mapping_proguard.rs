@@ -122,7 +122,7 @@ fn a_proguard_build_analysed_with_its_mapping_reads_as_the_plain_build() {
     let source = root.join("crates/cli/tests/java/traces/ThreadLeak.java");
     let m = proguard::minify(
         "threadleak",
-        &[source.clone()],
+        std::slice::from_ref(&source),
         &["ThreadLeak"],
         Rules::Shipped,
         "-dontoptimize\n-keepattributes SourceFile,LineNumberTable\n",

@@ -9,6 +9,7 @@
 //! - with no rules the natives cannot be bound (the class is renamed): the agent never starts;
 //! - with only AGP's native-method rule the agent runs, but `exitRecord` is shrunk away and every
 //!   death is reported without the system's record.
+//!
 //! The last two are the proof that the shipped rules matter.
 
 mod common;
