@@ -190,6 +190,21 @@ fn with_the_shipped_rules_the_minified_demo_reports_its_leak_and_a_kill_its_exit
     // The report reads the minified names (issue 42's --mapping turns them back).
     assert_eq!(leak["className"], activity.as_str(), "{leak:#}");
     assert!(leak["instanceCount"].as_u64().unwrap() >= 3, "{leak:#}");
+    // The collector, given this build's mapping, shows the original names (issue 42).
+    let renames = collector::mapping::parse(&std::fs::read(&m.mapping).unwrap()).unwrap();
+    let mut shown = report.clone();
+    renames.report_json(&mut shown);
+    let leak = shown["gcPaths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["leakReason"] == "Activity Leak")
+        .unwrap();
+    assert_eq!(leak["className"], "DemoApp$CheckoutActivity", "{leak:#}");
+    assert_eq!(
+        leak["path"][0]["reference"], "DemoApp$Session.sHistory",
+        "{leak:#}"
+    );
 
     let work = tempfile::tempdir().unwrap();
     let (pid, deaths, out) = kill_and_relaunch(&m, work.path());
