@@ -186,7 +186,7 @@ struct Shared {
     /// Held while an incident page is rendered: one at a time ([`pages`]).
     pages: Mutex<()>,
     /// The builds' mappings (`DIR/mappings/VERSION/mapping.txt`), applied when pages are made.
-    mappings: mapping::Mappings,
+    mappings: Arc<mapping::Mappings>,
     quota: limits::Quota,
     active: AtomicUsize,
 }
@@ -250,7 +250,7 @@ impl Collector {
                 quota.max()
             );
         }
-        let cfg_dir = cfg.dir.clone();
+        let mappings = index.mappings();
         Ok(Collector {
             listener,
             shared: Arc::new(Shared {
@@ -260,7 +260,7 @@ impl Collector {
                 locks: Mutex::new(HashMap::new()),
                 index: Mutex::new(index),
                 pages: Mutex::new(()),
-                mappings: mapping::Mappings::new(&cfg_dir),
+                mappings,
                 quota,
                 active: AtomicUsize::new(0),
             }),

@@ -16,8 +16,6 @@ use super::safe_name;
 use super::summary::{Guarded, Leak};
 use crate::html::{self, capped, esc, Inventory, PageInput};
 use crate::mapping::{Lookup, Mappings};
-use analyze::renames::Renames;
-use analyze::report::GcPath;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -175,7 +173,7 @@ pub(super) fn leaks(ix: &Index, mappings: &Mappings) -> String {
             let Lookup::Found(m, _) = lookup else {
                 return None;
             };
-            Some(r.leaks.iter().map(|l| rename_leak(m, l)).collect())
+            Some(r.leaks.iter().map(|l| l.renamed(m)).collect())
         })
         .collect();
     for (s, renamed) in ix.summaries().zip(&renamed) {
@@ -239,34 +237,6 @@ pub(super) fn leaks(ix: &Index, mappings: &Mappings) -> String {
         group_table(&mut h, "library-leak-groups", &mut lib);
     }
     html::page("oomguard: leaks across incidents", &h)
-}
-
-/// A leak of an obfuscated build with its names turned back: class, short path, and the
-/// signature hashed again from the renamed path (all kept as they were when the summary has no
-/// path).
-fn rename_leak(m: &Renames, l: &Leak) -> Leak {
-    let mut g = GcPath {
-        class_name: l.class_name.clone(),
-        gc_root: l.gc_root.clone(),
-        path: l.path.clone(),
-        ..GcPath::default()
-    };
-    m.gc_path(&mut g);
-    // From the renamed path (the summary keeps no trace): KOOM's short form.
-    let short_path = match l.path.is_empty() {
-        true => l.short_path.clone(),
-        false => super::summary::koom_short_path(&g.gc_root, &g.path),
-    };
-    Leak {
-        signature: match l.path.is_empty() {
-            true => l.signature.clone(),
-            false => g.signature,
-        },
-        class_name: g.class_name,
-        short_path,
-        path: g.path,
-        ..l.clone()
-    }
 }
 
 /// What `/leaks` says of the builds' mappings: the versions whose names were turned back,
@@ -608,7 +578,7 @@ mod tests {
             let s = ix.summaries().find(|s| s.id == id).unwrap();
             out.extend(s.report.as_ref().unwrap().leaks.iter().cloned());
         }
-        let renamed = rename_leak(&mapped, &sums[0]);
+        let renamed = sums[0].renamed(&mapped);
         assert_eq!(
             (&renamed.signature, &renamed.class_name, &renamed.short_path),
             (&want[0].signature, &want[0].class_name, &want[0].short_path)
@@ -616,5 +586,20 @@ mod tests {
         assert!(h.contains("id=\"mappings\""), "{h}");
         assert!(h.contains("No mapping for app version(s) 1.0, 3.0"), "{h}");
         assert!(h.contains("mappings/4.0/mapping.txt: line 2"), "{h}");
+        // The index lists each incident's leaks with its version's names too.
+        let index = ix.render(0, 10);
+        let part = |id: &str| {
+            index
+                .split(&format!("<h2 id=\"{id}\">"))
+                .nth(1)
+                .and_then(|p| p.split("<h2").next())
+                .unwrap_or_else(|| panic!("{id}: {index}"))
+                .to_string()
+        };
+        assert!(
+            part("200-min").contains("<code>com.app.Main</code>"),
+            "{index}"
+        );
+        assert!(part("300-nomap").contains("<code>a.b</code>"), "{index}");
     }
 }

@@ -23,6 +23,7 @@
 use crate::html::capped::{Limits, Within};
 use crate::html::lenient::{self, Omitted};
 use crate::html::trace::{short_path, steps, Left};
+use analyze::renames::Renames;
 use analyze::report::{DominatorGroup, GcPath};
 use analyze::trace::Trace;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
@@ -105,6 +106,37 @@ pub struct Leak {
     pub gc_root: String,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub path: Vec<analyze::report::PathItem>,
+}
+
+impl Leak {
+    /// A leak of an obfuscated build with its names turned back: class, short path, and the
+    /// signature hashed again from the renamed path (all kept as they were when the summary has no
+    /// path).
+    pub(crate) fn renamed(&self, m: &Renames) -> Leak {
+        let l = self;
+        let mut g = GcPath {
+            class_name: l.class_name.clone(),
+            gc_root: l.gc_root.clone(),
+            path: l.path.clone(),
+            ..GcPath::default()
+        };
+        m.gc_path(&mut g);
+        // From the renamed path (the summary keeps no trace): KOOM's short form.
+        let short_path = match l.path.is_empty() {
+            true => l.short_path.clone(),
+            false => koom_short_path(&g.gc_root, &g.path),
+        };
+        Leak {
+            signature: match l.path.is_empty() {
+                true => l.signature.clone(),
+                false => g.signature,
+            },
+            class_name: g.class_name,
+            short_path,
+            path: g.path,
+            ..l.clone()
+        }
+    }
 }
 
 /// One dominator group of a report.
