@@ -96,29 +96,44 @@ fn jar(dir: &Path, out: &Path) {
 }
 
 /// The running JDK's `java.base`, `java.management` and `jdk.management` as a library jar
-/// ProGuard 6.2 reads, made once per test process.
+/// ProGuard 6.2 reads (27 MB), made once per JDK (named by a hash of `java -version`) and
+/// shared by test processes under `target/test-proguard/`.
 pub fn jdk_library() -> PathBuf {
     static MADE: Mutex<Option<PathBuf>> = Mutex::new(None);
     let mut made = MADE.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(p) = made.as_ref() {
         return p.clone();
     }
-    let work = work_dir();
-    let tool = work.join("jdk-tool");
-    super::javac(
-        &[&root().join("crates/cli/tests/java/proguard/JdkLibrary.java")],
-        &tool,
-    );
-    let out = work.join("jdk-library.jar");
-    let st = Command::new("java")
-        .arg("-cp")
-        .arg(&tool)
-        .arg("JdkLibrary")
-        .arg(&out)
-        .args(["java.base", "java.management", "jdk.management"])
-        .status()
+    let version = Command::new("java")
+        .arg("-version")
+        .output()
         .expect("java runs");
-    assert!(st.success(), "JdkLibrary failed");
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    std::hash::Hash::hash(&version.stderr, &mut h);
+    let out = root().join(format!(
+        "target/test-proguard/jdk-library-{:016x}.jar",
+        std::hash::Hasher::finish(&h)
+    ));
+    if !out.exists() {
+        let work = work_dir();
+        let tool = work.join("jdk-tool");
+        super::javac(
+            &[&root().join("crates/cli/tests/java/proguard/JdkLibrary.java")],
+            &tool,
+        );
+        // Written aside, then renamed: another test process may be making it too.
+        let tmp = work.join("jdk-library.jar");
+        let st = Command::new("java")
+            .arg("-cp")
+            .arg(&tool)
+            .arg("JdkLibrary")
+            .arg(&tmp)
+            .args(["java.base", "java.management", "jdk.management"])
+            .status()
+            .expect("java runs");
+        assert!(st.success(), "JdkLibrary failed");
+        std::fs::rename(&tmp, &out).unwrap();
+    }
     *made = Some(out.clone());
     out
 }
