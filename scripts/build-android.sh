@@ -1,31 +1,129 @@
 #!/usr/bin/env bash
-# Build liboomguard.so for arm64-v8a and armeabi-v7a with cargo-ndk, into
-# target/android/jniLibs/<abi>/liboomguard.so (the layout an app's src/main/jniLibs expects).
-# Where something is missing it says exactly what, and exits 1 without building.
-# Usage: scripts/build-android.sh
+# Build the AAR an Android app adds, target/android/oomguard.aar (or OUT_DIR/oomguard.aar):
+#   classes.jar               the facade (java/dev/oomguard/*.java, not testing/), Java 8 bytecode
+#   AndroidManifest.xml       package dev.oomguard, minSdk 21
+#   proguard.txt              the consumer rules (java/dev/oomguard/proguard.txt): R8 applies them
+#   jni/<abi>/liboomguard.so  arm64-v8a, armeabi-v7a, x86_64: profile ship, API 21, linked with
+#                             -z max-page-size=16384 (Android 15's 16 KB pages), each checked
+#                             (check_elf below) before it goes in
+# The native libraries need an Android NDK and cargo-ndk. Without them it still builds and checks
+# everything else, says exactly what is missing, and the AAR has no jni/ (exit 0; with
+# --require-native, exit 1). It never puts in jni/ a file it did not check, nor a Linux build (a
+# Linux library links glibc: an Android device cannot load it).
+# Options:
+#   --java-only       no native part at all (the test of the AAR's layout, tests/aar.rs)
+#   --require-native  exit 1 when jni/ cannot be built (a release)
+#   --proxy           without an NDK, link the x86_64 Linux library the same way (ship profile,
+#                     16 KB pages) and run the ELF checks on it: what can be checked here. It
+#                     stays in OUT_DIR/proxy/, not in the AAR. (A ship build: minutes.)
+#   --out OUT_DIR     where to build (default target/android)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-missing=()
-command -v cargo-ndk >/dev/null 2>&1 || missing+=("cargo-ndk: cargo install cargo-ndk")
-ndk="${ANDROID_NDK_HOME:-${ANDROID_NDK_ROOT:-}}"
-if [ -z "$ndk" ]; then
-  for d in "${ANDROID_HOME:-/nonexistent}"/ndk/* "${ANDROID_SDK_ROOT:-/nonexistent}"/ndk/* /usr/lib/android-sdk/ndk/* /usr/lib/android-ndk /opt/android-ndk*; do
-    [ -d "$d/toolchains/llvm/prebuilt" ] && ndk="$d"
-  done
-fi
-if [ -z "$ndk" ] || [ ! -d "$ndk/toolchains/llvm/prebuilt" ]; then
-  missing+=("an Android NDK (r23 or newer): set ANDROID_NDK_HOME, or install one with: sdkmanager 'ndk;26.3.11579264'")
-fi
-for t in aarch64-linux-android armv7-linux-androideabi; do
-  rustup target list --installed 2>/dev/null | grep -qx "$t" || missing+=("the Rust target $t: rustup target add $t")
+java_only="" require_native="" proxy="" out="target/android"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --java-only) java_only=1 ;;
+    --require-native) require_native=1 ;;
+    --proxy) proxy=1 ;;
+    --out) out="$2"; shift ;;
+    *) echo "build-android: unknown option $1 (see the script's header)" >&2; exit 2 ;;
+  esac
+  shift
 done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "build-android: cannot build liboomguard.so for Android; missing:" >&2
-  printf '  - %s\n' "${missing[@]}" >&2
-  echo "(Without an NDK, CI still checks the Android code: cargo clippy --target aarch64-linux-android in scripts/test.sh.)" >&2
-  exit 1
+MIN_API=21
+PAGE=16384
+
+# check_elf FILE: PT_LOAD segments aligned to at least 16 KB, no text relocations, and only the
+# JNI entry points (Java_*, JNI_OnLoad) exported.
+check_elf() {
+  local f="$1" bad=0 a exports
+  while read -r a; do
+    if [ $((a)) -lt $PAGE ]; then
+      echo "build-android: $f: a PT_LOAD segment aligned to $a (< $PAGE): no 16 KB pages" >&2
+      bad=1
+    fi
+  done < <(readelf -lW "$f" | awk '$1 == "LOAD" { print $NF }')
+  if readelf -dW "$f" | grep -q TEXTREL; then
+    echo "build-android: $f: has text relocations" >&2
+    bad=1
+  fi
+  exports=$(nm -D --defined-only "$f" | awk '{ print $NF }' | grep -Ev '^(Java_.*|JNI_OnLoad)$' || true)
+  if [ -n "$exports" ]; then
+    echo "build-android: $f exports more than the JNI entry points:" >&2
+    echo "$exports" | head -20 | sed 's/^/  /' >&2
+    bad=1
+  fi
+  [ $bad -eq 0 ] && echo "build-android: $f: PT_LOAD aligned >= $PAGE, no TEXTREL, exports $(nm -D --defined-only "$f" | grep -c ' Java_') Java_* natives"
+  return $bad
+}
+
+stage="$out/aar"
+rm -rf "$stage" "$out/oomguard.aar"
+mkdir -p "$stage/classes"
+
+# 1. classes.jar: the facade for Java 8 bytecode (what an app with minSdk 21 desugars anyway).
+javac --release 8 -nowarn -d "$stage/classes" $(find java/dev/oomguard -maxdepth 1 -name '*.java' | sort)
+jar --create --file "$stage/classes.jar" --no-manifest -C "$stage/classes" .
+rm -rf "$stage/classes"
+# 2. The manifest and the consumer rules.
+cat >"$stage/AndroidManifest.xml" <<XML
+<?xml version="1.0" encoding="utf-8"?>
+<manifest xmlns:android="http://schemas.android.com/apk/res/android" package="dev.oomguard">
+    <uses-sdk android:minSdkVersion="$MIN_API" />
+</manifest>
+XML
+cp java/dev/oomguard/proguard.txt "$stage/proguard.txt"
+
+# 3. The native libraries.
+missing=()
+if [ -z "$java_only" ]; then
+  command -v cargo-ndk >/dev/null 2>&1 || missing+=("cargo-ndk: cargo install cargo-ndk")
+  ndk="${ANDROID_NDK_HOME:-${ANDROID_NDK_ROOT:-}}"
+  if [ -z "$ndk" ]; then
+    for d in "${ANDROID_HOME:-/nonexistent}"/ndk/* "${ANDROID_SDK_ROOT:-/nonexistent}"/ndk/* /usr/lib/android-sdk/ndk/* /usr/lib/android-ndk /opt/android-ndk*; do
+      [ -d "$d/toolchains/llvm/prebuilt" ] && ndk="$d"
+    done
+  fi
+  if [ -z "$ndk" ] || [ ! -d "$ndk/toolchains/llvm/prebuilt" ]; then
+    missing+=("an Android NDK (r23 or newer): set ANDROID_NDK_HOME, or install one with: sdkmanager 'ndk;26.3.11579264'")
+  fi
+  for t in aarch64-linux-android armv7-linux-androideabi x86_64-linux-android; do
+    rustup target list --installed 2>/dev/null | grep -qx "$t" || missing+=("the Rust target $t: rustup target add $t")
+  done
+  if [ ${#missing[@]} -eq 0 ]; then
+    echo "build-android: NDK $ndk"
+    ANDROID_NDK_HOME="$ndk" RUSTFLAGS="-C link-arg=-Wl,-z,max-page-size=$PAGE" \
+      cargo ndk -t arm64-v8a -t armeabi-v7a -t x86_64 -P $MIN_API -o "$out/jniLibs" \
+      build --profile ship -p oomguard --lib
+    for abi in arm64-v8a armeabi-v7a x86_64; do
+      f="$out/jniLibs/$abi/liboomguard.so"
+      check_elf "$f"
+      mkdir -p "$stage/jni/$abi"
+      cp "$f" "$stage/jni/$abi/"
+    done
+  fi
 fi
-echo "build-android: NDK $ndk"
-ANDROID_NDK_HOME="$ndk" cargo ndk -t arm64-v8a -t armeabi-v7a -P 21 -o target/android/jniLibs build --release -p oomguard --lib
-ls -l target/android/jniLibs/*/liboomguard.so
+
+(cd "$stage" && jar --create --file ../oomguard.aar --no-manifest .)
+echo "build-android: $out/oomguard.aar"
+(cd "$stage" && find . -type f | sort | sed 's|^\./|  |')
+
+if [ -n "$java_only" ]; then
+  echo "build-android: --java-only: no jni/ in this AAR" >&2
+  exit 0
+fi
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "build-android: INCOMPLETE AAR: no jni/<abi>/liboomguard.so (arm64-v8a, armeabi-v7a, x86_64) can be linked here; missing:" >&2
+  printf '  - %s\n' "${missing[@]}" >&2
+  echo "  (scripts/abi-check.sh still checks the Android code's bionic imports from static archives, without an NDK)" >&2
+  if [ -n "$proxy" ]; then
+    echo "build-android: --proxy: the x86_64 Linux library, ship profile, -z max-page-size=$PAGE (not in the AAR)"
+    cargo rustc --profile ship -p oomguard --lib --crate-type cdylib -- -C link-arg=-Wl,-z,max-page-size=$PAGE
+    mkdir -p "$out/proxy"
+    cp "${CARGO_TARGET_DIR:-target}/ship/liboomguard.so" "$out/proxy/"
+    check_elf "$out/proxy/liboomguard.so"
+  fi
+  [ -n "$require_native" ] && exit 1
+fi
+exit 0

@@ -31,7 +31,7 @@ echo "== 1. build (release mode: the first run compiles everything, several minu
 cargo build --release -p cli
 cargo build --release -p oomguard --lib
 bin="$PWD/target/release/oomguard"
-javac -d "$work/classes" -sourcepath java:crates/cli/tests/java/leakapp java/demo/DemoApp.java java/dev/oomguard/OomGuard.java
+javac -d "$work/classes" -sourcepath java:crates/cli/tests/java/leakapp java/demo/DemoApp.java java/dev/oomguard/*.java
 
 echo "== 2. the collector"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')

@@ -20,7 +20,7 @@ cargo build --release -p oomguard --lib -q
 lib="$PWD/target/release"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-javac -d "$tmp/c" java/dev/oomguard/OomGuard.java java/testapps/LeakyApp.java
+javac -d "$tmp/c" java/dev/oomguard/*.java java/testapps/LeakyApp.java
 jrun() { prlimit --nofile=4096:4096 java -XX:+UseG1GC -Xmx256m -Djava.library.path="$lib" -cp "$tmp/c" LeakyApp "$@"; }
 status_of() { sed -n '/^STATUS-BEGIN$/,/^STATUS-END$/p' "$1" | sed '1d;$d'; }
 field() { grep -o "$1=[0-9-]*" "$2" | head -1 | cut -d= -f2; }

@@ -58,6 +58,8 @@ setup_art() {
 
 setup_test_deps() {
   apt_install hprof-conv clang lld llvm-14
+  # tests/minified.rs and tests/mapping_proguard.rs minify test apps with ProGuard 6.2.
+  apt_install proguard
   # tests/report_pages.rs opens the report pages in headless Chromium.
   apt_install chromium
   setup_art

@@ -52,6 +52,7 @@ pub mod library;
 mod own;
 pub mod paths;
 mod rank;
+pub mod renamed;
 pub mod renames;
 pub mod report;
 mod snapshot;

@@ -19,6 +19,22 @@ pub struct Renames {
     pub classes: HashMap<String, String>,
     /// (obfuscated class name, obfuscated field name) → original field name.
     pub fields: HashMap<(String, String), String>,
+    /// (obfuscated class name, obfuscated method name) → the methods renamed so, in file order
+    /// (several: overloads given one name, or one method's line ranges, or inlined methods).
+    pub methods: HashMap<(String, String), Vec<MethodRename>>,
+}
+
+/// One method line of a mapping: `12:14:void record(int):40:42 -> a`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MethodRename {
+    /// The original name (`record`).
+    pub original: String,
+    /// The class it was declared by, when another (a method inlined from there).
+    pub original_class: Option<String>,
+    /// The obfuscated build's line range (`12..=14`), when the mapping has one.
+    pub lines: Option<(u32, u32)>,
+    /// The original first line (`40`), when the mapping has one.
+    pub original_start: Option<u32>,
 }
 
 impl Renames {
@@ -36,11 +52,70 @@ impl Renames {
             .map(String::as_str)
     }
 
+    /// The original of stack frame `Class.method(File.java:12)` as the index writes it: class,
+    /// method and line turned back, or `None` when the renames know neither class nor method.
+    /// The line picks among the methods renamed alike (R8 and ProGuard give overloads one name
+    /// and tell them apart by line ranges); with no line, or a line no range holds, the method
+    /// is named only when all of them have one original name. An inlined line names the
+    /// innermost method (the mapping's first).
+    pub fn frame(&self, text: &str) -> Option<String> {
+        let (head, at) = text.split_once('(')?;
+        let (class, method) = head.rsplit_once('.')?;
+        let at = at.strip_suffix(')')?;
+        let (file, line) = match at.rsplit_once(':') {
+            Some((f, l)) => match l.parse::<u32>() {
+                Ok(l) => (f, Some(l)),
+                Err(_) => (at, None),
+            },
+            None => (at, None),
+        };
+        let all = self
+            .methods
+            .get(&(class.to_string(), method.to_string()))
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        let by_line: Vec<&MethodRename> = all
+            .iter()
+            .filter(|m| matches!((m.lines, line), (Some((a, b)), Some(l)) if a <= l && l <= b))
+            .collect();
+        let picked = match by_line.first() {
+            // ProGuard writes no original lines when it moved none: the line stays.
+            Some(m) => Some((
+                *m,
+                line.map(|l| match (m.original_start, m.lines) {
+                    (Some(o), Some((a, _))) => o + (l - a),
+                    _ => l,
+                }),
+            )),
+            None => all
+                .first()
+                .filter(|m| all.iter().all(|o| o.original == m.original))
+                .map(|m| (m, line.filter(|_| all.iter().all(|o| o.lines.is_none())))),
+        };
+        let class_back = self.class(class);
+        if picked.is_none() && class_back.is_none() {
+            return None;
+        }
+        let (name, line) = match picked {
+            Some((m, l)) => (m.original.as_str(), l),
+            None => (method, line),
+        };
+        let class = picked
+            .and_then(|(m, _)| m.original_class.clone())
+            .or(class_back)
+            .unwrap_or_else(|| class.to_string());
+        Some(match line {
+            Some(l) => format!("{class}.{name}({file}:{l})"),
+            None => format!("{class}.{name}({file})"),
+        })
+    }
+
     /// Turns the index's names back (see the module documentation).
     pub(crate) fn apply(&self, ix: &mut Index) {
-        if self.classes.is_empty() && self.fields.is_empty() {
+        if self.classes.is_empty() && self.fields.is_empty() && self.methods.is_empty() {
             return;
         }
+        ix.threads.rename_frames(|t| self.frame(t));
         for c in &mut ix.classes {
             let obfuscated = c.name.clone();
             for f in &mut c.fields {

@@ -41,8 +41,9 @@ pub struct AnalyzeArgs {
     /// there are.
     #[arg(long, value_parser = snapshot_number)]
     snapshot: Option<u32>,
-    /// The build's R8/ProGuard mapping file (`mapping.txt`): class and field names are turned
-    /// back before the report is made, so its names and signatures are the original ones.
+    /// The build's R8/ProGuard mapping file (`mapping.txt`): class, field and method names
+    /// (stack frames too) are turned back before the report is made, so its names and
+    /// signatures are the original ones.
     #[arg(long)]
     mapping: Option<PathBuf>,
 }

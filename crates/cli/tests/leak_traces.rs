@@ -25,12 +25,12 @@ fn demo_dump() -> &'static Path {
         let dir = root.join(format!("target/test-dumps/demo-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let classes = dir.join("classes");
-        let sources = [
+        let mut sources = common::facade_sources();
+        sources.extend([
             root.join("crates/cli/tests/java/demo/DemoDump.java"),
             root.join("java/demo/DemoApp.java"),
-            root.join("java/dev/oomguard/OomGuard.java"),
             root.join("crates/cli/tests/java/leakapp/android/app/Activity.java"),
-        ];
+        ]);
         let refs: Vec<&Path> = sources.iter().map(|p| p.as_path()).collect();
         common::javac(&refs, &classes);
         let out = dir.join("demo.hprof");

@@ -12,9 +12,12 @@
 use super::safe_name;
 use super::summary::Summary;
 use crate::html::esc;
+use crate::mapping::{Lookup, Mappings};
+use crate::summary::Leak;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use sys::fs::{self as sfs, RealFs};
 
 /// The summary file of an incident, in its directory (a dot name: never listed nor served).
@@ -28,6 +31,9 @@ pub(super) struct Index {
     /// Incidents in the directory, kept or not.
     total: usize,
     cap: usize,
+    /// The builds' mappings (shared with the pages): an incident's leaks are listed with their
+    /// version's original names.
+    mappings: Arc<Mappings>,
 }
 
 impl Index {
@@ -60,6 +66,7 @@ impl Index {
             kept,
             total,
             cap,
+            mappings: Arc::new(Mappings::new(dir)),
         }
     }
 
@@ -91,6 +98,11 @@ impl Index {
             self.kept.pop_first();
         }
         s
+    }
+
+    /// The builds' mappings of this directory.
+    pub fn mappings(&self) -> Arc<Mappings> {
+        self.mappings.clone()
     }
 
     /// The summaries kept, oldest first.
@@ -136,7 +148,7 @@ impl Index {
         let nav = nav(page, first + shown.len() < self.kept.len());
         h.push_str(&nav);
         for s in shown {
-            incident(&mut h, s);
+            incident(&mut h, s, &self.mappings);
         }
         h.push_str(&nav);
         h.push_str("</body></html>\n");
@@ -198,7 +210,7 @@ fn nav(page: usize, older: bool) -> String {
     n
 }
 
-fn incident(h: &mut String, s: &Summary) {
+fn incident(h: &mut String, s: &Summary, mappings: &Mappings) {
     let id = esc(&s.id);
     let _ = write!(
         h,
@@ -235,12 +247,21 @@ fn incident(h: &mut String, s: &Summary) {
     if let Some(e) = &r.error {
         let _ = writeln!(h, "<p>{}</p>", esc(e));
     }
+    // An obfuscated build's names turned back, when its version has a mapping.
+    let renames = match mappings.get(s.app_version.as_deref()) {
+        Lookup::Found(m, _) => Some(m),
+        _ => None,
+    };
+    let leaks: Vec<Leak> = match &renames {
+        Some(m) => r.leaks.iter().map(|l| l.renamed(m)).collect(),
+        None => r.leaks.clone(),
+    };
     let _ = write!(
         h,
         "<h3>top leaks ({} group(s))</h3>\n<table><tr><th>leak</th><th>reason</th><th>instances</th><th>retained</th></tr>\n",
         r.leak_groups
     );
-    for l in &r.leaks {
+    for l in &leaks {
         let _ = writeln!(
             h,
             "<tr><td><code>{}</code><br>{}<br><small title=\"{}\">{}</small></td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
@@ -261,7 +282,10 @@ fn incident(h: &mut String, s: &Summary) {
         let _ = writeln!(
             h,
             "<tr><td>{}</td><td class=\"num\">{}</td></tr>",
-            esc(&d.class_name),
+            esc(&renames
+                .as_ref()
+                .and_then(|m| m.class(&d.class_name))
+                .unwrap_or_else(|| d.class_name.clone())),
             crate::html::bytes(d.retained_size)
         );
     }

@@ -185,6 +185,8 @@ struct Shared {
     index: Mutex<index::Index>,
     /// Held while an incident page is rendered: one at a time ([`pages`]).
     pages: Mutex<()>,
+    /// The builds' mappings (`DIR/mappings/VERSION/mapping.txt`), applied when pages are made.
+    mappings: Arc<mapping::Mappings>,
     quota: limits::Quota,
     active: AtomicUsize,
 }
@@ -248,6 +250,7 @@ impl Collector {
                 quota.max()
             );
         }
+        let mappings = index.mappings();
         Ok(Collector {
             listener,
             shared: Arc::new(Shared {
@@ -257,6 +260,7 @@ impl Collector {
                 locks: Mutex::new(HashMap::new()),
                 index: Mutex::new(index),
                 pages: Mutex::new(()),
+                mappings,
                 quota,
                 active: AtomicUsize::new(0),
             }),

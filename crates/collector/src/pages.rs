@@ -13,8 +13,9 @@
 
 use super::index::Index;
 use super::safe_name;
-use super::summary::Guarded;
+use super::summary::{Guarded, Leak};
 use crate::html::{self, capped, esc, Inventory, PageInput};
+use crate::mapping::{Lookup, Mappings};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -49,7 +50,8 @@ fn read(path: &Path) -> Result<Option<Value>, String> {
 }
 
 /// The page of incident `id` under `dir/incidents`, or `None` if there is no such incident.
-pub(super) fn incident(dir: &Path, id: &str) -> Option<String> {
+/// The report's names are turned back with the mapping of its app version, when there is one.
+pub(super) fn incident(dir: &Path, id: &str, mappings: &Mappings) -> Option<String> {
     if !safe_name(id) {
         return None;
     }
@@ -66,7 +68,30 @@ pub(super) fn incident(dir: &Path, id: &str) -> Option<String> {
         }
     };
     let meta = load("meta.json");
-    let report = load("report.json");
+    let mut report = load("report.json");
+    let mut notes = Vec::new();
+    if let Some(r) = report.as_mut() {
+        let version = [meta.as_ref(), Some(&*r)]
+            .into_iter()
+            .flatten()
+            .find_map(|v| {
+                v.pointer("/runningInfo/appVersion")?
+                    .as_str()
+                    .map(String::from)
+            });
+        match mappings.get(version.as_deref()) {
+            Lookup::Found(m, rel) => {
+                m.report_json(r);
+                notes.push(format!("Names turned back with the build's mapping, {rel}."));
+            }
+            Lookup::Missing(rel) => notes.push(format!(
+                "No mapping for app version {:?} ({rel}): names are as the build has them (obfuscated, if it was).",
+                version.unwrap_or_default()
+            )),
+            Lookup::Bad(e) => errors.push(format!("the build's mapping: {e}")),
+            Lookup::NoVersion => {}
+        }
+    }
     let mut inv_json = None;
     let mut inv_text = None;
     for name in ["fds.txt", "threads.txt"] {
@@ -108,6 +133,7 @@ pub(super) fn incident(dir: &Path, id: &str) -> Option<String> {
         meta: meta.as_ref(),
         report: report.as_ref(),
         errors,
+        notes,
         inventory,
         files,
         back: Some("../../"),
@@ -133,18 +159,33 @@ struct Group<'a> {
 
 /// `/leaks`: the leaks of the listed incidents grouped by signature, the groups seen in the
 /// most incidents first.
-pub(super) fn leaks(ix: &Index) -> String {
+pub(super) fn leaks(ix: &Index, mappings: &Mappings) -> String {
     let mut groups: BTreeMap<&str, Group> = BTreeMap::new();
     let mut incidents = 0;
-    for s in ix.summaries() {
+    // Each version's mapping, looked up once; the leaks of a version that has one, renamed.
+    let mut by_version: BTreeMap<Option<&str>, Lookup> = BTreeMap::new();
+    let renamed: Vec<Option<Vec<Leak>>> = ix
+        .summaries()
+        .map(|s| {
+            let r = s.report.as_ref()?;
+            let v = s.app_version.as_deref();
+            let lookup = by_version.entry(v).or_insert_with(|| mappings.get(v));
+            let Lookup::Found(m, _) = lookup else {
+                return None;
+            };
+            Some(r.leaks.iter().map(|l| l.renamed(m)).collect())
+        })
+        .collect();
+    for (s, renamed) in ix.summaries().zip(&renamed) {
         let Some(r) = &s.report else { continue };
+        let leaks = renamed.as_deref().unwrap_or(&r.leaks);
         incidents += 1;
         let device = s
             .device_id
             .as_deref()
             .or(s.device.as_deref())
             .unwrap_or("(unknown device)");
-        for l in &r.leaks {
+        for l in leaks {
             let key = if l.signature.is_empty() {
                 l.class_name.as_str()
             } else {
@@ -186,6 +227,7 @@ pub(super) fn leaks(ix: &Index) -> String {
         list.len(),
         super::summary::TOP
     );
+    mapping_notes(&mut h, &by_version);
     // The app's own leaks, then the library leaks apart (`analyze::library`).
     let (mut lib, mut app): (Vec<_>, Vec<_>) =
         list.into_iter().partition(|g| g.1.library.is_some());
@@ -195,6 +237,46 @@ pub(super) fn leaks(ix: &Index) -> String {
         group_table(&mut h, "library-leak-groups", &mut lib);
     }
     html::page("oomguard: leaks across incidents", &h)
+}
+
+/// What `/leaks` says of the builds' mappings: the versions whose names were turned back,
+/// those with none, and mapping files it could not read (at most [`MAX_VERSIONS`] each).
+fn mapping_notes(h: &mut String, by_version: &BTreeMap<Option<&str>, Lookup>) {
+    let mut found = Vec::new();
+    let mut missing = Vec::new();
+    for (v, l) in by_version {
+        match l {
+            Lookup::Found(_, rel) => found.push(esc(rel)),
+            Lookup::Missing(_) => missing.push(esc(v.unwrap_or("?"))),
+            Lookup::Bad(e) => {
+                let _ = writeln!(h, "<p class=\"error\">the build's mapping: {}</p>", esc(e));
+            }
+            Lookup::NoVersion => {}
+        }
+    }
+    let list = |v: &[String]| {
+        let more = v.len().saturating_sub(MAX_VERSIONS);
+        let mut s = v[..v.len().min(MAX_VERSIONS)].join(", ");
+        if more > 0 {
+            let _ = write!(s, " and {more} more");
+        }
+        s
+    };
+    if !found.is_empty() {
+        let _ = writeln!(
+            h,
+            "<p class=\"dim note\" id=\"mappings\">Names turned back with {}.</p>",
+            list(&found)
+        );
+    }
+    if !missing.is_empty() {
+        let _ = writeln!(
+            h,
+            "<p class=\"dim note\" id=\"no-mappings\">No mapping for app version(s) {} (put it at <code>{}/VERSION/mapping.txt</code>): their names are as the build has them.</p>",
+            list(&missing),
+            crate::mapping::MAPPINGS_DIR
+        );
+    }
 }
 
 /// One table of `/leaks`: at most [`MAX_GROUPS`] of `list`'s groups (signature, group).
@@ -288,7 +370,7 @@ mod tests {
         let ix = Index::open(d.path(), 100);
         let s = ix.summaries().next().unwrap();
         assert_eq!(s.device.as_deref(), Some("Google Pixel 7, API 34"));
-        let h = leaks(&ix);
+        let h = leaks(&ix, &Mappings::new(d.path()));
         assert!(
             h.contains("1 leak signature(s) in the 4 listed incident(s)"),
             "{h}"
@@ -320,20 +402,20 @@ mod tests {
         let one = &one[r#"{"gcPaths":["#.len()..one.len() - 2];
         let big = format!(r#"{{"gcPaths":[{}]}}"#, vec![one; 20_000].join(","));
         put(d.path(), "500-big", "dev-1", "1.0", &big);
-        let h = incident(d.path(), "500-big").unwrap();
+        let h = incident(d.path(), "500-big", &Mappings::new(d.path())).unwrap();
         assert!(
             h.contains("19950 more leak group(s) not shown"),
             "{}",
             h.len()
         );
-        assert!(incident(d.path(), "nope").is_none());
-        assert!(incident(d.path(), "..").is_none());
+        assert!(incident(d.path(), "nope", &Mappings::new(d.path())).is_none());
+        assert!(incident(d.path(), "..", &Mappings::new(d.path())).is_none());
         std::fs::write(
             d.path().join("incidents/500-big/report.json"),
             r#"{"gcPaths":[1,"#,
         )
         .unwrap();
-        let h = incident(d.path(), "500-big").unwrap();
+        let h = incident(d.path(), "500-big", &Mappings::new(d.path())).unwrap();
         assert!(h.contains("report.json: byte "), "{h}");
     }
 
@@ -350,7 +432,7 @@ mod tests {
         let both = format!("{},{lib}]}}", &koom[..koom.len() - 2]);
         put(d.path(), "100-a", "dev-1", "1.0", &both);
         let ix = Index::open(d.path(), 100);
-        let h = leaks(&ix);
+        let h = leaks(&ix, &Mappings::new(d.path()));
         let (app, library) = h.split_once("<h2 id=\"library-leaks\">").expect(&h);
         assert!(
             app.contains("<code>a.Main</code>") && !app.contains("a.Other"),
@@ -365,7 +447,7 @@ mod tests {
             library.contains("(library leak: <code>android.os.Message.obj</code>)"),
             "{h}"
         );
-        let page = incident(d.path(), "100-a").unwrap();
+        let page = incident(d.path(), "100-a", &Mappings::new(d.path())).unwrap();
         let (app, library) = page.split_once("<h3 id=\"library-leaks\">").expect(&page);
         assert!(app.contains("a.Main") && !app.contains("a.Other"), "{page}");
         assert!(
@@ -382,5 +464,142 @@ mod tests {
             index.contains("(library leak: <code>android.os.Message.obj</code>)"),
             "{index}"
         );
+    }
+
+    /// A KOOM report of one leak: `holder.field` (static) holds `leaking`; its signature hashed
+    /// as `analyze` hashes it.
+    fn one_leak(holder: &str, field: &str, leaking: &str) -> String {
+        let path = vec![
+            analyze::report::PathItem {
+                reference: format!("{holder}.{field}"),
+                reference_type: "STATIC_FIELD".into(),
+                declared_class: holder.into(),
+            },
+            analyze::report::PathItem {
+                reference: leaking.into(),
+                reference_type: "LEAKING_INSTANCE".into(),
+                declared_class: leaking.into(),
+            },
+        ];
+        let sig = analyze::renamed::signature("System Class", &path);
+        serde_json::json!({"gcPaths": [{"signature": sig, "className": leaking,
+            "leakReason": "Activity Leak", "instanceCount": 1, "retainedSize": 100,
+            "gcRoot": "System Class", "path": path}],
+            "classInfos": [{"className": leaking, "instanceCount": 1, "leakInstanceCount": 1}]})
+        .to_string()
+    }
+
+    /// Issue 42: a mapping per app version in `mappings/VERSION/mapping.txt`. The obfuscated
+    /// build's leak reads with its original names on its page and on `/leaks`, where it joins
+    /// the plain build's group (same signature); a version without a mapping is said so on the
+    /// page (no error); a malformed mapping is an error naming the file, line and byte.
+    #[test]
+    fn a_versions_mapping_turns_its_names_back_on_the_pages() {
+        let d = tempfile::tempdir().unwrap();
+        put(
+            d.path(),
+            "100-plain",
+            "dev-1",
+            "1.0",
+            &one_leak("com.app.App", "sList", "com.app.Main"),
+        );
+        for (id, v) in [("200-min", "2.0"), ("300-nomap", "3.0"), ("400-bad", "4.0")] {
+            put(d.path(), id, "dev-2", v, &one_leak("a.a", "b", "a.b"));
+        }
+        let put_mapping = |v: &str, text: &str| {
+            let m = d.path().join(crate::mapping::MAPPINGS_DIR).join(v);
+            std::fs::create_dir_all(&m).unwrap();
+            std::fs::write(m.join("mapping.txt"), text).unwrap();
+        };
+        put_mapping(
+            "2.0",
+            "com.app.App -> a.a:\n    java.util.List sList -> b\ncom.app.Main -> a.b:\n",
+        );
+        put_mapping("4.0", "com.app.App -> a.a:\nnot a mapping line\n");
+        let mappings = Mappings::new(d.path());
+
+        let page = incident(d.path(), "200-min", &mappings).unwrap();
+        assert!(
+            page.contains(
+                "Names turned back with the build&#39;s mapping, mappings/2.0/mapping.txt"
+            ) || page
+                .contains("Names turned back with the build's mapping, mappings/2.0/mapping.txt"),
+            "{page}"
+        );
+        assert!(page.contains("com.app.Main"), "{page}");
+        assert!(page.contains("sList"), "{page}");
+        assert!(!page.contains("class=\"error\""), "{page}");
+
+        let page = incident(d.path(), "300-nomap", &mappings).unwrap();
+        assert!(
+            page.contains("No mapping for app version &quot;3.0&quot; (mappings/3.0/mapping.txt)")
+                || page.contains("No mapping for app version \"3.0\" (mappings/3.0/mapping.txt)"),
+            "{page}"
+        );
+        assert!(!page.contains("class=\"error\""), "{page}");
+        assert!(!page.contains("com.app.Main"));
+
+        let page = incident(d.path(), "400-bad", &mappings).unwrap();
+        let at = "com.app.App -> a.a:\n".len();
+        assert!(
+            page.contains(&format!(
+                "the build&#39;s mapping: mappings/4.0/mapping.txt: line 2 (byte {at}):"
+            )) || page.contains(&format!(
+                "the build's mapping: mappings/4.0/mapping.txt: line 2 (byte {at}):"
+            )),
+            "{page}"
+        );
+
+        let ix = Index::open(d.path(), 100);
+        let h = leaks(&ix, &mappings);
+        // The plain 1.0 and the renamed 2.0 are one group; 3.0 and 4.0 keep the obfuscated one.
+        assert!(
+            h.contains("2 leak signature(s) in the 4 listed incident(s)"),
+            "{h}"
+        );
+        let plain = h
+            .split("<tr class=\"group\">")
+            .find(|r| r.contains("<code>com.app.Main</code>"))
+            .unwrap_or_else(|| panic!("{h}"));
+        assert!(
+            plain.contains("/incidents/100-plain/") && plain.contains("/incidents/200-min/"),
+            "{plain}"
+        );
+        assert!(plain.contains("System Class › App.sList › Main"), "{plain}");
+        // The obfuscated group of 3.0 and 4.0, apart.
+        assert!(h.contains("<code>a.b</code>"), "{h}");
+        // The renamed leak alone (as /leaks makes it) reads as the plain one.
+        let mapped = match mappings.get(Some("2.0")) {
+            Lookup::Found(m, _) => m,
+            other => panic!("{other:?}"),
+        };
+        let (mut sums, mut want) = (Vec::new(), Vec::new());
+        for (id, out) in [("200-min", &mut sums), ("100-plain", &mut want)] {
+            let s = ix.summaries().find(|s| s.id == id).unwrap();
+            out.extend(s.report.as_ref().unwrap().leaks.iter().cloned());
+        }
+        let renamed = sums[0].renamed(&mapped);
+        assert_eq!(
+            (&renamed.signature, &renamed.class_name, &renamed.short_path),
+            (&want[0].signature, &want[0].class_name, &want[0].short_path)
+        );
+        assert!(h.contains("id=\"mappings\""), "{h}");
+        assert!(h.contains("No mapping for app version(s) 1.0, 3.0"), "{h}");
+        assert!(h.contains("mappings/4.0/mapping.txt: line 2"), "{h}");
+        // The index lists each incident's leaks with its version's names too.
+        let index = ix.render(0, 10);
+        let part = |id: &str| {
+            index
+                .split(&format!("<h2 id=\"{id}\">"))
+                .nth(1)
+                .and_then(|p| p.split("<h2").next())
+                .unwrap_or_else(|| panic!("{id}: {index}"))
+                .to_string()
+        };
+        assert!(
+            part("200-min").contains("<code>com.app.Main</code>"),
+            "{index}"
+        );
+        assert!(part("300-nomap").contains("<code>a.b</code>"), "{index}");
     }
 }

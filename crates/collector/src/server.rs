@@ -128,7 +128,10 @@ pub(super) fn handle(req: &Request, r: &mut BodyReader, sh: &Shared) -> io::Resu
         }
         ("GET", "/leaks") => {
             let ok = r.drain(64 * 1024)?;
-            let html = pages::leaks(&sh.index.lock().unwrap_or_else(|p| p.into_inner()));
+            let html = pages::leaks(
+                &sh.index.lock().unwrap_or_else(|p| p.into_inner()),
+                &sh.mappings,
+            );
             respond(200, &html_headers(), html.as_bytes(), ok)
         }
         ("GET", "/stats") => {
@@ -143,7 +146,7 @@ pub(super) fn handle(req: &Request, r: &mut BodyReader, sh: &Shared) -> io::Resu
                 (Some(id), Some("" | "index.html"), None) => {
                     let page = {
                         let _one = sh.pages.lock().unwrap_or_else(|p| p.into_inner());
-                        pages::incident(&sh.cfg.dir, id)
+                        pages::incident(&sh.cfg.dir, id, &sh.mappings)
                     };
                     match page {
                         Some(html) => respond(200, &html_headers(), html.as_bytes(), ok),

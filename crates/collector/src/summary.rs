@@ -23,6 +23,7 @@
 use crate::html::capped::{Limits, Within};
 use crate::html::lenient::{self, Omitted};
 use crate::html::trace::{short_path, steps, Left};
+use analyze::renames::Renames;
 use analyze::report::{DominatorGroup, GcPath};
 use analyze::trace::Trace;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
@@ -99,6 +100,43 @@ pub struct Leak {
     /// such groups are shown apart from the app's own leaks.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub library: Option<String>,
+    /// KOOM's `gcRoot` and `path` (at most [`MAX_STEPS`] items), which the signature is hashed
+    /// from: `/leaks` hashes it again when it turns an obfuscated build's names back.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub gc_root: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub path: Vec<analyze::report::PathItem>,
+}
+
+impl Leak {
+    /// A leak of an obfuscated build with its names turned back: class, short path, and the
+    /// signature hashed again from the renamed path (all kept as they were when the summary has no
+    /// path).
+    pub(crate) fn renamed(&self, m: &Renames) -> Leak {
+        let l = self;
+        let mut g = GcPath {
+            class_name: l.class_name.clone(),
+            gc_root: l.gc_root.clone(),
+            path: l.path.clone(),
+            ..GcPath::default()
+        };
+        m.gc_path(&mut g);
+        // From the renamed path (the summary keeps no trace): KOOM's short form.
+        let short_path = match l.path.is_empty() {
+            true => l.short_path.clone(),
+            false => koom_short_path(&g.gc_root, &g.path),
+        };
+        Leak {
+            signature: match l.path.is_empty() {
+                true => l.signature.clone(),
+                false => g.signature,
+            },
+            class_name: g.class_name,
+            short_path,
+            path: g.path,
+            ..l.clone()
+        }
+    }
 }
 
 /// One dominator group of a report.
@@ -423,7 +461,19 @@ fn leak(v: &Value) -> Leak {
         instances: g.instance_count,
         retained_size: g.retained_size,
         library: g.library_leak.map(|l| l.pattern),
+        // A path cut short could not be hashed again: then none is kept.
+        path: match g.path.len() <= MAX_STEPS {
+            true => g.path,
+            false => Vec::new(),
+        },
+        gc_root: g.gc_root,
     }
+}
+
+/// The short form of KOOM's path (`gcRoot` and `path`), as a summary keeps it.
+pub(crate) fn koom_short_path(gc_root: &str, path: &[analyze::report::PathItem]) -> String {
+    let (root, steps, more) = steps(gc_root, path, &Trace::default(), Left::default());
+    cut(&short_path(&root, &steps, more))
 }
 
 /// Keep `e` among the [`TOP`] largest of `v` by `key`, largest first.

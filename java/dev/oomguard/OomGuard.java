@@ -249,8 +249,10 @@ public final class OomGuard {
 
     /**
      * Called by the native agent, on its own thread, when the previous process's flight ring says
-     * it died: the system's record of process {@code pid}'s end, or null. Never throws.
+     * it died: the system's record of process {@code pid}'s end, or null. Never throws. Called by
+     * name from native code only ({@code jni/vm.rs}): marked {@link Keep} for minified builds.
      */
+    @Keep
     static String exitRecord(int pid) {
         try {
             ExitInfoSource s = exitInfoSource;

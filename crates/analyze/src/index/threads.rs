@@ -164,6 +164,18 @@ pub struct OnThread {
 }
 
 impl Threads {
+    /// Rewrites each stack frame's text (`Class.method(File.java:12)`) that `f` turns into
+    /// another (a release build's renames turned back).
+    pub(crate) fn rename_frames(&mut self, f: impl Fn(&str) -> Option<String>) {
+        for (_, _, frames) in &mut self.traces {
+            for t in frames.iter_mut() {
+                if let Some(n) = f(t) {
+                    *t = n;
+                }
+            }
+        }
+    }
+
     /// The thread object of thread serial `serial`.
     fn object(&self, serial: u32) -> Option<&(u32, u32, u32)> {
         let i = self.objects.binary_search_by_key(&serial, |e| e.0).ok()?;

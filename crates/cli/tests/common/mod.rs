@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod collect;
+pub mod proguard;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -85,6 +86,18 @@ pub fn fixture(rel: &str) -> PathBuf {
 /// The `oomguard` binary cargo built for this test run.
 pub fn oomguard_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_oomguard"))
+}
+
+/// The Java facade's sources: every `java/dev/oomguard/*.java` (not `testing/`), in name order.
+pub fn facade_sources() -> Vec<PathBuf> {
+    let dir = root().join("java/dev/oomguard");
+    let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "java"))
+        .collect();
+    v.sort();
+    v
 }
 
 /// Compile Java sources into `out` with the machine's javac.
@@ -275,13 +288,10 @@ pub fn test_app_classes(app: &str) -> PathBuf {
     }
     let out = root().join(format!("target/test-java/{app}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);
-    javac(
-        &[
-            &root().join("java/dev/oomguard/OomGuard.java"),
-            &root().join(format!("java/testapps/{app}.java")),
-        ],
-        &out,
-    );
+    let mut sources = facade_sources();
+    sources.push(root().join(format!("java/testapps/{app}.java")));
+    let refs: Vec<&Path> = sources.iter().map(|p| p.as_path()).collect();
+    javac(&refs, &out);
     built.insert(app.to_string(), out.clone());
     out
 }

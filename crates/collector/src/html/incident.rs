@@ -33,6 +33,8 @@ pub struct PageInput<'a> {
     pub report: Option<&'a Value>,
     /// Why a part could not be read (a file, its byte offset and what was wrong).
     pub errors: Vec<String>,
+    /// What the page says about how it was made (e.g. the build's mapping used, or missing).
+    pub notes: Vec<String>,
     pub inventory: Option<Inventory<'a>>,
     /// Files to link to (relative links), with their sizes.
     pub files: Vec<(String, u64)>,
@@ -61,6 +63,9 @@ pub fn incident_page(p: &PageInput<'_>) -> String {
     }
     for e in &p.errors {
         let _ = writeln!(h, "<p class=\"error\">{}</p>", esc(e));
+    }
+    for n in &p.notes {
+        let _ = writeln!(h, "<p class=\"dim note\">{}</p>", esc(n));
     }
     if let Some(m) = p.meta {
         for (k, what) in [
