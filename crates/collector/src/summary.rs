@@ -76,7 +76,8 @@ pub struct Summary {
 pub struct ReportSummary {
     /// Entries of `gcPaths` (leak groups).
     pub leak_groups: u64,
-    /// The [`TOP`] groups with the most instances, most first.
+    /// The first [`TOP`] groups in the report's order: the app's leaks, then the library
+    /// leaks, each by retained size, then instances.
     pub leaks: Vec<Leak>,
     /// The [`TOP`] dominator groups retaining most, most first.
     pub dominators: Vec<Dominator>,
@@ -477,7 +478,7 @@ pub(crate) fn koom_short_path(gc_root: &str, path: &[analyze::report::PathItem])
 }
 
 /// Keep `e` among the [`TOP`] largest of `v` by `key`, largest first.
-fn keep_top<T>(v: &mut Vec<T>, e: T, key: impl Fn(&T) -> u64) {
+fn keep_top<T, K: Ord>(v: &mut Vec<T>, e: T, key: impl Fn(&T) -> K) {
     let k = key(&e);
     if v.len() == TOP && v.last().is_some_and(|l| key(l) >= k) {
         return;
@@ -511,7 +512,11 @@ impl<'de> Visitor<'de> for ReportSeed<'_> {
                 Some("gcPaths") => a.next_value_seed(ListSeed {
                     each: |v: Value, rep: &mut ReportSummary| {
                         rep.leak_groups += 1;
-                        keep_top(&mut rep.leaks, leak(&v), |l| l.instances);
+                        // The report's own order (`analyze::report`): the app's leaks, then
+                        // the library leaks, each by retained size, then instances.
+                        keep_top(&mut rep.leaks, leak(&v), |l| {
+                            (l.library.is_none(), l.retained_size, l.instances)
+                        });
                     },
                     rep: &mut *self.rep,
                 })?,
@@ -604,6 +609,31 @@ mod tests {
         assert_eq!(sum.app_version.as_deref(), Some("1.0"));
         assert_eq!(sum.device.as_deref(), Some("API 30"));
         assert_eq!(cut(&"é".repeat(400)).chars().count(), MAX_TEXT + 1);
+    }
+
+    /// The top leaks follow the report's order: the app's own, then the library leaks, each by
+    /// retained size, then instances (not by instances alone).
+    #[test]
+    fn top_leaks_are_the_apps_first_then_library_leaks_each_by_retained_size() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("report.json");
+        let lib = r#""libraryLeak":{"pattern":"android.view.inputmethod.InputMethodManager.mNextServedView"}"#;
+        std::fs::write(
+            &p,
+            format!(
+                r#"{{"gcPaths":[
+                  {{"signature":"many","instanceCount":90,"retainedSize":1000}},
+                  {{"signature":"lib","instanceCount":1,"retainedSize":900000000,{lib}}},
+                  {{"signature":"big","instanceCount":2,"retainedSize":5000000}},
+                  {{"signature":"tie","instanceCount":3,"retainedSize":1000}}]}}"#
+            ),
+        )
+        .unwrap();
+        let mut sum = Summary::new("i", 1);
+        sum.add_file("report.json", &p);
+        let r = sum.report.unwrap();
+        let order: Vec<&str> = r.leaks.iter().map(|l| l.signature.as_str()).collect();
+        assert_eq!(order, ["big", "many", "tie", "lib"]);
     }
 
     /// Each leak's short path comes from its `trace` when it has one, else from KOOM's
