@@ -45,6 +45,7 @@
 #![forbid(unsafe_code)]
 
 mod arrays;
+mod column;
 pub mod dominators;
 pub mod files;
 pub mod index;
@@ -96,6 +97,13 @@ pub struct Config {
     /// Of a file that holds several heap dumps (the hprof agent's), the one to analyse, counted
     /// from 1; none: the last. The others are not read (see `snapshot`).
     pub snapshot: Option<u32>,
+    /// A directory for file-backed scratch arrays (the index's large arrays are kept there,
+    /// mapped, instead of in the process's own memory: issue 43's budget). None: in memory.
+    /// The files are unlinked at once and leave nothing behind.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scratch_dir: Option<std::path::PathBuf>,
+    /// The most the scratch arrays may take together, in MiB (past it, arrays stay in memory).
+    pub scratch_max_mb: u64,
 }
 
 impl Default for Config {
@@ -113,6 +121,8 @@ impl Default for Config {
             parallel_min_bytes: 32 << 20,
             one_pass: true,
             snapshot: None,
+            scratch_dir: None,
+            scratch_max_mb: 16 << 10,
         }
     }
 }

@@ -41,6 +41,11 @@ pub struct AnalyzeArgs {
     /// there are.
     #[arg(long, value_parser = snapshot_number)]
     snapshot: Option<u32>,
+    /// A directory for the analysis's scratch files: the index's large arrays are kept there,
+    /// mapped, so that their pages are file pages the kernel can write back, not the process's
+    /// own memory (the files are unlinked at once). Default: none, all in memory.
+    #[arg(long)]
+    scratch_dir: Option<PathBuf>,
 }
 
 /// What is wrong with a snapshot number of 0.
@@ -116,6 +121,7 @@ pub fn run(a: AnalyzeArgs) -> Result<(), Failure> {
         top_n: a.top,
         threads: a.threads,
         snapshot: a.snapshot.or(base.snapshot),
+        scratch_dir: a.scratch_dir.clone().or(base.scratch_dir.clone()),
         ..base
     };
     let report =

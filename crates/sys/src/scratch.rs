@@ -200,7 +200,10 @@ fn reserve(f: &File, len: u64) -> io::Result<()> {
             return Ok(());
         }
         let e = io::Error::last_os_error();
-        if !matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS)) {
+        if !matches!(
+            e.raw_os_error(),
+            Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS)
+        ) {
             return Err(e);
         }
     }
@@ -228,6 +231,12 @@ pub struct ScratchVec<T: Plain> {
 }
 
 impl<T: Plain> ScratchVec<T> {
+    /// Keep the first `len` elements (nothing if `len` is not shorter). The file keeps its
+    /// size, and the cap counts it whole until the array is dropped.
+    pub fn truncate(&mut self, len: usize) {
+        self.len = self.len.min(len);
+    }
+
     /// Advise the kernel that the pages are not needed soon (written back if dirty, then
     /// dropped from this process's RSS; their contents are kept).
     pub fn page_out(&self) {
@@ -319,7 +328,10 @@ mod tests {
         let s = Scratch::new(d.path(), 3 * 4096).unwrap();
         let a = s.zeroed::<u8>(2 * 4096).unwrap();
         let e = s.zeroed::<u8>(4097).unwrap_err();
-        assert!(e.to_string().contains(&d.path().display().to_string()), "{e}");
+        assert!(
+            e.to_string().contains(&d.path().display().to_string()),
+            "{e}"
+        );
         assert!(e.to_string().contains("over their cap"), "{e}");
         drop(a);
         s.zeroed::<u8>(3 * 4096).unwrap();
@@ -339,7 +351,10 @@ mod tests {
             *x = 7;
         }
         let grew = rss_anon_kb().saturating_sub(before);
-        assert!(grew < 8 << 10, "RssAnon grew by {grew} KiB for 32 MiB of scratch");
+        assert!(
+            grew < 8 << 10,
+            "RssAnon grew by {grew} KiB for 32 MiB of scratch"
+        );
         assert!(a.iter().all(|&x| x == 7));
     }
 }

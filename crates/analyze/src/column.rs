@@ -1,0 +1,163 @@
+//! A per-node or per-edge array of the index, held in the process's memory or in a file-backed
+//! scratch array ([`sys::scratch`]), read and written alike through a slice (issue 43: the
+//! analysis's own anonymous memory stays within a budget whatever the dump; the index's large
+//! arrays go to a scratch directory the caller names, whose pages the kernel can write back and
+//! drop).
+//!
+//! Invariants: both forms hold the same values; moving one to a file ([`Column::spill`]) keeps
+//! every value and frees the memory; a scratch array that cannot be made (a full disk, the cap)
+//! leaves the column in memory and says why, never loses it.
+#![forbid(unsafe_code)]
+
+use sys::scratch::{Plain, Scratch, ScratchVec};
+
+/// See the module documentation.
+pub enum Column<T: Plain> {
+    Heap(Vec<T>),
+    File(ScratchVec<T>),
+}
+
+impl<T: Plain> Default for Column<T> {
+    fn default() -> Self {
+        Column::Heap(Vec::new())
+    }
+}
+
+impl<T: Plain + PartialEq> PartialEq for Column<T> {
+    fn eq(&self, o: &Self) -> bool {
+        self[..] == o[..]
+    }
+}
+
+impl<T: Plain + std::fmt::Debug> std::fmt::Debug for Column<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self[..].fmt(f)
+    }
+}
+
+impl<T: Plain> From<Vec<T>> for Column<T> {
+    fn from(v: Vec<T>) -> Self {
+        Column::Heap(v)
+    }
+}
+
+impl<T: Plain> std::ops::Deref for Column<T> {
+    type Target = [T];
+    #[inline]
+    fn deref(&self) -> &[T] {
+        match self {
+            Column::Heap(v) => v,
+            Column::File(f) => f,
+        }
+    }
+}
+
+impl<T: Plain> std::ops::DerefMut for Column<T> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut [T] {
+        match self {
+            Column::Heap(v) => v,
+            Column::File(f) => f,
+        }
+    }
+}
+
+impl<T: Plain> Column<T> {
+    /// `n` copies of `x`: in a scratch array if `scratch` is given and one can be made (the
+    /// error says why not), else in memory.
+    pub fn filled(n: usize, x: T, scratch: Option<&Scratch>) -> (Self, Option<String>) {
+        let Some(s) = scratch else {
+            return (Column::Heap(filled_vec(n, x)), None);
+        };
+        match s.zeroed::<T>(n) {
+            Ok(mut f) => {
+                f.fill(x);
+                (Column::File(f), None)
+            }
+            Err(e) => (Column::Heap(filled_vec(n, x)), Some(e.to_string())),
+        }
+    }
+
+    /// Whether the values are in a scratch file.
+    pub fn in_file(&self) -> bool {
+        matches!(self, Column::File(_))
+    }
+
+    /// Move the values into a scratch array (nothing if they are there already); on failure
+    /// they stay in memory, and the error says why.
+    pub fn spill(&mut self, scratch: &Scratch) -> Result<(), String> {
+        if let Column::Heap(v) = self {
+            let f = scratch.copy_of(v).map_err(|e| e.to_string())?;
+            *self = Column::File(f);
+        }
+        Ok(())
+    }
+
+    /// Keep the first `n` values.
+    pub fn truncate(&mut self, n: usize) {
+        match self {
+            Column::Heap(v) => v.truncate(n),
+            Column::File(f) => f.truncate(n),
+        }
+    }
+
+    /// The values as a vector (moved out of memory, copied out of a file).
+    pub fn into_vec(self) -> Vec<T> {
+        match self {
+            Column::Heap(v) => v,
+            Column::File(f) => f.to_vec(),
+        }
+    }
+
+    /// Free memory the vector holds beyond its length.
+    pub fn shrink_to_fit(&mut self) {
+        if let Column::Heap(v) = self {
+            v.shrink_to_fit();
+        }
+    }
+}
+
+fn filled_vec<T: Plain>(n: usize, x: T) -> Vec<T> {
+    // (Written here, not allocated as zeros: see `index::node_arrays`.)
+    let mut v = Vec::with_capacity(n);
+    v.resize(n, x);
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_forms_hold_the_same_values_and_a_spill_keeps_them() {
+        let d = tempfile::tempdir().unwrap();
+        let s = Scratch::new(d.path(), 1 << 20).unwrap();
+        let (mut a, e) = Column::filled(1000, [7u32, 9], Some(&s));
+        assert!(e.is_none() && a.in_file());
+        a[3] = [1, 2];
+        let (mut b, _) = Column::filled(1000, [7u32, 9], None);
+        assert!(!b.in_file());
+        b[3] = [1, 2];
+        assert_eq!(&a[..], &b[..]);
+        b.spill(&s).unwrap();
+        assert!(b.in_file());
+        assert_eq!(&a[..], &b[..]);
+        b.truncate(4);
+        assert_eq!(b.len(), 4);
+        assert_eq!(b.into_vec()[3], [1, 2]);
+    }
+
+    #[test]
+    fn a_column_the_cap_refuses_stays_in_memory_and_says_why() {
+        let d = tempfile::tempdir().unwrap();
+        let s = Scratch::new(d.path(), 4096).unwrap();
+        let (a, e) = Column::filled(2000, 5u32, Some(&s));
+        assert!(!a.in_file());
+        assert!(e.unwrap().contains("over their cap"));
+        assert!(a.iter().all(|&x| x == 5));
+        let mut b: Column<u64> = vec![1u64; 1000].into();
+        let e = b.spill(&s).unwrap_err();
+        assert!(e.contains("over their cap"), "{e}");
+        assert!(!b.in_file() && b.iter().all(|&x| x == 1));
+    }
+}
