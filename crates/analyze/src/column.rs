@@ -78,6 +78,15 @@ impl<T: Plain> Column<T> {
         }
     }
 
+    /// `n` zeros: in a scratch array if `scratch` is given and one can be made (a fresh file:
+    /// no page is touched until it is written), else in memory.
+    pub fn zeroed(n: usize, scratch: Option<&Scratch>) -> Self {
+        match scratch.map(|s| s.zeroed::<T>(n)) {
+            Some(Ok(f)) => Column::File(f),
+            _ => Column::Heap(Vec::new()),
+        }
+    }
+
     /// Whether the values are in a scratch file.
     pub fn in_file(&self) -> bool {
         matches!(self, Column::File(_))
@@ -117,6 +126,74 @@ impl<T: Plain> Column<T> {
     }
 }
 
+/// A list that grows by [`Grow::push`] up to a capacity given at the start: in a scratch array
+/// of that capacity if one could be made (pushing past it moves the list into memory: never
+/// lost, never a panic), else a vector in memory.
+pub struct Grow<T: Plain> {
+    buf: Column<T>,
+    len: usize,
+}
+
+impl<T: Plain> Grow<T> {
+    /// Room for `cap` values (in memory: the vector's capacity).
+    pub fn with_capacity(cap: usize, scratch: Option<&Scratch>) -> Self {
+        let buf = match Column::zeroed(cap, scratch) {
+            Column::Heap(_) => Column::Heap(Vec::with_capacity(cap)),
+            f => f,
+        };
+        Grow { buf, len: 0 }
+    }
+
+    #[inline]
+    pub fn push(&mut self, x: T) {
+        match &mut self.buf {
+            Column::Heap(v) => v.push(x),
+            Column::File(f) if self.len < f.len() => {
+                f[self.len] = x;
+                self.len += 1;
+            }
+            Column::File(f) => {
+                let mut v = f[..self.len].to_vec();
+                v.push(x);
+                self.buf = Column::Heap(v);
+            }
+        }
+    }
+}
+
+impl<T: Plain> std::ops::Deref for Grow<T> {
+    type Target = [T];
+    #[inline]
+    fn deref(&self) -> &[T] {
+        match &self.buf {
+            Column::Heap(v) => v,
+            Column::File(f) => &f[..self.len],
+        }
+    }
+}
+
+impl<T: Plain> std::ops::DerefMut for Grow<T> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut [T] {
+        match &mut self.buf {
+            Column::Heap(v) => v,
+            Column::File(f) => &mut f[..self.len],
+        }
+    }
+}
+
+impl<T: Plain + PartialEq> PartialEq for Grow<T> {
+    fn eq(&self, o: &Self) -> bool {
+        self[..] == o[..]
+    }
+}
+
+impl<T: Plain + std::fmt::Debug> std::fmt::Debug for Grow<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self[..].fmt(f)
+    }
+}
+
 fn filled_vec<T: Plain>(n: usize, x: T) -> Vec<T> {
     // (Written here, not allocated as zeros: see `index::node_arrays`.)
     let mut v = Vec::with_capacity(n);
@@ -145,6 +222,22 @@ mod tests {
         b.truncate(4);
         assert_eq!(b.len(), 4);
         assert_eq!(b.into_vec()[3], [1, 2]);
+    }
+
+    #[test]
+    fn a_grown_list_keeps_its_values_in_a_file_and_past_its_capacity() {
+        let d = tempfile::tempdir().unwrap();
+        let s = Scratch::new(d.path(), 1 << 20).unwrap();
+        for scratch in [Some(&s), None] {
+            let mut g = Grow::with_capacity(3, scratch);
+            for x in 0..10u32 {
+                g.push(x * 2);
+            }
+            g[1] = 7;
+            assert_eq!(&g[..], &[0, 7, 4, 6, 8, 10, 12, 14, 16, 18]);
+        }
+        let z: Column<u64> = Column::zeroed(5, Some(&s));
+        assert!(z.in_file() && z.iter().all(|&x| x == 0));
     }
 
     #[test]

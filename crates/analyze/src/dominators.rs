@@ -16,6 +16,7 @@
 #![forbid(unsafe_code)]
 
 use super::arrays::{bit, halves, pair, par_chunks, prefix_sums, set_bit};
+use super::column::{Column, Grow};
 
 /// The immediate dominator of objects dominated by nothing but the super-root.
 pub const SUPER: u32 = u32::MAX - 1;
@@ -28,6 +29,10 @@ pub trait Graph {
     fn succ(&self, v: u32) -> &[u32];
     /// A hint that `succ(v)` will be wanted soon (nothing by default).
     fn hint(&self, _v: u32) {}
+    /// Where per-node arrays go if not in memory (none by default).
+    fn scratch(&self) -> Option<&sys::scratch::Scratch> {
+        None
+    }
 }
 
 /// Immediate dominators and retained sizes. They are kept by depth-first (preorder) number,
@@ -38,9 +43,9 @@ pub trait Graph {
 /// 8 bytes per node at the analysis's memory peak.)
 pub struct Dominators {
     /// Node -> its number ([`UNREACHED`] if no root reaches it).
-    pre: Vec<u32>,
+    pre: Column<u32>,
     /// Number -> node; number 0 is the super-root.
-    vertex: Vec<u32>,
+    vertex: Grow<u32>,
     /// Number -> its immediate dominator's number (0: the super-root).
     idom: Vec<u32>,
     /// Number -> retained size.
@@ -117,9 +122,9 @@ pub(crate) const PAR_MIN: usize = 1 << 16;
 /// predecessor lists. After it, the caller may free the graph before [`finish`], the
 /// memory-hungry half.
 pub struct Prepared {
-    pre: Vec<u32>,
-    vertex: Vec<u32>,
-    parent: Vec<u32>,
+    pre: Column<u32>,
+    vertex: Grow<u32>,
+    parent: Grow<u32>,
     /// Edges outside the spanning tree within one root's tree, into a vertex that is not a
     /// root, as (target, source) numbers (target in the high half), in the order the search
     /// met them: the predecessor lists are made of them, and [`finish`] then reuses their
@@ -170,9 +175,10 @@ pub const UNGATED: u32 = u32::MAX;
 pub fn prepare_gated<G: Graph>(g: &G, roots: &[u32], late: &[(u32, u32)]) -> Prepared {
     let n = g.nodes();
     // --- Depth-first search: preorder numbers, spanning-tree parents. 0 is the super-root.
-    let mut pre = vec![UNREACHED; n];
-    let mut vertex: Vec<u32> = Vec::with_capacity(n + 1);
-    let mut parent: Vec<u32> = Vec::with_capacity(n + 1);
+    let scratch = g.scratch();
+    let (mut pre, _) = Column::filled(n, UNREACHED, scratch);
+    let mut vertex: Grow<u32> = Grow::with_capacity(n + 1, scratch);
+    let mut parent: Grow<u32> = Grow::with_capacity(n + 1, scratch);
     vertex.push(SUPER);
     parent.push(0);
     let mut stack: Vec<(u32, u32)> = Vec::new();
@@ -189,7 +195,7 @@ pub fn prepare_gated<G: Graph>(g: &G, roots: &[u32], late: &[(u32, u32)]) -> Pre
         }
     }
     let mut dfs_from =
-        |r: u32, pre: &mut Vec<u32>, vertex: &mut Vec<u32>, parent: &mut Vec<u32>| -> bool {
+        |r: u32, pre: &mut Column<u32>, vertex: &mut Grow<u32>, parent: &mut Grow<u32>| -> bool {
             if pre[r as usize] != UNREACHED {
                 return false;
             }
@@ -491,7 +497,33 @@ mod tests {
             );
             assert_eq!((&p.pre, &p.vertex), (&d.pre, &d.vertex));
         }
+        // The same with the per-node arrays in scratch files.
+        let dir = tempfile::tempdir().unwrap();
+        let s = sys::scratch::Scratch::new(dir.path(), 1 << 30).unwrap();
+        let f = finish(
+            prepare(&InScratch(&g, s), roots, late),
+            |v| sizes[v as usize],
+            2,
+        );
+        assert!(f.pre.in_file() || lists.is_empty());
+        assert_eq!((&f.idom, &f.retained), (&d.idom, &d.retained));
+        assert_eq!((&f.pre, &f.vertex), (&d.pre, &d.vertex));
         d
+    }
+
+    /// A graph whose per-node arrays go to scratch files.
+    struct InScratch<'a>(&'a Csr, sys::scratch::Scratch);
+
+    impl Graph for InScratch<'_> {
+        fn nodes(&self) -> usize {
+            self.0.nodes()
+        }
+        fn succ(&self, v: u32) -> &[u32] {
+            self.0.succ(v)
+        }
+        fn scratch(&self) -> Option<&sys::scratch::Scratch> {
+            Some(&self.1)
+        }
     }
 
     /// Nodes reachable from `roots` without passing through `cut`.

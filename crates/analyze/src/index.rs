@@ -319,6 +319,9 @@ pub struct Index {
     pub android: bool,
     /// How the shallow sizes were counted (set once the graph is complete: see `sizes`).
     pub sizes: Conventions,
+    /// Where the analysis keeps its large arrays, if the caller named a directory
+    /// (`Config::scratch_dir`): the index's, the paths' and the dominators'.
+    pub scratch: Option<Scratch>,
 }
 
 impl Index {
@@ -788,6 +791,7 @@ impl Pass1 {
             prim_edge_ids,
             android: self.android,
             sizes: Conventions::default(),
+            scratch: None,
         })
     }
 }

@@ -285,6 +285,9 @@ impl dominators::Graph for index::Index {
     fn hint(&self, v: u32) {
         sys::mapped::prefetch_at(&self.adj, v as usize);
     }
+    fn scratch(&self) -> Option<&sys::scratch::Scratch> {
+        self.scratch.as_ref()
+    }
 }
 
 #[cfg(test)]

@@ -544,6 +544,53 @@ fn one_pass_and_two_passes_give_the_same_report() {
     }
 }
 
+/// With a scratch directory (the index's large arrays in mapped files: issue 43) the report is
+/// the one made in memory, on every fixture and a real Java 17 dump, in one pass and in two, in
+/// one part and in several; nothing is left in the directory.
+#[test]
+fn scratch_columns_give_the_same_report_on_every_fixture() {
+    let mut inputs = common::fixtures();
+    inputs.push(leakapp_dump().to_path_buf());
+    let dir = tempfile::tempdir().unwrap();
+    for p in inputs {
+        for (threads, one_pass) in [(1, true), (2, true), (1, false), (2, false)] {
+            let cfg = Config {
+                threads,
+                one_pass,
+                parallel_min_bytes: 0,
+                ..test_config()
+            };
+            let scratch = Config {
+                scratch_dir: Some(dir.path().to_path_buf()),
+                ..cfg.clone()
+            };
+            let a = run(Input::File(&p), &cfg);
+            let b = run(Input::File(&p), &scratch);
+            assert_eq!(
+                comparable(&a),
+                comparable(&b),
+                "{} with {threads} threads, one pass {one_pass}",
+                p.display()
+            );
+        }
+    }
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    // A scratch directory that does not exist is an error naming it, not a report made
+    // some other way.
+    let missing = dir.path().join("missing");
+    let cfg = Config {
+        scratch_dir: Some(missing.clone()),
+        ..test_config()
+    };
+    let e = analyze::analyze(Input::File(leakapp_dump()), &cfg, serde_json::Value::Null)
+        .err()
+        .expect("refused");
+    assert!(
+        e.to_string().contains(&missing.display().to_string()),
+        "{e}"
+    );
+}
+
 #[test]
 fn parsing_in_parts_side_by_side_gives_the_same_report() {
     let mut inputs = common::fixtures();

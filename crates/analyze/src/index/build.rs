@@ -101,6 +101,7 @@ pub(crate) fn build_index(
     if let Some(s) = scratch {
         spill(&mut ix, s);
     }
+    ix.scratch = scratch.cloned();
     tm.graph_ms = t.elapsed().as_millis() as u64;
     Ok((ix, bytes, parts))
 }
