@@ -126,9 +126,9 @@ impl<T: Plain> Column<T> {
     }
 }
 
-/// A list that grows by [`Grow::push`] up to a capacity given at the start: in a scratch array
-/// of that capacity if one could be made (pushing past it moves the list into memory: never
-/// lost, never a panic), else a vector in memory.
+/// A list that grows by [`Grow::push`]: in a scratch array if one could be made (its file grows
+/// by half when full; if it cannot, the list moves into memory: never lost, never a panic),
+/// else a vector in memory.
 pub struct Grow<T: Plain> {
     buf: Column<T>,
     len: usize,
@@ -153,10 +153,62 @@ impl<T: Plain> Grow<T> {
                 self.len += 1;
             }
             Column::File(f) => {
-                let mut v = f[..self.len].to_vec();
-                v.push(x);
-                self.buf = Column::Heap(v);
+                let more = f.len() + (f.len() / 2).max(GROW_MIN);
+                if f.grow(more).is_ok() {
+                    f[self.len] = x;
+                    self.len += 1;
+                } else {
+                    let mut v = f[..self.len].to_vec();
+                    v.push(x);
+                    self.buf = Column::Heap(v);
+                }
             }
+        }
+    }
+
+    /// An empty list that grows in a scratch file if `scratch` is given.
+    pub fn new_in(scratch: Option<&Scratch>) -> Self {
+        Grow::with_capacity(if scratch.is_some() { GROW_MIN } else { 0 }, scratch)
+    }
+
+    /// Keep the first `n` values.
+    pub fn truncate(&mut self, n: usize) {
+        match &mut self.buf {
+            Column::Heap(v) => v.truncate(n),
+            Column::File(_) => self.len = self.len.min(n),
+        }
+    }
+
+    /// Free memory a vector holds beyond its length.
+    pub fn shrink_to_fit(&mut self) {
+        if let Column::Heap(v) = &mut self.buf {
+            v.shrink_to_fit();
+        }
+    }
+
+    /// Whether the values are in a scratch file.
+    pub fn in_file(&self) -> bool {
+        self.buf.in_file()
+    }
+}
+
+/// The least a scratch list grows by, in values (a file mapped again per growth).
+const GROW_MIN: usize = 1 << 18;
+
+impl<T: Plain> Default for Grow<T> {
+    fn default() -> Self {
+        Grow {
+            buf: Column::default(),
+            len: 0,
+        }
+    }
+}
+
+impl<T: Plain> From<Vec<T>> for Grow<T> {
+    fn from(v: Vec<T>) -> Self {
+        Grow {
+            buf: Column::Heap(v),
+            len: 0,
         }
     }
 }
@@ -227,7 +279,7 @@ mod tests {
     #[test]
     fn a_grown_list_keeps_its_values_in_a_file_and_past_its_capacity() {
         let d = tempfile::tempdir().unwrap();
-        let s = Scratch::new(d.path(), 1 << 20).unwrap();
+        let s = Scratch::new(d.path(), 1 << 26).unwrap();
         for scratch in [Some(&s), None] {
             let mut g = Grow::with_capacity(3, scratch);
             for x in 0..10u32 {
@@ -235,7 +287,20 @@ mod tests {
             }
             g[1] = 7;
             assert_eq!(&g[..], &[0, 7, 4, 6, 8, 10, 12, 14, 16, 18]);
+            assert_eq!(g.in_file(), scratch.is_some());
+            g.truncate(2);
+            assert_eq!(&g[..], &[0, 7]);
         }
+        // Past its first file's size, in the file still.
+        let mut g = Grow::new_in(Some(&s));
+        for x in 0..(GROW_MIN as u64 * 2 + 3) {
+            g.push(x);
+        }
+        assert!(g.in_file());
+        assert_eq!(
+            (g.len(), g[GROW_MIN * 2 + 2]),
+            (GROW_MIN * 2 + 3, GROW_MIN as u64 * 2 + 2)
+        );
         let z: Column<u64> = Column::zeroed(5, Some(&s));
         assert!(z.in_file() && z.iter().all(|&x| x == 0));
     }

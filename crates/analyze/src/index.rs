@@ -34,7 +34,7 @@
 #![forbid(unsafe_code)]
 
 use super::arrays::{halves, pair};
-pub use super::column::Column;
+pub use super::column::{Column, Grow};
 use super::rank::RankMap;
 use hprof::{read_id, sub, BasicType, ClassDump, Header, Record, Sub, Visitor};
 use std::collections::HashMap;

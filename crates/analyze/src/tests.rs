@@ -320,21 +320,26 @@ fn raw_targets_that_do_not_fit_one_word_give_the_same_graph() {
     assert_eq!(one["analysis"]["reachableObjects"], 6);
     assert_eq!(one, two);
 
-    let mut raw = index::Raw::Narrow(Vec::new(), 3);
-    let ids = [0x100u64, 0x7_ffff_fff8, 0x20c, huge, 0x100];
-    for (k, &id) in ids.iter().enumerate() {
-        raw.push(id);
-        assert_eq!(
-            matches!(raw, index::Raw::Narrow(..)),
-            k < 2,
-            "after {id:#x}"
-        );
+    // The same in memory and in a scratch file.
+    let dir = tempfile::tempdir().unwrap();
+    let s = sys::scratch::Scratch::new(dir.path(), 1 << 30).unwrap();
+    for scratch in [None, Some(&s)] {
+        let mut raw = index::Raw::Narrow(index::Grow::new_in(scratch), 3);
+        let ids = [0x100u64, 0x7_ffff_fff8, 0x20c, huge, 0x100];
+        for (k, &id) in ids.iter().enumerate() {
+            raw.push(id);
+            assert_eq!(
+                matches!(raw, index::Raw::Narrow(..)),
+                k < 2,
+                "after {id:#x}"
+            );
+        }
+        let index::Raw::Wide(v) = raw else {
+            unreachable!()
+        };
+        let kept: Vec<u64> = v.iter().map(|&[hi, lo]| arrays::pair(hi, lo)).collect();
+        assert_eq!(kept, ids);
     }
-    let index::Raw::Wide(v) = raw else {
-        unreachable!()
-    };
-    let kept: Vec<u64> = v.iter().map(|&[hi, lo]| arrays::pair(hi, lo)).collect();
-    assert_eq!(kept, ids);
 }
 
 /// Objects that two roots reach count in the bytes retained by the roots together: the

@@ -119,7 +119,8 @@ impl Scratch {
         if made.is_err() {
             self.inner.used.fetch_sub(pages, Ordering::Relaxed);
         }
-        made.map(|map| ScratchVec {
+        made.map(|(file, map)| ScratchVec {
+            file,
             map,
             len,
             pages,
@@ -135,9 +136,14 @@ impl Scratch {
         Ok(s)
     }
 
-    fn map<T: Plain>(&self, len: usize, bytes: usize) -> io::Result<Option<memmap2::MmapMut>> {
+    #[allow(clippy::type_complexity)]
+    fn map<T: Plain>(
+        &self,
+        len: usize,
+        bytes: usize,
+    ) -> io::Result<(Option<File>, Option<memmap2::MmapMut>)> {
         if len == 0 || bytes == 0 {
-            return Ok(None);
+            return Ok((None, None));
         }
         let dir = &self.inner.dir;
         let named = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", dir.display()));
@@ -148,7 +154,7 @@ impl Scratch {
         // one else. Its bytes are only ever viewed as `Plain` values.
         #[allow(unsafe_code)]
         let map = unsafe { memmap2::MmapOptions::new().len(bytes).map_mut(&f) }.map_err(named)?;
-        Ok(Some(map))
+        Ok((Some(f), Some(map)))
     }
 }
 
@@ -211,7 +217,9 @@ fn reserve(f: &File, len: u64) -> io::Result<()> {
     let _ = f.as_raw_fd();
     let zeros = vec![0u8; 1 << 20];
     let mut w = f;
-    let mut left = len;
+    let have = f.metadata()?.len().min(len);
+    std::io::Seek::seek(&mut w, std::io::SeekFrom::Start(have))?;
+    let mut left = len - have;
     while left > 0 {
         let n = left.min(zeros.len() as u64) as usize;
         w.write_all(&zeros[..n])?;
@@ -223,6 +231,7 @@ fn reserve(f: &File, len: u64) -> io::Result<()> {
 /// A fixed-length array of `T` in a scratch file (see the module documentation). Dropping it
 /// unmaps the file, which the file system then frees.
 pub struct ScratchVec<T: Plain> {
+    file: Option<File>,
     map: Option<memmap2::MmapMut>,
     len: usize,
     pages: u64,
@@ -231,6 +240,55 @@ pub struct ScratchVec<T: Plain> {
 }
 
 impl<T: Plain> ScratchVec<T> {
+    /// Grow to `len` elements (the new ones read as zeros): the file is extended (its new
+    /// blocks reserved) and mapped again whole; the values stay in the file, nothing is copied.
+    /// On failure (the cap, a full disk) the array is as it was.
+    pub fn grow(&mut self, len: usize) -> io::Result<()> {
+        let file = match &self.file {
+            Some(f) if len > self.len => f,
+            _ => return Ok(()),
+        };
+        let bytes = len
+            .checked_mul(std::mem::size_of::<T>())
+            .ok_or_else(|| io::Error::other("scratch array: length overflows"))?;
+        let pages = (bytes as u64).div_ceil(4096) * 4096;
+        let more = pages.saturating_sub(self.pages);
+        let before = self.owner.used.fetch_add(more, Ordering::Relaxed);
+        if before + more > self.owner.cap {
+            self.owner.used.fetch_sub(more, Ordering::Relaxed);
+            return Err(io::Error::new(
+                io::ErrorKind::OutOfMemory,
+                format!(
+                    "{}: scratch arrays would take {} bytes, over their cap of {}",
+                    self.owner.dir.display(),
+                    before + more,
+                    self.owner.cap
+                ),
+            ));
+        }
+        let mapped = reserve(file, bytes as u64).and_then(|()| {
+            // SAFETY: as in `Scratch::map`: this process's own unlinked file, its blocks
+            // reserved above; the old map is dropped when this one replaces it, and nothing
+            // borrows it (`&mut self`).
+            #[allow(unsafe_code)]
+            unsafe {
+                memmap2::MmapOptions::new().len(bytes).map_mut(file)
+            }
+        });
+        match mapped {
+            Ok(m) => {
+                self.map = Some(m);
+                self.len = len;
+                self.pages = self.pages.max(pages);
+                Ok(())
+            }
+            Err(e) => {
+                self.owner.used.fetch_sub(more, Ordering::Relaxed);
+                Err(e)
+            }
+        }
+    }
+
     /// Keep the first `len` elements (nothing if `len` is not shorter). The file keeps its
     /// size, and the cap counts it whole until the array is dropped.
     pub fn truncate(&mut self, len: usize) {
@@ -320,6 +378,21 @@ mod tests {
         assert_eq!(s.used(), 0);
         let e = s.zeroed::<u8>(0).unwrap();
         assert!(e.is_empty());
+    }
+
+    #[test]
+    fn an_array_grows_in_its_file_keeping_its_values() {
+        let d = tempfile::tempdir().unwrap();
+        let s = Scratch::new(d.path(), 40 * 4096).unwrap();
+        let mut a = s.zeroed::<u32>(1000).unwrap();
+        a[999] = 5;
+        a.grow(5000).unwrap();
+        assert_eq!((a.len(), a[999], a[4999]), (5000, 5, 0));
+        a[4999] = 6;
+        assert_eq!(s.used(), 5 * 4096);
+        let e = a.grow(1 << 20).unwrap_err();
+        assert!(e.to_string().contains("over their cap"), "{e}");
+        assert_eq!((a.len(), a[4999], s.used()), (5000, 6, 5 * 4096));
     }
 
     #[test]

@@ -150,7 +150,9 @@ pub(crate) fn one_pass(
     input.prefix(&mut pre).ok()?;
     let prefix_end = pre.end.unwrap_or(u64::MAX);
     let counts = pre.p1.counts();
-    let skel = pre.p1.finish(None).ok()?;
+    let mut skel = pre.p1.finish(None).ok()?;
+    // The workers' buffers (an entry per object, a word per reference) grow in scratch files.
+    skel.scratch = scratch.cloned();
     let any_late = std::sync::atomic::AtomicBool::new(false);
     let vs = parts
         .iter()

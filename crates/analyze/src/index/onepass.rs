@@ -102,7 +102,7 @@ impl<'a> OnePass<'a> {
         self.late = true;
         self.any_late.store(true, Ordering::Relaxed);
         self.p2.out = Out::default();
-        self.p2.raw = Raw::Narrow(Vec::new(), 0);
+        self.p2.raw = Raw::Narrow(Grow::default(), 0);
     }
 }
 
