@@ -47,9 +47,9 @@ pub struct Dominators {
     /// Number -> node; number 0 is the super-root.
     vertex: Grow<u32>,
     /// Number -> its immediate dominator's number (0: the super-root).
-    idom: Vec<u32>,
+    idom: Column<u32>,
     /// Number -> retained size.
-    retained: Vec<u64>,
+    retained: Grow<u64>,
     /// The roots actually used, in order: `roots` then the `late` ones that nothing else reached.
     pub roots_used: Vec<u32>,
 }
@@ -129,11 +129,13 @@ pub struct Prepared {
     /// root, as (target, source) numbers (target in the high half), in the order the search
     /// met them: the predecessor lists are made of them, and [`finish`] then reuses their
     /// memory.
-    kept: Vec<u64>,
+    kept: Grow<u64>,
     /// Bit `k`: vertex `k`'s semi-dominator is the super-root, known from one edge (see
     /// [`prepare`]); its predecessor list is then left empty.
     zero: Vec<u64>,
     roots_used: Vec<u32>,
+    /// Where [`finish`]'s arrays go (the graph's scratch).
+    scratch: Option<sys::scratch::Scratch>,
 }
 
 /// See [`compute`].
@@ -185,7 +187,7 @@ pub fn prepare_gated<G: Graph>(g: &G, roots: &[u32], late: &[(u32, u32)]) -> Pre
     let mut roots_used = Vec::new();
     // The edges that may go into the predecessor lists, as (target, source) numbers (the
     // lists are made of them once no vertex can be flagged any more); which are flagged.
-    let mut kept: Vec<u64> = Vec::new();
+    let mut kept: Grow<u64> = Grow::new_in(scratch);
     let mut zero = vec![0u64; (n + 1).div_ceil(64)];
     // The roots, by node: an edge into one is not recorded.
     let mut is_root = vec![0u64; n.div_ceil(64)];
@@ -274,6 +276,7 @@ pub fn prepare_gated<G: Graph>(g: &G, roots: &[u32], late: &[(u32, u32)]) -> Pre
         kept,
         zero,
         roots_used,
+        scratch: scratch.cloned(),
     }
 }
 
@@ -296,9 +299,10 @@ fn finish_in(
         kept,
         zero,
         roots_used,
+        scratch,
     } = p;
     let count = vertex.len();
-    let (mut rfirst, redges) = predecessors(count, &kept, &zero);
+    let (mut rfirst, redges) = predecessors(count, &kept, &zero, scratch.as_ref());
 
     // Each step below writes into memory an earlier one has finished with, not into new
     // arrays: on a host that takes back free memory, a fresh page costs several times what
@@ -310,8 +314,10 @@ fn finish_in(
     // `parent` doubles as the forest's ancestor links. The records' memory now holds each
     // vertex's label and semi-dominator, one word each (see [`label`] and [`semi`]).
     let mut sl = kept;
-    sl.clear();
-    sl.extend((0..count as u32).map(|k| pair(k, k)));
+    sl.truncate(0);
+    for k in 0..count as u32 {
+        sl.push(pair(k, k));
+    }
     let mut path: Vec<u32> = Vec::new();
     // Nothing is below the super-root (0): once a vertex's value reaches it, the rest of its
     // predecessors cannot change it (skipping their `eval` only skips some path compression).
@@ -378,11 +384,16 @@ fn finish_in(
 /// flagged in `zero`. Spanning-tree edges are not in them: a vertex's semi-dominator search
 /// starts at its parent anyway (an unprocessed vertex offers its own number). In a heap nearly
 /// every object has one referrer, so this halves them; the flags leave out most of the rest.
-fn predecessors(count: usize, kept: &[u64], zero: &[u64]) -> (Vec<u32>, Vec<u32>) {
+fn predecessors(
+    count: usize,
+    kept: &[u64],
+    zero: &[u64],
+    scratch: Option<&sys::scratch::Scratch>,
+) -> (Column<u32>, Column<u32>) {
     // Counts go to index p + 2, so that after the prefix sums `rfirst[p + 1]` is where p's list
     // starts; filling advances it to where p's list ends, which is `rfirst[p + 1]` as the
     // finished CSR wants it (no second cursor array).
-    let mut rfirst = vec![0u32; count + 2];
+    let (mut rfirst, _) = Column::filled(count + 2, 0u32, scratch);
     for &e in kept {
         let (pw, _) = halves(e);
         if !bit(zero, pw as usize) {
@@ -390,7 +401,7 @@ fn predecessors(count: usize, kept: &[u64], zero: &[u64]) -> (Vec<u32>, Vec<u32>
         }
     }
     prefix_sums(&mut rfirst);
-    let mut redges = vec![0u32; rfirst[count + 1] as usize];
+    let (mut redges, _) = Column::filled(rfirst[count + 1] as usize, 0u32, scratch);
     for &e in kept {
         let (pw, k) = halves(e);
         if !bit(zero, pw as usize) {
