@@ -582,9 +582,10 @@ fn scratch_columns_give_the_same_report_on_every_fixture() {
         scratch_dir: Some(missing.clone()),
         ..test_config()
     };
-    let e = analyze::analyze(Input::File(leakapp_dump()), &cfg, serde_json::Value::Null)
-        .err()
-        .expect("refused");
+    let Err(e) = analyze::analyze(Input::File(leakapp_dump()), &cfg, serde_json::Value::Null)
+    else {
+        panic!("a missing scratch directory was accepted");
+    };
     assert!(
         e.to_string().contains(&missing.display().to_string()),
         "{e}"

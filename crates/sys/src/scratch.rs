@@ -115,7 +115,7 @@ impl Scratch {
                 ),
             ));
         }
-        let made = self.map::<T>(len, bytes);
+        let made = self.map(len, bytes);
         if made.is_err() {
             self.inner.used.fetch_sub(pages, Ordering::Relaxed);
         }
@@ -137,7 +137,7 @@ impl Scratch {
     }
 
     #[allow(clippy::type_complexity)]
-    fn map<T: Plain>(
+    fn map(
         &self,
         len: usize,
         bytes: usize,
