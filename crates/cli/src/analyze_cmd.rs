@@ -124,6 +124,18 @@ pub fn run(a: AnalyzeArgs) -> Result<(), Failure> {
         scratch_dir: a.scratch_dir.clone().or(base.scratch_dir.clone()),
         ..base
     };
+    if let Some(d) = &cfg.scratch_dir {
+        // Like an output's directory: it must exist (the files in it are made and removed by
+        // the analysis).
+        match std::fs::metadata(d) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => {
+                let what = format!("{}: scratch directory: not a directory", d.display());
+                return Err(fail(1, what));
+            }
+            Err(e) => return Err(fail(1, format!("{}: scratch directory: {e}", d.display()))),
+        }
+    }
     let report =
         analyze::analyze(Input::File(&a.input), &cfg, running_info).map_err(|e| match e {
             analyze::Error::Input { .. } => fail(2, format!("{}: {e}", a.input.display())),

@@ -592,6 +592,45 @@ fn scratch_columns_give_the_same_report_on_every_fixture() {
     );
 }
 
+/// `--scratch-dir`: the report is the one made without it; a directory that does not exist is
+/// named, with exit 1 and no report.
+#[test]
+fn cli_scratch_dir_gives_the_same_report_and_names_a_missing_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = leakapp_dump();
+    let (plain, scratch) = (dir.path().join("a.json"), dir.path().join("b.json"));
+    let work = dir.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    let analyze = |out: &Path, extra: &[&std::ffi::OsStr]| {
+        Command::new(common::oomguard_bin())
+            .arg("analyze")
+            .arg(input)
+            .arg("-o")
+            .arg(out)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    assert!(analyze(&plain, &[]).status.success());
+    let flag = std::ffi::OsStr::new("--scratch-dir");
+    assert!(analyze(&scratch, &[flag, work.as_os_str()])
+        .status
+        .success());
+    let read = |p: &Path| -> Report { serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap() };
+    assert_eq!(comparable(&read(&plain)), comparable(&read(&scratch)));
+    assert_eq!(std::fs::read_dir(&work).unwrap().count(), 0);
+    let missing = dir.path().join("missing");
+    let third = dir.path().join("c.json");
+    let out = analyze(&third, &[flag, missing.as_os_str()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("{}: scratch directory", missing.display())),
+        "{err}"
+    );
+    assert!(!third.exists());
+}
+
 #[test]
 fn parsing_in_parts_side_by_side_gives_the_same_report() {
     let mut inputs = common::fixtures();
