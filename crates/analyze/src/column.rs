@@ -190,6 +190,85 @@ impl<T: Plain> Grow<T> {
     pub fn in_file(&self) -> bool {
         self.buf.in_file()
     }
+
+    /// Append the values of `s`.
+    pub fn extend_from_slice(&mut self, s: &[T]) {
+        match &mut self.buf {
+            Column::Heap(v) => v.extend_from_slice(s),
+            Column::File(_) => {
+                for &x in s {
+                    self.push(x);
+                }
+            }
+        }
+    }
+
+    /// Drop consecutive repeats (as `Vec::dedup`).
+    pub fn dedup(&mut self)
+    where
+        T: PartialEq,
+    {
+        if let Column::Heap(v) = &mut self.buf {
+            return v.dedup();
+        }
+        let s: &mut [T] = self;
+        let mut w = usize::from(!s.is_empty());
+        for r in 1..s.len() {
+            if s[r] != s[w - 1] {
+                s[w] = s[r];
+                w += 1;
+            }
+        }
+        self.truncate(w);
+    }
+
+    /// The values as a fixed-length [`Column`] (a file stays the file).
+    pub fn into_column(self) -> Column<T> {
+        match self.buf {
+            Column::Heap(v) => Column::Heap(v),
+            Column::File(mut f) => {
+                f.truncate(self.len);
+                Column::File(f)
+            }
+        }
+    }
+}
+
+/// What [`crate::arrays::merge_into`] merges into: a vector or a [`Grow`].
+pub(crate) trait Append<T> {
+    /// Remove the values from `at` on and return them.
+    fn split_tail(&mut self, at: usize) -> Vec<T>;
+    fn append_slice(&mut self, s: &[T]);
+    /// Room for `n` more values, if that saves growing step by step.
+    fn reserve_more(&mut self, n: usize);
+}
+
+impl<T: Clone> Append<T> for Vec<T> {
+    fn split_tail(&mut self, at: usize) -> Vec<T> {
+        self.split_off(at)
+    }
+    fn append_slice(&mut self, s: &[T]) {
+        self.extend_from_slice(s)
+    }
+    fn reserve_more(&mut self, n: usize) {
+        self.reserve_exact(n)
+    }
+}
+
+impl<T: Plain> Append<T> for Grow<T> {
+    fn split_tail(&mut self, at: usize) -> Vec<T> {
+        let tail = self[at.min(self.len())..].to_vec();
+        self.truncate(at);
+        tail
+    }
+    fn append_slice(&mut self, s: &[T]) {
+        self.extend_from_slice(s)
+    }
+    fn reserve_more(&mut self, n: usize) {
+        if let Column::Heap(v) = &mut self.buf {
+            v.reserve_exact(n);
+        }
+    }
 }
 
 /// The least a scratch list grows by, in values (a file mapped again per growth).
@@ -301,6 +380,14 @@ mod tests {
             (g.len(), g[GROW_MIN * 2 + 2]),
             (GROW_MIN * 2 + 3, GROW_MIN as u64 * 2 + 2)
         );
+        let mut d = Grow::new_in(Some(&s));
+        d.extend_from_slice(&[1u64, 1, 2, 3, 3, 3, 4]);
+        d.dedup();
+        assert_eq!(&d[..], &[1, 2, 3, 4]);
+        let tail = d.split_tail(2);
+        assert_eq!((&d[..], tail), (&[1u64, 2][..], vec![3, 4]));
+        let c = d.into_column();
+        assert!(c.in_file() && c[..] == [1, 2]);
         let z: Column<u64> = Column::zeroed(5, Some(&s));
         assert!(z.in_file() && z.iter().all(|&x| x == 0));
     }

@@ -473,7 +473,8 @@ pub(crate) struct Pass1 {
     classes: Vec<RawClass>,
     roots: Vec<(u64, u8)>,
     threads: threads::RawThreads,
-    ids: Vec<u64>,
+    /// The object ids met (in a scratch file if the worker was given one: [`Pass1::in_scratch`]).
+    ids: Grow<u64>,
     /// Whether the dump holds records only Android writes (HEAP_DUMP_INFO, ROOT_* 0x89-0x90):
     /// its objects are laid out as Dalvik and ART do (see `sizes`). The format alone does not
     /// tell: a stripped HotSpot dump is 1.0.3 too.
@@ -543,6 +544,14 @@ fn raw_class(c: &ClassDump<'_>) -> RawClass {
 }
 
 impl Pass1 {
+    /// A worker whose object ids grow in a scratch file (if `scratch` is given).
+    pub(crate) fn in_scratch(scratch: Option<&Scratch>) -> Pass1 {
+        Pass1 {
+            ids: Grow::new_in(scratch),
+            ..Pass1::default()
+        }
+    }
+
     /// Add what another worker gathered over a later part of the file.
     pub(crate) fn merge(&mut self, o: Pass1) {
         if self.header.is_none() {
@@ -560,7 +569,7 @@ impl Pass1 {
             // appended).
             super::arrays::merge_into(&mut self.ids, &o.ids);
         } else {
-            self.ids.extend(o.ids);
+            self.ids.extend_from_slice(&o.ids);
         }
     }
 
@@ -663,7 +672,7 @@ impl Pass1 {
     }
 
     /// [`Pass1::finish`] but for the per-node arrays (left empty).
-    fn finish_with(mut self, ids: Vec<u64>, mut stats: IndexStats) -> Result<Index, String> {
+    fn finish_with(mut self, ids: Grow<u64>, mut stats: IndexStats) -> Result<Index, String> {
         let header = self.header.ok_or("the dump has no header")?;
         self.names.sort_unstable();
         self.names.dedup_by_key(|e| e.0);
@@ -776,7 +785,7 @@ impl Pass1 {
             shallow: Column::default(),
             adj: Column::default(),
             edges: Column::default(),
-            ids: ids.into(),
+            ids: ids.into_column(),
             classes,
             class_lookup,
             roots,
@@ -929,11 +938,19 @@ mod tests {
             let mut want = ids.clone();
             want.sort_unstable();
             let mut p = Pass1 {
-                ids,
+                ids: ids.clone().into(),
                 ..Pass1::default()
             };
             p.sort_ids();
-            prop_assert_eq!(p.ids, want);
+            prop_assert_eq!(&p.ids[..], &want[..]);
+            // The same in a scratch file.
+            let dir = tempfile::tempdir().unwrap();
+            let s = Scratch::new(dir.path(), 1 << 30).unwrap();
+            let mut p = Pass1::in_scratch(Some(&s));
+            p.ids.extend_from_slice(&ids);
+            p.sort_ids();
+            prop_assert!(p.ids.in_file());
+            prop_assert_eq!(&p.ids[..], &want[..]);
         }
 
         /// Each map (the rank map, the buckets, the plain search) finds exactly the ids it was

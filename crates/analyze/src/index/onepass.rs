@@ -79,7 +79,7 @@ impl<'a> OnePass<'a> {
         any_late: &'a AtomicBool,
     ) -> Self {
         OnePass {
-            p1: Pass1::default(),
+            p1: Pass1::in_scratch(skel.scratch.as_ref()),
             p2: Pass2::deferred(skel, limits, delta),
             prefix_end,
             delta,
