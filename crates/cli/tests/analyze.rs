@@ -631,6 +631,51 @@ fn cli_scratch_dir_gives_the_same_report_and_names_a_missing_one() {
     assert!(!third.exists());
 }
 
+/// Issue 43's budget: a Java 17 dump (137 MB, ~1 M objects) whose analysis in memory needs
+/// more than a 40 MiB data limit (`prlimit --data`, RLIMIT_DATA: the process's private
+/// writable memory; 73 MiB measured) fails under it, and with a scratch directory passes under
+/// it with the report made without any limit (19 MiB measured).
+#[test]
+fn a_scratch_directory_analyses_within_a_data_limit_the_memory_analysis_exceeds() {
+    const LIMIT: u64 = 40 << 20;
+    let dump = common::java_dump(100, "budget");
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("scratch");
+    std::fs::create_dir(&work).unwrap();
+    let run = |out: &Path, limit: Option<u64>, scratch: bool| {
+        let mut c = match limit {
+            Some(l) => {
+                let mut c = Command::new("prlimit");
+                c.arg(format!("--data={l}")).arg(common::oomguard_bin());
+                c
+            }
+            None => Command::new(common::oomguard_bin()),
+        };
+        c.arg("analyze").arg(&dump).arg("-o").arg(out);
+        if scratch {
+            c.arg("--scratch-dir").arg(&work);
+        }
+        // (A failed allocation must abort, not print a backtrace: see notes/next-43.md.)
+        c.env("RUST_BACKTRACE", "0")
+            .output()
+            .expect("prlimit (util-linux) runs")
+    };
+    let free = dir.path().join("free.json");
+    assert!(run(&free, None, false).status.success());
+    let in_memory = dir.path().join("memory.json");
+    let o = run(&in_memory, Some(LIMIT), false);
+    assert!(
+        !o.status.success(),
+        "the analysis in memory fit the limit: the test no longer shows the budget"
+    );
+    let budgeted = dir.path().join("budgeted.json");
+    let o = run(&budgeted, Some(LIMIT), true);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let read = |p: &Path| -> Report { serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap() };
+    assert_eq!(comparable(&read(&free)), comparable(&read(&budgeted)));
+    assert_eq!(std::fs::read_dir(&work).unwrap().count(), 0);
+}
+
 #[test]
 fn parsing_in_parts_side_by_side_gives_the_same_report() {
     let mut inputs = common::fixtures();
