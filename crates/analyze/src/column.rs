@@ -67,7 +67,8 @@ impl<T: Plain> Column<T> {
     /// error says why not), else in memory.
     pub fn filled(n: usize, x: T, scratch: Option<&Scratch>) -> (Self, Option<String>) {
         let Some(s) = scratch else {
-            return (Column::Heap(filled_vec(n, x)), None);
+            // (`vec!` of zeros takes pages the kernel zeroes when first touched.)
+            return (Column::Heap(vec![x; n]), None);
         };
         match s.zeroed::<T>(n) {
             Ok(mut f) => {
@@ -84,6 +85,15 @@ impl<T: Plain> Column<T> {
         match scratch.map(|s| s.zeroed::<T>(n)) {
             Some(Ok(f)) => Column::File(f),
             _ => Column::Heap(Vec::new()),
+        }
+    }
+
+    /// [`Column::filled`], but in memory every page is written here, zeros too (so that the
+    /// thread that makes the array faults its pages in, not the one that fills it later).
+    pub fn filled_written(n: usize, x: T, scratch: Option<&Scratch>) -> (Self, Option<String>) {
+        match scratch {
+            Some(_) => Column::filled(n, x, scratch),
+            None => (Column::Heap(filled_vec(n, x)), None),
         }
     }
 
@@ -189,6 +199,19 @@ impl<T: Plain> Grow<T> {
     /// Whether the values are in a scratch file.
     pub fn in_file(&self) -> bool {
         self.buf.in_file()
+    }
+
+    /// Replace the values by those of `it` (a vector keeps its memory).
+    pub fn refill(&mut self, it: impl Iterator<Item = T>) {
+        self.truncate(0);
+        match &mut self.buf {
+            Column::Heap(v) => v.extend(it),
+            Column::File(_) => {
+                for x in it {
+                    self.push(x);
+                }
+            }
+        }
     }
 
     /// Append the values of `s`.

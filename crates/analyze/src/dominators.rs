@@ -314,10 +314,7 @@ fn finish_in(
     // `parent` doubles as the forest's ancestor links. The records' memory now holds each
     // vertex's label and semi-dominator, one word each (see [`label`] and [`semi`]).
     let mut sl = kept;
-    sl.truncate(0);
-    for k in 0..count as u32 {
-        sl.push(pair(k, k));
-    }
+    sl.refill((0..count as u32).map(|k| pair(k, k)));
     let mut path: Vec<u32> = Vec::new();
     // Nothing is below the super-root (0): once a vertex's value reaches it, the rest of its
     // predecessors cannot change it (skipping their `eval` only skips some path compression).
