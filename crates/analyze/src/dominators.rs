@@ -197,7 +197,7 @@ pub fn prepare_gated<G: Graph>(g: &G, roots: &[u32], late: &[(u32, u32)]) -> Pre
         }
     }
     let mut dfs_from =
-        |r: u32, pre: &mut Column<u32>, vertex: &mut Grow<u32>, parent: &mut Grow<u32>| -> bool {
+        |r: u32, pre: &mut [u32], vertex: &mut Grow<u32>, parent: &mut Grow<u32>| -> bool {
             if pre[r as usize] != UNREACHED {
                 return false;
             }
@@ -316,26 +316,29 @@ fn finish_in(
     let mut sl = kept;
     sl.refill((0..count as u32).map(|k| pair(k, k)));
     let mut path: Vec<u32> = Vec::new();
+    // (Slices taken once: a column in memory or in a file is one branch per access otherwise.)
+    let (ps, ss, rs, es): (&mut [u32], &mut [u64], &mut [u32], &[u32]) =
+        (&mut parent, &mut sl, &mut rfirst, &redges);
     // Nothing is below the super-root (0): once a vertex's value reaches it, the rest of its
     // predecessors cannot change it (skipping their `eval` only skips some path compression).
     for w in (1..count).rev() {
         // Still `w`'s tree parent: path compression moves only the links of vertices above
         // `w + 1` (see [`eval`]).
-        let tree_parent = parent[w];
+        let tree_parent = ps[w];
         let mut s = tree_parent;
         if bit(&zero, w) {
             s = 0;
         }
-        for &v in &redges[rfirst[w] as usize..rfirst[w + 1] as usize] {
+        for &v in &es[rs[w] as usize..rs[w + 1] as usize] {
             if s == 0 {
                 break;
             }
-            let u = eval(v, w as u32 + 1, &mut parent, &mut sl, &mut path);
-            s = s.min(semi(sl[u as usize]));
+            let u = eval(v, w as u32 + 1, ps, ss, &mut path);
+            s = s.min(semi(ss[u as usize]));
         }
-        sl[w] = pair(label(sl[w]), s);
+        ss[w] = pair(label(ss[w]), s);
         // No later step reads `rfirst[w + 1]`: it keeps the tree parent, for the next step.
-        rfirst[w + 1] = tree_parent;
+        rs[w + 1] = tree_parent;
     }
     drop(zero);
     drop(redges);

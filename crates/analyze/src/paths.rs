@@ -386,6 +386,14 @@ impl Queues {
     }
     fn run(&mut self, ix: &Index, parent: &mut [u32]) {
         use sys::mapped::prefetch_at;
+        // (Slices taken once: a column is one branch per access otherwise.)
+        let (adj, edges): (&[[u32; 2]], &[u32]) = (&ix.adj, &ix.edges);
+        let succ = |v: u32| -> &[u32] {
+            match adj[v as usize] {
+                [NONE, _] => &[],
+                [f, d] => &edges[f as usize..f as usize + d as usize],
+            }
+        };
         loop {
             let q = if self.hi.is_empty() {
                 &self.lo
@@ -393,16 +401,16 @@ impl Queues {
                 &self.hi
             };
             if let Some(&a) = q.get(PF_ADJ) {
-                prefetch_at(&ix.adj, a as usize);
+                prefetch_at(adj, a as usize);
             }
             if let Some(&b) = q.get(PF_EDGES) {
-                let [f, _] = ix.adj[b as usize];
+                let [f, _] = adj[b as usize];
                 if f != NONE {
-                    prefetch_at(&ix.edges, f as usize);
+                    prefetch_at(edges, f as usize);
                 }
             }
             if let Some(&c) = q.get(PF_PARENT) {
-                for &w in ix.succ(c) {
+                for &w in succ(c) {
                     prefetch_at(parent, w as usize);
                 }
             }
@@ -413,7 +421,7 @@ impl Queues {
             } else {
                 return;
             };
-            for &w in ix.succ(v) {
+            for &w in succ(v) {
                 if parent[w as usize] == UNREACHED {
                     parent[w as usize] = v;
                     self.push(w, low);
