@@ -199,9 +199,11 @@ fn unlinked_file(dir: &Path) -> io::Result<File> {
 fn reserve(f: &File, len: u64) -> io::Result<()> {
     #[cfg(any(target_os = "linux", target_os = "android"))]
     {
+        // (fallocate64: `off_t` is 32 bits on 32-bit Android and glibc.)
+        let len64 = libc::off64_t::try_from(len).map_err(io::Error::other)?;
         // SAFETY: plain system call on an fd this function borrows; no memory is passed.
         #[allow(unsafe_code)]
-        let r = unsafe { libc::fallocate(f.as_raw_fd(), 0, 0, len as libc::off_t) };
+        let r = unsafe { libc::fallocate64(f.as_raw_fd(), 0, 0, len64) };
         if r == 0 {
             return Ok(());
         }
