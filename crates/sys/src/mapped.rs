@@ -1,6 +1,7 @@
 //! Memory maps of files: read-only, for the analyser and the command line, of a whole file
-//! ([`Mapped`]) or a bounded window of one ([`Window`]). No file is ever mapped writable: a store
-//! into a shared file map that needs a block a full disk cannot give (a hole, or on f2fs any
+//! ([`Mapped`]) or a bounded window of one ([`Window`]). No file is mapped writable here (the
+//! analysis's scratch arrays are, in [`crate::scratch`]: blocks reserved first, in the analysing
+//! process only): a store into a shared file map that needs a block a full disk cannot give (a hole, or on f2fs any
 //! rewritten page) raises SIGBUS, which would kill the app; files are written by `write` and
 //! `pwrite`, whose `ENOSPC` is an error return (the flight ring: `recorder`).
 //!
