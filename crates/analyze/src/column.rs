@@ -43,7 +43,7 @@ impl<T: Plain> From<Vec<T>> for Column<T> {
 
 impl<T: Plain> std::ops::Deref for Column<T> {
     type Target = [T];
-    #[inline]
+    #[inline(always)]
     fn deref(&self) -> &[T] {
         match self {
             Column::Heap(v) => v,
@@ -53,7 +53,7 @@ impl<T: Plain> std::ops::Deref for Column<T> {
 }
 
 impl<T: Plain> std::ops::DerefMut for Column<T> {
-    #[inline]
+    #[inline(always)]
     fn deref_mut(&mut self) -> &mut [T] {
         match self {
             Column::Heap(v) => v,
@@ -154,8 +154,19 @@ impl<T: Plain> Grow<T> {
         Grow { buf, len: 0 }
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn push(&mut self, x: T) {
+        // (The vector's push inlined where it is called, the file's out of line: a list in
+        // memory costs one branch more than a `Vec`, not a call per value.)
+        if let Column::Heap(v) = &mut self.buf {
+            v.push(x);
+        } else {
+            self.push_to_file(x);
+        }
+    }
+
+    #[inline(never)]
+    fn push_to_file(&mut self, x: T) {
         match &mut self.buf {
             Column::Heap(v) => v.push(x),
             Column::File(f) if self.len < f.len() => {
@@ -317,7 +328,7 @@ impl<T: Plain> From<Vec<T>> for Grow<T> {
 
 impl<T: Plain> std::ops::Deref for Grow<T> {
     type Target = [T];
-    #[inline]
+    #[inline(always)]
     fn deref(&self) -> &[T] {
         match &self.buf {
             Column::Heap(v) => v,
@@ -327,7 +338,7 @@ impl<T: Plain> std::ops::Deref for Grow<T> {
 }
 
 impl<T: Plain> std::ops::DerefMut for Grow<T> {
-    #[inline]
+    #[inline(always)]
     fn deref_mut(&mut self) -> &mut [T] {
         match &mut self.buf {
             Column::Heap(v) => v,

@@ -360,6 +360,7 @@ impl Index {
         self.class_by_id(self.ids[node as usize])
     }
     /// Outgoing strong edges of `node`.
+    #[inline]
     pub fn succ(&self, node: u32) -> &[u32] {
         let [f, d] = self.adj[node as usize];
         if f == NONE {

@@ -357,6 +357,7 @@ impl Fifo {
         self.at += 1;
         Some(x)
     }
+    #[inline]
     fn push_back(&mut self, x: u32) {
         self.v.push(x)
     }

@@ -311,6 +311,7 @@ impl<T: Plain> ScratchVec<T> {
 
 impl<T: Plain> std::ops::Deref for ScratchVec<T> {
     type Target = [T];
+    #[inline]
     fn deref(&self) -> &[T] {
         match &self.map {
             None => &[],
@@ -323,6 +324,7 @@ impl<T: Plain> std::ops::Deref for ScratchVec<T> {
 }
 
 impl<T: Plain> std::ops::DerefMut for ScratchVec<T> {
+    #[inline]
     fn deref_mut(&mut self) -> &mut [T] {
         match &mut self.map {
             None => &mut [],

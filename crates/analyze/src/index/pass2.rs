@@ -299,6 +299,7 @@ impl<'a> Pass2<'a> {
     }
 
     /// Close the last entry's edge list.
+    #[inline]
     pub(super) fn end(&mut self) {
         let d = self.edge_count() as u32 - self.start;
         if self.defer() {
@@ -377,17 +378,18 @@ pub(crate) fn lookup(ix: &Index, out: Out, raw: Raw) -> Looked {
     let mut got = vec![0u32; q.len()];
     let mut missing = 0u64;
     let mut i = 0;
+    let ts: &mut [u32] = &mut targets;
     while i < n {
         let m = (n - i).min(LOOKUP);
         for (j, t) in q[..m].iter_mut().enumerate() {
             *t = match words {
-                1 => (targets[i + j] as u64) << shift,
-                _ => pair(targets[2 * (i + j)], targets[2 * (i + j) + 1]),
+                1 => (ts[i + j] as u64) << shift,
+                _ => pair(ts[2 * (i + j)], ts[2 * (i + j) + 1]),
             };
         }
         ix.id_map.find_batch(&ix.ids, &q[..m], &mut got[..m]);
         missing += got[..m].iter().filter(|&&x| x == NONE).count() as u64;
-        targets[i..i + m].copy_from_slice(&got[..m]);
+        ts[i..i + m].copy_from_slice(&got[..m]);
         i += m;
     }
     // Two words per target: the second half goes back (a large block shrinks in place).
@@ -480,7 +482,9 @@ pub(crate) fn place(
     let entries = std::mem::take(&mut out.nodes);
     let mut rest = Vec::new();
     let (mut at, mut kept) = (0usize, 0usize);
-    for &[k, c, sh, d] in entries.iter() {
+    // (Slices taken once: a column is one branch per access otherwise.)
+    let (es, ts): (&[[u32; 4]], &[u32]) = (&entries, &targets);
+    for &[k, c, sh, d] in es {
         let n = node_of(k);
         if n as usize >= ix.len() {
             return None;
@@ -496,7 +500,7 @@ pub(crate) fn place(
             }
         }
         let d = (d & !CLASS_EDGE) as usize;
-        for &x in targets.get(at..at.checked_add(d)?)? {
+        for &x in ts.get(at..at.checked_add(d)?)? {
             if x != NONE {
                 *dst.get_mut(kept)? = x;
                 kept += 1;
@@ -515,7 +519,7 @@ pub(crate) fn place(
             _ => rest.push(o),
         }
     }
-    if kept != dst.len() || at != targets.len() {
+    if kept != dst.len() || at != ts.len() {
         return None;
     }
     drop(entries);
