@@ -9,17 +9,15 @@
 //! leaves the column in memory and says why, never loses it.
 #![forbid(unsafe_code)]
 
-use sys::scratch::{Plain, Scratch, ScratchVec};
+use sys::scratch::{Buf, Plain, Scratch, GROW_MIN};
 
-/// See the module documentation.
-pub enum Column<T: Plain> {
-    Heap(Vec<T>),
-    File(ScratchVec<T>),
-}
+/// See the module documentation. (Both forms are one [`Buf`]: a pointer and a length, read
+/// without a branch on where the values are.)
+pub struct Column<T: Plain>(Buf<T>);
 
 impl<T: Plain> Default for Column<T> {
     fn default() -> Self {
-        Column::Heap(Vec::new())
+        Column(Buf::default())
     }
 }
 
@@ -37,7 +35,7 @@ impl<T: Plain + std::fmt::Debug> std::fmt::Debug for Column<T> {
 
 impl<T: Plain> From<Vec<T>> for Column<T> {
     fn from(v: Vec<T>) -> Self {
-        Column::Heap(v)
+        Column(Buf::from(v))
     }
 }
 
@@ -45,20 +43,14 @@ impl<T: Plain> std::ops::Deref for Column<T> {
     type Target = [T];
     #[inline(always)]
     fn deref(&self) -> &[T] {
-        match self {
-            Column::Heap(v) => v,
-            Column::File(f) => f,
-        }
+        &self.0
     }
 }
 
 impl<T: Plain> std::ops::DerefMut for Column<T> {
     #[inline(always)]
     fn deref_mut(&mut self) -> &mut [T] {
-        match self {
-            Column::Heap(v) => v,
-            Column::File(f) => f,
-        }
+        &mut self.0
     }
 }
 
@@ -68,24 +60,21 @@ impl<T: Plain> Column<T> {
     pub fn filled(n: usize, x: T, scratch: Option<&Scratch>) -> (Self, Option<String>) {
         let Some(s) = scratch else {
             // (`vec!` of zeros takes pages the kernel zeroes when first touched.)
-            return (Column::Heap(vec![x; n]), None);
+            return (vec![x; n].into(), None);
         };
         match s.zeroed::<T>(n) {
             Ok(mut f) => {
                 f.fill(x);
-                (Column::File(f), None)
+                (Column(f.into()), None)
             }
-            Err(e) => (Column::Heap(filled_vec(n, x)), Some(e.to_string())),
+            Err(e) => (filled_vec(n, x).into(), Some(e.to_string())),
         }
     }
 
-    /// `n` zeros: in a scratch array if `scratch` is given and one can be made (a fresh file:
-    /// no page is touched until it is written), else in memory.
-    pub fn zeroed(n: usize, scratch: Option<&Scratch>) -> Self {
-        match scratch.map(|s| s.zeroed::<T>(n)) {
-            Some(Ok(f)) => Column::File(f),
-            _ => Column::Heap(Vec::new()),
-        }
+    /// `n` zeros in a scratch array if `scratch` is given and one can be made (a fresh file:
+    /// no page is touched until it is written); `None` otherwise.
+    fn zeroed_file(n: usize, scratch: Option<&Scratch>) -> Option<Self> {
+        Some(Column(scratch?.zeroed::<T>(n).ok()?.into()))
     }
 
     /// [`Column::filled`], but in memory every page is written here, zeros too (so that the
@@ -93,98 +82,60 @@ impl<T: Plain> Column<T> {
     pub fn filled_written(n: usize, x: T, scratch: Option<&Scratch>) -> (Self, Option<String>) {
         match scratch {
             Some(_) => Column::filled(n, x, scratch),
-            None => (Column::Heap(filled_vec(n, x)), None),
+            None => (filled_vec(n, x).into(), None),
         }
     }
 
     /// Whether the values are in a scratch file.
     pub fn in_file(&self) -> bool {
-        matches!(self, Column::File(_))
+        self.0.in_file()
     }
 
     /// Move the values into a scratch array (nothing if they are there already); on failure
     /// they stay in memory, and the error says why.
     pub fn spill(&mut self, scratch: &Scratch) -> Result<(), String> {
-        if let Column::Heap(v) = self {
-            let f = scratch.copy_of(v).map_err(|e| e.to_string())?;
-            *self = Column::File(f);
+        if !self.in_file() {
+            let f = scratch.copy_of(self).map_err(|e| e.to_string())?;
+            self.0 = f.into();
         }
         Ok(())
     }
 
     /// Keep the first `n` values.
     pub fn truncate(&mut self, n: usize) {
-        match self {
-            Column::Heap(v) => v.truncate(n),
-            Column::File(f) => f.truncate(n),
-        }
+        self.0.truncate(n)
     }
 
     /// The values as a vector (moved out of memory, copied out of a file).
     pub fn into_vec(self) -> Vec<T> {
-        match self {
-            Column::Heap(v) => v,
-            Column::File(f) => f.to_vec(),
-        }
+        self.0.into_vec()
     }
 
     /// Free memory the vector holds beyond its length.
     pub fn shrink_to_fit(&mut self) {
-        if let Column::Heap(v) = self {
-            v.shrink_to_fit();
-        }
+        self.0.shrink_to_fit()
     }
 }
 
 /// A list that grows by [`Grow::push`]: in a scratch array if one could be made (its file grows
 /// by half when full; if it cannot, the list moves into memory: never lost, never a panic),
-/// else a vector in memory.
-pub struct Grow<T: Plain> {
-    buf: Column<T>,
-    len: usize,
-}
+/// else a vector in memory. A push is a store and a count while there is room, either way.
+pub struct Grow<T: Plain>(Buf<T>);
 
 impl<T: Plain> Grow<T> {
     /// Room for `cap` values (in memory: the vector's capacity).
     pub fn with_capacity(cap: usize, scratch: Option<&Scratch>) -> Self {
-        let buf = match Column::zeroed(cap, scratch) {
-            Column::Heap(_) => Column::Heap(Vec::with_capacity(cap)),
-            f => f,
+        let mut b = match Column::zeroed_file(cap, scratch) {
+            Some(Column(f)) => f,
+            None => Buf::from(Vec::with_capacity(cap)),
         };
-        Grow { buf, len: 0 }
+        b.truncate(0);
+        Grow(b)
     }
 
     #[inline(always)]
     pub fn push(&mut self, x: T) {
-        // (The vector's push inlined where it is called, the file's out of line: a list in
-        // memory costs one branch more than a `Vec`, not a call per value.)
-        if let Column::Heap(v) = &mut self.buf {
-            v.push(x);
-        } else {
-            self.push_to_file(x);
-        }
-    }
-
-    #[inline(never)]
-    fn push_to_file(&mut self, x: T) {
-        match &mut self.buf {
-            Column::Heap(v) => v.push(x),
-            Column::File(f) if self.len < f.len() => {
-                f[self.len] = x;
-                self.len += 1;
-            }
-            Column::File(f) => {
-                let more = f.len() + (f.len() / 2).max(GROW_MIN);
-                if f.grow(more).is_ok() {
-                    f[self.len] = x;
-                    self.len += 1;
-                } else {
-                    let mut v = f[..self.len].to_vec();
-                    v.push(x);
-                    self.buf = Column::Heap(v);
-                }
-            }
-        }
+        self.0.push(x)
     }
 
     /// An empty list that grows in a scratch file if `scratch` is given.
@@ -194,47 +145,28 @@ impl<T: Plain> Grow<T> {
 
     /// Keep the first `n` values.
     pub fn truncate(&mut self, n: usize) {
-        match &mut self.buf {
-            Column::Heap(v) => v.truncate(n),
-            Column::File(_) => self.len = self.len.min(n),
-        }
+        self.0.truncate(n)
     }
 
     /// Free memory a vector holds beyond its length.
     pub fn shrink_to_fit(&mut self) {
-        if let Column::Heap(v) = &mut self.buf {
-            v.shrink_to_fit();
-        }
+        self.0.shrink_to_fit()
     }
 
     /// Whether the values are in a scratch file.
     pub fn in_file(&self) -> bool {
-        self.buf.in_file()
+        self.0.in_file()
     }
 
     /// Replace the values by those of `it` (a vector keeps its memory).
     pub fn refill(&mut self, it: impl Iterator<Item = T>) {
         self.truncate(0);
-        match &mut self.buf {
-            Column::Heap(v) => v.extend(it),
-            Column::File(_) => {
-                for x in it {
-                    self.push(x);
-                }
-            }
-        }
+        self.0.extend(it)
     }
 
     /// Append the values of `s`.
     pub fn extend_from_slice(&mut self, s: &[T]) {
-        match &mut self.buf {
-            Column::Heap(v) => v.extend_from_slice(s),
-            Column::File(_) => {
-                for &x in s {
-                    self.push(x);
-                }
-            }
-        }
+        self.0.extend_from_slice(s)
     }
 
     /// Drop consecutive repeats (as `Vec::dedup`).
@@ -242,9 +174,6 @@ impl<T: Plain> Grow<T> {
     where
         T: PartialEq,
     {
-        if let Column::Heap(v) = &mut self.buf {
-            return v.dedup();
-        }
         let s: &mut [T] = self;
         let mut w = usize::from(!s.is_empty());
         for r in 1..s.len() {
@@ -258,13 +187,7 @@ impl<T: Plain> Grow<T> {
 
     /// The values as a fixed-length [`Column`] (a file stays the file).
     pub fn into_column(self) -> Column<T> {
-        match self.buf {
-            Column::Heap(v) => Column::Heap(v),
-            Column::File(mut f) => {
-                f.truncate(self.len);
-                Column::File(f)
-            }
-        }
+        Column(self.0)
     }
 }
 
@@ -299,30 +222,19 @@ impl<T: Plain> Append<T> for Grow<T> {
         self.extend_from_slice(s)
     }
     fn reserve_more(&mut self, n: usize) {
-        if let Column::Heap(v) = &mut self.buf {
-            v.reserve_exact(n);
-        }
+        self.0.reserve_exact(n)
     }
 }
 
-/// The least a scratch list grows by, in values (a file mapped again per growth).
-const GROW_MIN: usize = 1 << 18;
-
 impl<T: Plain> Default for Grow<T> {
     fn default() -> Self {
-        Grow {
-            buf: Column::default(),
-            len: 0,
-        }
+        Grow(Buf::default())
     }
 }
 
 impl<T: Plain> From<Vec<T>> for Grow<T> {
     fn from(v: Vec<T>) -> Self {
-        Grow {
-            buf: Column::Heap(v),
-            len: 0,
-        }
+        Grow(Buf::from(v))
     }
 }
 
@@ -330,20 +242,14 @@ impl<T: Plain> std::ops::Deref for Grow<T> {
     type Target = [T];
     #[inline(always)]
     fn deref(&self) -> &[T] {
-        match &self.buf {
-            Column::Heap(v) => v,
-            Column::File(f) => &f[..self.len],
-        }
+        &self.0
     }
 }
 
 impl<T: Plain> std::ops::DerefMut for Grow<T> {
     #[inline(always)]
     fn deref_mut(&mut self) -> &mut [T] {
-        match &mut self.buf {
-            Column::Heap(v) => v,
-            Column::File(f) => &mut f[..self.len],
-        }
+        &mut self.0
     }
 }
 
@@ -422,7 +328,7 @@ mod tests {
         assert_eq!((&d[..], tail), (&[1u64, 2][..], vec![3, 4]));
         let c = d.into_column();
         assert!(c.in_file() && c[..] == [1, 2]);
-        let z: Column<u64> = Column::zeroed(5, Some(&s));
+        let z: Column<u64> = Column::zeroed_file(5, Some(&s)).unwrap();
         assert!(z.in_file() && z.iter().all(|&x| x == 0));
     }
 

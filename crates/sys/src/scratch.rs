@@ -28,6 +28,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+mod buf;
+pub use buf::{Buf, GROW_MIN};
+
 /// Types a scratch array may hold: plain numbers and arrays of them.
 ///
 /// # Safety
