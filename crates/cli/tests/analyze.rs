@@ -661,8 +661,9 @@ fn a_scratch_directory_analyses_within_a_data_limit_the_memory_analysis_exceeds(
         if scratch {
             c.arg("--scratch-dir").arg(&work);
         }
-        // (A failed allocation must abort, not print a backtrace: see notes/next-43.md.)
-        c.env("RUST_BACKTRACE", "0")
+        // (A failed allocation exits with its own code, even where std's handler would take
+        // the backtrace lock and hang: see notes/next-43.md.)
+        c.env("RUST_BACKTRACE", "1")
             .output()
             .expect("prlimit (util-linux) runs")
     };
@@ -674,6 +675,13 @@ fn a_scratch_directory_analyses_within_a_data_limit_the_memory_analysis_exceeds(
         !o.status.success(),
         "the analysis in memory fit the limit: the test no longer shows the budget"
     );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("memory allocation of") && err.contains("over the process's data limit"),
+        "{err}"
+    );
+    assert!(!in_memory.exists(), "no report is written");
     let budgeted = dir.path().join("budgeted.json");
     let o = run(&budgeted, Some(LIMIT), true);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
