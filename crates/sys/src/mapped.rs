@@ -693,7 +693,9 @@ mod tests {
             "oomguard: memory allocation of 1234567 bytes failed (over the process's data limit)\n"
         );
         let n = oom_line(0, &mut b);
-        assert!(std::str::from_utf8(&b[..n]).unwrap().contains(" of 0 bytes"));
+        assert!(std::str::from_utf8(&b[..n])
+            .unwrap()
+            .contains(" of 0 bytes"));
         let n = oom_line(usize::MAX, &mut b);
         assert!(n <= b.len() && b[..n].ends_with(b"limit)\n"));
     }
