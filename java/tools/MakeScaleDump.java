@@ -21,30 +21,13 @@ import java.util.Random;
 public class MakeScaleDump {
     static final List<Object> ROOTS = new ArrayList<>();
 
-    static final class Customer {
-        final long id;
-        final String name;
-        final String email;
-        final int[] history;
-        final List<Order> orders = new ArrayList<>();
-        Customer(long id, String name, String email, int[] history) {
-            this.id = id; this.name = name; this.email = email; this.history = history;
-        }
-    }
-
-    static final class Order {
-        final long id;
-        final double total;
-        final byte[] payload;
-        final Map<String, String> attributes = new HashMap<>();
-        Order(long id, double total, byte[] payload) { this.id = id; this.total = total; this.payload = payload; }
-    }
+    // The objects are the bench dump's (java/tools/MakeDump.java, compiled with it).
 
     public static void main(String[] args) throws Exception {
         String out = args[0];
         long target = (long) (Double.parseDouble(args[1]) * 1_000_000);
         Random rnd = new Random(42);
-        Map<Long, Customer> index = new HashMap<>();
+        Map<Long, MakeDump.Customer> index = new HashMap<>();
         LinkedList<Object> events = new LinkedList<>();
         ROOTS.add(index);
         ROOTS.add(events);
@@ -53,7 +36,7 @@ public class MakeScaleDump {
         while (objects < target) {
             int[] hist = new int[4 + rnd.nextInt(28)];
             for (int i = 0; i < hist.length; i++) hist[i] = rnd.nextInt();
-            Customer c = new Customer(n, "customer-" + n, "user" + n + "@example.invalid", hist);
+            MakeDump.Customer c = new MakeDump.Customer(n, "customer-" + n, "user" + n + "@example.invalid", hist);
             // Customer, 2 Strings (2 each), int[], ArrayList and its array, the index's
             // HashMap.Node and Long key.
             objects += 1 + 4 + 1 + 2 + 2;
@@ -61,7 +44,7 @@ public class MakeScaleDump {
             for (int o = 0; o < orders; o++) {
                 byte[] payload = new byte[16 + rnd.nextInt(240)];
                 rnd.nextBytes(payload);
-                Order ord = new Order(n * 10 + o, rnd.nextDouble() * 100, payload);
+                MakeDump.Order ord = new MakeDump.Order(n * 10 + o, rnd.nextDouble() * 100, payload);
                 ord.attributes.put("channel", (o & 1) == 0 ? "web" : "app");
                 ord.attributes.put("note", "order " + o + " of " + n);
                 c.orders.add(ord);

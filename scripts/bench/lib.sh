@@ -27,7 +27,7 @@ ensure_scale_dump() {
   SCALE_DUMP="$SCALE_DIR/scale-${1}m.hprof"
   [ -f "$SCALE_DUMP" ] && return 0
   mkdir -p "$SCALE_DIR" target/bench/classes
-  javac -d target/bench/classes java/tools/MakeScaleDump.java
+  javac -d target/bench/classes -sourcepath java/tools java/tools/MakeScaleDump.java
   echo "bench: making a Java 17 heap dump of about $1 million objects (once; cached at $SCALE_DUMP)" >&2
   java -Xmx$(($1 / 5 + 2))g -cp target/bench/classes MakeScaleDump "$SCALE_DIR/scale-${1}m.tmp.hprof" "$1" >&2
   mv "$SCALE_DIR/scale-${1}m.tmp.hprof" "$SCALE_DUMP"

@@ -29,6 +29,7 @@ enum Home<T: Plain> {
 // no other value holds it), and `Plain` types are `Send` and `Sync`.
 #[allow(unsafe_code)]
 unsafe impl<T: Plain> Send for Buf<T> {}
+// SAFETY: as for `Send`: a shared `Buf` gives only shared slices of `Plain` values.
 #[allow(unsafe_code)]
 unsafe impl<T: Plain> Sync for Buf<T> {}
 
