@@ -2,7 +2,8 @@
 # The analyser on a >= 500 MB Java 17 dump, full and stripped, beside hprof-slurp (an outside
 # reference that only computes a class histogram). Prints wall time, CPU time and peak RSS, and
 # the same for the generated ART-style dump of the strip bench (no target there: the phones' case).
-# Targets: our full analysis takes no longer than hprof-slurp; our peak RSS <= 0.5 x input size.
+# Targets: our full analysis takes no longer than hprof-slurp; our peak RSS <= 0.5 x input size;
+# issue 43's budget table (in memory and with --scratch-dir, the 10 M-object dump too: SCALE).
 # Usage: scripts/bench.sh analyze        (RUNS=7 by default; the dump is the strip bench's, made
 # once by scripts/bench/lib.sh's ensure_big_dump and cached under target/bench/)
 set -euo pipefail
@@ -118,6 +119,55 @@ for label, path in zip(("phases      last full run", "ART-style   last run"), sy
           % (t["graphMs"], t["pathsMs"], t["dominatorsMs"], t["reportMs"], t["totalMs"]))
     print("            graph size: %d objects, %d references" % (a["objects"], a["references"]))
 PY
+# Issue 43: the analysis in a fixed budget. For the bench dump and the scale dumps (SCALE, "10"
+# by default: the 10 M-object dump; SCALE="10 30" adds the 30 M one, 2.1 GB in /dev/shm): wall and
+# CPU (median of BUDGET_RUNS interleaved runs) of hprof-slurp, ours in memory and ours with
+# --scratch-dir; peak RssAnon (the budget's measure, sampled by scripts/bench/peak_anon.py) and
+# peak RSS in total; whether the scratch run passes under `prlimit --data=128MiB`.
+BUDGET_RUNS="${BUDGET_RUNS:-3}"
+SCRATCH=target/bench/scratch
+mkdir -p "$SCRATCH"
+budget_dumps=("$BIG")
+for m in ${SCALE:-10}; do
+  ensure_scale_dump "$m"
+  budget_dumps+=("$SCALE_DUMP")
+done
+peak() { # peak CMD... : prints "anon_mib hwm_mib" of one run
+  python3 scripts/bench/peak_anon.py -- "$@" 2>&1 >/dev/null | tail -1 |
+    sed -n 's/^peak RssAnon \([0-9.]*\) MiB.*VmHWM(sampled) \([0-9.]*\) MiB.*/\1 \2/p'
+}
+echo
+printf 'budget      %d interleaved runs each (median wall and cpu); RssAnon and RSS peaks of one more run\n' "$BUDGET_RUNS"
+printf '%-24s %8s | %8s %8s | %8s %8s %8s %8s | %8s %8s %8s %8s %6s | %6s %6s\n' \
+  "dump" "MB" "slurp s" "RSS MiB" "mem s" "cpu s" "anon" "RSS" "scr s" "cpu s" "anon" "RSS" "128MiB" "mem/sl" "scr/sl"
+for d in "${budget_dumps[@]}"; do
+  cat "$d" >/dev/null
+  rm -f "$tmp"/b_slurp "$tmp"/b_mem "$tmp"/b_scr
+  for _ in $(seq "$BUDGET_RUNS"); do
+    one b_slurp "$SLURP" "$d" -t 10
+    one b_mem "$BIN" analyze "$d" -o "$tmp/b_mem.json"
+    one b_scr "$BIN" analyze "$d" -o "$tmp/b_scr.json" --scratch-dir "$SCRATCH"
+  done
+  read -r mem_anon mem_hwm < <(peak "$BIN" analyze "$d" -o "$tmp/b_mem.json")
+  read -r scr_anon scr_hwm < <(peak "$BIN" analyze "$d" -o "$tmp/b_scr.json" --scratch-dir "$SCRATCH")
+  if prlimit --data=$((128 << 20)) "$BIN" analyze "$d" -o "$tmp/b_lim.json" --scratch-dir "$SCRATCH" >/dev/null 2>&1 &&
+     python3 scripts/bench/same_report.py "$tmp/b_mem.json" "$tmp/b_lim.json" >/dev/null; then
+    lim=pass
+  else
+    lim=FAIL
+  fi
+  slurp_rss=$(sort -k3 -n "$tmp/b_slurp" | tail -1 | cut -d' ' -f3)
+  printf '%-24s %8.0f | %8.3f %8.1f | %8.3f %8.3f %8.1f %8.1f | %8.3f %8.3f %8.1f %8.1f %6s | %6.2f %6.2f\n' \
+    "$(basename "$d")" "$(echo "$(stat -L -c %s "$d")/1048576" | bc -l)" \
+    "$(median b_slurp 1)" "$(echo "$slurp_rss/1024" | bc -l)" \
+    "$(median b_mem 1)" "$(median b_mem 2)" "$mem_anon" "$mem_hwm" \
+    "$(median b_scr 1)" "$(median b_scr 2)" "$scr_anon" "$scr_hwm" "$lim" \
+    "$(echo "$(median b_mem 1)/$(median b_slurp 1)" | bc -l)" "$(echo "$(median b_scr 1)/$(median b_slurp 1)" | bc -l)"
+done
+echo "            (anon: peak RssAnon MiB, the budget's measure (128 MiB); RSS: peak in total, file pages"
+echo "            of the scratch arrays included; 128MiB: the scratch run under prlimit --data=128MiB, its"
+echo "            report equal to the one in memory; mem/sl, scr/sl: our wall over hprof-slurp's, target <= 1.00)"
+
 # The step from an edge's target id to its node (the one-pass scan's resolve, pass 2's edges):
 # the rank map the analyser uses on packed heaps, against the bucket map it falls back to.
 target/release/examples/id_lookup 9

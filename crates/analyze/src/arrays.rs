@@ -72,27 +72,30 @@ pub(crate) fn gallop<T>(v: &[T], pred: impl Fn(&T) -> bool) -> usize {
 /// aside. HotSpot's workers' ids are two long runs, the first with a few class ids beyond the
 /// second's start: `a` mostly grows in place (a large block is remapped, not copied), where a
 /// merge into new memory would write both runs to fresh pages.
-pub(crate) fn merge_into<T: Ord + Copy>(a: &mut Vec<T>, b: &[T]) {
+pub(crate) fn merge_into<T: Ord + Copy, A>(a: &mut A, b: &[T])
+where
+    A: super::column::Append<T> + std::ops::Deref<Target = [T]>,
+{
     let Some(first) = b.first() else {
         return;
     };
-    let tail = a.split_off(a.partition_point(|x| x <= first));
-    a.reserve_exact(tail.len() + b.len());
+    let tail = a.split_tail(a.partition_point(|x| x <= first));
+    a.reserve_more(tail.len() + b.len());
     let (mut x, mut y) = (&tail[..], b);
     // Runs that lie wholly between two elements of the other side are copied whole.
     while let (Some(p), Some(q)) = (x.first(), y.first()) {
         if p <= q {
             let k = gallop(x, |v| v <= q);
-            a.extend_from_slice(&x[..k]);
+            a.append_slice(&x[..k]);
             x = &x[k..];
         } else {
             let k = gallop(y, |v| v < p);
-            a.extend_from_slice(&y[..k]);
+            a.append_slice(&y[..k]);
             y = &y[k..];
         }
     }
-    a.extend_from_slice(x);
-    a.extend_from_slice(y);
+    a.append_slice(x);
+    a.append_slice(y);
 }
 
 /// Call `f(start, chunk)` on consecutive chunks of `v` (`start` is the chunk's first index),

@@ -16,6 +16,7 @@
 #![forbid(unsafe_code)]
 
 use super::arrays::{bit, halves, pair, par_chunks, prefix_sums, set_bit};
+use super::column::{Column, Grow};
 
 /// The immediate dominator of objects dominated by nothing but the super-root.
 pub const SUPER: u32 = u32::MAX - 1;
@@ -28,6 +29,10 @@ pub trait Graph {
     fn succ(&self, v: u32) -> &[u32];
     /// A hint that `succ(v)` will be wanted soon (nothing by default).
     fn hint(&self, _v: u32) {}
+    /// Where per-node arrays go if not in memory (none by default).
+    fn scratch(&self) -> Option<&sys::scratch::Scratch> {
+        None
+    }
 }
 
 /// Immediate dominators and retained sizes. They are kept by depth-first (preorder) number,
@@ -38,13 +43,13 @@ pub trait Graph {
 /// 8 bytes per node at the analysis's memory peak.)
 pub struct Dominators {
     /// Node -> its number ([`UNREACHED`] if no root reaches it).
-    pre: Vec<u32>,
+    pre: Column<u32>,
     /// Number -> node; number 0 is the super-root.
-    vertex: Vec<u32>,
+    vertex: Grow<u32>,
     /// Number -> its immediate dominator's number (0: the super-root).
-    idom: Vec<u32>,
+    idom: Column<u32>,
     /// Number -> retained size.
-    retained: Vec<u64>,
+    retained: Grow<u64>,
     /// The roots actually used, in order: `roots` then the `late` ones that nothing else reached.
     pub roots_used: Vec<u32>,
 }
@@ -117,18 +122,20 @@ pub(crate) const PAR_MIN: usize = 1 << 16;
 /// predecessor lists. After it, the caller may free the graph before [`finish`], the
 /// memory-hungry half.
 pub struct Prepared {
-    pre: Vec<u32>,
-    vertex: Vec<u32>,
-    parent: Vec<u32>,
+    pre: Column<u32>,
+    vertex: Grow<u32>,
+    parent: Grow<u32>,
     /// Edges outside the spanning tree within one root's tree, into a vertex that is not a
     /// root, as (target, source) numbers (target in the high half), in the order the search
     /// met them: the predecessor lists are made of them, and [`finish`] then reuses their
     /// memory.
-    kept: Vec<u64>,
+    kept: Grow<u64>,
     /// Bit `k`: vertex `k`'s semi-dominator is the super-root, known from one edge (see
     /// [`prepare`]); its predecessor list is then left empty.
     zero: Vec<u64>,
     roots_used: Vec<u32>,
+    /// Where [`finish`]'s arrays go (the graph's scratch).
+    scratch: Option<sys::scratch::Scratch>,
 }
 
 /// See [`compute`].
@@ -170,16 +177,17 @@ pub const UNGATED: u32 = u32::MAX;
 pub fn prepare_gated<G: Graph>(g: &G, roots: &[u32], late: &[(u32, u32)]) -> Prepared {
     let n = g.nodes();
     // --- Depth-first search: preorder numbers, spanning-tree parents. 0 is the super-root.
-    let mut pre = vec![UNREACHED; n];
-    let mut vertex: Vec<u32> = Vec::with_capacity(n + 1);
-    let mut parent: Vec<u32> = Vec::with_capacity(n + 1);
+    let scratch = g.scratch();
+    let (mut pre, _) = Column::filled(n, UNREACHED, scratch);
+    let mut vertex: Grow<u32> = Grow::with_capacity(n + 1, scratch);
+    let mut parent: Grow<u32> = Grow::with_capacity(n + 1, scratch);
     vertex.push(SUPER);
     parent.push(0);
     let mut stack: Vec<(u32, u32)> = Vec::new();
     let mut roots_used = Vec::new();
     // The edges that may go into the predecessor lists, as (target, source) numbers (the
     // lists are made of them once no vertex can be flagged any more); which are flagged.
-    let mut kept: Vec<u64> = Vec::new();
+    let mut kept: Grow<u64> = Grow::new_in(scratch);
     let mut zero = vec![0u64; (n + 1).div_ceil(64)];
     // The roots, by node: an edge into one is not recorded.
     let mut is_root = vec![0u64; n.div_ceil(64)];
@@ -189,7 +197,7 @@ pub fn prepare_gated<G: Graph>(g: &G, roots: &[u32], late: &[(u32, u32)]) -> Pre
         }
     }
     let mut dfs_from =
-        |r: u32, pre: &mut Vec<u32>, vertex: &mut Vec<u32>, parent: &mut Vec<u32>| -> bool {
+        |r: u32, pre: &mut [u32], vertex: &mut Grow<u32>, parent: &mut Grow<u32>| -> bool {
             if pre[r as usize] != UNREACHED {
                 return false;
             }
@@ -268,6 +276,7 @@ pub fn prepare_gated<G: Graph>(g: &G, roots: &[u32], late: &[(u32, u32)]) -> Pre
         kept,
         zero,
         roots_used,
+        scratch: scratch.cloned(),
     }
 }
 
@@ -290,9 +299,10 @@ fn finish_in(
         kept,
         zero,
         roots_used,
+        scratch,
     } = p;
     let count = vertex.len();
-    let (mut rfirst, redges) = predecessors(count, &kept, &zero);
+    let (mut rfirst, redges) = predecessors(count, &kept, &zero, scratch.as_ref());
 
     // Each step below writes into memory an earlier one has finished with, not into new
     // arrays: on a host that takes back free memory, a fresh page costs several times what
@@ -304,29 +314,31 @@ fn finish_in(
     // `parent` doubles as the forest's ancestor links. The records' memory now holds each
     // vertex's label and semi-dominator, one word each (see [`label`] and [`semi`]).
     let mut sl = kept;
-    sl.clear();
-    sl.extend((0..count as u32).map(|k| pair(k, k)));
+    sl.refill((0..count as u32).map(|k| pair(k, k)));
     let mut path: Vec<u32> = Vec::new();
+    // (Slices taken once: a column in memory or in a file is one branch per access otherwise.)
+    let (ps, ss, rs, es): (&mut [u32], &mut [u64], &mut [u32], &[u32]) =
+        (&mut parent, &mut sl, &mut rfirst, &redges);
     // Nothing is below the super-root (0): once a vertex's value reaches it, the rest of its
     // predecessors cannot change it (skipping their `eval` only skips some path compression).
     for w in (1..count).rev() {
         // Still `w`'s tree parent: path compression moves only the links of vertices above
         // `w + 1` (see [`eval`]).
-        let tree_parent = parent[w];
+        let tree_parent = ps[w];
         let mut s = tree_parent;
         if bit(&zero, w) {
             s = 0;
         }
-        for &v in &redges[rfirst[w] as usize..rfirst[w + 1] as usize] {
+        for &v in &es[rs[w] as usize..rs[w + 1] as usize] {
             if s == 0 {
                 break;
             }
-            let u = eval(v, w as u32 + 1, &mut parent, &mut sl, &mut path);
-            s = s.min(semi(sl[u as usize]));
+            let u = eval(v, w as u32 + 1, ps, ss, &mut path);
+            s = s.min(semi(ss[u as usize]));
         }
-        sl[w] = pair(label(sl[w]), s);
+        ss[w] = pair(label(ss[w]), s);
         // No later step reads `rfirst[w + 1]`: it keeps the tree parent, for the next step.
-        rfirst[w + 1] = tree_parent;
+        rs[w + 1] = tree_parent;
     }
     drop(zero);
     drop(redges);
@@ -372,11 +384,16 @@ fn finish_in(
 /// flagged in `zero`. Spanning-tree edges are not in them: a vertex's semi-dominator search
 /// starts at its parent anyway (an unprocessed vertex offers its own number). In a heap nearly
 /// every object has one referrer, so this halves them; the flags leave out most of the rest.
-fn predecessors(count: usize, kept: &[u64], zero: &[u64]) -> (Vec<u32>, Vec<u32>) {
+fn predecessors(
+    count: usize,
+    kept: &[u64],
+    zero: &[u64],
+    scratch: Option<&sys::scratch::Scratch>,
+) -> (Column<u32>, Column<u32>) {
     // Counts go to index p + 2, so that after the prefix sums `rfirst[p + 1]` is where p's list
     // starts; filling advances it to where p's list ends, which is `rfirst[p + 1]` as the
     // finished CSR wants it (no second cursor array).
-    let mut rfirst = vec![0u32; count + 2];
+    let (mut rfirst, _) = Column::filled(count + 2, 0u32, scratch);
     for &e in kept {
         let (pw, _) = halves(e);
         if !bit(zero, pw as usize) {
@@ -384,7 +401,7 @@ fn predecessors(count: usize, kept: &[u64], zero: &[u64]) -> (Vec<u32>, Vec<u32>
         }
     }
     prefix_sums(&mut rfirst);
-    let mut redges = vec![0u32; rfirst[count + 1] as usize];
+    let (mut redges, _) = Column::filled(rfirst[count + 1] as usize, 0u32, scratch);
     for &e in kept {
         let (pw, k) = halves(e);
         if !bit(zero, pw as usize) {
@@ -491,7 +508,33 @@ mod tests {
             );
             assert_eq!((&p.pre, &p.vertex), (&d.pre, &d.vertex));
         }
+        // The same with the per-node arrays in scratch files.
+        let dir = tempfile::tempdir().unwrap();
+        let s = sys::scratch::Scratch::new(dir.path(), 1 << 30).unwrap();
+        let f = finish(
+            prepare(&InScratch(&g, s), roots, late),
+            |v| sizes[v as usize],
+            2,
+        );
+        assert!(f.pre.in_file() || lists.is_empty());
+        assert_eq!((&f.idom, &f.retained), (&d.idom, &d.retained));
+        assert_eq!((&f.pre, &f.vertex), (&d.pre, &d.vertex));
         d
+    }
+
+    /// A graph whose per-node arrays go to scratch files.
+    struct InScratch<'a>(&'a Csr, sys::scratch::Scratch);
+
+    impl Graph for InScratch<'_> {
+        fn nodes(&self) -> usize {
+            self.0.nodes()
+        }
+        fn succ(&self, v: u32) -> &[u32] {
+            self.0.succ(v)
+        }
+        fn scratch(&self) -> Option<&sys::scratch::Scratch> {
+            Some(&self.1)
+        }
     }
 
     /// Nodes reachable from `roots` without passing through `cut`.

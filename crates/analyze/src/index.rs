@@ -34,10 +34,12 @@
 #![forbid(unsafe_code)]
 
 use super::arrays::{halves, pair};
+pub use super::column::{Column, Grow};
 use super::rank::RankMap;
 use hprof::{read_id, sub, BasicType, ClassDump, Header, Record, Sub, Visitor};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
+use sys::scratch::Scratch;
 
 mod build;
 mod fields;
@@ -287,14 +289,14 @@ pub struct IndexLimits {
 /// The index. See the module documentation.
 pub struct Index {
     pub header: Header,
-    pub ids: Vec<u64>,
+    pub ids: Column<u64>,
     pub id_map: IdMap,
-    pub class_of: Vec<u32>,
-    pub shallow: Vec<u32>,
+    pub class_of: Column<u32>,
+    pub shallow: Column<u32>,
     /// Per node: where its outgoing edges start in `edges` ([`NONE`] if the dump did not
     /// list the object) and how many there are, side by side (one memory access per node).
-    pub adj: Vec<[u32; 2]>,
-    pub edges: Vec<u32>,
+    pub adj: Column<[u32; 2]>,
+    pub edges: Column<u32>,
     pub classes: Vec<Class>,
     /// Class ids sorted, with their index in `classes`.
     pub class_lookup: Vec<(u64, u32)>,
@@ -326,6 +328,9 @@ pub struct Index {
     pub android: bool,
     /// How the shallow sizes were counted (set once the graph is complete: see `sizes`).
     pub sizes: Conventions,
+    /// Where the analysis keeps its large arrays, if the caller named a directory
+    /// (`Config::scratch_dir`): the index's, the paths' and the dominators'.
+    pub scratch: Option<Scratch>,
 }
 
 impl Index {
@@ -355,6 +360,7 @@ impl Index {
         self.class_by_id(self.ids[node as usize])
     }
     /// Outgoing strong edges of `node`.
+    #[inline]
     pub fn succ(&self, node: u32) -> &[u32] {
         let [f, d] = self.adj[node as usize];
         if f == NONE {
@@ -390,8 +396,8 @@ impl Index {
     }
     /// Drop the forward graph (after the reverse one has been built from it).
     pub fn drop_edges(&mut self) {
-        self.adj = Vec::new();
-        self.edges = Vec::new();
+        self.adj = Column::default();
+        self.edges = Column::default();
     }
 }
 
@@ -456,16 +462,17 @@ struct RawClass {
 }
 
 /// The per-node arrays a finished index holds: class, shallow size, edge range.
-pub(crate) type NodeArrays = (Vec<u32>, Vec<u32>, Vec<[u32; 2]>);
+pub(crate) type NodeArrays = (Column<u32>, Column<u32>, Column<[u32; 2]>);
 
-/// [`NodeArrays`] for `n` nodes, as [`Pass1::finish`] leaves them for the objects to fill in.
-pub(crate) fn node_arrays(n: usize) -> NodeArrays {
+/// [`NodeArrays`] for `n` nodes, as [`Pass1::finish`] leaves them for the objects to fill in:
+/// in scratch files if `scratch` is given (any that cannot be made there stays in memory).
+pub(crate) fn node_arrays(n: usize, scratch: Option<&Scratch>) -> NodeArrays {
     // (All three are written here: the pages of an array allocated as zeros would be faulted
     // in later, by the one thread that then writes the objects into it.)
-    #[allow(clippy::slow_vector_initialization)]
-    let mut shallow = Vec::with_capacity(n);
-    shallow.resize(n, 0u32);
-    (vec![NONE; n], shallow, vec![[NONE, 0]; n])
+    let (class_of, _) = Column::filled(n, NONE, scratch);
+    let (shallow, _) = Column::filled_written(n, 0u32, scratch);
+    let (adj, _) = Column::filled(n, [NONE, 0], scratch);
+    (class_of, shallow, adj)
 }
 
 #[derive(Default)]
@@ -476,7 +483,8 @@ pub(crate) struct Pass1 {
     classes: Vec<RawClass>,
     roots: Vec<(u64, u8)>,
     threads: threads::RawThreads,
-    ids: Vec<u64>,
+    /// The object ids met (in a scratch file if the worker was given one: [`Pass1::in_scratch`]).
+    ids: Grow<u64>,
     /// Whether the dump holds records only Android writes (HEAP_DUMP_INFO, ROOT_* 0x89-0x90):
     /// its objects are laid out as Dalvik and ART do (see `sizes`). The format alone does not
     /// tell: a stripped HotSpot dump is 1.0.3 too.
@@ -546,6 +554,14 @@ fn raw_class(c: &ClassDump<'_>) -> RawClass {
 }
 
 impl Pass1 {
+    /// A worker whose object ids grow in a scratch file (if `scratch` is given).
+    pub(crate) fn in_scratch(scratch: Option<&Scratch>) -> Pass1 {
+        Pass1 {
+            ids: Grow::new_in(scratch),
+            ..Pass1::default()
+        }
+    }
+
     /// Add what another worker gathered over a later part of the file.
     pub(crate) fn merge(&mut self, o: Pass1) {
         if self.header.is_none() {
@@ -563,7 +579,7 @@ impl Pass1 {
             // appended).
             super::arrays::merge_into(&mut self.ids, &o.ids);
         } else {
-            self.ids.extend(o.ids);
+            self.ids.extend_from_slice(&o.ids);
         }
     }
 
@@ -610,7 +626,7 @@ impl Pass1 {
     }
 
     /// Sort what pass 1 gathered and lay out the classes; returns the skeleton index.
-    pub(crate) fn finish(self) -> Result<Index, String> {
+    pub(crate) fn finish(self, scratch: Option<&Scratch>) -> Result<Index, String> {
         // The per-node arrays are allocated and filled on a second thread (their pages are
         // faulted in there) while this one sorts the ids, lays out the classes and maps the
         // ids: for as many nodes as there are ids before duplicates are dropped (none when
@@ -619,7 +635,7 @@ impl Pass1 {
             .filter(|&n| n < NONE as usize)
             .unwrap_or(0);
         std::thread::scope(|s| {
-            let arrays = s.spawn(move || node_arrays(n));
+            let arrays = s.spawn(move || node_arrays(n, scratch));
             self.finish_then(move || super::joined(arrays))
         })
     }
@@ -653,9 +669,12 @@ impl Pass1 {
         let n = ids.len();
         let mut ix = self.finish_with(ids, stats)?;
         let (mut class_of, mut shallow, mut adj) = arrays();
-        class_of.resize(n, NONE);
-        shallow.resize(n, 0);
-        adj.resize(n, [NONE, 0]);
+        if class_of.len() < n || shallow.len() < n || adj.len() < n {
+            (class_of, shallow, adj) = node_arrays(n, None);
+        }
+        class_of.truncate(n);
+        shallow.truncate(n);
+        adj.truncate(n);
         ix.class_of = class_of;
         ix.shallow = shallow;
         ix.adj = adj;
@@ -663,7 +682,7 @@ impl Pass1 {
     }
 
     /// [`Pass1::finish`] but for the per-node arrays (left empty).
-    fn finish_with(mut self, ids: Vec<u64>, mut stats: IndexStats) -> Result<Index, String> {
+    fn finish_with(mut self, ids: Grow<u64>, mut stats: IndexStats) -> Result<Index, String> {
         let header = self.header.ok_or("the dump has no header")?;
         self.names.sort_unstable();
         self.names.dedup_by_key(|e| e.0);
@@ -772,11 +791,11 @@ impl Pass1 {
         Ok(Index {
             header,
             id_map: IdMap::new(&ids),
-            class_of: Vec::new(),
-            shallow: Vec::new(),
-            adj: Vec::new(),
-            edges: Vec::new(),
-            ids,
+            class_of: Column::default(),
+            shallow: Column::default(),
+            adj: Column::default(),
+            edges: Column::default(),
+            ids: ids.into_column(),
             classes,
             class_lookup,
             roots,
@@ -792,6 +811,7 @@ impl Pass1 {
             prim_edge_ids,
             android: self.android,
             sizes: Conventions::default(),
+            scratch: None,
         })
     }
 }
@@ -854,7 +874,7 @@ mod tests {
             "the prefix stops at the first object"
         );
         let prefix_end = pre.end.expect("the dump has objects");
-        let skel = pre.p1.finish().unwrap();
+        let skel = pre.p1.finish(None).unwrap();
         let limits = IndexLimits {
             bitmap_min_pixels: 1,
             array_min_bytes: 1,
@@ -929,11 +949,19 @@ mod tests {
             let mut want = ids.clone();
             want.sort_unstable();
             let mut p = Pass1 {
-                ids,
+                ids: ids.clone().into(),
                 ..Pass1::default()
             };
             p.sort_ids();
-            prop_assert_eq!(p.ids, want);
+            prop_assert_eq!(&p.ids[..], &want[..]);
+            // The same in a scratch file.
+            let dir = tempfile::tempdir().unwrap();
+            let s = Scratch::new(dir.path(), 1 << 30).unwrap();
+            let mut p = Pass1::in_scratch(Some(&s));
+            p.ids.extend_from_slice(&ids);
+            p.sort_ids();
+            prop_assert!(p.ids.in_file());
+            prop_assert_eq!(&p.ids[..], &want[..]);
         }
 
         /// Each map (the rank map, the buckets, the plain search) finds exactly the ids it was

@@ -45,6 +45,7 @@
 #![forbid(unsafe_code)]
 
 mod arrays;
+mod column;
 pub mod dominators;
 pub mod files;
 pub mod index;
@@ -104,6 +105,13 @@ pub struct Config {
     /// report is made (see `renames`). Not part of the policy.
     #[serde(skip)]
     pub renames: Option<std::sync::Arc<renames::Renames>>,
+    /// A directory for file-backed scratch arrays (the index's large arrays are kept there,
+    /// mapped, instead of in the process's own memory: issue 43's budget). None: in memory.
+    /// The files are unlinked at once and leave nothing behind.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scratch_dir: Option<std::path::PathBuf>,
+    /// The most the scratch arrays may take together, in MiB (past it, arrays stay in memory).
+    pub scratch_max_mb: u64,
 }
 
 impl Default for Config {
@@ -122,6 +130,8 @@ impl Default for Config {
             one_pass: true,
             snapshot: None,
             renames: None,
+            scratch_dir: None,
+            scratch_max_mb: 16 << 10,
         }
     }
 }
@@ -286,6 +296,9 @@ impl dominators::Graph for index::Index {
     }
     fn hint(&self, v: u32) {
         sys::mapped::prefetch_at(&self.adj, v as usize);
+    }
+    fn scratch(&self) -> Option<&sys::scratch::Scratch> {
+        self.scratch.as_ref()
     }
 }
 

@@ -35,6 +35,7 @@
 #![forbid(unsafe_code)]
 
 use super::arrays::{bit, set_bit};
+use super::column::{Column, Grow};
 use super::dominators::UNGATED;
 use super::dominators::{SUPER, UNREACHED};
 use super::index::{Index, Root, NONE};
@@ -89,7 +90,7 @@ pub const CLASS_ROOT: u8 = 0xFE;
 /// BFS parents: `parent[v]` is the previous node on a shortest path, [`SUPER`] for a root,
 /// [`UNREACHED`] if no root reaches `v`. `root_tag` holds the preferred tag of each root node.
 pub struct Paths {
-    pub parent: Vec<u32>,
+    pub parent: Column<u32>,
     pub root_tags: Vec<(u32, u8)>,
 }
 
@@ -263,7 +264,8 @@ impl Kept {
 /// no more are (see [`crate::dominators::prepare_gated`]).
 pub fn shortest(ix: &Index, roots: &[Root], late: &[(u32, u32)]) -> Paths {
     let n = ix.len();
-    let mut parent = vec![UNREACHED; n];
+    let scratch = ix.scratch.as_ref();
+    let (mut parent, _) = Column::filled(n, UNREACHED, scratch);
     let mut tags: Vec<(u32, u8)> = roots.iter().map(|r| (r.node, r.tag)).collect();
     tags.sort_unstable();
     let is_root = |v: u32| tags.binary_search_by_key(&v, |e| e.0).is_ok();
@@ -283,7 +285,7 @@ pub fn shortest(ix: &Index, roots: &[Root], late: &[(u32, u32)]) -> Paths {
     order.sort_unstable();
     // All high-priority roots first; a low-priority root is a path's start only if no
     // high-priority root reaches it.
-    let mut q = Queues::new(n);
+    let mut q = Queues::new(n, scratch);
     for low in [false, true] {
         for &(l, _, v) in &order {
             if l == low && parent[v as usize] == UNREACHED {
@@ -330,17 +332,16 @@ const PF_PARENT: usize = 4;
 /// A first-in, first-out queue of nodes that keeps what it hands out: a node enters the
 /// search's queues at most once, so the list is at most as long as the graph has nodes and
 /// never wraps round or moves (a ring buffer that grows copies itself, into fresh pages).
-#[derive(Default)]
 struct Fifo {
-    v: Vec<u32>,
+    v: Grow<u32>,
     /// The next node to hand out.
     at: usize,
 }
 
 impl Fifo {
-    fn with_capacity(n: usize) -> Fifo {
+    fn with_capacity(n: usize, scratch: Option<&sys::scratch::Scratch>) -> Fifo {
         Fifo {
-            v: Vec::with_capacity(n),
+            v: Grow::with_capacity(n, scratch),
             at: 0,
         }
     }
@@ -356,6 +357,7 @@ impl Fifo {
         self.at += 1;
         Some(x)
     }
+    #[inline]
     fn push_back(&mut self, x: u32) {
         self.v.push(x)
     }
@@ -370,10 +372,10 @@ struct Queues {
 impl Queues {
     /// Queues for a graph of `n` nodes (the first holds all of them without growing: most
     /// nodes are usually reached from high-priority roots).
-    fn new(n: usize) -> Queues {
+    fn new(n: usize, scratch: Option<&sys::scratch::Scratch>) -> Queues {
         Queues {
-            hi: Fifo::with_capacity(n),
-            lo: Fifo::default(),
+            hi: Fifo::with_capacity(n, scratch),
+            lo: Fifo::with_capacity(0, None),
         }
     }
     fn push(&mut self, v: u32, low: bool) {
@@ -385,6 +387,14 @@ impl Queues {
     }
     fn run(&mut self, ix: &Index, parent: &mut [u32]) {
         use sys::mapped::prefetch_at;
+        // (Slices taken once: a column is one branch per access otherwise.)
+        let (adj, edges): (&[[u32; 2]], &[u32]) = (&ix.adj, &ix.edges);
+        let succ = |v: u32| -> &[u32] {
+            match adj[v as usize] {
+                [NONE, _] => &[],
+                [f, d] => &edges[f as usize..f as usize + d as usize],
+            }
+        };
         loop {
             let q = if self.hi.is_empty() {
                 &self.lo
@@ -392,16 +402,16 @@ impl Queues {
                 &self.hi
             };
             if let Some(&a) = q.get(PF_ADJ) {
-                prefetch_at(&ix.adj, a as usize);
+                prefetch_at(adj, a as usize);
             }
             if let Some(&b) = q.get(PF_EDGES) {
-                let [f, _] = ix.adj[b as usize];
+                let [f, _] = adj[b as usize];
                 if f != NONE {
-                    prefetch_at(&ix.edges, f as usize);
+                    prefetch_at(edges, f as usize);
                 }
             }
             if let Some(&c) = q.get(PF_PARENT) {
-                for &w in ix.succ(c) {
+                for &w in succ(c) {
                     prefetch_at(parent, w as usize);
                 }
             }
@@ -412,7 +422,7 @@ impl Queues {
             } else {
                 return;
             };
-            for &w in ix.succ(v) {
+            for &w in succ(v) {
                 if parent[w as usize] == UNREACHED {
                     parent[w as usize] = v;
                     self.push(w, low);

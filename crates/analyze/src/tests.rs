@@ -320,21 +320,26 @@ fn raw_targets_that_do_not_fit_one_word_give_the_same_graph() {
     assert_eq!(one["analysis"]["reachableObjects"], 6);
     assert_eq!(one, two);
 
-    let mut raw = index::Raw::Narrow(Vec::new(), 3);
-    let ids = [0x100u64, 0x7_ffff_fff8, 0x20c, huge, 0x100];
-    for (k, &id) in ids.iter().enumerate() {
-        raw.push(id);
-        assert_eq!(
-            matches!(raw, index::Raw::Narrow(..)),
-            k < 2,
-            "after {id:#x}"
-        );
+    // The same in memory and in a scratch file.
+    let dir = tempfile::tempdir().unwrap();
+    let s = sys::scratch::Scratch::new(dir.path(), 1 << 30).unwrap();
+    for scratch in [None, Some(&s)] {
+        let mut raw = index::Raw::Narrow(index::Grow::new_in(scratch), 3);
+        let ids = [0x100u64, 0x7_ffff_fff8, 0x20c, huge, 0x100];
+        for (k, &id) in ids.iter().enumerate() {
+            raw.push(id);
+            assert_eq!(
+                matches!(raw, index::Raw::Narrow(..)),
+                k < 2,
+                "after {id:#x}"
+            );
+        }
+        let index::Raw::Wide(v) = raw else {
+            unreachable!()
+        };
+        let kept: Vec<u64> = v.iter().map(|&[hi, lo]| arrays::pair(hi, lo)).collect();
+        assert_eq!(kept, ids);
     }
-    let index::Raw::Wide(v) = raw else {
-        unreachable!()
-    };
-    let kept: Vec<u64> = v.iter().map(|&[hi, lo]| arrays::pair(hi, lo)).collect();
-    assert_eq!(kept, ids);
 }
 
 /// Objects that two roots reach count in the bytes retained by the roots together: the
@@ -438,7 +443,7 @@ fn cut_dump(objs: &[CutObj]) -> Vec<u8> {
 fn two_pass_index(bytes: &[u8], threads: usize) -> (index::Index, usize) {
     let input = Input::Bytes(bytes);
     let mut parts = input.split(threads, 0);
-    let mut ix = scan(&input, &mut parts).unwrap();
+    let mut ix = scan(&input, &mut parts, None).unwrap();
     let limits = index::IndexLimits {
         bitmap_min_pixels: 1,
         array_min_bytes: 1 << 40,
@@ -531,12 +536,16 @@ proptest! {
             bitmap_min_pixels: 1,
             array_min_bytes: 1 << 40,
         };
+        // Every other run keeps the node arrays and the edges in scratch files: the same index.
+        let dir = tempfile::tempdir().unwrap();
+        let s = sys::scratch::Scratch::new(dir.path(), 1 << 30).unwrap();
         for threads in 1..=4 {
+            let scratch = (threads % 2 == 0).then_some(&s);
             let whole = vec![(hprof::HEADER_LEN as u64, bytes.len() as u64)];
             let parts = input.split(threads, 0).unwrap_or(whole);
             let (two, _) = two_pass_index(&bytes, threads);
             let Some(OnePassResult::Graph(ix, placed, edges)) =
-                one_pass(&input, &parts, limits)
+                one_pass(&input, &parts, limits, scratch)
             else {
                 prop_assert!(two.stats.duplicate_ids > 0, "{} parts: gave up", parts.len());
                 continue;
@@ -599,7 +608,8 @@ fn one_pass_workers_write_their_own_nodes() {
         let input = Input::Bytes(&bytes);
         let parts = input.split(threads, 0).unwrap();
         assert_eq!(parts.len(), threads);
-        let Some(OnePassResult::Graph(ix, placed, edges)) = one_pass(&input, &parts, limits) else {
+        let Some(OnePassResult::Graph(ix, placed, edges)) = one_pass(&input, &parts, limits, None)
+        else {
             panic!("{threads} parts: the one pass gave up");
         };
         let left: usize = placed.iter().map(|p| p.left()).sum();
@@ -641,7 +651,7 @@ fn one_and_two_passes(bytes: &[u8]) -> (serde_json::Value, serde_json::Value, bo
         array_min_bytes: 1,
     };
     let built = matches!(
-        one_pass(&Input::Bytes(bytes), &whole, limits),
+        one_pass(&Input::Bytes(bytes), &whole, limits, None),
         Some(OnePassResult::Graph(..))
     );
     (run(true), run(false), built)
@@ -770,7 +780,7 @@ fn an_array_entry_on_a_path_names_its_first_index() {
         assert_eq!(g.path[0].reference_type, "ARRAY_ENTRY");
 
         // Pass 3 alone, its input cut every 3 bytes (array elements arrive in pieces).
-        let ix = scan(&Input::Bytes(&bytes), &mut None).unwrap();
+        let ix = scan(&Input::Bytes(&bytes), &mut None, None).unwrap();
         let mut p3 = paths::Pass3::new(&ix, vec![(0x500, 0x100), (0x500, 0x200), (0x500, 0x80)]);
         let mut p = Parser::new();
         for c in bytes.chunks(3) {

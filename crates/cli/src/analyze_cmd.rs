@@ -46,6 +46,11 @@ pub struct AnalyzeArgs {
     /// signatures are the original ones.
     #[arg(long)]
     mapping: Option<PathBuf>,
+    /// A directory for the analysis's scratch files: the index's large arrays are kept there,
+    /// mapped, so that their pages are file pages the kernel can write back, not the process's
+    /// own memory (the files are unlinked at once). Default: none, all in memory.
+    #[arg(long)]
+    scratch_dir: Option<PathBuf>,
 }
 
 /// What is wrong with a snapshot number of 0.
@@ -132,8 +137,21 @@ pub fn run(a: AnalyzeArgs) -> Result<(), Failure> {
         threads: a.threads,
         snapshot: a.snapshot.or(base.snapshot),
         renames,
+        scratch_dir: a.scratch_dir.clone().or(base.scratch_dir.clone()),
         ..base
     };
+    if let Some(d) = &cfg.scratch_dir {
+        // Like an output's directory: it must exist (the files in it are made and removed by
+        // the analysis).
+        match std::fs::metadata(d) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => {
+                let what = format!("{}: scratch directory: not a directory", d.display());
+                return Err(fail(1, what));
+            }
+            Err(e) => return Err(fail(1, format!("{}: scratch directory: {e}", d.display()))),
+        }
+    }
     let report =
         analyze::analyze(Input::File(&a.input), &cfg, running_info).map_err(|e| match e {
             analyze::Error::Input { .. } => fail(2, format!("{}: {e}", a.input.display())),

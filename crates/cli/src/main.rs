@@ -31,6 +31,10 @@ use clap::{Parser, Subcommand};
 static ALLOC: sys::mapped::HugePageAlloc = sys::mapped::HugePageAlloc::new();
 use std::process::ExitCode;
 
+/// The exit code of a run whose allocation failed (over its data limit, `RLIMIT_DATA`: the
+/// agent runs the analyser under its budget): it says so on stderr and exits at once.
+pub const EXIT_OUT_OF_MEMORY: u8 = 3;
+
 #[derive(Parser)]
 #[command(
     name = "oomguard",
@@ -69,6 +73,7 @@ pub struct Failure {
 }
 
 fn main() -> ExitCode {
+    ALLOC.exit_on_failure(EXIT_OUT_OF_MEMORY);
     let cli = Cli::parse();
     let r = match cli.cmd {
         Cmd::Inspect(a) => hprof_cmds::inspect(a),

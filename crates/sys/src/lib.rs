@@ -6,6 +6,7 @@
 //!   durable atomic write of the workspace ([`fs::write_atomic_from`]: temporary sibling named by
 //!   one rule, fsync, rename, directory fsync; [`fs::write_file_atomic`] on the real file
 //!   system), which every writer that replaces a file whole uses.
+//! - [`scratch`]: file-backed scratch arrays for the analysis child (issue 43's memory budget).
 //! - [`fd`]: owned file descriptors for what std does not make (a close-on-exec pipe), so that
 //!   fds are [`std::os::fd::OwnedFd`]s closed once by their owner, never raw integers.
 //!
@@ -16,3 +17,4 @@
 pub mod fd;
 pub mod fs;
 pub mod mapped;
+pub mod scratch;

@@ -1,6 +1,7 @@
 //! Memory maps of files: read-only, for the analyser and the command line, of a whole file
-//! ([`Mapped`]) or a bounded window of one ([`Window`]). No file is ever mapped writable: a store
-//! into a shared file map that needs a block a full disk cannot give (a hole, or on f2fs any
+//! ([`Mapped`]) or a bounded window of one ([`Window`]). No file is mapped writable here (the
+//! analysis's scratch arrays are, in [`crate::scratch`]: blocks reserved first, in the analysing
+//! process only): a store into a shared file map that needs a block a full disk cannot give (a hole, or on f2fs any
 //! rewritten page) raises SIGBUS, which would kill the app; files are written by `write` and
 //! `pwrite`, whose `ENOSPC` is an error return (the flight ring: `recorder`).
 //!
@@ -148,6 +149,9 @@ pub struct HugePageAlloc {
     /// [`SMALL`].
     pages: AtomicU8,
     spare: std::sync::Mutex<Spare>,
+    /// Nonzero: a failed allocation exits the process with this code and a line on stderr
+    /// ([`HugePageAlloc::exit_on_failure`]).
+    exit_code: AtomicU8,
 }
 
 const UNDECIDED: u8 = 0;
@@ -162,7 +166,36 @@ impl HugePageAlloc {
         HugePageAlloc {
             pages: AtomicU8::new(UNDECIDED),
             spare: std::sync::Mutex::new(Spare::EMPTY),
+            exit_code: AtomicU8::new(0),
         }
+    }
+
+    /// From now on, an allocation that fails (under a data limit: `RLIMIT_DATA`) writes
+    /// `oomguard: memory allocation of N bytes failed (over the process's data limit)` to
+    /// stderr and exits with `code` at once, instead of std's handler, which aborts, and with
+    /// `RUST_BACKTRACE` set may take the backtrace lock and then fail to allocate again while
+    /// holding it (a hang, seen under `prlimit --data`). Nothing else runs: no destructor, no
+    /// allocation.
+    pub fn exit_on_failure(&self, code: u8) {
+        self.exit_code.store(code, Ordering::Relaxed);
+    }
+
+    /// What a failed allocation of `size` bytes does: see [`HugePageAlloc::exit_on_failure`].
+    #[cold]
+    fn failed(&self, size: usize) -> *mut u8 {
+        let code = self.exit_code.load(Ordering::Relaxed);
+        if code != 0 {
+            let mut line = [0u8; 128];
+            let n = oom_line(size, &mut line);
+            // SAFETY: writes `n` bytes of a live buffer to stderr, then ends the process
+            // without running anything else (no allocation, no lock).
+            #[allow(unsafe_code)]
+            unsafe {
+                libc::write(2, line.as_ptr().cast(), n);
+                libc::_exit(code as i32);
+            }
+        }
+        std::ptr::null_mut()
     }
 
     /// Huge pages for large blocks always (`true`) or never.
@@ -170,6 +203,7 @@ impl HugePageAlloc {
         HugePageAlloc {
             pages: AtomicU8::new(if huge { HUGE } else { SMALL }),
             spare: std::sync::Mutex::new(Spare::EMPTY),
+            exit_code: AtomicU8::new(0),
         }
     }
 
@@ -449,18 +483,28 @@ fn mapping_len(size: usize) -> usize {
 #[allow(unsafe_code)]
 unsafe impl std::alloc::GlobalAlloc for HugePageAlloc {
     unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
-        if mapped_block(layout.size(), layout.align()) {
-            return self.block(layout.size(), false);
+        let p = if mapped_block(layout.size(), layout.align()) {
+            self.block(layout.size(), false)
+        } else {
+            // SAFETY: forwarded with the caller's guarantees.
+            unsafe { std::alloc::System.alloc(layout) }
+        };
+        if p.is_null() {
+            return self.failed(layout.size());
         }
-        // SAFETY: forwarded with the caller's guarantees.
-        unsafe { std::alloc::System.alloc(layout) }
+        p
     }
     unsafe fn alloc_zeroed(&self, layout: std::alloc::Layout) -> *mut u8 {
-        if mapped_block(layout.size(), layout.align()) {
-            return self.block(layout.size(), true);
+        let p = if mapped_block(layout.size(), layout.align()) {
+            self.block(layout.size(), true)
+        } else {
+            // SAFETY: forwarded with the caller's guarantees.
+            unsafe { std::alloc::System.alloc_zeroed(layout) }
+        };
+        if p.is_null() {
+            return self.failed(layout.size());
         }
-        // SAFETY: forwarded with the caller's guarantees.
-        unsafe { std::alloc::System.alloc_zeroed(layout) }
+        p
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
         if mapped_block(layout.size(), layout.align()) {
@@ -471,6 +515,23 @@ unsafe impl std::alloc::GlobalAlloc for HugePageAlloc {
         unsafe { std::alloc::System.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: forwarded with the caller's guarantees.
+        let p = unsafe { self.resize(ptr, layout, new_size) };
+        if p.is_null() {
+            return self.failed(new_size);
+        }
+        p
+    }
+}
+
+impl HugePageAlloc {
+    /// [`std::alloc::GlobalAlloc::realloc`], null on failure.
+    ///
+    /// # Safety
+    /// As `GlobalAlloc::realloc`'s.
+    #[allow(unsafe_code)]
+    unsafe fn resize(&self, ptr: *mut u8, layout: std::alloc::Layout, new_size: usize) -> *mut u8 {
+        use std::alloc::GlobalAlloc;
         let align = layout.align();
         match (
             mapped_block(layout.size(), align),
@@ -512,6 +573,31 @@ unsafe impl std::alloc::GlobalAlloc for HugePageAlloc {
             }
         }
     }
+}
+
+/// The line a failed allocation writes (see [`HugePageAlloc::exit_on_failure`]) into `buf`,
+/// without allocating; returns its length.
+fn oom_line(size: usize, buf: &mut [u8; 128]) -> usize {
+    let mut w = 0;
+    let mut put = |b: &[u8]| {
+        let n = b.len().min(buf.len() - w);
+        buf[w..w + n].copy_from_slice(&b[..n]);
+        w += n;
+    };
+    put(b"oomguard: memory allocation of ");
+    let mut digits = [0u8; 20];
+    let (mut i, mut v) = (digits.len(), size);
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    put(&digits[i..]);
+    put(b" bytes failed (over the process's data limit)\n");
+    w
 }
 
 /// A new mapping for a block of `size` bytes, advised to be huge pages if `huge` (else not to
@@ -597,6 +683,22 @@ fn unmap_block(_: *mut u8, _: usize) {
 mod tests {
     use super::*;
     use std::io::Write;
+
+    #[test]
+    fn a_failed_allocation_s_line_names_its_size() {
+        let mut b = [0u8; 128];
+        let n = oom_line(1_234_567, &mut b);
+        assert_eq!(
+            std::str::from_utf8(&b[..n]).unwrap(),
+            "oomguard: memory allocation of 1234567 bytes failed (over the process's data limit)\n"
+        );
+        let n = oom_line(0, &mut b);
+        assert!(std::str::from_utf8(&b[..n])
+            .unwrap()
+            .contains(" of 0 bytes"));
+        let n = oom_line(usize::MAX, &mut b);
+        assert!(n <= b.len() && b[..n].ends_with(b"limit)\n"));
+    }
 
     #[test]
     fn windows_read_the_bytes_of_their_range() {

@@ -42,6 +42,50 @@ pub fn find_analyser() -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// The analysis's scratch directory, under the analysis directory (the app's own files).
+pub const SCRATCH_DIR: &str = "scratch";
+/// Less room than this for scratch files (half the free space): none are used.
+const SCRATCH_MIN_BYTES: u64 = 64 << 20;
+
+/// The analyser's configuration for `input`: the policy's, with a scratch directory when the
+/// analysis in memory could need more than half the budget (`analysis.memory_limit_mb`, the
+/// child's data limit), so that its large arrays are file pages the kernel may write back
+/// instead of the child's own memory. The directory is `<analysis dir>/scratch`, emptied first
+/// of anything a killed child left; its files may take half the free space of its file system
+/// (f2fs writes every rewritten page to a new block: the other half is the margin). Where it
+/// cannot be made, or the disk is nearly full, the analysis runs in memory (and a run over the
+/// budget says so: [`super::runner::RunOutcome::budget_note`]).
+pub(super) fn analyser_config(cfg: &IoConfig, input: &Path) -> analyze::Config {
+    let mut acfg = cfg.analysis.clone();
+    let bytes = std::fs::metadata(input).map(|m| m.len()).unwrap_or(0);
+    if !needs_scratch(bytes, cfg.limits.memory) {
+        return acfg;
+    }
+    let dir = cfg.analysis_dir.join(SCRATCH_DIR);
+    if std::fs::create_dir_all(&dir).is_err() {
+        return acfg;
+    }
+    if let Ok(rd) = std::fs::read_dir(&dir) {
+        for e in rd.flatten() {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+    let room = crate::dump::guard::free_bytes(&dir).unwrap_or(0) / 2;
+    if room >= SCRATCH_MIN_BYTES {
+        acfg.scratch_dir = Some(dir);
+        acfg.scratch_max_mb = room >> 20;
+    }
+    acfg
+}
+
+/// Whether the analysis of a dump of `bytes` may need more than half of `budget` bytes in
+/// memory (0: no budget). The need is about 60 bytes per object, and a stripped dump holds an
+/// object in as few as ~55 bytes of file (the bench dump stripped: 3.5 M objects in 193 MB,
+/// 212 MiB of RssAnon): so 1.25 times the file, a bound for full dumps too (0.4 times there).
+pub(super) fn needs_scratch(bytes: u64, budget: u64) -> bool {
+    budget > 0 && bytes.saturating_add(bytes / 4) > budget / 2
+}
+
 /// One analysis, in a child process; the spool counts the attempts.
 pub(super) fn analyse_out_of_process(cfg: &IoConfig, job: &AnalysisJob) -> Result<(), String> {
     let input = job
@@ -70,7 +114,7 @@ pub(super) fn analyse_out_of_process(cfg: &IoConfig, job: &AnalysisJob) -> Resul
     ];
     // The policy's thresholds (the command line's --top would override the file's topN).
     let thresholds = cfg.analysis_dir.join(format!("{}.config.json", job.id));
-    let config = serde_json::to_vec(&cfg.analysis).map_err(|e| e.to_string())?;
+    let config = serde_json::to_vec(&analyser_config(cfg, input)).map_err(|e| e.to_string())?;
     std::fs::write(&thresholds, config).map_err(|e| format!("{}: {e}", thresholds.display()))?;
     args.extend([
         OsStr::new("--config"),
@@ -124,7 +168,7 @@ fn analyse_in_fork(
     let input = input.to_path_buf();
     let acfg = analyze::Config {
         threads: 1,
-        ..cfg.analysis.clone()
+        ..analyser_config(cfg, &input)
     };
     let r = run_forked(&cfg.limits, move || {
         let Ok(report) = analyze::analyze(analyze::Input::File(&input), &acfg, running) else {

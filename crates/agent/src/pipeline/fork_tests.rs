@@ -138,3 +138,47 @@ fn an_analyser_out_of_memory_is_said_to_exceed_its_budget() {
     );
     assert!(spool.incident_dir(&id).join("mini.hprof").exists());
 }
+
+#[test]
+fn a_dump_near_its_budget_is_analysed_with_scratch_files_under_the_analysis_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let id = dumped(dir.path());
+    let spool = Spool::open(dir.path().join(SPOOL_DIR), Quotas::default()).unwrap();
+    let mini = spool.incident_dir(&id).join("mini.hprof");
+    let size = std::fs::metadata(&mini).unwrap().len();
+    let mut cfg = io_config(dir.path(), None);
+    // A file a killed child left behind.
+    let scratch = dir.path().join(ANALYSIS_DIR).join(analysis::SCRATCH_DIR);
+    std::fs::create_dir_all(&scratch).unwrap();
+    std::fs::write(scratch.join("left"), b"x").unwrap();
+    // A budget 2.25 times the dump: the analysis in memory might need more than
+    // half of it.
+    cfg.limits.memory = 2 * size + size / 4;
+    assert!(analysis::needs_scratch(size, cfg.limits.memory));
+    assert!(!analysis::needs_scratch(size, 8 * size));
+    let acfg = analysis::analyser_config(&cfg, &mini);
+    assert_eq!(acfg.scratch_dir.as_deref(), Some(scratch.as_path()));
+    assert!(acfg.scratch_max_mb > 0);
+    assert!(!scratch.join("left").exists(), "emptied before the run");
+    // (A budget this small is too small for the analysis of this small dump: the analyser's
+    // own memory, strings and classes, is more. The forked child runs under the policy's
+    // smallest budget, with the scratch directory the agent's configuration names.)
+    cfg.limits.memory = 32 << 20;
+    cfg.analysis.scratch_dir = Some(scratch.clone());
+    io_pass(&cfg, &mut queue::LastError::default());
+    let mut got = analysed_report(dir.path(), &id);
+    // The same report as in memory, without a budget.
+    let running = serde_json::json!({"appVersion": "t-1"});
+    let mem = analyze::analyze(
+        analyze::Input::File(&mini),
+        &analyze::Config::default(),
+        running,
+    )
+    .unwrap();
+    let mut want = serde_json::to_value(&mem).unwrap();
+    for r in [&mut got, &mut want] {
+        r["analysis"]["timings"] = serde_json::Value::Null;
+    }
+    assert_eq!(got, want);
+    assert_eq!(std::fs::read_dir(&scratch).unwrap().count(), 0);
+}

@@ -35,6 +35,16 @@ pub(crate) fn build_index(
             });
         }
     }
+    let scratch = cfg
+        .scratch_dir
+        .as_ref()
+        .map(|d| sys::scratch::Scratch::new(d, cfg.scratch_max_mb.saturating_mul(1 << 20)))
+        .transpose()
+        .map_err(|source| Error::Io {
+            what: "cannot use the scratch directory",
+            source,
+        })?;
+    let scratch = scratch.as_ref();
     let threads = threads(cfg);
     let mut parts = if threads > 1 {
         input.split(threads, cfg.parallel_min_bytes)
@@ -57,7 +67,7 @@ pub(crate) fn build_index(
                 None => &whole,
             };
             if cfg.one_pass && len > hprof::HEADER_LEN as u64 {
-                one_pass(input, ps, limits)
+                one_pass(input, ps, limits, scratch)
             } else {
                 None
             }
@@ -68,12 +78,12 @@ pub(crate) fn build_index(
         Some(OnePassResult::Scanned(p1, arrays)) => (
             match arrays {
                 Some(a) => p1.finish_then(move || a),
-                None => p1.finish(),
+                None => p1.finish(scratch),
             }
             .map_err(|what| Error::Input { offset: 0, what })?,
             None,
         ),
-        None => (scan(input, &mut parts)?, None),
+        None => (scan(input, &mut parts, scratch)?, None),
     };
     let bytes = input.len()?;
     tm.scan_ms = t0.elapsed().as_millis() as u64;
@@ -90,8 +100,22 @@ pub(crate) fn build_index(
     // The paths, the dominators and the report look no object up by id.
     ix.drop_id_map();
     ix.edges.shrink_to_fit();
+    if let Some(s) = scratch {
+        spill(&mut ix, s);
+    }
+    ix.scratch = scratch.cloned();
     tm.graph_ms = t.elapsed().as_millis() as u64;
     Ok((ix, bytes, parts))
+}
+
+/// Move the index's large arrays that are still in memory into scratch files (any that cannot
+/// be moved stays in memory: the analysis goes on, over its budget).
+fn spill(ix: &mut index::Index, s: &sys::scratch::Scratch) {
+    let _ = ix.ids.spill(s);
+    let _ = ix.class_of.spill(s);
+    let _ = ix.shallow.spill(s);
+    let _ = ix.adj.spill(s);
+    let _ = ix.edges.spill(s);
 }
 
 /// Most threads [`Config::threads`] asks for that are used (within [`index::MAX_WORKERS`]).
@@ -109,7 +133,7 @@ pub(crate) fn threads(cfg: &Config) -> usize {
 /// What [`one_pass`] achieved.
 pub(crate) enum OnePassResult {
     /// The skeleton index and pass 2's outputs, ready to apply (their edge lists joined).
-    Graph(Box<index::Index>, Vec<index::Placed>, Vec<u32>),
+    Graph(Box<index::Index>, Vec<index::Placed>, index::Column<u32>),
     /// Classes (or strings) came late: only pass 1's work is usable, and the per-node arrays
     /// if they were already being made.
     Scanned(Box<index::Pass1>, Option<index::NodeArrays>),
@@ -122,12 +146,15 @@ pub(crate) fn one_pass(
     input: &Input<'_>,
     parts: &[(u64, u64)],
     limits: index::IndexLimits,
+    scratch: Option<&sys::scratch::Scratch>,
 ) -> Option<OnePassResult> {
     let mut pre = index::Prefix::default();
     input.prefix(&mut pre).ok()?;
     let prefix_end = pre.end.unwrap_or(u64::MAX);
     let counts = pre.p1.counts();
-    let skel = pre.p1.finish().ok()?;
+    let mut skel = pre.p1.finish(None).ok()?;
+    // The workers' buffers (an entry per object, a word per reference) grow in scratch files.
+    skel.scratch = scratch.cloned();
     let any_late = std::sync::atomic::AtomicBool::new(false);
     let vs = parts
         .iter()
@@ -189,7 +216,7 @@ pub(crate) fn one_pass(
     // on, while the ids are merged and mapped: for at most as many nodes as there are ids.
     let nodes_at_most: usize = p1s.iter().map(|p| p.ids().len()).sum();
     std::thread::scope(|sc| {
-        let arrays = (!late).then(|| sc.spawn(move || index::node_arrays(nodes_at_most)));
+        let arrays = (!late).then(|| sc.spawn(move || index::node_arrays(nodes_at_most, scratch)));
         let p1 = merge_pass1(p1s)?;
         let (s, n, c) = p1.counts();
         let arrays = match arrays {
@@ -198,7 +225,7 @@ pub(crate) fn one_pass(
             a => return Some(OnePassResult::Scanned(Box::new(p1), a.map(joined))),
         };
         let ix = p1.finish_then(move || joined(arrays)).ok()?;
-        one_pass_resolve(ix, p2s, orders, heads, tail_base)
+        one_pass_resolve(ix, p2s, orders, heads, tail_base, scratch)
     })
 }
 
@@ -209,6 +236,7 @@ fn one_pass_resolve(
     orders: Vec<Vec<u64>>,
     heads: Vec<Vec<u64>>,
     tail_base: Vec<u32>,
+    scratch: Option<&sys::scratch::Scratch>,
 ) -> Option<OnePassResult> {
     if ix.stats.duplicate_ids > 0 && orders.is_empty() {
         // The free-node numbering below assumes distinct ids.
@@ -243,7 +271,7 @@ fn one_pass_resolve(
         // Too many references: the two passes report it.
         return None;
     }
-    let mut edges = vec![0u32; total];
+    let (mut edges, _) = index::Column::filled(total, 0u32, scratch);
     let mut stretches = Vec::with_capacity(rooms.len());
     let mut bases = Vec::with_capacity(rooms.len());
     let mut rest: &mut [u32] = &mut edges;
@@ -379,6 +407,7 @@ fn merge_pass1(mut vs: Vec<index::Pass1>) -> Option<index::Pass1> {
 pub(crate) fn scan(
     input: &Input<'_>,
     parts: &mut Option<Vec<(u64, u64)>>,
+    scratch: Option<&sys::scratch::Scratch>,
 ) -> Result<index::Index, Error> {
     let mut merged = None;
     if let Some(parts) = parts.as_ref() {
@@ -396,7 +425,8 @@ pub(crate) fn scan(
             p1
         }
     };
-    p1.finish().map_err(|what| Error::Input { offset: 0, what })
+    p1.finish(scratch)
+        .map_err(|what| Error::Input { offset: 0, what })
 }
 
 /// Pass 2 over the index pass 1 made: the graph, applied to the index; returns the watched

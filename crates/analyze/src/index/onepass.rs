@@ -79,7 +79,7 @@ impl<'a> OnePass<'a> {
         any_late: &'a AtomicBool,
     ) -> Self {
         OnePass {
-            p1: Pass1::default(),
+            p1: Pass1::in_scratch(skel.scratch.as_ref()),
             p2: Pass2::deferred(skel, limits, delta),
             prefix_end,
             delta,
@@ -102,7 +102,7 @@ impl<'a> OnePass<'a> {
         self.late = true;
         self.any_late.store(true, Ordering::Relaxed);
         self.p2.out = Out::default();
-        self.p2.raw = Raw::Narrow(Vec::new(), 0);
+        self.p2.raw = Raw::Narrow(Grow::default(), 0);
     }
 }
 

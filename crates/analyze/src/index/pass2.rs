@@ -15,7 +15,7 @@ pub(crate) struct Out {
     /// One-pass mode, per object, in file order: node, class, shallow size, degree (its edges
     /// follow those of the objects before it in `edges`). Two-pass workers write these into
     /// [`Shared`] instead.
-    pub(super) nodes: Vec<[u32; 4]>,
+    pub(super) nodes: Grow<[u32; 4]>,
     /// Two-pass mode: objects whose node another object had claimed in [`Shared`] first (the
     /// dump lists the id more than once), as [`Shared::claim`] takes them; [`apply`] keeps the
     /// one listed first in the file.
@@ -72,7 +72,7 @@ pub(crate) struct Pass2<'a> {
 /// id fits, else two (high, low). Half the memory of the two words in the usual case; it is
 /// all fresh pages, filled while the file is read.
 pub(crate) enum Raw {
-    Narrow(Vec<u32>, u32),
+    Narrow(Grow<u32>, u32),
     Wide(Vec<[u32; 2]>),
 }
 
@@ -158,11 +158,15 @@ impl<'a> Pass2<'a> {
             class_cache: vec![(0, NONE); CLASS_CACHE],
             next: 0,
             out: Out {
+                nodes: Grow::new_in(ix.scratch.as_ref()),
                 instances: vec![0; ix.classes.len()],
                 class_edges: vec![0; ix.classes.len()],
                 ..Out::default()
             },
-            raw: Raw::Narrow(Vec::new(), if ix.header.id_size == 8 { 3 } else { 0 }),
+            raw: Raw::Narrow(
+                Grow::new_in(ix.scratch.as_ref()),
+                if ix.header.id_size == 8 { 3 } else { 0 },
+            ),
             batch: Vec::with_capacity(BATCH),
         }
     }
@@ -295,6 +299,7 @@ impl<'a> Pass2<'a> {
     }
 
     /// Close the last entry's edge list.
+    #[inline]
     pub(super) fn end(&mut self) {
         let d = self.edge_count() as u32 - self.start;
         if self.defer() {
@@ -341,7 +346,7 @@ impl<'a> Pass2<'a> {
 pub(crate) struct Looked {
     out: Out,
     /// Each raw target's node, [`NONE`] if the dump does not hold it, in the raw list's order.
-    targets: Vec<u32>,
+    targets: Grow<u32>,
     /// How many of `targets` are [`NONE`].
     missing: u64,
 }
@@ -367,23 +372,24 @@ pub(crate) fn lookup(ix: &Index, out: Out, raw: Raw) -> Looked {
     let n = raw.len();
     let (mut targets, shift, words) = match raw {
         Raw::Narrow(v, shift) => (v, shift, 1),
-        Raw::Wide(v) => (v.into_flattened(), 0, 2),
+        Raw::Wide(v) => (Grow::from(v.into_flattened()), 0, 2),
     };
     let mut q = vec![0u64; LOOKUP.min(n)];
     let mut got = vec![0u32; q.len()];
     let mut missing = 0u64;
     let mut i = 0;
+    let ts: &mut [u32] = &mut targets;
     while i < n {
         let m = (n - i).min(LOOKUP);
         for (j, t) in q[..m].iter_mut().enumerate() {
             *t = match words {
-                1 => (targets[i + j] as u64) << shift,
-                _ => pair(targets[2 * (i + j)], targets[2 * (i + j) + 1]),
+                1 => (ts[i + j] as u64) << shift,
+                _ => pair(ts[2 * (i + j)], ts[2 * (i + j) + 1]),
             };
         }
         ix.id_map.find_batch(&ix.ids, &q[..m], &mut got[..m]);
         missing += got[..m].iter().filter(|&&x| x == NONE).count() as u64;
-        targets[i..i + m].copy_from_slice(&got[..m]);
+        ts[i..i + m].copy_from_slice(&got[..m]);
         i += m;
     }
     // Two words per target: the second half goes back (a large block shrinks in place).
@@ -476,7 +482,9 @@ pub(crate) fn place(
     let entries = std::mem::take(&mut out.nodes);
     let mut rest = Vec::new();
     let (mut at, mut kept) = (0usize, 0usize);
-    for &[k, c, sh, d] in &entries {
+    // (Slices taken once: a column is one branch per access otherwise.)
+    let (es, ts): (&[[u32; 4]], &[u32]) = (&entries, &targets);
+    for &[k, c, sh, d] in es {
         let n = node_of(k);
         if n as usize >= ix.len() {
             return None;
@@ -492,7 +500,7 @@ pub(crate) fn place(
             }
         }
         let d = (d & !CLASS_EDGE) as usize;
-        for &x in targets.get(at..at.checked_add(d)?)? {
+        for &x in ts.get(at..at.checked_add(d)?)? {
             if x != NONE {
                 *dst.get_mut(kept)? = x;
                 kept += 1;
@@ -511,7 +519,7 @@ pub(crate) fn place(
             _ => rest.push(o),
         }
     }
-    if kept != dst.len() || at != targets.len() {
+    if kept != dst.len() || at != ts.len() {
         return None;
     }
     drop(entries);

@@ -31,14 +31,17 @@ impl Shared {
         let n = ix.len();
         Shared {
             class_of: std::mem::take(&mut ix.class_of)
+                .into_vec()
                 .into_iter()
                 .map(AtomicU32::new)
                 .collect(),
             shallow: std::mem::take(&mut ix.shallow)
+                .into_vec()
                 .into_iter()
                 .map(AtomicU32::new)
                 .collect(),
             adj: std::mem::take(&mut ix.adj)
+                .into_vec()
                 .into_iter()
                 .map(|[f, d]| [AtomicU32::new(f), AtomicU32::new(d)])
                 .collect(),
@@ -90,12 +93,14 @@ impl Shared {
             .class_of
             .into_iter()
             .map(AtomicU32::into_inner)
-            .collect();
+            .collect::<Vec<_>>()
+            .into();
         ix.shallow = self
             .shallow
             .into_iter()
             .map(AtomicU32::into_inner)
-            .collect();
+            .collect::<Vec<_>>()
+            .into();
         ix.adj = self
             .adj
             .into_iter()
@@ -104,7 +109,8 @@ impl Shared {
                 Some(&b) => [f.into_inner() + b, d.into_inner()],
                 None => [NONE, 0],
             })
-            .collect();
+            .collect::<Vec<_>>()
+            .into();
     }
 }
 
@@ -114,7 +120,7 @@ impl Shared {
 pub(crate) fn apply_placed(
     ix: &mut Index,
     placed: Vec<Placed>,
-    edges: Vec<u32>,
+    edges: Column<u32>,
 ) -> Vec<(u64, u32)> {
     ix.edges = edges;
     let mut watched = Vec::new();
@@ -164,7 +170,7 @@ pub(crate) fn apply(
             let mut e = if prior.is_empty() {
                 it.next().unwrap_or_default()
             } else {
-                prior
+                prior.into_vec()
             };
             e.reserve_exact((total as usize).saturating_sub(e.len()));
             for l in it {
@@ -186,7 +192,7 @@ pub(crate) fn apply(
         }
         (crate::joined(joiner), watched)
     });
-    ix.edges = edges;
+    ix.edges = edges.into();
     Ok(watched)
 }
 
