@@ -189,6 +189,17 @@ public class LeakyApp {
                 waitVerdict(seconds * 1000);
                 break;
             }
+            case "upload": {
+                // A manual incident, then wait (at most `seconds`) until its upload is over: the
+                // queue is empty again once the server acknowledged it.
+                System.out.println("dumpNow rc=" + OomGuard.dumpNow("uploaded"));
+                waitVerdict(seconds * 1000);
+                long end = System.currentTimeMillis() + seconds * 1000;
+                while (!OomGuard.status().contains("\"pending\":0") && System.currentTimeMillis() < end) {
+                    Thread.sleep(100);
+                }
+                break;
+            }
             default:
                 System.out.println("unknown mode " + mode);
         }
