@@ -195,7 +195,9 @@ public class LeakyApp {
                 System.out.println("dumpNow rc=" + OomGuard.dumpNow("uploaded"));
                 waitVerdict(seconds * 1000);
                 long end = System.currentTimeMillis() + seconds * 1000;
-                while (!OomGuard.status().contains("\"pending\":0") && System.currentTimeMillis() < end) {
+                java.util.regex.Pattern over = java.util.regex.Pattern.compile(
+                        "(?s).*\"action\":\\s*\"dumped\".*\"pending\":\\s*0\\b.*");
+                while (!over.matcher(OomGuard.status()).matches() && System.currentTimeMillis() < end) {
                     Thread.sleep(100);
                 }
                 break;
