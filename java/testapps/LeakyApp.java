@@ -191,12 +191,13 @@ public class LeakyApp {
             }
             case "upload": {
                 // A manual incident, then wait (at most `seconds`) until its upload is over: the
-                // queue is empty again once the server acknowledged it.
+                // queue is empty again once the server acknowledged it (or until the status
+                // matches -Dleaky.awaitStatus).
                 System.out.println("dumpNow rc=" + OomGuard.dumpNow("uploaded"));
                 waitVerdict(seconds * 1000);
                 long end = System.currentTimeMillis() + seconds * 1000;
-                java.util.regex.Pattern over = java.util.regex.Pattern.compile(
-                        "(?s).*\"action\":\\s*\"dumped\".*\"pending\":\\s*0\\b.*");
+                java.util.regex.Pattern over = java.util.regex.Pattern.compile(System.getProperty(
+                        "leaky.awaitStatus", "(?s).*\"action\":\\s*\"dumped\".*\"pending\":\\s*0\\b.*"));
                 while (!over.matcher(OomGuard.status()).matches() && System.currentTimeMillis() < end) {
                     Thread.sleep(100);
                 }

@@ -30,10 +30,24 @@ fn an_incident_goes_up_through_the_platform_transport() {
         r#"{{"poll_interval_ms":200,"upload":{{"url":"{}"}}}}"#,
         collector.endpoint()
     );
-    let r = run_leaky("upload", Some(&policy), None, 60, None, &[]);
+    // -Xcheck:jni: HotSpot warns about leaked local references, unchecked exceptions and bad
+    // JNI use; the transport's calls must cause none of it.
+    let r = run_leaky_jvm(
+        &["-Xcheck:jni"],
+        "upload",
+        Some(&policy),
+        None,
+        60,
+        None,
+        &[],
+    );
     let stats = collector.stop();
     assert_eq!(r.code, Some(0), "{}\n{}", r.stdout, r.stderr);
     assert!(r.stderr.contains(PLATFORM), "{}", r.stderr);
+    let jni_warnings: Vec<&str> = (r.stdout.lines().chain(r.stderr.lines()))
+        .filter(|l| l.contains("WARNING") && l.contains("JNI"))
+        .collect();
+    assert!(jni_warnings.is_empty(), "{jni_warnings:?}");
     assert!(
         r.stderr
             .contains("report acknowledged by the server; incident deleted"),
@@ -234,5 +248,65 @@ fn redirects_are_the_agents_to_follow_not_the_platforms() {
         r.stderr
     );
     assert!(trap.accept().is_err(), "the redirect was followed");
+    done(r);
+}
+
+/// A 429 with `Retry-After` comes back through `OomGuard.http` (its status from the error
+/// stream's side, its header read): the pass stops after the creation POST, and the wait the
+/// server asked for is kept (the queue's next attempt about 300 s away).
+#[test]
+fn a_429_and_its_retry_after_come_through_the_platform_transport() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}/files/", l.local_addr().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for s in l.incoming().take(20) {
+            let Ok(mut s) = s else { return };
+            let mut r = BufReader::new(s.try_clone().unwrap());
+            let (mut head, mut line, mut len) = (String::new(), String::new(), 0usize);
+            while r.read_line(&mut line).unwrap_or(0) > 0 && line != "\r\n" {
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    len = v.trim().parse().unwrap_or(0);
+                }
+                head.push_str(&line);
+                line.clear();
+            }
+            let _ = r.take(len as u64).read_to_end(&mut Vec::new());
+            let _ = s.write_all(
+                b"HTTP/1.1 429 Too Many Requests\r\nRetry-After: 300\r\nContent-Length: 4\r\nConnection: close\r\n\r\nslow",
+            );
+            let _ = tx.send(head);
+        }
+    });
+    let policy = format!(r#"{{"poll_interval_ms":200,"upload":{{"url":"{endpoint}"}}}}"#);
+    // Until the queue says it waits for the Retry-After (the pass is over).
+    let until = r#"-Dleaky.awaitStatus=(?s).*"waiting_for":\s*"the server's Retry-After.*"#;
+    let r = run_leaky_jvm(&[until], "upload", Some(&policy), None, 60, None, &[]);
+    assert!(r.stderr.contains(PLATFORM), "{}", r.stderr);
+    let seen: Vec<String> = rx.try_iter().collect();
+    assert_eq!(seen.len(), 1, "{seen:#?}\n{}\n{}", r.status, r.stderr);
+    assert!(
+        seen[0].starts_with("POST /files/ HTTP/1.1\r\n"),
+        "{}",
+        seen[0]
+    );
+    assert!(seen[0].contains("Tus-Resumable: 1.0.0"), "{}", seen[0]);
+    assert!(seen[0].contains("Upload-Length: "), "{}", seen[0]);
+    assert!(
+        r.stderr.contains("upload paused: RetryAfter("),
+        "{}",
+        r.stderr
+    );
+    let next = r.status["queue"]["next_attempt_ms"].as_u64().unwrap_or(0);
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    assert!(
+        next > now_ms + 250_000 && next < now_ms + 310_000,
+        "next attempt {next}, now {now_ms}\n{}",
+        r.status
+    );
     done(r);
 }

@@ -463,9 +463,7 @@ mod tests {
         assert_eq!((p.offset, p.sha256), (1000, None));
         let h = c.head(&url).unwrap().unwrap();
         assert_eq!((h.offset, h.length), (1000, Some(data.len() as u64)));
-        let p = c
-            .patch(&url, 1000, &data[1000..])
-            .unwrap();
+        let p = c.patch(&url, 1000, &data[1000..]).unwrap();
         assert_eq!(p.offset, data.len() as u64);
         assert_eq!(p.sha256.as_deref(), Some(&sha[..]));
         assert!(d.path().join("incidents/i-1/mini.hprof.gz").exists());

@@ -16,10 +16,24 @@
 //! JVM tests run it for real). It is installed by `nativeStart` ([`install`]).
 //!
 //! Where no platform transport is installed (the unit and spool tests, the host tools, an ART
-//! whose facade has no `http` method: the ART tests' core library has no `java.net`), the
-//! [`loopback`] twin is used: a plain HTTP/1.1 client over `std::net::TcpStream` that refuses
-//! anything but `http://` to a loopback address, with a clear error. It is small (no TLS) and
-//! ships in the library only as that fallback: on a phone it can reach nothing, and says why.
+//! whose facade has no `http` method), the [`loopback`] twin is used: a plain HTTP/1.1 client
+//! over `std::net::TcpStream` that refuses anything but `http://` to a loopback address, with a
+//! clear error. It is small (no TLS) and ships in the library only as that fallback: on a phone
+//! it can reach nothing, and says why (`nativeStart` logs which transport is in use).
+//!
+//! The ART tests boot ART 11 with a core library of our own that has no `java.net`, and their
+//! facade is smali without `http`; so there the agent falls back to the twin, and the ART upload
+//! test (`art_faults`) sends its incident through it to a real collector process over loopback
+//! TCP, and checks the log line that names the twin. A transport written in smali for that test
+//! would test itself, not `OomGuard.http`, which the JVM tests (`net_jvm`) run on HotSpot's
+//! `HttpURLConnection`, the same API Android's implements.
+//!
+//! Deadlines on the platform transport: `setConnectTimeout`/`setReadTimeout`, a timer that
+//! disconnects an exchange past its deadline (a write has no timeout of its own), and the DNS
+//! lookup made first on a thread of its own within the connect timeout (the connect timeout does
+//! not cover it). Streaming: a PATCH's body is read by `OomGuard.http` from the spool file by
+//! path, offset and length, 64 KiB at a time, into a fixed-length streaming request: never whole
+//! in the Java heap of an app near its limit.
 //!
 //! Invariants: a request's body never lies whole in memory when it comes from a file (the
 //! transport streams `Body::File` from its path, in chunks); a response body is read up to
