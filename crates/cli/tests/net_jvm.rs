@@ -310,3 +310,49 @@ fn a_429_and_its_retry_after_come_through_the_platform_transport() {
     );
     done(r);
 }
+
+/// The URL the agent's rules judged is the URL Java connects to. `http://127.0.0.1:A\@HOST:B/`
+/// is plain http to 127.0.0.1:A for the URL standard (a backslash ends an http authority), the
+/// parser the rules use, but `java.net.URL` reads `127.0.0.1:A\` as user info and would contact
+/// HOST:B: with HOST off this machine, plain http to anywhere (HotSpot 17's refuses this very
+/// spelling, "Illegal character found in user-info", so before the fix the request reached
+/// nobody and this test failed; the URL crate's serialisation is what Java is given now). Here
+/// HOST is 127.0.0.2 (a trap listener, so the test sends nothing off this machine): it must see
+/// no connection, and the request must reach 127.0.0.1:A.
+#[test]
+fn java_connects_where_the_rules_looked() {
+    use std::io::{BufRead, BufReader, Write};
+    let trap = std::net::TcpListener::bind("127.0.0.2:0").unwrap();
+    let trap_port = trap.local_addr().unwrap().port();
+    trap.set_nonblocking(true).unwrap();
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let Ok((mut s, _)) = l.accept() else { return };
+        let mut first = String::new();
+        let _ = BufReader::new(s.try_clone().unwrap()).read_line(&mut first);
+        let _ = s.write_all(
+            b"HTTP/1.1 429 Too Many Requests\r\nRetry-After: 300\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+        );
+        let _ = tx.send(first);
+    });
+    let endpoint = format!("http://127.0.0.1:{port}\\\\@127.0.0.2:{trap_port}/files/");
+    let policy = format!(r#"{{"poll_interval_ms":200,"upload":{{"url":"{endpoint}"}}}}"#);
+    let until =
+        r#"-Dleaky.awaitStatus=(?s).*"waiting_for":\s*"(the server's Retry-After|endpoint).*"#;
+    let r = run_leaky_jvm(&[until], "upload", Some(&policy), None, 30, None, &[]);
+    assert!(r.stderr.contains(PLATFORM), "{}", r.stderr);
+    assert!(
+        trap.accept().is_err(),
+        "Java connected to 127.0.0.2\n{}",
+        r.stderr
+    );
+    let first = rx.try_recv().unwrap_or_default();
+    assert!(
+        first.starts_with(&format!("POST /@127.0.0.2:{trap_port}/files/ HTTP/1.1")),
+        "{first:?}\n{}",
+        r.stderr
+    );
+    done(r);
+}
