@@ -356,3 +356,48 @@ fn java_connects_where_the_rules_looked() {
     );
     done(r);
 }
+
+/// A server that trickles its answer (a byte every 200 ms: no read ever waits past the read
+/// timeout) is cut at the exchange's deadline (`remote.timeout_ms`, 1 s) by the facade's timer,
+/// which disconnects the connection: the fetch fails with the reason, and the server sees its
+/// connection closed within a few seconds, not after the 40 s it would trickle for.
+#[test]
+fn a_server_that_trickles_is_cut_at_the_deadline() {
+    use std::io::{BufRead, BufReader, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/policy.json", l.local_addr().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let Ok((mut s, _)) = l.accept() else { return };
+        let t = std::time::Instant::now();
+        let mut r = BufReader::new(s.try_clone().unwrap());
+        let mut line = String::new();
+        while r.read_line(&mut line).unwrap_or(0) > 0 && line != "\r\n" {
+            line.clear();
+        }
+        let _ = s.write_all(b"HTTP/1.1 200 OK\r\nX-Slow: ");
+        for _ in 0..200 {
+            if s.write_all(b"x").is_err() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+        let _ = tx.send(t.elapsed());
+    });
+    let start = format!(
+        r#"{{"version":2,"poll_interval_ms":200,"remote":{{"url":"{url}","timeout_ms":1000}}}}"#
+    );
+    let key = "9maPDS4juz2Sww+AcYIeneTNUEkbEYA9ZV2KiYI+9Tk=";
+    let r = run_leaky("idle", Some(&start), Some(key), 8, None, &[]);
+    assert!(r.stderr.contains(PLATFORM), "{}", r.stderr);
+    assert!(
+        r.stderr.contains(&format!("fetching policy from {url}: ")),
+        "{}",
+        r.stderr
+    );
+    let cut = rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the server thread ends");
+    assert!(cut < std::time::Duration::from_secs(4), "cut after {cut:?}");
+    done(r);
+}

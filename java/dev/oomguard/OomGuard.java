@@ -305,7 +305,11 @@ public final class OomGuard {
                 cut = new java.util.TimerTask() {
                     @Override
                     public void run() {
-                        conn.disconnect();
+                        try {
+                            conn.disconnect();
+                        } catch (Throwable t) {
+                            // A task that throws would end the timer for every later exchange.
+                        }
                     }
                 };
                 DEADLINES.schedule(cut, Math.max(1, deadlineMs));
