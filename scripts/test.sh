@@ -51,7 +51,7 @@ if [ "$seccomp_ok" -eq 1 ]; then
 else
   echo "seccomp filter self-test FAILED: $selftest_err" >&2
 fi
-PATH="$seccomp_bin:$PATH" cargo test --test agent_jvm --test hotspot_tee 2>&1 | tee -a target/test.log
+PATH="$seccomp_bin:$PATH" cargo test --test agent_jvm --test hotspot_tee --test net_jvm 2>&1 | tee -a target/test.log
 # The spool and upload tests whose whole process is the app's code (they start no compiler,
 # JVM or server of another project, which the filter would judge too).
 CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER="$PWD/target/seccomp/under-filter" \

@@ -189,6 +189,20 @@ public class LeakyApp {
                 waitVerdict(seconds * 1000);
                 break;
             }
+            case "upload": {
+                // A manual incident, then wait (at most `seconds`) until its upload is over: the
+                // queue is empty again once the server acknowledged it (or until the status
+                // matches -Dleaky.awaitStatus).
+                System.out.println("dumpNow rc=" + OomGuard.dumpNow("uploaded"));
+                waitVerdict(seconds * 1000);
+                long end = System.currentTimeMillis() + seconds * 1000;
+                java.util.regex.Pattern over = java.util.regex.Pattern.compile(System.getProperty(
+                        "leaky.awaitStatus", "(?s).*\"action\":\\s*\"dumped\".*\"pending\":\\s*0\\b.*"));
+                while (!over.matcher(OomGuard.status()).matches() && System.currentTimeMillis() < end) {
+                    Thread.sleep(100);
+                }
+                break;
+            }
             default:
                 System.out.println("unknown mode " + mode);
         }

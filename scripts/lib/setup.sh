@@ -64,6 +64,9 @@ setup_test_deps() {
   apt_install chromium
   setup_art
   need_java
+  # tests/net_jvm.rs: a certificate and an https server (`openssl s_server`) for the platform
+  # transport's trust-store test (keytool comes with the JDK).
+  apt_install openssl
   setup_tus_server
   rust_target aarch64-linux-android
   rust_target armv7-linux-androideabi
@@ -74,7 +77,8 @@ setup_test_deps() {
   fi
 }
 
-# android_env CMD...: run CMD with the C toolchain variables `ring` needs to build for Android.
+# android_env CMD...: run CMD with the C toolchain variables a dependency that compiles C needs to
+# build for Android (none does since `ring` left the library with ureq; kept for the next one).
 android_env() {
   CC_aarch64_linux_android=clang \
   CFLAGS_aarch64_linux_android="--target=aarch64-linux-android21 -ffreestanding -nostdlibinc -DRING_CORE_NOSTDLIBINC=1" \

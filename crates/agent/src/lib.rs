@@ -12,6 +12,7 @@ pub mod child;
 pub mod dump;
 pub mod hook;
 pub mod jni;
+pub mod net;
 pub mod pipeline;
 pub mod policy;
 pub mod recorder;

@@ -427,7 +427,8 @@ fn run_uploading(extra: &[&str]) -> (App, Stats, tempfile::TempDir) {
     (app, collector.stop(), received)
 }
 
-/// The whole incident on ART up to a real collector on loopback: the app reports an unmetered
+/// The whole incident on ART up to a real collector on loopback (through the loopback twin:
+/// the ART facade has no `OomGuard.http`, its core library no `java.net`): the app reports an unmetered
 /// network through the facade's `setNetwork` (as its `NetworkCallback` would; until then the
 /// agent assumes a metered one on Android), `dumpNow` dumps through the ART fork dumper, the
 /// analyser runs out of process, and the uploader sends the incident over tus. The collector
@@ -454,6 +455,14 @@ fn art_incident_is_uploaded_to_a_collector() {
     );
     assert!(
         app.run.stderr.contains("report acknowledged by the server"),
+        "{why}"
+    );
+    // The test core library has no java.net, and the smali facade no `http`: the bytes went
+    // through the loopback twin (`net` module doc), to the real collector over TCP.
+    assert!(
+        app.run
+            .stderr
+            .contains("network: the facade has no OomGuard.http"),
         "{why}"
     );
     assert_eq!(app.run.value("end"), Some(1), "{why}");

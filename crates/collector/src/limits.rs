@@ -246,7 +246,7 @@ mod tests {
             "only the first upload's record and blob"
         );
         let data = vec![1u8; 600_000];
-        let p = c.patch(&a, 0, &mut &data[..], 600_000).unwrap();
+        let p = c.patch(&a, 0, &data[..600_000]).unwrap();
         assert_eq!(p.offset, 600_000);
         // 600,000 bytes held: 400,000 fit, 400,001 do not.
         assert!(matches!(
@@ -255,7 +255,7 @@ mod tests {
         ));
         // A second copy of the filed file is dropped and its room given back.
         let b = c.create(300_000, &md("q-1")).unwrap();
-        c.patch(&b, 0, &mut &data[..300_000], 300_000).unwrap();
+        c.patch(&b, 0, &data[..300_000]).unwrap();
         c.create(400_000, &md("q-4")).unwrap();
         let st = run.stop();
         assert_eq!(st.uploads_created, 3);
@@ -270,7 +270,7 @@ mod tests {
             c.upload_expiry = Duration::from_secs(3600);
         });
         let a = c.create(8_000, &md("e-1")).unwrap();
-        c.patch(&a, 0, &mut &[5u8; 1000][..], 1000).unwrap();
+        c.patch(&a, 0, &[5u8; 1000]).unwrap();
         let sh = &run.shared;
         assert_eq!(expire(sh, SystemTime::now()), 0);
         assert_eq!(uploads(d.path()), 2);
@@ -301,7 +301,7 @@ mod tests {
         for i in 0..20 {
             let u = c.create(10, &md(&format!("l-{i}"))).unwrap();
             c.head(&u).unwrap().unwrap();
-            c.patch(&u, 0, &mut &[0u8; 10][..], 10).unwrap();
+            c.patch(&u, 0, &[0u8; 10]).unwrap();
             c.head(&u).unwrap().unwrap();
         }
         let left = || run.shared.locks.lock().unwrap().len();

@@ -268,6 +268,229 @@ public final class OomGuard {
         }
     }
 
+    /**
+     * The agent's HTTP exchange, called by the native side by name on its I/O thread (keep it,
+     * with {@link Http}): one request through {@code java.net.HttpURLConnection}, so that the
+     * agent's policy fetches and uploads go where the app's own traffic goes (the device's
+     * trust store and Network Security Config, the system proxy). Every rule about what may be
+     * contacted, redirects, signatures and budgets is the native side's; this only carries
+     * bytes. No redirect is followed. The body is {@code body}, or {@code bodyLength} bytes of
+     * the file {@code bodyPath} from {@code bodyOffset}, streamed in 64 KiB chunks (never loaded
+     * whole into the heap), or none. {@code headers} alternates names and values; only the
+     * response headers named in {@code want} come back, and at most {@code maxBody} bytes of
+     * the response body. Never throws: the answer, or the error, framed for the native side
+     * ({@link Http#frame}).
+     */
+    private static byte[] http(String method, String url, String[] headers, byte[] body,
+            String bodyPath, long bodyOffset, long bodyLength, int connectMs, int readMs,
+            int deadlineMs, String[] want, int maxBody) {
+        return Http.exchange(method, url, headers, body, bodyPath, bodyOffset, bodyLength,
+                connectMs, readMs, deadlineMs, want, maxBody);
+    }
+
+    /** {@link #http}'s implementation (loaded on the first exchange only). */
+    private static final class Http {
+        /** Disconnects an exchange that outlives its deadline (a write has no timeout). */
+        private static final java.util.Timer DEADLINES = new java.util.Timer("oomguard-http", true);
+
+        static byte[] exchange(String method, String url, String[] headers, byte[] body,
+                String bodyPath, long bodyOffset, long bodyLength, int connectMs, int readMs,
+                int deadlineMs, String[] want, int maxBody) {
+            long[] sent = {0};
+            java.net.HttpURLConnection c = null;
+            java.util.TimerTask cut = null;
+            try {
+                java.net.URL u = new java.net.URL(url);
+                lookUpWithin(u.getHost(), connectMs);
+                c = (java.net.HttpURLConnection) u.openConnection();
+                final java.net.HttpURLConnection conn = c;
+                cut = new java.util.TimerTask() {
+                    @Override
+                    public void run() {
+                        try {
+                            conn.disconnect();
+                        } catch (Throwable t) {
+                            // A task that throws would end the timer for every later exchange.
+                        }
+                    }
+                };
+                DEADLINES.schedule(cut, Math.max(1, deadlineMs));
+                c.setInstanceFollowRedirects(false);
+                c.setUseCaches(false);
+                c.setConnectTimeout(Math.max(1, connectMs));
+                c.setReadTimeout(Math.max(1, readMs));
+                try {
+                    c.setRequestMethod(method);
+                } catch (java.net.ProtocolException e) {
+                    // HotSpot's HttpURLConnection refuses PATCH: tus lets a POST carry it.
+                    c.setRequestMethod("POST");
+                    c.setRequestProperty("X-HTTP-Method-Override", method);
+                }
+                for (int i = 0; i + 1 < headers.length; i += 2) {
+                    c.setRequestProperty(headers[i], headers[i + 1]);
+                }
+                long len = body != null ? body.length : bodyPath != null ? bodyLength : 0;
+                java.io.IOException writeError = null;
+                if (len > 0 || !("GET".equals(method) || "HEAD".equals(method))) {
+                    c.setDoOutput(true);
+                    c.setFixedLengthStreamingMode(len);
+                    try {
+                        send(c, body, bodyPath, bodyOffset, len, sent);
+                    } catch (java.io.IOException e) {
+                        writeError = e; // the server may have answered early (a 413)
+                    }
+                }
+                int status;
+                try {
+                    status = c.getResponseCode();
+                } catch (java.io.IOException e) {
+                    throw writeError != null ? writeError : e;
+                }
+                if (status < 100) {
+                    throw new java.io.IOException("the answer has no valid HTTP status line");
+                }
+                java.io.InputStream in = null;
+                if (!"HEAD".equals(method)) {
+                    in = status >= 400 ? c.getErrorStream() : c.getInputStream();
+                }
+                java.io.ByteArrayOutputStream got = new java.io.ByteArrayOutputStream();
+                boolean truncated = false;
+                if (in != null) {
+                    try {
+                        truncated = readAtMost(in, maxBody, got);
+                    } finally {
+                        in.close();
+                    }
+                }
+                return frame(status, sent[0], c, want, got, truncated, null);
+            } catch (Exception e) {
+                return frame(-1, sent[0], null, null, null, false, String.valueOf(e));
+            } finally {
+                if (cut != null) {
+                    cut.cancel();
+                }
+                if (c != null) {
+                    c.disconnect();
+                }
+            }
+        }
+
+        /**
+         * Resolve {@code host} within {@code ms} on a thread of its own: the connect timeout
+         * does not cover the lookup. A name that does not resolve here is left to the
+         * connection (a proxy may resolve it); one that takes too long fails the exchange.
+         */
+        private static void lookUpWithin(final String host, int ms) throws Exception {
+            java.util.concurrent.FutureTask<Object> task =
+                    new java.util.concurrent.FutureTask<Object>(
+                            new java.util.concurrent.Callable<Object>() {
+                                @Override
+                                public Object call() throws Exception {
+                                    return java.net.InetAddress.getAllByName(host);
+                                }
+                            });
+            Thread t = new Thread(task, "oomguard-dns");
+            t.setDaemon(true);
+            t.start();
+            try {
+                task.get(Math.max(1, ms), java.util.concurrent.TimeUnit.MILLISECONDS);
+            } catch (java.util.concurrent.TimeoutException e) {
+                throw new java.io.IOException("DNS lookup of " + host + " took more than " + ms + " ms");
+            } catch (java.util.concurrent.ExecutionException e) {
+                // Unknown here: the connection says what it finds.
+            }
+        }
+
+        private static void send(java.net.HttpURLConnection c, byte[] body, String path,
+                long offset, long len, long[] sent) throws java.io.IOException {
+            java.io.OutputStream out = c.getOutputStream();
+            try {
+                if (body != null) {
+                    out.write(body);
+                    sent[0] = body.length;
+                } else if (path != null) {
+                    java.io.RandomAccessFile f = new java.io.RandomAccessFile(path, "r");
+                    try {
+                        f.seek(offset);
+                        byte[] buf = new byte[(int) Math.min(64 * 1024, Math.max(1, len))];
+                        while (sent[0] < len) {
+                            int k = f.read(buf, 0, (int) Math.min(buf.length, len - sent[0]));
+                            if (k < 0) {
+                                throw new java.io.IOException(path + " ended " + (len - sent[0]) + " bytes early");
+                            }
+                            out.write(buf, 0, k);
+                            sent[0] += k;
+                        }
+                    } finally {
+                        f.close();
+                    }
+                }
+            } finally {
+                out.close();
+            }
+        }
+
+        /** Up to {@code max} bytes of {@code in} into {@code out}; true if more were left. */
+        private static boolean readAtMost(java.io.InputStream in, int max, java.io.ByteArrayOutputStream out)
+                throws java.io.IOException {
+            byte[] buf = new byte[8192];
+            while (true) {
+                int k = in.read(buf);
+                if (k < 0) {
+                    return false;
+                }
+                int room = max - out.size();
+                out.write(buf, 0, Math.min(k, room));
+                if (k > room) {
+                    return true;
+                }
+            }
+        }
+
+        /**
+         * The answer as the native side reads it (big-endian, {@code DataOutputStream}): int
+         * status, long bytes sent; then for an answer int header count, that many (UTF name,
+         * UTF value), int body length, the body, boolean truncated; for an error (status -1) a
+         * UTF message.
+         */
+        static byte[] frame(int status, long sent, java.net.HttpURLConnection c, String[] want,
+                java.io.ByteArrayOutputStream body, boolean truncated, String error) {
+            try {
+                java.io.ByteArrayOutputStream b = new java.io.ByteArrayOutputStream();
+                java.io.DataOutputStream d = new java.io.DataOutputStream(b);
+                d.writeInt(status);
+                d.writeLong(sent);
+                if (status < 0) {
+                    d.writeUTF(cut(error, 4000));
+                } else {
+                    java.util.List<String> pairs = new java.util.ArrayList<String>();
+                    for (String name : want) {
+                        String v = c.getHeaderField(name);
+                        if (v != null) {
+                            pairs.add(name);
+                            pairs.add(cut(v, 8000));
+                        }
+                    }
+                    d.writeInt(pairs.size() / 2);
+                    for (String p : pairs) {
+                        d.writeUTF(p);
+                    }
+                    d.writeInt(body.size());
+                    body.writeTo(d);
+                    d.writeBoolean(truncated);
+                }
+                d.flush();
+                return b.toByteArray();
+            } catch (java.io.IOException e) {
+                return null; // not thrown by a ByteArrayOutputStream
+            }
+        }
+
+        private static String cut(String s, int max) {
+            return s.length() <= max ? s : s.substring(0, max);
+        }
+    }
+
     /** {@code ActivityManager.getHistoricalProcessExitReasons(package, pid, 1)}, by reflection. */
     private static String androidExitRecord(int pid) throws Exception {
         Object cx = context;

@@ -26,6 +26,7 @@
 //! - The flight recorder ([`FLIGHT`]) is the process's, not one start's: `nativeLastWords` and
 //!   `nativeExiting` reach it even while an agent is stopping; each is a lock and a copy.
 
+mod http;
 /// Test-only exports, built with the `test-probe` feature only: never in a shipped library.
 #[cfg(feature = "test-probe")]
 pub mod probe;
@@ -333,6 +334,7 @@ pub extern "system" fn Java_dev_oomguard_OomGuard_nativeStart<'l>(
                 None
             }
         };
+        install_transport(&mut env, facade.as_ref());
         let args = StartArgs {
             config,
             network: NETWORK.clone(),
@@ -351,6 +353,22 @@ pub extern "system" fn Java_dev_oomguard_OomGuard_nativeStart<'l>(
             }
         }
     })
+}
+
+/// Install the platform transport (the facade's `OomGuard.http`) for the agent's HTTP, or,
+/// when the facade has none, leave the loopback twin, which can reach nothing off this
+/// machine: said once in the log either way.
+fn install_transport(env: &mut JNIEnv, facade: Option<&jni::objects::GlobalRef>) {
+    match facade.and_then(|f| http::JniTransport::find(env, f)) {
+        Some(t) => {
+            info!("network: the platform's HttpURLConnection (OomGuard.http)");
+            crate::net::install(Some(Arc::new(t)));
+        }
+        None => {
+            warn!("network: the facade has no OomGuard.http (minified away, or a VM without java.net): the built-in client is used, plain http to a loopback address only");
+            crate::net::install(None);
+        }
+    }
 }
 
 /// The VM as the pipeline sees it: the `JavaVM` `start` was called in, and the facade's class.

@@ -28,7 +28,6 @@ pub use super::cache::{Cache, Meta, CACHE_FILE};
 use super::{Parsed, Policy, PolicyError};
 use base64::Engine as _;
 use ed25519_dalek::{Signature, VerifyingKey};
-use std::io::Read;
 use std::time::Duration;
 
 /// Response header that carries the signature.
@@ -282,29 +281,21 @@ impl Refresher {
             return Err(fetch_err(format!("not fetched: it {why}")));
         }
         let limit = Duration::from_millis(active.remote.timeout_ms);
-        let agent = ureq::AgentBuilder::new()
-            .timeout(limit)
-            // ureq's timeout does not cover DNS: without this, a lookup that hangs holds the
-            // fetching thread until the system's resolver gives up.
-            .resolver(move |netloc: &str| super::url::resolve_within(netloc, limit))
-            // Redirects are followed here, each one checked (see `redirect_target`).
-            .redirects(0)
-            .build();
+        let max = active.remote.max_bytes;
+        let transport = crate::net::transport();
         let mut at = url.clone();
         let mut hops = 0;
         let resp = loop {
-            let mut req = agent.get(&at);
+            // Each request: connect, DNS, every read and the whole exchange within `limit`.
+            let mut req = crate::net::Request::new("GET", &at, limit);
             if let Some(etag) = &self.meta.etag {
-                req = req.set("If-None-Match", etag);
+                req = req.header("If-None-Match", etag.clone());
             }
-            let resp = match req.call() {
-                Ok(r) => r,
-                Err(ureq::Error::Status(code, _)) => {
-                    return Err(fetch_err(format!("HTTP status {code}")))
-                }
-                Err(e) => return Err(fetch_err(e.to_string())),
-            };
-            if !(300..400).contains(&resp.status()) || resp.status() == 304 {
+            req.want = &["Location", "Content-Length", "ETag", SIGNATURE_HEADER];
+            req.max_body = usize::try_from(max).unwrap_or(usize::MAX - 1);
+            let resp = transport.exchange(&req).map_err(|e| fetch_err(e.what))?;
+            // Redirects are followed here, each one checked (see `redirect_target`).
+            if !(300..400).contains(&resp.status) || resp.status == 304 {
                 break resp;
             }
             let location = resp.header("Location").unwrap_or("").to_string();
@@ -316,13 +307,12 @@ impl Refresher {
             }
             at = redirect_target(&at, &location).map_err(fetch_err)?;
         };
-        if resp.status() == 304 {
+        if resp.status == 304 {
             return Ok(Outcome::NotModified);
         }
-        if resp.status() != 200 {
-            return Err(fetch_err(format!("HTTP status {}", resp.status())));
+        if resp.status != 200 {
+            return Err(fetch_err(format!("HTTP status {}", resp.status)));
         }
-        let max = active.remote.max_bytes;
         if let Some(len) = resp
             .header("Content-Length")
             .and_then(|l| l.parse::<u64>().ok())
@@ -334,13 +324,15 @@ impl Refresher {
                 });
             }
         }
+        if resp.truncated {
+            return Err(PolicyError::TooBig {
+                size: resp.body.len() + 1,
+                max: max as usize,
+            });
+        }
         let etag = resp.header("ETag").map(str::to_string);
         let sig = resp.header(SIGNATURE_HEADER).map(str::to_string);
-        let mut body = Vec::new();
-        resp.into_reader()
-            .take(max + 1)
-            .read_to_end(&mut body)
-            .map_err(|e| fetch_err(format!("reading the body: {e}")))?;
+        let body = resp.body;
         let now_s = now_ms / 1000;
         let accepted = accept(&body, sig.as_deref(), self.key.as_ref(), active, max, now_s)?;
         self.meta.etag = etag;

@@ -3,8 +3,10 @@
 //! on the host a client would contact; and a DNS lookup with a deadline. Used by the policy's
 //! parser and fetch and by the uploader (`upload::tus`), so that neither reaches into the other.
 //!
-//! Invariants: a URL is judged by the `url` crate's parse (the parser ureq connects by), never by
-//! its text; a lookup never holds its caller longer than the limit given.
+//! Invariants: a URL is judged by the `url` crate's parse, never by its text, and the transports
+//! connect by that same parse (the loopback twin parses with it; the platform transport is handed
+//! its serialisation, in which `java.net.URL` finds the same host); a lookup never holds its
+//! caller longer than the limit given.
 #![forbid(unsafe_code)]
 
 use std::io;
@@ -13,7 +15,7 @@ use std::time::Duration;
 
 /// Whether `url` may be contacted, and why not: `https://` to any host, or plain `http://` to a
 /// loopback address (127.0.0.0/8, `localhost`, `[::1]`). Judged on the host the URL parser
-/// finds, the same parser (the `url` crate) ureq connects by, never on the text: in
+/// finds (the `url` crate, whose parse the transports connect by), never on the text: in
 /// `http://vm\@127.0.0.1/` the host is `vm` (a backslash ends the authority in an http URL),
 /// in `http://127.0.0.1@vm/` it is `vm` too. `localhost.` is refused: a resolver may ask DNS.
 pub fn check_url(url: &str) -> Result<url::Url, String> {
@@ -34,7 +36,7 @@ pub fn allowed_url(url: &str) -> bool {
 }
 
 /// Resolve a `Location` header against the endpoint, as a URL parser does (RFC 3986 with the
-/// WHATWG rules ureq follows). What cannot be resolved comes back as it is, for
+/// WHATWG rules of the `url` crate). What cannot be resolved comes back as it is, for
 /// [`allowed_url`] to refuse.
 pub fn resolve(endpoint: &str, location: &str) -> String {
     match url::Url::parse(endpoint).and_then(|base| base.join(location)) {
@@ -49,9 +51,9 @@ fn std_lookup(netloc: String) -> io::Result<Vec<SocketAddr>> {
     netloc.to_socket_addrs().map(|a| a.collect())
 }
 
-/// Resolve `netloc` ("host:port") in a thread of its own and wait at most `limit`: ureq 2 puts
-/// no deadline on DNS, so a lookup that hangs would hold the calling thread until the system's
-/// resolver gives up. For `ureq::AgentBuilder::resolver`.
+/// Resolve `netloc` ("host:port") in a thread of its own and wait at most `limit`: the system's
+/// lookup has no deadline, so a lookup that hangs would hold the calling thread until the
+/// system's resolver gives up. For the loopback twin (`net::loopback`).
 pub fn resolve_within(netloc: &str, limit: Duration) -> io::Result<Vec<SocketAddr>> {
     resolve_with(netloc, limit, std_lookup)
 }
@@ -128,10 +130,10 @@ mod tests {
         assert!(!allowed_url("127.0.0.1/files"));
     }
 
-    /// The host is the one a URL parser (ureq's) would contact, not a guess from the text: the
-    /// backslash form ends the authority at `\\` (plain http to `vm`), userinfo is not the host,
-    /// `localhost.` is a name a resolver may answer for, percent-encoded and long IPv6 forms of
-    /// loopback are loopback. The same for a `Location` the server returns.
+    /// The host is the one a URL parser (the `url` crate's) would contact, not a guess from the
+    /// text: the backslash form ends the authority at `\\` (plain http to `vm`), userinfo is not
+    /// the host, `localhost.` is a name a resolver may answer for, percent-encoded and long IPv6
+    /// forms of loopback are loopback. The same for a `Location` the server returns.
     #[test]
     fn urls_are_judged_by_the_host_a_client_contacts() {
         for refused in [

@@ -26,7 +26,6 @@ pub(super) enum Fail {
     Budget,
     /// The network may no longer be used (offline, or metered with `unmetered_only`).
     Network(Stop),
-    Local(String),
     Spool(SpoolError),
 }
 
@@ -136,11 +135,7 @@ mod tests {
             Fail::Endpoint { .. } => "endpoint",
             Fail::Retryable(_) => "attempt",
             Fail::Rejected(_) => "reject",
-            Fail::Budget
-            | Fail::Network(_)
-            | Fail::Local(_)
-            | Fail::Spool(_)
-            | Fail::Gone { .. } => "other",
+            Fail::Budget | Fail::Network(_) | Fail::Spool(_) | Fail::Gone { .. } => "other",
         }
     }
 

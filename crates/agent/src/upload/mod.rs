@@ -76,7 +76,6 @@ use send::{budget_left, upload_incident};
 use unsaved::UNSAVED;
 
 use crate::spool::{self, Error as SpoolError, FileKind, Incident, Spool, SpoolGuard, State};
-use std::io::{Seek, SeekFrom};
 use std::time::Duration;
 use tus::{Client, TusError};
 
@@ -443,10 +442,6 @@ fn settle(
         Err(Fail::Rejected(reason)) => {
             ENDPOINT_PROBLEMS.ended(spool.root(), "");
             reject(guard, inc, reason, sum)
-        }
-        Err(Fail::Local(what)) => {
-            guard.quarantine(&spool.incident_dir(&id), &what);
-            sum.quarantined.push(id);
         }
         Err(Fail::Gone { kind, what }) => {
             // Counted as a loss; the next pass sends the rest.

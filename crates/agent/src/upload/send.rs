@@ -142,20 +142,6 @@ fn charge(spool: &Spool, n: u64) {
     }
 }
 
-/// A reader that counts what it gave: the bytes a PATCH put on the wire, even when it is cut.
-struct Counting<R> {
-    inner: R,
-    read: u64,
-}
-
-impl<R: std::io::Read> std::io::Read for Counting<R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let k = self.inner.read(buf)?;
-        self.read += k as u64;
-        Ok(k)
-    }
-}
-
 /// What one pass sends through: the tus client, the settings, and the network as it is now.
 pub(super) struct Link<'a> {
     pub(super) client: &'a Client,
@@ -230,10 +216,14 @@ pub(super) fn upload_file(
             },
         }
         let url = inc.uploads[i].url.clone().unwrap_or_default();
-        let mut file = spool
-            .fs()
-            .open(&path)
-            .map_err(|e| unreadable(&path, kind, e))?;
+        // Opened here to tell a file that cannot be read (a local failure, counted as such)
+        // from a network error; the transport reads it by its path.
+        drop(
+            spool
+                .fs()
+                .open(&path)
+                .map_err(|e| unreadable(&path, kind, e))?,
+        );
         'send: while offset < size {
             // Asked before each chunk: Wi-Fi may have given way to mobile data.
             if let Some(stop) = network_stop(cfg, network()) {
@@ -247,14 +237,9 @@ pub(super) fn upload_file(
             if n == 0 {
                 return Err(Fail::Budget);
             }
-            file.seek(SeekFrom::Start(offset))
-                .map_err(|e| Fail::Local(format!("{}: {e}", path.display())))?;
-            let mut body = Counting {
-                inner: &mut file,
-                read: 0,
-            };
-            let r = client.patch(&url, offset, &mut body, n);
-            charge(spool, body.read.min(n));
+            // The file is read from `offset` by the transport, in chunks, as it goes out.
+            let (sent, r) = client.patch_file(&url, offset, &path, n);
+            charge(spool, sent.min(n));
             match r {
                 Ok(p) => {
                     sum.bytes_sent += n;

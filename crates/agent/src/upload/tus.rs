@@ -1,15 +1,17 @@
-//! A tus 1.0 client over `ureq` (core protocol + creation): POST to create, HEAD for the offset,
-//! PATCH with `application/offset+octet-stream`.
+//! A tus 1.0 client over the agent's [`Transport`](crate::net::Transport) (core protocol +
+//! creation): POST to create, HEAD for the offset, PATCH with `application/offset+octet-stream`
+//! (a PATCH's body streamed from the spool file by the transport, never loaded whole).
 //!
 //! Invariants: every request carries `Tus-Resumable: 1.0.0`; no URL that is not HTTPS (or plain
 //! HTTP to a loopback address) is ever contacted; no redirect is followed (a 3xx is an error
-//! like a 4xx); each response body is read (bounded) so that the connection can be reused;
-//! nothing panics on a malformed answer. The URL rules and the bounded DNS lookup are
-//! `policy::url`'s, shared with the policy's own fetch.
+//! like a 4xx); each response body is read only up to a bound (4 KiB, for error messages);
+//! nothing panics on a malformed answer. The URL rules are `policy::url`'s, shared with the
+//! policy's own fetch; the connect, read and DNS deadlines are the transport's.
 
-use crate::policy::url::{allowed_url, resolve, resolve_within};
+use crate::net::{Body, Request, Response, Transport};
+use crate::policy::url::{allowed_url, resolve};
 use base64::Engine;
-use std::io::Read;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -61,7 +63,7 @@ pub fn encode_metadata(pairs: &[(&str, &str)]) -> String {
 }
 
 /// Parse `Retry-After` seconds (an HTTP-date is not parsed: the caller's default applies).
-fn retry_after(r: &ureq::Response) -> Option<u64> {
+fn retry_after(r: &Response) -> Option<u64> {
     let v = r.header("Retry-After")?.trim();
     if let Ok(secs) = v.parse() {
         return Some(secs);
@@ -146,44 +148,60 @@ mod date_tests {
     }
 }
 
-fn read_small(r: ureq::Response) -> String {
-    let mut s = String::new();
-    let _ = r.into_reader().take(4096).read_to_string(&mut s);
-    s.chars().take(300).collect()
-}
-
 /// A tus client.
 #[derive(Debug, Clone)]
 pub struct Client {
-    agent: ureq::Agent,
+    transport: Arc<dyn Transport>,
     endpoint: String,
+    connect_timeout: Duration,
     io_timeout: Duration,
     min_rate: u64,
     /// The server has answered a request as tus says (shared by clones).
     answered: Arc<AtomicBool>,
 }
 
+/// The response headers the client reads.
+const WANT: &[&str] = &[
+    "Location",
+    "Upload-Offset",
+    "Upload-Length",
+    "Upload-Sha256",
+    "Retry-After",
+];
+
+/// Bytes of an answer's body kept (for an error message).
+const MAX_BODY: usize = 4096;
+
 impl Client {
-    /// A client; each request has a deadline of `io_timeout` plus its body at `min_rate`
-    /// bytes per second (ureq 2 drops the read timeout of pooled connections, a deadline it
-    /// keeps).
+    /// A client over the process's transport ([`crate::net::transport`]).
     pub fn new(
         endpoint: &str,
         connect_timeout: Duration,
         io_timeout: Duration,
         min_rate: u64,
     ) -> Client {
-        let agent = ureq::AgentBuilder::new()
-            .resolver(move |netloc: &str| resolve_within(netloc, connect_timeout))
-            .timeout_connect(connect_timeout)
-            .timeout_read(io_timeout)
-            .timeout_write(io_timeout)
-            .redirects(0)
-            .user_agent(concat!("oomguard/", env!("CARGO_PKG_VERSION")))
-            .build();
+        Client::over(
+            crate::net::transport(),
+            endpoint,
+            connect_timeout,
+            io_timeout,
+            min_rate,
+        )
+    }
+
+    /// A client over `transport`; each request has a deadline of `io_timeout` plus its body at
+    /// `min_rate` bytes per second, and each read or write at most `io_timeout`.
+    pub fn over(
+        transport: Arc<dyn Transport>,
+        endpoint: &str,
+        connect_timeout: Duration,
+        io_timeout: Duration,
+        min_rate: u64,
+    ) -> Client {
         Client {
-            agent,
+            transport,
             endpoint: endpoint.to_string(),
+            connect_timeout,
             io_timeout,
             min_rate: min_rate.max(1),
             answered: Arc::new(AtomicBool::new(false)),
@@ -218,62 +236,79 @@ impl Client {
         }
     }
 
-    fn map(url: &str, e: ureq::Error) -> TusError {
-        match e {
-            ureq::Error::Status(status, r) => TusError::Status {
-                status,
-                url: url.to_string(),
-                retry_after: retry_after(&r),
-                body: read_small(r),
-            },
-            ureq::Error::Transport(t) => TusError::Network {
-                url: url.to_string(),
-                what: t.to_string(),
-            },
-        }
+    /// One tus request to `url` (checked first); the answer whatever its status, or the
+    /// transport's error with the body bytes that went out.
+    fn send(
+        &self,
+        method: &str,
+        url: &str,
+        headers: Vec<(&str, String)>,
+        body: Body<'_>,
+    ) -> Result<Response, (TusError, u64)> {
+        self.check(url).map_err(|e| (e, 0))?;
+        let mut req = Request::new(method, url, self.io_timeout);
+        req.connect_timeout = self.connect_timeout;
+        req.deadline = self.deadline(body.len());
+        req.headers = headers;
+        req.headers.push(("Tus-Resumable", "1.0.0".into()));
+        req.body = body;
+        req.want = WANT;
+        req.max_body = MAX_BODY;
+        self.transport.exchange(&req).map_err(|e| {
+            let sent = e.sent;
+            (
+                TusError::Network {
+                    url: url.to_string(),
+                    what: e.what,
+                },
+                sent,
+            )
+        })
     }
 
-    /// A redirect is not followed (a tus request must not be replayed elsewhere unasked): it
-    /// is an error naming where it pointed, like a 4xx.
-    fn no_redirect(url: &str, r: ureq::Response) -> Result<ureq::Response, TusError> {
-        if !(300..400).contains(&r.status()) {
-            return Ok(r);
-        }
-        let status = r.status();
-        let to = r.header("Location").unwrap_or("").to_string();
-        let _ = read_small(r);
-        Err(TusError::Status {
+    /// An answer that is an error: 4xx and 5xx as [`TusError::Status`]; a redirect is not
+    /// followed (a tus request must not be replayed elsewhere unasked): it is an error naming
+    /// where it pointed, like a 4xx.
+    fn failed(url: &str, r: &Response) -> Option<TusError> {
+        let status = r.status;
+        let body = if (300..400).contains(&status) {
+            format!(
+                "redirect to {:?}, not followed",
+                r.header("Location").unwrap_or("")
+            )
+        } else if status >= 400 {
+            r.text(300)
+        } else {
+            return None;
+        };
+        Some(TusError::Status {
             status,
             url: url.to_string(),
-            retry_after: None,
-            body: format!("redirect to {to:?}, not followed"),
+            retry_after: if status >= 400 { retry_after(r) } else { None },
+            body,
         })
     }
 
     /// Create an upload of `length` bytes; returns its absolute URL.
     pub fn create(&self, length: u64, metadata: &[(&str, &str)]) -> Result<String, TusError> {
         let url = &self.endpoint;
-        self.check(url)?;
+        let headers = vec![
+            ("Upload-Length", length.to_string()),
+            ("Upload-Metadata", encode_metadata(metadata)),
+        ];
         let r = self
-            .agent
-            .post(url)
-            .timeout(self.deadline(0))
-            .set("Tus-Resumable", "1.0.0")
-            .set("Upload-Length", &length.to_string())
-            .set("Upload-Metadata", &encode_metadata(metadata))
-            .set("Content-Length", "0")
-            .call()
-            .map_err(|e| Self::map(url, e))?;
-        let r = Self::no_redirect(url, r)?;
-        if r.status() != 201 && r.status() != 200 {
+            .send("POST", url, headers, Body::None)
+            .map_err(|(e, _)| e)?;
+        if let Some(e) = Self::failed(url, &r) {
+            return Err(e);
+        }
+        if r.status != 201 && r.status != 200 {
             return Err(TusError::Protocol {
                 url: url.clone(),
-                what: format!("creation answered {} instead of 201", r.status()),
+                what: format!("creation answered {} instead of 201", r.status),
             });
         }
-        let loc = r.header("Location").map(str::to_string);
-        let _ = read_small(r);
-        let loc = loc.ok_or_else(|| TusError::Protocol {
+        let loc = r.header("Location").ok_or_else(|| TusError::Protocol {
             url: url.clone(),
             what: "creation answer without Location".into(),
         })?;
@@ -285,18 +320,15 @@ impl Client {
     /// The server's offset for an upload; `None` if the server no longer knows it (404, 410,
     /// or 403, which the tus spec also allows for an upload that is not found).
     pub fn head(&self, url: &str) -> Result<Option<Head>, TusError> {
-        self.check(url)?;
-        let r = match self
-            .agent
-            .head(url)
-            .timeout(self.deadline(0))
-            .set("Tus-Resumable", "1.0.0")
-            .call()
-        {
-            Ok(r) => Self::no_redirect(url, r)?,
-            Err(ureq::Error::Status(403 | 404 | 410, _)) => return self.ok(None),
-            Err(e) => return Err(Self::map(url, e)),
-        };
+        let r = self
+            .send("HEAD", url, Vec::new(), Body::None)
+            .map_err(|(e, _)| e)?;
+        if matches!(r.status, 403 | 404 | 410) {
+            return self.ok(None);
+        }
+        if let Some(e) = Self::failed(url, &r) {
+            return Err(e);
+        }
         let offset = r
             .header("Upload-Offset")
             .and_then(|v| v.trim().parse::<u64>().ok())
@@ -308,7 +340,6 @@ impl Client {
             .header("Upload-Length")
             .and_then(|v| v.trim().parse::<u64>().ok());
         let sha256 = r.header("Upload-Sha256").map(|s| s.trim().to_string());
-        let _ = read_small(r);
         self.ok(Some(Head {
             offset,
             length,
@@ -316,39 +347,61 @@ impl Client {
         }))
     }
 
-    /// Send `len` bytes from `body` at `offset`.
-    pub fn patch(
+    /// Send `body` at `offset`.
+    pub fn patch(&self, url: &str, offset: u64, body: &[u8]) -> Result<Patched, TusError> {
+        self.patch_body(url, offset, Body::Bytes(body)).1
+    }
+
+    /// Send `len` bytes of the file at `path` at `offset` (the file's bytes from `offset`,
+    /// streamed by the transport); also says how many bytes went out, answered or not.
+    pub fn patch_file(
         &self,
         url: &str,
         offset: u64,
-        body: &mut dyn Read,
+        path: &Path,
         len: u64,
-    ) -> Result<Patched, TusError> {
-        self.check(url)?;
-        let r = self
-            .agent
-            .request("PATCH", url)
-            .timeout(self.deadline(len))
-            .set("Tus-Resumable", "1.0.0")
-            .set("Upload-Offset", &offset.to_string())
-            .set("Content-Type", "application/offset+octet-stream")
-            .set("Content-Length", &len.to_string())
-            .send(body.take(len))
-            .map_err(|e| Self::map(url, e))?;
-        let r = Self::no_redirect(url, r)?;
-        let new = r
+    ) -> (u64, Result<Patched, TusError>) {
+        self.patch_body(url, offset, Body::File { path, offset, len })
+    }
+
+    fn patch_body(
+        &self,
+        url: &str,
+        offset: u64,
+        body: Body<'_>,
+    ) -> (u64, Result<Patched, TusError>) {
+        let headers = vec![
+            ("Upload-Offset", offset.to_string()),
+            ("Content-Type", "application/offset+octet-stream".into()),
+        ];
+        let r = match self.send("PATCH", url, headers, body) {
+            Ok(r) => r,
+            Err((e, sent)) => return (sent, Err(e)),
+        };
+        let sent = r.sent;
+        if let Some(e) = Self::failed(url, &r) {
+            return (sent, Err(e));
+        }
+        let Some(new) = r
             .header("Upload-Offset")
             .and_then(|v| v.trim().parse::<u64>().ok())
-            .ok_or_else(|| TusError::Protocol {
-                url: url.to_string(),
-                what: format!("PATCH answer {} without a valid Upload-Offset", r.status()),
-            })?;
+        else {
+            return (
+                sent,
+                Err(TusError::Protocol {
+                    url: url.to_string(),
+                    what: format!("PATCH answer {} without a valid Upload-Offset", r.status),
+                }),
+            );
+        };
         let sha256 = r.header("Upload-Sha256").map(|s| s.trim().to_string());
-        let _ = read_small(r);
-        self.ok(Patched {
-            offset: new,
-            sha256,
-        })
+        (
+            sent,
+            self.ok(Patched {
+                offset: new,
+                sha256,
+            }),
+        )
     }
 }
 

@@ -1,0 +1,162 @@
+use super::*;
+use std::io::Write;
+use std::net::TcpListener;
+use std::sync::mpsc;
+
+/// A server on 127.0.0.1 that reads one request (head, then `read_body` bytes), sends `answer`
+/// and closes; the request it saw comes back on the channel.
+fn serve(answer: &'static [u8], read_body: usize) -> (String, mpsc::Receiver<Vec<u8>>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/files/x?y=1", l.local_addr().unwrap());
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let (s, _) = l.accept().unwrap();
+        let mut r = BufReader::new(s.try_clone().unwrap());
+        let mut seen = Vec::new();
+        loop {
+            let mut l = Vec::new();
+            if r.read_until(b'\n', &mut l).unwrap_or(0) == 0 || l == b"\r\n" {
+                break;
+            }
+            seen.extend(l);
+        }
+        seen.extend(b"\r\n");
+        let mut body = vec![0u8; read_body];
+        let _ = r.read_exact(&mut body);
+        seen.extend(body);
+        let _ = (&s).write_all(answer);
+        let _ = tx.send(seen);
+    });
+    (url, rx)
+}
+
+fn req(url: &str) -> Request<'_> {
+    Request::new("GET", url, Duration::from_secs(10))
+}
+
+#[test]
+fn only_plain_http_to_loopback_is_contacted() {
+    for url in [
+        "https://127.0.0.1:9/x",
+        "http://192.0.2.1:9/x",
+        "http://collector.example/x",
+        "ftp://127.0.0.1/x",
+    ] {
+        let e = Loopback.exchange(&req(url)).unwrap_err();
+        assert!(
+            e.what
+                .contains("only speaks plain http:// to a loopback address"),
+            "{url}: {e}"
+        );
+    }
+}
+
+#[test]
+fn a_file_range_goes_out_and_the_wanted_headers_come_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("mini.gz");
+    let data: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+    std::fs::write(&f, &data).unwrap();
+    let (url, seen) = serve(
+        b"HTTP/1.1 204 No Content\r\nUpload-Offset: 150100\r\nX-Other: 1\r\n\r\n",
+        150_000,
+    );
+    let mut r = Request::new("PATCH", &url, Duration::from_secs(10))
+        .header("Upload-Offset", "100")
+        .header("Tus-Resumable", "1.0.0");
+    r.body = Body::File {
+        path: &f,
+        offset: 100,
+        len: 150_000,
+    };
+    r.want = &["upload-offset"];
+    let resp = Loopback.exchange(&r).unwrap();
+    assert_eq!(resp.status, 204);
+    assert_eq!(resp.sent, 150_000);
+    assert_eq!(resp.header("Upload-Offset"), Some("150100"));
+    assert_eq!(resp.headers.len(), 1, "{:?}", resp.headers);
+    let seen = seen.recv().unwrap();
+    let split = seen.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    let head = String::from_utf8_lossy(&seen[..split]);
+    assert!(
+        head.starts_with("PATCH /files/x?y=1 HTTP/1.1\r\n"),
+        "{head}"
+    );
+    assert!(head.contains("Content-Length: 150000\r\n"), "{head}");
+    assert!(head.contains("Tus-Resumable: 1.0.0\r\n"), "{head}");
+    assert_eq!(&seen[split..], &data[100..150_100]);
+}
+
+#[test]
+fn bodies_are_read_by_length_chunks_or_close_and_capped() {
+    let (url, _s) = serve(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhelloEXTRA", 0);
+    assert_eq!(Loopback.exchange(&req(&url)).unwrap().body, b"hello");
+    let (url, _s) = serve(
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2;x=y\r\nde\r\n0\r\n\r\n",
+        0,
+    );
+    assert_eq!(Loopback.exchange(&req(&url)).unwrap().body, b"abcde");
+    let (url, _s) = serve(b"HTTP/1.0 500 Oops\r\n\r\nuntil the close", 0);
+    let r = Loopback.exchange(&req(&url)).unwrap();
+    assert_eq!(
+        (r.status, r.body.as_slice()),
+        (500, &b"until the close"[..])
+    );
+    let (url, _s) = serve(
+        b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n0123456789",
+        0,
+    );
+    let mut capped = req(&url);
+    capped.max_body = 4;
+    let r = Loopback.exchange(&capped).unwrap();
+    assert_eq!((r.body.as_slice(), r.truncated), (&b"0123"[..], true));
+    let (url, _s) = serve(b"SSH-2.0-OpenSSH\r\n\r\n", 0);
+    let e = Loopback.exchange(&req(&url)).unwrap_err();
+    assert!(
+        e.what
+            .contains("does not start with an HTTP/1.x status line"),
+        "{e}"
+    );
+}
+
+/// A server that answers 413 after the head and closes without reading the body: its answer
+/// is the result, not the write error, with the bytes that did go out.
+#[test]
+fn an_early_answer_beats_the_write_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("big");
+    std::fs::write(&f, vec![7u8; 8 << 20]).unwrap();
+    let (url, _s) = serve(b"HTTP/1.1 413 Too Large\r\nContent-Length: 3\r\n\r\nbig", 0);
+    let mut r = Request::new("PATCH", &url, Duration::from_secs(10));
+    r.body = Body::File {
+        path: &f,
+        offset: 0,
+        len: 8 << 20,
+    };
+    let resp = Loopback.exchange(&r).unwrap();
+    assert_eq!(resp.status, 413);
+    assert!(resp.sent < 8 << 20, "{}", resp.sent);
+}
+
+/// A server that accepts and never answers: the exchange ends at its deadline.
+#[test]
+fn a_silent_server_costs_the_deadline_and_no_more() {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/p", l.local_addr().unwrap());
+    let hold = std::thread::spawn(move || {
+        let c = l.accept();
+        std::thread::sleep(Duration::from_secs(2));
+        drop(c);
+    });
+    let mut r = req(&url);
+    r.deadline = Duration::from_millis(300);
+    let t = Instant::now();
+    let e = Loopback.exchange(&r).unwrap_err();
+    assert!(
+        t.elapsed() < Duration::from_millis(1500),
+        "{:?}",
+        t.elapsed()
+    );
+    assert!(e.what.contains("reading the answer"), "{e}");
+    hold.join().unwrap();
+}
