@@ -65,7 +65,8 @@ fn incidents(data: &Path) -> Vec<(PathBuf, Value)> {
 
 /// The demo as `scripts/demo.sh` runs it (a smaller heap, fast polls, no upload): it leaks
 /// CheckoutActivity screens until the heap verdict; once the analysed report is in the spool the
-/// test lets it stop. Returns (stdout, the report), or None if no report came within `wait`.
+/// test lets it stop. Returns (stdout and the agent's log, the report), or None if no report
+/// came within `wait`.
 fn run_demo(m: &Minified, work: &Path, wait: Duration) -> (String, Option<Value>) {
     let data = work.join("data");
     let policy = work.join("policy.json");
@@ -79,7 +80,7 @@ fn run_demo(m: &Minified, work: &Path, wait: Duration) -> (String, Option<Value>
         .arg(&done)
         .arg(wait.as_secs().to_string())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(work.join("stderr.log")).unwrap())
         .spawn()
         .expect("java starts");
     let end = Instant::now() + wait;
@@ -98,11 +99,16 @@ fn run_demo(m: &Minified, work: &Path, wait: Duration) -> (String, Option<Value>
     }
     std::fs::write(&done, "").unwrap();
     let out = child.wait_with_output().unwrap();
-    (String::from_utf8_lossy(&out.stdout).into_owned(), report)
+    // stdout, then the agent's log (stderr, kept in a file: a pipe could fill while it runs).
+    let log = std::fs::read_to_string(work.join("stderr.log")).unwrap_or_default();
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned() + &log,
+        report,
+    )
 }
 
 /// `DyingApp poll` killed with `kill -9` after its second poll, then `DyingApp report`: the
-/// death incidents of the spool (and the report launch's stdout).
+/// death incidents of the spool (and the report launch's stdout and log).
 fn kill_and_relaunch(m: &Minified, work: &Path) -> (u32, Vec<Value>, String) {
     let data = work.join("data");
     let policy = work.join("policy.json");
@@ -137,7 +143,9 @@ fn kill_and_relaunch(m: &Minified, work: &Path) -> (u32, Vec<Value>, String) {
     child.kill().expect("kill -9");
     let _ = child.wait();
     let out = run("report").output().expect("java runs");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    // The report launch's stdout, then its log (the agent writes it to stderr).
+    let stdout =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     let deaths = if polled {
         incidents(&data)
             .into_iter()
@@ -176,10 +184,19 @@ fn with_the_shipped_rules_the_minified_demo_reports_its_leak_and_a_kill_its_exit
         "{mapping}"
     );
     assert!(mapping.contains("int nativeStart(java.lang.String,java.lang.String,java.lang.String,java.lang.String,java.lang.String,int) -> nativeStart"));
+    // The agent's HTTP exchange, which native code calls by name, keeps its name.
+    assert!(
+        mapping.contains("byte[] http(") && mapping.contains(") -> http\n"),
+        "{mapping}"
+    );
 
     let work = tempfile::tempdir().unwrap();
     let (out, report) = run_demo(&m, work.path(), Duration::from_secs(180));
     assert!(out.contains("OomGuard.start rc=0"), "{out}");
+    assert!(
+        out.contains("network: the platform's HttpURLConnection (OomGuard.http)"),
+        "{out}"
+    );
     let report = report.unwrap_or_else(|| panic!("no report in the spool:\n{out}"));
     let leak = report["gcPaths"]
         .as_array()
@@ -252,4 +269,7 @@ fn with_only_agps_native_rule_a_death_loses_its_exit_record() {
     assert_eq!(d["runningInfo"]["exitInfo"], Value::Null, "{d:#}");
     let why = d["runningInfo"]["exitInfoError"].as_str().unwrap_or("");
     assert!(why.contains("exitRecord"), "{d:#}");
+    // Nor is the HTTP exchange kept: the agent falls back to its loopback-only client.
+    assert!(!mapping.contains(") -> http\n"), "{mapping}");
+    assert!(out.contains("the facade has no OomGuard.http"), "{out}");
 }

@@ -281,6 +281,7 @@ public final class OomGuard {
      * the response body. Never throws: the answer, or the error, framed for the native side
      * ({@link Http#frame}).
      */
+    @Keep
     private static byte[] http(String method, String url, String[] headers, byte[] body,
             String bodyPath, long bodyOffset, long bodyLength, int connectMs, int readMs,
             int deadlineMs, String[] want, int maxBody) {
