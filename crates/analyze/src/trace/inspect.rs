@@ -127,17 +127,37 @@ impl<'a> Inspector<'a> {
         ix: &Index,
         nodes: &[u32],
         fields: &mut FieldMap,
+        read: impl FnMut(Vec<u64>) -> Result<FieldMap, E>,
+    ) -> Result<(), E> {
+        Self::read_in_hops(ix, nodes, fields, WRAPPER_HOPS, read, |ins, v| {
+            match ins.is_view(v) {
+                true => ins.context_chain(v).unread.into_iter().collect(),
+                false => Vec::new(),
+            }
+        })
+    }
+
+    /// Reads into `fields`, one pass over the dump a hop and at most `hops` passes, the fields
+    /// of the objects `wants(inspector, v)` names for each of `nodes` (the next objects whose
+    /// fields an inspector needs, found in the fields read so far); none when nothing is
+    /// wanted. An object is asked for once. `read(ids)` returns the fields of those of the
+    /// instances `ids` (sorted) that the dump holds.
+    pub(crate) fn read_in_hops<E>(
+        ix: &Index,
+        nodes: &[u32],
+        fields: &mut FieldMap,
+        hops: usize,
         mut read: impl FnMut(Vec<u64>) -> Result<FieldMap, E>,
+        wants: impl Fn(&Inspector<'_>, u32) -> Vec<u64>,
     ) -> Result<(), E> {
         let mut asked: Vec<u64> = Vec::new();
-        for _ in 0..WRAPPER_HOPS {
+        for _ in 0..hops {
             let want: Vec<u64> = {
                 let ins = Inspector::new(ix, fields);
                 let mut w: Vec<u64> = nodes
                     .iter()
-                    .filter(|&&v| ins.is_view(v))
-                    .filter_map(|&v| ins.context_chain(v).unread)
-                    .filter(|id| !asked.contains(id))
+                    .flat_map(|&v| wants(&ins, v))
+                    .filter(|id| !fields.contains_key(id) && !asked.contains(id))
                     .collect();
                 w.sort_unstable();
                 w.dedup();

@@ -341,28 +341,11 @@ impl Inspector<'_> {
         ix: &Index,
         nodes: &[u32],
         fields: &mut FieldMap,
-        mut read: impl FnMut(Vec<u64>) -> Result<FieldMap, E>,
+        read: impl FnMut(Vec<u64>) -> Result<FieldMap, E>,
     ) -> Result<(), E> {
-        let mut asked: Vec<u64> = Vec::new();
-        for _ in 0..OFF_PATH_HOPS {
-            let want: Vec<u64> = {
-                let ins = Inspector::new(ix, fields);
-                let mut w: Vec<u64> = nodes
-                    .iter()
-                    .flat_map(|&v| ins.off_path(v))
-                    .filter(|id| !fields.contains_key(id) && !asked.contains(id))
-                    .collect();
-                w.sort_unstable();
-                w.dedup();
-                w
-            };
-            if want.is_empty() {
-                break;
-            }
-            asked.extend(&want);
-            fields.extend(read(want)?);
-        }
-        Ok(())
+        Self::read_in_hops(ix, nodes, fields, OFF_PATH_HOPS, read, |ins, v| {
+            ins.off_path(v)
+        })
     }
 
     /// An ApplicationPackageManager: its `mContext` (a ContextImpl) and that one's
