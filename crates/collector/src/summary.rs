@@ -190,11 +190,14 @@ impl Summary {
         let Some(r) = r else { return };
         self.app_version = r.app_version.0.or(self.app_version.take());
         self.device_id = r.device_id.0.or(self.device_id.take());
-        let maker = match (r.manufacturer.0, r.model.0) {
+        // What is unknown is left out: an empty maker or model, an API level of 0.
+        let known = |t: Option<String>| t.map(|t| t.trim().to_string()).filter(|t| !t.is_empty());
+        let maker = match (known(r.manufacturer.0), known(r.model.0)) {
             (Some(m), Some(d)) => Some(format!("{m} {d}")),
             (m, d) => m.or(d),
         };
-        let device = match (maker, r.api_level.0) {
+        let api = r.api_level.0.filter(|&a| a > 0);
+        let device = match (maker, api) {
             (Some(m), Some(a)) => Some(format!("{m}, API {a}")),
             (Some(m), None) => Some(m),
             (None, Some(a)) => Some(format!("API {a}")),
@@ -634,6 +637,33 @@ mod tests {
         let r = sum.report.unwrap();
         let order: Vec<&str> = r.leaks.iter().map(|l| l.signature.as_str()).collect();
         assert_eq!(order, ["big", "many", "tie", "lib"]);
+    }
+
+    /// The device is what is known of it: an empty maker and an API level of 0 are left out,
+    /// and nothing known is no device at all (the demo's index said "device , API 0").
+    #[test]
+    fn the_device_leaves_out_what_is_unknown() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("report.json");
+        let device = |ri: &str| {
+            std::fs::write(&p, format!(r#"{{"gcPaths":[],"runningInfo":{ri}}}"#)).unwrap();
+            let mut sum = Summary::new("i", 1);
+            sum.add_file("report.json", &p);
+            sum.device
+        };
+        assert_eq!(device(r#"{"manufacturer":"","apiLevel":0}"#), None);
+        assert_eq!(
+            device(r#"{"manufacturer":" ","apiLevel":30}"#).as_deref(),
+            Some("API 30")
+        );
+        assert_eq!(
+            device(r#"{"manufacturer":"HUAWEI","apiLevel":0}"#).as_deref(),
+            Some("HUAWEI")
+        );
+        assert_eq!(
+            device(r#"{"manufacturer":"HUAWEI","model":"P30","apiLevel":29}"#).as_deref(),
+            Some("HUAWEI P30, API 29")
+        );
     }
 
     /// Each leak's short path comes from its `trace` when it has one, else from KOOM's
