@@ -1,6 +1,7 @@
 //! A report made from an obfuscated build's dump, renamed afterwards (issue 42): the collector
 //! receives reports the agent made on the device, where no mapping is, and turns their names back
-//! with the build's renames when it shows them. Classes, fields (in path items and trace nodes),
+//! with the build's renames when it shows them. Classes, fields (in path items and trace nodes;
+//! a node's field under the class that declares it, `declaredClass`, when a superclass does),
 //! stack frames and the object a root text names are renamed; each group's `signature` is
 //! hashed again from its renamed path items, by the rule `report` hashes it with (the root, each
 //! step as `Declaring.field`, `Class[]` for an array element, the leaking class), so a renamed
@@ -96,12 +97,20 @@ impl Renames {
         }
         t.root = root;
         for n in &mut t.nodes {
+            // A field is named under the class that declares it (a superclass, if so said).
+            let decl = match n.declared_class.is_empty() {
+                true => n.class_name.clone(),
+                false => n.declared_class.clone(),
+            };
             if let Some(r) = &n.reference {
-                if let Some(f) = self.field(&n.class_name, r) {
+                if let Some(f) = self.field(&decl, r) {
                     n.reference = Some(f.to_string());
                 }
             }
             n.class_name = self.class_or(&n.class_name);
+            if !n.declared_class.is_empty() {
+                n.declared_class = self.class_or(&n.declared_class);
+            }
         }
     }
 

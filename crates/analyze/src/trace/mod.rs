@@ -115,6 +115,10 @@ pub struct TraceNode {
     pub reference: Option<String>,
     /// `static field`, `instance field`, `array element` or `other`; `None` on the last.
     pub reference_type: Option<String>,
+    /// The class that declares the instance field `reference` names, when it is not
+    /// `class_name` (a field of a superclass): what a mapping file names the field under.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub declared_class: String,
     /// Whether the outgoing reference is a suspect.
     pub suspect: bool,
     pub retained_size: u64,
@@ -242,7 +246,18 @@ pub(crate) fn build(
                 Some(c) => ix.classes[c as usize].name.clone(),
                 None => ix.class_name(v),
             };
+            let declared_class = match refs.get(i) {
+                Some(Ref::Field(decl, _)) => {
+                    let d = &ix.classes[*decl as usize].name;
+                    match *d == class_name {
+                        true => String::new(),
+                        false => d.clone(),
+                    }
+                }
+                _ => String::new(),
+            };
             TraceNode {
+                declared_class,
                 class_name,
                 object_id: ix.ids[v as usize],
                 kind: kind.into(),

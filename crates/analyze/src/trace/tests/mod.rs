@@ -612,6 +612,7 @@ fn node(status: Status) -> TraceNode {
         reference_type: Some("instance field".into()),
         suspect: false,
         retained_size: 0,
+        declared_class: String::new(),
     }
 }
 

@@ -93,3 +93,66 @@ fn array_classes_keep_their_dimensions() {
     assert_eq!(r.field("a.b", "b"), Some("mNext"));
     assert_eq!(r.field("a.a", "b"), None);
 }
+
+/// A report made from the renamed dump and renamed afterwards (as the collector does) names a
+/// field that a superclass declares under that class: the trace node says which class declares
+/// it (`declaredClass`), since a mapping lists a field under its own class only.
+#[test]
+fn a_report_renamed_afterwards_finds_a_superclass_field_under_its_declaring_class() {
+    const SPECIAL_C: u64 = E_OWN + 0x10;
+    let special = |renamed: bool| -> Vec<u8> {
+        let (registry, screen, special, st, next) = if renamed {
+            ("a.a", "a.b", "a.c", "a", "b")
+        } else {
+            (
+                "com.app.Registry",
+                "com.app.Screen",
+                "com.app.SpecialScreen",
+                "sScreens",
+                "mNext",
+            )
+        };
+        let own: Vec<Cls> = vec![
+            (HOLDER_C, registry, E_OBJECT, vec![]),
+            (
+                SCREEN_C,
+                screen,
+                E_ACTIVITY,
+                vec![(next, BasicType::Object)],
+            ),
+            (SPECIAL_C, special, SCREEN_C, vec![]),
+        ];
+        let statics = [(st, 0x2000u64)];
+        edge_dump_statics(
+            &own,
+            &[(HOLDER_C, &statics)],
+            &[
+                // A SpecialScreen (no fields of its own): Screen's mNext, Activity's, mBase.
+                (
+                    0x2000,
+                    SPECIAL_C,
+                    vec![F::L(0x2010), F::Z(false), F::Z(false), F::L(0)],
+                ),
+                (
+                    0x2010,
+                    SCREEN_C,
+                    vec![F::L(0), F::Z(true), F::Z(false), F::L(0)],
+                ),
+            ],
+        )
+    };
+    let plain = report(&special(false));
+    let mut r = renames();
+    r.classes
+        .insert("a.c".into(), "com.app.SpecialScreen".into());
+    let mut after = report(&special(true));
+    for g in &mut after.gc_paths {
+        r.gc_path(g);
+    }
+    let (p, a) = (path_to(&plain, 0x2010), path_to(&after, 0x2010));
+    // The SpecialScreen's reference is Screen's field: declared there, renamed from there.
+    assert_eq!(p.trace.nodes[1].class_name, "com.app.SpecialScreen");
+    assert_eq!(p.trace.nodes[1].declared_class, "com.app.Screen");
+    assert_eq!(a.trace.nodes, p.trace.nodes);
+    assert_eq!(a.signature, p.signature);
+}
