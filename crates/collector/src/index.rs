@@ -10,7 +10,7 @@
 #![forbid(unsafe_code)]
 
 use super::safe_name;
-use super::summary::Summary;
+use super::summary::{Summary, SUMMARY_FORMAT};
 use crate::html::esc;
 use crate::mapping::{Lookup, Mappings};
 use crate::summary::Leak;
@@ -56,7 +56,9 @@ impl Index {
         for id in ids {
             let d = root.join(&id);
             let s = match Summary::load(&d.join(SUMMARY_FILE)) {
-                Some(s) if s.id == id => s,
+                Some(s) if s.id == id && s.format == SUMMARY_FORMAT => s,
+                // Made by an older collector: made again, received when it said.
+                Some(old) if old.id == id => rebuild_at(&d, &id, Some(old.received_ms)),
                 _ => rebuild(&d, &id),
             };
             kept.insert(id, s);
@@ -73,10 +75,10 @@ impl Index {
     /// Take in file `name`, just filed at `path` under incident `id`; returns its summary.
     pub fn filed(&mut self, id: &str, name: &str, path: &Path) -> Summary {
         let d = self.dir.join("incidents").join(id);
-        let known = self
-            .kept
-            .remove(id)
-            .or_else(|| Summary::load(&d.join(SUMMARY_FILE)).filter(|s| s.id == id));
+        let known = self.kept.remove(id).or_else(|| {
+            Summary::load(&d.join(SUMMARY_FILE))
+                .filter(|s| s.id == id && s.format == SUMMARY_FORMAT)
+        });
         let s = match known {
             Some(mut s) => {
                 s.add_file(name, path);
@@ -165,11 +167,18 @@ impl Index {
 
 /// A summary made from the files of an incident filed before summaries were kept.
 fn rebuild(d: &Path, id: &str) -> Summary {
-    let received = std::fs::metadata(d)
-        .and_then(|m| m.modified())
-        .ok()
-        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .map_or(0, |t| t.as_millis() as u64);
+    rebuild_at(d, id, None)
+}
+
+/// [`rebuild`], received at `received_ms` when known (else the directory's modification time).
+fn rebuild_at(d: &Path, id: &str, received_ms: Option<u64>) -> Summary {
+    let received = received_ms.unwrap_or_else(|| {
+        std::fs::metadata(d)
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |t| t.as_millis() as u64)
+    });
     let mut s = Summary::new(id, received);
     let mut names: Vec<String> = std::fs::read_dir(d)
         .map(|rd| {
@@ -365,6 +374,44 @@ mod tests {
         assert!(inc.join(SUMMARY_FILE).exists());
         let line = report_line(d.path(), &ix.kept["1-a"]);
         assert!(line.contains("2 leak(s); top leak: <script> x9"), "{line}");
+    }
+
+    /// A summary an older collector made (another format) is made again from the incident's
+    /// files when the index opens, keeping when it was received; one of this format is used.
+    #[test]
+    fn a_summary_of_an_older_format_is_made_again() {
+        let d = tempfile::tempdir().unwrap();
+        let inc = d.path().join("incidents/1-a");
+        std::fs::create_dir_all(&inc).unwrap();
+        std::fs::write(
+            inc.join("meta.json"),
+            r#"{"reason":"r","runningInfo":{"manufacturer":"","apiLevel":0}}"#,
+        )
+        .unwrap();
+        // What the collector before format 2 kept: no format, the device as it was written.
+        std::fs::write(
+            inc.join(SUMMARY_FILE),
+            r#"{"id":"1-a","receivedMs":1234,"files":["meta.json"],"reason":"r","device":", API 0"}"#,
+        )
+        .unwrap();
+        let ix = Index::open(d.path(), 10);
+        let s = &ix.kept["1-a"];
+        assert_eq!((s.format, s.received_ms), (SUMMARY_FORMAT, 1234));
+        assert_eq!(s.device, None, "{s:?}");
+        // Saved in this format: used as it is at the next start.
+        let again = Summary::load(&inc.join(SUMMARY_FILE)).unwrap();
+        assert_eq!(again.format, SUMMARY_FORMAT);
+        std::fs::write(
+            inc.join(SUMMARY_FILE),
+            serde_json::to_vec(&Summary {
+                device: Some("kept".into()),
+                ..again
+            })
+            .unwrap(),
+        )
+        .unwrap();
+        let ix = Index::open(d.path(), 10);
+        assert_eq!(ix.kept["1-a"].device.as_deref(), Some("kept"));
     }
 
     /// A page shows at most `per_page` incidents, newest first, with links to the others;

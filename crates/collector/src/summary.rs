@@ -44,10 +44,18 @@ const MAX_SUMMARY_FILE: u64 = 256 << 10;
 /// File names kept per incident.
 const MAX_FILES: usize = 32;
 
+/// How summaries are made: raised when what a summary keeps, or how it is made from the
+/// incident's files, changes (2: leaks in the report's order, with their root and path; the
+/// device without unknown parts). Summaries of another format are made again.
+pub const SUMMARY_FORMAT: u32 = 2;
+
 /// The summary of one received incident.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct Summary {
+    /// The way this summary was made ([`SUMMARY_FORMAT`]): one made by an older collector is
+    /// made again from the incident's files when the index opens.
+    pub format: u32,
     pub id: String,
     /// When the collector received this incident, ms since the epoch: the modification time of
     /// its directory when its summary was first made (as its first file was filed, or at the
@@ -151,6 +159,7 @@ pub struct Dominator {
 impl Summary {
     pub fn new(id: &str, received_ms: u64) -> Summary {
         Summary {
+            format: SUMMARY_FORMAT,
             id: id.to_string(),
             received_ms,
             ..Summary::default()
