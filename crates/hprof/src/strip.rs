@@ -495,3 +495,26 @@ pub fn strip_bytes(input: &[u8], level: Level) -> Result<(Vec<u8>, StripStats)> 
     s.feed(input)?;
     s.finish()
 }
+
+#[cfg(test)]
+mod level_tests {
+    use super::Level;
+
+    /// The names `oomguard strip --level` and the policy's strip level take, read and written.
+    #[test]
+    fn levels_read_and_print_by_their_names() {
+        for (name, level) in [
+            ("none", Level::None),
+            ("arrays", Level::Arrays),
+            ("app", Level::App),
+        ] {
+            assert_eq!(name.parse::<Level>(), Ok(level));
+            assert_eq!(level.to_string(), name);
+        }
+        let e = "all".parse::<Level>().unwrap_err();
+        assert!(
+            e.contains("\"all\"") && e.contains("none, arrays or app"),
+            "{e}"
+        );
+    }
+}
