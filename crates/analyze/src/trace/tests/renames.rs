@@ -11,15 +11,29 @@ use std::sync::Arc;
 const HOLDER_C: u64 = E_OWN;
 const SCREEN_C: u64 = E_OWN + 8;
 
+const SPECIAL_C: u64 = E_OWN + 0x10;
+
 /// `com.app.Registry` (static `sScreens`) -> `com.app.Screen extends Activity` (`mNext`) ->
 /// another, destroyed; renamed: `a.a` (static `a`), `a.b` (field `b`).
 fn dump(renamed: bool) -> Vec<u8> {
-    let (registry, screen, st, next) = if renamed {
-        ("a.a", "a.b", "a", "b")
+    dump_with(renamed, false)
+}
+
+/// [`dump`]; with `special`, the first screen is a `com.app.SpecialScreen extends Screen`
+/// (renamed `a.c`, no fields of its own), whose `mNext` its superclass declares.
+fn dump_with(renamed: bool, special: bool) -> Vec<u8> {
+    let (registry, screen, special_name, st, next) = if renamed {
+        ("a.a", "a.b", "a.c", "a", "b")
     } else {
-        ("com.app.Registry", "com.app.Screen", "sScreens", "mNext")
+        (
+            "com.app.Registry",
+            "com.app.Screen",
+            "com.app.SpecialScreen",
+            "sScreens",
+            "mNext",
+        )
     };
-    let own: Vec<Cls> = vec![
+    let mut own: Vec<Cls> = vec![
         (HOLDER_C, registry, E_OBJECT, vec![]),
         (
             SCREEN_C,
@@ -28,19 +42,26 @@ fn dump(renamed: bool) -> Vec<u8> {
             vec![(next, BasicType::Object)],
         ),
     ];
+    if special {
+        own.push((SPECIAL_C, special_name, SCREEN_C, vec![]));
+    }
     let statics = [(st, 0x2000u64)];
     // A Screen: its field, then Activity's mDestroyed and mFinished, then mBase.
-    let screen = |id: u64, next: u64, destroyed: bool| {
+    let screen = |id: u64, class: u64, next: u64, destroyed: bool| {
         (
             id,
-            SCREEN_C,
+            class,
             vec![F::L(next), F::Z(destroyed), F::Z(false), F::L(0)],
         )
     };
+    let first = if special { SPECIAL_C } else { SCREEN_C };
     edge_dump_statics(
         &own,
         &[(HOLDER_C, &statics)],
-        &[screen(0x2000, 0x2010, false), screen(0x2010, 0, true)],
+        &[
+            screen(0x2000, first, 0x2010, false),
+            screen(0x2010, SCREEN_C, 0, true),
+        ],
     )
 }
 
@@ -99,53 +120,11 @@ fn array_classes_keep_their_dimensions() {
 /// it (`declaredClass`), since a mapping lists a field under its own class only.
 #[test]
 fn a_report_renamed_afterwards_finds_a_superclass_field_under_its_declaring_class() {
-    const SPECIAL_C: u64 = E_OWN + 0x10;
-    let special = |renamed: bool| -> Vec<u8> {
-        let (registry, screen, special, st, next) = if renamed {
-            ("a.a", "a.b", "a.c", "a", "b")
-        } else {
-            (
-                "com.app.Registry",
-                "com.app.Screen",
-                "com.app.SpecialScreen",
-                "sScreens",
-                "mNext",
-            )
-        };
-        let own: Vec<Cls> = vec![
-            (HOLDER_C, registry, E_OBJECT, vec![]),
-            (
-                SCREEN_C,
-                screen,
-                E_ACTIVITY,
-                vec![(next, BasicType::Object)],
-            ),
-            (SPECIAL_C, special, SCREEN_C, vec![]),
-        ];
-        let statics = [(st, 0x2000u64)];
-        edge_dump_statics(
-            &own,
-            &[(HOLDER_C, &statics)],
-            &[
-                // A SpecialScreen (no fields of its own): Screen's mNext, Activity's, mBase.
-                (
-                    0x2000,
-                    SPECIAL_C,
-                    vec![F::L(0x2010), F::Z(false), F::Z(false), F::L(0)],
-                ),
-                (
-                    0x2010,
-                    SCREEN_C,
-                    vec![F::L(0), F::Z(true), F::Z(false), F::L(0)],
-                ),
-            ],
-        )
-    };
-    let plain = report(&special(false));
+    let plain = report(&dump_with(false, true));
     let mut r = renames();
     r.classes
         .insert("a.c".into(), "com.app.SpecialScreen".into());
-    let mut after = report(&special(true));
+    let mut after = report(&dump_with(true, true));
     for g in &mut after.gc_paths {
         r.gc_path(g);
     }
