@@ -150,20 +150,12 @@ fn table(h: &mut String, v: &Value) {
             continue;
         }
         let shown = match v {
-            Value::String(s) => s.clone(),
             Value::Null => "—".into(),
-            other => super::capped::cut(&names(other).unwrap_or_else(|| other.to_string()), 300),
+            other => super::running::raw(other),
         };
         let _ = writeln!(h, "<tr><th>{}</th><td>{}</td></tr>", esc(k), esc(&shown));
     }
     h.push_str("</table>\n");
-}
-
-/// A list of named things (`javaThreads`: `[{"id": 1, "name": "main"}, …]`) as "N: main, …".
-fn names(v: &Value) -> Option<String> {
-    let a = v.as_array().filter(|a| !a.is_empty())?;
-    let n: Option<Vec<&str>> = a.iter().map(|e| e.get("name")?.as_str()).collect();
-    Some(format!("{}: {}", a.len(), n?.join(", ")))
 }
 
 fn inventory(h: &mut String, inv: &Inventory<'_>) {

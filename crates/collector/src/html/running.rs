@@ -91,8 +91,8 @@ fn shown(v: &Value, unit: Unit) -> Option<String> {
 }
 
 /// A value this page has no unit for: text as it is, a list of named things as "N: a, b", the
-/// rest as compact JSON, cut.
-fn raw(v: &Value) -> String {
+/// rest as compact JSON, cut (also the incident page's other tables).
+pub(super) fn raw(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
         other => super::capped::cut(&names(other).unwrap_or_else(|| other.to_string()), 300),
