@@ -71,14 +71,10 @@ fn incident_samples(
     recent: Vec<crate::sample::Sample>,
 ) -> serde_json::Value {
     let mut all = recent;
-    all.extend(
-        evidence
-            .iter()
-            .filter(|e| !all.iter().any(|r| r.seq == e.seq))
-            .copied()
-            .collect::<Vec<_>>(),
-    );
+    all.extend_from_slice(evidence);
+    // One per poll: the sort is stable, so a poll the ring holds is taken from it.
     all.sort_by_key(|s| s.seq);
+    all.dedup_by_key(|s| s.seq);
     let out: Vec<serde_json::Value> = all
         .iter()
         .map(|s| {
