@@ -518,3 +518,39 @@ mod level_tests {
         );
     }
 }
+
+#[cfg(test)]
+mod drop_name_tests {
+    use super::{strip_bytes, Level, MAX_DROP_NAMES};
+    use crate::writer::Writer;
+    use crate::{sub, tag, Format};
+
+    /// A dump may name the dropped heaps more often than the stripper keeps names for (a crafted
+    /// or odd dump: every "zygote" string is a UTF8 record of its own). The first names are
+    /// kept, the rest ignored: a heap named by an ignored string is kept whole, never a crash.
+    #[test]
+    fn names_of_dropped_heaps_past_the_stripper_s_table_are_ignored_not_a_crash() {
+        let mut w = Writer::new(Format::V103, 4, 0);
+        let names = MAX_DROP_NAMES as u64 + 2;
+        for id in 1..=names {
+            w.utf8(id, if id % 2 == 0 { "image" } else { "zygote" });
+        }
+        w.segment(tag::HEAP_DUMP_SEGMENT);
+        w.root(sub::ROOT_STICKY_CLASS, 0x50);
+        w.class_dump(0x50, 0, 0, 0, &[], &[]);
+        // The first name: a dropped heap. The last one is past the table: its heap is kept.
+        w.heap_info(b'Z' as u32, 1);
+        w.instance(0x1000, 0x50, &[]);
+        w.heap_info(b'Z' as u32, names);
+        w.instance(0x2000, 0x50, &[]);
+        w.heap_dump_end();
+        let (twin, stats) = strip_bytes(&w.finish(), Level::App).unwrap();
+        assert_eq!(stats.objects_dropped, 1, "{stats:?}");
+        let has = |id: u8| {
+            twin.windows(5)
+                .any(|x| x == [sub::INSTANCE_DUMP, 0, 0, id, 0])
+        };
+        assert!(!has(0x10), "the first zygote heap's instance is dropped");
+        assert!(has(0x20), "the heap named past the table is kept");
+    }
+}
