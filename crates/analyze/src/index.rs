@@ -693,7 +693,7 @@ impl Pass1 {
         };
         let threads = std::mem::take(&mut self.threads).finish(&ids, |id| strings.get(id), name_of);
         let mut raw = std::mem::take(&mut self.classes);
-        raw.sort_by_key(|c| c.id);
+        sys::order::sort_by_key(&mut raw, |c| c.id);
         raw.dedup_by_key(|c| c.id);
         let mut classes: Vec<Class> = raw
             .iter()

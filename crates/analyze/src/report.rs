@@ -456,7 +456,7 @@ pub(crate) fn build(
         .collect();
     // One order for every view (the text, the page): the app's leaks, then the library
     // leaks; each by retained size, then instances, then (reason, class, signature).
-    gc_paths.sort_by(|a, b| {
+    sys::order::sort_by(&mut gc_paths, |a, b| {
         (a.library_leak.is_some())
             .cmp(&b.library_leak.is_some())
             .then(b.retained_size.cmp(&a.retained_size))
@@ -578,7 +578,9 @@ fn gc_path_groups(
     let mut gc_paths: Vec<Group> = Vec::new();
     for (_, sigs) in groups {
         let mut v: Vec<Group> = sigs.into_values().collect();
-        v.sort_by(|a, b| b.count.cmp(&a.count).then(b.retained.cmp(&a.retained)));
+        sys::order::sort_by(&mut v, |a, b| {
+            b.count.cmp(&a.count).then(b.retained.cmp(&a.retained))
+        });
         v.truncate(cfg.max_paths_per_class);
         gc_paths.extend(v);
     }
@@ -811,7 +813,7 @@ fn group_candidates(
             }
         }
     }
-    dgroups.sort_by(|a, b| {
+    sys::order::sort_by(&mut dgroups, |a, b| {
         b.retained
             .cmp(&a.retained)
             .then(a.class_name.cmp(&b.class_name))
@@ -936,7 +938,7 @@ fn leak_suspects(ix: &Index, dom: &Dominators, cfg: &Config) -> Vec<Suspect> {
         suspects.retain(|s| !super::own::held_by(dom, &own, s.node));
     }
     // Per (reason, class): the largest first, at most max_suspects_per_class get paths.
-    suspects.sort_by(|a, b| {
+    sys::order::sort_by(&mut suspects, |a, b| {
         (&a.reason, ix.class_of[a.node as usize])
             .cmp(&(&b.reason, ix.class_of[b.node as usize]))
             .then(dom.retained(b.node).cmp(&dom.retained(a.node)))
@@ -966,7 +968,9 @@ fn keep_largest<T, K: Ord>(v: &mut Vec<T>, max: usize, key: impl Fn(&T) -> K) ->
         return 0;
     }
     let mut order: Vec<usize> = (0..v.len()).collect();
-    order.sort_by(|&a, &b| key(&v[b]).cmp(&key(&v[a])).then(a.cmp(&b)));
+    sys::order::sort_by(&mut order, |&a, &b| {
+        key(&v[b]).cmp(&key(&v[a])).then(a.cmp(&b))
+    });
     let mut keep = vec![false; v.len()];
     for &i in &order[..max] {
         keep[i] = true;
@@ -986,7 +990,7 @@ fn listed_suspects(suspects: &[Suspect], dom: &Dominators, max: usize) -> Vec<us
     let mut idx: Vec<usize> = (0..suspects.len()).collect();
     if idx.len() > max {
         let key = |i: usize| (Reverse(dom.retained(suspects[i].node)), i);
-        idx.sort_by_key(|&i| key(i));
+        sys::order::sort_by_key(&mut idx, |&i| key(i));
         idx.truncate(max);
         idx.sort_unstable();
     }

@@ -73,7 +73,7 @@ fn incident_samples(
     let mut all = recent;
     all.extend_from_slice(evidence);
     // One per poll: the sort is stable, so a poll the ring holds is taken from it.
-    all.sort_by_key(|s| s.seq);
+    sys::order::sort_by_key(&mut all, |s| s.seq);
     all.dedup_by_key(|s| s.seq);
     let out: Vec<serde_json::Value> = all
         .iter()

@@ -576,7 +576,7 @@ pub fn parse(path: &Path, b: &[u8]) -> Result<Previous, RingError> {
             Err(()) => torn_slots += 1,
         }
     }
-    samples.sort_by_key(|s| s.sample.seq);
+    sys::order::sort_by_key(&mut samples, |s| s.sample.seq);
     let (last_words, torn_last_words) = match decode_last_words(&b[trailer_range()]) {
         Ok(w) => (w, false),
         Err(()) => (None, true),

@@ -616,7 +616,7 @@ impl<'a> SpoolGuard<'a> {
             .filter(|e| e.is_dir && valid_id(&e.name))
             .map(|e| e.name)
             .collect();
-        v.sort();
+        sys::order::sort_by(&mut v, |a, b| a.cmp(b));
         Ok(v)
     }
 
@@ -629,7 +629,9 @@ impl<'a> SpoolGuard<'a> {
                 Err(e) => tracing::warn!("spool: skipping {id}: {e}"),
             }
         }
-        v.sort_by(|a, b| (a.created_ms, &a.id).cmp(&(b.created_ms, &b.id)));
+        sys::order::sort_by(&mut v, |a, b| {
+            (a.created_ms, &a.id).cmp(&(b.created_ms, &b.id))
+        });
         Ok(v)
     }
 

@@ -108,7 +108,9 @@ impl SpoolGuard<'_> {
                 created_ms,
             });
         }
-        items.sort_by(|a, b| (a.created_ms, &a.id).cmp(&(b.created_ms, &b.id)));
+        sys::order::sort_by(&mut items, |a, b| {
+            (a.created_ms, &a.id).cmp(&(b.created_ms, &b.id))
+        });
         Ok(items)
     }
 
@@ -128,13 +130,13 @@ impl SpoolGuard<'_> {
                 watched_ms: 0,
             })
             .at(now);
-        let first_seen: std::collections::BTreeMap<String, u64> = items
-            .iter()
-            .map(|it| {
-                let seen = st.first_seen.get(&it.id).copied();
-                (it.id.clone(), seen.unwrap_or(watch.watched_ms))
-            })
-            .collect();
+        // Inserted one by one: `collect` into a map sorts its input first, and that sort would
+        // be one more copy of the stable sort in the library (issue 41).
+        let mut first_seen = std::collections::BTreeMap::new();
+        for it in items {
+            let seen = st.first_seen.get(&it.id).copied();
+            first_seen.insert(it.id.clone(), seen.unwrap_or(watch.watched_ms));
+        }
         let stepped = st
             .watch
             .as_ref()

@@ -104,7 +104,9 @@ pub fn group<'a>(
             count: c,
         })
         .collect();
-    groups.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.name.cmp(&b.name)));
+    sys::order::sort_by(&mut groups, |a, b| {
+        b.count.cmp(&a.count).then_with(|| a.name.cmp(&b.name))
+    });
     let more = groups.len().saturating_sub(MAX_GROUPS) as u64;
     groups.truncate(MAX_GROUPS);
     Inventory {
@@ -147,7 +149,7 @@ pub fn stack_groups(stacks: Vec<JavaStack>) -> Vec<StackGroup> {
             }),
         }
     }
-    out.sort_by_key(|g| std::cmp::Reverse(g.count));
+    sys::order::sort_by_key(&mut out, |g| std::cmp::Reverse(g.count));
     out
 }
 

@@ -79,7 +79,7 @@ impl fmt::Display for LeakTraces<'_> {
         let mut order: Vec<usize> = (0..r.gc_paths.len()).collect();
         // The report's own order (see `report::build`), kept here for reports written
         // before it: the app's own leaks first, then the library leaks (`crate::library`).
-        order.sort_by(|&a, &b| {
+        sys::order::sort_by(&mut order, |&a, &b| {
             let (x, y) = (&r.gc_paths[a], &r.gc_paths[b]);
             (x.library_leak.is_some())
                 .cmp(&y.library_leak.is_some())
