@@ -7,6 +7,7 @@
 
 use super::{DumpOutcome, DumpRequest, Dumper, Error, Result};
 use crate::hook::{tee::HOTSPOT_LIBS, Tee, TeeConfig};
+use crate::jni::call;
 use jni::objects::{JObject, JValue};
 use jni::{JNIEnv, JavaVM};
 use std::time::{Duration, Instant};
@@ -22,16 +23,18 @@ pub const RING_BYTES: usize = 16 << 20;
 pub fn dump_heap(env: &mut JNIEnv, path: &str, live: bool) -> Result<()> {
     let r = env.with_local_frame(8, |env| -> jni::errors::Result<()> {
         let diag = env.find_class("com/sun/management/HotSpotDiagnosticMXBean")?;
-        let bean = env
-            .call_static_method(
-                "java/lang/management/ManagementFactory",
-                "getPlatformMXBean",
-                "(Ljava/lang/Class;)Ljava/lang/management/PlatformManagedObject;",
-                &[JValue::Object(&diag)],
-            )?
-            .l()?;
+        let factory = env.find_class("java/lang/management/ManagementFactory")?;
+        let bean = call::static_method(
+            env,
+            &factory,
+            "getPlatformMXBean",
+            "(Ljava/lang/Class;)Ljava/lang/management/PlatformManagedObject;",
+            &[JValue::Object(&diag)],
+        )?
+        .l()?;
         let jpath = env.new_string(path)?;
-        env.call_method(
+        call::method(
+            env,
             &bean,
             "dumpHeap",
             "(Ljava/lang/String;Z)V",
@@ -52,8 +55,7 @@ fn take_exception(env: &mut JNIEnv) -> String {
         return "a Java exception".into();
     };
     let _ = env.exception_clear();
-    let text = env
-        .call_method(&ex, "toString", "()Ljava/lang/String;", &[])
+    let text = call::method(env, &ex, "toString", "()Ljava/lang/String;", &[])
         .and_then(|v| v.l())
         .and_then(|s| {
             let s: JObject = s;

@@ -21,6 +21,7 @@
 //!   of an app near its limit. The response comes back as one bounded `byte[]` (the wanted
 //!   headers, at most `max_body` bytes of body), decoded by [`decode`].
 
+use super::call;
 use crate::net::{Body, NetError, Request, Response, Transport, USER_AGENT};
 use jni::objects::{GlobalRef, JByteArray, JClass, JObject, JStaticMethodID, JValue};
 use jni::signature::ReturnType;
@@ -134,8 +135,7 @@ fn take_exception(env: &mut JNIEnv) -> String {
     if t.is_null() {
         return "a JNI error without a Java exception".into();
     }
-    let text = env
-        .call_method(&t, "toString", "()Ljava/lang/String;", &[])
+    let text = call::method(env, &t, "toString", "()Ljava/lang/String;", &[])
         .and_then(|v| v.l())
         .and_then(|s| env.get_string(&s.into()).map(String::from));
     let _ = env.exception_clear();

@@ -26,6 +26,7 @@
 //! - The flight recorder ([`FLIGHT`]) is the process's, not one start's: `nativeLastWords` and
 //!   `nativeExiting` reach it even while an agent is stopping; each is a lock and a copy.
 
+pub(crate) mod call;
 mod http;
 /// Test-only exports, built with the `test-probe` feature only: never in a shipped library.
 #[cfg(feature = "test-probe")]
@@ -416,11 +417,11 @@ impl Vm for JniRuntime {
 fn name_java_thread(env: &mut JNIEnv, name: &str) {
     let r = env.with_local_frame(4, |env| -> jni::errors::Result<()> {
         let class = env.find_class("java/lang/Thread")?;
-        let me = env
-            .call_static_method(&class, "currentThread", "()Ljava/lang/Thread;", &[])?
-            .l()?;
+        let me =
+            call::static_method(env, &class, "currentThread", "()Ljava/lang/Thread;", &[])?.l()?;
         let name = env.new_string(name)?;
-        env.call_method(
+        call::method(
+            env,
             &me,
             "setName",
             "(Ljava/lang/String;)V",
@@ -602,9 +603,7 @@ pub extern "system" fn Java_dev_oomguard_OomGuard_nativeLastWords<'l>(
 
 /// The call's string result, or empty when it fails (its exception cleared).
 fn call_string(env: &mut JNIEnv<'_>, obj: &JObject<'_>, method: &str) -> String {
-    let r = env
-        .call_method(obj, method, "()Ljava/lang/String;", &[])
-        .and_then(|v| v.l());
+    let r = call::method(env, obj, method, "()Ljava/lang/String;", &[]).and_then(|v| v.l());
     match r {
         Ok(o) if !o.is_null() => {
             let js = JString::from(o);
@@ -641,9 +640,14 @@ fn read_last_words(env: &mut JNIEnv<'_>, thread: &JObject<'_>, t: &JThrowable<'_
         if !thread.is_null() {
             w.thread = call_string(env, thread, "getName");
         }
-        let frames = env
-            .call_method(t, "getStackTrace", "()[Ljava/lang/StackTraceElement;", &[])
-            .and_then(|v| v.l());
+        let frames = call::method(
+            env,
+            t,
+            "getStackTrace",
+            "()[Ljava/lang/StackTraceElement;",
+            &[],
+        )
+        .and_then(|v| v.l());
         let Ok(frames) = frames else {
             let _ = env.exception_clear();
             return Ok(());

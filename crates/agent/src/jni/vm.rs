@@ -20,6 +20,7 @@
 //!   thread slept costs ~20 µs (the JavaCalls/interpreter path is cold; warm it is ~0.2 µs),
 //!   the direct call ~2 µs. Elsewhere (ART, or `OOMGUARD_HEAP_VIA_JNI=1`) the JNI calls are used.
 
+use super::call;
 use crate::recorder::exit_info::{self, ExitInfo, ExitInfoSource};
 use crate::sample::{Heap, HeapSource, JavaStack, JavaThread, SampleError, StackSource};
 use jni::objects::{
@@ -130,9 +131,9 @@ impl<'l> JniVm<'l> {
     )> {
         env.with_local_frame(8, |env| {
             let rt_class = env.find_class("java/lang/Runtime")?;
-            let rt = env
-                .call_static_method(&rt_class, "getRuntime", "()Ljava/lang/Runtime;", &[])?
-                .l()?;
+            let rt =
+                call::static_method(env, &rt_class, "getRuntime", "()Ljava/lang/Runtime;", &[])?
+                    .l()?;
             let runtime = env.new_global_ref(&rt)?;
             let max = env.get_method_id(&rt_class, "maxMemory", "()J")?;
             let total = env.get_method_id(&rt_class, "totalMemory", "()J")?;
@@ -160,7 +161,7 @@ impl<'l> JniVm<'l> {
         // returns long) and `self.runtime` is a global reference to a java.lang.Runtime.
         let r = unsafe {
             env.call_method_unchecked(
-                &self.runtime,
+                self.runtime.as_obj(),
                 mid,
                 ReturnType::Primitive(Primitive::Long),
                 &[],
@@ -194,12 +195,9 @@ impl<'l> JniVm<'l> {
                 env.call_static_method_unchecked(class, get_all, ReturnType::Object, &[])
             }?
             .l()?;
-            let set = env
-                .call_method(&map, "entrySet", "()Ljava/util/Set;", &[])?
-                .l()?;
+            let set = call::method(env, &map, "entrySet", "()Ljava/util/Set;", &[])?.l()?;
             let arr = JObjectArray::from(
-                env.call_method(&set, "toArray", "()[Ljava/lang/Object;", &[])?
-                    .l()?,
+                call::method(env, &set, "toArray", "()[Ljava/lang/Object;", &[])?.l()?,
             );
             let n = env.get_array_length(&arr)?;
             let mut out = Vec::new();
@@ -210,11 +208,11 @@ impl<'l> JniVm<'l> {
                 let one =
                     env.with_local_frame(16, |env| -> jni::errors::Result<Option<JavaStack>> {
                         let entry = env.get_object_array_element(&arr, i)?;
-                        let thread = env
-                            .call_method(&entry, "getKey", "()Ljava/lang/Object;", &[])?
-                            .l()?;
+                        let thread =
+                            call::method(env, &entry, "getKey", "()Ljava/lang/Object;", &[])?
+                                .l()?;
                         let name = JString::from(
-                            env.call_method(&thread, "getName", "()Ljava/lang/String;", &[])?
+                            call::method(env, &thread, "getName", "()Ljava/lang/String;", &[])?
                                 .l()?,
                         );
                         let name: String = env.get_string(&name)?.into();
@@ -222,7 +220,7 @@ impl<'l> JniVm<'l> {
                             return Ok(None);
                         }
                         let frames = JObjectArray::from(
-                            env.call_method(&entry, "getValue", "()Ljava/lang/Object;", &[])?
+                            call::method(env, &entry, "getValue", "()Ljava/lang/Object;", &[])?
                                 .l()?,
                         );
                         let k = env.get_array_length(&frames)?.max(0) as usize;
@@ -230,7 +228,7 @@ impl<'l> JniVm<'l> {
                         for j in 0..k.min(max_frames) {
                             let el = env.get_object_array_element(&frames, j as i32)?;
                             let s = JString::from(
-                                env.call_method(&el, "toString", "()Ljava/lang/String;", &[])?
+                                call::method(env, &el, "toString", "()Ljava/lang/String;", &[])?
                                     .l()?,
                             );
                             lines.push(env.get_string(&s)?.into());
@@ -309,27 +307,25 @@ impl JniVm<'_> {
         let mut env = self.env.borrow_mut();
         let class: &JClass = <&JClass>::from(self.thread_class.as_obj());
         env.with_local_frame(16, |env| {
-            let me = env
-                .call_static_method(class, "currentThread", "()Ljava/lang/Thread;", &[])?
+            let me = call::static_method(env, class, "currentThread", "()Ljava/lang/Thread;", &[])?
                 .l()?;
-            let mut group = env
-                .call_method(&me, "getThreadGroup", "()Ljava/lang/ThreadGroup;", &[])?
-                .l()?;
+            let mut group =
+                call::method(env, &me, "getThreadGroup", "()Ljava/lang/ThreadGroup;", &[])?.l()?;
             if group.is_null() {
                 return Ok(Vec::new());
             }
             // Groups nest a few deep; the bound only guards against a cycle.
             for _ in 0..64 {
-                let parent = env
-                    .call_method(&group, "getParent", "()Ljava/lang/ThreadGroup;", &[])?
-                    .l()?;
+                let parent =
+                    call::method(env, &group, "getParent", "()Ljava/lang/ThreadGroup;", &[])?
+                        .l()?;
                 if parent.is_null() {
                     break;
                 }
                 let child = std::mem::replace(&mut group, parent);
                 env.delete_local_ref(child)?;
             }
-            let active = env.call_method(&group, "activeCount", "()I", &[])?.i()?;
+            let active = call::method(env, &group, "activeCount", "()I", &[])?.i()?;
             // activeCount is an estimate, and threads start meanwhile: enumerate stops at the
             // array's end, so an array it fills is made larger, up to `max`.
             let active = usize::try_from(active).unwrap_or(0);
@@ -337,14 +333,14 @@ impl JniVm<'_> {
             let mut room = (active + active / 2 + 8).min(max);
             let (arr, got) = loop {
                 let arr = env.new_object_array(room as i32, class, JObject::null())?;
-                let got = env
-                    .call_method(
-                        &group,
-                        "enumerate",
-                        "([Ljava/lang/Thread;Z)I",
-                        &[JValue::Object(&arr), JValue::Bool(1)],
-                    )?
-                    .i()?;
+                let got = call::method(
+                    env,
+                    &group,
+                    "enumerate",
+                    "([Ljava/lang/Thread;Z)I",
+                    &[JValue::Object(&arr), JValue::Bool(1)],
+                )?
+                .i()?;
                 let got = usize::try_from(got).unwrap_or(0).min(room);
                 if got < room || room == max {
                     break (arr, got);
@@ -451,14 +447,14 @@ impl ExitInfoSource for JniExitInfo {
         let class: &JClass = <&JClass>::from(self.facade.as_obj());
         let pid = i32::try_from(pid).map_err(|_| format!("pid {pid} does not fit a Java int"))?;
         let text = env.with_local_frame(4, |env| -> jni::errors::Result<Option<String>> {
-            let v = env
-                .call_static_method(
-                    class,
-                    "exitRecord",
-                    "(I)Ljava/lang/String;",
-                    &[jni::objects::JValue::Int(pid)],
-                )?
-                .l()?;
+            let v = call::static_method(
+                env,
+                class,
+                "exitRecord",
+                "(I)Ljava/lang/String;",
+                &[jni::objects::JValue::Int(pid)],
+            )?
+            .l()?;
             if v.is_null() {
                 return Ok(None);
             }
