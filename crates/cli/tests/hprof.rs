@@ -303,6 +303,33 @@ fn a_large_mapped_dump_is_stripped_in_parts_except_at_level_app() {
     }
 }
 
+/// A large dump whose first heap dump segment is most of the file (HotSpot before 17 writes one
+/// segment) is not cut into parts: one part would hold over half the input and the other threads
+/// would idle, so it goes the sequential way, parsed on the calling thread and written by the
+/// writer thread, with the same bytes.
+#[test]
+fn a_large_dump_that_cannot_be_cut_evenly_is_stripped_sequentially() {
+    use hprof::{writer::Writer, BasicType, Format};
+    let mut w = Writer::new(Format::V102, 8, 0);
+    w.utf8(1, "[B");
+    w.segment(hprof::tag::HEAP_DUMP_SEGMENT);
+    w.primitive_array(0x100, BasicType::Byte, 17 << 20, &vec![7u8; 17 << 20]);
+    w.end_segment();
+    for i in 0..64u64 {
+        w.segment(hprof::tag::HEAP_DUMP_SEGMENT);
+        w.primitive_array(0x200 + 8 * i, BasicType::Byte, 16 << 10, &[1u8; 16 << 10]);
+        w.end_segment();
+    }
+    w.heap_dump_end();
+    let input = w.finish();
+    assert!(input.len() >= 16 << 20, "{} bytes", input.len());
+    let (want, want_stats) = strip_bytes(&input, Level::Arrays).unwrap();
+    let (got, stats) = hprof::strip_mapped(&input, Level::Arrays, Writers::default()).unwrap();
+    assert!(got.out == want);
+    assert_eq!(stats, want_stats);
+    assert_eq!(got.threads, ["oomguard-write".to_string()].into());
+}
+
 /// A damaged dump fails the parallel stripper at the same offset, with the same message, as the
 /// sequential one, wherever the damage is: an unknown sub-record tag, or an array whose length
 /// runs past its segment (a message that quotes the segment's end offset).
