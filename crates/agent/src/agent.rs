@@ -423,7 +423,7 @@ pub struct Agent<H, S, A> {
     /// The fetch handed off and not yet answered.
     fetch: Option<Arc<AtomicU8>>,
     /// Where a fetch handed off sends its outcome: the inbox's, from `run` on.
-    fetch_tx: Option<std::sync::mpsc::Sender<inbox::Msg>>,
+    fetch_tx: Option<sys::chan::Sender<inbox::Msg>>,
     /// The policy given at start (or the default), which an expired remote policy gives way to.
     shipped: Policy,
     /// Whether the active policy came from remote (fetched or cached), so it can expire.

@@ -28,7 +28,7 @@
 
 use super::parser::{Parser, ParserLimits, Record, Sub, Visitor};
 use super::{sub, Error, Header, Result, VERSION_DIGIT_OFFSET};
-use std::sync::mpsc;
+use sys::chan;
 
 mod holders;
 mod output;
@@ -452,8 +452,8 @@ pub fn strip_mapped_parts<S: Sink + Send>(
         return Ok((out.drain.sink, stats));
     }
     std::thread::scope(|scope| {
-        let (tx, rx) = mpsc::sync_channel(GATHER_QUEUE);
-        let (rtx, rrx) = mpsc::channel();
+        let (tx, rx) = chan::sync_channel(GATHER_QUEUE);
+        let (rtx, rrx) = chan::channel();
         let writer = std::thread::Builder::new()
             .name("oomguard-write".into())
             .spawn_scoped(scope, move || gather_writer(sink, input, rx, rtx))

@@ -9,13 +9,16 @@
 //! - [`scratch`]: file-backed scratch arrays for the analysis child (issue 43's memory budget).
 //! - [`fd`]: owned file descriptors for what std does not make (a close-on-exec pipe), so that
 //!   fds are [`std::os::fd::OwnedFd`]s closed once by their owner, never raw integers.
+//! - [`chan`]: the channel the library's threads pass messages on (the `.so`'s size again:
+//!   std's `mpsc` made three channel flavours per message type).
 //! - [`order`]: the one stable sort the library's cold sorts share (the shipped `.so`'s size:
 //!   one copy of the standard library's stable sort, not one per element type).
 //!
-//! It holds no policy and no logic of the agent's: only what wraps the OS (and that sort). Unsafe code lives here
+//! It holds no policy and no logic of the agent's: only what wraps the OS (and that sort and channel). Unsafe code lives here
 //! (each block with a `// SAFETY:` comment), in the agent's `hook`, `dump`, `child` and `jni`, and
 //! nowhere else.
 
+pub mod chan;
 pub mod fd;
 pub mod fs;
 pub mod mapped;

@@ -4,7 +4,7 @@
 
 use super::policy::FetchReply;
 use super::Command;
-use std::sync::mpsc;
+use sys::chan;
 
 /// One message to the agent's loop.
 pub(super) enum Msg {
@@ -22,7 +22,7 @@ pub struct Gone;
 /// The end the app's side holds (the start's `Handle`, a test). Not `Clone`: dropping it tells
 /// the agent to leave its loop, as dropping the last sender of a channel would (the agent holds
 /// a sender of its own, for the fetches' outcomes, so the channel itself never closes).
-pub struct Commands(mpsc::Sender<Msg>);
+pub struct Commands(chan::Sender<Msg>);
 
 impl Commands {
     /// Queue `c` for the agent; [`Gone`] when its loop has ended.
@@ -40,12 +40,12 @@ impl Drop for Commands {
 /// The agent's end: what [`Agent::run`](super::Agent::run) reads, and a sender for the
 /// outcomes of its fetches.
 pub struct Inbox {
-    pub(super) rx: mpsc::Receiver<Msg>,
-    pub(super) tx: mpsc::Sender<Msg>,
+    pub(super) rx: chan::Receiver<Msg>,
+    pub(super) tx: chan::Sender<Msg>,
 }
 
 /// A new inbox and the commands' end of it.
 pub fn channel() -> (Commands, Inbox) {
-    let (tx, rx) = mpsc::channel();
+    let (tx, rx) = chan::channel();
     (Commands(tx.clone()), Inbox { rx, tx })
 }

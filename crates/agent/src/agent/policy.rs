@@ -138,7 +138,7 @@ pub(super) const FETCH_CANCELLED: u8 = 2;
 
 /// The reply channel of a fetch handed off: says `None` when dropped unsent (the job was
 /// cancelled, or dropped by an I/O thread that stopped), so the agent never waits for it.
-struct Reply(Option<std::sync::mpsc::Sender<Msg>>);
+struct Reply(Option<sys::chan::Sender<Msg>>);
 
 impl Drop for Reply {
     fn drop(&mut self) {

@@ -24,6 +24,7 @@ use crate::spool::{AnalysisJob, Quotas, Spool};
 use crate::upload::{self, Network};
 use std::path::PathBuf;
 use std::sync::{mpsc, Arc};
+use sys::chan;
 use std::time::Duration;
 use tracing::{info, warn};
 
@@ -38,9 +39,9 @@ pub(super) enum Work {
 
 /// The `oomguard-io` thread: analysis and upload, off the agent thread.
 pub(super) struct IoThread {
-    pub(super) tx: mpsc::Sender<Work>,
+    pub(super) tx: chan::Sender<Work>,
     /// Says when the thread has ended.
-    pub(super) done: mpsc::Receiver<()>,
+    pub(super) done: chan::Receiver<()>,
     pub(super) handle: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -165,7 +166,7 @@ pub(super) fn io_pass(cfg: &IoConfig, last: &mut queue::LastError) {
     }
 }
 
-pub(super) fn io_thread(cfg: IoConfig, rx: mpsc::Receiver<Work>) {
+pub(super) fn io_thread(cfg: IoConfig, rx: chan::Receiver<Work>) {
     let mut pass = true;
     let mut last = queue::LastError::default();
     loop {

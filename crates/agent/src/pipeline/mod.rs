@@ -50,6 +50,7 @@ use runner::AnalysisLimits;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc};
+use sys::chan;
 use std::time::Duration;
 use tracing::{info, warn};
 
@@ -174,9 +175,9 @@ impl Pipeline {
                 flight: self.flight.clone(),
                 queue: self.queue.clone(),
             };
-            let (tx, rx) = mpsc::channel();
+            let (tx, rx) = chan::channel();
             self.network.set_waker(tx.clone());
-            let (done_tx, done) = mpsc::channel();
+            let (done_tx, done) = chan::channel();
             let handle = std::thread::Builder::new()
                 .name("oomguard-io".into())
                 .spawn(move || {

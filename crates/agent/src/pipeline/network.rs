@@ -12,7 +12,8 @@
 use super::io::Work;
 use crate::upload::Network;
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::{mpsc, Mutex};
+use std::sync::Mutex;
+use sys::chan;
 
 /// The network as the app last reported it, shared by the JNI facade (any thread) and the
 /// `oomguard-io` thread. Lock-free to read; setting it may wake the I/O thread.
@@ -21,7 +22,7 @@ pub struct NetworkState {
     /// 0: never set; else `SET | CONNECTED? | METERED?`.
     bits: AtomicU8,
     /// The I/O thread's queue, once it runs.
-    waker: Mutex<Option<mpsc::Sender<Work>>>,
+    waker: Mutex<Option<chan::Sender<Work>>>,
 }
 
 const NET_SET: u8 = 1;
@@ -53,7 +54,7 @@ impl NetworkState {
         }
     }
 
-    pub(super) fn set_waker(&self, tx: mpsc::Sender<Work>) {
+    pub(super) fn set_waker(&self, tx: chan::Sender<Work>) {
         *self.waker.lock().unwrap_or_else(|p| p.into_inner()) = Some(tx);
     }
 }

@@ -62,7 +62,7 @@ fn network_state_defaults_and_wakes_only_on_a_change_to_connected() {
     assert_eq!(default_network(34), Network::METERED);
     let n = NetworkState::default();
     assert_eq!(n.get(), None);
-    let (tx, rx) = mpsc::channel();
+    let (tx, rx) = sys::chan::channel();
     n.set_waker(tx);
     n.set(Network::METERED);
     assert_eq!(n.get(), Some(Network::METERED));

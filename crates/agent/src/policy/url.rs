@@ -68,7 +68,7 @@ fn resolve_with(
     if let Ok(a) = netloc.parse::<SocketAddr>() {
         return Ok(vec![a]);
     }
-    let (tx, rx) = std::sync::mpsc::channel();
+    let (tx, rx) = sys::chan::channel();
     let owned = netloc.to_string();
     std::thread::Builder::new()
         .name("oomguard-dns".into())

@@ -263,7 +263,7 @@ pub fn ask_within(
     started_ms: u64,
     wait: Duration,
 ) -> Result<Option<ExitInfo>, String> {
-    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    let (tx, rx) = sys::chan::sync_channel(1);
     let spawned = std::thread::Builder::new()
         .name("oomguard-exit".into())
         .spawn(move || {

@@ -445,10 +445,10 @@ fn read_ahead(
     mut f: std::fs::File,
     mut eat: impl FnMut(&[u8]) -> Result<(), Error>,
 ) -> Result<(), Error> {
-    use std::sync::mpsc;
+    use sys::chan;
     const BUFFERS: usize = 3;
-    let (full_tx, full_rx) = mpsc::sync_channel::<std::io::Result<Vec<u8>>>(BUFFERS);
-    let (empty_tx, empty_rx) = mpsc::channel::<Vec<u8>>();
+    let (full_tx, full_rx) = chan::sync_channel::<std::io::Result<Vec<u8>>>(BUFFERS);
+    let (empty_tx, empty_rx) = chan::channel::<Vec<u8>>();
     for _ in 0..BUFFERS {
         let _ = empty_tx.send(vec![0u8; CHUNK]);
     }

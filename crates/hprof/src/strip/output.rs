@@ -4,7 +4,7 @@
 
 use std::fs::File;
 use std::io;
-use std::sync::mpsc;
+use sys::chan;
 
 use crate::sub;
 
@@ -332,9 +332,9 @@ pub(super) trait Drain {
 
 /// The parsing thread's end of the writer thread ([`gather_writer`]).
 pub(super) struct Channel {
-    pub(super) tx: mpsc::SyncSender<Msg>,
+    pub(super) tx: chan::Sender<Msg>,
     /// Emptied batches coming back from the writer, for reuse.
-    pub(super) recycle: mpsc::Receiver<Pieces>,
+    pub(super) recycle: chan::Receiver<Pieces>,
 }
 
 impl Drain for Channel {
@@ -446,8 +446,8 @@ impl<D: Drain> Gather<'_, D> {
 pub(super) fn gather_writer<S: Sink>(
     mut sink: S,
     base: &[u8],
-    rx: mpsc::Receiver<Msg>,
-    recycle: mpsc::Sender<Pieces>,
+    rx: chan::Receiver<Msg>,
+    recycle: chan::Sender<Pieces>,
 ) -> io::Result<S> {
     let mut stage = Stage::default();
     for m in rx {

@@ -19,7 +19,8 @@ use super::{push_nodata_head, Emit, Level, Pieces, Sink, Span, Stage, State, Str
 use crate::parser::Parser;
 use crate::{read_u32, Error, Result, HEADER_LEN};
 use std::collections::BTreeMap;
-use std::sync::{mpsc, Mutex};
+use std::sync::Mutex;
+use sys::chan;
 
 /// Most bytes of input per part.
 const PART_BYTES: u64 = 8 << 20;
@@ -241,9 +242,9 @@ pub(super) fn strip<S: Sink>(
     };
     // Tickets: the part numbers workers may strip. The writer hands out one more as it writes
     // each part, so workers stay at most `AHEAD` parts each ahead of it.
-    let (ticket_tx, ticket_rx) = mpsc::channel::<usize>();
+    let (ticket_tx, ticket_rx) = chan::channel::<usize>();
     let ticket_rx = Mutex::new(ticket_rx);
-    let (done_tx, done_rx) = mpsc::channel::<(usize, Result<Part>)>();
+    let (done_tx, done_rx) = chan::channel::<(usize, Result<Part>)>();
     // Output buffers the writer has emptied, for the workers to fill again: their pages are
     // faulted in once, not once per part.
     let spare: Mutex<Vec<Stage>> = Mutex::new(Vec::new());
