@@ -294,7 +294,11 @@ mod tests {
         tx.send(queued.clone()).unwrap();
         assert_eq!(std::sync::Arc::strong_count(&queued), 2);
         drop(rx);
-        assert_eq!(std::sync::Arc::strong_count(&queued), 1, "dropped with the receiver");
+        assert_eq!(
+            std::sync::Arc::strong_count(&queued),
+            1,
+            "dropped with the receiver"
+        );
         let back = tx.send(queued.clone()).unwrap_err().0;
         assert!(std::sync::Arc::ptr_eq(&back, &queued));
     }
@@ -316,7 +320,10 @@ mod tests {
             })
         };
         std::thread::sleep(Duration::from_millis(100));
-        assert!(!sent.load(std::sync::atomic::Ordering::SeqCst), "no room for a third");
+        assert!(
+            !sent.load(std::sync::atomic::Ordering::SeqCst),
+            "no room for a third"
+        );
         assert_eq!(rx.recv(), Ok(1));
         assert_eq!(rx.recv_timeout(Duration::from_secs(30)), Ok(2));
         assert_eq!(rx.recv_timeout(Duration::from_secs(30)), Ok(3));

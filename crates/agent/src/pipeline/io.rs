@@ -24,8 +24,8 @@ use crate::spool::{AnalysisJob, Quotas, Spool};
 use crate::upload::{self, Network};
 use std::path::PathBuf;
 use std::sync::{mpsc, Arc};
-use sys::chan;
 use std::time::Duration;
+use sys::chan;
 use tracing::{info, warn};
 
 /// What the I/O thread is asked to do.

@@ -50,8 +50,8 @@ use runner::AnalysisLimits;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc};
-use sys::chan;
 use std::time::Duration;
+use sys::chan;
 use tracing::{info, warn};
 
 /// Where the agent keeps its spool, under the data dir.

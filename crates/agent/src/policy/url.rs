@@ -88,6 +88,19 @@ fn resolve_with(
 mod tests {
     use super::*;
 
+    /// Host names are ASCII: a Unicode host is refused with the parser's reason (the library is
+    /// built without IDNA, see the agent's Cargo.toml), its punycode form is what is accepted,
+    /// and an ASCII host keeps its case folded as before.
+    #[test]
+    fn a_unicode_host_is_refused_and_its_punycode_form_accepted() {
+        let e = check_url("https://b\u{fc}cher.example/r").unwrap_err();
+        assert!(e.starts_with("is not a URL ("), "{e}");
+        let u = check_url("https://xn--bcher-kva.example/r").unwrap();
+        assert_eq!(u.host_str(), Some("xn--bcher-kva.example"));
+        let u = check_url("https://Collector.Example/r").unwrap();
+        assert_eq!(u.as_str(), "https://collector.example/r");
+    }
+
     /// A lookup that never answers (DNS that does not reply): the caller gets a timeout, not
     /// a hang; a numeric address needs no lookup; a lookup's own error comes through.
     #[test]
