@@ -182,6 +182,38 @@ fn the_parallel_stripper_writes_the_same_bytes_as_the_sequential_one() {
     }
 }
 
+/// Which way `strip_mapped_parts` strips is its arguments' to choose, and each way is seen by
+/// who writes: parts side by side (two or more workers, a part size, not level `app`) are written
+/// by the calling thread; one worker, or no part size, or level `app`: parsed here and written by
+/// the writer thread; no worker at all: parsed and written here. The bytes are the same each way.
+#[test]
+fn the_stripper_takes_the_way_its_arguments_ask_for() {
+    let input = art_dump(&ArtSpec::default());
+    let me = std::thread::current().name().unwrap_or("?").to_string();
+    let writer = "oomguard-write".to_string();
+    for (level, part, workers, by) in [
+        (Level::Arrays, 4096, 2, &me),
+        (Level::None, 4096, 3, &me),
+        (Level::Arrays, 4096, 1, &writer),
+        (Level::Arrays, 0, 2, &writer),
+        (Level::App, 4096, 2, &writer),
+        (Level::Arrays, 4096, 0, &me),
+    ] {
+        let (want, _) = strip_bytes(&input, level).unwrap();
+        let (got, _) =
+            hprof::strip_mapped_parts(&input, level, Writers::default(), part, workers).unwrap();
+        assert!(
+            got.out == want,
+            "level {level} part {part} workers {workers}"
+        );
+        assert_eq!(
+            got.threads,
+            [by.clone()].into(),
+            "level {level} part {part} workers {workers}"
+        );
+    }
+}
+
 /// Primitive arrays in a dump: (with contents: count, content bytes; without (0xC3): bytes).
 fn arrays(b: &[u8]) -> (u64, u64, u64) {
     #[derive(Default)]
