@@ -57,7 +57,7 @@ impl Spool {
         let gone = staging.dir.with_file_name(format!(
             "{NEW_PREFIX}{}-{:08x}",
             staging.id,
-            rand::random::<u32>()
+            crate::random_u32()
         ));
         match self.fs.rename(&staging.dir, &gone) {
             Ok(()) => self.fs.remove_dir_all(&gone),
@@ -71,7 +71,7 @@ impl Spool {
         let id = format!(
             "{now:013}-{}-{:08x}",
             std::process::id(),
-            rand::random::<u32>()
+            crate::random_u32()
         );
         self.stage_with_id(&id)
     }
@@ -91,7 +91,7 @@ impl Spool {
         // is gone. It is built under a name of its own (`.new-…`), which a recovery may remove
         // whenever it finds its lock free; then the next try uses a new name.
         for _ in 0..STAGING_TRIES {
-            let tmp = staging.join(format!("{NEW_PREFIX}{id}-{:08x}", rand::random::<u32>()));
+            let tmp = staging.join(format!("{NEW_PREFIX}{id}-{:08x}", crate::random_u32()));
             self.fs
                 .create_dir_all(&tmp)
                 .map_err(io_err(&tmp, "mkdir"))?;

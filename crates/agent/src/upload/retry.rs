@@ -1,7 +1,6 @@
 //! Waits in memory: failures in a row per spool and key, and the capped, jittered backoff.
 
 use super::*;
-use rand::Rng;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -83,7 +82,7 @@ pub fn backoff(cfg: &Config, attempts: u32) -> Duration {
     let cap = cfg.backoff_cap.as_millis() as u64;
     let exp = attempts.saturating_sub(1).min(40);
     let d = base.saturating_mul(1u64 << exp).min(cap);
-    let jitter = rand::thread_rng().gen_range(0.5..=1.0);
+    let jitter = 0.5 + 0.5 * f64::from(crate::random_u32()) / f64::from(u32::MAX);
     Duration::from_millis((d as f64 * jitter) as u64)
 }
 
