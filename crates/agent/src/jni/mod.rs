@@ -28,6 +28,7 @@
 
 pub(crate) mod call;
 mod http;
+mod log;
 /// Test-only exports, built with the `test-probe` feature only: never in a shipped library.
 #[cfg(feature = "test-probe")]
 pub mod probe;
@@ -47,7 +48,7 @@ use jni::objects::{JClass, JObject, JString, JThrowable};
 use jni::sys::{jboolean, jint, jstring};
 use jni::JNIEnv;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Arc, LazyLock, Mutex, Once};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 use tracing::{debug, error, info, warn};
 
@@ -82,158 +83,9 @@ static NETWORK: LazyLock<Arc<NetworkState>> = LazyLock::new(Default::default);
 /// exit mark reach it even while the agent is stopping.
 static FLIGHT: LazyLock<Flight> = LazyLock::new(Default::default);
 
-/// Set up `tracing` once for the process.
+/// Set up the library's log once for the process (`log`: liblog or stderr, `OOMGUARD_LOG`).
 pub fn init_logging() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        let filter = log_filter(std::env::var("OOMGUARD_LOG").ok().as_deref());
-        use tracing_subscriber::layer::SubscriberExt as _;
-        use tracing_subscriber::util::SubscriberInitExt as _;
-        let fmt = tracing_subscriber::fmt::layer()
-            .with_ansi(false)
-            .with_target(false)
-            .with_thread_names(true);
-        // On Android, and in a process that has liblog elsewhere (ART's, wherever it runs), our
-        // lines go through liblog, tagged OomGuard, as `adb logcat -s OomGuard` shows them;
-        // liblog stamps time and level itself.
-        if let Some(liblog) = liblog::Liblog::find() {
-            let fmt = fmt.with_writer(liblog).without_time().with_level(false);
-            let _ = tracing_subscriber::registry()
-                .with(filter)
-                .with(fmt)
-                .try_init();
-            return;
-        }
-        let _ = tracing_subscriber::registry()
-            .with(filter)
-            .with(fmt.with_writer(std::io::stderr))
-            .try_init();
-    });
-}
-
-/// The filter `OOMGUARD_LOG` asks for: a level (`debug`) and/or `target=level` directives
-/// (`info,oomguard::upload=trace`), as `tracing_subscriber`'s `Targets` reads them; `info` when
-/// the variable is unset, empty or unreadable. (`EnvFilter`'s span and field directives are not
-/// read: they would bring `regex` into the library, 0.28 MB.)
-fn log_filter(value: Option<&str>) -> tracing_subscriber::filter::Targets {
-    let info = || tracing_subscriber::filter::Targets::new().with_default(tracing::Level::INFO);
-    match value.map(str::trim) {
-        None | Some("") => info(),
-        Some(v) => v.parse().unwrap_or_else(|_| info()),
-    }
-}
-
-/// Log lines through liblog's `__android_log_write`, one call per event, with its level: on
-/// Android linked (liblog is a public NDK library since API 3); elsewhere where the process has
-/// liblog loaded (ART off Android: Debian's libart runs with it). A line longer than liblog's
-/// limit (about 4 KB) is cut short by liblog.
-mod liblog {
-    use std::ffi::{c_char, c_int, CString};
-    use tracing_subscriber::fmt::MakeWriter;
-
-    /// `int __android_log_write(int prio, const char* tag, const char* text)`.
-    type Write = unsafe extern "C" fn(c_int, *const c_char, *const c_char) -> c_int;
-
-    #[cfg(target_os = "android")]
-    #[link(name = "log")]
-    extern "C" {
-        fn __android_log_write(prio: c_int, tag: *const c_char, text: *const c_char) -> c_int;
-    }
-
-    /// liblog's priorities.
-    const DEBUG: c_int = 3;
-    const INFO: c_int = 4;
-    const WARN: c_int = 5;
-    const ERROR: c_int = 6;
-
-    #[derive(Clone, Copy)]
-    pub struct Liblog {
-        write: Write,
-    }
-
-    impl Liblog {
-        /// liblog's writer: always on Android.
-        #[cfg(target_os = "android")]
-        pub fn find() -> Option<Liblog> {
-            Some(Liblog {
-                write: __android_log_write,
-            })
-        }
-
-        /// liblog's writer, when the process has loaded it.
-        #[cfg(not(target_os = "android"))]
-        pub fn find() -> Option<Liblog> {
-            // SAFETY: a lookup by a NUL-terminated name in the libraries already loaded.
-            let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"__android_log_write".as_ptr()) };
-            if p.is_null() {
-                return None;
-            }
-            // SAFETY: the symbol is liblog's `__android_log_write`, whose C signature `Write`
-            // spells out; a function pointer has the size of a data pointer here.
-            let write = unsafe { std::mem::transmute::<*mut libc::c_void, Write>(p) };
-            Some(Liblog { write })
-        }
-    }
-
-    /// One event's text, handed to liblog when the formatter drops it.
-    pub struct Line {
-        write: Write,
-        prio: c_int,
-        buf: Vec<u8>,
-    }
-
-    impl std::io::Write for Line {
-        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            self.buf.extend_from_slice(b);
-            Ok(b.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
-    impl Drop for Line {
-        fn drop(&mut self) {
-            while self.buf.last() == Some(&b'\n') {
-                self.buf.pop();
-            }
-            self.buf.retain(|&c| c != 0);
-            if self.buf.is_empty() {
-                return;
-            }
-            let Ok(text) = CString::new(std::mem::take(&mut self.buf)) else {
-                return;
-            };
-            // SAFETY: liblog's writer with a NUL-terminated tag and text that outlive the call.
-            unsafe { (self.write)(self.prio, c"OomGuard".as_ptr(), text.as_ptr()) };
-        }
-    }
-
-    impl<'a> MakeWriter<'a> for Liblog {
-        type Writer = Line;
-
-        fn make_writer(&'a self) -> Line {
-            Line {
-                write: self.write,
-                prio: INFO,
-                buf: Vec::new(),
-            }
-        }
-
-        fn make_writer_for(&'a self, meta: &tracing::Metadata<'_>) -> Line {
-            let prio = match *meta.level() {
-                tracing::Level::ERROR => ERROR,
-                tracing::Level::WARN => WARN,
-                tracing::Level::INFO => INFO,
-                _ => DEBUG,
-            };
-            Line {
-                write: self.write,
-                prio,
-                buf: Vec::new(),
-            }
-        }
-    }
+    log::init();
 }
 
 /// Run one JNI entry with a panic fence: a panic returns `on_panic` and logs an error.
@@ -675,30 +527,4 @@ fn read_last_words(env: &mut JNIEnv<'_>, thread: &JObject<'_>, t: &JThrowable<'_
         Ok(())
     });
     w
-}
-
-#[cfg(test)]
-mod tests {
-    use super::log_filter;
-    use tracing::Level;
-
-    #[test]
-    fn log_filter_reads_levels_and_targets() {
-        let on = |v: Option<&str>, target: &str, level: Level| {
-            log_filter(v).would_enable(target, &level)
-        };
-        // Unset, empty or unreadable: info.
-        for v in [None, Some(""), Some("  "), Some("oomguard=loud")] {
-            assert!(on(v, "oomguard::agent", Level::INFO), "{v:?}");
-            assert!(!on(v, "oomguard::agent", Level::DEBUG), "{v:?}");
-        }
-        assert!(on(Some("debug"), "oomguard::agent", Level::DEBUG));
-        assert!(!on(Some("debug"), "oomguard::agent", Level::TRACE));
-        assert!(!on(Some("warn"), "oomguard::agent", Level::INFO));
-        assert!(!on(Some("off"), "oomguard::agent", Level::ERROR));
-        let v = Some("info,oomguard::upload=trace");
-        assert!(on(v, "oomguard::upload::tus", Level::TRACE));
-        assert!(!on(v, "oomguard::agent", Level::DEBUG));
-        assert!(on(v, "hprof::strip", Level::INFO));
-    }
 }
