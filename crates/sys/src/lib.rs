@@ -11,10 +11,11 @@
 //!   fds are [`std::os::fd::OwnedFd`]s closed once by their owner, never raw integers.
 //! - [`chan`]: the channel the library's threads pass messages on (the `.so`'s size again:
 //!   std's `mpsc` made three channel flavours per message type).
+//! - [`time`]: the civil date of the clock's seconds (log lines, pages).
 //! - [`order`]: the one stable sort the library's cold sorts share (the shipped `.so`'s size:
 //!   one copy of the standard library's stable sort, not one per element type).
 //!
-//! It holds no policy and no logic of the agent's: only what wraps the OS (and that sort and channel). Unsafe code lives here
+//! It holds no policy and no logic of the agent's: only what wraps the OS (and that sort, channel and date). Unsafe code lives here
 //! (each block with a `// SAFETY:` comment), in the agent's `hook`, `dump`, `child` and `jni`, and
 //! nowhere else.
 
@@ -24,3 +25,4 @@ pub mod fs;
 pub mod mapped;
 pub mod order;
 pub mod scratch;
+pub mod time;

@@ -175,25 +175,10 @@ fn utc_now() -> String {
     utc(d.as_secs(), d.subsec_millis())
 }
 
-/// `secs` since 1970 as a UTC date and time (the days to a civil date by the usual era
-/// arithmetic of the proleptic Gregorian calendar).
+/// `secs` since 1970 as a UTC date and time.
 fn utc(secs: u64, millis: u32) -> String {
-    let (days, s) = (secs / 86_400, secs % 86_400);
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z",
-        s / 3600,
-        s / 60 % 60,
-        s % 60
-    )
+    let (y, mo, d, h, mi, s) = sys::time::civil(secs);
+    format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{millis:03}Z")
 }
 
 /// `int __android_log_write(int prio, const char* tag, const char* text)`.
