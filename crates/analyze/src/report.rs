@@ -275,6 +275,16 @@ impl std::fmt::Display for Summary<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let r = self.0;
         let a = &r.analysis;
+        if let Some(b) = &a.budget {
+            writeln!(f, "{} objects; {}", a.objects, b.reason)?;
+            writeln!(f, "left out: {}", b.left_out.join(", "))?;
+            writeln!(f, "top classes (shallow MB, count, class):")?;
+            for h in r.histogram.iter().take(10) {
+                let (n, c) = (h.instance_count, &h.class_name);
+                writeln!(f, "  {:>10.2} {n:>7}  {c}", mb(h.shallow_size))?;
+            }
+            return Ok(());
+        }
         writeln!(
             f,
             "{} objects ({} reachable, {:.1} MB retained by roots), {} references, {} missing",
