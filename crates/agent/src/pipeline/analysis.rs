@@ -47,7 +47,8 @@ pub const SCRATCH_DIR: &str = "scratch";
 /// Less room than this for scratch files (half the free space): none are used.
 const SCRATCH_MIN_BYTES: u64 = 64 << 20;
 
-/// The analyser's configuration for `input`: the policy's, with a scratch directory when the
+/// The analyser's configuration for `input`: the policy's, with the budget
+/// (`analysis.memory_limit_mb`) and a scratch directory when the
 /// analysis in memory could need more than half the budget (`analysis.memory_limit_mb`, the
 /// child's data limit), so that its large arrays are file pages the kernel may write back
 /// instead of the child's own memory. The directory is `<analysis dir>/scratch`, emptied first
@@ -57,6 +58,9 @@ const SCRATCH_MIN_BYTES: u64 = 64 << 20;
 /// budget says so: [`super::runner::RunOutcome::budget_note`]).
 pub(super) fn analyser_config(cfg: &IoConfig, input: &Path) -> analyze::Config {
     let mut acfg = cfg.analysis.clone();
+    // The analyser plans within the budget: a dump too large for it is reported as far as it
+    // fits (`analyze::budget`), never by an allocation that fails.
+    acfg.budget_bytes = cfg.limits.memory;
     let bytes = std::fs::metadata(input).map(|m| m.len()).unwrap_or(0);
     if !needs_scratch(bytes, cfg.limits.memory) {
         return acfg;
@@ -170,7 +174,10 @@ fn analyse_in_fork(
         threads: 1,
         ..analyser_config(cfg, &input)
     };
-    let r = run_forked(&cfg.limits, move || {
+    std::fs::create_dir_all(&cfg.analysis_dir)
+        .map_err(|e| format!("{}: {e}", cfg.analysis_dir.display()))?;
+    let log = cfg.analysis_dir.join(format!("{}.log", job.id));
+    let r = run_forked(&cfg.limits, &log, move || {
         let Ok(report) = analyze::analyze(analyze::Input::File(&input), &acfg, running) else {
             return exit::ANALYSIS_FAILED;
         };
@@ -182,13 +189,15 @@ fn analyse_in_fork(
     .map_err(|e| e.to_string())?;
     if r.end.ok() {
         info!(incident = %job.id, ms = r.elapsed.as_millis() as u64, "analysis done in a forked child (no analyser executable shipped)");
+        let _ = std::fs::remove_file(&log);
         Ok(())
     } else {
         let _ = std::fs::remove_file(&job.report_out);
         Err(format!(
-            "analysis child (forked, no executable) {}{}",
+            "analysis child (forked, no executable) {}{}; its log: {}",
             r.end,
-            r.budget_note(&cfg.limits)
+            r.budget_note(&cfg.limits),
+            log.display()
         ))
     }
 }
