@@ -99,16 +99,19 @@ pub fn need(c: &Counts, scratch: bool) -> u64 {
         .saturating_add(per)
 }
 
+/// Why a report holds only what fits: the budget and the estimate, whether the large arrays
+/// were to be in scratch files, and whether an analysis within that budget already ran out of
+/// memory (`Config::census_only`).
+pub struct Why {
+    pub budget: u64,
+    pub need: u64,
+    pub scratch: bool,
+    pub ran_out: bool,
+}
+
 /// The report of what fits: the census's histogram and detector classes, and why the rest is
 /// missing.
-pub fn reduced(
-    c: Counts,
-    budget: u64,
-    need: u64,
-    scratch: bool,
-    input_bytes: u64,
-    running_info: serde_json::Value,
-) -> Report {
+pub fn reduced(c: Counts, why: Why, input_bytes: u64, running_info: serde_json::Value) -> Report {
     let mut rows: Vec<HistogramRow> = c
         .histogram
         .iter()
@@ -138,7 +141,7 @@ pub fn reduced(
         } else {
             "one pass"
         },
-        if scratch {
+        if why.scratch {
             "large arrays in scratch files"
         } else {
             "in memory (no scratch directory)"
@@ -160,23 +163,35 @@ pub fn reduced(
                 ..LeftOut::default()
             },
             budget: Some(Budget {
-                budget_bytes: budget,
-                needed_bytes: need,
+                budget_bytes: why.budget,
+                needed_bytes: why.need,
                 estimate,
                 left_out: LEFT_OUT.iter().map(|s| s.to_string()).collect(),
-                reason: format!(
-                    "the whole analysis would need about {} MiB, more than its budget of {} MiB: \
-                     this report holds what one pass over the dump counts in memory that does \
-                     not grow with its objects",
-                    need.div_ceil(MIB),
-                    budget / MIB
-                ),
+                reason: reason(&why),
             }),
             ..AnalysisInfo::default()
         },
         class_infos: c.class_infos,
         histogram: rows,
         ..Report::default()
+    }
+}
+
+/// `analysis.budget.reason`.
+fn reason(w: &Why) -> String {
+    let (need, budget) = (w.need.div_ceil(MIB), w.budget / MIB);
+    let what = "this report holds what one pass over the dump counts in memory that does not \
+                grow with its objects";
+    match (w.ran_out, w.budget) {
+        (true, 0) => format!("the whole analysis ran out of memory before: {what}"),
+        (true, _) => format!(
+            "the whole analysis ran out of memory within its budget of {budget} MiB before \
+             (estimated to need about {need} MiB): {what}"
+        ),
+        (false, _) => format!(
+            "the whole analysis would need about {need} MiB, more than its budget of {budget} \
+             MiB: {what}"
+        ),
     }
 }
 
@@ -325,6 +340,20 @@ mod tests {
             // A budget the whole analysis fits: the census ran, the report is the same.
             assert_eq!(without_timings(&run(need)), without_timings(&full), "{rel}");
             assert_eq!(without_timings(&run(1 << 40)), without_timings(&full));
+            // After a run that ran out of memory within a budget the estimate allowed: only
+            // what the census counts, and why.
+            let cfg = Config {
+                budget_bytes: 1 << 40,
+                census_only: true,
+                ..Config::default()
+            };
+            let again = crate::analyze(Input::File(&path), &cfg, serde_json::Value::Null).unwrap();
+            assert_eq!(again.histogram, small.histogram, "{rel}");
+            let b = again.analysis.budget.unwrap();
+            assert!(
+                b.reason.contains("ran out of memory within its budget"),
+                "{b:?}"
+            );
         }
     }
 }

@@ -117,6 +117,11 @@ pub struct Config {
     /// would need more is reported as far as it fits: the class histogram and the detectors'
     /// classes, with `analysis.budget` saying what was left out and why (see [`budget`]).
     pub budget_bytes: u64,
+    /// Report only what fits in any budget (the census: the class histogram and the detectors'
+    /// classes, with `analysis.budget`), whatever the estimate: for a run after one that ran
+    /// out of memory within its budget all the same (the agent's).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub census_only: bool,
 }
 
 impl Default for Config {
@@ -138,6 +143,7 @@ impl Default for Config {
             scratch_dir: None,
             scratch_max_mb: 16 << 10,
             budget_bytes: 0,
+            census_only: false,
         }
     }
 }
@@ -227,23 +233,27 @@ fn over_budget(
 ) -> Result<Option<Report>, Error> {
     let scratch = cfg.scratch_dir.is_some();
     let bytes = input.len()?;
-    if cfg.budget_bytes == 0 || !budget::may_exceed(bytes, scratch, cfg.budget_bytes) {
+    let may = cfg.budget_bytes > 0 && budget::may_exceed(bytes, scratch, cfg.budget_bytes);
+    if !may && !cfg.census_only {
         return Ok(None);
     }
     let counts = index::census(input)?;
     let need = budget::need(&counts, scratch);
-    if need <= cfg.budget_bytes {
+    if need <= cfg.budget_bytes && !cfg.census_only {
         return Ok(None);
     }
-    let rep = budget::reduced(
-        counts,
-        cfg.budget_bytes,
+    let why = budget::Why {
+        budget: cfg.budget_bytes,
         need,
         scratch,
+        ran_out: cfg.census_only,
+    };
+    Ok(Some(budget::reduced(
+        counts,
+        why,
         bytes,
         running_info.clone(),
-    );
-    Ok(Some(rep))
+    )))
 }
 
 /// Every object's id and shallow size as the analysis counts them, in id order, and the

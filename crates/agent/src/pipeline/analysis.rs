@@ -7,7 +7,7 @@
 //! analysis directory, never in the incident's (the spool moves unknown files aside).
 
 use super::io::IoConfig;
-use super::runner::{run_forked, run_limited, AnalysisLimits};
+use super::runner::{run_forked, run_limited, AnalysisLimits, RunOutcome};
 use crate::spool::AnalysisJob;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -118,8 +118,6 @@ pub(super) fn analyse_out_of_process(cfg: &IoConfig, job: &AnalysisJob) -> Resul
     ];
     // The policy's thresholds (the command line's --top would override the file's topN).
     let thresholds = cfg.analysis_dir.join(format!("{}.config.json", job.id));
-    let config = serde_json::to_vec(&analyser_config(cfg, input)).map_err(|e| e.to_string())?;
-    std::fs::write(&thresholds, config).map_err(|e| format!("{}: {e}", thresholds.display()))?;
     args.extend([
         OsStr::new("--config"),
         thresholds.as_os_str(),
@@ -137,7 +135,17 @@ pub(super) fn analyse_out_of_process(cfg: &IoConfig, job: &AnalysisJob) -> Resul
         max_attempts: u32::MAX,
         ..cfg.limits.clone()
     };
-    let r = run_limited(bin, &args, &log, &attempts, &limits);
+    let run = |census_only: bool| -> Result<RunOutcome, String> {
+        let acfg = analyze::Config {
+            census_only,
+            ..analyser_config(cfg, input)
+        };
+        let config = serde_json::to_vec(&acfg).map_err(|e| e.to_string())?;
+        std::fs::write(&thresholds, config)
+            .map_err(|e| format!("{}: {e}", thresholds.display()))?;
+        run_limited(bin, &args, &log, &attempts, &limits).map_err(|e| e.to_string())
+    };
+    let r = run_then_census(run, &limits, &job.id);
     let _ = std::fs::remove_file(&info);
     let _ = std::fs::remove_file(&thresholds);
     let mut counter = attempts.into_os_string();
@@ -156,7 +164,27 @@ pub(super) fn analyse_out_of_process(cfg: &IoConfig, job: &AnalysisJob) -> Resul
             job.attempt,
             log.display()
         )),
-        Err(e) => Err(e.to_string()),
+        Err(e) => Err(e),
+    }
+}
+
+/// `run(false)`, the whole analysis; if it ran out of memory within its budget all the same
+/// (the estimate fell short), `run(true)`: the report of what fits in any budget
+/// (`analyze::Config::census_only`), which says why. The first run's outcome if the second
+/// fails too.
+fn run_then_census(
+    run: impl Fn(bool) -> Result<RunOutcome, String>,
+    limits: &AnalysisLimits,
+    incident: &str,
+) -> Result<RunOutcome, String> {
+    let first = run(false)?;
+    if first.end.ok() || !first.over_budget {
+        return Ok(first);
+    }
+    tracing::warn!(incident, reason = %format!("{}{}", first.end, first.budget_note(limits)), "analysis ran out of memory within its budget; reporting what fits");
+    match run(true) {
+        Ok(second) if second.end.ok() => Ok(second),
+        _ => Ok(first),
     }
 }
 
@@ -177,16 +205,24 @@ fn analyse_in_fork(
     std::fs::create_dir_all(&cfg.analysis_dir)
         .map_err(|e| format!("{}: {e}", cfg.analysis_dir.display()))?;
     let log = cfg.analysis_dir.join(format!("{}.log", job.id));
-    let r = run_forked(&cfg.limits, &log, move || {
-        let Ok(report) = analyze::analyze(analyze::Input::File(&input), &acfg, running) else {
-            return exit::ANALYSIS_FAILED;
+    let run = |census_only: bool| {
+        let acfg = analyze::Config {
+            census_only,
+            ..acfg.clone()
         };
-        match serde_json::to_vec(&report) {
-            Ok(b) if std::fs::write(&out, &b).is_ok() => exit::ANALYSED,
-            _ => exit::NOT_WRITTEN,
-        }
-    })
-    .map_err(|e| e.to_string())?;
+        let (input, out, running) = (&input, &out, running.clone());
+        run_forked(&cfg.limits, &log, move || {
+            let Ok(report) = analyze::analyze(analyze::Input::File(input), &acfg, running) else {
+                return exit::ANALYSIS_FAILED;
+            };
+            match serde_json::to_vec(&report) {
+                Ok(b) if std::fs::write(out, &b).is_ok() => exit::ANALYSED,
+                _ => exit::NOT_WRITTEN,
+            }
+        })
+        .map_err(|e| e.to_string())
+    };
+    let r = run_then_census(run, &cfg.limits, &job.id)?;
     if r.end.ok() {
         info!(incident = %job.id, ms = r.elapsed.as_millis() as u64, "analysis done in a forked child (no analyser executable shipped)");
         let _ = std::fs::remove_file(&log);

@@ -236,3 +236,34 @@ fn a_dump_too_large_for_its_budget_is_reported_as_far_as_it_fits_by_the_forked_c
     assert_eq!(counted, full.analysis.objects);
     assert_eq!(got["analysis"]["objects"], full.analysis.objects);
 }
+
+/// An analyser that runs out of memory within its budget all the same (the estimate fell
+/// short) is run once more for the report of what fits in any budget (`censusOnly`), which is
+/// kept: the incident is analysed, not failed.
+#[test]
+fn an_analysis_out_of_memory_within_its_budget_is_followed_by_the_report_of_what_fits() {
+    let dir = tempfile::tempdir().unwrap();
+    let id = dumped(dir.path());
+    // `analyze IN -o OUT --config CFG ...`: out of memory, unless the config asks for the
+    // census only; then a report.
+    let bad = dir.path().join("oom-then-census.sh");
+    let runs = dir.path().join("runs");
+    std::fs::write(
+        &bad,
+        format!(
+            "#!/bin/sh\necho run >> {runs}\nif grep -q '\"censusOnly\":true' \"$6\"; then\n  \
+             echo '{{\"histogram\":[{{\"className\":\"X\",\"instanceCount\":1,\"shallowSize\":8}}]}}' > \"$4\"\n  \
+             exit 0\nfi\necho 'memory allocation of 4096 bytes failed' >&2\nkill -6 $$\n",
+            runs = runs.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&bad, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    io_pass(
+        &io_config(dir.path(), Some(bad)),
+        &mut queue::LastError::default(),
+    );
+    let report = analysed_report(dir.path(), &id);
+    assert_eq!(report["histogram"][0]["className"], "X", "{report}");
+    assert_eq!(std::fs::read_to_string(&runs).unwrap(), "run\nrun\n");
+}
