@@ -54,7 +54,15 @@ pub(crate) struct Census {
     late: bool,
     min_id: u64,
     max_id: u64,
+    /// Every id or-ed together (their common alignment), and the regions of the id map that
+    /// hold some id (at most [`MAX_REGIONS`] are told apart), the last one met.
+    ids_or: u64,
+    regions: std::collections::HashSet<u64>,
+    last_region: Option<u64>,
 }
+
+/// Regions of the id map the census tells apart (beyond, the map is taken to be the largest).
+const MAX_REGIONS: usize = 1 << 20;
 
 /// A census's results (see the module documentation).
 #[derive(Clone, Debug)]
@@ -71,8 +79,8 @@ pub struct Counts {
     pub gc_roots: u64,
     /// Whether the analysis would take two passes (strings or classes after objects).
     pub two_passes: bool,
-    /// The distance from the lowest object id to the highest.
-    pub id_span: u64,
+    /// About what the index's id map takes, in bytes (see `rank::estimate_bytes`).
+    pub id_map_bytes: u64,
     pub sizes: Conventions,
     /// Per class name: objects and their shallow bytes (as the full analysis counts them).
     pub histogram: BTreeMap<String, (u64, u64)>,
@@ -97,6 +105,12 @@ impl Census {
         }
         self.min_id = self.min_id.min(id);
         self.max_id = self.max_id.max(id);
+        self.ids_or |= id;
+        let region = id / crate::rank::FINE_REGION_SPAN;
+        if self.last_region != Some(region) && self.regions.len() <= MAX_REGIONS {
+            self.last_region = Some(region);
+            self.regions.insert(region);
+        }
         self.objects += 1;
     }
 
@@ -187,7 +201,15 @@ impl Census {
             string_bytes,
             gc_roots: roots.len() as u64,
             two_passes: self.late,
-            id_span: self.max_id.saturating_sub(self.min_id),
+            id_map_bytes: {
+                let n = self.objects;
+                let span = self.max_id.saturating_sub(self.min_id);
+                let align = 1u64 << self.ids_or.trailing_zeros().min(6);
+                match self.regions.len() > MAX_REGIONS {
+                    true => n.saturating_mul(crate::rank::MAX_BYTES_PER_ID),
+                    false => crate::rank::estimate_bytes(n, span, align, self.regions.len() as u64),
+                }
+            },
             sizes: conv,
             histogram,
             class_infos,
