@@ -28,5 +28,8 @@ pub fn data_limit() -> Option<u64> {
     };
     // SAFETY: `r` is a valid rlimit for the call to fill in.
     let ok = unsafe { libc::getrlimit(libc::RLIMIT_DATA, &mut r) } == 0;
-    (ok && r.rlim_cur != libc::RLIM_INFINITY).then_some(r.rlim_cur as u64)
+    // (`rlim_t` is 32 bits wide on some 32-bit targets.)
+    #[allow(clippy::unnecessary_cast)]
+    let cur = r.rlim_cur as u64;
+    (ok && r.rlim_cur != libc::RLIM_INFINITY).then_some(cur)
 }

@@ -307,7 +307,6 @@ mod tests {
     use super::*;
     use std::ffi::CString;
     use std::ffi::OsStr;
-    use std::os::unix::ffi::OsStrExt;
 
     fn sh(script: &str, dir: &Path, limits: &AnalysisLimits) -> Result<RunOutcome> {
         let input = dir.join("dump.hprof");
