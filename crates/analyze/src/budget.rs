@@ -230,6 +230,11 @@ mod tests {
 
     /// The histogram the full index makes: objects and shallow bytes by class name.
     fn index_histogram(input: &Input<'_>) -> BTreeMap<String, (u64, u64)> {
+        index_counts(input).0
+    }
+
+    /// [`index_histogram`], and the edges of the graph.
+    fn index_counts(input: &Input<'_>) -> (BTreeMap<String, (u64, u64)>, u64) {
         let mut tm = crate::Timings::default();
         let (ix, _, _) = crate::index::build_index(
             input,
@@ -246,7 +251,7 @@ mod tests {
             e.0 += 1;
             e.1 += ix.shallow[v] as u64;
         }
-        h
+        (h, ix.stats.edges)
     }
 
     #[test]
@@ -265,7 +270,9 @@ mod tests {
                 }),
             };
             let c = crate::index::census(&input).unwrap();
-            let want = index_histogram(&input);
+            let (want, edges) = index_counts(&input);
+            // The references are a bound of the graph's edges.
+            assert!(c.references_at_most >= edges, "{rel}: {c:?} {edges}");
             let keys: std::collections::BTreeSet<&String> =
                 c.histogram.keys().chain(want.keys()).collect();
             let differ: Vec<_> = keys

@@ -29,7 +29,7 @@ const LAYOUTS: usize = 3;
 struct Tally {
     instances: u64,
     arrays: u64,
-    /// Array elements, all together.
+    /// Array elements that are not null, all together.
     elements: u64,
     /// The arrays' sizes under each layout, as object arrays.
     as_array: [u64; LAYOUTS],
@@ -52,6 +52,8 @@ pub(crate) struct Census {
     /// Whether a string or class dump came after the first object (the analysis then takes
     /// two passes).
     late: bool,
+    /// The class id of the object array whose elements are being read, if one is.
+    in_array: Option<u64>,
     min_id: u64,
     max_id: u64,
     /// Every id or-ed together (their common alignment), and the regions of the id map that
@@ -70,8 +72,8 @@ pub struct Counts {
     pub header: Header,
     /// Objects listed (class dumps included).
     pub objects: u64,
-    /// At most this many references: every reference slot, array element and implicit edge
-    /// (an instance's class, a class's superclass and loader), null or not.
+    /// At most this many references: every reference slot (null or not), array element that
+    /// is not null, and implicit edge (an instance's class, a class's superclass and loader).
     pub references_at_most: u64,
     pub classes: u64,
     /// Bytes the dump's strings take in the index.
@@ -218,6 +220,19 @@ impl Census {
 }
 
 impl Visitor for Census {
+    fn array_data(&mut self, data: &[u8]) -> Result<(), String> {
+        if let Some(class_id) = self.in_array {
+            let n = self.id_size() as usize;
+            let set = data.chunks_exact(n).filter(|e| e.iter().any(|&b| b != 0));
+            let count = set.count() as u64;
+            self.by_class.entry(class_id).or_default().elements += count;
+        }
+        Ok(())
+    }
+    fn array_end(&mut self) -> Result<(), String> {
+        self.in_array = None;
+        Ok(())
+    }
     fn header(&mut self, h: &Header, raw: &[u8]) -> Result<(), String> {
         self.p1.header(h, raw)
     }
@@ -253,7 +268,7 @@ impl Visitor for Census {
                 let (a, u) = (self.sizes(Kind::ObjectArray, raw), self.as_unknown(raw));
                 let t = self.by_class.entry(class_id).or_default();
                 t.arrays += 1;
-                t.elements += len as u64;
+                self.in_array = Some(class_id);
                 (0..LAYOUTS).for_each(|i| {
                     t.as_array[i] += a[i];
                     t.as_unknown[i] += u[i];
