@@ -42,6 +42,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
 use sys::scratch::Scratch;
 
 mod build;
+mod census;
 mod fields;
 mod idmap;
 mod input;
@@ -53,6 +54,9 @@ mod sizes;
 mod threads;
 
 pub use threads::{OnThread, Threads};
+
+pub(crate) use census::census;
+pub use census::Counts;
 
 pub(crate) use build::{build_index, threads};
 #[cfg(test)]

@@ -45,6 +45,7 @@
 #![forbid(unsafe_code)]
 
 mod arrays;
+pub mod budget;
 mod column;
 pub mod dominators;
 pub mod files;
@@ -112,6 +113,15 @@ pub struct Config {
     pub scratch_dir: Option<std::path::PathBuf>,
     /// The most the scratch arrays may take together, in MiB (past it, arrays stay in memory).
     pub scratch_max_mb: u64,
+    /// The memory the analysis may take, in bytes (0: no limit). A dump whose whole analysis
+    /// would need more is reported as far as it fits: the class histogram and the detectors'
+    /// classes, with `analysis.budget` saying what was left out and why (see [`budget`]).
+    pub budget_bytes: u64,
+    /// Report only what fits in any budget (the census: the class histogram and the detectors'
+    /// classes, with `analysis.budget`), whatever the estimate: for a run after one that ran
+    /// out of memory within its budget all the same (the agent's).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub census_only: bool,
 }
 
 impl Default for Config {
@@ -132,6 +142,8 @@ impl Default for Config {
             renames: None,
             scratch_dir: None,
             scratch_max_mb: 16 << 10,
+            budget_bytes: 0,
+            census_only: false,
         }
     }
 }
@@ -194,6 +206,14 @@ pub fn analyze(
             })
         }
     };
+    if let Some(mut rep) = over_budget(&input, cfg, &running_info)? {
+        rep.analysis.snapshots = spans.len() as u64;
+        rep.analysis.snapshot = if spans.is_empty() { 0 } else { k as u64 };
+        tm.scan_ms = t0.elapsed().as_millis() as u64;
+        tm.total_ms = tm.scan_ms;
+        rep.analysis.timings = tm;
+        return Ok(rep);
+    }
     let (mut ix, bytes, parts) = build_index(&input, cfg, t0, &mut tm)?;
     if let Some(r) = &cfg.renames {
         r.apply(&mut ix);
@@ -202,6 +222,38 @@ pub fn analyze(
     rep.analysis.snapshots = spans.len() as u64;
     rep.analysis.snapshot = if spans.is_empty() { 0 } else { k as u64 };
     Ok(rep)
+}
+
+/// The report of what fits, if `cfg.budget_bytes` is too small for the whole analysis of
+/// `input` (see [`budget`]); `None` if it fits (or there is no budget).
+fn over_budget(
+    input: &Input<'_>,
+    cfg: &Config,
+    running_info: &serde_json::Value,
+) -> Result<Option<Report>, Error> {
+    let scratch = cfg.scratch_dir.is_some();
+    let bytes = input.len()?;
+    let may = cfg.budget_bytes > 0 && budget::may_exceed(bytes, scratch, cfg.budget_bytes);
+    if !may && !cfg.census_only {
+        return Ok(None);
+    }
+    let counts = index::census(input)?;
+    let need = budget::need(&counts, scratch);
+    if need <= cfg.budget_bytes && !cfg.census_only {
+        return Ok(None);
+    }
+    let why = budget::Why {
+        budget: cfg.budget_bytes,
+        need,
+        scratch,
+        ran_out: cfg.census_only,
+    };
+    Ok(Some(budget::reduced(
+        counts,
+        why,
+        bytes,
+        running_info.clone(),
+    )))
 }
 
 /// Every object's id and shallow size as the analysis counts them, in id order, and the

@@ -36,6 +36,24 @@ pub const MAX_BYTES_PER_ID: u64 = 8;
 /// boundaries, where no block straddles two cache lines.)
 type Block = [u64; 4];
 
+/// The address span of a region at the finest alignment (4 bytes): regions counted at this
+/// span are at least as many as the map's ([`estimate_bytes`]).
+pub(crate) const FINE_REGION_SPAN: u64 = SLOTS * BLOCKS * 4;
+
+/// About the bytes the id map of `n` ids takes (for the analysis's budget, `crate::budget`):
+/// a rank map over a `span` of addresses at `align`, with blocks in `holding` regions (counted
+/// at [`FINE_REGION_SPAN`]); the bucket map's 2 bytes an id where that is over
+/// [`MAX_BYTES_PER_ID`] an id.
+pub(crate) fn estimate_bytes(n: u64, span: u64, align: u64, holding: u64) -> u64 {
+    let table = (span / align.max(1) / SLOTS / BLOCKS + 1).saturating_mul(4);
+    let rank = table.saturating_add(holding.saturating_mul(BLOCKS * BLOCK_BYTES));
+    if rank <= n.saturating_mul(MAX_BYTES_PER_ID) {
+        rank
+    } else {
+        n.saturating_mul(2)
+    }
+}
+
 pub struct RankMap {
     min: u64,
     /// log2 of the slot width in bytes (the ids' common alignment from `min`).
@@ -345,6 +363,28 @@ pub(crate) fn spaces_far_apart() -> Vec<u64> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// The budget's estimate of the id map (from the ids' span, alignment and regions, as the
+    /// census counts them) is never below the map the index makes, nor far above it.
+    #[test]
+    fn the_estimate_of_the_map_covers_the_map() {
+        let dense: Vec<u64> = (0..500_000u64).map(|i| 0x7_0000_0000 + 16 * i).collect();
+        let sparse: Vec<u64> = (0..50_000u64).map(|i| 0x1000 + 4096 * i).collect();
+        for ids in [dense, sparse, spaces_far_apart()] {
+            let (min, max) = (ids[0], *ids.last().unwrap());
+            let or = ids.iter().fold(0, |a, &b| a | b);
+            let align = 1u64 << or.trailing_zeros().min(6);
+            let mut regions: Vec<u64> = ids.iter().map(|&i| i / FINE_REGION_SPAN).collect();
+            regions.dedup();
+            let n = ids.len() as u64;
+            let est = estimate_bytes(n, max - min, align, regions.len() as u64);
+            let real = RankMap::new(&ids).map_or(2 * n, |m| m.bytes() as u64);
+            assert!(
+                est >= real && est <= 4 * real + (64 << 10),
+                "{est} vs {real}"
+            );
+        }
+    }
 
     /// [`check_split`] with the map made in two halves (as for many ids) and in one: both alike.
     fn check(ids: &[u64], budget: u64, probes: &[u64]) -> Result<bool, TestCaseError> {

@@ -114,6 +114,10 @@ pub struct Report {
     pub gc_paths: Vec<GcPath>,
     pub leak_objects: Vec<LeakObject>,
     pub dominators: Vec<DominatorGroup>,
+    /// The class histogram, only in a report made within a budget too small for the whole
+    /// analysis (`analysis.budget` says so; see `crate::budget`). Absent otherwise.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub histogram: Vec<crate::budget::HistogramRow>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -151,6 +155,11 @@ pub struct AnalysisInfo {
     #[serde(skip_serializing_if = "LeftOut::is_empty")]
     pub left_out: LeftOut,
     pub timings: Timings,
+    /// Only when the whole analysis did not fit its budget (`Config::budget_bytes`): the
+    /// budget, what the analysis was estimated to need, and what this report leaves out (see
+    /// `crate::budget`). Absent in a whole report.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget: Option<crate::budget::Budget>,
 }
 
 /// Entries left out of the report's lists by its bounds ([`MAX_GC_PATHS`],
@@ -161,6 +170,9 @@ pub struct LeftOut {
     pub gc_paths: u64,
     pub leak_objects: u64,
     pub class_infos: u64,
+    /// `histogram[]` rows past [`crate::budget::MAX_HISTOGRAM`] (absent when none).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub histogram: u64,
 }
 
 impl LeftOut {
@@ -263,6 +275,16 @@ impl std::fmt::Display for Summary<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let r = self.0;
         let a = &r.analysis;
+        if let Some(b) = &a.budget {
+            writeln!(f, "{} objects; {}", a.objects, b.reason)?;
+            writeln!(f, "left out: {}", b.left_out.join(", "))?;
+            writeln!(f, "top classes (shallow MB, count, class):")?;
+            for h in r.histogram.iter().take(10) {
+                let (n, c) = (h.instance_count, &h.class_name);
+                writeln!(f, "  {:>10.2} {n:>7}  {c}", mb(h.shallow_size))?;
+            }
+            return Ok(());
+        }
         writeln!(
             f,
             "{} objects ({} reachable, {:.1} MB retained by roots), {} references, {} missing",
@@ -490,6 +512,7 @@ pub(crate) fn build(
         gc_paths,
         leak_objects,
         dominators: dgroups,
+        histogram: Vec::new(),
     })
 }
 
@@ -721,6 +744,7 @@ fn analysis_info(ix: &Index, dom: &Dominators, left_out: LeftOut) -> AnalysisInf
         sizes: ix.sizes,
         left_out,
         timings: Timings::default(),
+        budget: None,
     }
 }
 
@@ -823,7 +847,7 @@ fn group_candidates(
 }
 
 /// `classInfos[]`: every class a detector looks at, with its live and leaking counts.
-fn class_infos(ix: &Index, leak_counts: &HashMap<u32, u64>) -> Vec<ClassInfo> {
+pub(crate) fn class_infos(ix: &Index, leak_counts: &HashMap<u32, u64>) -> Vec<ClassInfo> {
     let mut class_infos = Vec::new();
     let mut agg: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
     for (ci, c) in ix.classes.iter().enumerate() {

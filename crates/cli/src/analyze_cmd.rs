@@ -51,6 +51,12 @@ pub struct AnalyzeArgs {
     /// own memory (the files are unlinked at once). Default: none, all in memory.
     #[arg(long)]
     scratch_dir: Option<PathBuf>,
+    /// The memory the analysis may take, in MiB (0: no limit). A dump whose whole analysis
+    /// would need more is reported as far as it fits: the class histogram (`histogram[]`) and
+    /// `analysis.budget`, which says what was left out. Default: the config's `budgetBytes`,
+    /// else the process's data limit (`RLIMIT_DATA`, as `prlimit --data` sets it), else none.
+    #[arg(long)]
+    budget_mb: Option<u64>,
 }
 
 /// What is wrong with a snapshot number of 0.
@@ -138,6 +144,11 @@ pub fn run(a: AnalyzeArgs) -> Result<(), Failure> {
         snapshot: a.snapshot.or(base.snapshot),
         renames,
         scratch_dir: a.scratch_dir.clone().or(base.scratch_dir.clone()),
+        budget_bytes: match (a.budget_mb, base.budget_bytes) {
+            (Some(mb), _) => mb.saturating_mul(1 << 20),
+            (None, 0) => sys::data_limit().unwrap_or(0),
+            (None, b) => b,
+        },
         ..base
     };
     if let Some(d) = &cfg.scratch_dir {
@@ -178,6 +189,9 @@ pub fn run(a: AnalyzeArgs) -> Result<(), Failure> {
         staged.push(s);
     }
     files::commit_all(staged)?;
+    if let Some(b) = &report.analysis.budget {
+        eprintln!("oomguard: {}: {}", a.input.display(), b.reason);
+    }
     // The report is written; a closed stdout (`| head`) must not turn that into a panic.
     let t = &report.analysis.timings;
     let pages = match crate::ALLOC.huge_pages() {

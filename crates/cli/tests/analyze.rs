@@ -634,8 +634,11 @@ fn cli_scratch_dir_gives_the_same_report_and_names_a_missing_one() {
 
 /// Issue 43's budget: a Java 17 dump (137 MB, ~1 M objects) whose analysis in memory needs
 /// more than a 40 MiB data limit (`prlimit --data`, RLIMIT_DATA: the process's private
-/// writable memory; 73 MiB measured) fails under it, and with a scratch directory passes under
-/// it with the report made without any limit (19 MiB measured).
+/// writable memory; 73 MiB measured). Under it, the analyser takes the limit as its budget: in
+/// memory it reports what fits (the class histogram, `analysis.budget` naming what was left
+/// out), and with a scratch directory the whole report, the one made without any limit (19 MiB
+/// measured). Told to ignore the limit (`--budget-mb 0`), it runs out of memory and says so
+/// with its own exit code.
 #[test]
 fn a_scratch_directory_analyses_within_a_data_limit_the_memory_analysis_exceeds() {
     const LIMIT: u64 = 40 << 20;
@@ -643,7 +646,7 @@ fn a_scratch_directory_analyses_within_a_data_limit_the_memory_analysis_exceeds(
     let dir = tempfile::tempdir().unwrap();
     let work = dir.path().join("scratch");
     std::fs::create_dir(&work).unwrap();
-    let run = |out: &Path, limit: Option<u64>, scratch: bool| {
+    let run = |out: &Path, limit: Option<u64>, args: &[&str]| {
         let mut c = match limit {
             Some(l) => {
                 let mut c = Command::new("prlimit");
@@ -652,10 +655,7 @@ fn a_scratch_directory_analyses_within_a_data_limit_the_memory_analysis_exceeds(
             }
             None => Command::new(common::oomguard_bin()),
         };
-        c.arg("analyze").arg(&dump).arg("-o").arg(out);
-        if scratch {
-            c.arg("--scratch-dir").arg(&work);
-        }
+        c.arg("analyze").arg(&dump).arg("-o").arg(out).args(args);
         // (A failed allocation exits with its own code, even where std's handler would take
         // the backtrace lock and hang: see notes/next-43.md.)
         c.env("RUST_BACKTRACE", "1")
@@ -663,25 +663,56 @@ fn a_scratch_directory_analyses_within_a_data_limit_the_memory_analysis_exceeds(
             .expect("prlimit (util-linux) runs")
     };
     let free = dir.path().join("free.json");
-    assert!(run(&free, None, false).status.success());
+    assert!(run(&free, None, &[]).status.success());
+    let read = |p: &Path| -> Report { serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap() };
+    let full = read(&free);
+    assert!(full.analysis.budget.is_none() && full.histogram.is_empty());
+
+    // In memory under the limit: the report of what fits.
     let in_memory = dir.path().join("memory.json");
-    let o = run(&in_memory, Some(LIMIT), false);
-    assert!(
-        !o.status.success(),
-        "the analysis in memory fit the limit: the test no longer shows the budget"
-    );
+    let o = run(&in_memory, Some(LIMIT), &[]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("more than its budget of 40 MiB"), "{err}");
+    let small = read(&in_memory);
+    let b = small.analysis.budget.as_ref().expect("analysis.budget");
+    assert_eq!(b.budget_bytes, LIMIT);
+    assert!(b.needed_bytes > LIMIT, "{b:?}");
+    assert!(b.left_out.iter().any(|s| s.starts_with("gcPaths")), "{b:?}");
+    assert!(small.gc_paths.is_empty() && small.dominators.is_empty());
+    // Every object is in the histogram once; the detectors' classes count as the full report's.
+    let counted: u64 = small.histogram.iter().map(|h| h.instance_count).sum();
+    assert_eq!(counted, full.analysis.objects);
+    assert_eq!(small.analysis.objects, full.analysis.objects);
+    assert!(small
+        .histogram
+        .iter()
+        .any(|h| h.class_name == "java.lang.String"));
+    for c in &small.class_infos {
+        let f = full
+            .class_infos
+            .iter()
+            .find(|f| f.class_name == c.class_name);
+        assert_eq!(f.map(|f| f.instance_count), Some(c.instance_count));
+    }
+
+    // Told to take no budget: the allocator's named exit, no report.
+    let unbudgeted = dir.path().join("unbudgeted.json");
+    let o = run(&unbudgeted, Some(LIMIT), &["--budget-mb", "0"]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(3), "{err}");
     assert!(
         err.contains("memory allocation of") && err.contains("over the process's data limit"),
         "{err}"
     );
-    assert!(!in_memory.exists(), "no report is written");
+    assert!(!unbudgeted.exists(), "no report is written");
+
+    // With scratch files the whole analysis fits: the report made without a limit.
     let budgeted = dir.path().join("budgeted.json");
-    let o = run(&budgeted, Some(LIMIT), true);
+    let scratch = work.to_str().unwrap();
+    let o = run(&budgeted, Some(LIMIT), &["--scratch-dir", scratch]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let read = |p: &Path| -> Report { serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap() };
-    assert_eq!(comparable(&read(&free)), comparable(&read(&budgeted)));
+    assert_eq!(comparable(&full), comparable(&read(&budgeted)));
     assert_eq!(std::fs::read_dir(&work).unwrap().count(), 0);
 }
 

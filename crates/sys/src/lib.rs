@@ -26,3 +26,18 @@ pub mod mapped;
 pub mod order;
 pub mod scratch;
 pub mod time;
+
+/// The process's data limit (`RLIMIT_DATA`'s soft limit) in bytes; `None` when there is none
+/// (or it cannot be read).
+pub fn data_limit() -> Option<u64> {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `r` is a valid rlimit for the call to fill in.
+    let ok = unsafe { libc::getrlimit(libc::RLIMIT_DATA, &mut r) } == 0;
+    // (`rlim_t` is 32 bits wide on some 32-bit targets.)
+    #[allow(clippy::unnecessary_cast)]
+    let cur = r.rlim_cur as u64;
+    (ok && r.rlim_cur != libc::RLIM_INFINITY).then_some(cur)
+}

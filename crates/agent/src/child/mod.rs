@@ -92,6 +92,9 @@ pub enum ChildEnd {
     Signaled(i32),
     /// Killed by us at the deadline.
     TimedOut,
+    /// Killed by us before the deadline, when what we watched said it would not end well
+    /// ([`Child::wait_or`]).
+    GaveUp,
     /// Ended, but its status was taken by someone else (`waitpid` said ECHILD: the app ignores
     /// SIGCHLD or reaps with `waitpid(-1)`), so how it ended is unknown.
     Reaped,
@@ -109,6 +112,7 @@ impl std::fmt::Display for ChildEnd {
             ChildEnd::Exited(c) => write!(f, "exited with code {c}"),
             ChildEnd::Signaled(s) => write!(f, "was killed by signal {s}"),
             ChildEnd::TimedOut => write!(f, "passed its deadline and was killed"),
+            ChildEnd::GaveUp => write!(f, "was stuck and was killed"),
             ChildEnd::Reaped => write!(
                 f,
                 "ended, but its exit status was taken by another waiter (is SIGCHLD ignored or reaped by the app?)"
@@ -192,6 +196,26 @@ pub fn spawn_limited<F: FnOnce() -> i32>(
     let prepared = limits.prepare();
     spawn(name, alarm_secs, move || {
         prepared.apply();
+        f()
+    })
+}
+
+/// [`spawn_limited`] with the child's stdout and stderr on `output` (a log the parent may
+/// read while it waits: [`Child::wait_or`]).
+pub fn spawn_limited_to<F: FnOnce() -> i32>(
+    name: &str,
+    limits: &Limits,
+    alarm_secs: u32,
+    output: BorrowedFd<'_>,
+    f: F,
+) -> Result<Child> {
+    let out = output.as_raw_fd();
+    spawn_limited(name, limits, alarm_secs, move || {
+        // SAFETY: two system calls on an fd the parent opened before the fork.
+        unsafe {
+            libc::dup2(out, 1);
+            libc::dup2(out, 2);
+        }
         f()
     })
 }
@@ -302,6 +326,16 @@ impl Child {
 
     /// Wait until the child ends or `deadline` after it was forked; at the deadline, kill it.
     pub fn wait(&mut self, deadline: Duration) -> Result<ChildEnd> {
+        self.wait_or(deadline, || false)
+    }
+
+    /// [`Child::wait`], but also asking `give_up` about once a second (more often without a
+    /// pidfd): when it says so, the child is killed at once and [`ChildEnd::GaveUp`] returned.
+    pub fn wait_or(
+        &mut self,
+        deadline: Duration,
+        mut give_up: impl FnMut() -> bool,
+    ) -> Result<ChildEnd> {
         let end_at = self.started + deadline;
         loop {
             match waitpid(self.pid, libc::WNOHANG) {
@@ -316,6 +350,10 @@ impl Child {
                     self.pidfd = None;
                     return Err(Error::Wait { pid: self.pid, err });
                 }
+            }
+            if give_up() {
+                self.kill_and_reap();
+                return Ok(ChildEnd::GaveUp);
             }
             let now = Instant::now();
             if now >= end_at {

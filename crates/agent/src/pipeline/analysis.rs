@@ -7,7 +7,7 @@
 //! analysis directory, never in the incident's (the spool moves unknown files aside).
 
 use super::io::IoConfig;
-use super::runner::{run_forked, run_limited, AnalysisLimits};
+use super::runner::{run_forked, run_limited, AnalysisLimits, RunOutcome};
 use crate::spool::AnalysisJob;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -47,7 +47,8 @@ pub const SCRATCH_DIR: &str = "scratch";
 /// Less room than this for scratch files (half the free space): none are used.
 const SCRATCH_MIN_BYTES: u64 = 64 << 20;
 
-/// The analyser's configuration for `input`: the policy's, with a scratch directory when the
+/// The analyser's configuration for `input`: the policy's, with the budget
+/// (`analysis.memory_limit_mb`) and a scratch directory when the
 /// analysis in memory could need more than half the budget (`analysis.memory_limit_mb`, the
 /// child's data limit), so that its large arrays are file pages the kernel may write back
 /// instead of the child's own memory. The directory is `<analysis dir>/scratch`, emptied first
@@ -57,6 +58,9 @@ const SCRATCH_MIN_BYTES: u64 = 64 << 20;
 /// budget says so: [`super::runner::RunOutcome::budget_note`]).
 pub(super) fn analyser_config(cfg: &IoConfig, input: &Path) -> analyze::Config {
     let mut acfg = cfg.analysis.clone();
+    // The analyser plans within the budget: a dump too large for it is reported as far as it
+    // fits (`analyze::budget`), never by an allocation that fails.
+    acfg.budget_bytes = cfg.limits.memory;
     let bytes = std::fs::metadata(input).map(|m| m.len()).unwrap_or(0);
     if !needs_scratch(bytes, cfg.limits.memory) {
         return acfg;
@@ -114,8 +118,6 @@ pub(super) fn analyse_out_of_process(cfg: &IoConfig, job: &AnalysisJob) -> Resul
     ];
     // The policy's thresholds (the command line's --top would override the file's topN).
     let thresholds = cfg.analysis_dir.join(format!("{}.config.json", job.id));
-    let config = serde_json::to_vec(&analyser_config(cfg, input)).map_err(|e| e.to_string())?;
-    std::fs::write(&thresholds, config).map_err(|e| format!("{}: {e}", thresholds.display()))?;
     args.extend([
         OsStr::new("--config"),
         thresholds.as_os_str(),
@@ -133,7 +135,17 @@ pub(super) fn analyse_out_of_process(cfg: &IoConfig, job: &AnalysisJob) -> Resul
         max_attempts: u32::MAX,
         ..cfg.limits.clone()
     };
-    let r = run_limited(bin, &args, &log, &attempts, &limits);
+    let run = |census_only: bool| -> Result<RunOutcome, String> {
+        let acfg = analyze::Config {
+            census_only,
+            ..analyser_config(cfg, input)
+        };
+        let config = serde_json::to_vec(&acfg).map_err(|e| e.to_string())?;
+        std::fs::write(&thresholds, config)
+            .map_err(|e| format!("{}: {e}", thresholds.display()))?;
+        run_limited(bin, &args, &log, &attempts, &limits).map_err(|e| e.to_string())
+    };
+    let r = run_then_census(run, &limits, &job.id);
     let _ = std::fs::remove_file(&info);
     let _ = std::fs::remove_file(&thresholds);
     let mut counter = attempts.into_os_string();
@@ -152,7 +164,27 @@ pub(super) fn analyse_out_of_process(cfg: &IoConfig, job: &AnalysisJob) -> Resul
             job.attempt,
             log.display()
         )),
-        Err(e) => Err(e.to_string()),
+        Err(e) => Err(e),
+    }
+}
+
+/// `run(false)`, the whole analysis; if it ran out of memory within its budget all the same
+/// (the estimate fell short), `run(true)`: the report of what fits in any budget
+/// (`analyze::Config::census_only`), which says why. The first run's outcome if the second
+/// fails too.
+fn run_then_census(
+    run: impl Fn(bool) -> Result<RunOutcome, String>,
+    limits: &AnalysisLimits,
+    incident: &str,
+) -> Result<RunOutcome, String> {
+    let first = run(false)?;
+    if first.end.ok() || !first.over_budget {
+        return Ok(first);
+    }
+    tracing::warn!(incident, reason = %format!("{}{}", first.end, first.budget_note(limits)), "analysis ran out of memory within its budget; reporting what fits");
+    match run(true) {
+        Ok(second) if second.end.ok() => Ok(second),
+        _ => Ok(first),
     }
 }
 
@@ -170,25 +202,38 @@ fn analyse_in_fork(
         threads: 1,
         ..analyser_config(cfg, &input)
     };
-    let r = run_forked(&cfg.limits, move || {
-        let Ok(report) = analyze::analyze(analyze::Input::File(&input), &acfg, running) else {
-            return exit::ANALYSIS_FAILED;
+    std::fs::create_dir_all(&cfg.analysis_dir)
+        .map_err(|e| format!("{}: {e}", cfg.analysis_dir.display()))?;
+    let log = cfg.analysis_dir.join(format!("{}.log", job.id));
+    let run = |census_only: bool| {
+        let acfg = analyze::Config {
+            census_only,
+            ..acfg.clone()
         };
-        match serde_json::to_vec(&report) {
-            Ok(b) if std::fs::write(&out, &b).is_ok() => exit::ANALYSED,
-            _ => exit::NOT_WRITTEN,
-        }
-    })
-    .map_err(|e| e.to_string())?;
+        let (input, out, running) = (&input, &out, running.clone());
+        run_forked(&cfg.limits, &log, move || {
+            let Ok(report) = analyze::analyze(analyze::Input::File(input), &acfg, running) else {
+                return exit::ANALYSIS_FAILED;
+            };
+            match serde_json::to_vec(&report) {
+                Ok(b) if std::fs::write(out, &b).is_ok() => exit::ANALYSED,
+                _ => exit::NOT_WRITTEN,
+            }
+        })
+        .map_err(|e| e.to_string())
+    };
+    let r = run_then_census(run, &cfg.limits, &job.id)?;
     if r.end.ok() {
         info!(incident = %job.id, ms = r.elapsed.as_millis() as u64, "analysis done in a forked child (no analyser executable shipped)");
+        let _ = std::fs::remove_file(&log);
         Ok(())
     } else {
         let _ = std::fs::remove_file(&job.report_out);
         Err(format!(
-            "analysis child (forked, no executable) {}{}",
+            "analysis child (forked, no executable) {}{}; its log: {}",
             r.end,
-            r.budget_note(&cfg.limits)
+            r.budget_note(&cfg.limits),
+            log.display()
         ))
     }
 }

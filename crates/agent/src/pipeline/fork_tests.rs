@@ -182,3 +182,88 @@ fn a_dump_near_its_budget_is_analysed_with_scratch_files_under_the_analysis_dire
     assert_eq!(got, want);
     assert_eq!(std::fs::read_dir(&scratch).unwrap().count(), 0);
 }
+
+/// Issue 43's honest limits through the forked child (no executable): a budget too small for
+/// the whole analysis of the dump gives the report of what fits, written and analysed, not a
+/// child that fails (or hangs): the class histogram, the same as the analyser makes in-process
+/// within that budget, and `analysis.budget` naming what was left out.
+#[test]
+fn a_dump_too_large_for_its_budget_is_reported_as_far_as_it_fits_by_the_forked_child() {
+    let dir = tempfile::tempdir().unwrap();
+    let id = dumped(dir.path());
+    let spool = Spool::open(dir.path().join(SPOOL_DIR), Quotas::default()).unwrap();
+    let mini = spool.incident_dir(&id).join("mini.hprof");
+    let mut cfg = io_config(dir.path(), None);
+    cfg.limits.memory = 16 << 20;
+    let acfg = analysis::analyser_config(&cfg, &mini);
+    assert_eq!(acfg.budget_bytes, 16 << 20);
+    io_pass(&cfg, &mut queue::LastError::default());
+    let got = analysed_report(dir.path(), &id);
+    let budget = &got["analysis"]["budget"];
+    assert_eq!(budget["budgetBytes"], 16 << 20, "{budget}");
+    assert!(
+        budget["neededBytes"].as_u64().unwrap() > 16 << 20,
+        "{budget}"
+    );
+    let left = budget["leftOut"].as_array().unwrap();
+    assert!(left
+        .iter()
+        .any(|s| s.as_str().unwrap().starts_with("gcPaths")));
+    assert!(got["gcPaths"].as_array().unwrap().is_empty());
+    // The histogram is the in-process analyser's within the same budget, and counts every
+    // object the whole analysis counts.
+    let running = serde_json::json!({"appVersion": "t-1"});
+    let small = analyze::analyze(
+        analyze::Input::File(&mini),
+        &analyze::Config {
+            budget_bytes: 16 << 20,
+            ..analyze::Config::default()
+        },
+        running.clone(),
+    )
+    .unwrap();
+    assert_eq!(
+        got["histogram"],
+        serde_json::to_value(&small.histogram).unwrap()
+    );
+    let full = analyze::analyze(
+        analyze::Input::File(&mini),
+        &analyze::Config::default(),
+        running,
+    )
+    .unwrap();
+    let counted: u64 = small.histogram.iter().map(|h| h.instance_count).sum();
+    assert_eq!(counted, full.analysis.objects);
+    assert_eq!(got["analysis"]["objects"], full.analysis.objects);
+}
+
+/// An analyser that runs out of memory within its budget all the same (the estimate fell
+/// short) is run once more for the report of what fits in any budget (`censusOnly`), which is
+/// kept: the incident is analysed, not failed.
+#[test]
+fn an_analysis_out_of_memory_within_its_budget_is_followed_by_the_report_of_what_fits() {
+    let dir = tempfile::tempdir().unwrap();
+    let id = dumped(dir.path());
+    // `analyze IN -o OUT --config CFG ...`: out of memory, unless the config asks for the
+    // census only; then a report.
+    let bad = dir.path().join("oom-then-census.sh");
+    let runs = dir.path().join("runs");
+    std::fs::write(
+        &bad,
+        format!(
+            "#!/bin/sh\necho run >> {runs}\nif grep -q '\"censusOnly\":true' \"$6\"; then\n  \
+             echo '{{\"histogram\":[{{\"className\":\"X\",\"instanceCount\":1,\"shallowSize\":8}}]}}' > \"$4\"\n  \
+             exit 0\nfi\necho 'memory allocation of 4096 bytes failed' >&2\nkill -6 $$\n",
+            runs = runs.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&bad, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    io_pass(
+        &io_config(dir.path(), Some(bad)),
+        &mut queue::LastError::default(),
+    );
+    let report = analysed_report(dir.path(), &id);
+    assert_eq!(report["histogram"][0]["className"], "X", "{report}");
+    assert_eq!(std::fs::read_to_string(&runs).unwrap(), "run\nrun\n");
+}

@@ -167,7 +167,7 @@ schema! {
         max_paths_per_class: u32 = 45, 1..=1000;
         /// Attempts at analysing one dump before giving up.
         max_attempts: u32 = 3, 1..=20;
-        /// Memory the analysing process may use, MB: its data limit (`RLIMIT_DATA`, its own private memory). A dump whose analysis could need more than half of it has the analysis keep its large arrays in scratch files under the agent's directory (up to half the free disk), which the limit does not count.
+        /// Memory the analysing process may use, MB: its data limit (`RLIMIT_DATA`, its own private memory). A dump whose analysis could need more than half of it has the analysis keep its large arrays in scratch files under the agent's directory (up to half the free disk), which the limit does not count. A dump whose whole analysis would need more than the limit even so is reported as far as it fits: the class histogram, with `analysis.budget` saying what was left out.
         memory_limit_mb: u64 = 512, 32..=65_536;
     }
 

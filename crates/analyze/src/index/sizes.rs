@@ -52,13 +52,13 @@ pub struct Conventions {
 
 const ALIGN: u64 = 8;
 
-fn align(n: u64, to: u64) -> u64 {
+pub(crate) fn align(n: u64, to: u64) -> u64 {
     n.div_ceil(to) * to
 }
 
 /// What a class's raw sizes are (see the module documentation).
 #[derive(Clone, Copy)]
-enum Kind {
+pub(crate) enum Kind {
     /// Instances: their size, or 0 where it comes from the raw size (field bytes).
     Instance(u64),
     ObjectArray,
@@ -77,59 +77,20 @@ pub(crate) fn settle(ix: &mut Index, array_min_bytes: u64) {
             .map(|k| kind(ix, k, c, android))
             .collect()
     };
-    let mut conv = if android {
-        Conventions {
-            vm: "Android",
-            object_header: 8,
-            array_header: 12,
-            reference_size: 4,
-            compressed_references: false,
-            alignment: ALIGN as u32,
-        }
-    } else {
-        Conventions {
-            vm: "HotSpot",
-            object_header: 2 * id_size,
-            array_header: 2 * id_size + 4,
-            reference_size: id_size,
-            compressed_references: false,
-            alignment: ALIGN as u32,
-        }
-    };
+    let mut conv = conventions(android, id_size, false);
     if !android && id_size == 8 {
         let k = kinds(ix, &conv);
         if shows_compressed(ix, &k, raw_header) {
-            conv.reference_size = 4;
-            conv.object_header = 12;
-            conv.array_header = 16;
-            conv.compressed_references = true;
+            conv = conventions(false, id_size, true);
         }
     }
     let kinds = kinds(ix, &conv);
-    let (r, h) = (conv.reference_size as u64, conv.object_header as u64);
+    let r = conv.reference_size as u64;
     let convert = |class: u32, raw: u32| -> u32 {
-        let Some(&k) = kinds.get(class as usize) else {
-            return raw;
-        };
-        let raw = raw as u64;
-        let v = match k {
-            Kind::Instance(0) => align(h + raw, ALIGN),
-            Kind::Instance(s) => s,
-            Kind::ObjectArray => {
-                let len = raw.saturating_sub(raw_header) / id_size as u64;
-                align(h + 4 + len * r, ALIGN)
-            }
-            Kind::PrimitiveArray(e) => {
-                let len = raw.saturating_sub(raw_header) / e;
-                let head = if android {
-                    align(h + 4, e.max(4))
-                } else {
-                    align(h + 4, r)
-                };
-                align(head + len * e, ALIGN)
-            }
-        };
-        v.min(u32::MAX as u64) as u32
+        match kinds.get(class as usize) {
+            Some(&k) => vm_size(k, raw as u64, &conv, id_size, android),
+            None => raw,
+        }
     };
     // Two halves side by side: 3.5 M objects on the 540 MB bench dump.
     let (class_of, shallow) = (&ix.class_of, &mut ix.shallow);
@@ -156,6 +117,63 @@ pub(crate) fn settle(ix: &mut Index, array_min_bytes: u64) {
     ix.sizes = conv;
 }
 
+/// The conventions of an Android dump, or of a HotSpot one with `id_size`-byte ids and
+/// references `compressed` or not (see the module documentation).
+pub(crate) fn conventions(android: bool, id_size: u32, compressed: bool) -> Conventions {
+    match (android, compressed) {
+        (true, _) => Conventions {
+            vm: "Android",
+            object_header: 8,
+            array_header: 12,
+            reference_size: 4,
+            compressed_references: false,
+            alignment: ALIGN as u32,
+        },
+        (false, false) => Conventions {
+            vm: "HotSpot",
+            object_header: 2 * id_size,
+            array_header: 2 * id_size + 4,
+            reference_size: id_size,
+            compressed_references: false,
+            alignment: ALIGN as u32,
+        },
+        (false, true) => Conventions {
+            vm: "HotSpot",
+            object_header: 12,
+            array_header: 16,
+            reference_size: 4,
+            compressed_references: true,
+            alignment: ALIGN as u32,
+        },
+    }
+}
+
+/// The VM's size of an object of kind `k` whose raw size (pass 2's) is `raw`, under `conv`
+/// (an `android` dump's, or HotSpot's).
+#[inline(always)]
+pub(crate) fn vm_size(k: Kind, raw: u64, conv: &Conventions, id_size: u32, android: bool) -> u32 {
+    let (r, h) = (conv.reference_size as u64, conv.object_header as u64);
+    let raw_header = array_header(id_size);
+    let v = match k {
+        Kind::Instance(0) => align(h + raw, ALIGN),
+        Kind::Instance(s) => s,
+        Kind::ObjectArray => {
+            let len = raw.saturating_sub(raw_header) / id_size as u64;
+            align(h + 4 + len * r, ALIGN)
+        }
+        Kind::PrimitiveArray(e) => {
+            let len = raw.saturating_sub(raw_header) / e;
+            let head = if android {
+                align(h + 4, e.max(4))
+            } else {
+                align(h + 4, r)
+            };
+            align(head + len * e, ALIGN)
+        }
+    };
+    v.min(u32::MAX as u64) as u32
+}
+
 /// The finding of a large array, made on raw sizes in pass 2 and checked by [`settle`].
 pub(crate) const ARRAY_FINDING: &str = "Array Size Over Threshold";
 
@@ -163,7 +181,7 @@ pub(crate) const ARRAY_FINDING: &str = "Array Size Over Threshold";
 /// pass 2 flags arrays this close to the threshold, and [`settle`] decides.
 pub(crate) const RAW_SLACK: u64 = 16;
 
-fn kind(ix: &Index, k: u32, c: &Conventions, android: bool) -> Kind {
+pub(crate) fn kind(ix: &Index, k: u32, c: &Conventions, android: bool) -> Kind {
     if k >= ix.prim_base && k < ix.prim_base + PRIMS.len() as u32 {
         let ty = PRIMS[(k - ix.prim_base) as usize];
         return Kind::PrimitiveArray(ty.size(4) as u64);

@@ -91,6 +91,9 @@ pub fn incident_page(p: &PageInput<'_>) -> String {
         .filter(|r| r.is_object());
     match &report {
         Some((r, om)) => {
+            if let Some(b) = &r.analysis.budget {
+                reduced(&mut h, b, &r.histogram, om);
+            }
             h.push_str("<h2 id=\"leaks\">Leaks</h2>\n");
             trace::leaks(&mut h, r, om, MAX_LEAKS);
             h.push_str("<h2 id=\"dominators\">Dominators</h2>\n");
@@ -232,6 +235,40 @@ fn inventory(h: &mut String, inv: &Inventory<'_>) {
     }
 }
 
+/// A report made within a budget too small for the whole analysis (`analysis.budget`): why,
+/// what it left out, and its class histogram.
+fn reduced(
+    h: &mut String,
+    b: &analyze::budget::Budget,
+    rows: &[analyze::budget::HistogramRow],
+    om: &Omitted,
+) {
+    let _ = writeln!(
+        h,
+        "<p class=\"error\" id=\"budget\">Only part of the analysis: {}</p>",
+        esc(&b.reason)
+    );
+    let _ = writeln!(
+        h,
+        "<p class=\"dim\">Left out: {}.</p>",
+        esc(&b.left_out.join(", "))
+    );
+    h.push_str("<h2 id=\"histogram\">Classes by shallow size</h2>\n<table>\n");
+    h.push_str("<tr><th>class</th><th>objects</th><th>shallow size</th></tr>\n");
+    for r in rows.iter().take(MAX_ROWS) {
+        let _ = writeln!(
+            h,
+            "<tr><td><code>{}</code></td><td>{}</td><td>{}</td></tr>",
+            esc(&r.class_name),
+            r.instance_count,
+            bytes(r.shallow_size)
+        );
+    }
+    h.push_str("</table>\n");
+    let left = rows.len().saturating_sub(MAX_ROWS) as u64 + om.at("/histogram");
+    more(h, left, "class(es)");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -263,6 +300,41 @@ mod tests {
                "dominators": [{"className": class, "retainedSize": 5000, "count": 3, "gcRoot": "Thread",
                                "path": [{"reference": "a.T.x", "referenceType": "INSTANCE_FIELD", "declaredClass": "a.T"},
                                         {"reference": class, "referenceType": "LEAKING_INSTANCE", "declaredClass": class}]}]})
+    }
+
+    /// A report made within too small a budget says so, what it left out, and shows its
+    /// histogram (escaped).
+    #[test]
+    fn a_report_within_too_small_a_budget_says_so_and_shows_its_histogram() {
+        let r = json!({"analysis": {"objects": 3, "budget": {
+                           "budgetBytes": 1, "neededBytes": 2, "estimate": "e",
+                           "leftOut": ["gcPaths (leaks and their paths)", "dominators"],
+                           "reason": "the whole analysis would need <more>"}},
+                       "histogram": [{"className": "a.<B>", "instanceCount": 3, "shallowSize": 2048}]});
+        let page = incident_page(&PageInput {
+            title: "t",
+            report: Some(&r),
+            ..PageInput::default()
+        });
+        assert!(
+            page.contains("Only part of the analysis: the whole analysis would need &lt;more&gt;"),
+            "{page}"
+        );
+        assert!(
+            page.contains("Left out: gcPaths (leaks and their paths), dominators."),
+            "{page}"
+        );
+        assert!(
+            page.contains("<td><code>a.&lt;B&gt;</code></td><td>3</td><td>2.0 KB</td>"),
+            "{page}"
+        );
+        // A whole report has neither.
+        let page = incident_page(&PageInput {
+            title: "t",
+            report: Some(&report("a.C", true)),
+            ..PageInput::default()
+        });
+        assert!(!page.contains("id=\"budget\"") && !page.contains("id=\"histogram\""));
     }
 
     /// A class name, a reason, an inventory group and a running-info value that are HTML

@@ -1,0 +1,379 @@
+//! The analysis's memory budget (`Config::budget_bytes`, issue 43's honest limits): whether
+//! the whole analysis fits, and the report of what fits when it does not.
+//!
+//! How: a dump small for its budget is analysed at once ([`may_exceed`]: an upper bound from
+//! its file size alone). Otherwise the census (`index::census`, one streaming pass in memory
+//! that grows with the classes and strings, not the objects) counts its objects and the
+//! references they may hold, and [`need`] estimates from those counts what the analysis would
+//! take: if that is within the budget, the analysis runs as always (its report is the same);
+//! if not, the report is the census's: the class histogram (`histogram[]`, shallow sizes as
+//! the full analysis counts them), the detectors' classes with their instance counts
+//! (`classInfos[]`), and `analysis.budget` saying what the budget was, what the analysis was
+//! estimated to need, and what the report leaves out. Never an allocation that fails (the
+//! process would abort), never a silent failure.
+//!
+//! The estimate is the process's data (what `RLIMIT_DATA` counts: its private writable
+//! memory, thread stacks and capacities included), measured with `prlimit --data` on the
+//! bench dump (3.5 M objects) and the 10 M- and 30 M-object dumps of `scripts/bench.sh
+//! analyze` (notes/next-43.md), and rounded up: per object and per reference, and per class
+//! and per string byte beside a fixed part. The census's reference count is a bound (null
+//! slots count), so the estimate errs high.
+#![forbid(unsafe_code)]
+
+use crate::index::Counts;
+use crate::report::{AnalysisInfo, LeftOut, Report};
+use serde::{Deserialize, Serialize};
+
+const MIB: u64 = 1 << 20;
+/// What the analysis takes beside its per-object and per-reference arrays: thread stacks, the
+/// allocator's slack, the parsers' buffers, the report's own.
+pub const FIXED_BYTES: u64 = 24 * MIB;
+
+/// `analysis.budget`: only in a report made within a budget too small for the whole analysis.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Budget {
+    /// The memory the analysis was given, in bytes (`Config::budget_bytes`).
+    pub budget_bytes: u64,
+    /// What the whole analysis was estimated to need, in bytes.
+    pub needed_bytes: u64,
+    /// What the estimate was made from.
+    pub estimate: String,
+    /// The parts of a report this one lacks.
+    pub left_out: Vec<String>,
+    /// Why, in words.
+    pub reason: String,
+}
+
+/// `histogram[]`: one class's objects (by name: classes of one name from several loaders
+/// together) and their shallow bytes. Only in a report made within a budget too small for the
+/// whole analysis (see [`Budget`]), largest first, at most [`MAX_HISTOGRAM`] rows.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct HistogramRow {
+    pub class_name: String,
+    pub instance_count: u64,
+    pub shallow_size: u64,
+}
+
+/// `histogram[]` rows kept (the most bytes, then the most objects); the others are counted in
+/// `analysis.leftOut.histogram`.
+pub const MAX_HISTOGRAM: usize = 1000;
+
+/// What a report made within too small a budget leaves out.
+const LEFT_OUT: [&str; 5] = [
+    "gcPaths (leaks and their paths)",
+    "leakObjects",
+    "dominators (retained sizes)",
+    "reachability (every object is counted, reachable or not)",
+    "classInfos' leak counts",
+];
+
+/// Whether the analysis of a dump of `bytes` may need more than `budget`: then the census
+/// runs first (about a fifth of the analysis's time) to estimate it. From the file's size
+/// alone, with twice the margin of the most measured per byte of file: 1.2 bytes in memory
+/// (the bench dump stripped: 3.5 M objects in 193 MB, 212 MiB), 0.25 with `scratch` files
+/// (an ART-style dump of 178 MB: 45 MiB, its node arrays in memory). A dump of smaller
+/// objects than these may still run out of memory without a census; the agent then asks for
+/// the census alone (`Config::census_only`), and the executable exits with its own code.
+pub fn may_exceed(bytes: u64, scratch: bool, budget: u64) -> bool {
+    let per_byte = if scratch {
+        bytes / 2
+    } else {
+        bytes.saturating_mul(3) / 2
+    };
+    FIXED_BYTES.saturating_add(per_byte) > budget
+}
+
+/// What the whole analysis of a dump with these counts is estimated to need, in bytes (see the
+/// module documentation), with its large arrays in `scratch` files or not.
+pub fn need(c: &Counts, scratch: bool) -> u64 {
+    let (n, m) = (c.objects, c.references_at_most);
+    // The id map (kept in memory, whatever the scratch files).
+    let id_map = c.id_map_bytes;
+    let per = match (scratch, c.two_passes) {
+        (false, false) => 50 * n + 12 * m,
+        (false, true) => 56 * n + 12 * m,
+        // One pass over scratch files: the id map, and a byte an object for the rest (the
+        // measured need does not grow beyond the id map: 25 MiB at 3.5 M and at 10 M objects).
+        (true, false) => id_map + n,
+        // Two passes: the node arrays are filled in memory, the edges listed there.
+        (true, true) => id_map + 19 * n + 12 * m,
+    };
+    FIXED_BYTES
+        .saturating_add(2 * c.string_bytes)
+        .saturating_add(512 * c.classes)
+        .saturating_add(per)
+}
+
+/// Why a report holds only what fits: the budget and the estimate, whether the large arrays
+/// were to be in scratch files, and whether an analysis within that budget already ran out of
+/// memory (`Config::census_only`).
+pub struct Why {
+    pub budget: u64,
+    pub need: u64,
+    pub scratch: bool,
+    pub ran_out: bool,
+}
+
+/// The report of what fits: the census's histogram and detector classes, and why the rest is
+/// missing.
+pub fn reduced(c: Counts, why: Why, input_bytes: u64, running_info: serde_json::Value) -> Report {
+    let mut rows: Vec<HistogramRow> = c
+        .histogram
+        .iter()
+        .map(|(name, &(n, bytes))| HistogramRow {
+            class_name: name.clone(),
+            instance_count: n,
+            shallow_size: bytes,
+        })
+        .collect();
+    sys::order::sort_by(&mut rows, |a, b| {
+        (b.shallow_size, b.instance_count, &a.class_name).cmp(&(
+            a.shallow_size,
+            a.instance_count,
+            &b.class_name,
+        ))
+    });
+    let left = rows.len().saturating_sub(MAX_HISTOGRAM) as u64;
+    rows.truncate(MAX_HISTOGRAM);
+    let estimate = format!(
+        "{} objects, at most {} references, {} classes, {} bytes of strings; {}, {}",
+        c.objects,
+        c.references_at_most,
+        c.classes,
+        c.string_bytes,
+        if c.two_passes {
+            "two passes"
+        } else {
+            "one pass"
+        },
+        if why.scratch {
+            "large arrays in scratch files"
+        } else {
+            "in memory (no scratch directory)"
+        },
+    );
+    let header = c.header;
+    Report {
+        running_info,
+        analysis: AnalysisInfo {
+            format: header.format.to_string(),
+            id_size: header.id_size,
+            input_bytes,
+            objects: c.objects,
+            gc_roots: c.gc_roots,
+            parse_parts: 1,
+            sizes: c.sizes,
+            left_out: LeftOut {
+                histogram: left,
+                ..LeftOut::default()
+            },
+            budget: Some(Budget {
+                budget_bytes: why.budget,
+                needed_bytes: why.need,
+                estimate,
+                left_out: LEFT_OUT.iter().map(|s| s.to_string()).collect(),
+                reason: reason(&why),
+            }),
+            ..AnalysisInfo::default()
+        },
+        class_infos: c.class_infos,
+        histogram: rows,
+        ..Report::default()
+    }
+}
+
+/// `analysis.budget.reason`.
+fn reason(w: &Why) -> String {
+    let (need, budget) = (w.need.div_ceil(MIB), w.budget / MIB);
+    let what = "this report holds what one pass over the dump counts in memory that does not \
+                grow with its objects";
+    match (w.ran_out, w.budget) {
+        (true, 0) => format!("the whole analysis ran out of memory before: {what}"),
+        (true, _) => format!(
+            "the whole analysis ran out of memory within its budget of {budget} MiB before \
+             (estimated to need about {need} MiB): {what}"
+        ),
+        (false, _) => format!(
+            "the whole analysis would need about {need} MiB, more than its budget of {budget} \
+             MiB: {what}"
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Config, Input};
+    use std::collections::BTreeMap;
+    use std::path::PathBuf;
+
+    const FIXTURES: [&str; 10] = [
+        "jvm/openjdk_jdk11_04_x64.hprof",
+        "jvm/oracle_jdk8_05_x64.hprof",
+        "jvm/heapdump_hashmap.hprof",
+        "jvm/heapdump_string.hprof",
+        "jvm/ahat_RI.hprof",
+        "jvm/slurp_hprof-32.hprof",
+        "jvm/sun_jdk6_31_hprofagent_compressedOops.hprof",
+        "jvm/sun_jdk6_32bit.hprof",
+        "android/leak_service_binder.hprof",
+        "android/leak_service_binder_ignored.hprof",
+    ];
+
+    fn fixture(rel: &str) -> PathBuf {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../../shared/fixtures/hprof")
+            .join(rel)
+    }
+
+    /// The histogram the full index makes: objects and shallow bytes by class name.
+    fn index_histogram(input: &Input<'_>) -> BTreeMap<String, (u64, u64)> {
+        index_counts(input).0
+    }
+
+    /// [`index_histogram`], and the edges of the graph.
+    fn index_counts(input: &Input<'_>) -> (BTreeMap<String, (u64, u64)>, u64) {
+        let mut tm = crate::Timings::default();
+        let (ix, _, _) = crate::index::build_index(
+            input,
+            &Config::default(),
+            std::time::Instant::now(),
+            &mut tm,
+        )
+        .unwrap();
+        let mut h: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+        for v in 0..ix.len() {
+            let e = h
+                .entry(ix.classes[ix.class_of[v] as usize].name.clone())
+                .or_default();
+            e.0 += 1;
+            e.1 += ix.shallow[v] as u64;
+        }
+        (h, ix.stats.edges)
+    }
+
+    #[test]
+    fn the_census_counts_every_class_as_the_full_index_does() {
+        for rel in FIXTURES {
+            let path = fixture(rel);
+            let file = Input::File(&path);
+            // The heap dump the analysis reads, of a file that holds several.
+            let spans = crate::snapshot::find(&file).unwrap();
+            let (_, skip) = crate::snapshot::choose(&spans, None).unwrap();
+            let input = match skip.is_empty() {
+                true => Input::File(&path),
+                false => Input::Snapshot(crate::Picked {
+                    base: &file,
+                    skip: &skip,
+                }),
+            };
+            let c = crate::index::census(&input).unwrap();
+            let (want, edges) = index_counts(&input);
+            // The references are a bound of the graph's edges.
+            assert!(c.references_at_most >= edges, "{rel}: {c:?} {edges}");
+            let keys: std::collections::BTreeSet<&String> =
+                c.histogram.keys().chain(want.keys()).collect();
+            let differ: Vec<_> = keys
+                .into_iter()
+                .filter(|k| c.histogram.get(*k) != want.get(*k))
+                .map(|k| (k, c.histogram.get(k), want.get(k)))
+                .collect();
+            assert!(
+                differ.is_empty(),
+                "{rel}: (class, census, index): {differ:?}"
+            );
+            assert_eq!(c.objects, c.histogram.values().map(|e| e.0).sum::<u64>());
+        }
+    }
+
+    fn without_timings(r: &Report) -> serde_json::Value {
+        let mut v = serde_json::to_value(r).unwrap();
+        v["analysis"]["timings"] = serde_json::Value::Null;
+        v
+    }
+
+    #[test]
+    fn within_too_small_a_budget_the_report_keeps_the_histogram_and_says_what_it_left_out() {
+        for rel in [
+            "jvm/openjdk_jdk11_04_x64.hprof",
+            "android/leak_service_binder.hprof",
+        ] {
+            let path = fixture(rel);
+            let run = |budget_bytes: u64| {
+                let cfg = Config {
+                    budget_bytes,
+                    ..Config::default()
+                };
+                crate::analyze(Input::File(&path), &cfg, serde_json::json!({"t": 1})).unwrap()
+            };
+            let full = run(0);
+            assert!(full.analysis.budget.is_none() && full.histogram.is_empty());
+            assert!(!full.dominators.is_empty(), "{rel}");
+            // A budget the census finds too small: the reduced report.
+            let counts = crate::index::census(&Input::File(&path)).unwrap();
+            let need = need(&counts, false);
+            let small = run(FIXED_BYTES - 1);
+            let b = small.analysis.budget.as_ref().expect("analysis.budget");
+            assert_eq!(
+                (b.budget_bytes, b.needed_bytes),
+                (FIXED_BYTES - 1, need),
+                "{rel}"
+            );
+            assert!(b.left_out.iter().any(|s| s.starts_with("gcPaths")), "{b:?}");
+            assert!(b.reason.contains("budget of"), "{b:?}");
+            assert!(small.gc_paths.is_empty() && small.dominators.is_empty());
+            assert_eq!(small.running_info, serde_json::json!({"t": 1}));
+            // The histogram is the full analysis's, by class, largest first.
+            let want = index_histogram(&Input::File(&path));
+            let got: BTreeMap<String, (u64, u64)> = small
+                .histogram
+                .iter()
+                .map(|r| (r.class_name.clone(), (r.instance_count, r.shallow_size)))
+                .collect();
+            assert_eq!(got, want, "{rel}");
+            assert!(small
+                .histogram
+                .windows(2)
+                .all(|w| w[0].shallow_size >= w[1].shallow_size));
+            assert_eq!(small.analysis.objects, full.analysis.objects, "{rel}");
+            assert_eq!(small.analysis.sizes, full.analysis.sizes, "{rel}");
+            // The detectors' classes with the full report's instance counts (those a leak
+            // alone lists there are missing: no leaks are found here).
+            for c in &small.class_infos {
+                assert_eq!(c.leak_instance_count, 0);
+                let f = full
+                    .class_infos
+                    .iter()
+                    .find(|f| f.class_name == c.class_name);
+                assert_eq!(f.map(|f| f.instance_count), Some(c.instance_count), "{rel}");
+            }
+            let listed = |f: &&crate::report::ClassInfo| f.leak_instance_count == 0;
+            assert_eq!(
+                full.class_infos.iter().filter(listed).count(),
+                small.class_infos.len(),
+                "{rel}"
+            );
+            // A budget the whole analysis fits: the census ran, the report is the same.
+            // (Whether the census runs there or not: the census runs and the analysis fits in
+            // `cli`'s `a_scratch_directory_analyses_within_a_data_limit_...`.)
+            assert_eq!(without_timings(&run(need)), without_timings(&full), "{rel}");
+            assert_eq!(without_timings(&run(1 << 40)), without_timings(&full));
+            // After a run that ran out of memory within a budget the estimate allowed: only
+            // what the census counts, and why.
+            let cfg = Config {
+                budget_bytes: 1 << 40,
+                census_only: true,
+                ..Config::default()
+            };
+            let again = crate::analyze(Input::File(&path), &cfg, serde_json::Value::Null).unwrap();
+            assert_eq!(again.histogram, small.histogram, "{rel}");
+            let b = again.analysis.budget.unwrap();
+            assert!(
+                b.reason.contains("ran out of memory within its budget"),
+                "{b:?}"
+            );
+        }
+    }
+}

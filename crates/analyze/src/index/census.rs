@@ -1,0 +1,298 @@
+//! The census: one streaming pass that counts a dump's objects by class (the class histogram)
+//! and the references they may hold, in memory that grows with the dump's classes and
+//! strings, never with its objects. The analysis runs it when its budget
+//! (`Config::budget_bytes`) may be too small for the whole analysis: the counts say what that
+//! would need (`crate::budget`), and where it does not fit, the histogram is what the report
+//! keeps.
+//!
+//! Invariants:
+//! - Memory: what pass 1 keeps beside the object ids (strings, classes, roots, threads), plus
+//!   one fixed-size tally per class id that objects name; nothing per object.
+//! - Sizes are the full analysis's (see `sizes`): each object's size is summed under each of
+//!   the three layouts the dump may turn out to have (Android's; HotSpot's with references of
+//!   the id size, or compressed), and the one the dump shows is kept at the end. Compressed
+//!   references are seen as `settle` sees them, on an object array and the object after it,
+//!   here in file order (`settle`: by address; HotSpot lists its objects by address after its
+//!   class dumps, so the two agree on HotSpot's dumps).
+//! - An id the dump lists twice is counted twice (the full analysis keeps the first).
+#![forbid(unsafe_code)]
+
+use super::sizes::{align, android_root, conventions, kind, vm_size, Kind};
+use super::*;
+
+/// The layouts an object's size is summed under until the dump says which it has: Android's,
+/// HotSpot's with references of the id size, HotSpot's with compressed references.
+const LAYOUTS: usize = 3;
+
+/// What the objects that name one class id add up to.
+#[derive(Clone, Copy, Default)]
+struct Tally {
+    instances: u64,
+    arrays: u64,
+    /// Array elements that are not null, all together.
+    elements: u64,
+    /// The arrays' sizes under each layout, as object arrays.
+    as_array: [u64; LAYOUTS],
+    /// The objects' sizes under each layout, as objects of an unknown class (their raw size
+    /// after an object header: see `sizes`).
+    as_unknown: [u64; LAYOUTS],
+}
+
+/// The census's visitor (see the module documentation).
+#[derive(Default)]
+pub(crate) struct Census {
+    p1: Pass1,
+    by_class: HashMap<u64, Tally>,
+    /// Primitive arrays by element type (in `PRIMS` order): count and size under each layout.
+    prims: [(u64, [u64; LAYOUTS]); 8],
+    /// The last object's id and, if it was an object array, its length.
+    prev: Option<(u64, Option<u64>)>,
+    compressed: bool,
+    objects: u64,
+    /// Whether a string or class dump came after the first object (the analysis then takes
+    /// two passes).
+    late: bool,
+    /// The class id of the object array whose elements are being read, if one is.
+    in_array: Option<u64>,
+    min_id: u64,
+    max_id: u64,
+    /// Every id or-ed together (their common alignment), and the regions of the id map that
+    /// hold some id (at most [`MAX_REGIONS`] are told apart), the last one met.
+    ids_or: u64,
+    regions: std::collections::HashSet<u64>,
+    last_region: Option<u64>,
+}
+
+/// Regions of the id map the census tells apart (beyond, the map is taken to be the largest).
+const MAX_REGIONS: usize = 1 << 20;
+
+/// A census's results (see the module documentation).
+#[derive(Clone, Debug)]
+pub struct Counts {
+    pub header: Header,
+    /// Objects listed (class dumps included).
+    pub objects: u64,
+    /// At most this many references: every reference slot (null or not), array element that
+    /// is not null, and implicit edge (an instance's class, a class's superclass and loader).
+    pub references_at_most: u64,
+    pub classes: u64,
+    /// Bytes the dump's strings take in the index.
+    pub string_bytes: u64,
+    pub gc_roots: u64,
+    /// Whether the analysis would take two passes (strings or classes after objects).
+    pub two_passes: bool,
+    /// About what the index's id map takes, in bytes (see `rank::estimate_bytes`).
+    pub id_map_bytes: u64,
+    pub sizes: Conventions,
+    /// Per class name: objects and their shallow bytes (as the full analysis counts them).
+    pub histogram: BTreeMap<String, (u64, u64)>,
+    /// The classes a detector looks at, with their objects (as the full report's
+    /// `classInfos[]`, without leak counts).
+    pub class_infos: Vec<crate::report::ClassInfo>,
+}
+
+use std::collections::BTreeMap;
+
+impl Census {
+    /// The object `id` was met (in file order): tracks the id range and compressed references.
+    fn object(&mut self, id: u64, array_len: Option<u64>) {
+        if let Some((p, Some(len))) = self.prev {
+            if id > p && id - p < 16 + 8 * len {
+                self.compressed = true;
+            }
+        }
+        self.prev = Some((id, array_len));
+        if self.objects == 0 {
+            self.min_id = id;
+        }
+        self.min_id = self.min_id.min(id);
+        self.max_id = self.max_id.max(id);
+        self.ids_or |= id;
+        let region = id / crate::rank::FINE_REGION_SPAN;
+        if self.last_region != Some(region) && self.regions.len() <= MAX_REGIONS {
+            self.last_region = Some(region);
+            self.regions.insert(region);
+        }
+        self.objects += 1;
+    }
+
+    fn id_size(&self) -> u32 {
+        self.p1.header.map_or(8, |h| h.id_size)
+    }
+
+    /// An object of raw size `raw` as an object of an unknown class, under each layout.
+    fn as_unknown(&self, raw: u64) -> [u64; LAYOUTS] {
+        let id_size = self.id_size();
+        [(true, false), (false, false), (false, true)]
+            .map(|(a, c)| align(conventions(a, id_size, c).object_header as u64 + raw, 8))
+    }
+
+    fn sizes(&self, k: Kind, raw: u64) -> [u64; LAYOUTS] {
+        let id_size = self.id_size();
+        [(true, false), (false, false), (false, true)]
+            .map(|(a, c)| vm_size(k, raw, &conventions(a, id_size, c), id_size, a) as u64)
+    }
+
+    /// The counts, once the pass is over.
+    pub(crate) fn finish(self) -> Result<Counts, String> {
+        let mut p1 = self.p1;
+        let roots = std::mem::take(&mut p1.roots);
+        let android = p1.android || roots.iter().any(|r| android_root(r.1));
+        p1.strings.finish();
+        let string_bytes = (p1.strings.arena.len() + 16 * p1.strings.ids.len()) as u64;
+        let mut skel = p1.finish_with(Grow::default(), IndexStats::default())?;
+        let id_size = skel.header.id_size;
+        let compressed = !android && id_size == 8 && self.compressed;
+        let conv = conventions(android, id_size, compressed);
+        let v = match (android, compressed) {
+            (true, _) => 0,
+            (false, false) => 1,
+            (false, true) => 2,
+        };
+        let unknown = skel.classes.len() as u32 - 1;
+        let mut histogram: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+        let mut add = |name: &str, n: u64, bytes: u64| {
+            if n > 0 {
+                let e = histogram.entry(name.to_string()).or_default();
+                e.0 += n;
+                e.1 += bytes;
+            }
+        };
+        let mut refs = 0u64;
+        for (&id, t) in &self.by_class {
+            let ci = skel.class_by_id(id);
+            let k = ci.map(|ci| kind(&skel, ci, &conv, android));
+            let name = &skel.classes[ci.unwrap_or(unknown) as usize].name;
+            // Instances: their class's size, or as pass 2 counts one of an unknown class.
+            match k {
+                Some(Kind::Instance(s)) if s > 0 => add(name, t.instances, t.instances * s),
+                _ => add(name, t.instances, t.as_unknown[v]),
+            }
+            let slots = ci.map_or(0, |ci| skel.classes[ci as usize].ref_slots.len() as u64);
+            refs += t.instances * (slots + 1) + t.arrays + t.elements;
+            match k {
+                Some(Kind::ObjectArray) => add(name, t.arrays, t.as_array[v]),
+                Some(Kind::Instance(s)) if s > 0 => add(name, t.arrays, t.arrays * s),
+                _ => add(name, t.arrays, t.as_unknown[v]),
+            }
+            if let Some(ci) = ci {
+                skel.classes[ci as usize].instances = (t.instances + t.arrays) as u32;
+            }
+        }
+        for (p, &(n, sizes)) in self.prims.iter().enumerate() {
+            add(&skel.classes[skel.prim_base as usize + p].name, n, sizes[v]);
+            refs += n;
+        }
+        // The class objects: instances of java.lang.Class, each its statics.
+        let real = &skel.classes[..skel.prim_base as usize];
+        let r = conv.reference_size as u64;
+        let statics = |c: &Class| align(c.static_prim_bytes as u64 + c.statics.len() as u64 * r, 8);
+        let class_bytes = real.iter().map(statics).sum();
+        add(
+            &skel.classes[skel.class_class as usize].name,
+            real.len() as u64,
+            class_bytes,
+        );
+        refs += real.iter().map(|c| c.statics.len() as u64 + 2).sum::<u64>();
+        let class_infos = crate::report::class_infos(&skel, &HashMap::new());
+        Ok(Counts {
+            header: skel.header,
+            objects: self.objects,
+            references_at_most: refs,
+            classes: real.len() as u64,
+            string_bytes,
+            gc_roots: roots.len() as u64,
+            two_passes: self.late,
+            id_map_bytes: {
+                let n = self.objects;
+                let span = self.max_id.saturating_sub(self.min_id);
+                let align = 1u64 << self.ids_or.trailing_zeros().min(6);
+                match self.regions.len() > MAX_REGIONS {
+                    true => n.saturating_mul(crate::rank::MAX_BYTES_PER_ID),
+                    false => crate::rank::estimate_bytes(n, span, align, self.regions.len() as u64),
+                }
+            },
+            sizes: conv,
+            histogram,
+            class_infos,
+        })
+    }
+}
+
+impl Visitor for Census {
+    fn array_data(&mut self, data: &[u8]) -> Result<(), String> {
+        if let Some(class_id) = self.in_array {
+            let n = self.id_size() as usize;
+            let set = data.chunks_exact(n).filter(|e| e.iter().any(|&b| b != 0));
+            let count = set.count() as u64;
+            self.by_class.entry(class_id).or_default().elements += count;
+        }
+        Ok(())
+    }
+    fn array_end(&mut self) -> Result<(), String> {
+        self.in_array = None;
+        Ok(())
+    }
+    fn header(&mut self, h: &Header, raw: &[u8]) -> Result<(), String> {
+        self.p1.header(h, raw)
+    }
+    fn record(&mut self, offset: u64, r: &Record<'_>, raw: &[u8]) -> Result<(), String> {
+        if self.objects > 0 && (r.utf8().is_some() || r.load_class().is_some()) {
+            self.late = true;
+        }
+        self.p1.record(offset, r, raw)
+    }
+    fn sub(&mut self, offset: u64, s: &Sub<'_>, raw: &[u8]) -> Result<(), String> {
+        let id_size = self.id_size() as u64;
+        match *s {
+            Sub::Root { .. } | Sub::HeapDumpInfo { .. } => return self.p1.sub(offset, s, raw),
+            Sub::Class(ref c) => {
+                self.late |= self.objects > self.p1.classes.len() as u64;
+                self.object(c.id, None);
+                self.p1.classes.push(raw_class(c));
+            }
+            Sub::Instance {
+                id, class_id, data, ..
+            } => {
+                self.object(id, None);
+                let u = self.as_unknown(data.len() as u64);
+                let t = self.by_class.entry(class_id).or_default();
+                t.instances += 1;
+                (0..LAYOUTS).for_each(|i| t.as_unknown[i] += u[i]);
+            }
+            Sub::ObjectArray {
+                id, len, class_id, ..
+            } => {
+                self.object(id, Some(len as u64));
+                let raw = len as u64 * id_size + array_header(id_size as u32);
+                let (a, u) = (self.sizes(Kind::ObjectArray, raw), self.as_unknown(raw));
+                let t = self.by_class.entry(class_id).or_default();
+                t.arrays += 1;
+                self.in_array = Some(class_id);
+                (0..LAYOUTS).for_each(|i| {
+                    t.as_array[i] += a[i];
+                    t.as_unknown[i] += u[i];
+                });
+            }
+            Sub::PrimitiveArray { id, len, ty, .. } => {
+                self.object(id, None);
+                let pi = PRIMS.iter().position(|&p| p == ty).unwrap_or(4);
+                let e = ty.size(id_size as u32) as u64;
+                let raw = len as u64 * e + array_header(id_size as u32);
+                let sz = self.sizes(Kind::PrimitiveArray(ty.size(4) as u64), raw);
+                let p = &mut self.prims[pi];
+                p.0 += 1;
+                (0..LAYOUTS).for_each(|i| p.1[i] += sz[i]);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The census of `input` (see the module documentation).
+pub(crate) fn census(input: &Input<'_>) -> Result<Counts, crate::Error> {
+    let mut c = Census::default();
+    input.pass(&mut c)?;
+    c.finish()
+        .map_err(|what| crate::Error::Input { offset: 0, what })
+}
