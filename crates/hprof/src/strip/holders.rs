@@ -582,6 +582,40 @@ impl Holders {
 mod tests {
     use super::*;
 
+    /// The table of ids doubles once it is more than three quarters full, not before (its
+    /// memory) and not later (an open-addressing table must keep free slots); it keeps every id
+    /// and its flags across the growth.
+    #[test]
+    fn the_table_of_ids_doubles_past_three_quarters_full() {
+        let mut t = Table::new();
+        let id = |i: usize| 0x1000_0000 + 8 * i as u64;
+        let three_quarters = START_SLOTS / 4 * 3;
+        for i in 0..three_quarters {
+            t.mark(id(i), WANTED);
+        }
+        assert_eq!(
+            t.keys.len(),
+            START_SLOTS,
+            "full to three quarters: not grown"
+        );
+        t.mark(id(0), ROOTED);
+        assert_eq!(
+            (t.len, t.keys.len()),
+            (three_quarters, START_SLOTS),
+            "a known id adds nothing"
+        );
+        t.mark(id(three_quarters), WANTED);
+        assert_eq!(t.keys.len(), 2 * START_SLOTS, "one more: doubled");
+        for i in 0..=three_quarters {
+            let k = t.slot(id(i));
+            assert_eq!(t.keys[k], id(i));
+            let want = if i == 0 { WANTED | ROOTED } else { WANTED };
+            assert_eq!(t.flags[k], want, "id {i}");
+        }
+        let never = t.slot(id(three_quarters + 1));
+        assert_eq!(t.keys[never], 0, "an id never marked is not there");
+    }
+
     /// `fields` as a class dump lists them (4-byte name ids).
     fn raw(fields: &[(u64, BasicType)]) -> Vec<u8> {
         let mut b = Vec::new();
