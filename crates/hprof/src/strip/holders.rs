@@ -616,6 +616,26 @@ mod tests {
         assert_eq!(t.keys[never], 0, "an id never marked is not there");
     }
 
+    /// A root is noted only while the table of ids has room: at its bound (three quarters of
+    /// [`MAX_SLOTS`], where it no longer grows) more roots are not taken in, so the table never
+    /// fills, and a lookup in it always ends. (Taking them in would fill it after a quarter of
+    /// its slots more, and then a lookup of a new id would probe for ever.)
+    #[test]
+    fn roots_past_the_table_s_bound_are_not_noted() {
+        let mut h = Holders::new(4);
+        let bound = MAX_SLOTS / 4 * 3;
+        for id in 1..=bound as u64 {
+            h.table.mark((1 << 40) + id, DROPPED);
+        }
+        assert_eq!((h.table.room(0), h.table.keys.len()), (0, MAX_SLOTS));
+        for id in 1..=(MAX_SLOTS / 4) as u64 + 1 {
+            h.root((2 << 40) + id);
+        }
+        assert_eq!(h.table.len, bound);
+        let never = h.table.slot(3 << 40);
+        assert_eq!(h.table.keys[never], 0);
+    }
+
     /// `fields` as a class dump lists them (4-byte name ids).
     fn raw(fields: &[(u64, BasicType)]) -> Vec<u8> {
         let mut b = Vec::new();
