@@ -636,6 +636,25 @@ mod tests {
         assert_eq!(h.table.keys[never], 0);
     }
 
+    /// An instance set aside before its class, whose class then comes with instances of
+    /// another length (a dump that contradicts itself): its bytes are not read by that layout;
+    /// every id-sized window is taken for a reference, as for a class never described.
+    #[test]
+    fn a_waiting_instance_whose_class_comes_at_another_length_has_every_window_marked() {
+        let mut h = Holders::new(4);
+        let data: Vec<u8> = [0x9000u32, 0x9001, 0x9002]
+            .iter()
+            .flat_map(|r| r.to_be_bytes())
+            .collect();
+        assert!(h.instance(0x2000, 0x60, &data));
+        // Class 0x60: one reference, 4 bytes an instance, where the waiting one has 12.
+        h.class(&class(0x60, 0, &raw(&[(1, BasicType::Object)])));
+        let wanted = h.take_wanted();
+        for r in [0x9000, 0x9001, 0x9002] {
+            assert!(wanted.contains(&r), "{r:#x} in {wanted:x?}");
+        }
+    }
+
     /// `fields` as a class dump lists them (4-byte name ids).
     fn raw(fields: &[(u64, BasicType)]) -> Vec<u8> {
         let mut b = Vec::new();
