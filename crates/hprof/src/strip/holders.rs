@@ -655,6 +655,31 @@ mod tests {
         }
     }
 
+    /// A dropped instance of a known class is noted only with room in the table for its id,
+    /// its class and each of its references; one entry short, it is kept (and the holders are
+    /// full from then on), never noted in part.
+    #[test]
+    fn an_instance_is_dropped_only_with_room_for_its_id_class_and_references() {
+        let near_the_bound = |room: usize| {
+            let mut h = Holders::new(4);
+            h.class(&class(0x60, 0, &raw(&[(1, BasicType::Object)])));
+            for id in 1..=(MAX_SLOTS / 4 * 3 - room) as u64 {
+                h.table.mark((1 << 40) + id, DROPPED);
+            }
+            assert_eq!(h.table.room(0), room);
+            h
+        };
+        let one_ref = 0x9000u32.to_be_bytes();
+        let mut h = near_the_bound(3);
+        assert!(h.instance(0x2000, 0x60, &one_ref));
+        assert!(!h.full);
+        assert_eq!(h.table.room(0), 0);
+        let mut h = near_the_bound(2);
+        assert!(!h.instance(0x2000, 0x60, &one_ref));
+        assert!(h.full);
+        assert_eq!(h.table.room(0), 2, "nothing noted");
+    }
+
     /// `fields` as a class dump lists them (4-byte name ids).
     fn raw(fields: &[(u64, BasicType)]) -> Vec<u8> {
         let mut b = Vec::new();
