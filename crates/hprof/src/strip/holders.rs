@@ -655,20 +655,23 @@ mod tests {
         }
     }
 
+    /// Holders with class 0x60 (one reference) described, the table of ids filled to `room`
+    /// entries below its bound.
+    fn near_the_bound(room: usize) -> Holders {
+        let mut h = Holders::new(4);
+        h.class(&class(0x60, 0, &raw(&[(1, BasicType::Object)])));
+        for id in 1..=(MAX_SLOTS / 4 * 3 - room) as u64 {
+            h.table.mark((1 << 40) + id, DROPPED);
+        }
+        assert_eq!(h.table.room(0), room);
+        h
+    }
+
     /// A dropped instance of a known class is noted only with room in the table for its id,
     /// its class and each of its references; one entry short, it is kept (and the holders are
     /// full from then on), never noted in part.
     #[test]
     fn an_instance_is_dropped_only_with_room_for_its_id_class_and_references() {
-        let near_the_bound = |room: usize| {
-            let mut h = Holders::new(4);
-            h.class(&class(0x60, 0, &raw(&[(1, BasicType::Object)])));
-            for id in 1..=(MAX_SLOTS / 4 * 3 - room) as u64 {
-                h.table.mark((1 << 40) + id, DROPPED);
-            }
-            assert_eq!(h.table.room(0), room);
-            h
-        };
         let one_ref = 0x9000u32.to_be_bytes();
         let mut h = near_the_bound(3);
         assert!(h.instance(0x2000, 0x60, &one_ref));
@@ -676,6 +679,19 @@ mod tests {
         assert_eq!(h.table.room(0), 0);
         let mut h = near_the_bound(2);
         assert!(!h.instance(0x2000, 0x60, &one_ref));
+        assert!(h.full);
+        assert_eq!(h.table.room(0), 2, "nothing noted");
+    }
+
+    /// So is a dropped object array: room for its id, its class and each element, or it is
+    /// kept.
+    #[test]
+    fn an_object_array_is_dropped_only_with_room_for_its_id_class_and_elements() {
+        let mut h = near_the_bound(3);
+        assert!(h.object_array(0x2000, 0x60, 1));
+        assert!(!h.full);
+        let mut h = near_the_bound(2);
+        assert!(!h.object_array(0x2000, 0x60, 1));
         assert!(h.full);
         assert_eq!(h.table.room(0), 2, "nothing noted");
     }
