@@ -144,6 +144,19 @@ fn the_mapped_stripper_writes_the_same_bytes_as_the_streaming_one() {
                     "file: input {i} level {level} workers {workers}"
                 );
             }
+            // The streaming stripper into a file (its buffer written with write, the segment
+            // lengths patched with pwrite), as the agent's tee writes one.
+            let path = dir.path().join(format!("{i}-{level}-stream"));
+            let file = std::fs::File::create(&path).unwrap();
+            let mut s = hprof::Stripper::new(level, hprof::FileSink { file });
+            for c in input.chunks(40_000) {
+                s.feed(c).unwrap();
+            }
+            assert_eq!(s.finish().unwrap().1, want_stats);
+            assert!(
+                read(&path) == want,
+                "stream to a file: input {i} level {level}"
+            );
         }
     }
 }

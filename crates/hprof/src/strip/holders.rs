@@ -696,6 +696,48 @@ mod tests {
         assert_eq!(h.table.room(0), 2, "nothing noted");
     }
 
+    /// A dropped primitive array is noted with room for its id alone; with none it is kept.
+    #[test]
+    fn a_primitive_array_is_dropped_only_with_room_for_its_id() {
+        let mut h = near_the_bound(1);
+        assert!(h.primitive_array(0x2000));
+        assert_eq!(h.table.room(0), 0);
+        let mut h = near_the_bound(0);
+        assert!(!h.primitive_array(0x2000));
+        assert!(h.full);
+    }
+
+    /// A dropped object array's elements may come in chunks of any size, an id cut anywhere
+    /// between two (as the tee hands the stripper what the VM writes): every element is wanted,
+    /// whatever the cuts, for both id sizes.
+    #[test]
+    fn an_object_array_s_elements_are_read_across_any_chunks() {
+        for n in [4usize, 8] {
+            let elems: Vec<u64> = (0..7).map(|i| 0x0101_0000 + i * 0x0111).collect();
+            let bytes: Vec<u8> = elems
+                .iter()
+                .flat_map(|e| e.to_be_bytes()[8 - n..].to_vec())
+                .collect();
+            for chunk in 1..=2 * n + 1 {
+                let mut h = Holders::new(n as u32);
+                assert!(h.object_array(0x2000, 0x60, elems.len() as u32));
+                for c in bytes.chunks(chunk) {
+                    h.elements(c);
+                }
+                let wanted = h.take_wanted();
+                for e in &elems {
+                    assert!(wanted.contains(e), "id size {n}, chunks of {chunk}: {e:#x}");
+                }
+                // The elements, and the array's class: nothing made up from cut ids.
+                assert_eq!(
+                    wanted.len(),
+                    elems.len() + 1,
+                    "id size {n}, chunks of {chunk}"
+                );
+            }
+        }
+    }
+
     /// `fields` as a class dump lists them (4-byte name ids).
     fn raw(fields: &[(u64, BasicType)]) -> Vec<u8> {
         let mut b = Vec::new();

@@ -60,18 +60,6 @@ impl Sink for FileSink {
     }
 }
 
-impl<S: Sink + ?Sized> Sink for &mut S {
-    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
-        (**self).write_all(buf)
-    }
-    fn write_all_vectored(&mut self, bufs: &[&[u8]]) -> io::Result<()> {
-        (**self).write_all_vectored(bufs)
-    }
-    fn patch(&mut self, offset: u64, bytes: &[u8]) -> io::Result<()> {
-        (**self).patch(offset, bytes)
-    }
-}
-
 /// Where the stripper's output goes. `raw` bytes are a verbatim slice of the input being parsed
 /// (an emitter over a mapped input may refer to them instead of copying); `lit` bytes are made up.
 pub(crate) trait Emit {
