@@ -562,3 +562,54 @@ impl Stage {
 pub(super) fn write_err(e: io::Error) -> String {
     format!("{}{e}", crate::OUTPUT_FAILED)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{Out, Pieces};
+
+    /// The stripper's output buffer holds at most its capacity: bytes that fit wait in it,
+    /// the write that would pass it hands the buffer to the sink first (so memory stays
+    /// bounded whatever the output), and nothing is lost or reordered.
+    #[test]
+    fn the_output_buffer_holds_at_most_its_capacity() {
+        let mut o = Out::new(Vec::new(), 100);
+        let cap = o.buf.capacity();
+        o.write(&vec![1; cap / 2]).unwrap();
+        o.write(&vec![2; cap / 2]).unwrap();
+        assert!(o.sink.is_empty(), "what fits waits in the buffer");
+        o.write(&[3]).unwrap();
+        assert_eq!(o.sink.len(), cap / 2 * 2, "full: handed to the sink first");
+        assert!(o.buf.capacity() == cap && o.buf.len() == 1);
+        o.flush().unwrap();
+        let mut want = vec![1; cap / 2];
+        want.extend(vec![2; cap / 2]);
+        want.push(3);
+        assert_eq!(o.sink, want);
+    }
+
+    /// Output bytes are referred to only when they lie inside the input; bytes from anywhere
+    /// else (even next to it in memory) are copied.
+    #[test]
+    fn only_slices_of_the_input_are_referred_to() {
+        let both = [7u8; 64];
+        let (base, other) = both.split_at(32);
+        assert_eq!(Pieces::offset_in(base, &base[5..9]), Some(5));
+        assert_eq!(Pieces::offset_in(base, &base[28..]), Some(28));
+        assert_eq!(
+            Pieces::offset_in(base, &other[..4]),
+            None,
+            "just past the input"
+        );
+        assert_eq!(
+            Pieces::offset_in(base, &both[30..34]),
+            None,
+            "straddling its end"
+        );
+        assert_eq!(Pieces::offset_in(other, &both[..4]), None, "before it");
+        let mut p = Pieces::default();
+        p.raw(base, &other[..4]);
+        assert_eq!((p.lits.len(), p.len), (4, 4), "copied");
+        p.raw(base, &base[..4]);
+        assert_eq!((p.lits.len(), p.len), (4, 8), "referred to");
+    }
+}
