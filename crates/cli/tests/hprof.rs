@@ -225,6 +225,11 @@ fn the_stripper_takes_the_way_its_arguments_ask_for() {
             "level {level} part {part} workers {workers}"
         );
     }
+    // strip_mapped itself: an input under 16 MiB (this one) is parsed and written here, with no
+    // writer thread, which costs it more than it overlaps.
+    let (got, _) = hprof::strip_mapped(&input, Level::Arrays, Writers::default()).unwrap();
+    assert!(input.len() < 16 << 20);
+    assert_eq!(got.threads, [me].into());
 }
 
 /// Primitive arrays in a dump: (with contents: count, content bytes; without (0xC3): bytes).

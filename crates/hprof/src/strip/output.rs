@@ -587,6 +587,75 @@ mod tests {
         assert_eq!(o.sink, want);
     }
 
+    /// The stripper's output buffer patches what it still holds, what it has handed to the
+    /// sink, and a patch that straddles the two (the sink gets the buffer first).
+    #[test]
+    fn a_patch_lands_in_the_buffer_in_the_sink_or_across_both() {
+        let mut o = Out::new(Vec::new(), 64);
+        let cap = o.buf.capacity();
+        o.write(&vec![0; cap - 4]).unwrap();
+        o.write(&[0; 10]).unwrap();
+        assert_eq!(o.sink.len(), cap - 4, "the first write was handed on");
+        o.patch(1, &[1, 1]).unwrap();
+        o.patch(cap as u64, &[3; 2]).unwrap();
+        assert_eq!(o.buf[4..6], [3, 3], "patched in the buffer");
+        o.patch(cap as u64 - 6, &[2; 4]).unwrap();
+        assert_eq!(o.sink.len(), cap + 6, "straddling: the buffer went first");
+        o.flush().unwrap();
+        let mut want = vec![0; cap + 6];
+        want[1..3].fill(1);
+        want[cap - 6..cap - 2].fill(2);
+        want[cap..cap + 2].fill(3);
+        assert_eq!(o.sink, want);
+    }
+
+    /// Verbatim input that continues the last piece extends it (a batch of few, long pieces);
+    /// input that does not (bytes dropped between, or an earlier place) starts a piece of its
+    /// own.
+    #[test]
+    fn input_that_follows_on_extends_the_last_piece() {
+        use super::Piece;
+        let base = [5u8; 32];
+        let mut p = Pieces::default();
+        p.raw(&base, &base[2..5]);
+        p.raw(&base, &base[5..8]);
+        p.raw(&base, &base[9..12]);
+        p.raw(&base, &base[3..4]);
+        let got: Vec<(usize, usize)> = p
+            .list
+            .iter()
+            .map(|x| match *x {
+                Piece::Input { start, len } => (start, len),
+                Piece::Lit { .. } => (usize::MAX, 0),
+            })
+            .collect();
+        assert_eq!(got, [(2, 6), (9, 3), (3, 1)]);
+        assert_eq!(p.len, 10);
+    }
+
+    /// A patch lands in made-up bytes only: in the last ones added or in older ones; one that
+    /// would run past them into verbatim input, or past the output, is an error, not a write.
+    #[test]
+    fn a_patch_lands_in_made_up_bytes_only() {
+        let base = [9u8; 16];
+        let mut p = Pieces::default();
+        p.lit(&[0; 9]);
+        p.raw(&base, &base[..4]);
+        p.lit(&[0; 9]);
+        p.patch(14, &[1; 4]).unwrap();
+        p.patch(5, &[2; 4]).unwrap();
+        assert_eq!(&p.lits[..9], &[0, 0, 0, 0, 0, 2, 2, 2, 2]);
+        assert_eq!(&p.lits[9..], &[0, 1, 1, 1, 1, 0, 0, 0, 0]);
+        assert!(p.patch(7, &[3; 4]).is_err(), "into the verbatim input");
+        assert!(p.patch(20, &[3; 4]).is_err(), "past the last made-up bytes");
+        assert!(p.patch(22, &[3; 1]).is_err(), "past the output");
+        assert_eq!(
+            &p.lits[..9],
+            &[0, 0, 0, 0, 0, 2, 2, 2, 2],
+            "nothing written"
+        );
+    }
+
     /// Output bytes are referred to only when they lie inside the input; bytes from anywhere
     /// else (even next to it in memory) are copied.
     #[test]
