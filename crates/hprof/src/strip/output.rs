@@ -656,6 +656,73 @@ mod tests {
         );
     }
 
+    /// Pieces go to the drain in batches of at most [`super::GATHER_PIECES`] (the memory of
+    /// a batch in flight is bounded whatever the dump), in order, and a patch of bytes already
+    /// handed on goes to the drain.
+    #[test]
+    fn output_goes_on_in_bounded_batches() {
+        use super::{Drain, Emit, Gather, GATHER_PIECES};
+        #[derive(Default)]
+        struct Batches {
+            sizes: Vec<usize>,
+            out: Vec<u8>,
+        }
+        impl Drain for Batches {
+            fn batch(&mut self, base: &[u8], b: Pieces) -> Result<Pieces, String> {
+                self.sizes.push(b.list.len());
+                for p in &b.list {
+                    match *p {
+                        super::Piece::Input { start, len } => {
+                            self.out.extend_from_slice(&base[start..start + len])
+                        }
+                        super::Piece::Lit { start, len } => {
+                            self.out.extend_from_slice(&b.lits[start..start + len])
+                        }
+                    }
+                }
+                Ok(Pieces::default())
+            }
+            fn patch(&mut self, offset: u64, b: &[u8]) -> Result<(), String> {
+                let o = offset as usize;
+                self.out[o..o + b.len()].copy_from_slice(b);
+                Ok(())
+            }
+        }
+        let base: Vec<u8> = (0..=255u8).cycle().take(12 * GATHER_PIECES).collect();
+        let mut g = Gather {
+            drain: Batches::default(),
+            base: &base,
+            pieces: Pieces::default(),
+            flushed: 0,
+        };
+        let mut want = Vec::new();
+        for i in 0..2 * GATHER_PIECES + 5 {
+            // One byte in four: pieces that do not follow on, each a piece of its own.
+            g.raw(&base[4 * i..4 * i + 1]).unwrap();
+            want.push(base[4 * i]);
+        }
+        g.patch(2, &[0xAA]).unwrap();
+        want[2] = 0xAA;
+        g.flush().unwrap();
+        assert_eq!(g.drain.sizes, [GATHER_PIECES, GATHER_PIECES, 5]);
+        assert_eq!(g.drain.out, want);
+    }
+
+    /// A run of input of [`super::STAGE_MIN_REF`] bytes or more goes to the kernel by
+    /// reference; a shorter one is copied into the stage (one iovec per short run would cost
+    /// the kernel more than the copy).
+    #[test]
+    fn long_runs_of_input_are_referred_to_short_ones_copied() {
+        use super::{Span, Stage, STAGE_MIN_REF};
+        let base = vec![1u8; 2 * STAGE_MIN_REF];
+        let mut st = Stage::default();
+        st.input(&base, 0, STAGE_MIN_REF);
+        st.input(&base, STAGE_MIN_REF, STAGE_MIN_REF - 1);
+        assert!(matches!(st.spans[0], Span::Input(0, n) if n == STAGE_MIN_REF));
+        assert!(matches!(st.spans[1], Span::Staged(_, n) if n == STAGE_MIN_REF - 1));
+        assert_eq!(st.bytes.len(), STAGE_MIN_REF - 1);
+    }
+
     /// Output bytes are referred to only when they lie inside the input; bytes from anywhere
     /// else (even next to it in memory) are copied.
     #[test]
