@@ -710,7 +710,7 @@ mod tests {
 
     /// A run of input of [`super::STAGE_MIN_REF`] bytes or more goes to the kernel by
     /// reference; a shorter one is copied into the stage (one iovec per short run would cost
-    /// the kernel more than the copy).
+    /// the kernel more than the copy), and copies one after another make one iovec.
     #[test]
     fn long_runs_of_input_are_referred_to_short_ones_copied() {
         use super::{Span, Stage, STAGE_MIN_REF};
@@ -721,6 +721,11 @@ mod tests {
         assert!(matches!(st.spans[0], Span::Input(0, n) if n == STAGE_MIN_REF));
         assert!(matches!(st.spans[1], Span::Staged(_, n) if n == STAGE_MIN_REF - 1));
         assert_eq!(st.bytes.len(), STAGE_MIN_REF - 1);
+        // Short runs one after the other are copied into one span: one iovec.
+        st.input(&base, 0, 10);
+        st.copy(&[2; 5]);
+        assert_eq!(st.spans.len(), 2);
+        assert!(matches!(st.spans[1], Span::Staged(0, n) if n == STAGE_MIN_REF - 1 + 15));
     }
 
     /// Output bytes are referred to only when they lie inside the input; bytes from anywhere
