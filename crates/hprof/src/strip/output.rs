@@ -728,6 +728,21 @@ mod tests {
         assert!(matches!(st.spans[1], Span::Staged(0, n) if n == STAGE_MIN_REF - 1 + 15));
     }
 
+    /// A stage is filled until it holds the bytes asked for, and no piece more.
+    #[test]
+    fn a_stage_takes_pieces_until_it_holds_what_was_asked() {
+        use super::Stage;
+        let mut p = Pieces::default();
+        for _ in 0..4 {
+            p.lit(&[1; 4]);
+        }
+        let mut st = Stage::default();
+        assert_eq!(st.fill(&[], &p, 0, 8), 2);
+        assert_eq!(st.bytes.len(), 8);
+        assert_eq!(st.fill(&[], &p, 2, 9), 4);
+        assert_eq!(st.bytes.len(), 8);
+    }
+
     /// Output bytes are referred to only when they lie inside the input; bytes from anywhere
     /// else (even next to it in memory) are copied.
     #[test]
