@@ -387,8 +387,9 @@ mod tests {
         }
     }
 
-    /// A dump of 8-byte ids is cut as one of 4-byte ids is; a header naming another size is not
-    /// cut (the sequential stripper reports it).
+    /// A dump of 8-byte ids is cut as one of 4-byte ids is; a header naming another size, a
+    /// file whose records do not end where it does, or one that makes a single part is not cut
+    /// (the sequential stripper strips it, or reports the problem at its offset).
     #[test]
     fn dumps_of_either_id_size_are_planned_and_no_other() {
         use crate::{writer::Writer, BasicType, Format};
@@ -402,6 +403,11 @@ mod tests {
             let mut input = w.finish();
             let cuts = plan(&input, 4000).expect("cut");
             assert_eq!(cuts.len(), 4, "id size {id_size}");
+            assert!(plan(&input, 1 << 20).is_none(), "one part: not cut");
+            assert!(
+                plan(&input[..input.len() - 1], 4000).is_none(),
+                "records that do not end where the file does: not cut"
+            );
             input[HEADER_LEN - 9] = 6;
             assert!(plan(&input, 4000).is_none(), "id size 6");
         }
