@@ -387,6 +387,29 @@ mod tests {
         }
     }
 
+    /// A part's output is patched in its made-up bytes only (a segment's header): in the last
+    /// ones or older ones; a patch that would run into verbatim input is an error, not a write.
+    #[test]
+    fn a_part_s_patch_lands_in_made_up_bytes_only() {
+        use super::super::{Emit, Stage};
+        let base = vec![7u8; 6000];
+        let mut c = Collect {
+            base: &base,
+            out: Stage::default(),
+            run: None,
+            len: 0,
+        };
+        c.lit(&[0; 9]).unwrap();
+        c.raw(&base[..5000]).unwrap();
+        c.raw(&base[5000..]).unwrap();
+        c.lit(&[0; 9]).unwrap();
+        c.patch(2, &[1; 4]).unwrap();
+        c.patch(6012, &[2; 4]).unwrap();
+        assert!(c.patch(7, &[3; 4]).is_err(), "into the verbatim input");
+        assert_eq!(c.out.bytes[..9], [0, 0, 1, 1, 1, 1, 0, 0, 0]);
+        assert_eq!(c.out.bytes[9..], [0, 0, 0, 2, 2, 2, 2, 0, 0]);
+    }
+
     /// A dump of 8-byte ids is cut as one of 4-byte ids is; a header naming another size, a
     /// file whose records do not end where it does, or one that makes a single part is not cut
     /// (the sequential stripper strips it, or reports the problem at its offset).
