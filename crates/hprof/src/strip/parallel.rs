@@ -410,6 +410,35 @@ mod tests {
         assert_eq!(c.out.bytes[9..], [0, 0, 0, 2, 2, 2, 2, 0, 0]);
     }
 
+    /// Verbatim input that follows on from the last run extends it (one iovec by reference);
+    /// input from another place starts a run of its own, with the bytes of that place.
+    #[test]
+    fn a_part_s_runs_of_input_extend_only_when_they_follow_on() {
+        use super::super::{Emit, Span, Stage};
+        let base: Vec<u8> = (0..=255u8).cycle().take(12_000).collect();
+        let mut c = Collect {
+            base: &base,
+            out: Stage::default(),
+            run: None,
+            len: 0,
+        };
+        c.raw(&base[..3000]).unwrap();
+        c.raw(&base[3000..6000]).unwrap();
+        c.raw(&base[7000..12_000]).unwrap();
+        c.end_run();
+        let spans: Vec<(usize, usize)> = c
+            .out
+            .spans
+            .iter()
+            .map(|s| match *s {
+                Span::Input(a, l) => (a, l),
+                Span::Staged(..) => (usize::MAX, 0),
+            })
+            .collect();
+        assert_eq!(spans, [(0, 6000), (7000, 5000)]);
+        assert_eq!(c.len, 11_000);
+    }
+
     /// A dump of 8-byte ids is cut as one of 4-byte ids is; a header naming another size, a
     /// file whose records do not end where it does, or one that makes a single part is not cut
     /// (the sequential stripper strips it, or reports the problem at its offset).
