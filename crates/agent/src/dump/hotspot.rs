@@ -8,7 +8,7 @@
 use super::{DumpOutcome, DumpRequest, Dumper, Error, Result};
 use crate::hook::{tee::HOTSPOT_LIBS, Tee, TeeConfig};
 use crate::jni::call;
-use jni::objects::{JObject, JValue};
+use jni::objects::JValue;
 use jni::{JNIEnv, JavaVM};
 use std::time::{Duration, Instant};
 
@@ -44,25 +44,9 @@ pub fn dump_heap(env: &mut JNIEnv, path: &str, live: bool) -> Result<()> {
     });
     match r {
         Ok(()) => Ok(()),
-        Err(jni::errors::Error::JavaException) => Err(Error::Vm(take_exception(env))),
+        Err(jni::errors::Error::JavaException) => Err(Error::Vm(call::take_exception(env))),
         Err(e) => Err(Error::Vm(format!("JNI: {e}"))),
     }
-}
-
-/// Describe and clear the pending Java exception.
-fn take_exception(env: &mut JNIEnv) -> String {
-    let Ok(ex) = env.exception_occurred() else {
-        return "a Java exception".into();
-    };
-    let _ = env.exception_clear();
-    let text = call::method(env, &ex, "toString", "()Ljava/lang/String;", &[])
-        .and_then(|v| v.l())
-        .and_then(|s| {
-            let s: JObject = s;
-            env.get_string(&s.into()).map(String::from)
-        });
-    let _ = env.exception_clear();
-    text.unwrap_or_else(|_| "a Java exception".into())
 }
 
 /// In-process HotSpot dumps, teed when a mini file is asked for.

@@ -49,6 +49,24 @@ pub(crate) fn static_method<'l>(
     unsafe { env.call_static_method_unchecked(class, id, ret, &raw) }
 }
 
+/// The pending Java exception as text (its `toString`), cleared: for an error message after a
+/// call that threw.
+pub(crate) fn take_exception(env: &mut JNIEnv) -> String {
+    let Ok(t) = env.exception_occurred() else {
+        return "a Java exception".into();
+    };
+    let _ = env.exception_clear();
+    if t.is_null() {
+        return "a JNI error without a Java exception".into();
+    }
+    let text = method(env, &t, "toString", "()Ljava/lang/String;", &[])
+        .and_then(|v| v.l())
+        .and_then(|s| env.get_string(&s.into()).map(String::from));
+    let _ = env.exception_clear();
+    let _ = env.delete_local_ref(t);
+    text.unwrap_or_else(|_| "a Java exception (its toString failed too)".into())
+}
+
 /// The return type of the method descriptor `sig` and the arguments as JNI values, when `args`
 /// match its parameters in number and kind (each primitive its own type, a reference for
 /// `L…;`/`[…`); an error naming the descriptor otherwise.

@@ -126,23 +126,6 @@ fn strings<'l, 'a>(
     Ok(arr.into())
 }
 
-/// The pending Java exception as text (its `toString`), cleared.
-fn take_exception(env: &mut JNIEnv) -> String {
-    let Ok(t) = env.exception_occurred() else {
-        return "a Java exception".into();
-    };
-    let _ = env.exception_clear();
-    if t.is_null() {
-        return "a JNI error without a Java exception".into();
-    }
-    let text = call::method(env, &t, "toString", "()Ljava/lang/String;", &[])
-        .and_then(|v| v.l())
-        .and_then(|s| env.get_string(&s.into()).map(String::from));
-    let _ = env.exception_clear();
-    let _ = env.delete_local_ref(t);
-    text.unwrap_or_else(|_| "a Java exception (its toString failed too)".into())
-}
-
 impl Transport for JniTransport {
     fn name(&self) -> &'static str {
         "platform"
@@ -167,7 +150,7 @@ impl Transport for JniTransport {
             Ok(frame) => decode(&frame, req.max_body)
                 .map_err(|e| NetError::new(format!("{}: OomGuard.http: {e}", req.url)))?,
             Err(jni::errors::Error::JavaException) => {
-                let what = take_exception(&mut env);
+                let what = call::take_exception(&mut env);
                 Err(NetError::new(format!(
                     "{}: OomGuard.http threw {what}",
                     req.url
