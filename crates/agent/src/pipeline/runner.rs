@@ -172,6 +172,15 @@ fn log_says_out_of_memory(log: &Path) -> bool {
     .any(|m| tail.contains(m))
 }
 
+/// The log a child's stdout and stderr go to, made empty.
+fn create_log(log: &Path) -> Result<std::fs::File> {
+    std::fs::File::create(log).map_err(|err| Error::Io {
+        what: "creating the analysis log",
+        path: log.display().to_string(),
+        err,
+    })
+}
+
 /// Run `program args…` as a limited child; `log` receives its stdout and stderr. Counts the
 /// attempt against `attempt_of` first, refusing once `max_attempts` were made.
 pub fn run_limited(
@@ -192,11 +201,7 @@ pub fn run_limited(
     // Everything the child needs, built before the fork.
     let exec = Exec::new(program, args)?;
     let child_limits = limits.child_limits(false);
-    let logf = std::fs::File::create(log).map_err(|err| Error::Io {
-        what: "creating the analysis log",
-        path: log.display().to_string(),
-        err,
-    })?;
+    let logf = create_log(log)?;
     let attempt = record_attempt(attempt_of)?;
     let mut child = child::spawn_exec(
         ANALYSIS_CHILD_NAME,
@@ -275,11 +280,7 @@ pub fn run_forked<F: FnOnce() -> i32>(
     log: &Path,
     f: F,
 ) -> Result<RunOutcome> {
-    let logf = std::fs::File::create(log).map_err(|err| Error::Io {
-        what: "creating the analysis log",
-        path: log.display().to_string(),
-        err,
-    })?;
+    let logf = create_log(log)?;
     let mut child = child::spawn_limited_to(
         ANALYSIS_CHILD_NAME,
         &limits.child_limits(true),
