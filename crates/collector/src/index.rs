@@ -55,12 +55,7 @@ impl Index {
         let mut kept = BTreeMap::new();
         for id in ids {
             let d = root.join(&id);
-            let s = match Summary::load(&d.join(SUMMARY_FILE)) {
-                Some(s) if s.id == id && s.format == SUMMARY_FORMAT => s,
-                // Made by an older collector: made again, received when it said.
-                Some(old) if old.id == id => rebuild_at(&d, &id, Some(old.received_ms)),
-                _ => rebuild(&d, &id),
-            };
+            let s = saved(&d, &id).unwrap_or_else(|received| rebuild(&d, &id, received));
             kept.insert(id, s);
         }
         Index {
@@ -75,20 +70,20 @@ impl Index {
     /// Take in file `name`, just filed at `path` under incident `id`; returns its summary.
     pub fn filed(&mut self, id: &str, name: &str, path: &Path) -> Summary {
         let d = self.dir.join("incidents").join(id);
-        let known = self.kept.remove(id).or_else(|| {
-            Summary::load(&d.join(SUMMARY_FILE))
-                .filter(|s| s.id == id && s.format == SUMMARY_FORMAT)
-        });
+        let known = match self.kept.remove(id) {
+            Some(s) => Ok(s),
+            None => saved(&d, id),
+        };
         let s = match known {
-            Some(mut s) => {
+            Ok(mut s) => {
                 s.add_file(name, path);
                 save(&d, &s);
                 s
             }
-            // A new incident, or one filed before summaries were kept: made from its files,
-            // this one among them.
-            None => {
-                let s = rebuild(&d, id);
+            // A new incident, or one whose summary is missing or of an older collector: made
+            // from its files, this one among them.
+            Err(received) => {
+                let s = rebuild(&d, id, received);
                 if s.files.len() <= 1 {
                     self.total += 1;
                 }
@@ -165,13 +160,20 @@ impl Index {
     }
 }
 
-/// A summary made from the files of an incident filed before summaries were kept.
-fn rebuild(d: &Path, id: &str) -> Summary {
-    rebuild_at(d, id, None)
+/// The summary saved for incident `id` in `d` if it is of this format; if not, when it was
+/// received as far as a summary of an older collector says (`None`: no summary of this id).
+fn saved(d: &Path, id: &str) -> Result<Summary, Option<u64>> {
+    match Summary::load(&d.join(SUMMARY_FILE)) {
+        Some(s) if s.id == id && s.format == SUMMARY_FORMAT => Ok(s),
+        Some(old) if old.id == id => Err(Some(old.received_ms)),
+        _ => Err(None),
+    }
 }
 
-/// [`rebuild`], received at `received_ms` when known (else the directory's modification time).
-fn rebuild_at(d: &Path, id: &str, received_ms: Option<u64>) -> Summary {
+/// A summary made from the files of an incident (filed before summaries were kept, or whose
+/// summary an older collector made), received at `received_ms` when that is known, else at
+/// the directory's modification time.
+fn rebuild(d: &Path, id: &str, received_ms: Option<u64>) -> Summary {
     let received = received_ms.unwrap_or_else(|| {
         std::fs::metadata(d)
             .and_then(|m| m.modified())
@@ -411,7 +413,17 @@ mod tests {
         )
         .unwrap();
         let ix = Index::open(d.path(), 10);
-        assert_eq!(ix.kept["1-a"].device.as_deref(), Some("kept"));
+        assert_eq!(ix.kept["1-a"].device.as_deref(), Some("kept")); // An incident past the ones kept in memory, whose summary is of an older format, gets
+                                                                    // a file: made again, still received when the old summary said.
+        std::fs::write(
+            inc.join(SUMMARY_FILE),
+            r#"{"id":"1-a","receivedMs":1234,"files":["meta.json"],"reason":"r"}"#,
+        )
+        .unwrap();
+        let mut ix = Index::open(d.path(), 0);
+        std::fs::write(inc.join("fds.txt"), "fd 3").unwrap();
+        let s = ix.filed("1-a", "fds.txt", &inc.join("fds.txt"));
+        assert_eq!((s.format, s.received_ms), (SUMMARY_FORMAT, 1234));
     }
 
     /// A page shows at most `per_page` incidents, newest first, with links to the others;
