@@ -7,8 +7,9 @@
 //! (issue 41). What it read of `OOMGUARD_LOG` is read here the same way (a default level and
 //! `target=level` directives, a target matching by prefix, the longest directive winning).
 //!
-//! A line: `LEVEL thread: message key=value ...` (the thread's name when it has one), with the UTC time in front on stderr (liblog
-//! stamps time, level and the tag `OomGuard` itself, as `adb logcat -s OomGuard` shows them).
+//! A line: `LEVEL thread: message key=value ...` (the thread's name when it has one), with the
+//! UTC time in front on stderr (liblog stamps time, level and the tag `OomGuard` itself, as
+//! `adb logcat -s OomGuard` shows them).
 
 use std::ffi::{c_char, c_int, CString};
 use std::fmt::Write as _;
@@ -75,7 +76,7 @@ impl Filter {
                 },
             }
         }
-        f.targets.sort_by_key(|(t, _)| std::cmp::Reverse(t.len()));
+        sys::order::sort_by_key(&mut f.targets, |(t, _)| std::cmp::Reverse(t.len()));
         f
     }
 
