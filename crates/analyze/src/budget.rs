@@ -205,9 +205,9 @@ fn reason(w: &Why) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tests::fixture;
     use crate::{Config, Input};
     use std::collections::BTreeMap;
-    use std::path::PathBuf;
 
     const FIXTURES: [&str; 10] = [
         "jvm/openjdk_jdk11_04_x64.hprof",
@@ -221,12 +221,6 @@ mod tests {
         "android/leak_service_binder.hprof",
         "android/leak_service_binder_ignored.hprof",
     ];
-
-    fn fixture(rel: &str) -> PathBuf {
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../../shared/fixtures/hprof")
-            .join(rel)
-    }
 
     /// The histogram the full index makes: objects and shallow bytes by class name.
     fn index_histogram(input: &Input<'_>) -> BTreeMap<String, (u64, u64)> {

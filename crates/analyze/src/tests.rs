@@ -3,11 +3,16 @@ use hprof::writer::Writer;
 use hprof::{sub, tag, BasicType, Format};
 use proptest::prelude::*;
 
+/// The path of a shared fixture (`../shared/fixtures/hprof/REL`).
+pub(crate) fn fixture(rel: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/fixtures/hprof")
+        .join(rel)
+}
+
 /// The index of a shared fixture, built as `analyze` builds it.
 fn fixture_index(rel: &str) -> index::Index {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/fixtures/hprof")
-        .join(rel);
+    let path = fixture(rel);
     let mut tm = Timings::default();
     let (ix, _, _) = build_index(
         &Input::File(&path),

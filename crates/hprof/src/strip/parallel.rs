@@ -387,18 +387,23 @@ mod tests {
         }
     }
 
+    /// A part's output collector over `base`, empty.
+    fn collect(base: &[u8]) -> Collect<'_> {
+        Collect {
+            base,
+            out: super::super::Stage::default(),
+            run: None,
+            len: 0,
+        }
+    }
+
     /// A part's output is patched in its made-up bytes only (a segment's header): in the last
     /// ones or older ones; a patch that would run into verbatim input is an error, not a write.
     #[test]
     fn a_part_s_patch_lands_in_made_up_bytes_only() {
-        use super::super::{Emit, Stage};
+        use super::super::Emit;
         let base = vec![7u8; 6000];
-        let mut c = Collect {
-            base: &base,
-            out: Stage::default(),
-            run: None,
-            len: 0,
-        };
+        let mut c = collect(&base);
         c.lit(&[0; 9]).unwrap();
         c.raw(&base[..5000]).unwrap();
         c.raw(&base[5000..]).unwrap();
@@ -414,14 +419,9 @@ mod tests {
     /// input from another place starts a run of its own, with the bytes of that place.
     #[test]
     fn a_part_s_runs_of_input_extend_only_when_they_follow_on() {
-        use super::super::{Emit, Span, Stage};
+        use super::super::{Emit, Span};
         let base: Vec<u8> = (0..=255u8).cycle().take(12_000).collect();
-        let mut c = Collect {
-            base: &base,
-            out: Stage::default(),
-            run: None,
-            len: 0,
-        };
+        let mut c = collect(&base);
         c.raw(&base[..3000]).unwrap();
         c.raw(&base[3000..6000]).unwrap();
         c.raw(&base[7000..12_000]).unwrap();
