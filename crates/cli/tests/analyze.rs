@@ -716,6 +716,71 @@ fn a_scratch_directory_analyses_within_a_data_limit_the_memory_analysis_exceeds(
     assert_eq!(std::fs::read_dir(&work).unwrap().count(), 0);
 }
 
+/// Issue 43's estimate errs high, never low, on dumps of both shapes (one pass: a Java 17 dump
+/// of ~1 M objects; two passes: an ART-style dump of 400,000), in memory and with scratch
+/// files: under a data limit of the estimate (`analysis.budget.neededBytes`, what the
+/// analyser compares with its budget) the whole analysis runs, told to take no budget, and
+/// gives the report made without a limit.
+#[test]
+fn the_estimate_covers_the_need_of_both_shapes_under_a_data_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("scratch");
+    std::fs::create_dir(&work).unwrap();
+    let art = dir.path().join("art.hprof");
+    let made = Command::new(common::oomguard_bin())
+        .arg("testdata-art")
+        .arg(&art)
+        .args(["--image", "20000", "--zygote", "10000", "--app", "370000"])
+        .args(["--mean-array-bytes", "64"])
+        .output()
+        .unwrap();
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let read = |p: &Path| -> Report { serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap() };
+    for (dump, shape) in [
+        (common::java_dump(100, "budget"), "one pass"),
+        (art, "two passes"),
+    ] {
+        let run = |out: &Path, limit: Option<u64>, args: &[&str]| {
+            let mut c = Command::new("prlimit");
+            if let Some(l) = limit {
+                c.arg(format!("--data={l}"));
+            }
+            c.arg(common::oomguard_bin()).arg("analyze").arg(&dump);
+            c.arg("-o").arg(out).args(args).env("RUST_BACKTRACE", "0");
+            c.output().expect("prlimit (util-linux) runs")
+        };
+        let free = dir.path().join("free.json");
+        assert!(run(&free, None, &[]).status.success());
+        let full = read(&free);
+        for scratch in [None, Some(work.to_str().unwrap())] {
+            let extra: Vec<&str> = scratch.map_or(vec![], |d| vec!["--scratch-dir", d]);
+            let est = dir.path().join("estimate.json");
+            let o = run(&est, None, &[&["--budget-mb", "1"], &extra[..]].concat());
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            let b = read(&est).analysis.budget.expect("the census's estimate");
+            assert!(b.estimate.contains(shape), "{b:?}");
+            let out = dir.path().join("limited.json");
+            let o = run(
+                &out,
+                Some(b.needed_bytes),
+                &[&["--budget-mb", "0"], &extra[..]].concat(),
+            );
+            assert!(
+                o.status.success(),
+                "{shape}, scratch {scratch:?}: not within the estimate of {} bytes: {}",
+                b.needed_bytes,
+                String::from_utf8_lossy(&o.stderr)
+            );
+            assert_eq!(comparable(&full), comparable(&read(&out)), "{shape}");
+        }
+    }
+    assert_eq!(std::fs::read_dir(&work).unwrap().count(), 0);
+}
+
 #[test]
 fn parsing_in_parts_side_by_side_gives_the_same_report() {
     let mut inputs = common::fixtures();

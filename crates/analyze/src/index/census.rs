@@ -25,9 +25,16 @@ use super::*;
 const LAYOUTS: usize = 3;
 
 /// What the objects that name one class id add up to.
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Default)]
 struct Tally {
     instances: u64,
+    /// Per byte offset in the instances' field data: how many hold a non-null id there (an id's
+    /// bytes not all zero). The class's layout, known at the end, picks its reference slots'
+    /// offsets from these, so that null references are not counted (whether the class dump
+    /// came before its instances or after).
+    set_at: Vec<u64>,
+    /// Instances whose field data is longer than [`MAX_SET_AT`]: every reference slot counted.
+    unread: u64,
     arrays: u64,
     /// Array elements that are not null, all together.
     elements: u64,
@@ -63,6 +70,45 @@ pub(crate) struct Census {
     last_region: Option<u64>,
 }
 
+/// The longest instance field data whose set ids are counted per offset (longer ones, rare,
+/// count every reference slot).
+const MAX_SET_AT: usize = 4096;
+
+/// Count, per byte offset of `data`, whether the `w` bytes there (an id, if a reference slot
+/// starts there) are not all zero.
+fn count_set_ids(t: &mut Tally, data: &[u8], w: usize) {
+    let Some(k) = (data.len() + 1).checked_sub(w) else {
+        return;
+    };
+    if k > MAX_SET_AT {
+        t.unread += 1;
+        return;
+    }
+    if t.set_at.len() < k {
+        t.set_at.resize(k, 0);
+    }
+    let at = &mut t.set_at[..k];
+    match w {
+        8 => {
+            for (o, c) in at.iter_mut().enumerate() {
+                let b: [u8; 8] = data[o..o + 8].try_into().unwrap_or_default();
+                *c += u64::from(u64::from_ne_bytes(b) != 0);
+            }
+        }
+        4 => {
+            for (o, c) in at.iter_mut().enumerate() {
+                let b: [u8; 4] = data[o..o + 4].try_into().unwrap_or_default();
+                *c += u64::from(u32::from_ne_bytes(b) != 0);
+            }
+        }
+        _ => {
+            for (o, c) in at.iter_mut().enumerate() {
+                *c += u64::from(data[o..o + w].iter().any(|&x| x != 0));
+            }
+        }
+    }
+}
+
 /// Regions of the id map the census tells apart (beyond, the map is taken to be the largest).
 const MAX_REGIONS: usize = 1 << 20;
 
@@ -72,8 +118,8 @@ pub struct Counts {
     pub header: Header,
     /// Objects listed (class dumps included).
     pub objects: u64,
-    /// At most this many references: every reference slot (null or not), array element that
-    /// is not null, and implicit edge (an instance's class, a class's superclass and loader).
+    /// At most this many references: every reference field and array element that is not
+    /// null, and implicit edge (an instance's class, a class's superclass and loader).
     pub references_at_most: u64,
     pub classes: u64,
     /// Bytes the dump's strings take in the index.
@@ -168,8 +214,14 @@ impl Census {
                 Some(Kind::Instance(s)) if s > 0 => add(name, t.instances, t.instances * s),
                 _ => add(name, t.instances, t.as_unknown[v]),
             }
-            let slots = ci.map_or(0, |ci| skel.classes[ci as usize].ref_slots.len() as u64);
-            refs += t.instances * (slots + 1) + t.arrays + t.elements;
+            // Each instance's class edge, and its reference slots that hold an id (every
+            // slot of an instance too long to have been read so).
+            let slots: &[(u32, u32, u16)] =
+                ci.map_or(&[], |ci| &skel.classes[ci as usize].ref_slots);
+            let set: u64 = (slots.iter())
+                .map(|s| t.set_at.get(s.0 as usize).copied().unwrap_or(0))
+                .sum();
+            refs += t.instances + set + t.unread * slots.len() as u64 + t.arrays + t.elements;
             match k {
                 Some(Kind::ObjectArray) => add(name, t.arrays, t.as_array[v]),
                 Some(Kind::Instance(s)) if s > 0 => add(name, t.arrays, t.arrays * s),
@@ -258,6 +310,7 @@ impl Visitor for Census {
                 let u = self.as_unknown(data.len() as u64);
                 let t = self.by_class.entry(class_id).or_default();
                 t.instances += 1;
+                count_set_ids(t, data, id_size as usize);
                 (0..LAYOUTS).for_each(|i| t.as_unknown[i] += u[i]);
             }
             Sub::ObjectArray {
