@@ -171,21 +171,22 @@ fn a_dump_near_its_budget_is_analysed_with_scratch_files_under_the_analysis_dire
     cfg.limits.memory = 32 << 20;
     cfg.analysis.scratch_dir = Some(scratch.clone());
     io_pass(&cfg, &mut queue::LastError::default());
-    let mut got = analysed_report(dir.path(), &id);
     // The same report as in memory, without a budget.
+    assert_the_unbudgeted_report(analysed_report(dir.path(), &id), &mini);
+    assert_eq!(std::fs::read_dir(&scratch).unwrap().count(), 0);
+}
+
+/// `got` is the report the analyser makes of `mini` in-process, without a budget (timings
+/// aside).
+fn assert_the_unbudgeted_report(mut got: serde_json::Value, mini: &Path) {
     let running = serde_json::json!({"appVersion": "t-1"});
-    let mem = analyze::analyze(
-        analyze::Input::File(&mini),
-        &analyze::Config::default(),
-        running,
-    )
-    .unwrap();
-    let mut want = serde_json::to_value(&mem).unwrap();
+    let cfg = analyze::Config::default();
+    let full = analyze::analyze(analyze::Input::File(mini), &cfg, running).unwrap();
+    let mut want = serde_json::to_value(&full).unwrap();
     for r in [&mut got, &mut want] {
         r["analysis"]["timings"] = serde_json::Value::Null;
     }
     assert_eq!(got, want);
-    assert_eq!(std::fs::read_dir(&scratch).unwrap().count(), 0);
 }
 
 /// Issue 43's honest limits through the forked child (no executable): a budget too small for
@@ -304,23 +305,13 @@ fn a_dump_whose_analysis_needs_scratch_files_gets_the_whole_report_from_the_fork
         budget_bytes: BUDGET,
         ..analyze::Config::default()
     };
-    let small = analyze::analyze(analyze::Input::File(&mini), &in_memory, running.clone()).unwrap();
+    let small = analyze::analyze(analyze::Input::File(&mini), &in_memory, running).unwrap();
     let b = small.analysis.budget.expect("over the budget in memory");
     assert!(b.estimate.contains("two passes"), "{b:?}");
     io_pass(&cfg, &mut queue::LastError::default());
-    let mut got = analysed_report(dir.path(), &id);
+    let got = analysed_report(dir.path(), &id);
     assert!(got["analysis"]["budget"].is_null(), "{}", got["analysis"]);
-    let full = analyze::analyze(
-        analyze::Input::File(&mini),
-        &analyze::Config::default(),
-        running,
-    )
-    .unwrap();
-    let mut want = serde_json::to_value(&full).unwrap();
-    for r in [&mut got, &mut want] {
-        r["analysis"]["timings"] = serde_json::Value::Null;
-    }
-    assert_eq!(got, want);
+    assert_the_unbudgeted_report(got, &mini);
     assert_eq!(std::fs::read_dir(&scratch).unwrap().count(), 0);
     // The spool's quota nearly full: no scratch files, the analysis plans in memory.
     let again = dumped_as(dir.path(), &art);
