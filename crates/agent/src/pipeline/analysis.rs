@@ -52,10 +52,14 @@ const SCRATCH_MIN_BYTES: u64 = 64 << 20;
 /// analysis in memory could need more than half the budget (`analysis.memory_limit_mb`, the
 /// child's data limit), so that its large arrays are file pages the kernel may write back
 /// instead of the child's own memory. The directory is `<analysis dir>/scratch`, emptied first
-/// of anything a killed child left; its files may take half the free space of its file system
-/// (f2fs writes every rewritten page to a new block: the other half is the margin). Where it
-/// cannot be made, or the disk is nearly full, the analysis runs in memory (and a run over the
-/// budget says so: [`super::runner::RunOutcome::budget_note`]).
+/// of anything a killed child left (the child's files are unlinked as they are made, so none
+/// outlives it). Its files count against the spool's byte quota (`spool.max_bytes`) as an
+/// incident would: what the spool holds now, the dump being analysed included, and the
+/// scratch files together stay within it ([`scratch_room`]); and within half the free space of
+/// its file system (f2fs writes every rewritten page to a new block: the other half is the
+/// margin). Where it cannot be made, or there is too little room, the analysis plans in
+/// memory: within its budget it reports what fits (`analyze::budget`), and a run over the
+/// budget says so ([`super::runner::RunOutcome::budget_note`]).
 pub(super) fn analyser_config(cfg: &IoConfig, input: &Path) -> analyze::Config {
     let mut acfg = cfg.analysis.clone();
     // The analyser plans within the budget: a dump too large for it is reported as far as it
@@ -74,12 +78,21 @@ pub(super) fn analyser_config(cfg: &IoConfig, input: &Path) -> analyze::Config {
             let _ = std::fs::remove_file(e.path());
         }
     }
-    let room = crate::dump::guard::free_bytes(&dir).unwrap_or(0) / 2;
+    let free = crate::dump::guard::free_bytes(&dir).unwrap_or(0);
+    let held = sys::fs::dir_size(&sys::fs::RealFs, &cfg.spool_root).unwrap_or(u64::MAX);
+    let room = scratch_room(free, held, cfg.quotas.max_total_bytes);
     if room >= SCRATCH_MIN_BYTES {
         acfg.scratch_dir = Some(dir);
         acfg.scratch_max_mb = room >> 20;
     }
     acfg
+}
+
+/// The bytes the analysis's scratch files may take: half the `free` bytes of their file
+/// system, and what the spool's byte quota (`max_total`) leaves beside the `held` bytes the
+/// spool holds.
+pub(super) fn scratch_room(free: u64, held: u64, max_total: u64) -> u64 {
+    (free / 2).min(max_total.saturating_sub(held))
 }
 
 /// Whether the analysis of a dump of `bytes` may need more than half of `budget` bytes in

@@ -167,13 +167,13 @@ schema! {
         max_paths_per_class: u32 = 45, 1..=1000;
         /// Attempts at analysing one dump before giving up.
         max_attempts: u32 = 3, 1..=20;
-        /// Memory the analysing process may use, MB: its data limit (`RLIMIT_DATA`, its own private memory). A dump whose analysis could need more than half of it has the analysis keep its large arrays in scratch files under the agent's directory (up to half the free disk), which the limit does not count. A dump whose whole analysis would need more than the limit even so is reported as far as it fits: the class histogram, with `analysis.budget` saying what was left out.
+        /// Memory the analysing process may use, MB: its data limit (`RLIMIT_DATA`, its own private memory). A dump whose analysis could need more than half of it has the analysis keep its large arrays in scratch files under the agent's directory (up to half the free disk, and within what `spool.max_bytes` leaves beside the incidents the spool holds), which the limit does not count. A dump whose whole analysis would need more than the limit even so is reported as far as it fits: the class histogram, with `analysis.budget` saying what was left out.
         memory_limit_mb: u64 = 512, 32..=65_536;
     }
 
     /// Limits of the on-disk incident queue.
     pub struct SpoolPolicy {
-        /// Total bytes of queued incidents (1 MiB..=64 GiB; 256 MiB by default).
+        /// Total bytes of queued incidents (1 MiB..=64 GiB; 256 MiB by default); an analysis's scratch files count against it while they last.
         max_bytes: u64 = 256 << 20, (1 << 20)..=(64 << 30);
         /// Queued incidents.
         max_count: u32 = 20, 1..=10_000;
