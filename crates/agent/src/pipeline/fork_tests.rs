@@ -138,7 +138,11 @@ fn an_analyser_out_of_memory_is_said_to_exceed_its_budget() {
     let inc = spool.read_incident(&id).unwrap();
     let why = inc.analysis_error.as_deref().unwrap_or("");
     assert!(
-        why.contains("for want of memory") && why.contains("budget of 512 MiB"),
+        why.contains("for want of memory")
+            && why.contains(&format!(
+                "budget of {} MiB",
+                crate::policy::Policy::default().analysis.memory_limit_mb
+            )),
         "{why}"
     );
     assert!(spool.incident_dir(&id).join("mini.hprof").exists());
@@ -277,8 +281,8 @@ fn an_analysis_out_of_memory_within_its_budget_is_followed_by_the_report_of_what
 /// Issue 43's budget through the forked child (no executable), the agent choosing scratch files
 /// by itself: a two-pass (ART-style) dump whose analysis in memory needs more than the budget
 /// gets the whole report, the one made in-process without a budget, its large arrays in scratch
-/// files under the analysis directory (empty after). The scratch files count against the
-/// spool's byte quota: with no room left there, the same dump is planned in memory and gets the
+/// files under the analysis directory (empty after). With its scratch files capped below what
+/// is worth it (`analysis.scratch_max_mb`), the same dump is planned in memory and gets the
 /// report of what fits.
 #[test]
 fn a_dump_whose_analysis_needs_scratch_files_gets_the_whole_report_from_the_forked_child() {
@@ -313,10 +317,10 @@ fn a_dump_whose_analysis_needs_scratch_files_gets_the_whole_report_from_the_fork
     assert!(got["analysis"]["budget"].is_null(), "{}", got["analysis"]);
     assert_the_unbudgeted_report(got, &mini);
     assert_eq!(std::fs::read_dir(&scratch).unwrap().count(), 0);
-    // The spool's quota nearly full: no scratch files, the analysis plans in memory.
+    // Scratch files capped below what is worth it (`analysis.scratch_max_mb`): none, the
+    // analysis plans in memory.
     let again = dumped_as(dir.path(), &art);
-    let held = sys::fs::dir_size(&sys::fs::RealFs, &cfg.spool_root).unwrap();
-    cfg.quotas.max_total_bytes = held + (1 << 20);
+    cfg.analysis.scratch_max_mb = 1;
     assert!(analysis::analyser_config(&cfg, &mini).scratch_dir.is_none());
     io_pass(&cfg, &mut queue::LastError::default());
     let cut = analysed_report(dir.path(), &again);
@@ -325,7 +329,7 @@ fn a_dump_whose_analysis_needs_scratch_files_gets_the_whole_report_from_the_fork
         cut["histogram"],
         serde_json::to_value(&small.histogram).unwrap()
     );
-    assert_eq!(analysis::scratch_room(10 << 30, held, held + 5), 5);
-    assert_eq!(analysis::scratch_room(10, held, held + 500), 5);
-    assert_eq!(analysis::scratch_room(10 << 30, held + 1, held), 0);
+    assert_eq!(analysis::scratch_room(10 << 30, 5), 5);
+    assert_eq!(analysis::scratch_room(10, 500), 5);
+    assert_eq!(analysis::scratch_room(10 << 30, 0), 0);
 }
