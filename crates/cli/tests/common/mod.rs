@@ -115,6 +115,12 @@ pub fn javac(sources: &[&Path], out: &Path) {
 /// Make a real Java 17 heap dump of about `mb` MB of live data with `marker` planted, cached
 /// by (mb, marker) under `target/test-dumps/`.
 pub fn java_dump(mb: u32, marker: &str) -> PathBuf {
+    // One maker at a time in this process: two tests of one binary asking for the same dump
+    // wrote the same temporary file (named by the process id) from two JVMs at once, and one
+    // analysed the file the other was still writing into (a clean clone's first run, where no
+    // cached dump exists yet).
+    static MAKING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = MAKING.lock().unwrap_or_else(|p| p.into_inner());
     let dir = root().join("target/test-dumps");
     std::fs::create_dir_all(&dir).unwrap();
     let out = dir.join(format!("makedump-{mb}-{marker}.hprof"));
