@@ -201,6 +201,7 @@ impl<'a> Pass2<'a> {
     }
 
     /// Start object `id`'s entry; `None` if the id is not indexed.
+    #[inline(always)]
     pub(super) fn begin(&mut self, id: u64, class: u32, shallow: u64) -> Option<u32> {
         let n = if self.defer() {
             if self.out.nodes.len() >= NONE as usize {
@@ -560,6 +561,7 @@ pub(super) fn long_at(data: &[u8], off: u32) -> Option<i64> {
     Some(i64::from_be_bytes(a))
 }
 
+#[inline(always)]
 pub(super) fn id_at(data: &[u8], off: u32, id_size: u32) -> Option<u64> {
     let o = off as usize;
     data.get(o..o + id_size as usize)
