@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The Android ABI check, without an NDK: builds liboomguard for an Android target as a static
-# archive (profile ship: after LTO the archive holds only what the library reaches, so its
+# The Android ABI check, without an NDK. arm64 (aarch64-linux-android) is linked into
+# liboomguard.so against bionic's API-level stubs and its file checked (scripts/android-link.sh:
+# the imports of the linked file, 16 KB segments, exports). Other targets (armv7, which cannot be
+# linked here) are built as a static archive (profile ship: after LTO the archive holds only what the library reaches, so its
 # undefined symbols are what the linked .so would import), lists the symbols it needs from the
 # system (undefined in the archive and defined by none of its members), and checks each against
 # scripts/abi/bionic-api.txt: the API level at which bionic's libc, libm, libdl or liblog first
@@ -24,6 +26,12 @@ for t in "${targets[@]}"; do
     armv7-linux-androideabi) abi=arm ;;
     *) echo "abi-check: unknown Android target $t" >&2; exit 2 ;;
   esac
+  if [ "$t" = aarch64-linux-android ]; then
+    # Linked, not archived: the real .so's dynamic imports, its segments and exports
+    # (scripts/android-link.sh, which runs abi_check.py on the linked file).
+    MIN_API="$min_api" scripts/android-link.sh "$t" || fail=1
+    continue
+  fi
   rust_target "$t"
   android_env cargo rustc -q --profile ship -p oomguard --lib --target "$t" --crate-type staticlib
   archive="${CARGO_TARGET_DIR:-target}/$t/ship/liboomguard.a"

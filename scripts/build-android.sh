@@ -34,29 +34,7 @@ done
 MIN_API=21
 PAGE=16384
 
-# check_elf FILE: PT_LOAD segments aligned to at least 16 KB, no text relocations, and only the
-# JNI entry points (Java_*, JNI_OnLoad) exported.
-check_elf() {
-  local f="$1" bad=0 a exports
-  while read -r a; do
-    if [ $((a)) -lt $PAGE ]; then
-      echo "build-android: $f: a PT_LOAD segment aligned to $a (< $PAGE): no 16 KB pages" >&2
-      bad=1
-    fi
-  done < <(readelf -lW "$f" | awk '$1 == "LOAD" { print $NF }')
-  if readelf -dW "$f" | grep -q TEXTREL; then
-    echo "build-android: $f: has text relocations" >&2
-    bad=1
-  fi
-  exports=$(nm -D --defined-only "$f" | awk '{ print $NF }' | grep -Ev '^(Java_.*|JNI_OnLoad)$' || true)
-  if [ -n "$exports" ]; then
-    echo "build-android: $f exports more than the JNI entry points:" >&2
-    echo "$exports" | head -20 | sed 's/^/  /' >&2
-    bad=1
-  fi
-  [ $bad -eq 0 ] && echo "build-android: $f: PT_LOAD aligned >= $PAGE, no TEXTREL, exports $(nm -D --defined-only "$f" | grep -c ' Java_') Java_* natives"
-  return $bad
-}
+source scripts/lib/elf_check.sh  # check_elf FILE
 
 stage="$out/aar"
 rm -rf "$stage" "$out/oomguard.aar"
@@ -116,7 +94,7 @@ fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "build-android: INCOMPLETE AAR: no jni/<abi>/liboomguard.so (arm64-v8a, armeabi-v7a, x86_64) can be linked here; missing:" >&2
   printf '  - %s\n' "${missing[@]}" >&2
-  echo "  (scripts/abi-check.sh still checks the Android code's bionic imports from static archives, without an NDK)" >&2
+  echo "  (without an NDK, scripts/android-link.sh links arm64-v8a against bionic's API $MIN_API stubs and checks that file: its imports, 16 KB segments and exports; a stand-in unwinder, so it never goes in the AAR; scripts/abi-check.sh runs it and checks armv7's static archive)" >&2
   if [ -n "$proxy" ]; then
     echo "build-android: --proxy: the x86_64 Linux library, ship profile, -z max-page-size=$PAGE (not in the AAR)"
     cargo rustc --profile ship -p oomguard --lib --crate-type cdylib -- -C link-arg=-Wl,-z,max-page-size=$PAGE

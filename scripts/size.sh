@@ -3,7 +3,8 @@
 # one command with the collector or the command line, it would get their dependencies' features),
 # strips a copy, prints the stripped size, then the size by crate from the unstripped build's
 # symbols (scripts/lib/size_by_crate.py says how symbols are given to crates).
-# Usage: scripts/size.sh [PROFILE]   (default: ship, the profile of the library an app ships)
+# Usage: scripts/size.sh [PROFILE]   (default: ship, the profile of the library an app ships, for
+#        this machine; `arm64`: the ship profile linked for arm64-v8a, scripts/android-link.sh)
 #   SIZE_MAX=BYTES  fail when the stripped library is larger
 #   SIZE_TOP=N      rows of the table before the rest is summed (default 25)
 set -euo pipefail
@@ -13,14 +14,25 @@ case "$profile" in
   dev) dir=debug ;;
   *) dir="$profile" ;;
 esac
-cargo build --profile "$profile" -p oomguard --lib
-lib="${CARGO_TARGET_DIR:-target}/$dir/liboomguard.so"
-[ -f "$lib" ] || { echo "size: $lib was not built" >&2; exit 1; }
-stripped="${lib%.so}.stripped.so"
-strip --strip-all -o "$stripped" "$lib"
+if [ "$profile" = arm64 ]; then
+  # The arm64-v8a library as linked without an NDK (scripts/android-link.sh: bionic's API 21
+  # stubs, a stand-in unwinder and crtbegin_so; profile ship): what a phone loads, within the
+  # stand-ins' difference.
+  scripts/android-link.sh aarch64-linux-android >/dev/null
+  lib="${CARGO_TARGET_DIR:-target}/android-link/arm64-v8a/liboomguard.so"
+  stripped="${lib%.so}.stripped.so"
+  what="arm64-v8a (aarch64-linux-android21, profile ship, linked by scripts/android-link.sh)"
+else
+  cargo build --profile "$profile" -p oomguard --lib
+  lib="${CARGO_TARGET_DIR:-target}/$dir/liboomguard.so"
+  [ -f "$lib" ] || { echo "size: $lib was not built" >&2; exit 1; }
+  stripped="${lib%.so}.stripped.so"
+  strip --strip-all -o "$stripped" "$lib"
+  what="profile $profile, $(rustc -vV | sed -n 's/^host: //p')"
+fi
 bytes=$(stat -c %s "$stripped")
 echo
-echo "liboomguard.so, profile $profile, $(rustc -vV | sed -n 's/^host: //p'): $(python3 -c "print(f'{$bytes:,}')") bytes stripped ($stripped)"
+echo "liboomguard.so, $what: $(python3 -c "print(f'{$bytes:,}')") bytes stripped ($stripped)"
 echo
 python3 scripts/lib/size_by_crate.py "$lib" "$stripped" "${SIZE_TOP:-25}"
 if [ -n "${SIZE_MAX:-}" ] && [ "$bytes" -gt "$SIZE_MAX" ]; then

@@ -161,6 +161,7 @@ public class LeakyApp {
             case "restart": {
                 System.out.println("fetch started=" + waitForFile(System.getProperty("leaky.fetchStarted")));
                 System.out.println("first stop rc=" + OomGuard.stop());
+                System.out.println("stop while stopping rc=" + OomGuard.stop());
                 int again = OomGuard.start(policy, dataDir, "9.9.9", key);
                 System.out.println("restart rc=" + again);
                 System.out.println("dumpNow after stop rc=" + OomGuard.dumpNow("after stop"));

@@ -123,11 +123,14 @@ PY
 # by default: the 10 M-object dump; SCALE="10 30" adds the 30 M one, 2.1 GB in /dev/shm): wall and
 # CPU (median of BUDGET_RUNS interleaved runs) of hprof-slurp, ours in memory and ours with
 # --scratch-dir; peak RssAnon (the budget's measure, sampled by scripts/bench/peak_anon.py) and
-# peak RSS in total; whether the scratch run passes under `prlimit --data=128MiB`.
+# peak RSS in total; whether the scratch run passes under `prlimit --data=128MiB`; and the
+# analyser's own estimate of its need (`analysis.budget.neededBytes`, the census's: what it
+# compares with its budget), in memory and with scratch, beside the peaks. The ART-style dump
+# (two passes) is in the table too.
 BUDGET_RUNS="${BUDGET_RUNS:-3}"
 SCRATCH=target/bench/scratch
 mkdir -p "$SCRATCH"
-budget_dumps=("$BIG")
+budget_dumps=("$BIG" "$ART")
 for m in ${SCALE:-10}; do
   ensure_scale_dump "$m"
   budget_dumps+=("$SCALE_DUMP")
@@ -136,10 +139,15 @@ peak() { # peak CMD... : prints "anon_mib hwm_mib" of one run
   python3 scripts/bench/peak_anon.py -- "$@" 2>&1 >/dev/null | tail -1 |
     sed -n 's/^peak RssAnon \([0-9.]*\) MiB.*VmHWM(sampled) \([0-9.]*\) MiB.*/\1 \2/p'
 }
+estimate() { # estimate DUMP [ARGS...]: the analyser's estimate of its need, MiB (the census alone)
+  "$BIN" analyze "$1" -o "$tmp/b_est.json" --budget-mb 1 "${@:2}" >/dev/null 2>&1 &&
+    python3 -c 'import json, sys; print("%.1f" % (json.load(open(sys.argv[1]))["analysis"]["budget"]["neededBytes"] / 1048576))' "$tmp/b_est.json" ||
+    echo "?"
+}
 echo
 printf 'budget      %d interleaved runs each (median wall and cpu); RssAnon and RSS peaks of one more run\n' "$BUDGET_RUNS"
-printf '%-24s %8s | %8s %8s | %8s %8s %8s %8s | %8s %8s %8s %8s %6s | %6s %6s\n' \
-  "dump" "MB" "slurp s" "RSS MiB" "mem s" "cpu s" "anon" "RSS" "scr s" "cpu s" "anon" "RSS" "128MiB" "mem/sl" "scr/sl"
+printf '%-24s %8s | %8s %8s | %8s %8s %8s %8s %8s | %8s %8s %8s %8s %8s %6s | %6s %6s\n' \
+  "dump" "MB" "slurp s" "RSS MiB" "mem s" "cpu s" "anon" "RSS" "est" "scr s" "cpu s" "anon" "RSS" "est" "128MiB" "mem/sl" "scr/sl"
 for d in "${budget_dumps[@]}"; do
   cat "$d" >/dev/null
   rm -f "$tmp"/b_slurp "$tmp"/b_mem "$tmp"/b_scr
@@ -157,14 +165,18 @@ for d in "${budget_dumps[@]}"; do
     lim=FAIL
   fi
   slurp_rss=$(sort -k3 -n "$tmp/b_slurp" | tail -1 | cut -d' ' -f3)
-  printf '%-24s %8.0f | %8.3f %8.1f | %8.3f %8.3f %8.1f %8.1f | %8.3f %8.3f %8.1f %8.1f %6s | %6.2f %6.2f\n' \
+  mem_est=$(estimate "$d")
+  scr_est=$(estimate "$d" --scratch-dir "$SCRATCH")
+  printf '%-24s %8.0f | %8.3f %8.1f | %8.3f %8.3f %8.1f %8.1f %8s | %8.3f %8.3f %8.1f %8.1f %8s %6s | %6.2f %6.2f\n' \
     "$(basename "$d")" "$(echo "$(stat -L -c %s "$d")/1048576" | bc -l)" \
     "$(median b_slurp 1)" "$(echo "$slurp_rss/1024" | bc -l)" \
-    "$(median b_mem 1)" "$(median b_mem 2)" "$mem_anon" "$mem_hwm" \
-    "$(median b_scr 1)" "$(median b_scr 2)" "$scr_anon" "$scr_hwm" "$lim" \
+    "$(median b_mem 1)" "$(median b_mem 2)" "$mem_anon" "$mem_hwm" "$mem_est" \
+    "$(median b_scr 1)" "$(median b_scr 2)" "$scr_anon" "$scr_hwm" "$scr_est" "$lim" \
     "$(echo "$(median b_mem 1)/$(median b_slurp 1)" | bc -l)" "$(echo "$(median b_scr 1)/$(median b_slurp 1)" | bc -l)"
 done
-echo "            (anon: peak RssAnon MiB, the budget's measure (128 MiB); RSS: peak in total, file pages"
+echo "            (anon: peak RssAnon MiB, the budget's measure (128 MiB); est: the analyser's estimate of"
+echo "            its need in MiB (of RLIMIT_DATA, which counts capacities and stacks beside RssAnon: it"
+echo "            must stay above the need); RSS: peak in total, file pages"
 echo "            of the scratch arrays included; 128MiB: the scratch run under prlimit --data=128MiB, its"
 echo "            report equal to the one in memory; mem/sl, scr/sl: our wall over hprof-slurp's, target <= 1.00)"
 

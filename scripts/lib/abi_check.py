@@ -4,6 +4,9 @@ at which bionic first exports each (scripts/abi-check.sh builds the archive and 
 
 Usage: abi_check.py ARCHIVE FACTS ABI MIN_API
 
+ARCHIVE may also be a linked library (`*.so`, scripts/android-link.sh): then its dynamic
+symbols are read, which are exactly what the device's dynamic linker must find.
+
 FACTS: `symbol library arm64 arm x86_64` per line (a level; `base` for the first API level of
 that ABI; `-` where that ABI's library does not export it; library `ndk-static` for what the NDK links into the .so itself, such as the
 unwinder), `#` comments. Prints every imported symbol with its library and level; exits 1 when
@@ -20,14 +23,18 @@ def symbols(archive):
     """(defined names, {undefined name: weak?}) over every member of the archive, from each ELF
     member's own symbol table (`readelf -s`: nm would read the LLVM bitcode some members embed,
     with the LLVM it was built with, and find no symbols where that LLVM is older than rustc's)."""
-    out = subprocess.run(["readelf", "-sW", archive], check=True, capture_output=True, text=True).stdout
+    shared = archive.endswith(".so")
+    # A linked library: its dynamic symbols, whose undefined entries are what the dynamic linker
+    # must find on the device (`name@VERSION`: the version is cut off).
+    opt = "--dyn-syms" if shared else "-s"
+    out = subprocess.run(["readelf", opt, "-W", archive], check=True, capture_output=True, text=True).stdout
     defined, undefined = set(), {}
     for line in out.splitlines():
         # "  Num: Value Size Type Bind Vis Ndx Name"
         f = line.split()
         if len(f) < 8 or not f[0].endswith(":") or not f[0][:-1].isdigit():
             continue
-        bind, ndx, name = f[4], f[6], f[7]
+        bind, ndx, name = f[4], f[6], f[7].split("@", 1)[0]
         if bind == "LOCAL":
             continue
         if ndx == "UND":

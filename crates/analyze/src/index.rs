@@ -42,7 +42,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
 use sys::scratch::Scratch;
 
 mod build;
-mod census;
+pub(crate) mod census;
 mod fields;
 mod idmap;
 mod input;

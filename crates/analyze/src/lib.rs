@@ -231,13 +231,18 @@ fn over_budget(
     cfg: &Config,
     running_info: &serde_json::Value,
 ) -> Result<Option<Report>, Error> {
-    let scratch = cfg.scratch_dir.is_some();
     let bytes = input.len()?;
-    let may = cfg.budget_bytes > 0 && budget::may_exceed(bytes, scratch, cfg.budget_bytes);
+    // Scratch files within their cap, else the large arrays are planned in memory.
+    let cap = cfg.scratch_max_mb.saturating_mul(1 << 20);
+    let surely = cfg.scratch_dir.is_some() && budget::scratch_surely_fits(bytes, cap);
+    let may = cfg.budget_bytes > 0
+        && (budget::may_exceed(bytes, surely, cfg.budget_bytes)
+            || (cfg.scratch_dir.is_some() && !surely));
     if !may && !cfg.census_only {
         return Ok(None);
     }
     let counts = index::census(input)?;
+    let scratch = cfg.scratch_dir.is_some() && (surely || budget::scratch_bytes(&counts) <= cap);
     let need = budget::need(&counts, scratch);
     if need <= cfg.budget_bytes && !cfg.census_only {
         return Ok(None);

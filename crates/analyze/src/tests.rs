@@ -444,16 +444,24 @@ fn cut_dump(objs: &[CutObj]) -> Vec<u8> {
 }
 
 /// The index two passes build over `bytes`, their parse cut into up to `threads` parts,
-/// and how many parts there were.
-fn two_pass_index(bytes: &[u8], threads: usize) -> (index::Index, usize) {
+/// and how many parts there were; its ids, node arrays and edges in `scratch` files if given.
+fn two_pass_index(
+    bytes: &[u8],
+    threads: usize,
+    scratch: Option<&sys::scratch::Scratch>,
+) -> (index::Index, usize) {
     let input = Input::Bytes(bytes);
     let mut parts = input.split(threads, 0);
-    let mut ix = scan(&input, &mut parts, None).unwrap();
+    let mut ix = scan(&input, &mut parts, scratch).unwrap();
     let limits = index::IndexLimits {
         bitmap_min_pixels: 1,
         array_min_bytes: 1 << 40,
     };
-    two_pass_graph(&input, &parts, &mut ix, limits).unwrap();
+    two_pass_graph(&input, &parts, &mut ix, limits, scratch).unwrap();
+    if scratch.is_some() && !ix.is_empty() {
+        assert!(ix.ids.in_file() && ix.class_of.in_file() && ix.adj.in_file());
+        assert!(ix.edges.is_empty() || ix.edges.in_file());
+    }
     (ix, parts.map_or(1, |p| p.len()))
 }
 
@@ -494,8 +502,11 @@ proptest! {
             }
             first.entry(*id).or_insert(targets);
         }
+        // Every other run keeps the ids, the node arrays and the edge lists in scratch files.
+        let dir = tempfile::tempdir().unwrap();
+        let s = sys::scratch::Scratch::new(dir.path(), 1 << 30).unwrap();
         for threads in 1..=4 {
-            let (ix, parts) = two_pass_index(&bytes, threads);
+            let (ix, parts) = two_pass_index(&bytes, threads, (threads % 2 == 1).then_some(&s));
             if threads > 1 && objs.len() > 2 {
                 prop_assert!(parts > 1, "{} parts with {} threads", parts, threads);
             }
@@ -548,7 +559,8 @@ proptest! {
             let scratch = (threads % 2 == 0).then_some(&s);
             let whole = vec![(hprof::HEADER_LEN as u64, bytes.len() as u64)];
             let parts = input.split(threads, 0).unwrap_or(whole);
-            let (two, _) = two_pass_index(&bytes, threads);
+            // (The two-pass index in scratch when the one pass's is not.)
+            let (two, _) = two_pass_index(&bytes, threads, (threads % 2 == 1).then_some(&s));
             let Some(OnePassResult::Graph(ix, placed, edges)) =
                 one_pass(&input, &parts, limits, scratch)
             else {
@@ -624,7 +636,7 @@ fn one_pass_workers_write_their_own_nodes() {
         );
         let mut one = *ix;
         index::apply_placed(&mut one, placed, edges);
-        let (two, _) = two_pass_index(&bytes, threads);
+        let (two, _) = two_pass_index(&bytes, threads, None);
         assert_eq!(one.ids, two.ids);
         assert_eq!(one.class_of, two.class_of, "{threads} parts");
         assert_eq!(one.shallow, two.shallow, "{threads} parts");

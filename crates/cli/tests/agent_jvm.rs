@@ -639,6 +639,7 @@ fn stop_does_not_wait_for_a_hung_policy_fetch_and_start_waits_for_the_old_agent(
     for line in [
         "fetch started=true",
         "first stop rc=0",
+        "stop while stopping rc=2",
         "restart rc=1",
         "dumpNow after stop rc=2",
         "start once the fetch ended rc=0",

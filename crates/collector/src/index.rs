@@ -258,6 +258,13 @@ fn incident(h: &mut String, s: &Summary, mappings: &Mappings) {
     if let Some(e) = &r.error {
         let _ = writeln!(h, "<p>{}</p>", esc(e));
     }
+    if let Some(why) = &r.partial {
+        let _ = writeln!(
+            h,
+            "<p class=\"error partial\">Only part of the analysis (its leaks are not known): {}</p>",
+            esc(why)
+        );
+    }
     // An obfuscated build's names turned back, when its version has a mapping.
     let renames = match mappings.get(s.app_version.as_deref()) {
         Lookup::Found(m, _) => Some(m),
@@ -320,6 +327,10 @@ pub fn report_line(dir: &Path, s: &Summary) -> String {
                 .unwrap_or_default(),
         ),
         None => (0, String::new()),
+    };
+    let top = match s.report.as_ref().and_then(|r| r.partial.as_deref()) {
+        Some(why) => format!("{top}; only part of the analysis: {why}"),
+        None => top,
     };
     printable(&format!(
         "received report {}: {reason}; {n} leak(s){top}; {}",

@@ -28,6 +28,8 @@ pub const MAX_GROUPS: usize = 200;
 pub const MAX_LINKS: usize = 20;
 /// App versions named per group on `/leaks`.
 const MAX_VERSIONS: usize = 10;
+/// Incidents analysed only in part that `/leaks` links to by name (the rest are counted).
+const MAX_PARTIAL: usize = MAX_LINKS;
 /// Bytes of a text inventory shown.
 const MAX_INVENTORY_TEXT: u64 = 64 << 10;
 
@@ -162,6 +164,8 @@ struct Group<'a> {
 pub(super) fn leaks(ix: &Index, mappings: &Mappings) -> String {
     let mut groups: BTreeMap<&str, Group> = BTreeMap::new();
     let mut incidents = 0;
+    // Incidents whose report holds only part of an analysis: they add no leaks, and say so.
+    let mut partial: Vec<&str> = Vec::new();
     // Each version's mapping, looked up once; the leaks of a version that has one, renamed.
     let mut by_version: BTreeMap<Option<&str>, Lookup> = BTreeMap::new();
     let renamed: Vec<Option<Vec<Leak>>> = ix
@@ -180,6 +184,9 @@ pub(super) fn leaks(ix: &Index, mappings: &Mappings) -> String {
         let Some(r) = &s.report else { continue };
         let leaks = renamed.as_deref().unwrap_or(&r.leaks);
         incidents += 1;
+        if r.partial.is_some() {
+            partial.push(&s.id);
+        }
         let device = s
             .device_id
             .as_deref()
@@ -227,6 +234,23 @@ pub(super) fn leaks(ix: &Index, mappings: &Mappings) -> String {
         list.len(),
         super::summary::TOP
     );
+    if !partial.is_empty() {
+        let more = partial.len().saturating_sub(MAX_PARTIAL);
+        let links: Vec<String> = partial[..partial.len().min(MAX_PARTIAL)]
+            .iter()
+            .map(|id| format!("<a href=\"/incidents/{0}/\">{0}</a>", esc(id)))
+            .collect();
+        let _ = writeln!(
+            h,
+            "<p class=\"error note\" id=\"partial\">{} of them analysed only in part (the device gave the analysis too little memory for the whole of it), so their leaks are not counted here: {}{}.</p>",
+            partial.len(),
+            links.join(", "),
+            match more {
+                0 => String::new(),
+                n => format!(" and {n} more"),
+            }
+        );
+    }
     mapping_notes(&mut h, &by_version);
     // The app's own leaks, then the library leaks apart (`analyze::library`).
     let (mut lib, mut app): (Vec<_>, Vec<_>) =
@@ -390,6 +414,74 @@ mod tests {
             index.contains("<code>a.Main</code><br>System Class › App.sList › Main<br><small title=\"s1\">s1</small>"),
             "{index}"
         );
+    }
+
+    /// An incident whose report holds only part of an analysis (too little memory on the
+    /// device) is named on `/leaks` and marked in the index and its terminal line; a whole
+    /// report is not.
+    #[test]
+    fn an_incident_analysed_only_in_part_is_marked_on_leaks_and_the_index() {
+        let d = tempfile::tempdir().unwrap();
+        put(
+            d.path(),
+            "100-a",
+            "dev-1",
+            "1.0",
+            &KOOM.replace("RET", "1000"),
+        );
+        let partial = r#"{"analysis":{"objects":5,"budget":{"budgetBytes":1048576,"neededBytes":99,"reason":"the whole analysis would need 99 MiB, more than its budget of 1 MiB","leftOut":["gcPaths"]}},"histogram":[{"className":"a.B","instanceCount":3,"shallowSize":48}],"gcPaths":[]}"#;
+        put(d.path(), "200-b", "dev-2", "1.0", partial);
+        let ix = Index::open(d.path(), 100);
+        let h = leaks(&ix, &Mappings::new(d.path()));
+        let note = h.split("id=\"partial\">").nth(1).expect(&h);
+        assert!(
+            note.starts_with("1 of them analysed only in part")
+                && note.contains("/incidents/200-b/"),
+            "{note}"
+        );
+        assert!(
+            !note.split("</p>").next().unwrap().contains("100-a"),
+            "{note}"
+        );
+        // Still one signature: the whole report's.
+        assert!(
+            h.contains("1 leak signature(s) in the 2 listed incident(s)"),
+            "{h}"
+        );
+        let index = ix.render(0, 10);
+        assert_eq!(
+            index.matches("Only part of the analysis").count(),
+            1,
+            "{index}"
+        );
+        assert!(
+            index.contains("Only part of the analysis (its leaks are not known): the whole analysis would need 99 MiB"),
+            "{index}"
+        );
+        let lines: Vec<String> = ix
+            .summaries()
+            .map(|s| crate::index::report_line(d.path(), s))
+            .collect();
+        assert_eq!(
+            lines
+                .iter()
+                .filter(|l| l.contains("only part of the analysis: the whole"))
+                .count(),
+            1,
+            "{lines:?}"
+        );
+        // None of it when every report is whole.
+        let d2 = tempfile::tempdir().unwrap();
+        put(
+            d2.path(),
+            "100-a",
+            "dev-1",
+            "1.0",
+            &KOOM.replace("RET", "1000"),
+        );
+        let ix2 = Index::open(d2.path(), 100);
+        assert!(!leaks(&ix2, &Mappings::new(d2.path())).contains("id=\"partial\""));
+        assert!(!ix2.render(0, 10).contains("Only part of the analysis"));
     }
 
     /// An incident page reads a report too large to hold (here 20,000 groups) and says how

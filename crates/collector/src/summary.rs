@@ -46,8 +46,9 @@ const MAX_FILES: usize = 32;
 
 /// How summaries are made: raised when what a summary keeps, or how it is made from the
 /// incident's files, changes (2: leaks in the report's order, with their root and path; the
-/// device without unknown parts). Summaries of another format are made again.
-pub const SUMMARY_FORMAT: u32 = 2;
+/// device without unknown parts; 3: whether the analysis was only partial). Summaries of
+/// another format are made again.
+pub const SUMMARY_FORMAT: u32 = 3;
 
 /// The summary of one received incident.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -91,6 +92,10 @@ pub struct ReportSummary {
     pub dominators: Vec<Dominator>,
     /// Why `report.json` could not be read whole (the lists then hold what was read before).
     pub error: Option<String>,
+    /// Why the report holds only part of an analysis (`analysis.budget.reason`: the device gave
+    /// the analysis too little memory for the whole of it; its leaks are not known).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub partial: Option<String>,
 }
 
 /// One leak group of a report.
@@ -433,6 +438,19 @@ struct Running {
     api_level: Count,
 }
 
+/// Of a report's `analysis`, only `budget`: present when the analysis did not fit its budget.
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+struct AnalysisFields {
+    budget: Option<BudgetFields>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+struct BudgetFields {
+    reason: Text,
+}
+
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase", default)]
 struct MetaFields {
@@ -544,6 +562,13 @@ impl<'de> Visitor<'de> for ReportSeed<'_> {
                     rep: &mut *self.rep,
                 })?,
                 Some("runningInfo") => *self.running = a.next_value::<Option<Running>>()?,
+                Some("analysis") => {
+                    let an = a.next_value::<Option<AnalysisFields>>()?;
+                    self.rep.partial = an.and_then(|an| an.budget).map(|b| {
+                        let reason = b.reason.0.unwrap_or_default();
+                        reason.chars().take(MAX_TEXT).collect()
+                    });
+                }
                 _ => {
                     a.next_value::<IgnoredAny>()?;
                 }

@@ -25,7 +25,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
 mod buf;
@@ -51,6 +51,35 @@ unsafe impl Plain for u64 {}
 unsafe impl<const N: usize> Plain for [u32; N] {}
 // SAFETY: as above.
 unsafe impl<const N: usize> Plain for [u64; N] {}
+
+// (The views below rely on these: std's `from_mut_slice` asks the same, and is not stable.)
+const _: () = assert!(
+    std::mem::align_of::<AtomicU32>() == std::mem::align_of::<u32>()
+        && std::mem::size_of::<AtomicU32>() == std::mem::size_of::<u32>()
+        && std::mem::align_of::<AtomicU8>() == std::mem::align_of::<u8>()
+);
+
+/// `s` as atomics, for threads that write its values side by side (the two-pass index's node
+/// arrays, in memory or in a scratch file): while the view lives, `s` is reached only through
+/// it.
+pub fn atomic_u32s(s: &mut [u32]) -> &[AtomicU32] {
+    // SAFETY: `AtomicU32` has the size, alignment and bit validity of `u32` (asserted above);
+    // the exclusive borrow of `s` lasts as long as the view, so no plain access races an
+    // atomic one.
+    #[allow(unsafe_code)]
+    unsafe {
+        std::slice::from_raw_parts(s.as_mut_ptr() as *const AtomicU32, s.len())
+    }
+}
+
+/// [`atomic_u32s`] for bytes.
+pub fn atomic_u8s(s: &mut [u8]) -> &[AtomicU8] {
+    // SAFETY: as in `atomic_u32s`, for `AtomicU8` and `u8`.
+    #[allow(unsafe_code)]
+    unsafe {
+        std::slice::from_raw_parts(s.as_mut_ptr() as *const AtomicU8, s.len())
+    }
+}
 
 /// Where scratch files go, and how many bytes they may take together.
 #[derive(Clone)]
@@ -459,5 +488,36 @@ mod tests {
         );
         assert_eq!(anon, 0, "{anon} KiB of the scratch mapping are anonymous");
         assert!(a.iter().all(|&x| x == 7));
+    }
+
+    /// Threads writing a scratch array's values through its atomic view side by side: each
+    /// value lands, and the array reads them back once the view is gone.
+    #[test]
+    fn an_atomic_view_writes_into_the_array_from_several_threads() {
+        let d = tempfile::tempdir().unwrap();
+        let s = Scratch::new(d.path(), 1 << 30).unwrap();
+        let mut a = s.zeroed::<u32>(100_000).unwrap();
+        let mut b = s.zeroed::<u8>(100_000).unwrap();
+        {
+            let (va, vb) = (atomic_u32s(&mut a), atomic_u8s(&mut b));
+            std::thread::scope(|sc| {
+                for t in 0..4u32 {
+                    sc.spawn(move || {
+                        for i in (t as usize..va.len()).step_by(4) {
+                            va[i].store(i as u32 * 3, Ordering::Relaxed);
+                            // (Every thread tries each byte: one wins.)
+                            let _ = vb[i / 4 * 4].compare_exchange(
+                                0,
+                                1 + t as u8,
+                                Ordering::Relaxed,
+                                Ordering::Relaxed,
+                            );
+                        }
+                    });
+                }
+            });
+        }
+        assert!(a.iter().enumerate().all(|(i, &x)| x == i as u32 * 3));
+        assert!(b.iter().enumerate().all(|(i, &x)| (x != 0) == (i % 4 == 0)));
     }
 }

@@ -214,7 +214,8 @@ public final class OomGuard {
     /**
      * Stop the agent. Waits for its thread to end, at most two seconds: an agent in the middle of
      * a dump or a policy fetch finishes that on its own thread and then ends; until it has,
-     * {@link #start} returns {@link #ALREADY_RUNNING} and {@link #dumpNow} {@link #NOT_RUNNING}.
+     * {@link #start} returns {@link #ALREADY_RUNNING}, and {@link #dumpNow} and {@code stop}
+     * {@link #NOT_RUNNING} (at once: a second stop does not wait again).
      */
     public static int stop() {
         if (!load()) {

@@ -16,7 +16,8 @@
 //!   (it may be called on the app's main thread, and the agent may be in the middle of a dump or
 //!   a policy fetch that takes far longer); past that the agent ends on its own thread as soon as
 //!   it is done. Until its thread has ended, `start` is refused with [`CODE_ALREADY_RUNNING`]
-//!   (never two agents in one process) and `dumpNow` answers [`CODE_NOT_RUNNING`].
+//!   (never two agents in one process) and `dumpNow` and `stop` answer [`CODE_NOT_RUNNING`] at
+//!   once (a second stop does not wait again; once the thread has ended, it is joined).
 //! - Logging is set up once, here: liblog's `__android_log_write` (tag `OomGuard`) on Android
 //!   and wherever the process has liblog loaded (ART off Android), else stderr; the level comes from `OOMGUARD_LOG` (default `info`).
 //! - `nativeSetNetwork` only stores the report (lock-free) and, on a change to a connected
@@ -300,6 +301,16 @@ pub extern "system" fn Java_dev_oomguard_OomGuard_nativeStop<'l>(
             let Some(r) = running.as_mut() else {
                 return CODE_NOT_RUNNING;
             };
+            if r.is_stopping() {
+                // An earlier stop is still under way: the agent no longer runs (as `dumpNow`
+                // says too), and it ends on its own. This call does not wait for it again.
+                if r.is_finished() {
+                    if let Some(r) = running.take() {
+                        let _ = r.join();
+                    }
+                }
+                return CODE_NOT_RUNNING;
+            }
             r.stop()
         };
         // Not under the lock: `status`, `dumpNow` and other threads' calls go on meanwhile.

@@ -10,10 +10,15 @@ fn fixture() -> PathBuf {
 
 /// A dumped incident in a fresh spool, its mini dump made by the stripper.
 fn dumped(root: &Path) -> String {
-    let spool = Spool::open(root.join(SPOOL_DIR), Quotas::default()).unwrap();
-    let staging = spool.stage().unwrap();
     let input = std::fs::read(fixture()).unwrap();
     let (mini, _) = hprof::strip_bytes(&input, Level::Arrays).unwrap();
+    dumped_as(root, &mini)
+}
+
+/// A dumped incident in a fresh spool whose mini dump is `mini`.
+fn dumped_as(root: &Path, mini: &[u8]) -> String {
+    let spool = Spool::open(root.join(SPOOL_DIR), Quotas::default()).unwrap();
+    let staging = spool.stage().unwrap();
     std::fs::write(staging.path(FileKind::MiniDump), mini).unwrap();
     spool
         .commit(
@@ -133,7 +138,11 @@ fn an_analyser_out_of_memory_is_said_to_exceed_its_budget() {
     let inc = spool.read_incident(&id).unwrap();
     let why = inc.analysis_error.as_deref().unwrap_or("");
     assert!(
-        why.contains("for want of memory") && why.contains("budget of 512 MiB"),
+        why.contains("for want of memory")
+            && why.contains(&format!(
+                "budget of {} MiB",
+                crate::policy::Policy::default().analysis.memory_limit_mb
+            )),
         "{why}"
     );
     assert!(spool.incident_dir(&id).join("mini.hprof").exists());
@@ -166,21 +175,22 @@ fn a_dump_near_its_budget_is_analysed_with_scratch_files_under_the_analysis_dire
     cfg.limits.memory = 32 << 20;
     cfg.analysis.scratch_dir = Some(scratch.clone());
     io_pass(&cfg, &mut queue::LastError::default());
-    let mut got = analysed_report(dir.path(), &id);
     // The same report as in memory, without a budget.
+    assert_the_unbudgeted_report(analysed_report(dir.path(), &id), &mini);
+    assert_eq!(std::fs::read_dir(&scratch).unwrap().count(), 0);
+}
+
+/// `got` is the report the analyser makes of `mini` in-process, without a budget (timings
+/// aside).
+fn assert_the_unbudgeted_report(mut got: serde_json::Value, mini: &Path) {
     let running = serde_json::json!({"appVersion": "t-1"});
-    let mem = analyze::analyze(
-        analyze::Input::File(&mini),
-        &analyze::Config::default(),
-        running,
-    )
-    .unwrap();
-    let mut want = serde_json::to_value(&mem).unwrap();
+    let cfg = analyze::Config::default();
+    let full = analyze::analyze(analyze::Input::File(mini), &cfg, running).unwrap();
+    let mut want = serde_json::to_value(&full).unwrap();
     for r in [&mut got, &mut want] {
         r["analysis"]["timings"] = serde_json::Value::Null;
     }
     assert_eq!(got, want);
-    assert_eq!(std::fs::read_dir(&scratch).unwrap().count(), 0);
 }
 
 /// Issue 43's honest limits through the forked child (no executable): a budget too small for
@@ -266,4 +276,60 @@ fn an_analysis_out_of_memory_within_its_budget_is_followed_by_the_report_of_what
     let report = analysed_report(dir.path(), &id);
     assert_eq!(report["histogram"][0]["className"], "X", "{report}");
     assert_eq!(std::fs::read_to_string(&runs).unwrap(), "run\nrun\n");
+}
+
+/// Issue 43's budget through the forked child (no executable), the agent choosing scratch files
+/// by itself: a two-pass (ART-style) dump whose analysis in memory needs more than the budget
+/// gets the whole report, the one made in-process without a budget, its large arrays in scratch
+/// files under the analysis directory (empty after). With its scratch files capped below what
+/// is worth it (`analysis.scratch_max_mb`), the same dump is planned in memory and gets the
+/// report of what fits.
+#[test]
+fn a_dump_whose_analysis_needs_scratch_files_gets_the_whole_report_from_the_forked_child() {
+    const BUDGET: u64 = 32 << 20;
+    let dir = tempfile::tempdir().unwrap();
+    let art = hprof::writer::art_dump(&hprof::writer::ArtSpec {
+        image_objects: 20_000,
+        zygote_objects: 10_000,
+        app_objects: 370_000,
+        mean_array_bytes: 64,
+        ..hprof::writer::ArtSpec::default()
+    });
+    let id = dumped_as(dir.path(), &art);
+    let spool = Spool::open(dir.path().join(SPOOL_DIR), Quotas::default()).unwrap();
+    let mini = spool.incident_dir(&id).join("mini.hprof");
+    let mut cfg = io_config(dir.path(), None);
+    cfg.limits.memory = BUDGET;
+    let acfg = analysis::analyser_config(&cfg, &mini);
+    let scratch = dir.path().join(ANALYSIS_DIR).join(analysis::SCRATCH_DIR);
+    assert_eq!(acfg.scratch_dir.as_deref(), Some(scratch.as_path()));
+    // In memory the budget is too small for the whole analysis.
+    let running = serde_json::json!({"appVersion": "t-1"});
+    let in_memory = analyze::Config {
+        budget_bytes: BUDGET,
+        ..analyze::Config::default()
+    };
+    let small = analyze::analyze(analyze::Input::File(&mini), &in_memory, running).unwrap();
+    let b = small.analysis.budget.expect("over the budget in memory");
+    assert!(b.estimate.contains("two passes"), "{b:?}");
+    io_pass(&cfg, &mut queue::LastError::default());
+    let got = analysed_report(dir.path(), &id);
+    assert!(got["analysis"]["budget"].is_null(), "{}", got["analysis"]);
+    assert_the_unbudgeted_report(got, &mini);
+    assert_eq!(std::fs::read_dir(&scratch).unwrap().count(), 0);
+    // Scratch files capped below what is worth it (`analysis.scratch_max_mb`): none, the
+    // analysis plans in memory.
+    let again = dumped_as(dir.path(), &art);
+    cfg.analysis.scratch_max_mb = 1;
+    assert!(analysis::analyser_config(&cfg, &mini).scratch_dir.is_none());
+    io_pass(&cfg, &mut queue::LastError::default());
+    let cut = analysed_report(dir.path(), &again);
+    assert_eq!(cut["analysis"]["budget"]["neededBytes"], b.needed_bytes);
+    assert_eq!(
+        cut["histogram"],
+        serde_json::to_value(&small.histogram).unwrap()
+    );
+    assert_eq!(analysis::scratch_room(10 << 30, 5), 5);
+    assert_eq!(analysis::scratch_room(10, 500), 5);
+    assert_eq!(analysis::scratch_room(10 << 30, 0), 0);
 }

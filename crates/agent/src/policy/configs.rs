@@ -94,6 +94,9 @@ impl From<&Policy> for analyze::Config {
             array_min_bytes: p.analysis.big_array_bytes,
             top_n: p.analysis.top_dominators as usize,
             max_paths_per_class: p.analysis.max_paths_per_class as usize,
+            // The cap of the scratch room `pipeline::analysis` gives an analysis (half the free
+            // space at most).
+            scratch_max_mb: p.analysis.scratch_max_mb,
             ..analyze::Config::default()
         }
     }

@@ -167,13 +167,15 @@ schema! {
         max_paths_per_class: u32 = 45, 1..=1000;
         /// Attempts at analysing one dump before giving up.
         max_attempts: u32 = 3, 1..=20;
-        /// Memory the analysing process may use, MB: its data limit (`RLIMIT_DATA`, its own private memory). A dump whose analysis could need more than half of it has the analysis keep its large arrays in scratch files under the agent's directory (up to half the free disk), which the limit does not count. A dump whose whole analysis would need more than the limit even so is reported as far as it fits: the class histogram, with `analysis.budget` saying what was left out.
-        memory_limit_mb: u64 = 512, 32..=65_536;
+        /// Memory the analysing process may use, MB: its data limit (`RLIMIT_DATA`, its own private memory). A dump whose analysis could need more than half of it has the analysis keep its large arrays in scratch files under the agent's directory (see `scratch_max_mb`), which the limit does not count. A dump whose whole analysis would need more than the limit even so is reported as far as it fits: the class histogram, with `analysis.budget` saying what was left out.
+        memory_limit_mb: u64 = 128, 32..=65_536;
+        /// Scratch files an analysis may write while it runs, MB (0: none; the analysis then plans in memory): at most this and half the free space of the agent's file system. They last only as long as the analysis (each is unlinked as it is made, so a killed analysis leaves none) and are not counted in `spool.max_bytes`, which bounds what the agent keeps. About 60 bytes per object of the dump at their peak: 1024 MB holds a dump of some 15 M objects.
+        scratch_max_mb: u64 = 1024, 0..=65_536;
     }
 
     /// Limits of the on-disk incident queue.
     pub struct SpoolPolicy {
-        /// Total bytes of queued incidents (1 MiB..=64 GiB; 256 MiB by default).
+        /// Total bytes of queued incidents (1 MiB..=64 GiB; 256 MiB by default); an analysis's scratch files, which last only while it runs, are bounded by `analysis.scratch_max_mb` instead.
         max_bytes: u64 = 256 << 20, (1 << 20)..=(64 << 30);
         /// Queued incidents.
         max_count: u32 = 20, 1..=10_000;

@@ -91,7 +91,7 @@ pub(crate) fn build_index(
     let t = Instant::now();
     let watched = match outs {
         Some((placed, edges)) => index::apply_placed(&mut ix, placed, edges),
-        None => two_pass_graph(input, &parts, &mut ix, limits)?,
+        None => two_pass_graph(input, &parts, &mut ix, limits, scratch)?,
     };
     index::flag_watched(&mut ix, watched);
     index::flag_services(&mut ix);
@@ -411,7 +411,9 @@ pub(crate) fn scan(
 ) -> Result<index::Index, Error> {
     let mut merged = None;
     if let Some(parts) = parts.as_ref() {
-        let vs = (0..parts.len()).map(|_| index::Pass1::default()).collect();
+        let vs = (0..parts.len())
+            .map(|_| index::Pass1::in_scratch(scratch))
+            .collect();
         if let Ok(vs) = input.pass_parts(parts, vs) {
             merged = merge_pass1(vs);
         }
@@ -420,7 +422,7 @@ pub(crate) fn scan(
         Some(p1) => p1,
         None => {
             *parts = None;
-            let mut p1 = index::Pass1::default();
+            let mut p1 = index::Pass1::in_scratch(scratch);
             input.pass(&mut p1)?;
             p1
         }
@@ -431,15 +433,18 @@ pub(crate) fn scan(
 
 /// Pass 2 over the index pass 1 made: the graph, applied to the index; returns the watched
 /// referents.
+/// The node arrays stay where they are (in scratch files if `scratch` is given, as
+/// [`index::Pass1::finish`] made them), and the workers' edge lists grow there too.
 pub(crate) fn two_pass_graph(
     input: &Input<'_>,
     parts: &Option<Vec<(u64, u64)>>,
     ix: &mut index::Index,
     limits: index::IndexLimits,
+    scratch: Option<&sys::scratch::Scratch>,
 ) -> Result<Vec<(u64, u32)>, Error> {
-    let shared = index::Shared::take(ix);
-    let outs = graph(input, parts, ix, &shared, limits)?;
-    index::apply(ix, outs, shared).map_err(|what| Error::Input { offset: 0, what })
+    let mut arrays = index::SharedArrays::take(ix, scratch);
+    let outs = graph(input, parts, ix, &arrays.view(), limits, scratch)?;
+    index::apply(ix, outs, arrays).map_err(|what| Error::Input { offset: 0, what })
 }
 
 /// Pass 2's workers over the parts of the file (or one over all of it), writing into `shared`;
@@ -448,8 +453,9 @@ fn graph(
     input: &Input<'_>,
     parts: &Option<Vec<(u64, u64)>>,
     ix: &index::Index,
-    shared: &index::Shared,
+    shared: &index::Shared<'_>,
     limits: index::IndexLimits,
+    scratch: Option<&sys::scratch::Scratch>,
 ) -> Result<Vec<index::Out>, Error> {
     let outs = match parts {
         Some(parts) => {
@@ -457,13 +463,14 @@ fn graph(
                 .iter()
                 .zip(0u8..)
                 .map(|(&(a, _), w)| {
-                    index::Pass2::new(ix, shared, w, limits, a - hprof::HEADER_LEN as u64)
+                    let delta = a - hprof::HEADER_LEN as u64;
+                    index::Pass2::new(ix, shared, w, limits, delta, scratch)
                 })
                 .collect();
             input.pass_parts(parts, vs)?
         }
         None => {
-            let mut p2 = index::Pass2::new(ix, shared, 0, limits, 0);
+            let mut p2 = index::Pass2::new(ix, shared, 0, limits, 0, scratch);
             input.pass(&mut p2)?;
             vec![p2]
         }

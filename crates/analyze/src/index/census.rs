@@ -25,9 +25,21 @@ use super::*;
 const LAYOUTS: usize = 3;
 
 /// What the objects that name one class id add up to.
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Default)]
 struct Tally {
     instances: u64,
+    /// Per byte offset in the instances' field data: how many hold a non-null id there (an id's
+    /// bytes not all zero). The class's layout, known at the end, picks its reference slots'
+    /// offsets from these, so that null references are not counted (whether the class dump
+    /// came before its instances or after).
+    set_at: Vec<u64>,
+    /// Instances whose field data is longer than [`MAX_SET_AT`]: every reference slot counted.
+    unread: u64,
+    /// The offsets of the reference fields of the class and its superclasses, once their class
+    /// dumps are all met (then only those offsets are read; their counts in `set_at` are the
+    /// same); the number of class dumps met when they were last looked for.
+    ref_offsets: Option<Vec<u32>>,
+    looked_at: usize,
     arrays: u64,
     /// Array elements that are not null, all together.
     elements: u64,
@@ -42,7 +54,11 @@ struct Tally {
 #[derive(Default)]
 pub(crate) struct Census {
     p1: Pass1,
-    by_class: HashMap<u64, Tally>,
+    /// Where each class id's dump is in `p1.classes` (the first, if it is listed twice).
+    class_at: ById<usize>,
+    /// Read every offset of every instance, layouts known or not (the tests': the same counts).
+    every_offset: bool,
+    by_class: ById<Tally>,
     /// Primitive arrays by element type (in `PRIMS` order): count and size under each layout.
     prims: [(u64, [u64; LAYOUTS]); 8],
     /// The last object's id and, if it was an object array, its length.
@@ -59,8 +75,109 @@ pub(crate) struct Census {
     /// Every id or-ed together (their common alignment), and the regions of the id map that
     /// hold some id (at most [`MAX_REGIONS`] are told apart), the last one met.
     ids_or: u64,
-    regions: std::collections::HashSet<u64>,
+    regions: std::collections::HashSet<u64, IdHashing>,
     last_region: Option<u64>,
+}
+
+/// The longest instance field data whose set ids are counted per offset (longer ones, rare,
+/// count every reference slot).
+const MAX_SET_AT: usize = 4096;
+
+/// Count, per byte offset of `data`, whether the `w` bytes there (an id, if a reference slot
+/// starts there) are not all zero: at the offsets of the class's reference fields if they are
+/// known, else at every offset.
+fn count_set_ids(t: &mut Tally, data: &[u8], w: usize) {
+    let Some(k) = (data.len() + 1).checked_sub(w) else {
+        return;
+    };
+    if let Some(offs) = &t.ref_offsets {
+        for &o in offs {
+            let o = o as usize;
+            if let Some(id) = data.get(o..o + w) {
+                if t.set_at.len() <= o {
+                    t.set_at.resize(o + 1, 0);
+                }
+                t.set_at[o] += u64::from(id.iter().any(|&b| b != 0));
+            }
+        }
+        return;
+    }
+    if k > MAX_SET_AT {
+        t.unread += 1;
+        return;
+    }
+    if t.set_at.len() < k {
+        t.set_at.resize(k, 0);
+    }
+    let at = &mut t.set_at[..k];
+    match w {
+        8 => {
+            for (o, c) in at.iter_mut().enumerate() {
+                let b: [u8; 8] = data[o..o + 8].try_into().unwrap_or_default();
+                *c += u64::from(u64::from_ne_bytes(b) != 0);
+            }
+        }
+        4 => {
+            for (o, c) in at.iter_mut().enumerate() {
+                let b: [u8; 4] = data[o..o + 4].try_into().unwrap_or_default();
+                *c += u64::from(u32::from_ne_bytes(b) != 0);
+            }
+        }
+        _ => {
+            for (o, c) in at.iter_mut().enumerate() {
+                *c += u64::from(data[o..o + w].iter().any(|&x| x != 0));
+            }
+        }
+    }
+}
+
+/// The offsets in an instance of class `id` of the reference fields it and its superclasses
+/// declare (as `fields::layout` lays them out, `Reference.referent` included: the counts at
+/// the slots the layout keeps are what is summed); `None` until every class dump of the chain
+/// is met.
+fn ref_offsets(
+    classes: &[RawClass],
+    at: &ById<usize>,
+    mut id: u64,
+    id_size: u64,
+) -> Option<Vec<u32>> {
+    let (mut offs, mut off, mut seen) = (Vec::new(), 0u32, Vec::new());
+    while id != 0 && seen.len() < 256 && !seen.contains(&id) {
+        seen.push(id);
+        let c = &classes[*at.get(&id)?];
+        for &(_, ty) in &c.fields {
+            if ty == BasicType::Object {
+                offs.push(off);
+            }
+            off = off.saturating_add(ty.size(id_size as u32));
+        }
+        id = c.super_id;
+    }
+    Some(offs)
+}
+
+/// A map keyed by ids (object, class and region ids), hashed by [`IdHash`].
+type ById<V> = HashMap<u64, V, IdHashing>;
+type IdHashing = std::hash::BuildHasherDefault<IdHash>;
+
+/// The census's hash of an id: one multiplication by an odd constant, its high bits folded into
+/// the low ones that pick a bucket (ids are aligned: their own low bits are zeros). Std's
+/// SipHash took a sixth of the census's time; the dump is the analysis child's own input.
+#[derive(Default)]
+struct IdHash(u64);
+
+impl std::hash::Hasher for IdHash {
+    fn finish(&self) -> u64 {
+        self.0 ^ (self.0 >> 29)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+    fn write_u64(&mut self, x: u64) {
+        self.0 = (self.0.rotate_left(5) ^ x).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
 }
 
 /// Regions of the id map the census tells apart (beyond, the map is taken to be the largest).
@@ -72,8 +189,8 @@ pub struct Counts {
     pub header: Header,
     /// Objects listed (class dumps included).
     pub objects: u64,
-    /// At most this many references: every reference slot (null or not), array element that
-    /// is not null, and implicit edge (an instance's class, a class's superclass and loader).
+    /// At most this many references: every reference field and array element that is not
+    /// null, and implicit edge (an instance's class, a class's superclass and loader).
     pub references_at_most: u64,
     pub classes: u64,
     /// Bytes the dump's strings take in the index.
@@ -168,8 +285,14 @@ impl Census {
                 Some(Kind::Instance(s)) if s > 0 => add(name, t.instances, t.instances * s),
                 _ => add(name, t.instances, t.as_unknown[v]),
             }
-            let slots = ci.map_or(0, |ci| skel.classes[ci as usize].ref_slots.len() as u64);
-            refs += t.instances * (slots + 1) + t.arrays + t.elements;
+            // Each instance's class edge, and its reference slots that hold an id (every
+            // slot of an instance too long to have been read so).
+            let slots: &[(u32, u32, u16)] =
+                ci.map_or(&[], |ci| &skel.classes[ci as usize].ref_slots);
+            let set: u64 = (slots.iter())
+                .map(|s| t.set_at.get(s.0 as usize).copied().unwrap_or(0))
+                .sum();
+            refs += t.instances + set + t.unread * slots.len() as u64 + t.arrays + t.elements;
             match k {
                 Some(Kind::ObjectArray) => add(name, t.arrays, t.as_array[v]),
                 Some(Kind::Instance(s)) if s > 0 => add(name, t.arrays, t.arrays * s),
@@ -249,6 +372,7 @@ impl Visitor for Census {
             Sub::Class(ref c) => {
                 self.late |= self.objects > self.p1.classes.len() as u64;
                 self.object(c.id, None);
+                self.class_at.entry(c.id).or_insert(self.p1.classes.len());
                 self.p1.classes.push(raw_class(c));
             }
             Sub::Instance {
@@ -258,6 +382,15 @@ impl Visitor for Census {
                 let u = self.as_unknown(data.len() as u64);
                 let t = self.by_class.entry(class_id).or_default();
                 t.instances += 1;
+                if t.ref_offsets.is_none()
+                    && t.looked_at != self.p1.classes.len()
+                    && !self.every_offset
+                {
+                    t.looked_at = self.p1.classes.len();
+                    t.ref_offsets =
+                        ref_offsets(&self.p1.classes, &self.class_at, class_id, id_size);
+                }
+                count_set_ids(t, data, id_size as usize);
                 (0..LAYOUTS).for_each(|i| t.as_unknown[i] += u[i]);
             }
             Sub::ObjectArray {
@@ -292,6 +425,18 @@ impl Visitor for Census {
 /// The census of `input` (see the module documentation).
 pub(crate) fn census(input: &Input<'_>) -> Result<Counts, crate::Error> {
     let mut c = Census::default();
+    input.pass(&mut c)?;
+    c.finish()
+        .map_err(|what| crate::Error::Input { offset: 0, what })
+}
+
+/// [`census`], every instance read at every offset (see `Census::every_offset`).
+#[cfg(test)]
+pub(crate) fn census_of_every_offset(input: &Input<'_>) -> Result<Counts, crate::Error> {
+    let mut c = Census {
+        every_offset: true,
+        ..Census::default()
+    };
     input.pass(&mut c)?;
     c.finish()
         .map_err(|what| crate::Error::Input { offset: 0, what })

@@ -11,7 +11,9 @@ use super::*;
 /// (workers only read the index, so two can run side by side).
 #[derive(Default)]
 pub(crate) struct Out {
-    pub(super) edges: Vec<u32>,
+    /// Two-pass mode: the edge lists of the objects in file order (in a scratch file if the
+    /// index has a scratch directory).
+    pub(super) edges: Grow<u32>,
     /// One-pass mode, per object, in file order: class, shallow size, degree (its edges follow
     /// those of the objects before it in `edges`); its place in the list stands for its node
     /// until [`place`] maps it. Two-pass workers write these into [`Shared`] instead.
@@ -39,7 +41,7 @@ pub(crate) struct Pass2<'a> {
     /// object ids yet, so entries are numbered in file order (their ordinal stands for the
     /// node) and edges are kept as raw ids in `raw`, until [`lookup`] and [`place`] map both
     /// once every id is known.
-    pub(super) shared: Option<(&'a Shared, u8)>,
+    pub(super) shared: Option<(&'a Shared<'a>, u8)>,
     /// Two-pass mode: the object being read (node, class, shallow size); its edges start at
     /// `start`.
     pub(super) cur: [u32; 3],
@@ -131,18 +133,23 @@ pub(super) const CLASS_CACHE: usize = 1024;
 pub(super) const CLASS_EDGE: u32 = 1 << 31;
 impl<'a> Pass2<'a> {
     /// A pass-2 worker over the part of the file that starts `delta` bytes after the header,
-    /// which writes what it finds into `shared` as worker number `worker` (the parts' order).
+    /// which writes what it finds into `shared` as worker number `worker` (the parts' order),
+    /// its edge lists in `scratch` if given.
     pub(crate) fn new(
         ix: &'a Index,
-        shared: &'a Shared,
+        shared: &'a Shared<'a>,
         worker: u8,
         limits: IndexLimits,
         delta: u64,
+        scratch: Option<&Scratch>,
     ) -> Self {
-        Pass2 {
-            shared: Some((shared, worker)),
-            ..Pass2::deferred(ix, limits, delta)
-        }
+        let mut p = Pass2::deferred(ix, limits, delta);
+        p.shared = Some((shared, worker));
+        // (Only one-pass workers list entries and raw targets.)
+        p.out.nodes = Grow::default();
+        p.raw = Raw::Narrow(Grow::default(), 0);
+        p.out.edges = Grow::new_in(scratch);
+        p
     }
 
     /// A pass-2 worker in one-pass mode (see `shared`), over an index of the classes alone.
@@ -252,7 +259,7 @@ impl<'a> Pass2<'a> {
     /// [`Shared`]. The lists are contiguous in `out.edges`, so this moves each one back over
     /// the targets dropped before it, and cuts the vector after the last.
     pub(super) fn flush(&mut self, reading: bool) {
-        let edges = &mut self.out.edges;
+        let edges: &mut [u32] = &mut self.out.edges;
         let waiting = edges.len() - self.batch.len();
         self.ix
             .id_map
@@ -291,7 +298,7 @@ impl<'a> Pass2<'a> {
             (self.start, _) = keep(self.start, reading_len);
         }
         let dropped = edges.len() - to;
-        edges.truncate(to);
+        self.out.edges.truncate(to);
         self.out.stats.missing_refs += dropped as u64;
         for o in self.open.drain(..) {
             self.out.stats.edges += o[4] as u64;
