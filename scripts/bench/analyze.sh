@@ -183,3 +183,36 @@ echo "            report equal to the one in memory; mem/sl, scr/sl: our wall ov
 # The step from an edge's target id to its node (the one-pass scan's resolve, pass 2's edges):
 # the rank map the analyser uses on packed heaps, against the bucket map it falls back to.
 target/release/examples/id_lookup 9
+
+# Issue 43's speed target: the full report in no more than hprof-slurp's wall time, on the bench
+# dump and the scale dumps, with every core and on one (both tools pinned to CPU 0 by taskset,
+# where our analyser then takes one thread). SPEED_RUNS (7 by default) pairs each, the two tools in
+# turn; the ratios are medians of the pairs' ratios (ours over hprof-slurp's), so that a machine
+# whose load drifts between pairs slows both sides of each pair alike.
+SPEED_RUNS="${SPEED_RUNS:-7}"
+pair_median() { # pair_median A B COL : median over runs of A's COL / B's COL (same run order)
+  paste -d' ' "$tmp/$1" "$tmp/$2" | awk -v c="$3" '{print $c / $(c + 5)}' | sort -g |
+    awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'
+}
+echo
+printf 'speed       %d pairs each (ours, hprof-slurp in turn); load average before: %s\n' \
+  "$SPEED_RUNS" "$(cut -d' ' -f1-3 /proc/loadavg)"
+printf '%-24s | %8s %8s %8s %8s %7s %7s | %8s %8s %7s\n' "dump" "slurp s" "cpu s" "ours s" "cpu s" \
+  "wall" "cpu" "sl 1cpu" "ours" "wall"
+for d in "${budget_dumps[@]}"; do
+  cat "$d" >/dev/null
+  rm -f "$tmp"/s_ours "$tmp"/s_slurp "$tmp"/s_ours1 "$tmp"/s_slurp1
+  for _ in $(seq "$SPEED_RUNS"); do
+    one s_ours "$BIN" analyze "$d" -o "$tmp/s_ours.json"
+    one s_slurp "$SLURP" "$d" -t 10
+    one s_ours1 taskset -c 0 "$BIN" analyze "$d" -o "$tmp/s_ours1.json"
+    one s_slurp1 taskset -c 0 "$SLURP" "$d" -t 10
+  done
+  printf '%-24s | %8.3f %8.3f %8.3f %8.3f %7.2f %7.2f | %8.3f %8.3f %7.2f\n' "$(basename "$d")" \
+    "$(median s_slurp 1)" "$(median s_slurp 2)" "$(median s_ours 1)" "$(median s_ours 2)" \
+    "$(pair_median s_ours s_slurp 1)" "$(pair_median s_ours s_slurp 2)" \
+    "$(median s_slurp1 1)" "$(median s_ours1 1)" "$(pair_median s_ours1 s_slurp1 1)"
+done
+echo "            (wall, cpu: ours over hprof-slurp's, medians of the pairs' ratios, target wall <= 1.00;"
+echo "            1 core: both pinned to CPU 0; seconds are each tool's median run; load average after:"
+echo "            $(cut -d' ' -f1-3 /proc/loadavg))"

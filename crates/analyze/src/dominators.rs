@@ -167,6 +167,16 @@ pub fn prepare<G: Graph>(g: &G, roots: &[u32], late: &[u32]) -> Prepared {
     prepare_gated(g, roots, &gated)
 }
 
+/// Start loading what the search reads next about each of successors `s`: their numbers and
+/// where their own successors are.
+#[inline(always)]
+fn hint_all<G: Graph>(g: &G, pre: &[u32], s: &[u32]) {
+    for &w in s {
+        sys::mapped::prefetch_at(pre, w as usize);
+        g.hint(w);
+    }
+}
+
 /// A late root's gate that is always open (see [`prepare_gated`]).
 pub const UNGATED: u32 = u32::MAX;
 
@@ -206,35 +216,35 @@ pub fn prepare_gated<G: Graph>(g: &G, roots: &[u32], late: &[(u32, u32)]) -> Pre
             pre[r as usize] = start;
             vertex.push(r);
             parent.push(0);
-            stack.push((r, 0));
-            while let Some(top) = stack.last_mut() {
-                let (v, i) = *top;
-                let s = g.succ(v);
-                if i == 0 {
-                    // Its successors' numbers are read next, one by one: start loading them.
-                    for &w in s {
-                        sys::mapped::prefetch_at(pre, w as usize);
-                        g.hint(w);
-                    }
-                }
-                if (i as usize) < s.len() {
-                    top.1 += 1;
-                    let w = s[i as usize];
+            // The vertex being searched (its number and successors, the next one to read);
+            // `stack` holds the vertices above it, each with the next successor to read. A
+            // vertex's successors are looked up when it is reached and again when the search
+            // comes back to it, not at each of its edges.
+            let (mut v, mut pv, mut s, mut i) = (r, start, g.succ(r), 0usize);
+            hint_all(g, pre, s);
+            loop {
+                if let Some(&w) = s.get(i) {
+                    i += 1;
                     let pw = pre[w as usize];
                     if pw == UNREACHED {
-                        pre[w as usize] = vertex.len() as u32;
-                        parent.push(pre[v as usize]);
+                        let k = vertex.len() as u32;
+                        pre[w as usize] = k;
+                        parent.push(pv);
                         vertex.push(w);
-                        stack.push((w, 0));
+                        stack.push((v, i as u32));
+                        (v, pv, s, i) = (w, k, g.succ(w), 0);
+                        hint_all(g, pre, s);
                     } else if pw >= start {
                         if !bit(&is_root, w as usize) {
-                            kept.push(pair(pw, pre[v as usize]));
+                            kept.push(pair(pw, pv));
                         }
                     } else {
                         set_bit(&mut zero, pw as usize);
                     }
+                } else if let Some((u, j)) = stack.pop() {
+                    (v, pv, s, i) = (u, pre[u as usize], g.succ(u), j as usize);
                 } else {
-                    stack.pop();
+                    break;
                 }
             }
             true

@@ -8,9 +8,10 @@
 //! and within it before its second and third word, then the block's bits. A lookup reads one
 //! such line and counts the bits of one word, found through a small table of regions (a run of
 //! [`BLOCKS`] blocks each) that holds blocks only where some id lies, so heaps whose spaces lie
-//! gigabytes apart (ART) stay small too. (Bits are counted in software on x86-64 builds
-//! without `popcnt`, the default: a block of seven words, counting up to seven of them per
-//! lookup, made the lookups on a 540 MB dump no faster than the bucket map's.)
+//! gigabytes apart (ART) stay small too. (x86-64 builds count bits in software by default,
+//! without `popcnt`: a block of seven words, counting up to seven of them per lookup, made the
+//! lookups on a 540 MB dump no faster than the bucket map's. [`RankMap::find_batch`] now counts
+//! them with the instruction where the processor has it, `sys::cpu::with_popcnt`.)
 //!
 //! Its size follows the heap's address span, not its object count, so [`RankMap::new`] gives
 //! up (the caller keeps the bucket map, [`super::index::Buckets`]) when it would take more than
@@ -203,8 +204,17 @@ impl RankMap {
 
     /// [`RankMap::find`] for many ids: `out[i]` is the position of `q[i]`, or [`NONE`]. Each
     /// block is asked for a few lookups before it is read, so that the reads' cache misses
-    /// overlap.
+    /// overlap. (Its bits are counted with the processor's instruction where it has one.)
     pub fn find_batch(&self, q: &[u64], out: &mut [u32]) {
+        sys::cpu::with_popcnt(
+            #[inline(always)]
+            || self.find_batch_in(q, out),
+        )
+    }
+
+    /// [`RankMap::find_batch`], inlined into the code [`sys::cpu::with_popcnt`] compiles.
+    #[inline(always)]
+    fn find_batch_in(&self, q: &[u64], out: &mut [u32]) {
         const D: usize = 16;
         const RING: usize = 32;
         let mut at = [(usize::MAX, 0u32); RING];

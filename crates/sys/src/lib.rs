@@ -2,6 +2,8 @@
 //!
 //! - [`mapped`]: read-only maps of files and windows of them, the cache-prefetch hint, the
 //!   executable's huge-page allocator.
+//! - [`cpu`]: code compiled for an instruction the processor has beyond the target's baseline
+//!   (`popcnt` for the analyser's id lookups), checked at run time.
 //! - [`fs`]: the file-system seam ([`fs::Fs`], with a fault-injecting twin for tests) and the one
 //!   durable atomic write of the workspace ([`fs::write_atomic_from`]: temporary sibling named by
 //!   one rule, fsync, rename, directory fsync; [`fs::write_file_atomic`] on the real file
@@ -20,6 +22,7 @@
 //! nowhere else.
 
 pub mod chan;
+pub mod cpu;
 pub mod fd;
 pub mod fs;
 pub mod mapped;

@@ -14,10 +14,10 @@ pub(crate) struct Out {
     /// Two-pass mode: the edge lists of the objects in file order (in a scratch file if the
     /// index has a scratch directory).
     pub(super) edges: Grow<u32>,
-    /// One-pass mode, per object, in file order: node, class, shallow size, degree (its edges
-    /// follow those of the objects before it in `edges`). Two-pass workers write these into
-    /// [`Shared`] instead.
-    pub(super) nodes: Grow<[u32; 4]>,
+    /// One-pass mode, per object, in file order: class, shallow size, degree (its edges follow
+    /// those of the objects before it in `edges`); its place in the list stands for its node
+    /// until [`place`] maps it. Two-pass workers write these into [`Shared`] instead.
+    pub(super) nodes: Grow<[u32; 3]>,
     /// Two-pass mode: objects whose node another object had claimed in [`Shared`] first (the
     /// dump lists the id more than once), as [`Shared::claim`] takes them; [`apply`] keeps the
     /// one listed first in the file.
@@ -127,7 +127,9 @@ pub(super) const LOOKUP: usize = 4096;
 pub(super) const CLASS_CACHE: usize = 1024;
 
 /// In a deferred entry's degree: the entry's first edge, to its class object, is implied (see
-/// [`place`]). Degrees stay far below it (an instance has at most 65,535 fields).
+/// [`place`]). Degrees stay below it: an instance has at most 65,535 fields, and an object
+/// array's record fits a heap dump segment (its length is 32 bits), so it has fewer than 2^30
+/// elements.
 pub(super) const CLASS_EDGE: u32 = 1 << 31;
 impl<'a> Pass2<'a> {
     /// A pass-2 worker over the part of the file that starts `delta` bytes after the header,
@@ -206,6 +208,7 @@ impl<'a> Pass2<'a> {
     }
 
     /// Start object `id`'s entry; `None` if the id is not indexed.
+    #[inline(always)]
     pub(super) fn begin(&mut self, id: u64, class: u32, shallow: u64) -> Option<u32> {
         let n = if self.defer() {
             if self.out.nodes.len() >= NONE as usize {
@@ -226,7 +229,7 @@ impl<'a> Pass2<'a> {
         let sh = shallow.min(u32::MAX as u64) as u32;
         self.start = self.edge_count() as u32;
         if self.defer() {
-            self.out.nodes.push([n, class, sh, 0]);
+            self.out.nodes.push([class, sh, 0]);
         } else {
             self.cur = [n, class, sh];
         }
@@ -311,7 +314,8 @@ impl<'a> Pass2<'a> {
         let d = self.edge_count() as u32 - self.start;
         if self.defer() {
             if let Some(e) = self.out.nodes.last_mut() {
-                e[3] = d;
+                // (Keeps [`CLASS_EDGE`] if the entry has it.)
+                e[2] |= d;
                 self.out.stats.edges += d as u64;
             }
         } else {
@@ -490,8 +494,8 @@ pub(crate) fn place(
     let mut rest = Vec::new();
     let (mut at, mut kept) = (0usize, 0usize);
     // (Slices taken once: a column is one branch per access otherwise.)
-    let (es, ts): (&[[u32; 4]], &[u32]) = (&entries, &targets);
-    for &[k, c, sh, d] in es {
+    let (es, ts): (&[[u32; 3]], &[u32]) = (&entries, &targets);
+    for (k, &[c, sh, d]) in (0u32..).zip(es) {
         let n = node_of(k);
         if n as usize >= ix.len() {
             return None;
@@ -564,6 +568,7 @@ pub(super) fn long_at(data: &[u8], off: u32) -> Option<i64> {
     Some(i64::from_be_bytes(a))
 }
 
+#[inline(always)]
 pub(super) fn id_at(data: &[u8], off: u32, id_size: u32) -> Option<u64> {
     let o = off as usize;
     data.get(o..o + id_size as usize)
@@ -713,8 +718,9 @@ impl Pass2<'_> {
         // Instance -> its class (an instance keeps its class loaded). Deferred, the
         // edge is not kept as a raw id: the entry is flagged and [`place`] puts the
         // class's node first in its list (half the edges of a heap are these).
-        let implicit = self.defer() && class_id != 0 && ci != (ix.classes.len() - 1) as u32;
-        if !implicit {
+        if self.implied_class_edge(class_id, ci) {
+            self.flag_class_edge(ci);
+        } else {
             self.edge(class_id);
         }
         for &(off, _, _) in &cl.ref_slots {
@@ -723,13 +729,23 @@ impl Pass2<'_> {
             }
         }
         self.end();
-        if implicit {
-            if let Some(e) = self.out.nodes.last_mut() {
-                e[3] |= CLASS_EDGE;
-                self.out.class_edges[ci as usize] += 1;
-            }
-        }
         self.roles(n, cl.role, data);
+    }
+
+    /// Whether the edge of the object begun last to its class (`class_id`, class index `ci`) is
+    /// implied by its entry instead of kept as a raw id (one-pass mode, a known class).
+    #[inline(always)]
+    fn implied_class_edge(&self, class_id: u64, ci: u32) -> bool {
+        self.defer() && class_id != 0 && ci != (self.ix.classes.len() - 1) as u32
+    }
+
+    /// Flag the entry begun last with [`CLASS_EDGE`] (its class index `ci`).
+    #[inline(always)]
+    fn flag_class_edge(&mut self, ci: u32) {
+        if let Some(e) = self.out.nodes.last_mut() {
+            e[2] |= CLASS_EDGE;
+            self.out.class_edges[ci as usize] += 1;
+        }
     }
 
     /// The per-instance detectors: flags (or watches) node `n` by its class's `role`, from the
@@ -793,7 +809,12 @@ impl Pass2<'_> {
             let name = ix.classes[ci as usize].name.clone();
             self.flag(n, ARRAY_FINDING, format!("{name} of {len}"));
         }
-        self.edge(class_id);
+        // Its class first, implied when deferred as an instance's is (see `instance`).
+        if self.implied_class_edge(class_id, ci) {
+            self.flag_class_edge(ci);
+        } else {
+            self.edge(class_id);
+        }
         self.in_array = true;
     }
 
