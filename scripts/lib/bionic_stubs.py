@@ -17,22 +17,17 @@ import os
 import subprocess
 import sys
 
-ABIS = ("arm64", "arm", "x86_64")
+from abi_check import ABIS, facts as read_facts  # the facts file's one reader
+
 VERSION = {"libc": "LIBC", "libm": "LIBC", "libdl": "LIBC", "liblog": "LIBLOG"}
 
 
 def exported(facts, abi, api):
     libs = {lib: [] for lib in VERSION}
-    for n, line in enumerate(open(facts), 1):
-        f = line.split("#", 1)[0].split()
-        if not f:
-            continue
-        if len(f) != 2 + len(ABIS):
-            sys.exit(f"{facts}:{n}: want `symbol library {' '.join(ABIS)}`")
-        name, lib, *levels = f
+    for name, (lib, levels) in read_facts(facts).items():
         if lib not in VERSION:
             continue  # ndk-static: linked into the .so, not found on the device
-        level = dict(zip(ABIS, levels))[abi]
+        level = levels[abi]
         if level == "-" or (level != "base" and int(level) > api):
             continue
         libs[lib].append(name)
