@@ -295,9 +295,8 @@ mod tests {
             let (want, edges, dropped) = index_counts(&input);
             // The references are a bound of the graph's edges: those and the references to
             // objects the dump lacks, but for null implicit ones (a class's superclass or
-            // loader).
-            // loader, a primitive array's class when the dump roots or lacks it). Null
-            // fields are not counted.
+            // loader, a primitive array's class when the dump roots or lacks it). Null fields
+            // are not counted.
             assert!(c.references_at_most >= edges, "{rel}: {c:?} {edges}");
             let prims: u64 = (c.histogram.iter())
                 .filter(|(k, _)| k.ends_with("[]") && !k.contains('.') && !k.ends_with("[][]"))
