@@ -1,11 +1,11 @@
 # The agent on ART, started the way an app starts it: OomGuard.start from the main thread
 # (dev/oomguard/OomGuard.smali loads liboomguard.so through System.loadLibrary). Reads
 # -Doomguard.data (the data directory) and -Doomguard.policy (policy JSON, or absent for the
-# default), holds 1000 arrays of 4 KiB, gives the agent 1.5 s (its first poll is at start), then
-# with -Doomguard.dump_now=REASON leaks 4 destroyed Activities (and holds a fifth in a register
-# of main's frame only: a Java frame root on the thread "main") and calls OomGuard.dumpNow and
-# waits 10 s; prints start=, second_start=, dump_now=, the status JSON between
-# STATUS-BEGIN/STATUS-END, stop= and held=.
+# default), holds 1000 arrays of 4 KiB (made before it starts the agent), gives the agent 1.5 s
+# (its first poll is at start), then with -Doomguard.dump_now=REASON leaks 4 destroyed
+# Activities (and holds a fifth in a register of main's frame only: a Java frame root on the
+# thread "main") and calls OomGuard.dumpNow and waits 10 s; prints start=, second_start=,
+# dump_now=, the status JSON between STATUS-BEGIN/STATUS-END, stop= and held=.
 .class public LAgentMain;
 .super Ljava/lang/Object;
 
@@ -36,6 +36,19 @@
 
 .method public static main([Ljava/lang/String;)V
     .registers 13
+    # keep 1000 arrays of 4 KiB in an Object[], before the agent starts: its first sample (at
+    # start) must see them (made after the start, they raced the agent thread's first sample)
+    const/16 v7, 0x3e8
+    new-array v8, v7, [Ljava/lang/Object;
+    const/4 v9, 0x0
+    :fill
+    if-ge v9, v7, :filled
+    const/16 v10, 0x1000
+    new-array v10, v10, [B
+    aput-object v10, v8, v9
+    add-int/lit8 v9, v9, 0x1
+    goto :fill
+    :filled
     const-string v0, "oomguard.data"
     invoke-static {v0}, Ljava/lang/System;->getProperty(Ljava/lang/String;)Ljava/lang/String;
     move-result-object v1
@@ -53,18 +66,6 @@
     const-string v0, "second_start"
     int-to-long v5, v4
     invoke-static {v0, v5, v6}, LAgentMain;->print(Ljava/lang/String;J)V
-    # keep 1000 arrays of 4 KiB in an Object[]
-    const/16 v7, 0x3e8
-    new-array v8, v7, [Ljava/lang/Object;
-    const/4 v9, 0x0
-    :fill
-    if-ge v9, v7, :filled
-    const/16 v10, 0x1000
-    new-array v10, v10, [B
-    aput-object v10, v8, v9
-    add-int/lit8 v9, v9, 0x1
-    goto :fill
-    :filled
     const-wide/16 v5, 0x5dc
     invoke-static {v5, v6}, LAgentMain;->sleep(J)V
     # -Doomguard.dump_now=REASON: OomGuard.dumpNow(REASON), then 10 s for the incident
