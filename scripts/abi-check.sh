@@ -2,11 +2,12 @@
 # The Android ABI check, without an NDK. arm64 (aarch64-linux-android) is linked into
 # liboomguard.so against bionic's API-level stubs and its file checked (scripts/android-link.sh:
 # the imports of the linked file, 16 KB segments, exports). Other targets (armv7, which cannot be
-# linked here) are built as a static archive (profile ship: after LTO the archive holds only what the library reaches, so its
-# undefined symbols are what the linked .so would import), lists the symbols it needs from the
-# system (undefined in the archive and defined by none of its members), and checks each against
-# scripts/abi/bionic-api.txt: the API level at which bionic's libc, libm, libdl or liblog first
-# exports it (with the source of those facts), or the NDK's static unwinder. A symbol first
+# linked here) are built as a static archive (profile ship: after LTO the archive holds only what
+# the library reaches, so its undefined symbols are what the linked .so would import); the check
+# lists the symbols it needs from the system (undefined in the archive and defined by none of its
+# members), and checks each against scripts/abi/bionic-api.txt: the API level at which bionic's
+# libc, libm, libdl or liblog first exports it (with the source of those facts), or the NDK's
+# static unwinder. A symbol first
 # exported above MIN_API must be referenced weakly (the library then checks it at run time), never
 # as a hard import; a symbol the file does not know fails the check until its fact is added.
 # Usage: scripts/abi-check.sh [TARGET...]   (default: aarch64-linux-android armv7-linux-androideabi)

@@ -8,7 +8,7 @@
 # how symbols are given to crates).
 # Usage: scripts/size.sh [PROFILE]   (default: ship, the profile of the library an app ships, for
 #        this machine; `arm64`: the ship profile linked for arm64-v8a, scripts/android-link.sh)
-#   SIZE_MAX=BYTES  fail when the stripped library is larger
+#   SIZE_MAX=BYTES  fail when the stripped library is larger (scripts/test.sh: the arm64 ceiling)
 #   SIZE_TOP=N      rows of the table before the rest is summed (default 25)
 set -euo pipefail
 cd "$(dirname "$0")/.."
