@@ -155,11 +155,17 @@ fn record_attempt(input: &Path) -> Result<u32> {
 }
 
 /// Whether a failed run's log says it ran out of memory: Rust's allocation failure message,
-/// or a C runtime's / Python's.
-fn log_says_out_of_memory(log: &Path) -> bool {
-    let Ok(text) = std::fs::read(log) else {
+/// or a C runtime's / Python's. With `whole_lines`, only lines the child has ended count: std
+/// writes its message in pieces ("memory allocation of ", the size, " bytes failed\n"), and a
+/// child killed on the first piece would leave a log that no longer says how much it asked for.
+fn log_says_out_of_memory(log: &Path, whole_lines: bool) -> bool {
+    let Ok(mut text) = std::fs::read(log) else {
         return false;
     };
+    if whole_lines {
+        let ended = text.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        text.truncate(ended);
+    }
     let tail = &text[text.len().saturating_sub(64 << 10)..];
     let tail = String::from_utf8_lossy(tail);
     [
@@ -213,7 +219,7 @@ pub fn run_limited(
     drop(logf);
     let end = child.wait(limits.deadline)?;
     let elapsed = child.elapsed();
-    let over_budget = !end.ok() && limits.memory > 0 && log_says_out_of_memory(log);
+    let over_budget = !end.ok() && limits.memory > 0 && log_says_out_of_memory(log, false);
     Ok(RunOutcome {
         end,
         elapsed,
@@ -290,11 +296,12 @@ pub fn run_forked<F: FnOnce() -> i32>(
     )?;
     drop(logf);
     // A child whose allocation failed should abort; std's handler can instead wait forever for
-    // its backtrace lock (notes/next-43.md): once its log says so, it is not waited for.
-    let end = child.wait_or(limits.deadline, || log_says_out_of_memory(log))?;
+    // its backtrace lock (notes/next-43.md): once its log says so in a whole line, it is not
+    // waited for.
+    let end = child.wait_or(limits.deadline, || log_says_out_of_memory(log, true))?;
     let over_budget = limits.memory > 0
         && !end.ok()
-        && (end == ChildEnd::Signaled(libc::SIGABRT) || log_says_out_of_memory(log));
+        && (end == ChildEnd::Signaled(libc::SIGABRT) || log_says_out_of_memory(log, false));
     Ok(RunOutcome {
         end,
         elapsed: child.elapsed(),
@@ -576,7 +583,9 @@ mod tests {
     /// a thread the fork did not copy is never released). The child here says what std says,
     /// then waits forever. The parent reads the child's log while it waits, kills it at once
     /// and says the run failed for want of memory (it used to wait for the deadline and say
-    /// "passed its deadline").
+    /// "passed its deadline"). The child writes its line in two pieces, as std does, with a
+    /// pause between them longer than the parent's poll: the parent waits for the whole line
+    /// (the clean-clone CI on 1ab5d6c saw a log cut after "memory allocation of ").
     #[test]
     fn a_forked_child_stuck_after_a_failed_allocation_is_ended_at_once_for_want_of_memory() {
         let _serial = crate::child::fork_test_lock();
@@ -588,8 +597,9 @@ mod tests {
         };
         let out = run_forked(&lim, &log, || {
             // (To fd 2 itself, as std's handler writes: the test harness captures `eprintln!`.)
-            let line = b"memory allocation of 6144 bytes failed\n";
-            let _ = std::io::Write::write_all(&mut std::io::stderr(), line);
+            let _ = std::io::Write::write_all(&mut std::io::stderr(), b"memory allocation of ");
+            std::thread::sleep(Duration::from_millis(1500));
+            let _ = std::io::Write::write_all(&mut std::io::stderr(), b"6144 bytes failed\n");
             loop {
                 std::thread::park();
             }
@@ -598,6 +608,8 @@ mod tests {
         assert_ne!(out.end, ChildEnd::TimedOut);
         assert!(out.elapsed < Duration::from_secs(10), "{:?}", out.elapsed);
         assert!(out.over_budget, "{:?}", out.end);
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        assert_eq!(text, "memory allocation of 6144 bytes failed\n");
         let note = out.budget_note(&lim);
         assert!(
             note.contains("for want of memory")
