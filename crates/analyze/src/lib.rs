@@ -279,7 +279,7 @@ pub fn shallow_sizes(
         }),
     };
     let (ix, _, _) = build_index(&input, cfg, Instant::now(), &mut tm)?;
-    let sizes = ix.ids.iter().copied().zip(ix.shallow.iter().copied());
+    let sizes = ix.each_id().zip(ix.shallow.iter().copied());
     Ok((ix.sizes, sizes.collect()))
 }
 

@@ -62,6 +62,9 @@ pub struct RankMap {
     /// Per region: the index of its first block in `blocks`, or [`NONE`] if it holds no id.
     region: Vec<u32>,
     blocks: Vec<Block>,
+    /// Per run of [`BLOCKS`] blocks, the region it belongs to: made by
+    /// [`RankMap::prepare_select`] for [`RankMap::id_at`], empty until then.
+    owner: Vec<u32>,
 }
 
 impl RankMap {
@@ -151,6 +154,7 @@ impl RankMap {
                 shift,
                 region,
                 blocks,
+                owner: Vec::new(),
             },
             spread,
         ))
@@ -158,7 +162,84 @@ impl RankMap {
 
     /// The map's size in bytes.
     pub fn bytes(&self) -> usize {
-        self.region.len() * 4 + self.blocks.len() * BLOCK_BYTES as usize
+        (self.region.len() + self.owner.len()) * 4 + self.blocks.len() * BLOCK_BYTES as usize
+    }
+
+    /// Make the table [`RankMap::id_at`] needs (4 bytes per [`BLOCKS`] blocks: the region of
+    /// each run of blocks).
+    pub fn prepare_select(&mut self) {
+        let mut owner = vec![NONE; self.blocks.len() / BLOCKS as usize];
+        for (r, &first) in self.region.iter().enumerate() {
+            if first != NONE {
+                owner[first as usize / BLOCKS as usize] = r as u32;
+            }
+        }
+        self.owner = owner;
+    }
+
+    /// Every id of the map in ascending order (after [`RankMap::prepare_select`]).
+    pub fn ids(&self) -> impl Iterator<Item = u64> + '_ {
+        self.blocks.iter().enumerate().flat_map(move |(b, w)| {
+            let region = self.owner[b / BLOCKS as usize] as u64;
+            let block = region * BLOCKS + (b as u64 - self.region[region as usize] as u64);
+            (0..3u64).flat_map(move |k| {
+                let mut word = w[1 + k as usize];
+                std::iter::from_fn(move || {
+                    let bit = (word != 0).then(|| word.trailing_zeros() as u64)?;
+                    word &= word - 1;
+                    Some(self.min + ((block * SLOTS + 64 * k + bit) << self.shift))
+                })
+            })
+        })
+    }
+
+    /// The id at position `node` among the ids the map was built from (the inverse of
+    /// [`RankMap::find`]), or `None` past the last; after [`RankMap::prepare_select`]. A binary
+    /// search of the blocks (those that hold ids come in ascending order of id, so of their
+    /// counts; a block without ids, whose counts were never written, stands for the next one
+    /// that has some), then of the words and bits of one block. For the few ids a report names,
+    /// not for a hot loop.
+    pub fn id_at(&self, node: u32) -> Option<u64> {
+        let holding = |mut b: usize| {
+            while b < self.blocks.len() && self.blocks[b][1..] == [0; 3] {
+                b += 1;
+            }
+            b
+        };
+        // The first block from which on every block that holds ids starts past `node`.
+        let (mut lo, mut hi) = (0, self.blocks.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let h = holding(mid);
+            if h < self.blocks.len() && self.blocks[h][0] as u32 <= node {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        // So block `lo - 1` holds ids, the first of them at or before `node`.
+        let b = lo.checked_sub(1)?;
+        let w = &self.blocks[b];
+        // (The counts within the block are written only for words that hold ids: counted.)
+        let mut left = node - w[0] as u32;
+        let mut k = 0;
+        while k < 2 && left >= w[1 + k].count_ones() {
+            left -= w[1 + k].count_ones();
+            k += 1;
+        }
+        let mut word = w[1 + k];
+        if left >= word.count_ones() {
+            return None;
+        }
+        for _ in 0..left {
+            word &= word - 1;
+        }
+        let region = *self.owner.get(b / BLOCKS as usize)? as u64;
+        let first = self.region[region as usize] as u64;
+        let slot = (region * BLOCKS + (b as u64 - first)) * SLOTS
+            + 64 * k as u64
+            + word.trailing_zeros() as u64;
+        Some(self.min + (slot << self.shift))
     }
 
     /// The block `id` would be in and its slot there, if the id could be one of the map's.
@@ -411,13 +492,18 @@ mod tests {
         probes: &[u64],
         parallel_min: usize,
     ) -> Result<bool, TestCaseError> {
-        let Some(m) = RankMap::within_split(ids, budget, parallel_min) else {
+        let Some(mut m) = RankMap::within_split(ids, budget, parallel_min) else {
             return Ok(false);
         };
         prop_assert!(m.bytes() as u64 <= budget);
+        m.prepare_select();
         for (i, &id) in ids.iter().enumerate() {
             prop_assert_eq!(m.find(id), Some(i as u32));
+            prop_assert_eq!(m.id_at(i as u32), Some(id), "position {}", i);
         }
+        prop_assert_eq!(m.id_at(ids.len() as u32), None);
+        prop_assert!(m.ids().eq(ids.iter().copied()));
+        prop_assert_eq!(m.id_at(u32::MAX - 1), None);
         let mut q: Vec<u64> = probes.to_vec();
         for &id in ids.iter().step_by(3) {
             q.extend([

@@ -554,11 +554,8 @@ fn read_paths<'a>(
     let mut on_paths: HashSet<u64> = HashSet::new();
     for v in ends {
         let k = walk(v);
-        wanted.extend(
-            k.edges()
-                .map(|(x, y)| (ix.ids[x as usize], ix.ids[y as usize])),
-        );
-        on_paths.extend(k.nodes.iter().map(|&v| ix.ids[v as usize]));
+        wanted.extend(k.edges().map(|(x, y)| (ix.id(x), ix.id(y))));
+        on_paths.extend(k.nodes.iter().map(|&v| ix.id(v)));
     }
     // Pass 3 also keeps the fields of the instances on the paths that its pieces hold.
     let mut fields = Fields::new(on_paths.into_iter().collect());
@@ -707,7 +704,7 @@ fn read_trace_fields<'n>(
                     .name
                     .ends_with("[]")
         })
-        .map(|v| ix.ids[v as usize])
+        .map(|v| ix.id(v))
         .filter(|id| !got.contains_key(id))
         .collect();
     missing.sort_unstable();
@@ -791,7 +788,7 @@ fn group_suspects(
                 class_name: cname,
                 size: ix.shallow[s.node as usize] as u64,
                 retained_size: ret,
-                object_id: ix.ids[s.node as usize],
+                object_id: ix.id(s.node),
                 leak_reason: s.reason.clone(),
                 ext_detail: s.detail.clone(),
                 signature: nm.signature,
@@ -1121,7 +1118,7 @@ fn name_path(
     shape(&gc_root);
     for (j, (x, y)) in path.edges().enumerate() {
         let owner = ix.class_name(x);
-        let r = p3.get(ix.ids[x as usize], ix.ids[y as usize]);
+        let r = p3.get(ix.id(x), ix.id(y));
         let (reference, kind, declared, step) = match r {
             Ref::Field(decl, fi) => {
                 let dc = &ix.classes[decl as usize];

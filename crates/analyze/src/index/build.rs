@@ -97,8 +97,12 @@ pub(crate) fn build_index(
     index::flag_services(&mut ix);
     index::settle(&mut ix, limits.array_min_bytes);
     index::one_flag_per_node(&mut ix);
-    // The paths, the dominators and the report look no object up by id.
-    ix.drop_id_map();
+    // The paths, the dominators and the report look up only a few objects by id and ids by
+    // node: in memory the rank map serves both and the ids go; with scratch files the ids go
+    // to one and the map goes.
+    if scratch.is_some() || !ix.rank_only() {
+        ix.drop_id_map();
+    }
     ix.edges.shrink_to_fit();
     if let Some(s) = scratch {
         spill(&mut ix, s);
@@ -241,6 +245,10 @@ fn one_pass_resolve(
     if ix.stats.duplicate_ids > 0 && orders.is_empty() {
         // The free-node numbering below assumes distinct ids.
         return None;
+    }
+    // From here on the ids are looked up, never read: in memory, the rank map alone serves.
+    if scratch.is_none() {
+        ix.rank_only();
     }
     // Nodes of the class dumps listed first, sorted.
     let mut taken: Vec<u32> = heads

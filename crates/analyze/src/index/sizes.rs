@@ -224,14 +224,21 @@ fn field_bytes(cl: &Class, ref_size: u32) -> u64 {
 /// Whether an object array's next object, by address, starts before the array would end with
 /// 8-byte references (a 16-byte header and 8 bytes per element): then references are 4 bytes.
 fn shows_compressed(ix: &Index, kinds: &[Kind], raw_header: u64) -> bool {
-    let n = ix.ids.len().min(ix.class_of.len()).min(ix.shallow.len());
-    (0..n.saturating_sub(1)).any(|i| {
-        matches!(kinds.get(ix.class_of[i] as usize), Some(Kind::ObjectArray)) && {
+    let n = ix.len().min(ix.class_of.len()).min(ix.shallow.len());
+    let mut ids = ix.each_id();
+    let Some(mut id) = ids.next() else {
+        return false;
+    };
+    for (i, next) in (0..n.saturating_sub(1)).zip(ids) {
+        if matches!(kinds.get(ix.class_of[i] as usize), Some(Kind::ObjectArray)) {
             let len = (ix.shallow[i] as u64).saturating_sub(raw_header) / 8;
-            let gap = ix.ids[i + 1].wrapping_sub(ix.ids[i]);
-            gap < 16 + 8 * len
+            if next.wrapping_sub(id) < 16 + 8 * len {
+                return true;
+            }
         }
-    })
+        id = next;
+    }
+    false
 }
 
 /// Whether a root tag is one only Android writes (ROOT_INTERNED_STRING .. ROOT_UNREACHABLE).

@@ -247,7 +247,7 @@ impl<'a> Inspector<'a> {
     fn field(&self, v: u32, decl: &str, name: &str) -> Option<Value> {
         let ix = self.ix;
         let id_size = ix.header.id_size;
-        let (class_id, data) = self.fields.get(&ix.ids[v as usize])?;
+        let (class_id, data) = self.fields.get(&ix.id(v))?;
         let mut c = ix.class_by_id(*class_id)?;
         let mut off = 0usize;
         let mut hops = 0;

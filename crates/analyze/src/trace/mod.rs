@@ -214,7 +214,7 @@ pub(crate) fn build(
     let path = &kept.nodes;
     let refs: Vec<Ref> = kept
         .edges()
-        .map(|(x, y)| p3.get(ix.ids[x as usize], ix.ids[y as usize]))
+        .map(|(x, y)| p3.get(ix.id(x), ix.id(y)))
         .collect();
     let (root_kind, root, thread) = match path.first() {
         Some(&s) => root::root_words(ix, ins, names, s, tag, refs.first()),
@@ -259,7 +259,7 @@ pub(crate) fn build(
             TraceNode {
                 declared_class,
                 class_name,
-                object_id: ix.ids[v as usize],
+                object_id: ix.id(v),
                 kind: kind.into(),
                 status,
                 status_reason,

@@ -82,7 +82,7 @@ fn on_thread(
     let obj = thread_object(ix, start, tag);
     let id = obj.and_then(|t| ins.java_thread_id(t));
     Some(TraceThread {
-        object_id: obj.map(|t| ix.ids[t as usize]),
+        object_id: obj.map(|t| ix.id(t)),
         id,
         name: id.and_then(|i| names.get(&i).cloned()),
         frame,
@@ -99,7 +99,7 @@ pub(crate) fn root_words(
     tag: u8,
     first: Option<&Ref>,
 ) -> (String, String, Option<TraceThread>) {
-    let id = ix.ids[start as usize];
+    let id = ix.id(start);
     if let Some(c) = ix.class_of_node(start) {
         let name = &ix.classes[c as usize].name;
         let (kind, text) = match first {
