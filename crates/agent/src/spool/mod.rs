@@ -71,6 +71,7 @@
 #![forbid(unsafe_code)]
 
 pub use sys::fs;
+mod gzip;
 mod plan;
 mod quotas;
 mod recover;
