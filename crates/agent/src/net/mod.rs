@@ -46,6 +46,7 @@
 
 #[cfg(not(target_os = "android"))]
 pub mod loopback;
+pub mod weburl;
 
 use std::path::Path;
 use std::sync::{Arc, RwLock};

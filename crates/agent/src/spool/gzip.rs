@@ -58,7 +58,9 @@ mod tests {
 
     #[test]
     fn gzip_member_reads_back_with_flate2_and_checks_its_trailer() {
-        let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8 ^ (i >> 9) as u8).collect();
+        let data: Vec<u8> = (0..300_000u32)
+            .map(|i| (i % 251) as u8 ^ (i >> 9) as u8)
+            .collect();
         let mut w = GzWriter::new(Vec::new(), 6).unwrap();
         for p in data.chunks(7000) {
             w.write_all(p).unwrap();
