@@ -22,7 +22,11 @@ const TABLE: [u32; 256] = {
         let mut c = i as u32;
         let mut k = 0;
         while k < 8 {
-            c = if c & 1 != 0 { 0xEDB8_8320 ^ (c >> 1) } else { c >> 1 };
+            c = if c & 1 != 0 {
+                0xEDB8_8320 ^ (c >> 1)
+            } else {
+                c >> 1
+            };
             k += 1;
         }
         t[i] = c;
@@ -39,7 +43,9 @@ impl Crc32 {
         let c = if std::arch::is_aarch64_feature_detected!("crc") {
             // SAFETY: the processor has the `crc` instructions (checked just above).
             #[allow(unsafe_code)]
-            unsafe { arm::update(c, data) }
+            unsafe {
+                arm::update(c, data)
+            }
         } else {
             table_update(c, data)
         };
