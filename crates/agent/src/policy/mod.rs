@@ -37,7 +37,7 @@
 pub mod cache;
 pub mod configs;
 mod field;
-mod locate;
+pub(crate) mod locate;
 mod parse;
 #[cfg(test)]
 mod reference;
