@@ -2,12 +2,15 @@
 //! inverted), for the spool's gzip writer.
 //!
 //! On arm64 it uses the processor's CRC-32 instructions where it has them (the `crc` feature:
-//! optional in ARMv8.0, part of ARMv8.1; checked at run time, once), elsewhere a 1 K table, a byte
-//! at a time. Not `crc32fast` (flate2's): its tables were 25 K of the shipped `.so` (issue 41),
-//! for a checksum taken once per incident on a file deflate is compressing anyway (deflate at
-//! level 6 is many times slower than either path here).
+//! optional in ARMv8.0, part of ARMv8.1; checked at run time, once; without them a 1 K table, a
+//! byte at a time); elsewhere eight 1 K tables, eight bytes a step. Not `crc32fast` (flate2's):
+//! its tables were 25 K of the shipped arm64 `.so` (issue 41). Its speed is not needed: the
+//! checksum is taken once per incident, on the file deflate is compressing (115 MB of mini dump
+//! on x86_64: deflate at level 6 7.1 s, slicing by 8 60 ms, crc32fast 5 ms, a byte at a time
+//! 250 ms).
 //!
-//! Invariant: both paths give the same sums (a test runs both wherever the instructions exist).
+//! Invariant: every path gives the same sums (a test runs each one the machine has against the
+//! byte-at-a-time table).
 
 /// CRC-32 (ISO-HDLC, as gzip and zip use it: reflected polynomial 0xEDB88320, initial and final
 /// value inverted) of the bytes fed so far.
@@ -50,7 +53,7 @@ impl Crc32 {
             table_update(c, data)
         };
         #[cfg(not(target_arch = "aarch64"))]
-        let c = table_update(c, data);
+        let c = slice8_update(c, data);
         self.0 = !c;
     }
 
@@ -65,6 +68,47 @@ fn table_update(mut c: u32, data: &[u8]) -> u32 {
         c = TABLE[((c ^ u32::from(b)) & 0xFF) as usize] ^ (c >> 8);
     }
     c
+}
+
+/// Eight tables for eight bytes a step: `SLICE8[k][b]` is byte `b`'s CRC shifted through `k`
+/// more zero bytes. Not on arm64, which has the instructions (and keeps its file 7 K smaller).
+#[cfg(not(target_arch = "aarch64"))]
+const SLICE8: [[u32; 256]; 8] = {
+    let mut t = [[0u32; 256]; 8];
+    t[0] = TABLE;
+    let mut i = 0;
+    while i < 256 {
+        let mut k = 1;
+        while k < 8 {
+            let p = t[k - 1][i];
+            t[k][i] = (p >> 8) ^ TABLE[(p & 0xFF) as usize];
+            k += 1;
+        }
+        i += 1;
+    }
+    t
+};
+
+/// Eight bytes a step ("slicing by 8"): about four times the byte-at-a-time speed, so that the
+/// checksum stays under 1 % of deflate's time on a mini dump (60 ms against 7.1 s for 115 MB on
+/// x86_64; a byte at a time it was 250 ms).
+#[cfg(not(target_arch = "aarch64"))]
+fn slice8_update(mut c: u32, data: &[u8]) -> u32 {
+    let t = &SLICE8;
+    let mut words = data.chunks_exact(8);
+    for w in &mut words {
+        let lo = c ^ u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+        let hi = u32::from_le_bytes([w[4], w[5], w[6], w[7]]);
+        c = t[7][(lo & 0xFF) as usize]
+            ^ t[6][((lo >> 8) & 0xFF) as usize]
+            ^ t[5][((lo >> 16) & 0xFF) as usize]
+            ^ t[4][(lo >> 24) as usize]
+            ^ t[3][(hi & 0xFF) as usize]
+            ^ t[2][((hi >> 8) & 0xFF) as usize]
+            ^ t[1][((hi >> 16) & 0xFF) as usize]
+            ^ t[0][(hi >> 24) as usize];
+    }
+    table_update(c, words.remainder())
 }
 
 #[cfg(target_arch = "aarch64")]

@@ -72,6 +72,11 @@ mod tests {
             .read_to_end(&mut back)
             .unwrap();
         assert_eq!(back, data);
+        // The same bytes flate2's GzEncoder wrote before (same header, same deflate, same
+        // trailer): a spool's compressed copies do not change with this writer.
+        let mut old = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(6));
+        old.write_all(&data).unwrap();
+        assert_eq!(gz, old.finish().unwrap());
         // A damaged checksum is refused by the reader: the trailer is really checked.
         let mut bad = gz.clone();
         let n = bad.len();
