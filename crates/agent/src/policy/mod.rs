@@ -38,7 +38,7 @@ pub mod cache;
 pub mod configs;
 mod field;
 pub(crate) mod locate;
-mod parse;
+pub(crate) mod parse;
 #[cfg(test)]
 mod reference;
 pub mod remote;

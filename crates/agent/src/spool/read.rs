@@ -10,6 +10,7 @@
 //! goes through the derived `Serialize` (the seal hashes those bytes).
 
 use super::*;
+use crate::policy::parse::kind;
 use serde_json::Map;
 
 /// Why a value could not be read: the path of the field, and what is wrong with it.
@@ -25,17 +26,6 @@ type R<T> = std::result::Result<T, Bad>;
 pub(super) struct At<'a> {
     v: &'a Value,
     path: &'a str,
-}
-
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 impl<'a> At<'a> {
