@@ -214,3 +214,28 @@ fn references_resolve_as_the_url_standard_says() {
         }
     }
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(4000))]
+
+    /// Any text: no panic; what we take, the `url` crate takes and writes alike, and its
+    /// serialisation parses to itself; a reference against a base likewise.
+    #[test]
+    fn random_text_parses_as_the_url_crate_or_is_refused(
+        scheme in "(http|HTTPS|https|ftp|)(:|://|:/|:\\\\\\\\)",
+        rest in "[a-z0-9.:@/\\\\?#%\\[\\] \t\u{e9}x-]{0,24}",
+        rel in "[a-z0-9.:@/\\\\?#%\\[\\] -]{0,12}",
+    ) {
+        let s = format!("{scheme}{rest}");
+        if let Ok(u) = Url::parse(&s) {
+            let theirs = url::Url::parse(&s).map(|t| t.to_string());
+            proptest::prop_assert_eq!(Ok(u.to_string()), theirs, "{:?}", s);
+            let again = Url::parse(u.as_str());
+            proptest::prop_assert_eq!(again, Ok(u.clone()), "{:?}", s);
+            if let Ok(j) = u.join(&rel) {
+                let theirs = url::Url::parse(&s).unwrap().join(&rel).map(|t| t.to_string());
+                proptest::prop_assert_eq!(Ok(j.to_string()), theirs, "{:?} + {:?}", s, rel);
+            }
+        }
+    }
+}
