@@ -4,6 +4,8 @@
 //!   executable's huge-page allocator.
 //! - [`cpu`]: code compiled for an instruction the processor has beyond the target's baseline
 //!   (`popcnt` for the analyser's id lookups), checked at run time.
+//! - [`crc32`]: gzip's CRC-32 for the spool's compressed mini dump (arm64's CRC instructions
+//!   where the processor has them, checked at run time; else a 1 K table).
 //! - [`fs`]: the file-system seam ([`fs::Fs`], with a fault-injecting twin for tests) and the one
 //!   durable atomic write of the workspace ([`fs::write_atomic_from`]: temporary sibling named by
 //!   one rule, fsync, rename, directory fsync; [`fs::write_file_atomic`] on the real file
@@ -23,6 +25,7 @@
 
 pub mod chan;
 pub mod cpu;
+pub mod crc32;
 pub mod fd;
 pub mod fs;
 pub mod mapped;

@@ -13,8 +13,8 @@
 //! - A Java exception (the facade catches `Exception`; an `Error` such as `OutOfMemoryError`
 //!   can still come through) is cleared and becomes a [`NetError`]: never a crash, never left
 //!   pending.
-//! - Java is handed the URL as the URL standard's parser writes it (`url::Url`, the parser the
-//!   rules judged it by): `java.net.URL` reads some spellings otherwise (a backslash in an
+//! - Java is handed the URL as the URL standard's parser writes it (`net::weburl`, the parser
+//!   the rules judged it by): `java.net.URL` reads some spellings otherwise (a backslash in an
 //!   http authority, percent-encoded hosts), and would contact another host than the one judged.
 //! - A file body crosses as its path, offset and length: `OomGuard.http` streams it from the
 //!   file in 64 KiB chunks, so a PATCH never puts a whole chunk of the spool into the Java heap
@@ -136,7 +136,7 @@ impl Transport for JniTransport {
         // `java.net.URL` reads some spellings otherwise (`http://a\@b/` is user info and
         // host b to it, host a to the standard; `%31` in a host), so it is given the
         // unambiguous form, in which both find the same host.
-        let canonical = url::Url::parse(req.url)
+        let canonical = crate::net::weburl::Url::parse(req.url)
             .map_err(|e| NetError::new(format!("{}: not a URL ({e})", req.url)))?;
         let req = &Request {
             url: canonical.as_str(),

@@ -210,8 +210,8 @@ pub extern "system" fn Java_dev_oomguard_OomGuard_nativeStart<'l>(
 }
 
 /// Install the platform transport (the facade's `OomGuard.http`) for the agent's HTTP, or,
-/// when the facade has none, leave the loopback twin, which can reach nothing off this
-/// machine: said once in the log either way.
+/// when the facade has none, leave the fallback (the loopback twin, which can reach nothing off
+/// this machine; on Android none at all): said once in the log either way.
 fn install_transport(env: &mut JNIEnv, facade: Option<&jni::objects::GlobalRef>) {
     match facade.and_then(|f| http::JniTransport::find(env, f)) {
         Some(t) => {
@@ -219,7 +219,10 @@ fn install_transport(env: &mut JNIEnv, facade: Option<&jni::objects::GlobalRef>)
             crate::net::install(Some(Arc::new(t)));
         }
         None => {
+            #[cfg(not(target_os = "android"))]
             warn!("network: the facade has no OomGuard.http (minified away, or a VM without java.net): the built-in client is used, plain http to a loopback address only");
+            #[cfg(target_os = "android")]
+            warn!("network: the facade has no OomGuard.http (minified away without the consumer rules?): nothing can be fetched or uploaded");
             crate::net::install(None);
         }
     }

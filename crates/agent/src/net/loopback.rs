@@ -9,6 +9,7 @@
 //! Every read and write waits at most the request's read timeout and never past its deadline.
 #![forbid(unsafe_code)]
 
+use super::weburl::Host;
 use super::{Body, NetError, Request, Response, Transport, USER_AGENT};
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -56,15 +57,16 @@ fn target(req: &Request<'_>) -> Result<(Vec<SocketAddr>, String, String), NetErr
             req.url
         ))
     };
-    let u = url::Url::parse(req.url).map_err(|e| refuse(&format!("cannot parse it ({e})")))?;
+    let u = super::weburl::Url::parse(req.url)
+        .map_err(|e| refuse(&format!("cannot parse it ({e})")))?;
     if u.scheme() != "http" {
         return Err(refuse(&format!("does not speak {}://", u.scheme())));
     }
-    let port = u.port_or_known_default().unwrap_or(80);
+    let port = u.port_or_default();
     let addrs = match u.host() {
-        Some(url::Host::Ipv4(ip)) if ip.is_loopback() => vec![SocketAddr::from((ip, port))],
-        Some(url::Host::Ipv6(ip)) if ip.is_loopback() => vec![SocketAddr::from((ip, port))],
-        Some(url::Host::Domain(d)) if d.eq_ignore_ascii_case("localhost") => {
+        Host::Ipv4(ip) if ip.is_loopback() => vec![SocketAddr::from((*ip, port))],
+        Host::Ipv6(ip) if ip.is_loopback() => vec![SocketAddr::from((*ip, port))],
+        Host::Domain(d) if d == "localhost" => {
             crate::policy::url::resolve_within(&format!("localhost:{port}"), req.connect_timeout)
                 .map_err(|e| NetError::new(format!("{}: {e}", req.url)))?
                 .into_iter()
@@ -77,14 +79,10 @@ fn target(req: &Request<'_>) -> Result<(Vec<SocketAddr>, String, String), NetErr
         return Err(refuse("found no loopback address for localhost"));
     }
     let host = match u.port() {
-        Some(p) => format!("{}:{p}", u.host_str().unwrap_or("")),
-        None => u.host_str().unwrap_or("").to_string(),
+        Some(p) => format!("{}:{p}", u.host_str()),
+        None => u.host_str().to_string(),
     };
-    let mut path = u.path().to_string();
-    if let Some(q) = u.query() {
-        path.push('?');
-        path.push_str(q);
-    }
+    let path = u.path_and_query().to_string();
     Ok((addrs, host, path))
 }
 

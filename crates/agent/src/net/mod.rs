@@ -18,8 +18,10 @@
 //! Where no platform transport is installed (the unit and spool tests, the host tools, an ART
 //! whose facade has no `http` method), the [`loopback`] twin is used: a plain HTTP/1.1 client
 //! over `std::net::TcpStream` that refuses anything but `http://` to a loopback address, with a
-//! clear error. It is small (no TLS) and ships in the library only as that fallback: on a phone
-//! it can reach nothing, and says why (`nativeStart` logs which transport is in use).
+//! clear error. It is not in the Android library (`target_os = "android"`): a phone always has
+//! the facade's `HttpURLConnection`, and there the fallback is [`Missing`], which refuses every
+//! exchange and says why (`nativeStart` logs which transport is in use). Issue 41: the twin was
+//! 13 K of the shipped `.so` for a path that could reach nothing on a phone.
 //!
 //! The ART tests boot ART 11 with a core library of our own that has no `java.net`, and their
 //! facade is smali without `http`; so there the agent falls back to the twin, and the ART upload
@@ -42,7 +44,9 @@
 //! error says how many bytes of the request body went out (the byte budget is charged with
 //! them).
 
+#[cfg(not(target_os = "android"))]
 pub mod loopback;
+pub mod weburl;
 
 use std::path::Path;
 use std::sync::{Arc, RwLock};
@@ -179,15 +183,38 @@ pub trait Transport: Send + Sync + std::fmt::Debug {
 /// The transport `nativeStart` installed (the platform's), for the whole process.
 static INSTALLED: RwLock<Option<Arc<dyn Transport>>> = RwLock::new(None);
 
-/// Make `t` the process's transport (`None`: back to the loopback twin).
+/// Make `t` the process's transport (`None`: back to the fallback, [`transport`]).
 pub fn install(t: Option<Arc<dyn Transport>>) {
     *INSTALLED.write().unwrap_or_else(|p| p.into_inner()) = t;
 }
 
-/// The process's transport: the installed one, else the [`loopback`] twin.
+/// The process's transport: the installed one, else the loopback twin (on Android: [`Missing`]).
 pub fn transport() -> Arc<dyn Transport> {
     let installed = INSTALLED.read().unwrap_or_else(|p| p.into_inner()).clone();
-    installed.unwrap_or_else(|| Arc::new(loopback::Loopback))
+    #[cfg(not(target_os = "android"))]
+    return installed.unwrap_or_else(|| Arc::new(loopback::Loopback));
+    #[cfg(target_os = "android")]
+    return installed.unwrap_or_else(|| Arc::new(Missing));
+}
+
+/// The Android library's fallback when `nativeStart` found no `OomGuard.http` (a facade minified
+/// without the consumer rules): every exchange is refused with an error that says so.
+#[cfg(target_os = "android")]
+#[derive(Debug, Clone, Copy)]
+pub struct Missing;
+
+#[cfg(target_os = "android")]
+impl Transport for Missing {
+    fn name(&self) -> &'static str {
+        "none"
+    }
+
+    fn exchange(&self, req: &Request<'_>) -> Result<Response, NetError> {
+        Err(NetError::new(format!(
+            "{}: no transport: the facade's OomGuard.http was not found at start (minified away without the consumer rules?), and the Android library has no HTTP client of its own",
+            req.url
+        )))
+    }
 }
 
 /// The `User-Agent` every transport sends.

@@ -43,17 +43,37 @@ pub struct Meta {
     pub signature: Option<String>,
 }
 
-/// The file's content.
+/// The file's content: the body, [`Meta`]'s fields at the same level, the time it was saved.
+/// [`Meta`]'s fields are written out here rather than `#[serde(flatten)]`ed: a flattened
+/// field's reader buffers the whole object into serde's generic `Content` first, and that
+/// machinery was several K of the shipped `.so` (issue 41). The JSON is the same.
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct Stored {
     /// The exact body the signature covers (a policy is JSON, so UTF-8).
     #[serde(default)]
     body: Option<String>,
-    #[serde(flatten)]
-    meta: Meta,
+    /// [`Meta::etag`].
+    #[serde(default)]
+    etag: Option<String>,
+    /// [`Meta::last_attempt_ms`].
+    #[serde(default)]
+    last_attempt_ms: u64,
+    /// [`Meta::signature`].
+    #[serde(default)]
+    signature: Option<String>,
     /// Wall-clock ms when the body was saved.
     #[serde(default)]
     saved_at_ms: u64,
+}
+
+impl Stored {
+    fn meta(&self) -> Meta {
+        Meta {
+            etag: self.etag.clone(),
+            last_attempt_ms: self.last_attempt_ms,
+            signature: self.signature.clone(),
+        }
+    }
 }
 
 pub(crate) fn now_ms() -> u64 {
@@ -116,13 +136,13 @@ impl Cache {
 
     /// The remembered fetch state; a missing or unreadable file reads as empty.
     pub fn meta(&self) -> Meta {
-        self.read().meta
+        self.read().meta()
     }
 
     /// Record `meta.last_attempt_ms`; the body on disk keeps its own signature and ETag.
     pub fn save_meta(&self, meta: &Meta) -> Result<(), PolicyError> {
         let at = meta.last_attempt_ms;
-        self.update(|s| s.meta.last_attempt_ms = at)
+        self.update(|s| s.last_attempt_ms = at)
     }
 
     /// The cached policy, checked again: signature (a key is required), validation, and the
@@ -145,7 +165,7 @@ impl Cache {
         let Some(body) = stored.body else {
             return Ok(None);
         };
-        verify(body.as_bytes(), stored.meta.signature.as_deref(), key)?;
+        verify(body.as_bytes(), stored.signature.as_deref(), key)?;
         let parsed = Policy::parse(body.as_bytes())?;
         check_remote(&parsed, now_s)?;
         Ok(Some(parsed))
@@ -169,13 +189,13 @@ impl Cache {
                 .map(|p| p.policy.version)
         };
         self.update(|s| {
-            s.meta.last_attempt_ms = meta.last_attempt_ms;
+            s.last_attempt_ms = meta.last_attempt_ms;
             if s.body.as_deref().and_then(live) > new {
                 return;
             }
             s.body = Some(text);
-            s.meta.signature = meta.signature.clone();
-            s.meta.etag = meta.etag.clone();
+            s.signature = meta.signature.clone();
+            s.etag = meta.etag.clone();
             s.saved_at_ms = now_ms();
         })
     }

@@ -37,8 +37,8 @@
 pub mod cache;
 pub mod configs;
 mod field;
-mod locate;
-mod parse;
+pub(crate) mod locate;
+pub(crate) mod parse;
 #[cfg(test)]
 mod reference;
 pub mod remote;

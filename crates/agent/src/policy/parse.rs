@@ -91,7 +91,9 @@ impl Policy {
     }
 }
 
-fn kind(v: &Value) -> &'static str {
+/// What JSON type `v` is, for an error ("expected ..., found a string"); the spool's readers
+/// say it the same way.
+pub(crate) fn kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

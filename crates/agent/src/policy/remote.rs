@@ -182,7 +182,7 @@ pub fn accept(
 /// Where a redirect from `from` to `location` leads, if it may be followed: the same rule as the
 /// policy URL itself (https, or http to loopback), and never from https down to http.
 pub fn redirect_target(from: &str, location: &str) -> Result<String, String> {
-    let next = url::Url::parse(from)
+    let next = crate::net::weburl::Url::parse(from)
         .and_then(|base| base.join(location.trim()))
         .map_err(|e| format!("redirect to {location:?} is not a URL ({e})"))?;
     if let Err(why) = super::url::check_url(next.as_str()) {

@@ -3,30 +3,34 @@
 //! on the host a client would contact; and a DNS lookup with a deadline. Used by the policy's
 //! parser and fetch and by the uploader (`upload::tus`), so that neither reaches into the other.
 //!
-//! Invariants: a URL is judged by the `url` crate's parse, never by its text, and the transports
-//! connect by that same parse (the loopback twin parses with it; the platform transport is handed
+//! Invariants: a URL is judged by the URL standard's parse ([`crate::net::weburl`]), never by its
+//! text, and the transports connect by that same parse (the loopback twin parses with it; the platform transport is handed
 //! its serialisation, in which `java.net.URL` finds the same host); a lookup never holds its
 //! caller longer than the limit given.
 #![forbid(unsafe_code)]
 
+use crate::net::weburl::{Error, Host, Url};
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
 /// Whether `url` may be contacted, and why not: `https://` to any host, or plain `http://` to a
 /// loopback address (127.0.0.0/8, `localhost`, `[::1]`). Judged on the host the URL parser
-/// finds (the `url` crate, whose parse the transports connect by), never on the text: in
+/// finds ([`crate::net::weburl`], whose parse the transports connect by), never on the text: in
 /// `http://vm\@127.0.0.1/` the host is `vm` (a backslash ends the authority in an http URL),
 /// in `http://127.0.0.1@vm/` it is `vm` too. `localhost.` is refused: a resolver may ask DNS.
-pub fn check_url(url: &str) -> Result<url::Url, String> {
-    let u = url::Url::parse(url).map_err(|e| format!("is not a URL ({e})"))?;
+pub fn check_url(url: &str) -> Result<Url, String> {
+    let u = match Url::parse(url) {
+        Ok(u) => u,
+        Err(Error::NotHttp) => return Err("is not an http:// or https:// URL".into()),
+        Err(e) => return Err(format!("is not a URL ({e})")),
+    };
     match (u.scheme(), u.host()) {
-        ("https", Some(_)) => Ok(u),
-        ("http", Some(url::Host::Domain(d))) if d.eq_ignore_ascii_case("localhost") => Ok(u),
-        ("http", Some(url::Host::Ipv4(ip))) if ip.is_loopback() => Ok(u),
-        ("http", Some(url::Host::Ipv6(ip))) if ip.is_loopback() => Ok(u),
-        ("http", _) => Err("is plain http to a host that is not loopback; use https://".into()),
-        _ => Err("is not an http:// or https:// URL".into()),
+        ("https", _) => Ok(u),
+        ("http", Host::Domain(d)) if d == "localhost" => Ok(u),
+        ("http", Host::Ipv4(ip)) if ip.is_loopback() => Ok(u),
+        ("http", Host::Ipv6(ip)) if ip.is_loopback() => Ok(u),
+        _ => Err("is plain http to a host that is not loopback; use https://".into()),
     }
 }
 
@@ -35,11 +39,11 @@ pub fn allowed_url(url: &str) -> bool {
     check_url(url).is_ok()
 }
 
-/// Resolve a `Location` header against the endpoint, as a URL parser does (RFC 3986 with the
-/// WHATWG rules of the `url` crate). What cannot be resolved comes back as it is, for
+/// Resolve a `Location` header against the endpoint, as a URL parser does (the URL standard's
+/// rules, [`crate::net::weburl`]). What cannot be resolved comes back as it is, for
 /// [`allowed_url`] to refuse.
 pub fn resolve(endpoint: &str, location: &str) -> String {
-    match url::Url::parse(endpoint).and_then(|base| base.join(location)) {
+    match Url::parse(endpoint).and_then(|base| base.join(location)) {
         Ok(u) => u.into(),
         Err(_) => location.to_string(),
     }
@@ -88,15 +92,15 @@ fn resolve_with(
 mod tests {
     use super::*;
 
-    /// Host names are ASCII: a Unicode host is refused with the parser's reason (the library is
-    /// built without IDNA, see the agent's Cargo.toml), its punycode form is what is accepted,
+    /// Host names are ASCII: a Unicode host is refused with the parser's reason (the library has
+    /// no IDNA, see `net::weburl`), its punycode form is what is accepted,
     /// and an ASCII host keeps its case folded as before.
     #[test]
     fn a_unicode_host_is_refused_and_its_punycode_form_accepted() {
         let e = check_url("https://b\u{fc}cher.example/r").unwrap_err();
         assert!(e.starts_with("is not a URL ("), "{e}");
         let u = check_url("https://xn--bcher-kva.example/r").unwrap();
-        assert_eq!(u.host_str(), Some("xn--bcher-kva.example"));
+        assert_eq!(u.host_str(), "xn--bcher-kva.example");
         let u = check_url("https://Collector.Example/r").unwrap();
         assert_eq!(u.as_str(), "https://collector.example/r");
     }
@@ -143,7 +147,7 @@ mod tests {
         assert!(!allowed_url("127.0.0.1/files"));
     }
 
-    /// The host is the one a URL parser (the `url` crate's) would contact, not a guess from the
+    /// The host is the one a URL parser (the standard's) would contact, not a guess from the
     /// text: the backslash form ends the authority at `\\` (plain http to `vm`), userinfo is not
     /// the host, `localhost.` is a name a resolver may answer for, percent-encoded and long IPv6
     /// forms of loopback are loopback. The same for a `Location` the server returns.

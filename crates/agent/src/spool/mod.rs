@@ -71,8 +71,10 @@
 #![forbid(unsafe_code)]
 
 pub use sys::fs;
+mod gzip;
 mod plan;
 mod quotas;
+mod read;
 mod recover;
 mod staging;
 mod state;
@@ -83,7 +85,7 @@ use state::{seal, unseal, CachedState};
 
 pub use fs::{Entry, Fault, FaultFs, Fs, FsFile, FsRead, RealFs};
 
-use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::io::{self, Read};
@@ -566,7 +568,7 @@ impl Spool {
                 }
             }
         })?;
-        let inc: Incident = unseal(&bytes).map_err(|what| Error::Corrupt {
+        let inc: Incident = unseal(&bytes, read::incident).map_err(|what| Error::Corrupt {
             path: p.clone(),
             what,
         })?;

@@ -119,7 +119,7 @@ pub(super) fn expected(inc: &Incident, kind: FileKind) -> bool {
 pub(super) fn compress(fs: &dyn Fs, src: &Path, dst: &Path) -> io::Result<()> {
     let mut input = fs.open(src)?;
     fs::write_atomic_from(fs, dst, |out| {
-        let mut enc = flate2::write::GzEncoder::new(out, flate2::Compression::new(6));
+        let mut enc = super::gzip::GzWriter::new(out, 6)?;
         io::copy(&mut input, &mut enc)?;
         enc.finish().map(drop)
     })

@@ -3,13 +3,6 @@
 
 use super::*;
 
-#[derive(Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct Envelope<T> {
-    body: T,
-    sha256: String,
-}
-
 /// Serialize `body` with a SHA-256 of its canonical bytes.
 pub(super) fn seal<T: Serialize>(body: &T) -> Vec<u8> {
     let bytes = serde_json::to_vec(body).unwrap_or_default();
@@ -24,21 +17,21 @@ pub(super) fn seal<T: Serialize>(body: &T) -> Vec<u8> {
     out
 }
 
-/// Parse a sealed file; any flipped bit or torn write is an error naming the byte offset.
-pub(super) fn unseal<T: Serialize + DeserializeOwned>(
+/// Parse a sealed file, its body read by `read` ([`super::read`]); any flipped bit or torn write
+/// is an error naming the field and its byte offset (or the line and column of a syntax error).
+pub(super) fn unseal<T: Serialize>(
     bytes: &[u8],
+    read: impl Fn(super::read::At<'_>) -> std::result::Result<T, super::read::Bad>,
 ) -> std::result::Result<T, String> {
-    let env: Envelope<T> =
-        serde_json::from_slice(bytes).map_err(|e| format!("not valid sealed JSON: {e}"))?;
-    let again = serde_json::to_vec(&env.body).map_err(|e| e.to_string())?;
+    let (body, sealed) = super::read::envelope(bytes, read)?;
+    let again = serde_json::to_vec(&body).map_err(|e| e.to_string())?;
     let sha = hex::encode(Sha256::digest(&again));
-    if sha != env.sha256 {
+    if sha != sealed {
         return Err(format!(
-            "SHA-256 of the body is {sha}, the file says {} (bit flip or torn write)",
-            env.sha256
+            "SHA-256 of the body is {sha}, the file says {sealed} (bit flip or torn write)"
         ));
     }
-    Ok(env.body)
+    Ok(body)
 }
 
 /// spool.json as last read or written: the state, whether it is newer than the disk, and the
@@ -71,7 +64,7 @@ impl Spool {
             Ok(b) if cache.as_ref().is_some_and(|c| c.raw == b) => {
                 return cache.as_ref().map(|c| c.state.clone()).unwrap_or_default();
             }
-            Ok(b) => match unseal::<SpoolState>(&b) {
+            Ok(b) => match unseal(&b, super::read::spool_state) {
                 Ok(s) => (s, b),
                 Err(what) => {
                     tracing::warn!("spool: {}: {what}; starting from empty state", p.display());

@@ -1062,4 +1062,5 @@ fn a_clock_set_right_or_jumping_forward_evicts_nothing_but_watched_days_do() {
 
 mod accounting;
 mod edges;
+mod read;
 mod recovery;
