@@ -322,9 +322,12 @@ fn finish_in(
     //
     // --- Semi-dominators, with path compression over the forest of processed vertices.
     // `parent` doubles as the forest's ancestor links. The records' memory now holds each
-    // vertex's label and semi-dominator, one word each (see [`label`] and [`semi`]).
+    // vertex's label and semi-dominator, one word each (see [`label`] and [`semi`]), written
+    // as each vertex is processed: an unprocessed vertex's word is never read (its label and
+    // semi-dominator are its own number, see [`eval`]), so the records left there are not
+    // overwritten first (80 MB less written on a 10 M-object heap).
     let mut sl = kept;
-    sl.refill((0..count as u32).map(|k| pair(k, k)));
+    sl.set_len_with(count, 0);
     let mut path: Vec<u32> = Vec::new();
     // (Slices taken once: a column in memory or in a file is one branch per access otherwise.)
     let (ps, ss, rs, es): (&mut [u32], &mut [u64], &mut [u32], &[u32]) =
@@ -344,9 +347,10 @@ fn finish_in(
                 break;
             }
             let u = eval(v, w as u32 + 1, ps, ss, &mut path);
-            s = s.min(semi(ss[u as usize]));
+            s = s.min(if u as usize > w { semi(ss[u as usize]) } else { u });
         }
-        ss[w] = pair(label(ss[w]), s);
+        // An unprocessed vertex is its own label (see [`eval`]).
+        ss[w] = pair(w as u32, s);
         // No later step reads `rfirst[w + 1]`: it keeps the tree parent, for the next step.
         rs[w + 1] = tree_parent;
     }
@@ -439,11 +443,16 @@ fn label(e: u64) -> u32 {
 
 /// The vertex with the smallest semi-dominator on the forest path from `v` up to (not
 /// including) the first vertex not yet processed (numbers below `linked`), compressing the path.
-/// `sl` holds each vertex's label and semi-dominator. Only the links of vertices above `linked`
-/// change: a vertex's link is to a smaller number, and a link is moved only if it is at least
-/// `linked`.
+/// `sl` holds each processed vertex's label and semi-dominator (an unprocessed one is its own
+/// label and semi-dominator: its word is not read, and `v` itself is the answer). Only the
+/// links of vertices above `linked` change: a vertex's link is to a smaller number, and a link
+/// is moved only if it is at least `linked`. Every vertex on the path is processed, and so is
+/// every label there (a label is a vertex on the path, or one that was).
 #[inline]
 fn eval(v: u32, linked: u32, anc: &mut [u32], sl: &mut [u64], stack: &mut Vec<u32>) -> u32 {
+    if v < linked {
+        return v;
+    }
     if anc[v as usize] < linked {
         return label(sl[v as usize]);
     }
