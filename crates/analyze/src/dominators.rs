@@ -29,6 +29,10 @@ pub trait Graph {
     fn succ(&self, v: u32) -> &[u32];
     /// A hint that `succ(v)` will be wanted soon (nothing by default).
     fn hint(&self, _v: u32) {}
+    /// A hint that the lists stored right after `succ(v)` will be read soon (nothing by
+    /// default): in a heap, objects allocated together point at each other and sit side by
+    /// side, so the search often goes down into the next object's list.
+    fn hint_after(&self, _v: u32) {}
     /// Where per-node arrays go if not in memory (none by default).
     fn scratch(&self) -> Option<&sys::scratch::Scratch> {
         None
@@ -234,6 +238,9 @@ pub fn prepare_gated<G: Graph>(g: &G, roots: &[u32], late: &[(u32, u32)]) -> Pre
                         stack.push((v, i as u32));
                         (v, pv, s, i) = (w, k, g.succ(w), 0);
                         hint_all(g, pre, s);
+                        // (The first read of a new vertex's list was the search's largest
+                        // stall: 21 % of its samples on a 10 M-object dump.)
+                        g.hint_after(w);
                     } else if pw >= start {
                         if !bit(&is_root, w as usize) {
                             kept.push(pair(pw, pv));
@@ -347,7 +354,11 @@ fn finish_in(
                 break;
             }
             let u = eval(v, w as u32 + 1, ps, ss, &mut path);
-            s = s.min(if u as usize > w { semi(ss[u as usize]) } else { u });
+            s = s.min(if u as usize > w {
+                semi(ss[u as usize])
+            } else {
+                u
+            });
         }
         // An unprocessed vertex is its own label (see [`eval`]).
         ss[w] = pair(w as u32, s);
