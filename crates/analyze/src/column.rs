@@ -164,6 +164,14 @@ impl<T: Plain> Grow<T> {
         self.0.extend(it)
     }
 
+    /// Make it `n` long: cut, or `x` appended (the values kept are not written again).
+    pub fn set_len_with(&mut self, n: usize, x: T) {
+        match n.checked_sub(self.len()) {
+            None => self.truncate(n),
+            Some(more) => self.0.extend(std::iter::repeat_n(x, more)),
+        }
+    }
+
     /// Append the values of `s`.
     pub fn extend_from_slice(&mut self, s: &[T]) {
         self.0.extend_from_slice(s)

@@ -354,6 +354,13 @@ impl dominators::Graph for index::Index {
     fn hint(&self, v: u32) {
         sys::mapped::prefetch_at(&self.adj, v as usize);
     }
+    fn hint_after(&self, v: u32) {
+        // A line past the end of `v`'s list (the line holding its end is being read).
+        let [f, d] = self.adj[v as usize];
+        if f != index::NONE {
+            sys::mapped::prefetch_at(&self.edges, f as usize + d as usize + 16);
+        }
+    }
     fn scratch(&self) -> Option<&sys::scratch::Scratch> {
         self.scratch.as_ref()
     }
