@@ -23,7 +23,7 @@
 //! threads, more than the 2 of the machine measured).
 #![forbid(unsafe_code)]
 
-use crate::index::Counts;
+use crate::index::{Counts, Found};
 use crate::report::{AnalysisInfo, LeftOut, Report};
 use serde::{Deserialize, Serialize};
 
@@ -63,10 +63,13 @@ pub struct HistogramRow {
 /// `analysis.leftOut.histogram`.
 pub const MAX_HISTOGRAM: usize = 1000;
 
-/// What a report made within too small a budget leaves out.
+/// What a report made within too small a budget leaves out. Its `leakObjects[]` are what the
+/// detectors find in an object alone (`index::findings`): the rest is left out.
 const LEFT_OUT: [&str; 5] = [
     "gcPaths (leaks and their paths)",
-    "leakObjects",
+    "the retainedSize and signature of leakObjects[], and the findings that need the graph \
+     (Service Leak, the Window and NativeAllocationRegistry counts, Large Retained Size): \
+     leakObjects[] lists what the detectors find in each object alone, reachable or not",
     "dominators (retained sizes)",
     "reachability (every object is counted, reachable or not)",
     "classInfos' leak counts",
@@ -140,9 +143,16 @@ pub struct Why {
     pub ran_out: bool,
 }
 
-/// The report of what fits: the census's histogram and detector classes, and why the rest is
-/// missing.
-pub fn reduced(c: Counts, why: Why, input_bytes: u64, running_info: serde_json::Value) -> Report {
+/// The report of what fits: the census's histogram and detector classes, what the detectors
+/// `found` in objects alone (`leakObjects[]`, without retained sizes or signatures), and why
+/// the rest is missing.
+pub fn reduced(
+    c: Counts,
+    found: Found,
+    why: Why,
+    input_bytes: u64,
+    running_info: serde_json::Value,
+) -> Report {
     let mut rows: Vec<HistogramRow> = c
         .histogram
         .iter()
@@ -191,6 +201,7 @@ pub fn reduced(c: Counts, why: Why, input_bytes: u64, running_info: serde_json::
             sizes: c.sizes,
             left_out: LeftOut {
                 histogram: left,
+                leak_objects: found.left,
                 ..LeftOut::default()
             },
             budget: Some(Budget {
@@ -203,6 +214,7 @@ pub fn reduced(c: Counts, why: Why, input_bytes: u64, running_info: serde_json::
             ..AnalysisInfo::default()
         },
         class_infos: c.class_infos,
+        leak_objects: found.objects,
         histogram: rows,
         ..Report::default()
     }
