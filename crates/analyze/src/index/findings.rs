@@ -412,22 +412,10 @@ mod tests {
     fn the_findings_of_the_report_of_what_fits_are_capped_and_counted() {
         let n = MAX_LEAK_OBJECTS as u64 + 5;
         let mut w = Writer::new(Format::V102, 8, 0);
-        for (id, t) in [
-            (1, "java.lang.Object"),
-            (2, "android.app.Activity"),
-            (3, "com.app.MainActivity"),
-            (4, "mDestroyed"),
-            (5, "mFinished"),
-        ] {
-            w.utf8(id, t);
-        }
-        w.load_class(1, 0x10, 1);
-        w.load_class(2, 0x20, 2);
-        w.load_class(3, 0x30, 3);
+        crate::tests::activity_strings(&mut w);
         w.segment(tag::HEAP_DUMP_SEGMENT);
         w.class_dump(0x10, 0, 0, 0, &[], &[]);
-        let boolean = BasicType::Boolean;
-        w.class_dump(0x20, 0x10, 0, 10, &[], &[(4, boolean), (5, boolean)]);
+        crate::tests::activity_class(&mut w);
         w.class_dump(0x30, 0x20, 0, 10, &[], &[]);
         for i in 0..n {
             w.instance(0x1000 + 16 * i, 0x30, &[1, 0]);
