@@ -265,7 +265,7 @@ mod tests {
     }
 
     /// A dump (1.0.3, 4-byte ids) whose statics hold, each alone: a destroyed Activity 0x100
-    /// (also watched), a live one 0x120, a Bitmap of 2000x1000 0x400 and one of 10x10 0x410,
+    /// (also watched), a live one 0x120, a detached Fragment 0x140, a Bitmap of 2000x1000 0x400 and one of 10x10 0x410,
     /// a byte[] of 300,000 0x500, an object watched and judged retained 0x600 (listed before
     /// its KeyedWeakReference), one watched not yet judged 0x610, and an Object[] holding the
     /// three KeyedWeakReferences (0x800, 0x810, 0x820).
@@ -296,13 +296,24 @@ mod tests {
             "sThing",
             "sWaiting",
             "sRefs",
+            "androidx.fragment.app.Fragment",
+            "mFragmentManager",
+            "mCalled",
+            "sFragment",
         ];
         for (i, t) in names.iter().enumerate() {
             w.utf8(i as u64 + 1, t);
         }
         // Classes 0x10.. by their names' order (the classes among them).
         let classes = [(1, 0x10), (2, 0x20), (3, 0x30), (6, 0x40), (7, 0x50)];
-        let more = [(10, 0x60), (12, 0x70), (13, 0x80), (15, 0x90), (16, 0xA0)];
+        let more = [
+            (10, 0x60),
+            (12, 0x70),
+            (13, 0x80),
+            (15, 0x90),
+            (16, 0xA0),
+            (25, 0xB0),
+        ];
         for (serial, &(name, id)) in classes.iter().chain(&more).enumerate() {
             w.load_class(serial as u32 + 1, id, name);
         }
@@ -325,6 +336,7 @@ mod tests {
             (22, 0x600),
             (23, 0x610),
             (24, 0x700),
+            (28, 0x140),
         ]
         .iter()
         .map(|&(n, v)| (n, obj, v.to_be_bytes().to_vec()))
@@ -336,8 +348,11 @@ mod tests {
         w.class_dump(0x80, 0x70, 0, 20, &[], &[(14, long)]);
         w.class_dump(0x90, 0x10, 0, 8, &[], &[]);
         w.class_dump(0xA0, 0x10, 0, 8, &[], &[]);
+        w.class_dump(0xB0, 0x10, 0, 13, &[], &[(26, obj), (27, boolean)]);
         w.instance(0x100, 0x30, &[1, 0]);
         w.instance(0x120, 0x30, &[0, 0]);
+        // A Fragment detached from its manager (null) after its onDestroy (mCalled).
+        w.instance(0x140, 0xB0, &[0, 0, 0, 0, 1]);
         let bitmap = |w: &mut Writer, id: u64, x: u32, y: u32| {
             let v: Vec<u8> = x.to_be_bytes().into_iter().chain(y.to_be_bytes()).collect();
             w.instance(id, 0x50, &v);
@@ -361,7 +376,9 @@ mod tests {
             w.instance(id, 0x80, &v);
         }
         w.object_array(0x700, 0xA0, &[0x800, 0x810, 0x820]);
-        for c in [0x10, 0x20, 0x30, 0x40, 0x50, 0x60, 0x70, 0x80, 0x90, 0xA0] {
+        for c in [
+            0x10, 0x20, 0x30, 0x40, 0x50, 0x60, 0x70, 0x80, 0x90, 0xA0, 0xB0,
+        ] {
             w.root(sub::ROOT_STICKY_CLASS, c);
         }
         w.end_segment();
@@ -381,6 +398,7 @@ mod tests {
             ids,
             [
                 (0x100, "Activity Leak"),
+                (0x140, "Fragment Leak"),
                 (0x400, "Bitmap Size Over Threshold"),
                 (0x500, "Array Size Over Threshold"),
                 (0x600, "Watched Object Retained"),
