@@ -8,7 +8,8 @@
 //! take: if that is within the budget, the analysis runs as always (its report is the same);
 //! if not, the report is the census's: the class histogram (`histogram[]`, shallow sizes as
 //! the full analysis counts them), the detectors' classes with their instance counts
-//! (`classInfos[]`), and `analysis.budget` saying what the budget was, what the analysis was
+//! (`classInfos[]`), what the detectors find in an object alone (`leakObjects[]`, a second
+//! streaming pass: `index::findings`), and `analysis.budget` saying what the budget was, what the analysis was
 //! estimated to need, and what the report leaves out. Never an allocation that fails (the
 //! process would abort), never a silent failure.
 //!
@@ -23,7 +24,7 @@
 //! threads, more than the 2 of the machine measured).
 #![forbid(unsafe_code)]
 
-use crate::index::Counts;
+use crate::index::{Counts, Found};
 use crate::report::{AnalysisInfo, LeftOut, Report};
 use serde::{Deserialize, Serialize};
 
@@ -63,10 +64,13 @@ pub struct HistogramRow {
 /// `analysis.leftOut.histogram`.
 pub const MAX_HISTOGRAM: usize = 1000;
 
-/// What a report made within too small a budget leaves out.
+/// What a report made within too small a budget leaves out. Its `leakObjects[]` are what the
+/// detectors find in an object alone (`index::findings`): the rest is left out.
 const LEFT_OUT: [&str; 5] = [
     "gcPaths (leaks and their paths)",
-    "leakObjects",
+    "the retainedSize and signature of leakObjects[], and the findings that need the graph \
+     (Service Leak, the Window and NativeAllocationRegistry counts, Large Retained Size): \
+     leakObjects[] lists what the detectors find in each object alone, reachable or not",
     "dominators (retained sizes)",
     "reachability (every object is counted, reachable or not)",
     "classInfos' leak counts",
@@ -140,9 +144,16 @@ pub struct Why {
     pub ran_out: bool,
 }
 
-/// The report of what fits: the census's histogram and detector classes, and why the rest is
-/// missing.
-pub fn reduced(c: Counts, why: Why, input_bytes: u64, running_info: serde_json::Value) -> Report {
+/// The report of what fits: the census's histogram and detector classes, what the detectors
+/// `found` in objects alone (`leakObjects[]`, without retained sizes or signatures), and why
+/// the rest is missing.
+pub fn reduced(
+    c: Counts,
+    found: Found,
+    why: Why,
+    input_bytes: u64,
+    running_info: serde_json::Value,
+) -> Report {
     let mut rows: Vec<HistogramRow> = c
         .histogram
         .iter()
@@ -191,6 +202,7 @@ pub fn reduced(c: Counts, why: Why, input_bytes: u64, running_info: serde_json::
             sizes: c.sizes,
             left_out: LeftOut {
                 histogram: left,
+                leak_objects: found.left,
                 ..LeftOut::default()
             },
             budget: Some(Budget {
@@ -203,6 +215,7 @@ pub fn reduced(c: Counts, why: Why, input_bytes: u64, running_info: serde_json::
             ..AnalysisInfo::default()
         },
         class_infos: c.class_infos,
+        leak_objects: found.objects,
         histogram: rows,
         ..Report::default()
     }
@@ -410,6 +423,43 @@ mod tests {
                 "{b:?}"
             );
         }
+    }
+
+    /// On every fixture, each finding of the full report that needs no graph (not a Service
+    /// Leak, a count or a large retained size) is in the report of what fits, with its reason,
+    /// class, detail and size.
+    #[test]
+    fn the_report_of_what_fits_holds_the_full_reports_findings_of_objects_alone() {
+        let graph = [
+            crate::index::SERVICE_LEAK,
+            "Window Count Over Threshold",
+            "NativeAllocationRegistry Count Over Threshold",
+        ];
+        let mut seen = 0;
+        for rel in FIXTURES {
+            let path = fixture(rel);
+            let run = |budget_bytes: u64| {
+                let cfg = Config {
+                    budget_bytes,
+                    ..Config::default()
+                };
+                crate::analyze(Input::File(&path), &cfg, serde_json::Value::Null).unwrap()
+            };
+            let (full, small) = (run(0), run(FIXED_BYTES - 1));
+            assert!(small.analysis.budget.is_some(), "{rel}");
+            let key = |o: &crate::report::LeakObject| {
+                let (r, c, d) = (&o.leak_reason, &o.class_name, &o.ext_detail);
+                (o.object_id, r.clone(), c.clone(), d.clone(), o.size)
+            };
+            let got: std::collections::BTreeSet<_> = small.leak_objects.iter().map(key).collect();
+            for o in &full.leak_objects {
+                if !graph.contains(&o.leak_reason.as_str()) {
+                    assert!(got.contains(&key(o)), "{rel}: {o:?} not in {got:?}");
+                    seen += 1;
+                }
+            }
+        }
+        assert!(seen > 0, "no fixture has a finding of an object alone");
     }
 
     /// Scratch files are planned on only within their cap: a budget the analysis fits with its

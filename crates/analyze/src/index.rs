@@ -44,6 +44,7 @@ use sys::scratch::Scratch;
 mod build;
 pub(crate) mod census;
 mod fields;
+mod findings;
 mod idmap;
 mod input;
 mod onepass;
@@ -55,8 +56,12 @@ mod threads;
 
 pub use threads::{OnThread, Threads};
 
+#[cfg(test)]
 pub(crate) use census::census;
+pub(crate) use census::census_and_classes;
 pub use census::Counts;
+pub(crate) use findings::findings;
+pub use findings::Found;
 
 pub(crate) use build::{build_index, threads};
 #[cfg(test)]

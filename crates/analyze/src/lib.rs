@@ -241,12 +241,19 @@ fn over_budget(
     if !may && !cfg.census_only {
         return Ok(None);
     }
-    let counts = index::census(input)?;
+    let (counts, classes) = index::census_and_classes(input)?;
     let scratch = cfg.scratch_dir.is_some() && (surely || budget::scratch_bytes(&counts) <= cap);
     let need = budget::need(&counts, scratch);
     if need <= cfg.budget_bytes && !cfg.census_only {
         return Ok(None);
     }
+    // What the detectors find in each object alone (a pass more, in the census's memory).
+    let limits = index::IndexLimits {
+        bitmap_min_pixels: cfg.bitmap_min_pixels,
+        array_min_bytes: cfg.array_min_bytes,
+    };
+    let found = index::findings(input, &classes, counts.sizes, limits)?;
+    drop(classes);
     let why = budget::Why {
         budget: cfg.budget_bytes,
         need,
@@ -255,6 +262,7 @@ fn over_budget(
     };
     Ok(Some(budget::reduced(
         counts,
+        found,
         why,
         bytes,
         running_info.clone(),

@@ -278,6 +278,14 @@ impl std::fmt::Display for Summary<'_> {
         if let Some(b) = &a.budget {
             writeln!(f, "{} objects; {}", a.objects, b.reason)?;
             writeln!(f, "left out: {}", b.left_out.join(", "))?;
+            // The findings of objects alone (no paths, no retained sizes), by reason.
+            let mut by: BTreeMap<&str, u64> = BTreeMap::new();
+            for o in &r.leak_objects {
+                *by.entry(&o.leak_reason).or_default() += 1;
+            }
+            for (reason, n) in by {
+                writeln!(f, "found (no path): {n} x {reason}")?;
+            }
             writeln!(f, "top classes (shallow MB, count, class):")?;
             for h in r.histogram.iter().take(10) {
                 let (n, c) = (h.instance_count, &h.class_name);

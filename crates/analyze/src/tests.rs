@@ -56,7 +56,7 @@ fn a_primitive_array_references_its_class() {
 
 /// The strings 1 to 5: `java.lang.Object`, `android.app.Activity`, `com.app.MainActivity`,
 /// `mDestroyed`, `mFinished`; the first three classes loaded as 0x10, 0x20 and 0x30.
-fn activity_strings(w: &mut Writer) {
+pub(crate) fn activity_strings(w: &mut Writer) {
     for (id, t) in [
         (1, "java.lang.Object"),
         (2, "android.app.Activity"),
@@ -73,7 +73,7 @@ fn activity_strings(w: &mut Writer) {
 
 /// The class dump of `android.app.Activity` (id 0x20, super 0x10) with its fields
 /// `mDestroyed` and `mFinished` (names 4 and 5).
-fn activity_class(w: &mut Writer) {
+pub(crate) fn activity_class(w: &mut Writer) {
     w.class_dump(
         0x20,
         0x10,

@@ -30,6 +30,9 @@ fn a_scratch_directory_analyses_within_a_data_limit_the_memory_analysis_exceeds(
     let dir = tempfile::tempdir().unwrap();
     let work = dir.path().join("scratch");
     std::fs::create_dir(&work).unwrap();
+    // Arrays of 64 KiB or more are findings (the customers' HashMap's table is one).
+    let config = dir.path().join("config.json");
+    std::fs::write(&config, r#"{"arrayMinBytes": 65536}"#).unwrap();
     let run = |out: &Path, limit: Option<u64>, args: &[&str]| {
         let mut c = match limit {
             Some(l) => {
@@ -40,6 +43,7 @@ fn a_scratch_directory_analyses_within_a_data_limit_the_memory_analysis_exceeds(
             None => Command::new(common::oomguard_bin()),
         };
         c.arg("analyze").arg(&dump).arg("-o").arg(out).args(args);
+        c.arg("--config").arg(&config);
         // (A failed allocation exits with its own code, even where std's handler would take
         // the backtrace lock and hang: see notes/next-43.md.)
         c.env("RUST_BACKTRACE", "1")
@@ -79,6 +83,22 @@ fn a_scratch_directory_analyses_within_a_data_limit_the_memory_analysis_exceeds(
             .find(|f| f.class_name == c.class_name);
         assert_eq!(f.map(|f| f.instance_count), Some(c.instance_count));
     }
+    // The detectors' findings of objects alone: the full report's (object, reason, class,
+    // detail, shallow size), without retained sizes.
+    let named = |r: &Report| {
+        let mut v: Vec<_> = (r.leak_objects.iter())
+            .map(|o| {
+                let (c, d) = (o.class_name.clone(), o.ext_detail.clone());
+                (o.object_id, o.leak_reason.clone(), c, d, o.size)
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    assert!(!full.leak_objects.is_empty(), "{:?}", full.leak_objects);
+    assert_eq!(named(&small), named(&full));
+    assert!(small.leak_objects.iter().all(|o| o.retained_size == 0));
+    assert!(!b.left_out.iter().any(|s| s == "leakObjects"), "{b:?}");
 
     // Told to take no budget: the allocator's named exit, no report.
     let unbudgeted = dir.path().join("unbudgeted.json");

@@ -250,8 +250,9 @@ impl Census {
             .map(|(a, c)| vm_size(k, raw, &conventions(a, id_size, c), id_size, a) as u64)
     }
 
-    /// The counts, once the pass is over.
-    pub(crate) fn finish(self) -> Result<Counts, String> {
+    /// The counts, once the pass is over, and the classes and strings the pass read (an index
+    /// without objects: what a later pass over the dump's objects needs, see `findings`).
+    pub(crate) fn finish(self) -> Result<(Counts, Index), String> {
         let mut p1 = self.p1;
         let roots = std::mem::take(&mut p1.roots);
         let android = p1.android || roots.iter().any(|r| android_root(r.1));
@@ -318,7 +319,7 @@ impl Census {
         );
         refs += real.iter().map(|c| c.statics.len() as u64 + 2).sum::<u64>();
         let class_infos = crate::report::class_infos(&skel, &HashMap::new());
-        Ok(Counts {
+        let counts = Counts {
             header: skel.header,
             objects: self.objects,
             references_at_most: refs,
@@ -338,7 +339,8 @@ impl Census {
             sizes: conv,
             histogram,
             class_infos,
-        })
+        };
+        Ok((counts, skel))
     }
 }
 
@@ -423,7 +425,13 @@ impl Visitor for Census {
 }
 
 /// The census of `input` (see the module documentation).
+#[cfg(test)]
 pub(crate) fn census(input: &Input<'_>) -> Result<Counts, crate::Error> {
+    Ok(census_and_classes(input)?.0)
+}
+
+/// [`census`], and the classes and strings it read (see [`Census::finish`]).
+pub(crate) fn census_and_classes(input: &Input<'_>) -> Result<(Counts, Index), crate::Error> {
     let mut c = Census::default();
     input.pass(&mut c)?;
     c.finish()
@@ -439,5 +447,6 @@ pub(crate) fn census_of_every_offset(input: &Input<'_>) -> Result<Counts, crate:
     };
     input.pass(&mut c)?;
     c.finish()
+        .map(|r| r.0)
         .map_err(|what| crate::Error::Input { offset: 0, what })
 }

@@ -549,6 +549,63 @@ pub(crate) fn place(
     Some(Placed { out, rest })
 }
 
+/// What a detector finds in one instance from its field bytes alone.
+pub(crate) enum RoleFinding {
+    /// A finding: its reason and detail.
+    Flag(&'static str, String),
+    /// A watched object (its id), a finding if it is in the dump (see [`flag_watched`]).
+    Watched(u64),
+}
+
+/// The per-instance detectors: what an instance of a class of `role` shows in its field bytes
+/// `data` (the full analysis's pass 2 and the report of what fits both ask this).
+#[inline(always)]
+pub(crate) fn role_finding(
+    role: Role,
+    data: &[u8],
+    id_size: u32,
+    bitmap_min_pixels: u64,
+) -> Option<RoleFinding> {
+    match role {
+        Role::None | Role::Window | Role::NativeAllocationRegistry => None,
+        Role::Activity { destroyed } => byte_at(data, Some(destroyed))
+            .then(|| RoleFinding::Flag("Activity Leak", "mDestroyed is true".into())),
+        Role::Fragment { manager, called } => {
+            let fm = id_at(data, manager, id_size);
+            (fm == Some(0) && byte_at(data, Some(called))).then(|| {
+                RoleFinding::Flag(
+                    "Fragment Leak",
+                    "mFragmentManager is null and mCalled is true".into(),
+                )
+            })
+        }
+        Role::Bitmap { width, height } => {
+            let (w, h) = (int_at(data, width)?, int_at(data, height)?);
+            let px = w as u64 * h as u64;
+            (w as i32 > 0 && h as i32 > 0 && px >= bitmap_min_pixels)
+                .then(|| RoleFinding::Flag(BITMAP_FINDING, format!("{w}x{h}")))
+        }
+        Role::Watched { referent, retained } => {
+            // -1: watched, not judged retained yet (LeakCanary skips it too).
+            if retained.is_some_and(|o| long_at(data, o) == Some(-1)) {
+                return None;
+            }
+            id_at(data, referent, id_size)
+                .filter(|&r| r != 0)
+                .map(RoleFinding::Watched)
+        }
+    }
+}
+
+/// The finding of a large Bitmap.
+const BITMAP_FINDING: &str = "Bitmap Size Over Threshold";
+
+/// The finding of a watched object still in the dump (see [`flag_watched`]).
+pub(crate) const WATCHED_FINDING: &str = "Watched Object Retained";
+
+/// The detail of the finding of a watched object.
+pub(crate) const WATCHED_DETAIL: &str = "referent of a KeyedWeakReference";
+
 pub(super) fn byte_at(data: &[u8], off: Option<u32>) -> bool {
     off.and_then(|o| data.get(o as usize))
         .is_some_and(|&b| b != 0)
@@ -749,46 +806,14 @@ impl Pass2<'_> {
     }
 
     /// The per-instance detectors: flags (or watches) node `n` by its class's `role`, from the
-    /// instance's field bytes `data`.
+    /// instance's field bytes `data` (see [`role_finding`]).
     #[inline(always)]
     fn roles(&mut self, n: u32, role: Role, data: &[u8]) {
         let id_size = self.ix.header.id_size;
-        match role {
-            Role::None | Role::Window | Role::NativeAllocationRegistry => {}
-            Role::Activity { destroyed } => {
-                if byte_at(data, Some(destroyed)) {
-                    self.flag(n, "Activity Leak", "mDestroyed is true".into());
-                }
-            }
-            Role::Fragment { manager, called } => {
-                let fm = id_at(data, manager, id_size);
-                if fm == Some(0) && byte_at(data, Some(called)) {
-                    self.flag(
-                        n,
-                        "Fragment Leak",
-                        "mFragmentManager is null and mCalled is true".into(),
-                    );
-                }
-            }
-            Role::Bitmap { width, height } => {
-                if let (Some(w), Some(h)) = (int_at(data, width), int_at(data, height)) {
-                    let px = w as u64 * h as u64;
-                    if w as i32 > 0 && h as i32 > 0 && px >= self.limits.bitmap_min_pixels {
-                        self.flag(n, "Bitmap Size Over Threshold", format!("{w}x{h}"));
-                    }
-                }
-            }
-            Role::Watched { referent, retained } => {
-                // -1: watched, not judged retained yet (LeakCanary skips it too).
-                if retained.is_some_and(|o| long_at(data, o) == Some(-1)) {
-                    return;
-                }
-                if let Some(r) = id_at(data, referent, id_size) {
-                    if r != 0 {
-                        self.out.watched.push((r, n));
-                    }
-                }
-            }
+        match role_finding(role, data, id_size, self.limits.bitmap_min_pixels) {
+            None => {}
+            Some(RoleFinding::Flag(reason, detail)) => self.flag(n, reason, detail),
+            Some(RoleFinding::Watched(r)) => self.out.watched.push((r, n)),
         }
     }
 
@@ -854,8 +879,8 @@ pub(crate) fn flag_watched(ix: &mut Index, watched: Vec<(u64, u32)>) {
             if seen.insert(n, ()).is_none() {
                 ix.flags.push(Flag {
                     node: n,
-                    reason: "Watched Object Retained".into(),
-                    detail: "referent of a KeyedWeakReference".into(),
+                    reason: WATCHED_FINDING.into(),
+                    detail: WATCHED_DETAIL.into(),
                 });
             }
         }
@@ -868,12 +893,12 @@ pub(crate) const LEAK_REASONS: [&str; 4] = [
     "Activity Leak",
     "Fragment Leak",
     "Service Leak",
-    "Watched Object Retained",
+    WATCHED_FINDING,
 ];
 
 /// How a flag's reason ranks when one object has several: the leak reasons in
 /// [`LEAK_REASONS`]' order, then every other finding (a size, a count).
-fn flag_rank(reason: &str) -> usize {
+pub(crate) fn flag_rank(reason: &str) -> usize {
     LEAK_REASONS
         .iter()
         .position(|&r| r == reason)

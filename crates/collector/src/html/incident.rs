@@ -92,7 +92,7 @@ pub fn incident_page(p: &PageInput<'_>) -> String {
     match &report {
         Some((r, om)) => {
             if let Some(b) = &r.analysis.budget {
-                reduced(&mut h, b, &r.histogram, om);
+                reduced(&mut h, b, r, om);
             }
             h.push_str("<h2 id=\"leaks\">Leaks</h2>\n");
             trace::leaks(&mut h, r, om, MAX_LEAKS);
@@ -237,12 +237,8 @@ fn inventory(h: &mut String, inv: &Inventory<'_>) {
 
 /// A report made within a budget too small for the whole analysis (`analysis.budget`): why,
 /// what it left out, and its class histogram.
-fn reduced(
-    h: &mut String,
-    b: &analyze::budget::Budget,
-    rows: &[analyze::budget::HistogramRow],
-    om: &Omitted,
-) {
+fn reduced(h: &mut String, b: &analyze::budget::Budget, r: &Report, om: &Omitted) {
+    let rows = &r.histogram;
     let _ = writeln!(
         h,
         "<p class=\"error\" id=\"budget\">Only part of the analysis: {}</p>",
@@ -267,6 +263,28 @@ fn reduced(
     h.push_str("</table>\n");
     let left = rows.len().saturating_sub(MAX_ROWS) as u64 + om.at("/histogram");
     more(h, left, "class(es)");
+    // The findings of objects alone (no path, no retained size: see `analysis.budget`).
+    let found = &r.leak_objects;
+    if found.is_empty() {
+        return;
+    }
+    h.push_str("<h2 id=\"found\">Found without paths</h2>\n<table>\n");
+    h.push_str("<tr><th>reason</th><th>class</th><th>object</th><th>detail</th></tr>\n");
+    for o in found.iter().take(MAX_ROWS) {
+        let _ = writeln!(
+            h,
+            "<tr><td>{}</td><td><code>{}</code></td><td><code>{:#x}</code></td><td>{}</td></tr>",
+            esc(&o.leak_reason),
+            esc(&o.class_name),
+            o.object_id,
+            esc(&o.ext_detail)
+        );
+    }
+    h.push_str("</table>\n");
+    let left = found.len().saturating_sub(MAX_ROWS) as u64
+        + r.analysis.left_out.leak_objects
+        + om.at("/leakObjects");
+    more(h, left, "finding(s)");
 }
 
 #[cfg(test)]
@@ -310,7 +328,10 @@ mod tests {
                            "budgetBytes": 1, "neededBytes": 2, "estimate": "e",
                            "leftOut": ["gcPaths (leaks and their paths)", "dominators"],
                            "reason": "the whole analysis would need <more>"}},
-                       "histogram": [{"className": "a.<B>", "instanceCount": 3, "shallowSize": 2048}]});
+                       "histogram": [{"className": "a.<B>", "instanceCount": 3, "shallowSize": 2048}],
+                       "leakObjects": [{"className": "a.<Act>", "objectId": 256,
+                                        "leakReason": "Activity Leak",
+                                        "extDetail": "mDestroyed is true"}]});
         let page = incident_page(&PageInput {
             title: "t",
             report: Some(&r),
@@ -328,6 +349,14 @@ mod tests {
             page.contains("<td><code>a.&lt;B&gt;</code></td><td>3</td><td>2.0 KB</td>"),
             "{page}"
         );
+        // The findings of objects alone, under their own heading.
+        assert!(
+            page.contains(
+                "<tr><td>Activity Leak</td><td><code>a.&lt;Act&gt;</code></td>\
+                 <td><code>0x100</code></td><td>mDestroyed is true</td></tr>"
+            ),
+            "{page}"
+        );
         // A whole report has neither.
         let page = incident_page(&PageInput {
             title: "t",
@@ -335,6 +364,7 @@ mod tests {
             ..PageInput::default()
         });
         assert!(!page.contains("id=\"budget\"") && !page.contains("id=\"histogram\""));
+        assert!(!page.contains("id=\"found\""));
     }
 
     /// A class name, a reason, an inventory group and a running-info value that are HTML

@@ -1,0 +1,454 @@
+//! The detectors' findings in the report of what fits (`crate::budget::reduced`): what an
+//! object shows alone, without the graph, found by a streaming pass over the dump after the
+//! census, with the census's classes (their layouts and roles: `fields::role`) and the
+//! detectors' own rules (`pass2::role_finding`, the large arrays' threshold as `settle` applies
+//! it, `flag_rank`).
+//!
+//! Found: destroyed Activities, Fragments detached from their manager, Bitmaps of the policy's
+//! pixels or more, arrays of `Config::array_min_bytes` or more, and the objects LeakCanary's
+//! watcher judged retained (their referents: a second pass over the dump finds their classes,
+//! only if some were watched). Not found: what needs the graph (a running Service no
+//! ActivityThread holds, the Window and NativeAllocationRegistry counts, which count live
+//! objects; retained sizes; paths). Each finding's object is listed whether reachable or not
+//! (the full analysis lists reachable ones only), and the findings a leak's object holds alone
+//! are not folded into the leak (the full report's `consequences`).
+//!
+//! Invariants:
+//! - Memory: the census's classes and strings (the index `ix`, without objects), at most
+//!   [`MAX_LEAK_OBJECTS`] findings and as many watched referents; nothing per object. Findings
+//!   past the cap are counted (`left`), in file order.
+//! - One finding per object, the best by `flag_rank` (as `one_flag_per_node`).
+//! - Sizes and class names are the full analysis's (the census's conventions, `sizes::kind`).
+#![forbid(unsafe_code)]
+
+use super::sizes::{align, kind, vm_size, Kind};
+use super::*;
+use crate::report::{LeakObject, MAX_LEAK_OBJECTS};
+use std::collections::HashSet;
+
+/// The findings pass's visitor (see the module documentation).
+struct Pass<'a> {
+    ix: &'a Index,
+    conv: Conventions,
+    android: bool,
+    limits: IndexLimits,
+    /// Findings in file order, at most [`MAX_LEAK_OBJECTS`]; `left` counts the others.
+    found: Vec<LeakObject>,
+    left: u64,
+    /// The watched referents (at most [`MAX_LEAK_OBJECTS`]; `watched_left` counts the others).
+    watched: HashSet<u64>,
+    watched_left: u64,
+    /// The second pass: the watched referents sought, sorted (their objects become findings).
+    want: Vec<u64>,
+}
+
+/// The findings of a dump (see the module documentation): at most [`MAX_LEAK_OBJECTS`]
+/// `leakObjects[]` entries, without retained size or signature, and how many more were found.
+pub struct Found {
+    pub objects: Vec<LeakObject>,
+    pub left: u64,
+}
+
+impl Pass<'_> {
+    fn push(&mut self, id: u64, class_name: String, size: u64, reason: &str, detail: String) {
+        if self.found.len() >= MAX_LEAK_OBJECTS {
+            self.left += 1;
+            return;
+        }
+        self.found.push(LeakObject {
+            class_name,
+            size,
+            object_id: id,
+            leak_reason: reason.into(),
+            ext_detail: detail,
+            ..LeakObject::default()
+        });
+    }
+
+    /// The class index of `class_id` (the pseudo-class of unknown classes if the dump lacks it).
+    fn class(&self, class_id: u64) -> u32 {
+        (self.ix.class_by_id(class_id)).unwrap_or((self.ix.classes.len() - 1) as u32)
+    }
+
+    /// An object of class `ci` and raw size `raw` (its field data, or its array's bytes with
+    /// the header): its shallow size as the full analysis counts it.
+    fn size(&self, ci: u32, raw: u64) -> u64 {
+        let id_size = self.ix.header.id_size;
+        match kind(self.ix, ci, &self.conv, self.android) {
+            Kind::Instance(s) if s > 0 => s,
+            Kind::Instance(_) => align(self.conv.object_header as u64 + raw, 8),
+            k => vm_size(k, raw, &self.conv, id_size, self.android) as u64,
+        }
+    }
+
+    /// In the second pass: the object `id` (class `ci`, raw size `raw`) if it is watched.
+    fn sought(&mut self, id: u64, ci: u32, raw: u64) {
+        if self.want.binary_search(&id).is_ok() {
+            let name = self.ix.classes[ci as usize].name.clone();
+            let size = self.size(ci, raw);
+            self.push(id, name, size, WATCHED_FINDING, WATCHED_DETAIL.into());
+        }
+    }
+
+    fn array(&mut self, id: u64, ci: u32, raw: u64, detail: impl FnOnce() -> String) {
+        let size = self.size(ci, raw);
+        if size >= self.limits.array_min_bytes {
+            let name = self.ix.classes[ci as usize].name.clone();
+            self.push(id, name, size, ARRAY_FINDING, detail());
+        }
+    }
+}
+
+impl Visitor for Pass<'_> {
+    fn sub(&mut self, _: u64, s: &Sub<'_>, _: &[u8]) -> Result<(), String> {
+        let id_size = self.ix.header.id_size;
+        let second = !self.want.is_empty();
+        match *s {
+            Sub::Class(ref c) if second && self.want.binary_search(&c.id).is_ok() => {
+                let ix = self.ix;
+                let Some(k) = ix.class_by_id(c.id) else {
+                    return Ok(());
+                };
+                let cl = &ix.classes[k as usize];
+                let r = self.conv.reference_size as u64;
+                let bytes = cl.static_prim_bytes as u64 + cl.statics.len() as u64 * r;
+                let name = format!("class {}", cl.name);
+                self.push(
+                    c.id,
+                    name,
+                    align(bytes, 8),
+                    WATCHED_FINDING,
+                    WATCHED_DETAIL.into(),
+                );
+            }
+            Sub::Instance {
+                id, class_id, data, ..
+            } => {
+                let ci = self.class(class_id);
+                if second {
+                    self.sought(id, ci, data.len() as u64);
+                    return Ok(());
+                }
+                let ix = self.ix;
+                let cl = &ix.classes[ci as usize];
+                let pixels = self.limits.bitmap_min_pixels;
+                match role_finding(cl.role, data, id_size, pixels) {
+                    None => {}
+                    Some(RoleFinding::Flag(reason, detail)) => {
+                        let (name, size) = (cl.name.clone(), self.size(ci, data.len() as u64));
+                        self.push(id, name, size, reason, detail);
+                    }
+                    Some(RoleFinding::Watched(r)) => {
+                        if self.watched.len() < MAX_LEAK_OBJECTS {
+                            self.watched.insert(r);
+                        } else if !self.watched.contains(&r) {
+                            self.watched_left += 1;
+                        }
+                    }
+                }
+            }
+            Sub::ObjectArray {
+                id, len, class_id, ..
+            } => {
+                let ci = self.class(class_id);
+                let raw = len as u64 * id_size as u64 + array_header(id_size);
+                match second {
+                    true => self.sought(id, ci, raw),
+                    false => {
+                        let ix = self.ix;
+                        let name = &ix.classes[ci as usize].name;
+                        self.array(id, ci, raw, || format!("{name} of {len}"));
+                    }
+                }
+            }
+            Sub::PrimitiveArray { id, len, ty, .. } => {
+                let pi = PRIMS.iter().position(|&p| p == ty).unwrap_or(4) as u32;
+                let ci = self.ix.prim_base + pi;
+                let raw = len as u64 * ty.size(id_size) as u64 + array_header(id_size);
+                match second {
+                    true => self.sought(id, ci, raw),
+                    false => self.array(id, ci, raw, || format!("{} of {len}", prim_name(ty))),
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// The findings of `input` (see the module documentation), with the census's classes `ix`
+/// and conventions `conv`.
+pub(crate) fn findings(
+    input: &Input<'_>,
+    ix: &Index,
+    conv: Conventions,
+    limits: IndexLimits,
+) -> Result<Found, crate::Error> {
+    let mut p = Pass {
+        ix,
+        conv,
+        android: conv.vm == "Android",
+        limits,
+        found: Vec::new(),
+        left: 0,
+        watched: HashSet::new(),
+        watched_left: 0,
+        want: Vec::new(),
+    };
+    input.pass(&mut p)?;
+    if p.watched.is_empty() {
+        return Ok(Found {
+            objects: p.found,
+            left: p.left,
+        });
+    }
+    // The watched referents: their objects, found by a second pass (one finding per object).
+    let first = std::mem::take(&mut p.found);
+    let (left, watched_left) = (p.left, p.watched_left);
+    p.want = p.watched.drain().collect();
+    p.want.sort_unstable();
+    p.left = 0;
+    input.pass(&mut p)?;
+    let mut objects = first;
+    let at: HashMap<u64, usize> = (objects.iter().enumerate())
+        .map(|(i, o)| (o.object_id, i))
+        .collect();
+    let mut more = 0u64;
+    for w in p.found {
+        match at.get(&w.object_id) {
+            Some(&i) if flag_rank(&objects[i].leak_reason) <= flag_rank(&w.leak_reason) => {}
+            Some(&i) => objects[i] = w,
+            None if objects.len() < MAX_LEAK_OBJECTS => objects.push(w),
+            None => more += 1,
+        }
+    }
+    Ok(Found {
+        objects,
+        left: left + watched_left + p.left + more,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::budget::FIXED_BYTES;
+    use crate::report::{LeakObject, Report, MAX_LEAK_OBJECTS};
+    use crate::{analyze, Config, Input};
+    use hprof::writer::Writer;
+    use hprof::{sub, tag, BasicType, Format};
+
+    /// The full report, and the report of what fits (a budget the census finds too small).
+    fn both(bytes: &[u8]) -> (Report, Report) {
+        let run = |budget_bytes: u64| {
+            let cfg = Config {
+                budget_bytes,
+                // (The full report's paths: more than its leakObjects[], see the cap's test.)
+                max_suspects_per_class: 2 * MAX_LEAK_OBJECTS,
+                ..Config::default()
+            };
+            analyze(Input::Bytes(bytes), &cfg, serde_json::Value::Null).unwrap()
+        };
+        let (full, small) = (run(0), run(FIXED_BYTES - 1));
+        assert!(full.analysis.budget.is_none() && small.analysis.budget.is_some());
+        (full, small)
+    }
+
+    /// Each entry's object, reason, class, detail and shallow size, sorted.
+    fn named(v: &[LeakObject]) -> Vec<(u64, String, String, String, u64)> {
+        let mut v: Vec<_> = (v.iter())
+            .map(|o| {
+                let (r, c, d) = (&o.leak_reason, &o.class_name, &o.ext_detail);
+                (o.object_id, r.clone(), c.clone(), d.clone(), o.size)
+            })
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// A dump (1.0.3, 4-byte ids) whose statics hold, each alone: a destroyed Activity 0x100
+    /// (also watched), a live one 0x120, a detached Fragment 0x140, a Bitmap of 2000x1000 0x400 and one of 10x10 0x410,
+    /// a byte[] of 300,000 0x500, an object watched and judged retained 0x600 (listed before
+    /// its KeyedWeakReference), one watched not yet judged 0x610, and an Object[] holding the
+    /// three KeyedWeakReferences (0x800, 0x810, 0x820).
+    fn findings_dump() -> Vec<u8> {
+        let mut w = Writer::new(Format::V103, 4, 0);
+        let names = [
+            "java.lang.Object",
+            "android.app.Activity",
+            "com.app.MainActivity",
+            "mDestroyed",
+            "mFinished",
+            "com.app.Leaks",
+            "android.graphics.Bitmap",
+            "mWidth",
+            "mHeight",
+            "java.lang.ref.Reference",
+            "referent",
+            "java.lang.ref.WeakReference",
+            "leakcanary.KeyedWeakReference",
+            "retainedUptimeMillis",
+            "com.app.Thing",
+            "java.lang.Object[]",
+            "sActivity",
+            "sLive",
+            "sBitmap",
+            "sSmall",
+            "sArray",
+            "sThing",
+            "sWaiting",
+            "sRefs",
+            "androidx.fragment.app.Fragment",
+            "mFragmentManager",
+            "mCalled",
+            "sFragment",
+        ];
+        for (i, t) in names.iter().enumerate() {
+            w.utf8(i as u64 + 1, t);
+        }
+        // Classes 0x10.. by their names' order (the classes among them).
+        let classes = [(1, 0x10), (2, 0x20), (3, 0x30), (6, 0x40), (7, 0x50)];
+        let more = [
+            (10, 0x60),
+            (12, 0x70),
+            (13, 0x80),
+            (15, 0x90),
+            (16, 0xA0),
+            (25, 0xB0),
+        ];
+        for (serial, &(name, id)) in classes.iter().chain(&more).enumerate() {
+            w.load_class(serial as u32 + 1, id, name);
+        }
+        w.segment(tag::HEAP_DUMP_SEGMENT);
+        let (obj, int, long, boolean) = (
+            BasicType::Object,
+            BasicType::Int,
+            BasicType::Long,
+            BasicType::Boolean,
+        );
+        w.class_dump(0x10, 0, 0, 8, &[], &[]);
+        w.class_dump(0x20, 0x10, 0, 10, &[], &[(4, boolean), (5, boolean)]);
+        w.class_dump(0x30, 0x20, 0, 10, &[], &[]);
+        let statics: Vec<(u64, BasicType, Vec<u8>)> = [
+            (17, 0x100u32),
+            (18, 0x120),
+            (19, 0x400),
+            (20, 0x410),
+            (21, 0x500),
+            (22, 0x600),
+            (23, 0x610),
+            (24, 0x700),
+            (28, 0x140),
+        ]
+        .iter()
+        .map(|&(n, v)| (n, obj, v.to_be_bytes().to_vec()))
+        .collect();
+        w.class_dump(0x40, 0x10, 0, 8, &statics, &[]);
+        w.class_dump(0x50, 0x10, 0, 16, &[], &[(8, int), (9, int)]);
+        w.class_dump(0x60, 0x10, 0, 12, &[], &[(11, obj)]);
+        w.class_dump(0x70, 0x60, 0, 12, &[], &[]);
+        w.class_dump(0x80, 0x70, 0, 20, &[], &[(14, long)]);
+        w.class_dump(0x90, 0x10, 0, 8, &[], &[]);
+        w.class_dump(0xA0, 0x10, 0, 8, &[], &[]);
+        w.class_dump(0xB0, 0x10, 0, 13, &[], &[(26, obj), (27, boolean)]);
+        w.instance(0x100, 0x30, &[1, 0]);
+        w.instance(0x120, 0x30, &[0, 0]);
+        // A Fragment detached from its manager (null) after its onDestroy (mCalled).
+        w.instance(0x140, 0xB0, &[0, 0, 0, 0, 1]);
+        let bitmap = |w: &mut Writer, id: u64, x: u32, y: u32| {
+            let v: Vec<u8> = x.to_be_bytes().into_iter().chain(y.to_be_bytes()).collect();
+            w.instance(id, 0x50, &v);
+        };
+        bitmap(&mut w, 0x400, 2000, 1000);
+        bitmap(&mut w, 0x410, 10, 10);
+        w.primitive_array_nodata(0x500, BasicType::Byte, 300_000);
+        w.instance(0x600, 0x90, &[]);
+        w.instance(0x610, 0x90, &[]);
+        // KeyedWeakReference: its own field (retainedUptimeMillis), then Reference's referent.
+        for (id, retained, referent) in [
+            (0x800, 5i64, 0x600u32),
+            (0x810, 7, 0x100),
+            (0x820, -1, 0x610),
+        ] {
+            let v: Vec<u8> = retained
+                .to_be_bytes()
+                .into_iter()
+                .chain(referent.to_be_bytes())
+                .collect();
+            w.instance(id, 0x80, &v);
+        }
+        w.object_array(0x700, 0xA0, &[0x800, 0x810, 0x820]);
+        for c in [
+            0x10, 0x20, 0x30, 0x40, 0x50, 0x60, 0x70, 0x80, 0x90, 0xA0, 0xB0,
+        ] {
+            w.root(sub::ROOT_STICKY_CLASS, c);
+        }
+        w.end_segment();
+        w.heap_dump_end();
+        w.finish()
+    }
+
+    /// Issue 43: the report of what fits lists the findings the full report lists, by object,
+    /// reason, class, detail and shallow size (without retained size or signature), and no
+    /// longer says it leaves `leakObjects` out.
+    #[test]
+    fn the_report_of_what_fits_lists_the_findings_of_objects_alone() {
+        let (full, small) = both(&findings_dump());
+        let want = named(&full.leak_objects);
+        let ids: Vec<(u64, &str)> = (want.iter()).map(|o| (o.0, o.1.as_str())).collect();
+        assert_eq!(
+            ids,
+            [
+                (0x100, "Activity Leak"),
+                (0x140, "Fragment Leak"),
+                (0x400, "Bitmap Size Over Threshold"),
+                (0x500, "Array Size Over Threshold"),
+                (0x600, "Watched Object Retained"),
+            ],
+            "{:?}",
+            full.leak_objects
+        );
+        assert_eq!(named(&small.leak_objects), want);
+        for o in &small.leak_objects {
+            assert_eq!((o.retained_size, o.signature.as_str()), (0, ""), "{o:?}");
+        }
+        assert_eq!(small.analysis.left_out.leak_objects, 0);
+        let b = small.analysis.budget.unwrap();
+        assert!(!b.left_out.iter().any(|s| s == "leakObjects"), "{b:?}");
+        assert!(
+            b.left_out.iter().any(|s| s.contains("retainedSize")),
+            "{b:?}"
+        );
+        assert!(b.left_out.iter().any(|s| s.starts_with("gcPaths")), "{b:?}");
+        assert!(
+            b.left_out.iter().any(|s| s.starts_with("dominators")),
+            "{b:?}"
+        );
+    }
+
+    /// Past [`MAX_LEAK_OBJECTS`] findings, the report of what fits lists that many and counts
+    /// the others in `analysis.leftOut.leakObjects`, as the full report does.
+    #[test]
+    fn the_findings_of_the_report_of_what_fits_are_capped_and_counted() {
+        let n = MAX_LEAK_OBJECTS as u64 + 5;
+        let mut w = Writer::new(Format::V102, 8, 0);
+        crate::tests::activity_strings(&mut w);
+        w.segment(tag::HEAP_DUMP_SEGMENT);
+        w.class_dump(0x10, 0, 0, 0, &[], &[]);
+        crate::tests::activity_class(&mut w);
+        w.class_dump(0x30, 0x20, 0, 10, &[], &[]);
+        for i in 0..n {
+            w.instance(0x1000 + 16 * i, 0x30, &[1, 0]);
+            w.root_jni_global(0x1000 + 16 * i, i + 1);
+        }
+        w.end_segment();
+        w.heap_dump_end();
+        let (full, small) = both(&w.finish());
+        assert_eq!(full.leak_objects.len(), MAX_LEAK_OBJECTS);
+        assert_eq!(small.leak_objects.len(), MAX_LEAK_OBJECTS);
+        assert_eq!(full.analysis.left_out.leak_objects, 5);
+        assert_eq!(small.analysis.left_out.leak_objects, 5);
+        assert!(small
+            .leak_objects
+            .iter()
+            .all(|o| o.leak_reason == "Activity Leak"));
+    }
+}
