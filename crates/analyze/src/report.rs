@@ -412,7 +412,9 @@ struct Group {
 /// [`keep_largest`]); the others are counted in `analysis.leftOut.gcPaths`.
 pub const MAX_GC_PATHS: usize = 100;
 /// `leakObjects[]` entries kept in all: the largest retained; the others are counted in
-/// `analysis.leftOut.leakObjects` (their groups still count them).
+/// `analysis.leftOut.leakObjects` (their groups still count them). So are the suspects past
+/// `Config::max_suspects_per_class` of one reason and class, which get no path and no group
+/// (their class's `leakInstanceCount` counts them).
 pub const MAX_LEAK_OBJECTS: usize = 1000;
 /// `classInfos[]` entries kept in all: the most leaking, then the most numerous classes.
 pub const MAX_CLASS_INFOS: usize = 500;
@@ -426,7 +428,7 @@ pub(crate) fn build(
     input: Input<'_>,
     running_info: serde_json::Value,
 ) -> Result<Report, Error> {
-    let (mut suspects, cands) = suspects_and_candidates(ix, dom, cfg, threads);
+    let ((mut suspects, past_cap), cands) = suspects_and_candidates(ix, dom, cfg, threads);
     let folded = fold_consequences(ix, dom, &mut suspects);
 
     // --- Name the paths (pass 3 over the file for the references along them). Each path is
@@ -448,11 +450,14 @@ pub(crate) fn build(
     // --- gcPaths and leakObjects: suspects grouped by (reason, class, signature).
     let listed = listed_suspects(&suspects, dom, MAX_LEAK_OBJECTS);
     let mut left_out = LeftOut {
-        leak_objects: (suspects.len() - listed.len()) as u64,
+        leak_objects: (suspects.len() - listed.len()) as u64 + past_cap.values().sum::<u64>(),
         ..LeftOut::default()
     };
-    let (mut groups, leak_objects, leak_counts) =
+    let (mut groups, leak_objects, mut leak_counts) =
         group_suspects(ix, dom, &suspects, &listed, &sign);
+    for (class, n) in past_cap {
+        *leak_counts.entry(class).or_default() += n;
+    }
     add_consequences(ix, &mut groups, &suspects, &folded, &sign);
 
     // --- dominators[]: candidates grouped by class and path shape, each with its first object.
@@ -532,7 +537,7 @@ fn suspects_and_candidates(
     dom: &Dominators,
     cfg: &Config,
     threads: usize,
-) -> (Vec<Suspect>, Vec<(u64, u32)>) {
+) -> (Suspects, Vec<(u64, u32)>) {
     let holder = holders(ix, dom);
     let want = cfg.top_n.saturating_mul(8).max(64);
     let len = dom.len() as u32;
@@ -894,10 +899,13 @@ pub(crate) fn class_infos(ix: &Index, leak_counts: &HashMap<u32, u64>) -> Vec<Cl
     class_infos
 }
 
+/// The suspects kept, and per class how many were past `Config::max_suspects_per_class`.
+type Suspects = (Vec<Suspect>, HashMap<u32, u64>);
+
 /// The detectors' findings on reachable objects, plus the counted roles (windows, native
 /// allocation registries) over their thresholds; per (reason, class) the largest first, at most
-/// `max_suspects_per_class` of them.
-fn leak_suspects(ix: &Index, dom: &Dominators, cfg: &Config) -> Vec<Suspect> {
+/// `max_suspects_per_class` of them (the others counted per class).
+fn leak_suspects(ix: &Index, dom: &Dominators, cfg: &Config) -> Suspects {
     let live = |v: u32| dom.number(v) != UNREACHED;
     // --- Suspects from the detectors (reachable ones only).
     let mut suspects: Vec<Suspect> = ix
@@ -974,10 +982,12 @@ fn leak_suspects(ix: &Index, dom: &Dominators, cfg: &Config) -> Vec<Suspect> {
             .then(a.node.cmp(&b.node))
     });
     let mut keep = Vec::with_capacity(suspects.len());
+    let mut past_cap: HashMap<u32, u64> = HashMap::new();
     let mut last: Option<(String, u32)> = None;
     let mut run = 0usize;
     for s in suspects {
-        let key = (s.reason.clone(), ix.class_of[s.node as usize]);
+        let class = ix.class_of[s.node as usize];
+        let key = (s.reason.clone(), class);
         if last.as_ref() != Some(&key) {
             last = Some(key);
             run = 0;
@@ -985,9 +995,11 @@ fn leak_suspects(ix: &Index, dom: &Dominators, cfg: &Config) -> Vec<Suspect> {
         run += 1;
         if run <= cfg.max_suspects_per_class {
             keep.push(s);
+        } else {
+            *past_cap.entry(class).or_default() += 1;
         }
     }
-    keep
+    (keep, past_cap)
 }
 
 /// Keep the `max` entries of `v` with the largest `key` (ties: the earlier), in their order;

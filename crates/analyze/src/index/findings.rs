@@ -241,8 +241,6 @@ mod tests {
         let run = |budget_bytes: u64| {
             let cfg = Config {
                 budget_bytes,
-                // (The full report's paths: more than its leakObjects[], see the cap's test.)
-                max_suspects_per_class: 2 * MAX_LEAK_OBJECTS,
                 ..Config::default()
             };
             analyze(Input::Bytes(bytes), &cfg, serde_json::Value::Null).unwrap()
@@ -428,7 +426,19 @@ mod tests {
     /// the others in `analysis.leftOut.leakObjects`, as the full report does.
     #[test]
     fn the_findings_of_the_report_of_what_fits_are_capped_and_counted() {
-        let n = MAX_LEAK_OBJECTS as u64 + 5;
+        let (full, small) = both(&destroyed_activities(MAX_LEAK_OBJECTS as u64 + 5));
+        assert_eq!(full.leak_objects.len(), MAX_LEAK_OBJECTS);
+        assert_eq!(small.leak_objects.len(), MAX_LEAK_OBJECTS);
+        assert_eq!(full.analysis.left_out.leak_objects, 5);
+        assert_eq!(small.analysis.left_out.leak_objects, 5);
+        assert!(small
+            .leak_objects
+            .iter()
+            .all(|o| o.leak_reason == "Activity Leak"));
+    }
+
+    /// `n` destroyed Activities of one class, each held by a JNI global.
+    fn destroyed_activities(n: u64) -> Vec<u8> {
         let mut w = Writer::new(Format::V102, 8, 0);
         crate::tests::activity_strings(&mut w);
         w.segment(tag::HEAP_DUMP_SEGMENT);
@@ -441,14 +451,36 @@ mod tests {
         }
         w.end_segment();
         w.heap_dump_end();
-        let (full, small) = both(&w.finish());
-        assert_eq!(full.leak_objects.len(), MAX_LEAK_OBJECTS);
-        assert_eq!(small.leak_objects.len(), MAX_LEAK_OBJECTS);
-        assert_eq!(full.analysis.left_out.leak_objects, 5);
-        assert_eq!(small.analysis.left_out.leak_objects, 5);
-        assert!(small
-            .leak_objects
+        w.finish()
+    }
+
+    /// The full report's suspects past `max_suspects_per_class` of one reason and class get no
+    /// path, but are counted: in `analysis.leftOut.leakObjects` and in their class's
+    /// `leakInstanceCount` (they were dropped uncounted before).
+    #[test]
+    fn suspects_past_the_per_class_cap_are_counted() {
+        let cfg = Config {
+            max_suspects_per_class: 10,
+            ..Config::default()
+        };
+        let r = analyze(
+            Input::Bytes(&destroyed_activities(25)),
+            &cfg,
+            serde_json::Value::Null,
+        )
+        .unwrap();
+        assert_eq!(r.leak_objects.len(), 10);
+        assert_eq!(r.gc_paths.iter().map(|g| g.instance_count).sum::<u64>(), 10);
+        assert_eq!(r.analysis.left_out.leak_objects, 15);
+        let info = r
+            .class_infos
             .iter()
-            .all(|o| o.leak_reason == "Activity Leak"));
+            .find(|c| c.class_name == "com.app.MainActivity");
+        assert_eq!(
+            info.map(|c| c.leak_instance_count),
+            Some(25),
+            "{:?}",
+            r.class_infos
+        );
     }
 }
