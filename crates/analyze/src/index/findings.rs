@@ -195,7 +195,7 @@ pub(crate) fn findings(
         watched_left: 0,
         want: Vec::new(),
     };
-    input.pass(&mut p)?;
+    input.pass_cold(&mut p)?;
     if p.watched.is_empty() {
         return Ok(Found {
             objects: p.found,
@@ -208,7 +208,7 @@ pub(crate) fn findings(
     p.want = p.watched.drain().collect();
     p.want.sort_unstable();
     p.left = 0;
-    input.pass(&mut p)?;
+    input.pass_cold(&mut p)?;
     let mut objects = first;
     let at: HashMap<u64, usize> = (objects.iter().enumerate())
         .map(|(i, o)| (o.object_id, i))
