@@ -69,7 +69,7 @@ for t in "${targets[@]}"; do
   export "$linker_var=$root/scripts/android-link/android-cc" OOMGUARD_ANDROID_LINK_DIR="$out" \
     OOMGUARD_ANDROID_CLANG_TARGET="$clang_target"
   android_env cargo rustc -q --profile ship -p oomguard --lib --target "$t" --crate-type cdylib \
-    -- -C link-arg=-Wl,-z,max-page-size=16384
+    -- -C link-arg=-Wl,-z,max-page-size=$ANDROID_PAGE
   cp "$tdir/$t/ship/liboomguard.so" "$out/liboomguard.so"
   llvm-strip-14 -o "$out/liboomguard.stripped.so" "$out/liboomguard.so"
   check_elf "$out/liboomguard.stripped.so" || fail=1

@@ -34,9 +34,8 @@ while [ $# -gt 0 ]; do
   shift
 done
 MIN_API=21
-PAGE=16384
 
-source scripts/lib/elf_check.sh  # check_elf FILE
+source scripts/lib/elf_check.sh  # check_elf FILE, ANDROID_PAGE
 
 stage="$out/aar"
 rm -rf "$stage" "$out/oomguard.aar"
@@ -73,7 +72,7 @@ if [ -z "$java_only" ]; then
   done
   if [ ${#missing[@]} -eq 0 ]; then
     echo "build-android: NDK $ndk"
-    ANDROID_NDK_HOME="$ndk" RUSTFLAGS="-C link-arg=-Wl,-z,max-page-size=$PAGE" \
+    ANDROID_NDK_HOME="$ndk" RUSTFLAGS="-C link-arg=-Wl,-z,max-page-size=$ANDROID_PAGE" \
       cargo ndk -t arm64-v8a -t armeabi-v7a -t x86_64 -P $MIN_API -o "$out/jniLibs" \
       rustc --profile ship -p oomguard --lib --crate-type cdylib
     for abi in arm64-v8a armeabi-v7a x86_64; do
@@ -98,8 +97,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   printf '  - %s\n' "${missing[@]}" >&2
   echo "  (without an NDK, scripts/android-link.sh links arm64-v8a against bionic's API $MIN_API stubs and checks that file: its imports, 16 KB segments and exports; a stand-in unwinder, so it never goes in the AAR; scripts/abi-check.sh runs it and checks armv7's static archive)" >&2
   if [ -n "$proxy" ]; then
-    echo "build-android: --proxy: the x86_64 Linux library, ship profile, -z max-page-size=$PAGE (not in the AAR)"
-    cargo rustc --profile ship -p oomguard --lib --crate-type cdylib -- -C link-arg=-Wl,-z,max-page-size=$PAGE
+    echo "build-android: --proxy: the x86_64 Linux library, ship profile, -z max-page-size=$ANDROID_PAGE (not in the AAR)"
+    cargo rustc --profile ship -p oomguard --lib --crate-type cdylib -- -C link-arg=-Wl,-z,max-page-size=$ANDROID_PAGE
     mkdir -p "$out/proxy"
     cp "${CARGO_TARGET_DIR:-target}/ship/liboomguard.so" "$out/proxy/"
     check_elf "$out/proxy/liboomguard.so"

@@ -2,8 +2,11 @@
 # (scripts/build-android.sh, scripts/android-link.sh): every PT_LOAD segment aligned to at least
 # 16 KB (Android 15's 16 KB pages), no text relocations, and only the JNI entry points (Java_*,
 # JNI_OnLoad) exported. Prints one line when it passes; otherwise each failure on stderr, rc 1.
+# ANDROID_PAGE: the page size the Android library is linked for (-z max-page-size) and checked
+# against, set here once for both scripts.
+ANDROID_PAGE=16384
 check_elf() {
-  local f="$1" page=16384 bad=0 a exports
+  local f="$1" page=$ANDROID_PAGE bad=0 a exports
   while read -r a; do
     if [ $((a)) -lt $page ]; then
       echo "check_elf: $f: a PT_LOAD segment aligned to $a (< $page): no 16 KB pages" >&2
