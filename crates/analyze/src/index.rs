@@ -491,6 +491,20 @@ const PRIMS: [BasicType; 8] = [
     BasicType::Long,
 ];
 
+/// The position of `ty` in [`PRIMS`] (its pseudo-class is `Index::prim_base` plus it); a type
+/// not listed counts as `byte[]`.
+#[inline]
+fn prim_index(ty: BasicType) -> usize {
+    PRIMS.iter().position(|&p| p == ty).unwrap_or(4)
+}
+
+/// The raw bytes of an array of `len` elements of `elem` bytes each, with the header
+/// [`array_header`] counts.
+#[inline]
+fn array_bytes(len: u32, elem: u32, id_size: u32) -> u64 {
+    len as u64 * elem as u64 + array_header(id_size)
+}
+
 /// Array header bytes counted in a shallow size (length word plus object header).
 pub fn array_header(id_size: u32) -> u64 {
     if id_size == 4 {

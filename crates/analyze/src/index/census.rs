@@ -411,9 +411,8 @@ impl Visitor for Census {
             }
             Sub::PrimitiveArray { id, len, ty, .. } => {
                 self.object(id, None);
-                let pi = PRIMS.iter().position(|&p| p == ty).unwrap_or(4);
-                let e = ty.size(id_size as u32) as u64;
-                let raw = len as u64 * e + array_header(id_size as u32);
+                let pi = prim_index(ty);
+                let raw = array_bytes(len, ty.size(id_size as u32), id_size as u32);
                 let sz = self.sizes(Kind::PrimitiveArray(ty.size(4) as u64), raw);
                 let p = &mut self.prims[pi];
                 p.0 += 1;

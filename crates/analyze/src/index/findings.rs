@@ -151,7 +151,7 @@ impl Visitor for Pass<'_> {
                 id, len, class_id, ..
             } => {
                 let ci = self.class(class_id);
-                let raw = len as u64 * id_size as u64 + array_header(id_size);
+                let raw = array_bytes(len, id_size, id_size);
                 match second {
                     true => self.sought(id, ci, raw),
                     false => {
@@ -162,9 +162,8 @@ impl Visitor for Pass<'_> {
                 }
             }
             Sub::PrimitiveArray { id, len, ty, .. } => {
-                let pi = PRIMS.iter().position(|&p| p == ty).unwrap_or(4) as u32;
-                let ci = self.ix.prim_base + pi;
-                let raw = len as u64 * ty.size(id_size) as u64 + array_header(id_size);
+                let ci = self.ix.prim_base + prim_index(ty) as u32;
+                let raw = array_bytes(len, ty.size(id_size), id_size);
                 match second {
                     true => self.sought(id, ci, raw),
                     false => self.array(id, ci, raw, || format!("{} of {len}", prim_name(ty))),

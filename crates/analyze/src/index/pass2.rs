@@ -825,7 +825,7 @@ impl Pass2<'_> {
         let ci = self
             .class_index(class_id)
             .unwrap_or((ix.classes.len() - 1) as u32);
-        let bytes = len as u64 * id_size as u64 + array_header(id_size);
+        let bytes = array_bytes(len, id_size, id_size);
         let Some(n) = self.begin(id, ci, bytes) else {
             return;
         };
@@ -848,9 +848,9 @@ impl Pass2<'_> {
         let id_size = self.ix.header.id_size;
         let ix = self.ix;
         self.in_array = false;
-        let pi = PRIMS.iter().position(|&p| p == ty).unwrap_or(4) as u32;
+        let pi = prim_index(ty) as u32;
         let ci = ix.prim_base + pi;
-        let bytes = len as u64 * ty.size(id_size) as u64 + array_header(id_size);
+        let bytes = array_bytes(len, ty.size(id_size), id_size);
         let Some(n) = self.begin(id, ci, bytes) else {
             return;
         };
