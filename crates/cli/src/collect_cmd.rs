@@ -40,6 +40,10 @@ pub struct CollectArgs {
     /// The newest incidents the index lists (their summaries are kept in memory).
     #[arg(long, default_value_t = 1000)]
     index_incidents: usize,
+    /// The memory, in MiB, the collector's own analysis of an uploaded dump may take when the
+    /// device could analyse only part of it (its result: `report.server.json`); 0: none.
+    #[arg(long, default_value_t = 1024)]
+    analysis_memory_mb: u64,
 }
 
 pub fn collect(a: CollectArgs) -> Result<(), Failure> {
@@ -59,6 +63,7 @@ pub fn collect(a: CollectArgs) -> Result<(), Failure> {
     cfg.request_timeout = Duration::from_secs(a.request_timeout_secs.max(1));
     cfg.index_page = a.index_page.max(1);
     cfg.index_incidents = a.index_incidents.max(1);
+    cfg.analysis_memory_mb = a.analysis_memory_mb;
     let c = Collector::bind(&a.listen, cfg).map_err(|e| match e {
         // The command line's fault: exit 2, saying which option to change.
         collector::Error::NotLoopback(addr) => Failure {

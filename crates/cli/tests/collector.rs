@@ -6,6 +6,7 @@ mod common;
 
 use common::collect::Collect;
 use std::io::Write;
+use std::time::Duration;
 
 /// A report in the analyser's schema with `n` leak groups and as many dominators, each with
 /// a reference path of five steps (about 1 KB per group).
@@ -145,5 +146,162 @@ fn print_strips_control_characters() {
         line.contains("red") && line.contains("fake line") && line.contains("sig"),
         "{line:?}"
     );
+    c.stop();
+}
+
+/// `path` (a fixture) gzip-compressed, as the agent uploads a stripped dump.
+fn gzip(path: &std::path::Path) -> Vec<u8> {
+    let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    z.write_all(&std::fs::read(path).unwrap()).unwrap();
+    z.finish().unwrap()
+}
+
+/// A report's JSON without its `analysis` table (timings, the run's own figures).
+fn without_analysis(json: &[u8]) -> serde_json::Value {
+    let mut v: serde_json::Value = serde_json::from_slice(json).unwrap();
+    v.as_object_mut().unwrap().remove("analysis");
+    v
+}
+
+/// Incidents the device analysed only in part (a budget too small for the whole analysis: no
+/// paths, so `/leaks` could not count them) whose stripped dump came with the report: the
+/// collector analyses the dump whole into `report.server.json`, equal field for field
+/// (timings aside) to `oomguard analyze`'s report of the same dump with the device's running
+/// info; `/leaks` counts its leaks and the incident's page shows them. A dump cut short gets
+/// `report.server.error.txt` naming the file and the byte, and stays marked as analysed in
+/// part. An incident that became ready while analyses were off is analysed at the next start.
+/// The fixture whose device report is partial: (its stripped dump's bytes gzip-compressed, the
+/// report of a budget too small for the whole analysis, the whole report without `analysis`).
+fn partial_incident() -> (Vec<u8>, Vec<u8>, serde_json::Value) {
+    let dump = common::fixture("android/leak_service_binder.hprof");
+    let running = serde_json::json!({"appVersion": "4.5.6", "deviceId": "phone-1"});
+    let run = |budget_bytes| {
+        let cfg = analyze::Config {
+            budget_bytes,
+            ..analyze::Config::default()
+        };
+        let r = analyze::analyze(analyze::Input::File(&dump), &cfg, running.clone()).unwrap();
+        serde_json::to_vec(&r).unwrap()
+    };
+    let (partial, full) = (run(1 << 20), run(0));
+    let p: serde_json::Value = serde_json::from_slice(&partial).unwrap();
+    assert!(p["analysis"]["budget"].is_object(), "{p}");
+    assert_eq!(p["gcPaths"], serde_json::json!([]));
+    let full = without_analysis(&full);
+    assert!(full["gcPaths"].as_array().unwrap().len() >= 2, "{full}");
+    (gzip(&dump), partial, full)
+}
+
+/// Incidents the device analysed only in part (a budget too small for the whole analysis: no
+/// paths, so `/leaks` could not count them) whose stripped dump came with the report: the
+/// collector analyses the dump whole into `report.server.json`, equal field for field
+/// (timings aside) to `oomguard analyze`'s report of the same dump with the device's running
+/// info; `/leaks` counts its leaks and the incident's page shows them. A dump cut short gets
+/// `report.server.error.txt` naming the file and the byte, and stays marked as analysed in
+/// part. An incident that became ready while analyses were off is analysed at the next start.
+#[test]
+fn a_dump_the_device_analysed_in_part_is_analysed_whole_on_the_collector() {
+    let (gz, partial, full_v) = partial_incident();
+    let tmp = common::fast_tmp();
+    let c = Collect::start(tmp.path(), &[]);
+    c.upload("1000-part", "report", &partial);
+    c.upload("1000-part", "mini.gz", &gz);
+    c.wait_for("analysed on the collector 1000-part");
+    let inc = tmp.path().join("incidents/1000-part");
+    let got = std::fs::read(inc.join("report.server.json")).unwrap();
+    assert_eq!(without_analysis(&got), full_v);
+    assert_eq!(std::fs::read(inc.join("report.json")).unwrap(), partial);
+    assert!(!inc.join(".analysis").exists());
+    let (st, _, page) = c.request("GET", "/leaks", &[], &mut &b""[..], 0);
+    assert_eq!(st, 200);
+    let page = String::from_utf8_lossy(&page);
+    assert!(
+        page.contains("com.example.leakcanary.LeakyService"),
+        "{page}"
+    );
+    assert!(!page.contains("analysed only in part"), "{page}");
+    let (st, _, page) = c.request("GET", "/incidents/1000-part/", &[], &mut &b""[..], 0);
+    assert_eq!(st, 200);
+    let page = String::from_utf8_lossy(&page);
+    assert!(
+        page.contains("the collector&#39;s analysis of the whole uploaded dump")
+            || page.contains("the collector's analysis of the whole uploaded dump"),
+        "{page}"
+    );
+    assert!(page.contains("com.example.leakcanary.LeakyService"));
+
+    // A dump cut short: the reason, with the byte, and the incident stays partial.
+    c.upload("2000-cut", "report", &partial);
+    c.upload("2000-cut", "mini.gz", &gz[..gz.len() / 2]);
+    let err = tmp
+        .path()
+        .join("incidents/2000-cut/report.server.error.txt");
+    for _ in 0..600 {
+        if err.exists() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let why = std::fs::read_to_string(&err).unwrap();
+    assert!(
+        why.contains(&format!(
+            "mini.hprof.gz: byte {}: not a whole gzip stream",
+            gz.len() / 2
+        )),
+        "{why}"
+    );
+    assert!(!tmp.path().join("incidents/2000-cut/.analysis").exists());
+    let (_, _, page) = c.request("GET", "/leaks", &[], &mut &b""[..], 0);
+    let page = String::from_utf8_lossy(&page);
+    assert!(page.contains("1 of them analysed only in part"), "{page}");
+    c.stop();
+
+    // Analyses off: the incident waits; on at the next start: analysed then.
+    let c = Collect::start(tmp.path(), &["--analysis-memory-mb", "0"]);
+    c.upload("3000-later", "report", &partial);
+    c.upload("3000-later", "mini.gz", &gz);
+    c.wait_for("received report 3000-later");
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(!tmp
+        .path()
+        .join("incidents/3000-later/report.server.json")
+        .exists());
+    c.stop();
+    let c = Collect::start(tmp.path(), &[]);
+    c.wait_for("analysed on the collector 3000-later");
+    assert!(!c.out().contains("analysed on the collector 2000-cut"));
+    c.stop();
+}
+
+/// A dump that inflates to more than the collector's disk quota has room for: refused with the
+/// reason (the quota's figures), its bytes given back to the quota (a later upload fits).
+#[test]
+fn a_dump_too_large_for_the_disk_quota_is_refused_and_its_room_given_back() {
+    let (gz, partial, _) = partial_incident();
+    let tmp = common::fast_tmp();
+    // Room for the uploads and a little more, not for the 3.7 MB dump inflated.
+    let quota = (partial.len() + gz.len() + 200_000).to_string();
+    let c = Collect::start(tmp.path(), &["--max-disk-bytes", &quota]);
+    c.upload("1000-big", "report", &partial);
+    c.upload("1000-big", "mini.gz", &gz);
+    let err = tmp
+        .path()
+        .join("incidents/1000-big/report.server.error.txt");
+    for _ in 0..600 {
+        if err.exists() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let why = std::fs::read_to_string(&err).unwrap();
+    assert!(
+        why.contains(
+            "mini.hprof.gz: the dump inflates to more than the collector's directory has room for"
+        ),
+        "{why}"
+    );
+    assert!(!tmp.path().join("incidents/1000-big/.analysis").exists());
+    // What the inflated part had taken is free again.
+    c.upload("2000-next", "meta", &vec![b' '; 150_000]);
     c.stop();
 }

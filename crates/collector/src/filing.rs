@@ -106,6 +106,7 @@ fn file(info: &mut UploadInfo, bp: &Path, sh: &Shared, sha: &str) -> io::Result<
     sh.counters.files_completed.fetch_add(1, Ordering::SeqCst);
     let name = file_name_for(&info.kind);
     let summary = ix.filed(&info.incident, &name, &dst);
+    super::complete::offer(sh, &summary);
     if info.kind == FileKind::Report.upload_kind() {
         sh.counters.reports.fetch_add(1, Ordering::SeqCst);
         if sh.cfg.print {

@@ -332,13 +332,15 @@ pub fn report_line(dir: &Path, s: &Summary) -> String {
         Some(why) => format!("{top}; only part of the analysis: {why}"),
         None => top,
     };
+    // The collector's own analysis of a dump the device analysed only in part.
+    let (what, file) = match s.report.as_ref().is_some_and(|r| r.completed) {
+        true => ("analysed on the collector", crate::complete::SERVER_REPORT),
+        false => ("received report", "report.json"),
+    };
     printable(&format!(
-        "received report {}: {reason}; {n} leak(s){top}; {}",
+        "{what} {}: {reason}; {n} leak(s){top}; {}",
         s.id,
-        dir.join("incidents")
-            .join(&s.id)
-            .join("report.json")
-            .display()
+        dir.join("incidents").join(&s.id).join(file).display()
     ))
 }
 

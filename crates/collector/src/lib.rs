@@ -10,6 +10,10 @@
 //! DIR/uploads/UID.corrupt  a complete upload whose SHA-256 differed from its metadata's
 //! DIR/incidents/ID/      completed files of incident ID, by kind (meta.json, report.json, ...)
 //! DIR/incidents/ID/.summary.json  what the index shows of it ([`summary`])
+//! DIR/incidents/ID/report.server.json  the collector's whole analysis of the uploaded dump, when
+//!                        the device's report holds only part of one ([`complete`])
+//! DIR/incidents/ID/report.server.error.txt  why that analysis could not be made
+//! DIR/incidents/ID/.analysis/  the inflated dump while it is analysed
 //! DIR/index.html         the first page of the index: the newest reports, their top leaks
 //! ```
 //!
@@ -38,6 +42,7 @@
 //!   finish, fsyncs its directories and returns.
 #![forbid(unsafe_code)]
 
+mod complete;
 mod conn;
 mod filing;
 pub mod html;
@@ -108,6 +113,9 @@ pub struct Config {
     pub index_incidents: usize,
     /// Incidents per page of the index.
     pub index_page: usize,
+    /// The memory the collector's own analysis of an incident the device analysed only in part
+    /// may take, in MiB, by the analysis's estimate ([`complete`]); 0: no such analysis.
+    pub analysis_memory_mb: u64,
 }
 
 impl Config {
@@ -126,6 +134,7 @@ impl Config {
             request_timeout: Duration::from_secs(300),
             index_incidents: 1000,
             index_page: 50,
+            analysis_memory_mb: 1024,
         }
     }
 }
@@ -189,6 +198,8 @@ struct Shared {
     mappings: Arc<mapping::Mappings>,
     quota: limits::Quota,
     active: AtomicUsize,
+    /// Incidents the device analysed only in part, waiting for the collector's analysis.
+    analyses: complete::Queue,
 }
 
 /// A bound collector.
@@ -251,7 +262,7 @@ impl Collector {
             );
         }
         let mappings = index.mappings();
-        Ok(Collector {
+        let c = Collector {
             listener,
             shared: Arc::new(Shared {
                 cfg,
@@ -263,8 +274,17 @@ impl Collector {
                 mappings,
                 quota,
                 active: AtomicUsize::new(0),
+                analyses: complete::Queue::default(),
             }),
-        })
+        };
+        // What a stopped collector left to analyse.
+        {
+            let ix = c.shared.index.lock().unwrap_or_else(|p| p.into_inner());
+            for s in ix.summaries() {
+                complete::offer(&c.shared, s);
+            }
+        }
+        Ok(c)
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -283,11 +303,19 @@ impl Collector {
         self.shared.stop.clone()
     }
 
-    /// Serve until the stop flag is set; then finish requests in flight, fsync, return counts.
+    /// Serve until the stop flag is set; then finish requests in flight and the analysis in
+    /// flight ([`complete`]), fsync, return counts.
     pub fn serve(self) -> Result<Stats, Error> {
         let sh = self.shared.clone();
         let addr = self.local_addr().to_string();
-        conn::serve(self.listener, sh.clone()).map_err(|source| Error::Bind { addr, source })?;
+        let analyses = complete::spawn(sh.clone());
+        let served = conn::serve(self.listener, sh.clone());
+        sh.stop.store(true, Ordering::SeqCst);
+        sh.analyses.wake();
+        if let Some(t) = analyses {
+            let _ = t.join();
+        }
+        served.map_err(|source| Error::Bind { addr, source })?;
         for d in ["uploads", "incidents", ""] {
             let p = sh.cfg.dir.join(d);
             let _ = RealFs.sync_dir(&p);

@@ -11,6 +11,7 @@
 //!   most [`MAX_GROUPS`] groups of [`MAX_LINKS`] incident links each.
 #![forbid(unsafe_code)]
 
+use super::complete::{SERVER_ERROR, SERVER_REPORT};
 use super::index::Index;
 use super::safe_name;
 use super::summary::{Guarded, Leak};
@@ -70,8 +71,21 @@ pub(super) fn incident(dir: &Path, id: &str, mappings: &Mappings) -> Option<Stri
         }
     };
     let meta = load("meta.json");
-    let mut report = load("report.json");
     let mut notes = Vec::new();
+    // The collector's whole analysis of a dump the device analysed only in part, if made.
+    let mut report = match load(SERVER_REPORT) {
+        Some(r) => {
+            notes.push(format!("The device analysed only part of this dump (its report.json says why); this page shows the collector's analysis of the whole uploaded dump, {SERVER_REPORT}."));
+            Some(r)
+        }
+        None => load("report.json"),
+    };
+    let mut why = String::new();
+    let _ =
+        std::fs::File::open(d.join(SERVER_ERROR)).map(|f| f.take(4096).read_to_string(&mut why));
+    if !why.is_empty() {
+        errors.push(format!("The device analysed only part of this dump, and the collector could not analyse the uploaded one ({SERVER_ERROR}): {}", why.trim_end()));
+    }
     if let Some(r) = report.as_mut() {
         let version = [meta.as_ref(), Some(&*r)]
             .into_iter()
@@ -242,7 +256,7 @@ pub(super) fn leaks(ix: &Index, mappings: &Mappings) -> String {
             .collect();
         let _ = writeln!(
             h,
-            "<p class=\"error note\" id=\"partial\">{} of them analysed only in part (the device gave the analysis too little memory for the whole of it), so their leaks are not counted here: {}{}.</p>",
+            "<p class=\"error note\" id=\"partial\">{} of them analysed only in part (the device gave the analysis too little memory for the whole of it), so their leaks are not counted here (the collector analyses the dump of such an incident whole when it comes with it; its page says why it could not): {}{}.</p>",
             partial.len(),
             links.join(", "),
             match more {

@@ -46,9 +46,10 @@ const MAX_FILES: usize = 32;
 
 /// How summaries are made: raised when what a summary keeps, or how it is made from the
 /// incident's files, changes (2: leaks in the report's order, with their root and path; the
-/// device without unknown parts; 3: whether the analysis was only partial). Summaries of
-/// another format are made again.
-pub const SUMMARY_FORMAT: u32 = 3;
+/// device without unknown parts; 3: whether the analysis was only partial; 4: the collector's
+/// own analysis of a partial one, `report.server.json`). Summaries of another format are made
+/// again.
+pub const SUMMARY_FORMAT: u32 = 4;
 
 /// The summary of one received incident.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -96,6 +97,10 @@ pub struct ReportSummary {
     /// the analysis too little memory for the whole of it; its leaks are not known).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub partial: Option<String>,
+    /// Read from `report.server.json`: the device analysed only part of the dump, the collector
+    /// the whole of its upload (`complete`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub completed: bool,
 }
 
 /// One leak group of a report.
@@ -180,6 +185,12 @@ impl Summary {
         match name {
             "meta.json" => self.read_meta(path),
             "report.json" => self.read_report(path),
+            crate::complete::SERVER_REPORT => {
+                self.read_report(path);
+                if let Some(r) = &mut self.report {
+                    r.completed = true;
+                }
+            }
             _ => {}
         }
     }

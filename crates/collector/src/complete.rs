@@ -1,0 +1,258 @@
+//! What a device analysed only in part, analysed whole on the collector.
+//!
+//! A device whose analysis had too little memory for the whole of it (`analysis.budget` in its
+//! `report.json`: the issue-43 budget, with no room for scratch files) reports what fits: the
+//! class histogram and what the detectors find without the graph, but no paths, retained sizes
+//! or signatures, so `/leaks` cannot count it. When such an incident also brought its stripped
+//! dump (`mini.hprof.gz`), the collector, which has the memory, analyses the dump whole and files
+//! the result beside the device's as `report.server.json`. Summaries, `/leaks` and the
+//! incident's page then read that report (the page says so); the device's `report.json` is kept
+//! as it came.
+//!
+//! Invariants:
+//! - One analysis at a time, on the `collector-analysis` thread, in the order incidents became
+//!   ready (both files filed; at start, the listed incidents that are ready and have neither
+//!   result, so what a stopped collector left is done at its next start).
+//! - Bounded: the dump is inflated into the incident's hidden work directory (`.analysis/`) no
+//!   further than the disk quota leaves room for (reserved as it is written, released when the
+//!   file is removed); the analysis takes at most [`Config::analysis_memory_mb`] by its own
+//!   estimate, in memory (no scratch files: the disk is the uploads'), and a dump that would need
+//!   more is refused with the reason. The work directory is removed when the analysis ends, and at
+//!   the next attempt if a stop cut it short.
+//! - Nothing half: the report is written whole or not at all (a temporary file, then renamed).
+//!   A dump that cannot be analysed (a bad gzip stream, a truncated dump, no room, a panic of the
+//!   analysis, caught) gets a one-line
+//!   `report.server.error.txt` naming the file and the byte offset, and is not tried again.
+//! - Stopping waits for the analysis in flight (an analysis cannot be cut short); none starts
+//!   after the stop flag is set.
+//!
+//! [`Config::analysis_memory_mb`]: super::Config::analysis_memory_mb
+#![forbid(unsafe_code)]
+
+use super::html::capped;
+use super::Shared;
+use analyze::files::FileKind;
+use std::collections::VecDeque;
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+use sys::fs::{self as sfs, RealFs};
+
+/// The collector's whole analysis of an incident the device analysed only in part.
+pub const SERVER_REPORT: &str = "report.server.json";
+/// Why that analysis could not be made (one line).
+pub const SERVER_ERROR: &str = "report.server.error.txt";
+/// The incident's hidden work directory while it is analysed.
+const WORK: &str = ".analysis";
+
+/// The incidents waiting for an analysis, and the signal that one is added (or the stop).
+#[derive(Default)]
+pub(super) struct Queue {
+    ids: Mutex<VecDeque<String>>,
+    added: Condvar,
+}
+
+impl Queue {
+    /// Add `id` unless it waits already.
+    pub(super) fn push(&self, id: &str) {
+        let mut q = self.ids.lock().unwrap_or_else(|p| p.into_inner());
+        if !q.iter().any(|x| x == id) {
+            q.push_back(id.to_string());
+            self.added.notify_one();
+        }
+    }
+
+    /// Wake the thread (to see the stop flag).
+    pub(super) fn wake(&self) {
+        self.added.notify_all();
+    }
+}
+
+/// Whether an incident with these files waits for an analysis here: its report is partial
+/// (`partial`), its stripped dump is filed, and neither result is.
+pub(super) fn ready(files: &[String], partial: bool) -> bool {
+    let has = |n: &str| files.iter().any(|f| f == n);
+    partial
+        && has(FileKind::MiniDumpGz.file_name())
+        && has(FileKind::Report.file_name())
+        && !has(SERVER_REPORT)
+        && !has(SERVER_ERROR)
+}
+
+/// Queue the incident `id`, whose summary is `s`, if it is ready ([`ready`]) and analyses are on.
+pub(super) fn offer(sh: &Shared, s: &super::summary::Summary) {
+    let partial = s.report.as_ref().is_some_and(|r| r.partial.is_some());
+    if sh.cfg.analysis_memory_mb > 0 && ready(&s.files, partial) {
+        sh.analyses.push(&s.id);
+    }
+}
+
+/// The `collector-analysis` thread: analyses queued incidents until the stop flag is set.
+pub(super) fn spawn(sh: Arc<Shared>) -> Option<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("collector-analysis".into())
+        .spawn(move || loop {
+            let id = {
+                let mut q = sh.analyses.ids.lock().unwrap_or_else(|p| p.into_inner());
+                loop {
+                    if sh.stop.load(Ordering::SeqCst) {
+                        return;
+                    }
+                    if let Some(id) = q.pop_front() {
+                        break id;
+                    }
+                    q = (sh.analyses.added)
+                        .wait_timeout(q, Duration::from_millis(500))
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0;
+                }
+            };
+            run(&sh, &id);
+        })
+        .map_err(|e| {
+            tracing::warn!("collector: no analysis thread ({e}); partial reports stay as they are")
+        })
+        .ok()
+}
+
+/// Analyse incident `id` and file the result (a report, or the reason there is none).
+fn run(sh: &Shared, id: &str) {
+    let d = sh.cfg.dir.join("incidents").join(id);
+    let work = d.join(WORK);
+    let _ = std::fs::remove_dir_all(&work);
+    let (name, body) = match std::fs::create_dir(&work)
+        .map_err(|e| format!("{}: {e}", work.display()))
+        .and_then(|()| analyse(sh, &d, &work))
+    {
+        Ok(json) => (SERVER_REPORT, json),
+        Err(e) => {
+            tracing::warn!("collector: {id}: the uploaded dump could not be analysed: {e}");
+            (
+                SERVER_ERROR,
+                format!("{}\n", e.replace('\n', " ")).into_bytes(),
+            )
+        }
+    };
+    let _ = std::fs::remove_dir_all(&work);
+    let dst = d.join(name);
+    if let Err(e) = sfs::write_atomic(&RealFs, &dst, &body) {
+        // Nothing filed: tried again at the next start.
+        tracing::warn!("collector: {}: {e}", dst.display());
+        return;
+    }
+    let _ = sh.quota.reserve(body.len() as u64);
+    let mut ix = sh.index.lock().unwrap_or_else(|p| p.into_inner());
+    let s = ix.filed(id, name, &dst);
+    if name == SERVER_REPORT && sh.cfg.print {
+        println!("{}", super::index::report_line(&sh.cfg.dir, &s));
+        let _ = io::stdout().flush();
+    }
+    if let Err(e) = ix.write(sh.cfg.index_page) {
+        tracing::warn!("collector: index.html: {e}; the index is served at / all the same");
+    }
+}
+
+/// The report of the whole analysis of incident directory `d`'s stripped dump, as JSON.
+fn analyse(sh: &Shared, d: &Path, work: &Path) -> Result<Vec<u8>, String> {
+    let gz = d.join(FileKind::MiniDumpGz.file_name());
+    let dump = work.join(FileKind::MiniDump.file_name());
+    let mut taken = 0u64;
+    let inflated = inflate(sh, &gz, &dump, &mut taken);
+    let res = inflated.and_then(|()| {
+        // In memory only: a dump whose whole analysis needs more than the collector's budget is
+        // refused with the reason, rather than spilled to a disk the uploads share.
+        let cfg = analyze::Config {
+            budget_bytes: sh.cfg.analysis_memory_mb.saturating_mul(1 << 20),
+            ..analyze::Config::default()
+        };
+        let running = running_info(&d.join(FileKind::Report.file_name()));
+        let analysed = std::panic::catch_unwind(|| {
+            analyze::analyze(analyze::Input::File(&dump), &cfg, running)
+        });
+        let report = analysed
+            .map_err(|_| format!("{}: the analysis panicked", dump.display()))?
+            .map_err(|e| format!("{} (inflated from {}): {e}", dump.display(), gz.display()))?;
+        if let Some(b) = &report.analysis.budget {
+            return Err(format!(
+                "the whole analysis would need more than the collector's {} MiB as well ({}): raise --analysis-memory-mb",
+                sh.cfg.analysis_memory_mb, b.reason
+            ));
+        }
+        serde_json::to_vec_pretty(&report).map_err(|e| format!("report: {e}"))
+    });
+    let _ = std::fs::remove_file(&dump);
+    sh.quota.release(taken);
+    res
+}
+
+/// Inflate `gz` into `out`, taking its bytes from the quota as they are written (`taken`).
+fn inflate(sh: &Shared, gz: &Path, out: &Path, taken: &mut u64) -> Result<(), String> {
+    let name = gz.display();
+    let f = std::fs::File::open(gz).map_err(|e| format!("{name}: {e}"))?;
+    let counted = Counted {
+        inner: BufReader::with_capacity(1 << 16, f),
+        read: 0,
+    };
+    let mut z = flate2::bufread::MultiGzDecoder::new(counted);
+    let mut w = std::fs::File::create(out).map_err(|e| format!("{}: {e}", out.display()))?;
+    let mut buf = vec![0u8; 1 << 16];
+    let mut written = 0u64;
+    loop {
+        let n = match z.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                let at = z.get_ref().read;
+                return Err(format!("{name}: byte {at}: not a whole gzip stream: {e}"));
+            }
+        };
+        sh.quota.reserve(n as u64).map_err(|f| {
+            format!(
+                "{name}: the dump inflates to more than the collector's directory has room for ({} of {} bytes used, {written} bytes of the dump written)",
+                f.used, f.max
+            )
+        })?;
+        *taken += n as u64;
+        w.write_all(&buf[..n])
+            .map_err(|e| format!("{}: {e}", out.display()))?;
+        written += n as u64;
+    }
+    Ok(())
+}
+
+/// A buffered reader that counts the bytes its reader consumed (the offset an error names).
+struct Counted<R> {
+    inner: R,
+    read: u64,
+}
+
+impl<R: BufRead> Read for Counted<R> {
+    fn read(&mut self, b: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(b)?;
+        self.read += n as u64;
+        Ok(n)
+    }
+}
+
+impl<R: BufRead> BufRead for Counted<R> {
+    fn fill_buf(&mut self) -> io::Result<&[u8]> {
+        self.inner.fill_buf()
+    }
+    fn consume(&mut self, n: usize) {
+        self.read += n as u64;
+        self.inner.consume(n);
+    }
+}
+
+/// The device report's `runningInfo` (null if it cannot be read): the collector's report keeps
+/// the device, the app version and the rest.
+fn running_info(report: &Path) -> serde_json::Value {
+    let v = std::fs::File::open(report)
+        .ok()
+        .and_then(|f| capped::read(BufReader::new(f), capped::Limits::PAGE).ok());
+    v.and_then(|mut v| v.get_mut("runningInfo").map(serde_json::Value::take))
+        .unwrap_or(serde_json::Value::Null)
+}
