@@ -156,6 +156,17 @@ fn gzip(path: &std::path::Path) -> Vec<u8> {
     z.finish().unwrap()
 }
 
+/// The text of `p` once it is there (at most 60 s).
+fn read_when_there(p: &std::path::Path) -> String {
+    for _ in 0..600 {
+        if let Ok(t) = std::fs::read_to_string(p) {
+            return t;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("{} not written within 60 s", p.display());
+}
+
 /// A report's JSON without its `analysis` table (timings, the run's own figures).
 fn without_analysis(json: &[u8]) -> serde_json::Value {
     let mut v: serde_json::Value = serde_json::from_slice(json).unwrap();
@@ -236,13 +247,7 @@ fn a_dump_the_device_analysed_in_part_is_analysed_whole_on_the_collector() {
     let err = tmp
         .path()
         .join("incidents/2000-cut/report.server.error.txt");
-    for _ in 0..600 {
-        if err.exists() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let why = std::fs::read_to_string(&err).unwrap();
+    let why = read_when_there(&err);
     assert!(
         why.contains(&format!(
             "mini.hprof.gz: byte {}: not a whole gzip stream",
@@ -287,13 +292,7 @@ fn a_dump_too_large_for_the_disk_quota_is_refused_and_its_room_given_back() {
     let err = tmp
         .path()
         .join("incidents/1000-big/report.server.error.txt");
-    for _ in 0..600 {
-        if err.exists() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let why = std::fs::read_to_string(&err).unwrap();
+    let why = read_when_there(&err);
     assert!(
         why.contains(
             "mini.hprof.gz: the dump inflates to more than the collector's directory has room for"
