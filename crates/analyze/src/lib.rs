@@ -105,7 +105,7 @@ pub struct Config {
     /// The build's renames (from its R8/ProGuard mapping): names are turned back before the
     /// report is made (see `renames`). Not part of the policy.
     #[serde(skip)]
-    pub renames: Option<std::sync::Arc<renames::Renames>>,
+    pub renames: Option<std::sync::Arc<dyn renames::Rename>>,
     /// A directory for file-backed scratch arrays (the index's large arrays are kept there,
     /// mapped, instead of in the process's own memory: issue 43's budget). None: in memory.
     /// The files are unlinked at once and leave nothing behind.

@@ -37,6 +37,19 @@ pub struct MethodRename {
     pub original_start: Option<u32>,
 }
 
+/// What turns an index's names back before the report is made (`Config::renames`): a
+/// [`Renames`]. Behind a trait object so that a build whose analyses never rename (the shipped
+/// library's: a mapping is the collector's and the command line's) holds none of its code.
+pub trait Rename: Send + Sync + std::fmt::Debug {
+    fn apply(&self, ix: &mut Index);
+}
+
+impl Rename for Renames {
+    fn apply(&self, ix: &mut Index) {
+        Renames::apply(self, ix);
+    }
+}
+
 impl Renames {
     /// The original of class name `name` (arrays too: `a.b[][]` → `com.app.Session[][]`).
     pub fn class(&self, name: &str) -> Option<String> {

@@ -1108,7 +1108,8 @@ fn top_candidates(
         .into_iter()
         .map(|Reverse((r, Reverse(v)))| (r, v))
         .collect();
-    cands.sort_unstable_by(|a, b| b.cmp(a));
+    // (The library's one sort: the order is the same, every node being another.)
+    sys::order::sort_by(&mut cands, |a, b| b.cmp(a));
     cands
 }
 

@@ -129,7 +129,7 @@ pub fn run(a: AnalyzeArgs) -> Result<(), Failure> {
         ));
     }
     check_files(&a)?;
-    let renames = match &a.mapping {
+    let renames: Option<std::sync::Arc<dyn analyze::renames::Rename>> = match &a.mapping {
         None => None,
         Some(p) => {
             let text = files::read_input_at_most(p, collector::mapping::MAX_MAPPING_BYTES)?;

@@ -168,9 +168,10 @@ fn analyse(sh: &Shared, d: &Path, work: &Path) -> Result<Vec<u8>, String> {
             ..analyze::Config::default()
         };
         let running = running_info(&d.join(FileKind::Report.file_name()));
-        let analysed = std::panic::catch_unwind(|| {
+        // (Nothing the analysis shares outlives it: a panic leaves no state behind.)
+        let analysed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             analyze::analyze(analyze::Input::File(&dump), &cfg, running)
-        });
+        }));
         let report = analysed
             .map_err(|_| format!("{}: the analysis panicked", dump.display()))?
             .map_err(|e| format!("{} (inflated from {}): {e}", dump.display(), gz.display()))?;

@@ -87,7 +87,7 @@ fn json(r: &Report) -> (String, String, String) {
 fn a_renamed_dump_with_its_renames_reads_as_the_original() {
     let plain = report(&dump(false));
     let cfg = Config {
-        renames: Some(Arc::new(renames())),
+        renames: Some(Arc::new(renames()) as Arc<dyn crate::renames::Rename>),
         ..Config::default()
     };
     let mapped = analyze(Input::Bytes(&dump(true)), &cfg, serde_json::Value::Null).unwrap();
