@@ -24,6 +24,7 @@
 //! threads, more than the 2 of the machine measured).
 #![forbid(unsafe_code)]
 
+use crate::index::backward::Traced;
 use crate::index::{Counts, Found};
 use crate::report::{AnalysisInfo, LeftOut, Report};
 use serde::{Deserialize, Serialize};
@@ -67,7 +68,10 @@ pub const MAX_HISTOGRAM: usize = 1000;
 /// What a report made within too small a budget leaves out. Its `leakObjects[]` are what the
 /// detectors find in an object alone (`index::findings`): the rest is left out.
 const LEFT_OUT: [&str; 5] = [
-    "gcPaths (leaks and their paths)",
+    "gcPaths' retained sizes, traces and groups by path: gcPaths[] holds one path per class and \
+     reason of leakObjects[] (its first object's, a shortest path found backwards, which may \
+     differ from the whole analysis's where several are as short), leftOut.gcPaths counts those \
+     without one (unreachable, or past the search's caps)",
     "the retainedSize and signature of leakObjects[], and the findings that need the graph \
      (Service Leak, the Window and NativeAllocationRegistry counts, Large Retained Size): \
      leakObjects[] lists what the detectors find in each object alone, reachable or not",
@@ -150,6 +154,7 @@ pub struct Why {
 pub fn reduced(
     c: Counts,
     found: Found,
+    traced: Traced,
     why: Why,
     input_bytes: u64,
     running_info: serde_json::Value,
@@ -203,6 +208,7 @@ pub fn reduced(
             left_out: LeftOut {
                 histogram: left,
                 leak_objects: found.left,
+                gc_paths: traced.left,
                 ..LeftOut::default()
             },
             budget: Some(Budget {
@@ -216,6 +222,7 @@ pub fn reduced(
         },
         class_infos: c.class_infos,
         leak_objects: found.objects,
+        gc_paths: traced.paths,
         histogram: rows,
         ..Report::default()
     }
@@ -371,7 +378,11 @@ mod tests {
             );
             assert!(b.left_out.iter().any(|s| s.starts_with("gcPaths")), "{b:?}");
             assert!(b.reason.contains("budget of"), "{b:?}");
-            assert!(small.gc_paths.is_empty() && small.dominators.is_empty());
+            assert!(small.dominators.is_empty(), "{rel}");
+            // Paths (found backwards), without retained sizes or traces.
+            for g in &small.gc_paths {
+                assert_eq!((g.retained_size, g.trace.nodes.len()), (0, 0), "{rel}");
+            }
             assert_eq!(small.running_info, serde_json::json!({"t": 1}));
             // The histogram is the full analysis's, by class, largest first.
             let want = index_histogram(&Input::File(&path));
@@ -427,7 +438,8 @@ mod tests {
 
     /// On every fixture, each finding of the full report that needs no graph (not a Service
     /// Leak, a count or a large retained size) is in the report of what fits, with its reason,
-    /// class, detail and size.
+    /// class, detail and size; and each path the report of what fits found is the full
+    /// report's.
     #[test]
     fn the_report_of_what_fits_holds_the_full_reports_findings_of_objects_alone() {
         let graph = [
@@ -435,7 +447,7 @@ mod tests {
             "Window Count Over Threshold",
             "NativeAllocationRegistry Count Over Threshold",
         ];
-        let mut seen = 0;
+        let (mut seen, mut paths) = (0, 0);
         for rel in FIXTURES {
             let path = fixture(rel);
             let run = |budget_bytes: u64| {
@@ -458,8 +470,16 @@ mod tests {
                     seen += 1;
                 }
             }
+            // Each path found backwards is one of the full report's, by signature.
+            for g in &small.gc_paths {
+                let sig = &g.signature;
+                let found = full.gc_paths.iter().any(|f| &f.signature == sig);
+                assert!(found, "{rel}: {g:#?} not in {:#?}", full.gc_paths);
+                paths += 1;
+            }
         }
         assert!(seen > 0, "no fixture has a finding of an object alone");
+        assert!(paths >= 2, "{paths} path(s) found backwards");
     }
 
     /// Scratch files are planned on only within their cap: a budget the analysis fits with its

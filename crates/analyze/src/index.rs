@@ -41,6 +41,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
 use sys::scratch::Scratch;
 
+pub(crate) mod backward;
 mod build;
 pub(crate) mod census;
 mod fields;

@@ -253,6 +253,8 @@ fn over_budget(
         array_min_bytes: cfg.array_min_bytes,
     };
     let found = index::findings(input, &classes, counts.sizes, limits)?;
+    // Their paths, found backwards (a pass over the dump per step).
+    let traced = index::backward::paths(input, &classes, &found.objects)?;
     drop(classes);
     let why = budget::Why {
         budget: cfg.budget_bytes,
@@ -263,6 +265,7 @@ fn over_budget(
     Ok(Some(budget::reduced(
         counts,
         found,
+        traced,
         why,
         bytes,
         running_info.clone(),

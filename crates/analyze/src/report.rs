@@ -278,13 +278,23 @@ impl std::fmt::Display for Summary<'_> {
         if let Some(b) = &a.budget {
             writeln!(f, "{} objects; {}", a.objects, b.reason)?;
             writeln!(f, "left out: {}", b.left_out.join(", "))?;
-            // The findings of objects alone (no paths, no retained sizes), by reason.
+            // The findings of objects alone (no retained sizes), by reason, and the path found
+            // for each class and reason.
             let mut by: BTreeMap<&str, u64> = BTreeMap::new();
             for o in &r.leak_objects {
                 *by.entry(&o.leak_reason).or_default() += 1;
             }
             for (reason, n) in by {
-                writeln!(f, "found (no path): {n} x {reason}")?;
+                writeln!(f, "found: {n} x {reason}")?;
+            }
+            for g in &r.gc_paths {
+                let steps: Vec<&str> = g.path.iter().map(|i| i.reference.as_str()).collect();
+                let (c, why, root) = (&g.class_name, &g.leak_reason, &g.gc_root);
+                writeln!(f, "path of {c} ({why}): {root} > {}", steps.join(" > "))?;
+            }
+            if a.left_out.gc_paths > 0 {
+                let n = a.left_out.gc_paths;
+                writeln!(f, "no path found for {n} class(es) and reason(s)")?;
             }
             writeln!(f, "top classes (shallow MB, count, class):")?;
             for h in r.histogram.iter().take(10) {

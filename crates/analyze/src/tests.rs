@@ -54,6 +54,21 @@ fn a_primitive_array_references_its_class() {
     }
 }
 
+/// The full report of `bytes`, and its report of what fits (a budget the census finds too
+/// small).
+pub(crate) fn full_and_reduced(bytes: &[u8]) -> (report::Report, report::Report) {
+    let run = |budget_bytes: u64| {
+        let cfg = Config {
+            budget_bytes,
+            ..Config::default()
+        };
+        analyze(Input::Bytes(bytes), &cfg, serde_json::Value::Null).unwrap()
+    };
+    let (full, small) = (run(0), run(budget::FIXED_BYTES - 1));
+    assert!(full.analysis.budget.is_none() && small.analysis.budget.is_some());
+    (full, small)
+}
+
 /// The strings 1 to 5: `java.lang.Object`, `android.app.Activity`, `com.app.MainActivity`,
 /// `mDestroyed`, `mFinished`; the first three classes loaded as 0x10, 0x20 and 0x30.
 pub(crate) fn activity_strings(w: &mut Writer) {

@@ -175,7 +175,7 @@ fn without_analysis(json: &[u8]) -> serde_json::Value {
 }
 
 /// Incidents the device analysed only in part (a budget too small for the whole analysis: no
-/// paths, so `/leaks` could not count them) whose stripped dump came with the report: the
+/// retained sizes, a path per class and reason) whose stripped dump came with the report: the
 /// collector analyses the dump whole into `report.server.json`, equal field for field
 /// (timings aside) to `oomguard analyze`'s report of the same dump with the device's running
 /// info; `/leaks` counts its leaks and the incident's page shows them. A dump cut short gets
@@ -197,14 +197,17 @@ fn partial_incident() -> (Vec<u8>, Vec<u8>, serde_json::Value) {
     let (partial, full) = (run(1 << 20), run(0));
     let p: serde_json::Value = serde_json::from_slice(&partial).unwrap();
     assert!(p["analysis"]["budget"].is_object(), "{p}");
-    assert_eq!(p["gcPaths"], serde_json::json!([]));
+    // The device's report: one path found backwards, without retained size; the whole
+    // analysis: the Service Leak groups too.
+    assert_eq!(p["gcPaths"].as_array().unwrap().len(), 1, "{p}");
+    assert_eq!(p["gcPaths"][0]["retainedSize"], 0, "{p}");
     let full = without_analysis(&full);
     assert!(full["gcPaths"].as_array().unwrap().len() >= 2, "{full}");
     (gzip(&dump), partial, full)
 }
 
 /// Incidents the device analysed only in part (a budget too small for the whole analysis: no
-/// paths, so `/leaks` could not count them) whose stripped dump came with the report: the
+/// retained sizes, a path per class and reason) whose stripped dump came with the report: the
 /// collector analyses the dump whole into `report.server.json`, equal field for field
 /// (timings aside) to `oomguard analyze`'s report of the same dump with the device's running
 /// info; `/leaks` counts its leaks and the incident's page shows them. A dump cut short gets

@@ -261,7 +261,7 @@ fn incident(h: &mut String, s: &Summary, mappings: &Mappings) {
     if let Some(why) = &r.partial {
         let _ = writeln!(
             h,
-            "<p class=\"error partial\">Only part of the analysis (its leaks are not known): {}</p>",
+            "<p class=\"error partial\">Only part of the analysis (its leaks by the one path found for each class, without retained sizes): {}</p>",
             esc(why)
         );
     }

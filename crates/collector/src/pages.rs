@@ -256,7 +256,7 @@ pub(super) fn leaks(ix: &Index, mappings: &Mappings) -> String {
             .collect();
         let _ = writeln!(
             h,
-            "<p class=\"error note\" id=\"partial\">{} of them analysed only in part (the device gave the analysis too little memory for the whole of it), so their leaks are not counted here (the collector analyses the dump of such an incident whole when it comes with it; its page says why it could not): {}{}.</p>",
+            "<p class=\"error note\" id=\"partial\">{} of them analysed only in part (the device gave the analysis too little memory for the whole of it), so their leaks count here by the one path found for each class and reason, without retained sizes (the collector analyses the dump of such an incident whole when it comes with it; its page says why it could not): {}{}.</p>",
             partial.len(),
             links.join(", "),
             match more {
@@ -469,7 +469,7 @@ mod tests {
             "{index}"
         );
         assert!(
-            index.contains("Only part of the analysis (its leaks are not known): the whole analysis would need 99 MiB"),
+            index.contains("Only part of the analysis (its leaks by the one path found for each class, without retained sizes): the whole analysis would need 99 MiB"),
             "{index}"
         );
         let lines: Vec<String> = ix

@@ -94,7 +94,8 @@ pub struct ReportSummary {
     /// Why `report.json` could not be read whole (the lists then hold what was read before).
     pub error: Option<String>,
     /// Why the report holds only part of an analysis (`analysis.budget.reason`: the device gave
-    /// the analysis too little memory for the whole of it; its leaks are not known).
+    /// the analysis too little memory for the whole of it; its leaks are one path per class and
+    /// reason, without retained sizes).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub partial: Option<String>,
     /// Read from `report.server.json`: the device analysed only part of the dump, the collector

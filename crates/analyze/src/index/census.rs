@@ -157,14 +157,14 @@ fn ref_offsets(
 }
 
 /// A map keyed by ids (object, class and region ids), hashed by [`IdHash`].
-type ById<V> = HashMap<u64, V, IdHashing>;
-type IdHashing = std::hash::BuildHasherDefault<IdHash>;
+pub(super) type ById<V> = HashMap<u64, V, IdHashing>;
+pub(super) type IdHashing = std::hash::BuildHasherDefault<IdHash>;
 
 /// The census's hash of an id: one multiplication by an odd constant, its high bits folded into
 /// the low ones that pick a bucket (ids are aligned: their own low bits are zeros). Std's
 /// SipHash took a sixth of the census's time; the dump is the analysis child's own input.
 #[derive(Default)]
-struct IdHash(u64);
+pub(super) struct IdHash(u64);
 
 impl std::hash::Hasher for IdHash {
     fn finish(&self) -> u64 {

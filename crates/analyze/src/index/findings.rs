@@ -229,25 +229,11 @@ pub(crate) fn findings(
 
 #[cfg(test)]
 mod tests {
-    use crate::budget::FIXED_BYTES;
-    use crate::report::{LeakObject, Report, MAX_LEAK_OBJECTS};
+    use crate::report::{LeakObject, MAX_LEAK_OBJECTS};
+    use crate::tests::full_and_reduced;
     use crate::{analyze, Config, Input};
     use hprof::writer::Writer;
     use hprof::{sub, tag, BasicType, Format};
-
-    /// The full report, and the report of what fits (a budget the census finds too small).
-    fn both(bytes: &[u8]) -> (Report, Report) {
-        let run = |budget_bytes: u64| {
-            let cfg = Config {
-                budget_bytes,
-                ..Config::default()
-            };
-            analyze(Input::Bytes(bytes), &cfg, serde_json::Value::Null).unwrap()
-        };
-        let (full, small) = (run(0), run(FIXED_BYTES - 1));
-        assert!(full.analysis.budget.is_none() && small.analysis.budget.is_some());
-        (full, small)
-    }
 
     /// Each entry's object, reason, class, detail and shallow size, sorted.
     fn named(v: &[LeakObject]) -> Vec<(u64, String, String, String, u64)> {
@@ -388,7 +374,7 @@ mod tests {
     /// longer says it leaves `leakObjects` out.
     #[test]
     fn the_report_of_what_fits_lists_the_findings_of_objects_alone() {
-        let (full, small) = both(&findings_dump());
+        let (full, small) = full_and_reduced(&findings_dump());
         let want = named(&full.leak_objects);
         let ids: Vec<(u64, &str)> = (want.iter()).map(|o| (o.0, o.1.as_str())).collect();
         assert_eq!(
@@ -425,7 +411,7 @@ mod tests {
     /// the others in `analysis.leftOut.leakObjects`, as the full report does.
     #[test]
     fn the_findings_of_the_report_of_what_fits_are_capped_and_counted() {
-        let (full, small) = both(&destroyed_activities(MAX_LEAK_OBJECTS as u64 + 5));
+        let (full, small) = full_and_reduced(&destroyed_activities(MAX_LEAK_OBJECTS as u64 + 5));
         assert_eq!(full.leak_objects.len(), MAX_LEAK_OBJECTS);
         assert_eq!(small.leak_objects.len(), MAX_LEAK_OBJECTS);
         assert_eq!(full.analysis.left_out.leak_objects, 5);

@@ -263,12 +263,13 @@ fn reduced(h: &mut String, b: &analyze::budget::Budget, r: &Report, om: &Omitted
     h.push_str("</table>\n");
     let left = rows.len().saturating_sub(MAX_ROWS) as u64 + om.at("/histogram");
     more(h, left, "class(es)");
-    // The findings of objects alone (no path, no retained size: see `analysis.budget`).
+    // The findings of objects alone (no retained size: see `analysis.budget`; the path of each
+    // class and reason is among the leaks).
     let found = &r.leak_objects;
     if found.is_empty() {
         return;
     }
-    h.push_str("<h2 id=\"found\">Found without paths</h2>\n<table>\n");
+    h.push_str("<h2 id=\"found\">Found in each object alone</h2>\n<table>\n");
     h.push_str("<tr><th>reason</th><th>class</th><th>object</th><th>detail</th></tr>\n");
     for o in found.iter().take(MAX_ROWS) {
         let _ = writeln!(
