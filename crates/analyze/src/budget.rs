@@ -231,8 +231,8 @@ pub fn reduced(
 /// `analysis.budget.reason`.
 fn reason(w: &Why) -> String {
     let (need, budget) = (w.need.div_ceil(MIB), w.budget / MIB);
-    let what = "this report holds what one pass over the dump counts in memory that does not \
-                grow with its objects";
+    let what = "this report holds what streaming passes over the dump find in memory that \
+                does not grow with its objects";
     match (w.ran_out, w.budget) {
         (true, 0) => format!("the whole analysis ran out of memory before: {what}"),
         (true, _) => format!(
