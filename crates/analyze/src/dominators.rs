@@ -15,7 +15,7 @@
 //!   [`UNREACHED`] for objects no root reaches strongly; their retained size is 0.
 #![forbid(unsafe_code)]
 
-use super::arrays::{bit, halves, pair, par_chunks, prefix_sums, set_bit};
+use super::arrays::{bit, halves, pair, prefix_sums, set_bit};
 use super::column::{Column, Grow};
 
 /// The immediate dominator of objects dominated by nothing but the super-root.
@@ -119,7 +119,7 @@ pub fn compute<G: Graph>(
     finish(prepare(g, roots, late), shallow, 1)
 }
 
-/// Arrays shorter than this are not cut into chunks for threads (see [`finish`]).
+/// Graphs with fewer vertices than this are not given a second thread (see [`finish`]).
 pub(crate) const PAR_MIN: usize = 1 << 16;
 
 /// The graph-dependent half: the depth-first search's numbering and the edges it kept for the
@@ -297,7 +297,8 @@ pub fn prepare_gated<G: Graph>(g: &G, roots: &[u32], late: &[(u32, u32)]) -> Pre
     }
 }
 
-/// See [`compute`]. Its last steps run on up to `threads` threads (one if the graph is small).
+/// See [`compute`]. With `threads` above 1 (and a graph that is not small), the own sizes are read
+/// on a second thread.
 pub fn finish(p: Prepared, shallow: impl Fn(u32) -> u64 + Sync, threads: usize) -> Dominators {
     finish_in(p, shallow, threads, PAR_MIN, SHIFT)
 }
@@ -305,8 +306,8 @@ pub fn finish(p: Prepared, shallow: impl Fn(u32) -> u64 + Sync, threads: usize) 
 /// The predecessor lists are sorted by target in blocks of `1 << SHIFT` numbers (see [`semis`]).
 const SHIFT: u32 = 12;
 
-/// [`finish`], cutting arrays of at least `min` elements into chunks for the threads, and the
-/// predecessor lists into blocks of `1 << shift` numbers.
+/// [`finish`], with a second thread from `min` vertices on, and the predecessor lists cut into
+/// blocks of `1 << shift` numbers.
 fn finish_in(
     p: Prepared,
     shallow: impl Fn(u32) -> u64 + Sync,
@@ -325,25 +326,39 @@ fn finish_in(
     } = p;
     let count = vertex.len();
     let mut kept = kept;
-    let blocks = Blocks::new(count, &mut kept, &zero, shift, scratch.as_ref());
+    // The objects' own sizes (a random read each) are read on a second thread while this one
+    // groups the records; the semi-dominator pass then writes its few words over them (see
+    // [`Forest`]) and puts those sizes back after. The array is the result's, from the memory
+    // the caller just freed (the graph's): growing the records' memory to hold a word per
+    // vertex instead faulted in fresh pages (17 ms at 10 M objects), and the own sizes took a
+    // pass of their own after the dominators.
+    let mut ret: Grow<u64> = Grow::with_capacity(count, scratch.as_ref());
+    let sizes = |ret: &mut Grow<u64>| {
+        let vs: &[u32] = &vertex;
+        ret.refill(std::iter::once(0).chain(vs[1..].iter().map(|&v| shallow(v))));
+    };
+    let blocks = if threads > 1 && count >= min {
+        std::thread::scope(|s| {
+            let h = s.spawn(|| sizes(&mut ret));
+            let b = Blocks::new(count, &mut kept, &zero, shift, scratch.as_ref());
+            super::joined(h);
+            b
+        })
+    } else {
+        sizes(&mut ret);
+        Blocks::new(count, &mut kept, &zero, shift, scratch.as_ref())
+    };
+    drop(kept);
 
-    // Each step below writes into memory an earlier one has finished with, not into new
-    // arrays: on a host that takes back free memory, a fresh page costs several times what
-    // writing a page again does (DEVELOPERS.md, "Benchmarks"). On the 540 MB bench dump this
-    // saves about 57 MB of fresh pages (the records there are half as many as the vertices, so
-    // their vector grows to hold the words).
-    //
     // --- Semi-dominators, with path compression over the forest of processed vertices.
     // `parent` doubles as the forest's ancestor links, then holds the immediate dominators.
-    // The records' memory now holds a word (label and semi-dominator) for the few vertices that
-    // need one (see [`Forest`]); the others' words are never written (80 MB at 10 M objects).
-    let mut sl = kept;
-    sl.set_len_with(count, 0);
+    // `ret` holds a word (label and semi-dominator) for the few vertices that need one (see
+    // [`Forest`]); the others' words are never written (80 MB at 10 M objects).
     let mut anc = parent;
     let mut has = vec![0u64; count.div_ceil(64)];
     let mut f = Forest {
         anc: &mut anc,
-        sl: &mut sl,
+        sl: &mut ret,
         has: &mut has,
         path: Vec::new(),
     };
@@ -353,18 +368,20 @@ fn finish_in(
     // --- Immediate dominators, in `anc`'s memory.
     idoms(&mut f, &own);
     drop(own);
+    // The own sizes where words were.
+    for (i, &m) in has.iter().enumerate() {
+        let mut m = m;
+        while m != 0 {
+            let w = i * 64 + m.trailing_zeros() as usize;
+            m &= m - 1;
+            ret[w] = shallow(vertex[w]);
+        }
+    }
     drop(has);
     let idom = anc.into_column();
 
-    // --- Retained sizes: children have larger preorder numbers than their dominators.
-    // The own sizes are read in chunks side by side (a random read each); the sums run in one
-    // chain. The results stay in preorder numbers (see [`Dominators`]).
-    let mut ret = sl;
-    par_chunks(&mut ret, threads, min, |k0, c| {
-        for (k, r) in (k0..).zip(c.iter_mut()) {
-            *r = if k > 0 { shallow(vertex[k]) } else { 0 };
-        }
-    });
+    // --- Retained sizes: children have larger preorder numbers than their dominators. The
+    // results stay in preorder numbers (see [`Dominators`]).
     for k in (1..count).rev() {
         let d = idom[k] as usize;
         ret[d] += ret[k];
@@ -684,7 +701,7 @@ mod tests {
         run_late(lists, sizes, roots, &[])
     }
 
-    /// [`compute`], checked against its steps cut into chunks of any length for three threads.
+    /// [`compute`], checked against its steps with a second thread or not, in blocks of 1 to 8.
     fn run_late(lists: &[Vec<u32>], sizes: &[u64], roots: &[u32], late: &[u32]) -> Dominators {
         let g = Csr::from_lists(lists);
         let d = compute(&g, |v| sizes[v as usize], roots, late);
@@ -699,7 +716,7 @@ mod tests {
             assert_eq!(
                 (&p.idom, &p.retained),
                 (&d.idom, &d.retained),
-                "chunks of {min}, blocks of {}",
+                "second thread from {min}, blocks of {}",
                 1 << shift
             );
             assert_eq!((&p.pre, &p.vertex), (&d.pre, &d.vertex));
