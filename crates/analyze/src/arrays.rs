@@ -98,35 +98,6 @@ where
     a.append_slice(y);
 }
 
-/// Call `f(start, chunk)` on consecutive chunks of `v` (`start` is the chunk's first index),
-/// side by side on up to `threads` threads, none shorter than `min` elements (so that short
-/// arrays stay on the calling thread).
-pub(crate) fn par_chunks<T: Send>(
-    v: &mut [T],
-    threads: usize,
-    min: usize,
-    f: impl Fn(usize, &mut [T]) + Sync,
-) {
-    let size = v
-        .len()
-        .div_ceil(threads.min(v.len() / min.max(1)).max(1))
-        .max(1);
-    if size >= v.len() {
-        return f(0, v);
-    }
-    std::thread::scope(|s| {
-        let f = &f;
-        let mut chunks = v.chunks_mut(size).enumerate();
-        let first = chunks.next();
-        for (i, c) in chunks {
-            s.spawn(move || f(i * size, c));
-        }
-        if let Some((_, c)) = first {
-            f(0, c);
-        }
-    });
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -157,20 +128,6 @@ mod tests {
             assert_eq!(gallop(&v, |&x| x < k), k as usize, "{k}");
         }
         assert_eq!(gallop::<u32>(&[], |_| true), 0);
-    }
-
-    #[test]
-    fn par_chunks_visits_every_element_once_with_its_index() {
-        for (len, threads, min) in [(0, 4, 1), (1, 4, 1), (10, 3, 1), (10, 3, 4), (1000, 2, 1)] {
-            let mut v = vec![usize::MAX; len];
-            par_chunks(&mut v, threads, min, |start, c| {
-                for (i, x) in c.iter_mut().enumerate() {
-                    assert_eq!(*x, usize::MAX);
-                    *x = start + i;
-                }
-            });
-            assert_eq!(v, (0..len).collect::<Vec<_>>(), "{len} {threads} {min}");
-        }
     }
 
     #[test]
