@@ -618,37 +618,45 @@ fn one_pass_workers_write_their_own_nodes() {
     w.end_segment();
     w.heap_dump_end();
     let bytes = w.finish();
-    let limits = index::IndexLimits {
-        bitmap_min_pixels: 1,
-        array_min_bytes: 1 << 40,
-    };
     for threads in 2..=4 {
-        let input = Input::Bytes(&bytes);
-        let parts = input.split(threads, 0).unwrap();
+        let parts = Input::Bytes(&bytes).split(threads, 0).unwrap();
         assert_eq!(parts.len(), threads);
-        let Some(OnePassResult::Graph(ix, placed, edges)) = one_pass(&input, &parts, limits, None)
-        else {
-            panic!("{threads} parts: the one pass gave up");
-        };
-        let left: usize = placed.iter().map(|p| p.left()).sum();
+        let (one, left) = one_pass_as_two(&bytes, &parts, threads);
         assert!(
             left >= 1,
             "{threads} parts: every object written by its worker"
         );
-        let mut one = *ix;
-        index::apply_placed(&mut one, placed, edges);
-        let (two, _) = two_pass_index(&bytes, threads, None);
-        assert!(one.each_id().eq(two.each_id()));
-        assert_eq!(one.class_of, two.class_of, "{threads} parts");
-        assert_eq!(one.shallow, two.shallow, "{threads} parts");
-        for n in 0..one.len() as u32 {
-            assert_eq!(one.succ(n), two.succ(n), "node {n}, {threads} parts");
-        }
-        assert_eq!(one.stats.edges, two.stats.edges);
-        assert_eq!(one.stats.missing_refs, two.stats.missing_refs);
         assert!(one.stats.missing_refs > 0);
-        assert_eq!(one.edges.len() as u64, one.stats.edges);
     }
+}
+
+/// The index the one pass builds over `parts` (it must not give up), checked against the one
+/// two passes build in `threads` parts; and how many objects its workers left to
+/// `apply_placed`.
+fn one_pass_as_two(bytes: &[u8], parts: &[(u64, u64)], threads: usize) -> (index::Index, usize) {
+    let limits = index::IndexLimits {
+        bitmap_min_pixels: 1,
+        array_min_bytes: 1 << 40,
+    };
+    let Some(OnePassResult::Graph(ix, placed, edges)) =
+        one_pass(&Input::Bytes(bytes), parts, limits, None)
+    else {
+        panic!("{threads} parts: the one pass gave up");
+    };
+    let left = placed.iter().map(|p| p.left()).sum();
+    let mut one = *ix;
+    index::apply_placed(&mut one, placed, edges);
+    let (two, _) = two_pass_index(bytes, threads, None);
+    assert!(one.each_id().eq(two.each_id()));
+    assert_eq!(one.class_of, two.class_of, "{threads} parts");
+    assert_eq!(one.shallow, two.shallow, "{threads} parts");
+    for n in 0..one.len() as u32 {
+        assert_eq!(one.succ(n), two.succ(n), "node {n}, {threads} parts");
+    }
+    assert_eq!(one.stats.edges, two.stats.edges);
+    assert_eq!(one.stats.missing_refs, two.stats.missing_refs);
+    assert_eq!(one.edges.len() as u64, one.stats.edges);
+    (one, left)
 }
 
 /// A one-pass entry is two words, its shallow size implied where it can be (see
@@ -714,28 +722,10 @@ fn one_pass_entries_give_every_object_its_size_and_edges() {
     w.end_segment();
     w.heap_dump_end();
     let bytes = w.finish();
-    let limits = index::IndexLimits {
-        bitmap_min_pixels: 1,
-        array_min_bytes: 1 << 40,
-    };
     for threads in 1..=3 {
-        let input = Input::Bytes(&bytes);
         let whole = vec![(hprof::HEADER_LEN as u64, bytes.len() as u64)];
-        let parts = input.split(threads, 0).unwrap_or(whole);
-        let Some(OnePassResult::Graph(ix, placed, edges)) = one_pass(&input, &parts, limits, None)
-        else {
-            panic!("{threads} parts: the one pass gave up");
-        };
-        let mut one = *ix;
-        index::apply_placed(&mut one, placed, edges);
-        let (two, _) = two_pass_index(&bytes, threads, None);
-        assert!(one.each_id().eq(two.each_id()));
-        assert_eq!(one.class_of, two.class_of, "{threads} parts");
-        assert_eq!(one.shallow, two.shallow, "{threads} parts");
-        for n in 0..one.len() as u32 {
-            assert_eq!(one.succ(n), two.succ(n), "node {n}, {threads} parts");
-        }
-        assert_eq!(one.stats.edges, two.stats.edges);
+        let parts = Input::Bytes(&bytes).split(threads, 0).unwrap_or(whole);
+        let (one, _) = one_pass_as_two(&bytes, &parts, threads);
         // Every kind is there: int[] with its class edge, long[] without, sizes set aside.
         let node = |id| one.node(id).unwrap();
         assert_eq!(one.succ(node(obj(3))), [node(ints)]);
