@@ -633,36 +633,121 @@ fn one_pass_workers_write_their_own_nodes() {
     w.end_segment();
     w.heap_dump_end();
     let bytes = w.finish();
-    let limits = index::IndexLimits {
-        bitmap_min_pixels: 1,
-        array_min_bytes: 1 << 40,
-    };
     for threads in 2..=4 {
-        let input = Input::Bytes(&bytes);
-        let parts = input.split(threads, 0).unwrap();
+        let parts = Input::Bytes(&bytes).split(threads, 0).unwrap();
         assert_eq!(parts.len(), threads);
-        let Some(OnePassResult::Graph(ix, placed, edges)) = one_pass(&input, &parts, limits, None)
-        else {
-            panic!("{threads} parts: the one pass gave up");
-        };
-        let left: usize = placed.iter().map(|p| p.left()).sum();
+        let (one, left) = one_pass_as_two(&bytes, &parts, threads);
         assert!(
             left >= 1,
             "{threads} parts: every object written by its worker"
         );
-        let mut one = *ix;
-        index::apply_placed(&mut one, placed, edges);
-        let (two, _) = two_pass_index(&bytes, threads, None);
-        assert!(one.each_id().eq(two.each_id()));
-        assert_eq!(one.class_of, two.class_of, "{threads} parts");
-        assert_eq!(one.shallow, two.shallow, "{threads} parts");
-        for n in 0..one.len() as u32 {
-            assert_eq!(one.succ(n), two.succ(n), "node {n}, {threads} parts");
-        }
-        assert_eq!(one.stats.edges, two.stats.edges);
-        assert_eq!(one.stats.missing_refs, two.stats.missing_refs);
         assert!(one.stats.missing_refs > 0);
-        assert_eq!(one.edges.len() as u64, one.stats.edges);
+    }
+}
+
+/// The index the one pass builds over `parts` (it must not give up), checked against the one
+/// two passes build in `threads` parts; and how many objects its workers left to
+/// `apply_placed`.
+fn one_pass_as_two(bytes: &[u8], parts: &[(u64, u64)], threads: usize) -> (index::Index, usize) {
+    let limits = index::IndexLimits {
+        bitmap_min_pixels: 1,
+        array_min_bytes: 1 << 40,
+    };
+    let Some(OnePassResult::Graph(ix, placed, edges)) =
+        one_pass(&Input::Bytes(bytes), parts, limits, None)
+    else {
+        panic!("{threads} parts: the one pass gave up");
+    };
+    let left = placed.iter().map(|p| p.left()).sum();
+    let mut one = *ix;
+    index::apply_placed(&mut one, placed, edges);
+    let (two, _) = two_pass_index(bytes, threads, None);
+    assert!(one.each_id().eq(two.each_id()));
+    assert_eq!(one.class_of, two.class_of, "{threads} parts");
+    assert_eq!(one.shallow, two.shallow, "{threads} parts");
+    for n in 0..one.len() as u32 {
+        assert_eq!(one.succ(n), two.succ(n), "node {n}, {threads} parts");
+    }
+    assert_eq!(one.stats.edges, two.stats.edges);
+    assert_eq!(one.stats.missing_refs, two.stats.missing_refs);
+    assert_eq!(one.edges.len() as u64, one.stats.edges);
+    (one, left)
+}
+
+/// A one-pass entry is two words, its shallow size implied where it can be (see
+/// `pass2::Out::nodes`): an instance's is its class's size, a primitive array's takes the
+/// degree's word (its one edge, to its class object, a flag), and the others' (object arrays,
+/// class objects, instances of a class of size 0, one whose size differs) are set aside in
+/// order. With every kind, in parts, the one pass builds the graph itself, and it is the
+/// graph two passes build.
+#[test]
+fn one_pass_entries_give_every_object_its_size_and_edges() {
+    let obj = |k: u64| 0x1000 + 16 * k;
+    let (object, holder, sizeless, ints, longs) = (obj(900) + 8, obj(901) + 8, 0x10, 0x18, 0x20);
+    let mut w = Writer::new(Format::V102, 8, 0);
+    for (i, name) in [
+        "java.lang.Object",
+        "com.app.Holder",
+        "com.app.Sizeless",
+        "[I",
+        "[J",
+    ]
+    .iter()
+    .enumerate()
+    {
+        w.utf8(i as u64 + 1, name);
+    }
+    w.utf8(9, "ref");
+    for (serial, id) in [object, holder, sizeless, ints, longs]
+        .into_iter()
+        .enumerate()
+    {
+        w.load_class(serial as u32 + 1, id, serial as u64 + 1);
+    }
+    w.class_dump(object, 0, 0, 0, &[], &[]);
+    // (A static: the class object's size is its statics' bytes.)
+    let statics = [(9, BasicType::Object, obj(3).to_be_bytes().to_vec())];
+    w.class_dump(holder, object, 0, 8, &statics, &[(9, BasicType::Object)]);
+    w.class_dump(sizeless, object, 0, 0, &[], &[(9, BasicType::Object)]);
+    w.class_dump(ints, object, 0, 0, &[], &[]);
+    // `long[]`'s class object is a root: no edge to it (`Index::prim_edge_ids`).
+    w.class_dump(longs, object, 0, 0, &[], &[]);
+    w.root_jni_global(longs, 1);
+    w.root_jni_global(obj(0), 1);
+    for k in 0..900u64 {
+        if k % 50 == 49 {
+            w.end_segment();
+        }
+        let next = obj((k + 1) % 900).to_be_bytes();
+        match k % 6 {
+            0 => w.instance(obj(k), holder, &next),
+            1 => w.instance(obj(k), sizeless, &next),
+            2 => w.object_array(obj(k), object, &[obj(k / 2), 0, obj(k / 3)]),
+            3 => w.primitive_array(
+                obj(k),
+                BasicType::Int,
+                (k % 7) as u32,
+                &vec![0; (k % 7) as usize * 4],
+            ),
+            4 => w.primitive_array(obj(k), BasicType::Long, 3, &[0; 24]),
+            // A class the dump lacks: its instance's size is its data's.
+            _ => w.instance(obj(k), 0x77, &[0; 12]),
+        };
+    }
+    w.end_segment();
+    w.heap_dump_end();
+    let bytes = w.finish();
+    for threads in 1..=3 {
+        let whole = vec![(hprof::HEADER_LEN as u64, bytes.len() as u64)];
+        let parts = Input::Bytes(&bytes).split(threads, 0).unwrap_or(whole);
+        let (one, _) = one_pass_as_two(&bytes, &parts, threads);
+        // Every kind is there: int[] with its class edge, long[] without, sizes set aside.
+        let node = |id| one.node(id).unwrap();
+        assert_eq!(one.succ(node(obj(3))), [node(ints)]);
+        assert!(one.succ(node(obj(4))).is_empty());
+        assert_eq!(one.shallow[node(obj(1)) as usize], 8);
+        assert_eq!(one.shallow[node(obj(5)) as usize], 12);
+        assert_eq!(one.shallow[node(holder) as usize], 9 + 8);
     }
 }
 

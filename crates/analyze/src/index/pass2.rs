@@ -14,10 +14,17 @@ pub(crate) struct Out {
     /// Two-pass mode: the edge lists of the objects in file order (in a scratch file if the
     /// index has a scratch directory).
     pub(super) edges: Grow<u32>,
-    /// One-pass mode, per object, in file order: class, shallow size, degree (its edges follow
-    /// those of the objects before it in `edges`); its place in the list stands for its node
-    /// until [`place`] maps it. Two-pass workers write these into [`Shared`] instead.
-    pub(super) nodes: Grow<[u32; 3]>,
+    /// One-pass mode, per object, in file order, an entry (its place in the list stands for
+    /// its node until [`place`] maps it; its edges follow those of the objects before it in
+    /// the raw list): its class index, with [`SIDE`] or [`PRIM_EDGE`]; and its degree (with
+    /// [`CLASS_EDGE`]), or for a primitive array its shallow size (its one possible edge, to
+    /// its class, is [`PRIM_EDGE`]). Its shallow size is otherwise its class's instance size,
+    /// or the next of `side` if [`SIDE`] (object arrays, class objects: 8 bytes an object
+    /// where all three words took 12). Two-pass workers write their objects into [`Shared`]
+    /// instead.
+    pub(super) nodes: Grow<[u32; 2]>,
+    /// One-pass mode: the shallow sizes of the entries flagged [`SIDE`], in order.
+    pub(super) side: Grow<u32>,
     /// Two-pass mode: objects whose node another object had claimed in [`Shared`] first (the
     /// dump lists the id more than once), as [`Shared::claim`] takes them; [`apply`] keeps the
     /// one listed first in the file.
@@ -58,6 +65,8 @@ pub(crate) struct Pass2<'a> {
     pub(super) err: Option<String>,
     /// Direct-mapped cache of class id -> class index (instances of a few classes dominate).
     pub(super) class_cache: Vec<(u64, u32)>,
+    /// One-pass mode: per class index, its instance size (see `Out::nodes`).
+    pub(super) sizes: Vec<u32>,
     /// The node after the last object's: dumps list most objects by ascending id, so the next
     /// object is usually that node, checked with one read of the sorted ids instead of a lookup.
     pub(super) next: u32,
@@ -131,6 +140,19 @@ pub(super) const CLASS_CACHE: usize = 1024;
 /// array's record fits a heap dump segment (its length is 32 bits), so it has fewer than 2^30
 /// elements.
 pub(super) const CLASS_EDGE: u32 = 1 << 31;
+/// In a deferred entry's class word: its shallow size is the next in `Out::side`.
+pub(super) const SIDE: u32 = 1 << 31;
+/// In a deferred entry's class word (a primitive array's): its one edge, to its class.
+pub(super) const PRIM_EDGE: u32 = 1 << 30;
+/// A deferred entry's class index, without the flags ([`Pass2::deferred`] refuses more
+/// classes).
+pub(super) const CLASS_MASK: u32 = PRIM_EDGE - 1;
+
+/// Whether class index `c` is one of the primitive arrays' pseudo-classes (`prim_base` on).
+#[inline(always)]
+fn is_prim(c: u32, prim_base: u32) -> bool {
+    c.wrapping_sub(prim_base) < PRIMS.len() as u32
+}
 impl<'a> Pass2<'a> {
     /// A pass-2 worker over the part of the file that starts `delta` bytes after the header,
     /// which writes what it finds into `shared` as worker number `worker` (the parts' order),
@@ -147,6 +169,9 @@ impl<'a> Pass2<'a> {
         p.shared = Some((shared, worker));
         // (Only one-pass workers list entries and raw targets.)
         p.out.nodes = Grow::default();
+        p.out.side = Grow::default();
+        p.sizes = Vec::new();
+        p.err = None;
         p.raw = Raw::Narrow(Grow::default(), 0);
         p.out.edges = Grow::new_in(scratch);
         p
@@ -163,11 +188,16 @@ impl<'a> Pass2<'a> {
             delta,
             in_array: false,
             start: 0,
-            err: None,
+            // (The flags of an entry's class word leave room for 2^30 classes: more go the
+            // two-pass way.)
+            err: (ix.classes.len() > CLASS_MASK as usize)
+                .then(|| "more than 2^30 classes: too many for one pass".into()),
             class_cache: vec![(0, NONE); CLASS_CACHE],
+            sizes: ix.classes.iter().map(|c| c.instance_size).collect(),
             next: 0,
             out: Out {
                 nodes: Grow::new_in(ix.scratch.as_ref()),
+                side: Grow::new_in(ix.scratch.as_ref()),
                 instances: vec![0; ix.classes.len()],
                 class_edges: vec![0; ix.classes.len()],
                 ..Out::default()
@@ -229,7 +259,14 @@ impl<'a> Pass2<'a> {
         let sh = shallow.min(u32::MAX as u64) as u32;
         self.start = self.edge_count() as u32;
         if self.defer() {
-            self.out.nodes.push([class, sh, 0]);
+            if is_prim(class, self.ix.prim_base) {
+                self.out.nodes.push([class, sh]);
+            } else if self.sizes.get(class as usize) == Some(&sh) {
+                self.out.nodes.push([class, 0]);
+            } else {
+                self.out.side.push(sh);
+                self.out.nodes.push([class | SIDE, 0]);
+            }
         } else {
             self.cur = [n, class, sh];
         }
@@ -314,8 +351,13 @@ impl<'a> Pass2<'a> {
         let d = self.edge_count() as u32 - self.start;
         if self.defer() {
             if let Some(e) = self.out.nodes.last_mut() {
-                // (Keeps [`CLASS_EDGE`] if the entry has it.)
-                e[2] |= d;
+                if is_prim(e[0] & CLASS_MASK, self.ix.prim_base) {
+                    // (At most one: see `primitive_array`.)
+                    e[0] |= PRIM_EDGE * u32::from(d > 0);
+                } else {
+                    // (Keeps [`CLASS_EDGE`] if the entry has it.)
+                    e[1] |= d;
+                }
                 self.out.stats.edges += d as u64;
             }
         } else {
@@ -491,11 +533,22 @@ pub(crate) fn place(
         missing: mut missing_refs,
     } = l;
     let entries = std::mem::take(&mut out.nodes);
+    let side = std::mem::take(&mut out.side);
+    let sizes: Vec<u32> = ix.classes.iter().map(|c| c.instance_size).collect();
     let mut rest = Vec::new();
-    let (mut at, mut kept) = (0usize, 0usize);
+    let (mut at, mut kept, mut s) = (0usize, 0usize, 0usize);
     // (Slices taken once: a column is one branch per access otherwise.)
-    let (es, ts): (&[[u32; 3]], &[u32]) = (&entries, &targets);
-    for (k, &[c, sh, d]) in (0u32..).zip(es) {
+    let (es, ts, sides): (&[[u32; 2]], &[u32], &[u32]) = (&entries, &targets, &side);
+    for (k, &[a, b]) in (0u32..).zip(es) {
+        let c = a & CLASS_MASK;
+        let (sh, d) = if is_prim(c, ix.prim_base) {
+            (b, u32::from(a & PRIM_EDGE != 0))
+        } else if a & SIDE != 0 {
+            s += 1;
+            (*sides.get(s - 1)?, b)
+        } else {
+            (*sizes.get(c as usize)?, b)
+        };
         let n = node_of(k);
         if n as usize >= ix.len() {
             return None;
@@ -530,10 +583,11 @@ pub(crate) fn place(
             _ => rest.push(o),
         }
     }
-    if kept != dst.len() || at != ts.len() {
+    if kept != dst.len() || at != ts.len() || s != sides.len() {
         return None;
     }
     drop(entries);
+    drop(side);
     drop(targets);
     out.stats.missing_refs += missing_refs;
     out.stats.edges = kept as u64;
@@ -800,7 +854,7 @@ impl Pass2<'_> {
     #[inline(always)]
     fn flag_class_edge(&mut self, ci: u32) {
         if let Some(e) = self.out.nodes.last_mut() {
-            e[2] |= CLASS_EDGE;
+            e[1] |= CLASS_EDGE;
             self.out.class_edges[ci as usize] += 1;
         }
     }
