@@ -282,7 +282,9 @@ pub fn shortest(ix: &Index, roots: &[Root], late: &[(u32, u32)]) -> Paths {
         .iter()
         .map(|&(v, t)| (!high_priority(t), t, v))
         .collect();
-    order.sort_unstable();
+    // (Once, over the roots: the library's one sort, not an instantiation of its own; equal
+    // entries are equal values, so the order is sort_unstable's.)
+    sys::order::sort_by(&mut order, |a, b| a.cmp(b));
     // All high-priority roots first; a low-priority root is a path's start only if no
     // high-priority root reaches it.
     let mut q = Queues::new(n, scratch);
