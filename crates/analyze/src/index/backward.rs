@@ -23,8 +23,10 @@
 //!
 //! Invariants:
 //! - Memory: at most [`MAX_STEPS`] steps kept (an object on some target's way and the reference
-//!   it takes toward it, 40 bytes), [`MAX_ROOTS`] roots, and the objects of the last and next levels among
-//!   them; nothing per object of the dump. A search over these caps stops; the paths found are
+//!   it takes toward it, 40 bytes), [`MAX_ROOTS`] roots, and the objects of the last and next
+//!   levels among them; nothing per object of the dump. At the caps, about 15 MiB: four maps of
+//!   at most 100,000 ids (2.2 MiB each as the census's maps grow), the roots' (2.2 MiB), the
+//!   steps (4 MiB) and the filter (2 MiB). A search over these caps stops; the paths found are
 //!   kept and the others counted.
 //! - Passes: at most [`MAX_PASSES`] over the dump, one per step; a target whose objects reach
 //!   nothing new in a pass (no root references it) is unreachable and gets no path.
@@ -38,9 +40,9 @@ use crate::report::{GcPath, LeakObject, PathItem};
 /// Classes and reasons given a path.
 pub const MAX_TARGETS: usize = 32;
 /// Steps kept over all targets (an object on a target's way, and its reference toward it).
-pub const MAX_STEPS: usize = 200_000;
+pub const MAX_STEPS: usize = 100_000;
 /// GC roots kept (the first ones of the dump; the others are not seen as roots).
-pub const MAX_ROOTS: usize = 200_000;
+pub const MAX_ROOTS: usize = 100_000;
 /// Passes over the dump, each one step longer.
 pub const MAX_PASSES: u32 = 24;
 
@@ -467,7 +469,7 @@ fn path(
 
 #[cfg(test)]
 mod tests {
-    use super::MAX_PASSES;
+    use super::{MAX_PASSES, MAX_STEPS};
     use crate::report::GcPath;
     use crate::tests::full_and_reduced;
     use hprof::writer::Writer;
@@ -615,5 +617,46 @@ mod tests {
             .iter()
             .any(|g| Some(g.signature.as_str()) == sig));
         assert_eq!(small.analysis.left_out.gc_paths, 1);
+    }
+
+    /// A destroyed Activity 0x100 referenced by `n` `Node`s (field `next`), only the last of
+    /// them held by a JNI global.
+    fn many_referrers(n: u64) -> Vec<u8> {
+        let mut w = Writer::new(Format::V103, 4, 0);
+        crate::tests::activity_strings(&mut w);
+        w.utf8(9, "com.app.Node").utf8(10, "next");
+        w.load_class(4, 0x50, 9);
+        w.segment(tag::HEAP_DUMP_SEGMENT);
+        w.class_dump(0x10, 0, 0, 0, &[], &[]);
+        crate::tests::activity_class(&mut w);
+        w.class_dump(0x30, 0x20, 0, 10, &[], &[]);
+        w.class_dump(0x50, 0x10, 0, 4, &[], &[(10, BasicType::Object)]);
+        w.instance(0x100, 0x30, &[1, 0]);
+        for i in 0..n {
+            w.instance(0x1000 + 16 * i, 0x50, &0x100u32.to_be_bytes());
+        }
+        w.root_jni_global(0x1000 + 16 * (n - 1), 1);
+        for c in [0x10, 0x20, 0x30, 0x50] {
+            w.root(sub::ROOT_STICKY_CLASS, c);
+        }
+        w.end_segment();
+        w.heap_dump_end();
+        w.finish()
+    }
+
+    /// The search keeps at most [`MAX_STEPS`] steps: past them it stops, and the class without
+    /// a path is counted; within them, the same shape of dump gets its path.
+    #[test]
+    fn the_search_stops_at_its_step_cap_and_counts_what_it_did_not_find() {
+        let (_, small) = full_and_reduced(&many_referrers(MAX_STEPS as u64 + 1));
+        assert!(small.gc_paths.is_empty(), "{:#?}", small.gc_paths);
+        assert_eq!(small.analysis.left_out.gc_paths, 1);
+        let (_, small) = full_and_reduced(&many_referrers(MAX_STEPS as u64));
+        let got: Vec<_> = small.gc_paths.iter().map(shape).collect();
+        let via = vec![
+            ("com.app.Node.next", "INSTANCE_FIELD"),
+            ("com.app.MainActivity", "LEAKING_INSTANCE"),
+        ];
+        assert_eq!(got, [("JNI Global", via, 1)]);
     }
 }
