@@ -9,8 +9,9 @@
 //! if not, the report is the census's: the class histogram (`histogram[]`, shallow sizes as
 //! the full analysis counts them), the detectors' classes with their instance counts
 //! (`classInfos[]`), what the detectors find in an object alone (`leakObjects[]`, a second
-//! streaming pass: `index::findings`), and `analysis.budget` saying what the budget was, what the analysis was
-//! estimated to need, and what the report leaves out. Never an allocation that fails (the
+//! streaming pass: `index::findings`), a path per class and reason of those (`gcPaths[]`, a
+//! streaming pass per step: `index::backward`), and `analysis.budget` saying what the budget
+//! was, what the analysis was estimated to need, and what the report leaves out. Never an allocation that fails (the
 //! process would abort), never a silent failure.
 //!
 //! The estimate is the process's data (what `RLIMIT_DATA` counts: its private writable

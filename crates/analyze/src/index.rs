@@ -388,6 +388,15 @@ impl Index {
             .ok()
             .map(|i| self.class_lookup[i].1)
     }
+    /// The pseudo-class of the objects whose class the dump lacks (`<unknown class>`, the last).
+    #[inline]
+    pub fn unknown_class(&self) -> u32 {
+        (self.classes.len() - 1) as u32
+    }
+    /// The class index of class object `id`, or [`Index::unknown_class`] if the dump lacks it.
+    pub fn class_or_unknown(&self, id: u64) -> u32 {
+        self.class_by_id(id).unwrap_or(self.unknown_class())
+    }
     /// If `node` is a class object, its class index.
     pub fn class_of_node(&self, node: u32) -> Option<u32> {
         if self.class_of[node as usize] != self.class_class {

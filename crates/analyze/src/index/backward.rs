@@ -153,6 +153,16 @@ impl Search<'_> {
         self.next.insert(o, was | new);
     }
 
+    /// The frontier becomes `next`'s objects, and the filter theirs.
+    fn advance(&mut self) {
+        self.frontier = std::mem::take(&mut self.next);
+        self.filter.fill(0);
+        for &id in self.frontier.keys() {
+            let (w, b) = slot(id);
+            self.filter[w] |= b;
+        }
+    }
+
     /// The step kept from object `o` toward target `t`.
     fn step(&self, o: u64, t: u8) -> Option<&Kept> {
         let mut k = self.first.get(&o).copied().unwrap_or(NO_STEP);
@@ -173,18 +183,6 @@ const FILTER_BITS: u32 = 24;
 fn slot(id: u64) -> (usize, u64) {
     let h = id.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - FILTER_BITS);
     ((h >> 6) as usize, 1 << (h & 63))
-}
-
-impl Search<'_> {
-    /// The frontier becomes `next`'s objects, and the filter theirs.
-    fn advance(&mut self) {
-        self.frontier = std::mem::take(&mut self.next);
-        self.filter.fill(0);
-        for &id in self.frontier.keys() {
-            let (w, b) = slot(id);
-            self.filter[w] |= b;
-        }
-    }
 }
 
 /// The set bits of `m` (targets), lowest first.
@@ -231,9 +229,7 @@ impl Visitor for Search<'_> {
                 }
             }
             Sub::ObjectArray { id, class_id, .. } => {
-                let ci = self.ix.class_by_id(class_id);
-                let ci = ci.unwrap_or((self.ix.classes.len() - 1) as u32);
-                self.array = Some((id, ci, 0));
+                self.array = Some((id, self.ix.class_or_unknown(class_id), 0));
             }
             _ => {}
         }

@@ -65,11 +65,6 @@ impl Pass<'_> {
         });
     }
 
-    /// The class index of `class_id` (the pseudo-class of unknown classes if the dump lacks it).
-    fn class(&self, class_id: u64) -> u32 {
-        (self.ix.class_by_id(class_id)).unwrap_or((self.ix.classes.len() - 1) as u32)
-    }
-
     /// An object of class `ci` and raw size `raw` (its field data, or its array's bytes with
     /// the header): its shallow size as the full analysis counts it.
     fn size(&self, ci: u32, raw: u64) -> u64 {
@@ -124,7 +119,7 @@ impl Visitor for Pass<'_> {
             Sub::Instance {
                 id, class_id, data, ..
             } => {
-                let ci = self.class(class_id);
+                let ci = self.ix.class_or_unknown(class_id);
                 if second {
                     self.sought(id, ci, data.len() as u64);
                     return Ok(());
@@ -150,7 +145,7 @@ impl Visitor for Pass<'_> {
             Sub::ObjectArray {
                 id, len, class_id, ..
             } => {
-                let ci = self.class(class_id);
+                let ci = self.ix.class_or_unknown(class_id);
                 let raw = array_bytes(len, id_size, id_size);
                 match second {
                     true => self.sought(id, ci, raw),

@@ -810,7 +810,7 @@ impl Pass2<'_> {
             Some(ci) => ci,
             None => {
                 self.out.stats.unknown_class += 1;
-                (ix.classes.len() - 1) as u32
+                ix.unknown_class()
             }
         };
         let cl = &ix.classes[ci as usize];
@@ -847,7 +847,7 @@ impl Pass2<'_> {
     /// implied by its entry instead of kept as a raw id (one-pass mode, a known class).
     #[inline(always)]
     fn implied_class_edge(&self, class_id: u64, ci: u32) -> bool {
-        self.defer() && class_id != 0 && ci != (self.ix.classes.len() - 1) as u32
+        self.defer() && class_id != 0 && ci != self.ix.unknown_class()
     }
 
     /// Flag the entry begun last with [`CLASS_EDGE`] (its class index `ci`).
@@ -876,9 +876,7 @@ impl Pass2<'_> {
         let id_size = self.ix.header.id_size;
         let ix = self.ix;
         self.in_array = false;
-        let ci = self
-            .class_index(class_id)
-            .unwrap_or((ix.classes.len() - 1) as u32);
+        let ci = self.class_index(class_id).unwrap_or(ix.unknown_class());
         let bytes = array_bytes(len, id_size, id_size);
         let Some(n) = self.begin(id, ci, bytes) else {
             return;
