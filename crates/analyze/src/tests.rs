@@ -86,6 +86,23 @@ pub(crate) fn activity_strings(w: &mut Writer) {
     w.load_class(3, 0x30, 3);
 }
 
+/// The rest of a dump whose strings and classes are [`activity_strings`]'s (or the caller's,
+/// with the same ids): the class dumps and `n` destroyed Activities of class 0x30, each held by
+/// a JNI global.
+pub(crate) fn destroyed_activities_heap(mut w: Writer, n: u64) -> Vec<u8> {
+    w.segment(tag::HEAP_DUMP_SEGMENT);
+    w.class_dump(0x10, 0, 0, 0, &[], &[]);
+    activity_class(&mut w);
+    w.class_dump(0x30, 0x20, 0, 10, &[], &[]);
+    for i in 0..n {
+        w.instance(0x1000 + 16 * i, 0x30, &[1, 0]);
+        w.root_jni_global(0x1000 + 16 * i, i + 1);
+    }
+    w.end_segment();
+    w.heap_dump_end();
+    w.finish()
+}
+
 /// The class dump of `android.app.Activity` (id 0x20, super 0x10) with its fields
 /// `mDestroyed` and `mFinished` (names 4 and 5).
 pub(crate) fn activity_class(w: &mut Writer) {
@@ -210,17 +227,7 @@ fn a_huge_class_name_is_cut_in_the_report() {
     w.load_class(1, 0x10, 1);
     w.load_class(2, 0x20, 2);
     w.load_class(3, 0x30, 3);
-    w.segment(tag::HEAP_DUMP_SEGMENT);
-    w.class_dump(0x10, 0, 0, 0, &[], &[]);
-    activity_class(&mut w);
-    w.class_dump(0x30, 0x20, 0, 10, &[], &[]);
-    for i in 0..40u64 {
-        w.instance(0x1000 + 16 * i, 0x30, &[1, 0]);
-        w.root_jni_global(0x1000 + 16 * i, i + 1);
-    }
-    w.end_segment();
-    w.heap_dump_end();
-    let bytes = w.finish();
+    let bytes = destroyed_activities_heap(w, 40);
     let r = analyze(
         Input::Bytes(&bytes),
         &Config::default(),

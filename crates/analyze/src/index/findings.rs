@@ -421,17 +421,7 @@ mod tests {
     fn destroyed_activities(n: u64) -> Vec<u8> {
         let mut w = Writer::new(Format::V102, 8, 0);
         crate::tests::activity_strings(&mut w);
-        w.segment(tag::HEAP_DUMP_SEGMENT);
-        w.class_dump(0x10, 0, 0, 0, &[], &[]);
-        crate::tests::activity_class(&mut w);
-        w.class_dump(0x30, 0x20, 0, 10, &[], &[]);
-        for i in 0..n {
-            w.instance(0x1000 + 16 * i, 0x30, &[1, 0]);
-            w.root_jni_global(0x1000 + 16 * i, i + 1);
-        }
-        w.end_segment();
-        w.heap_dump_end();
-        w.finish()
+        crate::tests::destroyed_activities_heap(w, n)
     }
 
     /// The full report's suspects past `max_suspects_per_class` of one reason and class get no
