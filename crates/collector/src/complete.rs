@@ -144,14 +144,7 @@ fn run(sh: &Shared, id: &str) {
     }
     let _ = sh.quota.reserve(body.len() as u64);
     let mut ix = sh.index.lock().unwrap_or_else(|p| p.into_inner());
-    let s = ix.filed(id, name, &dst);
-    if name == SERVER_REPORT && sh.cfg.print {
-        println!("{}", super::index::report_line(&sh.cfg.dir, &s));
-        let _ = io::stdout().flush();
-    }
-    if let Err(e) = ix.write(sh.cfg.index_page) {
-        tracing::warn!("collector: index.html: {e}; the index is served at / all the same");
-    }
+    super::filing::took_in(sh, &mut ix, id, name, &dst, name == SERVER_REPORT);
 }
 
 /// The report of the whole analysis of incident directory `d`'s stripped dump, as JSON.

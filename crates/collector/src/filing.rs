@@ -2,7 +2,7 @@
 //! and how a complete one is checked against its declared SHA-256 and moved under its incident.
 #![forbid(unsafe_code)]
 
-use super::index::report_line;
+use super::index::{report_line, Index};
 use super::Shared;
 use analyze::files::FileKind;
 use serde::{Deserialize, Serialize};
@@ -105,14 +105,30 @@ fn file(info: &mut UploadInfo, bp: &Path, sh: &Shared, sha: &str) -> io::Result<
     let _ = std::fs::File::open(&dir).and_then(|d| d.sync_all());
     sh.counters.files_completed.fetch_add(1, Ordering::SeqCst);
     let name = file_name_for(&info.kind);
-    let summary = ix.filed(&info.incident, &name, &dst);
-    super::complete::offer(sh, &summary);
-    if info.kind == FileKind::Report.upload_kind() {
+    let report = info.kind == FileKind::Report.upload_kind();
+    if report {
         sh.counters.reports.fetch_add(1, Ordering::SeqCst);
-        if sh.cfg.print {
-            println!("{}", report_line(&sh.cfg.dir, &summary));
-            let _ = io::stdout().flush();
-        }
+    }
+    took_in(sh, &mut ix, &info.incident, &name, &dst, report);
+    Ok(())
+}
+
+/// Take in file `name` of incident `id`, just filed at `path` (an upload, or the collector's
+/// own analysis): its summary, the collector's analysis if the incident is now ready for one
+/// (`complete`), the report's line on stdout if `report` and `--print`, and `index.html` again.
+pub(super) fn took_in(
+    sh: &Shared,
+    ix: &mut Index,
+    id: &str,
+    name: &str,
+    path: &Path,
+    report: bool,
+) {
+    let summary = ix.filed(id, name, path);
+    super::complete::offer(sh, &summary);
+    if report && sh.cfg.print {
+        println!("{}", report_line(&sh.cfg.dir, &summary));
+        let _ = io::stdout().flush();
     }
     if let Err(e) = ix.write(sh.cfg.index_page) {
         tracing::warn!(
@@ -120,7 +136,6 @@ fn file(info: &mut UploadInfo, bp: &Path, sh: &Shared, sha: &str) -> io::Result<
             sh.cfg.dir.join("index.html").display()
         );
     }
-    Ok(())
 }
 
 struct HashWriter<'a>(&'a mut Sha256);
