@@ -213,6 +213,13 @@ pub struct Class {
     pub role: Role,
     /// Instances (or arrays) of this class in the dump.
     pub instances: u32,
+    /// The class object is a GC root the dump lists, of a kind searched first
+    /// ([`crate::paths::high_priority`]; HotSpot's sticky classes: its boot loader's). An
+    /// object's reference to it then changes no reachability, shortest path, dominator or
+    /// retained size (the super-root reaches the class directly, and every path through the
+    /// reference has one from the root that skips the object), so the graph leaves it out and
+    /// [`IndexStats::rooted_class_refs`] counts it. Set once the roots are known.
+    pub rooted: bool,
 }
 
 /// A piece of a heap dump segment (or 1.0.1 heap dump record): a run of its whole sub-records,
@@ -278,6 +285,9 @@ pub struct IndexStats {
     /// Primitive arrays whose contents were stripped (0xC3), counted at their full size.
     pub stripped_arrays: u64,
     pub edges: u64,
+    /// References of instances and object arrays to their class where the class is a listed
+    /// GC root ([`Class::rooted`]): held by the objects, left out of the graph.
+    pub rooted_class_refs: u64,
     /// References to ids the dump does not contain (dropped).
     pub missing_refs: u64,
     /// Roots naming ids the dump does not contain (dropped).
@@ -332,12 +342,10 @@ pub struct Index {
     /// The ids of the class objects of the primitive array types (`char[]`, ...; in `PRIMS`
     /// order), 0 where the dump has none: a primitive array's edge to its class.
     pub prim_class_ids: [u64; 8],
-    /// The same, 0 where that class is a GC root the dump lists: there the edge changes no
-    /// reachability, shortest path, dominator or retained size (every path through it has a
-    /// path from the root that skips the array), and ART-style dumps hold hundreds of
-    /// thousands of primitive arrays whose edges cost the graph, the BFS and the dominators
-    /// time for nothing.
-    pub prim_edge_ids: [u64; 8],
+    /// The same classes' indices in `classes` ([`NONE`] where the dump has none). Where one is
+    /// [`Class::rooted`], its arrays' edges to it are left out of the graph as any object's
+    /// (ART-style dumps hold hundreds of thousands of primitive arrays, HotSpot's millions).
+    pub prim_classes: [u32; 8],
     /// Whether the dump holds records only Android writes (see `Pass1`).
     pub android: bool,
     /// How the shallow sizes were counted (set once the graph is complete: see `sizes`).
@@ -802,6 +810,7 @@ impl Pass1 {
                 data_len: 0,
                 role: Role::None,
                 instances: 0,
+                rooted: false,
             })
             .collect();
         drop(raw);
@@ -854,15 +863,19 @@ impl Pass1 {
         }
         let n = ids.len();
         stats.objects = n as u64;
-        let prim_edge_ids = prim_class_ids.map(|c| {
-            let rooted = ids
-                .binary_search(&c)
-                .is_ok_and(|k| roots.iter().any(|r| r.node == k as u32));
-            if rooted {
-                0
-            } else {
-                c
-            }
+        let mut first: Vec<u32> = (roots.iter())
+            .filter(|r| crate::paths::high_priority(r.tag))
+            .map(|r| r.node)
+            .collect();
+        first.sort_unstable();
+        for c in classes.iter_mut() {
+            c.rooted = c.node != NONE && first.binary_search(&c.node).is_ok();
+        }
+        let prim_classes = prim_class_ids.map(|c| match c {
+            0 => NONE,
+            c => class_lookup
+                .binary_search_by_key(&c, |e| e.0)
+                .map_or(NONE, |j| class_lookup[j].1),
         });
         Ok(Index {
             header,
@@ -885,7 +898,7 @@ impl Pass1 {
             prim_base,
             segments: Vec::new(),
             prim_class_ids,
-            prim_edge_ids,
+            prim_classes,
             android: self.android,
             sizes: Conventions::default(),
             scratch: None,
@@ -909,6 +922,7 @@ fn pseudo(name: String) -> Class {
         data_len: 0,
         role: Role::None,
         instances: 0,
+        rooted: false,
     }
 }
 
@@ -920,6 +934,7 @@ impl IndexStats {
         self.primitive_arrays += o.primitive_arrays;
         self.stripped_arrays += o.stripped_arrays;
         self.edges += o.edges;
+        self.rooted_class_refs += o.rooted_class_refs;
         self.missing_refs += o.missing_refs;
         self.unknown_class += o.unknown_class;
         self.short_instances += o.short_instances;

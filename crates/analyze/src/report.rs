@@ -128,6 +128,10 @@ pub struct AnalysisInfo {
     pub input_bytes: u64,
     pub objects: u64,
     pub reachable_objects: u64,
+    /// References the objects hold to objects the dump has: fields, elements, statics, a
+    /// class's superclass and loader, and every object's reference to its class. Those to a
+    /// class that is a listed root count here though the graph leaves them out
+    /// (`IndexStats::rooted_class_refs`), so the count is the same however the index was built.
     pub references: u64,
     pub gc_roots: u64,
     /// Bytes retained by all roots together: the super-root's retained size, the shallow sizes
@@ -749,7 +753,7 @@ fn analysis_info(ix: &Index, dom: &Dominators, left_out: LeftOut) -> AnalysisInf
         input_bytes: 0,
         objects: st.objects,
         reachable_objects: dom.reachable(),
-        references: st.edges,
+        references: st.edges + st.rooted_class_refs,
         gc_roots: dom.roots_used.len() as u64,
         reachable_bytes: dom.retained_at(0),
         missing_references: st.missing_refs,

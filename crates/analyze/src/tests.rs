@@ -41,8 +41,8 @@ fn a_primitive_array_references_its_class() {
             let Some(class_node) = ix.node(class_id).filter(|_| class_id != 0) else {
                 continue;
             };
-            // A class the dump lists as a root needs no edge (see `prim_edge_ids`).
-            let rooted = ix.roots.iter().any(|r| r.node == class_node);
+            // A class the dump lists as a root needs no edge (see `Class::rooted`).
+            let rooted = ix.classes[ix.prim_classes[(c - ix.prim_base) as usize] as usize].rooted;
             assert!(
                 rooted || ix.succ(n).contains(&class_node),
                 "{rel}: the {} at node {n} has no edge to its class",
@@ -677,8 +677,89 @@ fn one_pass_as_two(bytes: &[u8], parts: &[(u64, u64)], threads: usize) -> (index
     }
     assert_eq!(one.stats.edges, two.stats.edges);
     assert_eq!(one.stats.missing_refs, two.stats.missing_refs);
+    assert_eq!(one.stats.rooted_class_refs, two.stats.rooted_class_refs);
     assert_eq!(one.edges.len() as u64, one.stats.edges);
     (one, left)
+}
+
+/// An object's edge to its class is left out where the class object is a root the dump lists
+/// with a tag searched first (`Class::rooted`), and counted: in either index, and whether the
+/// roots come before the objects or, as HotSpot writes them, after (the one pass then learns
+/// them only once its workers are done: `place` leaves those edges out). A class rooted only
+/// by a stack frame keeps its edges (a path may have to reach it through an object).
+#[test]
+fn edges_to_rooted_classes_are_left_out_whichever_comes_first() {
+    let obj = |k: u64| 0x1000 + 16 * k;
+    let (object, sticky, framed, plain, ints, longs) = (0x08, 0x10, 0x18, 0x20, 0x28, 0x30);
+    for roots_last in [false, true] {
+        let mut w = Writer::new(Format::V102, 8, 0);
+        let names = [
+            "java.lang.Object",
+            "java.lang.Sticky",
+            "com.app.Framed",
+            "com.app.Plain",
+        ];
+        for (i, name) in names.iter().chain(&["[I", "[J"]).enumerate() {
+            w.utf8(i as u64 + 1, name);
+        }
+        w.utf8(9, "ref");
+        let classes = [object, sticky, framed, plain, ints, longs];
+        for (serial, &id) in classes.iter().enumerate() {
+            w.load_class(serial as u32 + 1, id, serial as u64 + 1);
+        }
+        w.class_dump(object, 0, 0, 0, &[], &[]);
+        for c in [sticky, framed, plain] {
+            w.class_dump(c, object, 0, 8, &[], &[(9, BasicType::Object)]);
+        }
+        w.class_dump(ints, object, 0, 0, &[], &[]);
+        w.class_dump(longs, object, 0, 0, &[], &[]);
+        let roots = |w: &mut Writer| {
+            w.root(sub::ROOT_STICKY_CLASS, sticky);
+            w.root(sub::ROOT_STICKY_CLASS, ints);
+            w.root2(sub::ROOT_JAVA_FRAME, framed, 1, 0);
+            w.root_jni_global(obj(0), 1);
+        };
+        if !roots_last {
+            roots(&mut w);
+        }
+        for k in 0..600u64 {
+            if k % 50 == 49 {
+                w.end_segment();
+            }
+            let next = obj((k + 1) % 600).to_be_bytes();
+            match k % 6 {
+                0 => w.instance(obj(k), sticky, &next),
+                1 => w.instance(obj(k), framed, &next),
+                2 => w.instance(obj(k), plain, &next),
+                3 => w.primitive_array(obj(k), BasicType::Int, 2, &[0; 8]),
+                4 => w.primitive_array(obj(k), BasicType::Long, 1, &[0; 8]),
+                _ => w.object_array(obj(k), object, &[obj(k / 2)]),
+            };
+        }
+        if roots_last {
+            roots(&mut w);
+        }
+        w.end_segment();
+        w.heap_dump_end();
+        let bytes = w.finish();
+        for threads in 1..=3 {
+            let whole = vec![(hprof::HEADER_LEN as u64, bytes.len() as u64)];
+            let parts = Input::Bytes(&bytes).split(threads, 0).unwrap_or(whole);
+            let (one, _) = one_pass_as_two(&bytes, &parts, threads);
+            let node = |id| one.node(id).unwrap();
+            let at = |k: u64| one.succ(node(obj(k))).to_vec();
+            let ctx = format!("roots last: {roots_last}, {threads} parts");
+            // The sticky class's instances and the int[]s: 100 each, no edge to the class.
+            assert_eq!(one.stats.rooted_class_refs, 200, "{ctx}");
+            assert_eq!(at(0), [node(obj(1))], "{ctx}");
+            assert!(at(3).is_empty(), "{ctx}");
+            // The others keep theirs, first.
+            assert_eq!(at(1), [node(framed), node(obj(2))], "{ctx}");
+            assert_eq!(at(2), [node(plain), node(obj(3))], "{ctx}");
+            assert_eq!(at(4), [node(longs)], "{ctx}");
+            assert_eq!(at(5), [node(object), node(obj(2))], "{ctx}");
+        }
+    }
 }
 
 /// A one-pass entry is two words, its shallow size implied where it can be (see
@@ -717,7 +798,7 @@ fn one_pass_entries_give_every_object_its_size_and_edges() {
     w.class_dump(holder, object, 0, 8, &statics, &[(9, BasicType::Object)]);
     w.class_dump(sizeless, object, 0, 0, &[], &[(9, BasicType::Object)]);
     w.class_dump(ints, object, 0, 0, &[], &[]);
-    // `long[]`'s class object is a root: no edge to it (`Index::prim_edge_ids`).
+    // `long[]`'s class object is a root: no edge to it (`Class::rooted`).
     w.class_dump(longs, object, 0, 0, &[], &[]);
     w.root_jni_global(longs, 1);
     w.root_jni_global(obj(0), 1);

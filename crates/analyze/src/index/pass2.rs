@@ -142,7 +142,8 @@ pub(super) const CLASS_CACHE: usize = 1024;
 pub(super) const CLASS_EDGE: u32 = 1 << 31;
 /// In a deferred entry's class word: its shallow size is the next in `Out::side`.
 pub(super) const SIDE: u32 = 1 << 31;
-/// In a deferred entry's class word (a primitive array's): its one edge, to its class.
+/// In a deferred entry's class word (a primitive array's): its one edge, to its class, implied
+/// as [`CLASS_EDGE`]'s is (no raw target).
 pub(super) const PRIM_EDGE: u32 = 1 << 30;
 /// A deferred entry's class index, without the flags ([`Pass2::deferred`] refuses more
 /// classes).
@@ -351,10 +352,9 @@ impl<'a> Pass2<'a> {
         let d = self.edge_count() as u32 - self.start;
         if self.defer() {
             if let Some(e) = self.out.nodes.last_mut() {
-                if is_prim(e[0] & CLASS_MASK, self.ix.prim_base) {
-                    // (At most one: see `primitive_array`.)
-                    e[0] |= PRIM_EDGE * u32::from(d > 0);
-                } else {
+                // (A primitive array has none: its one edge is [`PRIM_EDGE`], an entry's
+                // word is its size.)
+                if !is_prim(e[0] & CLASS_MASK, self.ix.prim_base) {
                     // (Keeps [`CLASS_EDGE`] if the entry has it.)
                     e[1] |= d;
                 }
@@ -404,13 +404,35 @@ pub(crate) struct Looked {
     missing: u64,
 }
 
+/// In [`class_refs`]: the class is [`Class::rooted`] (the edge is left out).
+const ROOTED: u32 = NONE - 1;
+
+/// Per class index, the node its objects' implied edge to their class ([`CLASS_EDGE`],
+/// [`PRIM_EDGE`]) leads to: its class object's (for a primitive array type's pseudo-class,
+/// that type's class object: [`Index::prim_classes`]); [`NONE`] if the dump lacks it (a
+/// missing reference), [`ROOTED`] if it is a listed root. Nodes are below both.
+fn class_refs(ix: &Index) -> impl Iterator<Item = u32> + '_ {
+    let prim = ix.prim_base as usize..ix.prim_base as usize + PRIMS.len();
+    (0..ix.classes.len()).map(move |c| {
+        let k = match prim.contains(&c) {
+            true => ix.prim_classes[c - prim.start],
+            false => c as u32,
+        };
+        match ix.classes.get(k as usize) {
+            None => NONE,
+            Some(cl) if cl.rooted => ROOTED,
+            Some(cl) => cl.node,
+        }
+    })
+}
+
 impl Looked {
     /// The room [`place`] needs in the joined list: every target found, and a class edge per
-    /// flagged entry whose class object the dump holds.
+    /// flagged entry whose class object the dump holds and does not list as a root.
     pub(crate) fn room(&self, ix: &Index) -> usize {
         let class_edges: usize = (self.out.class_edges.iter())
-            .zip(&ix.classes)
-            .filter(|(_, c)| c.node != NONE)
+            .zip(class_refs(ix))
+            .filter(|&(_, r)| r < ROOTED)
             .map(|(&k, _)| k as usize)
             .sum();
         self.targets.len() - self.missing as usize + class_edges
@@ -535,14 +557,16 @@ pub(crate) fn place(
     let entries = std::mem::take(&mut out.nodes);
     let side = std::mem::take(&mut out.side);
     let sizes: Vec<u32> = ix.classes.iter().map(|c| c.instance_size).collect();
+    let refs: Vec<u32> = class_refs(ix).collect();
     let mut rest = Vec::new();
     let (mut at, mut kept, mut s) = (0usize, 0usize, 0usize);
+    let mut rooted_class_refs = 0u64;
     // (Slices taken once: a column is one branch per access otherwise.)
     let (es, ts, sides): (&[[u32; 2]], &[u32], &[u32]) = (&entries, &targets, &side);
     for (k, &[a, b]) in (0u32..).zip(es) {
         let c = a & CLASS_MASK;
         let (sh, d) = if is_prim(c, ix.prim_base) {
-            (b, u32::from(a & PRIM_EDGE != 0))
+            (b, CLASS_EDGE * u32::from(a & PRIM_EDGE != 0))
         } else if a & SIDE != 0 {
             s += 1;
             (*sides.get(s - 1)?, b)
@@ -555,8 +579,10 @@ pub(crate) fn place(
         }
         let start = kept;
         if d & CLASS_EDGE != 0 {
-            let cn = ix.classes.get(c as usize)?.node;
-            if cn == NONE {
+            let cn = *refs.get(c as usize)?;
+            if cn == ROOTED {
+                rooted_class_refs += 1;
+            } else if cn == NONE {
                 missing_refs += 1;
             } else {
                 *dst.get_mut(kept)? = cn;
@@ -590,6 +616,7 @@ pub(crate) fn place(
     drop(side);
     drop(targets);
     out.stats.missing_refs += missing_refs;
+    out.stats.rooted_class_refs += rooted_class_refs;
     out.stats.edges = kept as u64;
     for f in out.flags.iter_mut() {
         f.node = node_of(f.node);
@@ -829,11 +856,7 @@ impl Pass2<'_> {
         // Instance -> its class (an instance keeps its class loaded). Deferred, the
         // edge is not kept as a raw id: the entry is flagged and [`place`] puts the
         // class's node first in its list (half the edges of a heap are these).
-        if self.implied_class_edge(class_id, ci) {
-            self.flag_class_edge(ci);
-        } else {
-            self.edge(class_id);
-        }
+        self.class_edge(class_id, ci);
         for &(off, _, _) in &cl.ref_slots {
             if let Some(t) = id_at(data, off, id_size) {
                 self.edge(t);
@@ -843,11 +866,19 @@ impl Pass2<'_> {
         self.roles(n, cl.role, data);
     }
 
-    /// Whether the edge of the object begun last to its class (`class_id`, class index `ci`) is
-    /// implied by its entry instead of kept as a raw id (one-pass mode, a known class).
+    /// The edge of the object begun last (an instance or object array) to its class
+    /// (`class_id`, class index `ci`): none if the class is a listed root ([`Class::rooted`];
+    /// in one-pass mode [`place`] leaves out those the prefix did not list), implied by its
+    /// entry (one-pass mode, a known class), or kept as a raw id.
     #[inline(always)]
-    fn implied_class_edge(&self, class_id: u64, ci: u32) -> bool {
-        self.defer() && class_id != 0 && ci != self.ix.unknown_class()
+    fn class_edge(&mut self, class_id: u64, ci: u32) {
+        if self.ix.classes[ci as usize].rooted {
+            self.out.stats.rooted_class_refs += 1;
+        } else if self.defer() && class_id != 0 && ci != self.ix.unknown_class() {
+            self.flag_class_edge(ci);
+        } else {
+            self.edge(class_id);
+        }
     }
 
     /// Flag the entry begun last with [`CLASS_EDGE`] (its class index `ci`).
@@ -887,11 +918,7 @@ impl Pass2<'_> {
             self.flag(n, ARRAY_FINDING, format!("{name} of {len}"));
         }
         // Its class first, implied when deferred as an instance's is (see `instance`).
-        if self.implied_class_edge(class_id, ci) {
-            self.flag_class_edge(ci);
-        } else {
-            self.edge(class_id);
-        }
+        self.class_edge(class_id, ci);
         self.in_array = true;
     }
 
@@ -913,11 +940,18 @@ impl Pass2<'_> {
         if bytes + RAW_SLACK >= self.limits.array_min_bytes {
             self.flag(n, ARRAY_FINDING, format!("{} of {len}", prim_name(ty)));
         }
-        // A primitive array -> its class (`char[]`), as for any other object (unless
-        // the class is a listed root: see `Index::prim_edge_ids`).
-        let class_id = ix.prim_edge_ids[pi as usize];
-        if class_id != 0 {
-            self.edge(class_id);
+        // A primitive array -> its class (`char[]`), as any other object (see `class_edge`;
+        // deferred, the edge is the flag [`PRIM_EDGE`], set by [`place`]).
+        match ix.prim_classes[pi as usize] {
+            NONE => {}
+            k if ix.classes[k as usize].rooted => self.out.stats.rooted_class_refs += 1,
+            _ if self.defer() => {
+                if let Some(e) = self.out.nodes.last_mut() {
+                    e[0] |= PRIM_EDGE;
+                    self.out.class_edges[ci as usize] += 1;
+                }
+            }
+            k => self.edge(ix.classes[k as usize].id),
         }
         self.end();
     }
