@@ -148,6 +148,78 @@ impl Default for Config {
     }
 }
 
+/// The detectors' thresholds and the report's bounds: the [`Config`] fields that decide what a
+/// report finds and keeps (a policy's `analysis` section sets some). A report carries them in
+/// `analysis.thresholds` when they are not the defaults, so that another analysis of the same
+/// dump (the collector's, of a dump the device could analyse only in part) finds what the
+/// device's policy asked for.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct Thresholds {
+    pub bitmap_min_pixels: u64,
+    pub array_min_bytes: u64,
+    pub window_max_count: u64,
+    pub native_allocation_registry_max_count: u64,
+    pub top_n: usize,
+    pub large_retained_bytes: u64,
+    pub max_paths_per_class: usize,
+    pub max_suspects_per_class: usize,
+}
+
+impl Default for Thresholds {
+    fn default() -> Self {
+        Config::default().thresholds()
+    }
+}
+
+impl Thresholds {
+    /// These thresholds within the bounds a policy may set (the agent's schema: at most 1,000
+    /// dominator groups and paths per class, arrays from 1 KiB, Bitmaps from 1 pixel), and at
+    /// most 1,000 suspects with paths per class (the default): for thresholds read from a
+    /// report that came from elsewhere, whose analysis must stay as bounded as the device's.
+    pub fn bounded(&self) -> Thresholds {
+        Thresholds {
+            bitmap_min_pixels: self.bitmap_min_pixels.max(1),
+            array_min_bytes: self.array_min_bytes.max(1024),
+            top_n: self.top_n.clamp(1, 1000),
+            max_paths_per_class: self.max_paths_per_class.clamp(1, 1000),
+            max_suspects_per_class: self.max_suspects_per_class.clamp(1, 1000),
+            ..self.clone()
+        }
+    }
+}
+
+impl Config {
+    /// This configuration's [`Thresholds`].
+    pub fn thresholds(&self) -> Thresholds {
+        Thresholds {
+            bitmap_min_pixels: self.bitmap_min_pixels,
+            array_min_bytes: self.array_min_bytes,
+            window_max_count: self.window_max_count,
+            native_allocation_registry_max_count: self.native_allocation_registry_max_count,
+            top_n: self.top_n,
+            large_retained_bytes: self.large_retained_bytes,
+            max_paths_per_class: self.max_paths_per_class,
+            max_suspects_per_class: self.max_suspects_per_class,
+        }
+    }
+
+    /// This configuration with thresholds `t` (its other settings kept).
+    pub fn with_thresholds(self, t: &Thresholds) -> Config {
+        Config {
+            bitmap_min_pixels: t.bitmap_min_pixels,
+            array_min_bytes: t.array_min_bytes,
+            window_max_count: t.window_max_count,
+            native_allocation_registry_max_count: t.native_allocation_registry_max_count,
+            top_n: t.top_n,
+            large_retained_bytes: t.large_retained_bytes,
+            max_paths_per_class: t.max_paths_per_class,
+            max_suspects_per_class: t.max_suspects_per_class,
+            ..self
+        }
+    }
+}
+
 /// Why an analysis failed.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -206,7 +278,9 @@ pub fn analyze(
             })
         }
     };
+    let thresholds = Some(cfg.thresholds()).filter(|t| *t != Thresholds::default());
     if let Some(mut rep) = over_budget(&input, cfg, &running_info)? {
+        rep.analysis.thresholds = thresholds;
         rep.analysis.snapshots = spans.len() as u64;
         rep.analysis.snapshot = if spans.is_empty() { 0 } else { k as u64 };
         tm.scan_ms = t0.elapsed().as_millis() as u64;
@@ -219,6 +293,7 @@ pub fn analyze(
         r.apply(&mut ix);
     }
     let mut rep = analyze_graph(ix, input, cfg, running_info, bytes, &parts, t0, tm)?;
+    rep.analysis.thresholds = thresholds;
     rep.analysis.snapshots = spans.len() as u64;
     rep.analysis.snapshot = if spans.is_empty() { 0 } else { k as u64 };
     Ok(rep)

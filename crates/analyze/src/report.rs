@@ -159,6 +159,10 @@ pub struct AnalysisInfo {
     #[serde(skip_serializing_if = "LeftOut::is_empty")]
     pub left_out: LeftOut,
     pub timings: Timings,
+    /// The thresholds the analysis ran with, when they are not the defaults (see
+    /// [`crate::Thresholds`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thresholds: Option<crate::Thresholds>,
     /// Only when the whole analysis did not fit its budget (`Config::budget_bytes`): the
     /// budget, what the analysis was estimated to need, and what this report leaves out (see
     /// `crate::budget`). Absent in a whole report.
@@ -744,7 +748,7 @@ fn read_trace_fields<'n>(
 }
 
 /// `analysis`: the index's and the dominators' figures; the caller fills in the input's size,
-/// the parts, the snapshot and the timings.
+/// the parts, the snapshot, the timings and the thresholds.
 fn analysis_info(ix: &Index, dom: &Dominators, left_out: LeftOut) -> AnalysisInfo {
     let st = &ix.stats;
     AnalysisInfo {
@@ -768,6 +772,7 @@ fn analysis_info(ix: &Index, dom: &Dominators, left_out: LeftOut) -> AnalysisInf
         sizes: ix.sizes,
         left_out,
         timings: Timings::default(),
+        thresholds: None,
         budget: None,
     }
 }

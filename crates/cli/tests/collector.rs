@@ -184,26 +184,33 @@ fn without_analysis(json: &[u8]) -> serde_json::Value {
 /// The fixture whose device report is partial: (its stripped dump's bytes gzip-compressed, the
 /// report of a budget too small for the whole analysis, the whole report without `analysis`).
 fn partial_incident() -> (Vec<u8>, Vec<u8>, serde_json::Value) {
+    let (gz, partial, full) = partial_incident_with(&analyze::Thresholds::default());
+    let p: serde_json::Value = serde_json::from_slice(&partial).unwrap();
+    // The device's report: one path found backwards, without retained size; the whole
+    // analysis: the Service Leak groups too.
+    assert_eq!(p["gcPaths"].as_array().unwrap().len(), 1, "{p}");
+    assert_eq!(p["gcPaths"][0]["retainedSize"], 0, "{p}");
+    assert!(full["gcPaths"].as_array().unwrap().len() >= 2, "{full}");
+    (gz, partial, full)
+}
+
+/// [`partial_incident`] of a device whose policy set thresholds `t`.
+fn partial_incident_with(t: &analyze::Thresholds) -> (Vec<u8>, Vec<u8>, serde_json::Value) {
     let dump = common::fixture("android/leak_service_binder.hprof");
     let running = serde_json::json!({"appVersion": "4.5.6", "deviceId": "phone-1"});
     let run = |budget_bytes| {
         let cfg = analyze::Config {
             budget_bytes,
             ..analyze::Config::default()
-        };
+        }
+        .with_thresholds(t);
         let r = analyze::analyze(analyze::Input::File(&dump), &cfg, running.clone()).unwrap();
         serde_json::to_vec(&r).unwrap()
     };
     let (partial, full) = (run(1 << 20), run(0));
     let p: serde_json::Value = serde_json::from_slice(&partial).unwrap();
     assert!(p["analysis"]["budget"].is_object(), "{p}");
-    // The device's report: one path found backwards, without retained size; the whole
-    // analysis: the Service Leak groups too.
-    assert_eq!(p["gcPaths"].as_array().unwrap().len(), 1, "{p}");
-    assert_eq!(p["gcPaths"][0]["retainedSize"], 0, "{p}");
-    let full = without_analysis(&full);
-    assert!(full["gcPaths"].as_array().unwrap().len() >= 2, "{full}");
-    (gzip(&dump), partial, full)
+    (gzip(&dump), partial, without_analysis(&full))
 }
 
 /// Incidents the device analysed only in part (a budget too small for the whole analysis: no
@@ -278,6 +285,33 @@ fn a_dump_the_device_analysed_in_part_is_analysed_whole_on_the_collector() {
     let c = Collect::start(tmp.path(), &[]);
     c.wait_for("analysed on the collector 3000-later");
     assert!(!c.out().contains("analysed on the collector 2000-cut"));
+    c.stop();
+}
+
+/// The collector analyses a partial incident's dump with the thresholds the device's policy
+/// set (`analysis.thresholds` of its report: here arrays from 1 KiB and one path per class),
+/// not its own defaults, which find less.
+#[test]
+fn the_collector_analyses_with_the_device_s_thresholds() {
+    let t = analyze::Thresholds {
+        array_min_bytes: 1024,
+        max_paths_per_class: 1,
+        ..analyze::Thresholds::default()
+    };
+    let (gz, partial, full) = partial_incident_with(&t);
+    let (_, _, full_default) = partial_incident();
+    assert_ne!(full, full_default, "the thresholds change the whole report");
+    let p: serde_json::Value = serde_json::from_slice(&partial).unwrap();
+    assert_eq!(p["analysis"]["thresholds"]["arrayMinBytes"], 1024, "{p}");
+    let tmp = common::fast_tmp();
+    let c = Collect::start(tmp.path(), &[]);
+    c.upload("1000-policy", "report", &partial);
+    c.upload("1000-policy", "mini.gz", &gz);
+    c.wait_for("analysed on the collector 1000-policy");
+    let got = std::fs::read(tmp.path().join("incidents/1000-policy/report.server.json")).unwrap();
+    assert_eq!(without_analysis(&got), full);
+    let got: serde_json::Value = serde_json::from_slice(&got).unwrap();
+    assert_eq!(got["analysis"]["thresholds"], p["analysis"]["thresholds"]);
     c.stop();
 }
 

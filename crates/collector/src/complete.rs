@@ -155,12 +155,14 @@ fn analyse(sh: &Shared, d: &Path, work: &Path) -> Result<Vec<u8>, String> {
     let inflated = inflate(sh, &gz, &dump, &mut taken);
     let res = inflated.and_then(|()| {
         // In memory only: a dump whose whole analysis needs more than the collector's budget is
-        // refused with the reason, rather than spilled to a disk the uploads share.
+        // refused with the reason, rather than spilled to a disk the uploads share. With the
+        // device's thresholds (its policy's), so that it finds what the device looked for.
+        let (running, thresholds) = from_device(&d.join(FileKind::Report.file_name()));
         let cfg = analyze::Config {
             budget_bytes: sh.cfg.analysis_memory_mb.saturating_mul(1 << 20),
             ..analyze::Config::default()
-        };
-        let running = running_info(&d.join(FileKind::Report.file_name()));
+        }
+        .with_thresholds(&thresholds);
         // (Nothing the analysis shares outlives it: a panic leaves no state behind.)
         let analysed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             analyze::analyze(analyze::Input::File(&dump), &cfg, running)
@@ -241,12 +243,22 @@ impl<R: BufRead> BufRead for Counted<R> {
     }
 }
 
-/// The device report's `runningInfo` (null if it cannot be read): the collector's report keeps
-/// the device, the app version and the rest.
-fn running_info(report: &Path) -> serde_json::Value {
+/// Of the device's report: its `runningInfo` (null if it cannot be read), which the collector's
+/// report keeps (the device, the app version and the rest); and the thresholds its analysis ran
+/// with (`analysis.thresholds`, within a policy's bounds; the defaults where the report has
+/// none, or cannot be read).
+fn from_device(report: &Path) -> (serde_json::Value, analyze::Thresholds) {
     let v = std::fs::File::open(report)
         .ok()
         .and_then(|f| capped::read(BufReader::new(f), capped::Limits::PAGE).ok());
-    v.and_then(|mut v| v.get_mut("runningInfo").map(serde_json::Value::take))
-        .unwrap_or(serde_json::Value::Null)
+    let Some(mut v) = v else {
+        return (serde_json::Value::Null, analyze::Thresholds::default());
+    };
+    let thresholds = (v.pointer("/analysis/thresholds"))
+        .and_then(|t| serde_json::from_value::<analyze::Thresholds>(t.clone()).ok())
+        .map(|t| t.bounded())
+        .unwrap_or_default();
+    let running =
+        (v.get_mut("runningInfo").map(serde_json::Value::take)).unwrap_or(serde_json::Value::Null);
+    (running, thresholds)
 }
