@@ -285,8 +285,8 @@ pub struct IndexStats {
     /// Primitive arrays whose contents were stripped (0xC3), counted at their full size.
     pub stripped_arrays: u64,
     pub edges: u64,
-    /// References of instances and object arrays to their class where the class is a listed
-    /// GC root ([`Class::rooted`]): held by the objects, left out of the graph.
+    /// References of objects to their class where the class is a listed GC root
+    /// ([`Class::rooted`]): held by the objects, left out of the graph.
     pub rooted_class_refs: u64,
     /// References to ids the dump does not contain (dropped).
     pub missing_refs: u64,

@@ -280,6 +280,9 @@ pub fn analyze(
     };
     let thresholds = Some(cfg.thresholds()).filter(|t| *t != Thresholds::default());
     if let Some(mut rep) = over_budget(&input, cfg, &running_info)? {
+        if let Some(r) = &cfg.renames {
+            r.report(&mut rep);
+        }
         rep.analysis.thresholds = thresholds;
         rep.analysis.snapshots = spans.len() as u64;
         rep.analysis.snapshot = if spans.is_empty() { 0 } else { k as u64 };

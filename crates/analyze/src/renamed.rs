@@ -136,7 +136,8 @@ impl Renames {
     }
 
     /// `report.json` as read (a JSON value) with its names turned back: `gcPaths`,
-    /// `dominators`, `leakObjects` (their signatures follow their groups') and `classInfos`.
+    /// `dominators`, `leakObjects` (their signatures follow their groups'), `classInfos` and
+    /// `histogram` (a report of what fits a budget).
     /// An entry that does not read as its type is left as it is.
     pub fn report_json(&self, v: &mut Value) {
         let mut signatures: HashMap<String, String> = HashMap::new();
@@ -162,7 +163,7 @@ impl Renames {
                 }
             }
         }
-        for list in ["leakObjects", "classInfos"] {
+        for list in ["leakObjects", "classInfos", "histogram"] {
             let Some(a) = v.get_mut(list).and_then(Value::as_array_mut) else {
                 continue;
             };

@@ -42,11 +42,24 @@ pub struct MethodRename {
 /// library's: a mapping is the collector's and the command line's) holds none of its code.
 pub trait Rename: Send + Sync + std::fmt::Debug {
     fn apply(&self, ix: &mut Index);
+    /// A report made without the index (the report of what fits a budget: its histogram,
+    /// findings and paths come from streaming passes) with its names turned back.
+    fn report(&self, r: &mut crate::Report);
 }
 
 impl Rename for Renames {
     fn apply(&self, ix: &mut Index) {
         Renames::apply(self, ix);
+    }
+    fn report(&self, r: &mut crate::Report) {
+        // (Through its JSON, as the collector renames a report it reads: one way for both.)
+        let Ok(mut v) = serde_json::to_value(&*r) else {
+            return;
+        };
+        self.report_json(&mut v);
+        if let Ok(n) = serde_json::from_value(v) {
+            *r = n;
+        }
     }
 }
 

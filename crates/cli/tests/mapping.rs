@@ -14,13 +14,23 @@ com.real.SyncService -> com.example.leakcanary.LeakyService:\n\
 com.real.SyncService$Binder -> com.example.leakcanary.LeakyService$MyBinder:\n";
 
 fn analyze(dir: &Path, mapping: Option<&str>) -> (std::process::Output, Option<serde_json::Value>) {
+    analyze_with(dir, mapping, &[])
+}
+
+/// [`analyze`] with more arguments.
+fn analyze_with(
+    dir: &Path,
+    mapping: Option<&str>,
+    args: &[&str],
+) -> (std::process::Output, Option<serde_json::Value>) {
     let out = dir.join("report.json");
     let _ = std::fs::remove_file(&out);
     let mut c = Command::new(common::oomguard_bin());
     c.arg("analyze")
         .arg(common::fixture("android/leak_service_binder.hprof"))
         .arg("-o")
-        .arg(&out);
+        .arg(&out)
+        .args(args);
     if let Some(m) = mapping {
         let p = dir.join("mapping.txt");
         std::fs::write(&p, m).unwrap();
@@ -75,6 +85,48 @@ fn the_mapping_turns_the_reports_names_back() {
             .collect()
     };
     assert_ne!(sigs(&plain), sigs(&mapped));
+}
+
+/// The report of what fits a budget (no index: its histogram, findings and paths come from
+/// streaming passes) has its names turned back too: in `histogram[]`, `classInfos[]`,
+/// `leakObjects[]` and `gcPaths[]`, and in the printed summary.
+#[test]
+fn a_report_of_what_fits_is_renamed_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let budget = ["--budget-mb", "1"];
+    let (o, plain) = analyze_with(dir.path(), None, &budget);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let plain = plain.unwrap();
+    assert!(plain["analysis"]["budget"].is_object(), "{plain:#}");
+    let (o, mapped) = analyze_with(dir.path(), Some(MAPPING), &budget);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mapped = mapped.unwrap();
+    let text = mapped.to_string();
+    // (The mapping renames the service's two classes, not the app's others.)
+    assert!(plain
+        .to_string()
+        .contains("com.example.leakcanary.LeakyService"));
+    assert!(
+        !text.contains("com.example.leakcanary.LeakyService"),
+        "{mapped:#}"
+    );
+    let named = |list: &str| {
+        mapped[list]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["className"] == "com.real.SyncService")
+    };
+    for list in ["histogram", "leakObjects", "gcPaths"] {
+        assert!(named(list), "{list}: {mapped:#}");
+    }
+    assert_eq!(classes(&mapped).len(), classes(&plain).len());
+    let printed = String::from_utf8_lossy(&o.stdout);
+    assert!(printed.contains("com.real.SyncService"), "{printed}");
+    assert!(
+        !printed.contains("com.example.leakcanary.LeakyService"),
+        "{printed}"
+    );
 }
 
 #[test]
