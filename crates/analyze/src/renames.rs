@@ -57,7 +57,9 @@ impl Rename for Renames {
             return;
         };
         self.report_json(&mut v);
-        if let Ok(n) = serde_json::from_value(v) {
+        if let Ok(mut n) = serde_json::from_value::<crate::Report>(v) {
+            // (The one field a report read back does not have: see `Conventions::vm`.)
+            n.analysis.sizes.vm = r.analysis.sizes.vm;
             *r = n;
         }
     }

@@ -100,6 +100,25 @@ fn a_report_carries_its_thresholds_when_they_are_not_the_defaults() {
     assert_eq!(Thresholds::default().bounded(), Thresholds::default());
 }
 
+/// Renaming a report of what fits goes through its JSON (`renames::Rename::report`): with no
+/// names to turn back, every field comes back as it was.
+#[test]
+fn renaming_a_report_of_what_fits_keeps_every_other_field() {
+    for rel in [
+        "android/leak_service_binder.hprof",
+        "jvm/openjdk_jdk11_04_x64.hprof",
+    ] {
+        let (_, small) = full_and_reduced(&std::fs::read(fixture(rel)).unwrap());
+        let mut renamed = small.clone();
+        renames::Rename::report(&renames::Renames::default(), &mut renamed);
+        assert_eq!(
+            serde_json::to_value(&renamed).unwrap(),
+            serde_json::to_value(&small).unwrap(),
+            "{rel}"
+        );
+    }
+}
+
 /// The full report of `bytes`, and its report of what fits (a budget the census finds too
 /// small).
 pub(crate) fn full_and_reduced(bytes: &[u8]) -> (report::Report, report::Report) {

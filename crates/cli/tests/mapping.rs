@@ -121,6 +121,8 @@ fn a_report_of_what_fits_is_renamed_too() {
         assert!(named(list), "{list}: {mapped:#}");
     }
     assert_eq!(classes(&mapped).len(), classes(&plain).len());
+    assert_eq!(mapped["analysis"]["sizes"], plain["analysis"]["sizes"]);
+    assert_eq!(mapped["analysis"]["sizes"]["vm"], "Android");
     let printed = String::from_utf8_lossy(&o.stdout);
     assert!(printed.contains("com.real.SyncService"), "{printed}");
     assert!(
