@@ -290,7 +290,8 @@ fn a_dump_the_device_analysed_in_part_is_analysed_whole_on_the_collector() {
 
 /// The collector analyses a partial incident's dump with the thresholds the device's policy
 /// set (`analysis.thresholds` of its report: here arrays from 1 KiB and one path per class),
-/// not its own defaults, which find less.
+/// not its own defaults, which find less; within a policy's bounds (a report asking for no
+/// paths at all gets one per class).
 #[test]
 fn the_collector_analyses_with_the_device_s_thresholds() {
     let t = analyze::Thresholds {
@@ -312,6 +313,24 @@ fn the_collector_analyses_with_the_device_s_thresholds() {
     assert_eq!(without_analysis(&got), full);
     let got: serde_json::Value = serde_json::from_slice(&got).unwrap();
     assert_eq!(got["analysis"]["thresholds"], p["analysis"]["thresholds"]);
+
+    // A report's thresholds are kept within a policy's bounds: no paths at all is one.
+    let none = analyze::Thresholds {
+        max_paths_per_class: 0,
+        ..analyze::Thresholds::default()
+    };
+    let one = analyze::Thresholds {
+        max_paths_per_class: 1,
+        ..analyze::Thresholds::default()
+    };
+    let (_, partial, _) = partial_incident_with(&none);
+    let (_, _, full_one) = partial_incident_with(&one);
+    c.upload("2000-bounded", "report", &partial);
+    c.upload("2000-bounded", "mini.gz", &gz);
+    c.wait_for("analysed on the collector 2000-bounded");
+    let got = std::fs::read(tmp.path().join("incidents/2000-bounded/report.server.json")).unwrap();
+    assert_eq!(without_analysis(&got), full_one);
+    assert!(!full_one["gcPaths"].as_array().unwrap().is_empty());
     c.stop();
 }
 
