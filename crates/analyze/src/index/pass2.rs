@@ -856,7 +856,7 @@ impl Pass2<'_> {
         // Instance -> its class (an instance keeps its class loaded). Deferred, the
         // edge is not kept as a raw id: the entry is flagged and [`place`] puts the
         // class's node first in its list (half the edges of a heap are these).
-        self.class_edge(class_id, ci);
+        self.class_edge(class_id, ci, cl.rooted);
         for &(off, _, _) in &cl.ref_slots {
             if let Some(t) = id_at(data, off, id_size) {
                 self.edge(t);
@@ -866,13 +866,14 @@ impl Pass2<'_> {
         self.roles(n, cl.role, data);
     }
 
-    /// The edge of the object begun last (an instance or object array) to its class
-    /// (`class_id`, class index `ci`): none if the class is a listed root ([`Class::rooted`];
-    /// in one-pass mode [`place`] leaves out those the prefix did not list), implied by its
-    /// entry (one-pass mode, a known class), or kept as a raw id.
+    /// The edge of the object begun last to its class object (`class_id`, [`Class::rooted`]
+    /// if `rooted`; the object's class index is `ci`, a primitive array's its pseudo-class):
+    /// none if the class is a listed root (in one-pass mode [`place`] leaves out those the
+    /// prefix did not list), implied by its entry (one-pass mode, a known class), or kept as a
+    /// raw id.
     #[inline(always)]
-    fn class_edge(&mut self, class_id: u64, ci: u32) {
-        if self.ix.classes[ci as usize].rooted {
+    fn class_edge(&mut self, class_id: u64, ci: u32, rooted: bool) {
+        if rooted {
             self.out.stats.rooted_class_refs += 1;
         } else if self.defer() && class_id != 0 && ci != self.ix.unknown_class() {
             self.flag_class_edge(ci);
@@ -881,11 +882,15 @@ impl Pass2<'_> {
         }
     }
 
-    /// Flag the entry begun last with [`CLASS_EDGE`] (its class index `ci`).
+    /// Flag the entry begun last (of class index `ci`) with [`CLASS_EDGE`], or [`PRIM_EDGE`]
+    /// for a primitive array (whose second word is its size).
     #[inline(always)]
     fn flag_class_edge(&mut self, ci: u32) {
         if let Some(e) = self.out.nodes.last_mut() {
-            e[1] |= CLASS_EDGE;
+            match is_prim(ci, self.ix.prim_base) {
+                true => e[0] |= PRIM_EDGE,
+                false => e[1] |= CLASS_EDGE,
+            }
             self.out.class_edges[ci as usize] += 1;
         }
     }
@@ -918,7 +923,7 @@ impl Pass2<'_> {
             self.flag(n, ARRAY_FINDING, format!("{name} of {len}"));
         }
         // Its class first, implied when deferred as an instance's is (see `instance`).
-        self.class_edge(class_id, ci);
+        self.class_edge(class_id, ci, ix.classes[ci as usize].rooted);
         self.in_array = true;
     }
 
@@ -940,18 +945,9 @@ impl Pass2<'_> {
         if bytes + RAW_SLACK >= self.limits.array_min_bytes {
             self.flag(n, ARRAY_FINDING, format!("{} of {len}", prim_name(ty)));
         }
-        // A primitive array -> its class (`char[]`), as any other object (see `class_edge`;
-        // deferred, the edge is the flag [`PRIM_EDGE`], set by [`place`]).
-        match ix.prim_classes[pi as usize] {
-            NONE => {}
-            k if ix.classes[k as usize].rooted => self.out.stats.rooted_class_refs += 1,
-            _ if self.defer() => {
-                if let Some(e) = self.out.nodes.last_mut() {
-                    e[0] |= PRIM_EDGE;
-                    self.out.class_edges[ci as usize] += 1;
-                }
-            }
-            k => self.edge(ix.classes[k as usize].id),
+        // A primitive array -> its type's class object (`char[]`), as any other object.
+        if let Some(c) = ix.classes.get(ix.prim_classes[pi as usize] as usize) {
+            self.class_edge(c.id, ci, c.rooted);
         }
         self.end();
     }
