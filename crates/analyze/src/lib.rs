@@ -278,25 +278,25 @@ pub fn analyze(
             })
         }
     };
-    let thresholds = Some(cfg.thresholds()).filter(|t| *t != Thresholds::default());
-    if let Some(mut rep) = over_budget(&input, cfg, &running_info)? {
-        if let Some(r) = &cfg.renames {
-            r.report(&mut rep);
+    let mut rep = match over_budget(&input, cfg, &running_info)? {
+        Some(mut rep) => {
+            if let Some(r) = &cfg.renames {
+                r.report(&mut rep);
+            }
+            tm.scan_ms = t0.elapsed().as_millis() as u64;
+            tm.total_ms = tm.scan_ms;
+            rep.analysis.timings = tm;
+            rep
         }
-        rep.analysis.thresholds = thresholds;
-        rep.analysis.snapshots = spans.len() as u64;
-        rep.analysis.snapshot = if spans.is_empty() { 0 } else { k as u64 };
-        tm.scan_ms = t0.elapsed().as_millis() as u64;
-        tm.total_ms = tm.scan_ms;
-        rep.analysis.timings = tm;
-        return Ok(rep);
-    }
-    let (mut ix, bytes, parts) = build_index(&input, cfg, t0, &mut tm)?;
-    if let Some(r) = &cfg.renames {
-        r.apply(&mut ix);
-    }
-    let mut rep = analyze_graph(ix, input, cfg, running_info, bytes, &parts, t0, tm)?;
-    rep.analysis.thresholds = thresholds;
+        None => {
+            let (mut ix, bytes, parts) = build_index(&input, cfg, t0, &mut tm)?;
+            if let Some(r) = &cfg.renames {
+                r.apply(&mut ix);
+            }
+            analyze_graph(ix, input, cfg, running_info, bytes, &parts, t0, tm)?
+        }
+    };
+    rep.analysis.thresholds = Some(cfg.thresholds()).filter(|t| *t != Thresholds::default());
     rep.analysis.snapshots = spans.len() as u64;
     rep.analysis.snapshot = if spans.is_empty() { 0 } else { k as u64 };
     Ok(rep)

@@ -3,9 +3,10 @@
 //! A device whose analysis had too little memory for the whole of it (`analysis.budget` in its
 //! `report.json`: the issue-43 budget, with no room for scratch files) reports what fits: the
 //! class histogram, what the detectors find without the graph and a path per class and reason,
-//! but no retained sizes or traces, so `/leaks` counts its leaks without their sizes. When such an incident also brought its stripped
-//! dump (`mini.hprof.gz`), the collector, which has the memory, analyses the dump whole and files
-//! the result beside the device's as `report.server.json`. Summaries, `/leaks` and the
+//! but no retained sizes or traces, so `/leaks` counts its leaks without their sizes. When such
+//! an incident also brought its stripped dump (`mini.hprof.gz`), the collector, which has the
+//! memory, analyses the dump whole and files the result beside the device's as
+//! `report.server.json`. Summaries, `/leaks` and the
 //! incident's page then read that report (the page says so); the device's `report.json` is kept
 //! as it came.
 //!
