@@ -11,11 +11,11 @@
 # exported above MIN_API must be referenced weakly (the library then checks it at run time), never
 # as a hard import; a symbol the file does not know fails the check until its fact is added.
 # Usage: scripts/abi-check.sh [TARGET...]   (default: aarch64-linux-android armv7-linux-androideabi)
-#   MIN_API=N  the lowest API level the library supports (default 21)
+#   MIN_API=N  the lowest API level the library supports (default: scripts/lib/setup.sh's)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/setup.sh
-min_api="${MIN_API:-21}"
+min_api="$MIN_API"
 facts=scripts/abi/bionic-api.txt
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(aarch64-linux-android armv7-linux-androideabi)

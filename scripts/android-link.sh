@@ -21,12 +21,12 @@
 # Usage: scripts/android-link.sh [TARGET...]   (default: aarch64-linux-android; also
 #        x86_64-linux-android). Writes target/android-link/<abi>/liboomguard.so and a stripped
 #        copy, liboomguard.stripped.so, and prints the stripped size.
-#   MIN_API=N  the API level linked against (default 21)
+#   MIN_API=N  the API level linked against (default: scripts/lib/setup.sh's)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/setup.sh
 source scripts/lib/elf_check.sh
-min_api="${MIN_API:-21}"
+min_api="$MIN_API"
 root="$PWD"
 tdir="${CARGO_TARGET_DIR:-$root/target}"
 targets=("$@")

@@ -33,8 +33,7 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-MIN_API=21
-
+source scripts/lib/setup.sh      # MIN_API
 source scripts/lib/elf_check.sh  # check_elf FILE, ANDROID_PAGE
 
 stage="$out/aar"

@@ -12,6 +12,7 @@
 #   SIZE_TOP=N      rows of the table before the rest is summed (default 25)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib/setup.sh  # MIN_API
 profile="${1:-ship}"
 case "$profile" in
   dev) dir=debug ;;
@@ -24,7 +25,7 @@ if [ "$profile" = arm64 ]; then
   scripts/android-link.sh aarch64-linux-android >/dev/null
   lib="${CARGO_TARGET_DIR:-target}/android-link/arm64-v8a/liboomguard.so"
   stripped="${lib%.so}.stripped.so"
-  what="arm64-v8a (aarch64-linux-android21, profile ship, linked by scripts/android-link.sh)"
+  what="arm64-v8a (aarch64-linux-android$MIN_API, profile ship, linked by scripts/android-link.sh)"
 else
   cargo rustc --profile "$profile" -p oomguard --lib --crate-type cdylib
   lib="${CARGO_TARGET_DIR:-target}/$dir/liboomguard.so"

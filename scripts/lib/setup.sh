@@ -3,6 +3,10 @@
 
 SHARED_DIR="${SHARED_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)/shared}"
 HPROF_CONV=/usr/lib/android-sdk/platform-tools/hprof-conv
+# The lowest Android API level the library supports (the AAR's minSdk): what it is compiled and
+# linked for, and the level above which a libc import must be weak. Set here once for every
+# script; MIN_API=N in the environment overrides it.
+MIN_API="${MIN_API:-21}"
 
 apt_install() {
   # apt_install PKG... : install the Debian packages that are not installed yet.
@@ -81,10 +85,10 @@ setup_test_deps() {
 # build for Android (none does since `ring` left the library with ureq; kept for the next one).
 android_env() {
   CC_aarch64_linux_android=clang \
-  CFLAGS_aarch64_linux_android="--target=aarch64-linux-android21 -ffreestanding -nostdlibinc -DRING_CORE_NOSTDLIBINC=1" \
+  CFLAGS_aarch64_linux_android="--target=aarch64-linux-android$MIN_API -ffreestanding -nostdlibinc -DRING_CORE_NOSTDLIBINC=1" \
   AR_aarch64_linux_android=llvm-ar-14 \
   CC_armv7_linux_androideabi=clang \
-  CFLAGS_armv7_linux_androideabi="--target=armv7a-linux-androideabi21 -ffreestanding -nostdlibinc -DRING_CORE_NOSTDLIBINC=1" \
+  CFLAGS_armv7_linux_androideabi="--target=armv7a-linux-androideabi$MIN_API -ffreestanding -nostdlibinc -DRING_CORE_NOSTDLIBINC=1" \
   AR_armv7_linux_androideabi=llvm-ar-14 \
   "$@"
 }
