@@ -17,7 +17,9 @@
 //!   allows, else named, then removed at once): nothing is left behind, even if the process is
 //!   killed.
 //! - A [`Scratch`] counts the bytes it has handed out and refuses past its cap
-//!   ([`Scratch::new`]), with an error naming the directory.
+//!   ([`Scratch::new`]), with an error naming the directory. The files of dropped arrays it
+//!   keeps for the next ones ([`Kept`]) count against the cap too, and are given up before a
+//!   request is refused.
 //! - Arrays hold only [`Plain`] types (every bit pattern a value, no padding, no pointers), so a
 //!   slice over the file's bytes is always valid; a new array reads as zeros.
 
@@ -26,7 +28,7 @@ use std::io::{self, Write};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 mod buf;
 pub use buf::{Buf, GROW_MIN};
@@ -90,7 +92,65 @@ pub struct Scratch {
 struct Inner {
     dir: PathBuf,
     cap: u64,
-    used: AtomicU64,
+    books: Mutex<Kept>,
+}
+
+/// The bytes of the live arrays, and the mapped files of dropped arrays kept for the next ones.
+///
+/// Why: a page of a new scratch file costs a fault, a page the file system allocates and zeroes
+/// (a hole read back), and a write fault that marks it dirty (`page_mkwrite`), several times an
+/// anonymous page's fault; a dropped file's pages are then truncated. The analysis drops arrays
+/// and makes others of like sizes at each phase (the scan's buffers, then the searches' arrays,
+/// then the dominators'): 913 MB of files made for a peak of 560 MB live on a 10 M-object dump.
+/// A kept file's pages are still mapped, so a new array over it is only written (zeros), with no
+/// fault (as `mapped::HugePageAlloc` keeps freed blocks in memory).
+///
+/// The bound: the live arrays plus the kept files never take more than the live arrays did at
+/// some moment (`peak`); a file made afresh gives up kept files, the smallest first, until that
+/// holds. So the files take no more disk and page cache than the analysis's peak did.
+struct Kept {
+    /// Bytes (whole pages) of the live arrays.
+    live: u64,
+    /// The most `live` has been.
+    peak: u64,
+    /// The files kept, each with its map and its size in bytes (whole pages).
+    files: Vec<(File, memmap2::MmapMut, u64)>,
+    /// Their sizes added up.
+    kept: u64,
+}
+
+impl Kept {
+    /// The smallest kept file mapped over at least `bytes` bytes, no longer kept (its bytes
+    /// now live).
+    fn take(&mut self, bytes: usize) -> Option<(File, memmap2::MmapMut, u64)> {
+        let i = (0..self.files.len())
+            .filter(|&i| self.files[i].1.len() >= bytes)
+            .min_by_key(|&i| self.files[i].2)?;
+        let f = self.files.swap_remove(i);
+        self.kept -= f.2;
+        self.live += f.2;
+        Some(f)
+    }
+
+    /// Count `more` live bytes (a new file or a grown one) within `cap`, giving up kept files
+    /// if that makes room; `false` (nothing counted) if even that does not.
+    fn add(&mut self, more: u64, cap: u64) -> bool {
+        if self.live + more > cap {
+            return false;
+        }
+        self.live += more;
+        self.peak = self.peak.max(self.live);
+        let bound = self.peak.min(cap);
+        while self.live + self.kept > bound {
+            let Some(i) = (0..self.files.len()).min_by_key(|&i| self.files[i].2) else {
+                break;
+            };
+            let (f, m, b) = self.files.swap_remove(i);
+            self.kept -= b;
+            drop((m, f));
+        }
+        true
+    }
 }
 
 impl Scratch {
@@ -108,7 +168,12 @@ impl Scratch {
             inner: Arc::new(Inner {
                 dir: dir.to_path_buf(),
                 cap,
-                used: AtomicU64::new(0),
+                books: Mutex::new(Kept {
+                    live: 0,
+                    peak: 0,
+                    files: Vec::new(),
+                    kept: 0,
+                }),
             }),
         })
     }
@@ -120,7 +185,12 @@ impl Scratch {
 
     /// Bytes of the live scratch arrays (each rounded up to whole pages).
     pub fn used(&self) -> u64 {
-        self.inner.used.load(Ordering::Relaxed)
+        self.inner.books().live
+    }
+
+    /// Bytes of the files of dropped arrays kept for the next ones (see [`Kept`]).
+    pub fn kept(&self) -> u64 {
+        self.inner.books().kept
     }
 
     /// The most bytes the arrays may take together.
@@ -130,34 +200,43 @@ impl Scratch {
 
     /// A new array of `len` zeros.
     pub fn zeroed<T: Plain>(&self, len: usize) -> io::Result<ScratchVec<T>> {
-        let bytes = len
-            .checked_mul(std::mem::size_of::<T>())
-            .ok_or_else(|| io::Error::other("scratch array: length overflows"))?;
+        let raw = self.raw(bytes_of::<T>(len)?)?;
+        Ok(ScratchVec {
+            raw,
+            len,
+            _t: std::marker::PhantomData,
+        })
+    }
+
+    /// `bytes` zeros: over a kept file if one is mapped over that many, else in a new file.
+    /// (Not generic: one copy of this code in the library, whatever the arrays' types.)
+    fn raw(&self, bytes: usize) -> io::Result<Raw> {
         let pages = (bytes as u64).div_ceil(4096) * 4096;
-        let before = self.inner.used.fetch_add(pages, Ordering::Relaxed);
-        if before + pages > self.inner.cap {
-            self.inner.used.fetch_sub(pages, Ordering::Relaxed);
-            return Err(io::Error::new(
-                io::ErrorKind::OutOfMemory,
-                format!(
-                    "{}: scratch arrays would take {} bytes, over their cap of {}",
-                    self.inner.dir.display(),
-                    before + pages,
-                    self.inner.cap
-                ),
-            ));
+        let owner = self.inner.clone();
+        if bytes > 0 {
+            let kept = self.inner.books().take(bytes);
+            if let Some((file, mut map, size)) = kept {
+                // A new array reads as zeros: only its own bytes are written (a growth zeroes
+                // what it adds).
+                map[..bytes].fill(0);
+                return Ok(Raw {
+                    file: Some(file),
+                    map: Some(map),
+                    pages: size,
+                    owner,
+                });
+            }
         }
-        let made = self.map(len, bytes);
+        self.inner.count(pages)?;
+        let made = self.map(bytes);
         if made.is_err() {
-            self.inner.used.fetch_sub(pages, Ordering::Relaxed);
+            self.inner.books().live -= pages;
         }
-        made.map(|(file, map)| ScratchVec {
+        made.map(|(file, map)| Raw {
             file,
             map,
-            len,
             pages,
-            owner: self.inner.clone(),
-            _t: std::marker::PhantomData,
+            owner,
         })
     }
 
@@ -169,12 +248,8 @@ impl Scratch {
     }
 
     #[allow(clippy::type_complexity)]
-    fn map(
-        &self,
-        len: usize,
-        bytes: usize,
-    ) -> io::Result<(Option<File>, Option<memmap2::MmapMut>)> {
-        if len == 0 || bytes == 0 {
+    fn map(&self, bytes: usize) -> io::Result<(Option<File>, Option<memmap2::MmapMut>)> {
+        if bytes == 0 {
             return Ok((None, None));
         }
         let dir = &self.inner.dir;
@@ -187,6 +262,30 @@ impl Scratch {
         #[allow(unsafe_code)]
         let map = unsafe { memmap2::MmapOptions::new().len(bytes).map_mut(&f) }.map_err(named)?;
         Ok((Some(f), Some(map)))
+    }
+}
+
+impl Inner {
+    fn books(&self) -> MutexGuard<'_, Kept> {
+        self.books.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Count `more` bytes of live arrays, or say why they are refused (over the cap, once no
+    /// kept file is left to give up).
+    fn count(&self, more: u64) -> io::Result<()> {
+        let mut b = self.books();
+        if b.add(more, self.cap) {
+            return Ok(());
+        }
+        Err(io::Error::new(
+            io::ErrorKind::OutOfMemory,
+            format!(
+                "{}: scratch arrays would take {} bytes, over their cap of {}",
+                self.dir.display(),
+                b.live + more,
+                self.cap
+            ),
+        ))
     }
 }
 
@@ -262,15 +361,28 @@ fn reserve(f: &File, len: u64) -> io::Result<()> {
     Ok(())
 }
 
+/// `len` values of `T` in bytes, or an error if that overflows.
+fn bytes_of<T>(len: usize) -> io::Result<usize> {
+    len.checked_mul(std::mem::size_of::<T>())
+        .ok_or_else(|| io::Error::other("scratch array: length overflows"))
+}
+
 /// A fixed-length array of `T` in a scratch file (see the module documentation). Dropping it
-/// unmaps the file, which the file system then frees.
+/// gives its file to the [`Scratch`] to keep for the next array, or unmaps it, and the file
+/// system then frees it.
 pub struct ScratchVec<T: Plain> {
+    raw: Raw,
+    len: usize,
+    _t: std::marker::PhantomData<T>,
+}
+
+/// A scratch array's file, its map and its size in bytes (whole pages), whatever the type of
+/// its values.
+struct Raw {
     file: Option<File>,
     map: Option<memmap2::MmapMut>,
-    len: usize,
     pages: u64,
     owner: Arc<Inner>,
-    _t: std::marker::PhantomData<T>,
 }
 
 impl<T: Plain> ScratchVec<T> {
@@ -278,28 +390,50 @@ impl<T: Plain> ScratchVec<T> {
     /// blocks reserved) and mapped again whole; the values stay in the file, nothing is copied.
     /// On failure (the cap, a full disk) the array is as it was.
     pub fn grow(&mut self, len: usize) -> io::Result<()> {
-        let file = match &self.file {
-            Some(f) if len > self.len => f,
-            _ => return Ok(()),
-        };
-        let bytes = len
-            .checked_mul(std::mem::size_of::<T>())
-            .ok_or_else(|| io::Error::other("scratch array: length overflows"))?;
-        let pages = (bytes as u64).div_ceil(4096) * 4096;
-        let more = pages.saturating_sub(self.pages);
-        let before = self.owner.used.fetch_add(more, Ordering::Relaxed);
-        if before + more > self.owner.cap {
-            self.owner.used.fetch_sub(more, Ordering::Relaxed);
-            return Err(io::Error::new(
-                io::ErrorKind::OutOfMemory,
-                format!(
-                    "{}: scratch arrays would take {} bytes, over their cap of {}",
-                    self.owner.dir.display(),
-                    before + more,
-                    self.owner.cap
-                ),
-            ));
+        if len <= self.len {
+            return Ok(());
         }
+        let size = std::mem::size_of::<T>();
+        self.raw.grow(self.len * size, bytes_of::<T>(len)?)?;
+        if self.raw.map.is_some() {
+            self.len = len;
+        }
+        Ok(())
+    }
+
+    /// Keep the first `len` elements (nothing if `len` is not shorter). The file keeps its
+    /// size, and the cap counts it whole until the array is dropped.
+    pub fn truncate(&mut self, len: usize) {
+        self.len = self.len.min(len);
+    }
+
+    /// Advise the kernel that the pages are not needed soon (written back if dirty, then
+    /// dropped from this process's RSS; their contents are kept).
+    pub fn page_out(&self) {
+        if let Some(m) = &self.raw.map {
+            // SAFETY: the map is a shared file map: after MADV_DONTNEED its pages read back
+            // from the file (dirty ones are written there first), so no value changes.
+            #[allow(unsafe_code)]
+            let _ = unsafe { m.unchecked_advise(memmap2::UncheckedAdvice::DontNeed) };
+        }
+    }
+}
+
+impl Raw {
+    /// [`ScratchVec::grow`] from `had` bytes to `bytes`.
+    fn grow(&mut self, had: usize, bytes: usize) -> io::Result<()> {
+        let Some(file) = &self.file else {
+            return Ok(());
+        };
+        let pages = (bytes as u64).div_ceil(4096) * 4096;
+        if let Some(m) = self.map.as_mut().filter(|m| m.len() >= bytes) {
+            // A kept file larger than the array was (see `Kept`): its map holds the new values
+            // already; they read as zeros once written so.
+            m[had..bytes].fill(0);
+            return Ok(());
+        }
+        let more = pages.saturating_sub(self.pages);
+        self.owner.count(more)?;
         let mapped = reserve(file, bytes as u64).and_then(|()| {
             // SAFETY: as in `Scratch::map`: this process's own unlinked file, its blocks
             // reserved above; the old map is dropped when this one replaces it, and nothing
@@ -312,31 +446,13 @@ impl<T: Plain> ScratchVec<T> {
         match mapped {
             Ok(m) => {
                 self.map = Some(m);
-                self.len = len;
                 self.pages = self.pages.max(pages);
                 Ok(())
             }
             Err(e) => {
-                self.owner.used.fetch_sub(more, Ordering::Relaxed);
+                self.owner.books().live -= more;
                 Err(e)
             }
-        }
-    }
-
-    /// Keep the first `len` elements (nothing if `len` is not shorter). The file keeps its
-    /// size, and the cap counts it whole until the array is dropped.
-    pub fn truncate(&mut self, len: usize) {
-        self.len = self.len.min(len);
-    }
-
-    /// Advise the kernel that the pages are not needed soon (written back if dirty, then
-    /// dropped from this process's RSS; their contents are kept).
-    pub fn page_out(&self) {
-        if let Some(m) = &self.map {
-            // SAFETY: the map is a shared file map: after MADV_DONTNEED its pages read back
-            // from the file (dirty ones are written there first), so no value changes.
-            #[allow(unsafe_code)]
-            let _ = unsafe { m.unchecked_advise(memmap2::UncheckedAdvice::DontNeed) };
         }
     }
 }
@@ -345,7 +461,7 @@ impl<T: Plain> std::ops::Deref for ScratchVec<T> {
     type Target = [T];
     #[inline]
     fn deref(&self) -> &[T] {
-        match &self.map {
+        match &self.raw.map {
             None => &[],
             // SAFETY: the map is page-aligned (so aligned for `T`), `len * size_of::<T>()`
             // bytes long, and lives as long as `self`; `T` is `Plain`, so any bytes are values.
@@ -358,7 +474,7 @@ impl<T: Plain> std::ops::Deref for ScratchVec<T> {
 impl<T: Plain> std::ops::DerefMut for ScratchVec<T> {
     #[inline]
     fn deref_mut(&mut self) -> &mut [T] {
-        match &mut self.map {
+        match &mut self.raw.map {
             None => &mut [],
             // SAFETY: as in `deref`, and `&mut self` makes this the only view.
             #[allow(unsafe_code)]
@@ -369,9 +485,16 @@ impl<T: Plain> std::ops::DerefMut for ScratchVec<T> {
     }
 }
 
-impl<T: Plain> Drop for ScratchVec<T> {
+impl Drop for Raw {
     fn drop(&mut self) {
-        self.owner.used.fetch_sub(self.pages, Ordering::Relaxed);
+        let mut b = self.owner.books();
+        b.live -= self.pages;
+        // Kept for the next array (see `Kept`): the live bytes and the kept ones add up to what
+        // they did, within the bound.
+        if let (Some(f), Some(m)) = (self.file.take(), self.map.take()) {
+            b.files.push((f, m, self.pages));
+            b.kept += self.pages;
+        }
     }
 }
 
@@ -435,6 +558,46 @@ mod tests {
         assert_eq!(s.used(), 0);
         let e = s.zeroed::<u8>(0).unwrap();
         assert!(e.is_empty());
+    }
+
+    /// A dropped array's file is kept and mapped (see `Kept`): the next array that fits takes
+    /// it and reads as zeros, its growth within the file too; a larger one made afresh past the
+    /// peak gives the kept files up; and a file is taken only where its map holds the array.
+    #[test]
+    fn a_dropped_array_s_file_serves_the_next_one_which_reads_as_zeros() {
+        let d = tempfile::tempdir().unwrap();
+        let s = Scratch::new(d.path(), 1 << 30).unwrap();
+        let mut a = s.zeroed::<u32>(10_000).unwrap();
+        a.fill(7);
+        let at = a.as_ptr() as usize;
+        drop(a);
+        assert_eq!((s.used(), s.kept()), (0, 40_960));
+        // Smaller, of another type: over the same pages, zeros.
+        let mut b = s.zeroed::<u64>(1000).unwrap();
+        assert_eq!(b.as_ptr() as usize, at, "the kept file was not taken");
+        assert!(b.iter().all(|&x| x == 0), "old values show through");
+        assert_eq!((s.used(), s.kept()), (40_960, 0));
+        b[999] = 9;
+        // Growing within the file: the values kept, the new ones zeros.
+        b.grow(5000).unwrap();
+        assert_eq!(b.as_ptr() as usize, at);
+        assert_eq!((b[999], b.len()), (9, 5000));
+        assert!(b[1000..].iter().all(|&x| x == 0), "old values show through");
+        drop(b);
+        // The peak was 40,960 bytes live: a new 1 MiB array goes past it, and the kept file is
+        // given up.
+        let big = s.zeroed::<u8>(1 << 20).unwrap();
+        assert_eq!((s.used(), s.kept()), (1 << 20, 0));
+        drop(big);
+        assert_eq!(s.kept(), 1 << 20);
+        // A file mapped over 5,000 bytes (two pages) is no room for 6,000 (also two pages).
+        let s = Scratch::new(d.path(), 1 << 30).unwrap();
+        let mut c = s.zeroed::<u8>(5000).unwrap();
+        c.fill(1);
+        drop(c);
+        let e = s.zeroed::<u8>(6000).unwrap();
+        assert!(e.iter().all(|&x| x == 0));
+        assert_eq!((s.used(), s.kept()), (8192, 0));
     }
 
     #[test]
