@@ -97,7 +97,8 @@ impl<T: Plain> Buf<T> {
     fn push_grown(&mut self, x: T) {
         if let Home::File(f) = &mut self.home {
             let more = self.cap + (self.cap / 2).max(GROW_MIN);
-            if f.grow(more).is_ok() {
+            // (A file of no values has no map to grow: `grow` leaves it as it is.)
+            if f.grow(more).is_ok() && f.len() > self.cap {
                 self.reset();
                 return self.push(x);
             }
@@ -244,6 +245,19 @@ mod tests {
             assert_eq!(&b[..], &[0, 7, 6, 9, 1, 2, 5, 6]);
             assert_eq!(b.into_vec(), vec![0, 7, 6, 9, 1, 2, 5, 6]);
         }
+    }
+
+    /// An array made with no values in a file (no map) takes pushes in memory; it once
+    /// recursed, `grow` having nothing to grow.
+    #[test]
+    fn an_empty_file_array_takes_pushes() {
+        let d = tempfile::tempdir().unwrap();
+        let s = Scratch::new(d.path(), 1 << 30).unwrap();
+        let mut b = Buf::from(s.zeroed::<u32>(0).unwrap());
+        for x in 0..10u32 {
+            b.push(x);
+        }
+        assert!(b.iter().copied().eq(0..10));
     }
 
     #[test]
