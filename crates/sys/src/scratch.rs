@@ -394,8 +394,7 @@ impl<T: Plain> ScratchVec<T> {
             return Ok(());
         }
         let size = std::mem::size_of::<T>();
-        self.raw.grow(self.len * size, bytes_of::<T>(len)?)?;
-        if self.raw.map.is_some() {
+        if self.raw.grow(self.len * size, bytes_of::<T>(len)?)? {
             self.len = len;
         }
         Ok(())
@@ -420,17 +419,18 @@ impl<T: Plain> ScratchVec<T> {
 }
 
 impl Raw {
-    /// [`ScratchVec::grow`] from `had` bytes to `bytes`.
-    fn grow(&mut self, had: usize, bytes: usize) -> io::Result<()> {
+    /// [`ScratchVec::grow`] from `had` bytes to `bytes`: whether the map now holds them (not
+    /// an array without a file, which has nothing to grow).
+    fn grow(&mut self, had: usize, bytes: usize) -> io::Result<bool> {
         let Some(file) = &self.file else {
-            return Ok(());
+            return Ok(false);
         };
         let pages = (bytes as u64).div_ceil(4096) * 4096;
         if let Some(m) = self.map.as_mut().filter(|m| m.len() >= bytes) {
             // A kept file larger than the array was (see `Kept`): its map holds the new values
             // already; they read as zeros once written so.
             m[had..bytes].fill(0);
-            return Ok(());
+            return Ok(true);
         }
         let more = pages.saturating_sub(self.pages);
         self.owner.count(more)?;
@@ -447,7 +447,7 @@ impl Raw {
             Ok(m) => {
                 self.map = Some(m);
                 self.pages = self.pages.max(pages);
-                Ok(())
+                Ok(true)
             }
             Err(e) => {
                 self.owner.books().live -= more;
