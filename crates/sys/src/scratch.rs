@@ -115,11 +115,14 @@ struct Kept {
     peak: u64,
     /// The files kept, each with its map and its size in bytes (whole pages).
     files: Vec<(File, memmap2::MmapMut, u64)>,
-    /// Their sizes added up.
-    kept: u64,
 }
 
 impl Kept {
+    /// Bytes of the files kept (a few files: added up when asked).
+    fn kept(&self) -> u64 {
+        self.files.iter().map(|f| f.2).sum()
+    }
+
     /// The smallest kept file mapped over at least `bytes` bytes, no longer kept (its bytes
     /// now live).
     fn take(&mut self, bytes: usize) -> Option<(File, memmap2::MmapMut, u64)> {
@@ -127,7 +130,6 @@ impl Kept {
             .filter(|&i| self.files[i].1.len() >= bytes)
             .min_by_key(|&i| self.files[i].2)?;
         let f = self.files.swap_remove(i);
-        self.kept -= f.2;
         self.live += f.2;
         Some(f)
     }
@@ -141,13 +143,11 @@ impl Kept {
         self.live += more;
         self.peak = self.peak.max(self.live);
         let bound = self.peak.min(cap);
-        while self.live + self.kept > bound {
+        while self.live + self.kept() > bound {
             let Some(i) = (0..self.files.len()).min_by_key(|&i| self.files[i].2) else {
                 break;
             };
-            let (f, m, b) = self.files.swap_remove(i);
-            self.kept -= b;
-            drop((m, f));
+            drop(self.files.swap_remove(i));
         }
         true
     }
@@ -172,7 +172,6 @@ impl Scratch {
                     live: 0,
                     peak: 0,
                     files: Vec::new(),
-                    kept: 0,
                 }),
             }),
         })
@@ -190,7 +189,7 @@ impl Scratch {
 
     /// Bytes of the files of dropped arrays kept for the next ones (see [`Kept`]).
     pub fn kept(&self) -> u64 {
-        self.inner.books().kept
+        self.inner.books().kept()
     }
 
     /// The most bytes the arrays may take together.
@@ -493,7 +492,6 @@ impl Drop for Raw {
         // they did, within the bound.
         if let (Some(f), Some(m)) = (self.file.take(), self.map.take()) {
             b.files.push((f, m, self.pages));
-            b.kept += self.pages;
         }
     }
 }
