@@ -78,15 +78,17 @@ impl Input<'_> {
 impl Input<'_> {
     /// Parse only the header and the pieces of heap dump segments that may hold one of `ids`
     /// (sorted): those whose id range covers one. Falls back to a whole pass if the pieces are
-    /// unknown.
-    pub(crate) fn pass_segments<V: Visitor>(
+    /// unknown. Off the hot paths (the report's last passes over a few pieces): like
+    /// [`Input::pass_cold`], through the parser's instantiation for snapshots, so that each
+    /// visitor adds no copy of the parser to the shipped library.
+    pub(crate) fn pass_segments(
         &self,
         segments: &[crate::index::Segment],
         ids: &[u64],
-        v: &mut V,
+        v: &mut dyn Visitor,
     ) -> Result<(), Error> {
         if segments.is_empty() {
-            return self.pass(v).map(|_| ());
+            return self.pass_cold(v).map(|_| ());
         }
         // The pieces are those of the snapshot analysed.
         if let Input::Snapshot(s) = self {
@@ -99,6 +101,7 @@ impl Input<'_> {
                 i < ids.len() && ids[i] <= s.max_id
             })
             .collect();
+        let v = &mut snapshot::Only::new(v, &[], 0);
         let mut p = Parser::new();
         // Each piece is fed as a record of its own: a made-up record header, then its
         // sub-records. The parser counts offsets as if the pieces followed one another after
