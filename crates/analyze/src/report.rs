@@ -989,9 +989,8 @@ fn leak_suspects(ix: &Index, dom: &Dominators, cfg: &Config) -> Suspects {
         }
     }
     // oomguard's own objects (the facade's last-words reserve) are never findings.
-    let own = super::own::own_classes(ix, dom);
-    if !own.is_empty() {
-        suspects.retain(|s| !super::own::held_by(dom, &own, s.node));
+    if let Some(mut held) = super::own::Held::new(ix, dom) {
+        suspects.retain(|s| !held.holds(s.node));
     }
     // Per (reason, class): the largest first, at most max_suspects_per_class get paths.
     sys::order::sort_by(&mut suspects, |a, b| {
