@@ -1,0 +1,63 @@
+//! The cap on suspects given paths in all ([`MAX_SUSPECTS`]), shared out among the reasons
+//! and classes.
+#![forbid(unsafe_code)]
+
+use super::{Dominators, Index, Suspect, MAX_SUSPECTS};
+use std::collections::HashMap;
+
+/// At most [`MAX_SUSPECTS`] of `keep` (grouped by reason and class, the largest first in each
+/// group): the same number from each group where it has that many (the most that fits), so that
+/// every group keeps some; then, if there are more groups than that allows, those that retain
+/// the most (ties: the earlier). The others are counted per class in `past_cap`.
+pub(super) fn within_max_suspects(
+    ix: &Index,
+    dom: &Dominators,
+    keep: Vec<Suspect>,
+    past_cap: &mut HashMap<u32, u64>,
+) -> Vec<Suspect> {
+    let class = |s: &Suspect| ix.class_of[s.node as usize];
+    // Each suspect's place in its group, and the groups' sizes.
+    let mut place = Vec::with_capacity(keep.len());
+    let mut sizes = Vec::new();
+    for (i, s) in keep.iter().enumerate() {
+        let first = i == 0 || keep[i - 1].reason != s.reason || class(&keep[i - 1]) != class(s);
+        if first {
+            sizes.push(0usize);
+        }
+        let n = sizes.last_mut().map_or(0, |n| {
+            *n += 1;
+            *n
+        });
+        place.push(n);
+    }
+    // The largest per-group quota within the cap (at least one).
+    sizes.sort_unstable();
+    let (mut room, mut quota) = (MAX_SUSPECTS, usize::MAX);
+    for (i, &n) in sizes.iter().enumerate() {
+        let groups = sizes.len() - i;
+        if n.saturating_mul(groups) > room {
+            quota = (room / groups).max(1);
+            break;
+        }
+        room -= n;
+    }
+    let mut kept: Vec<bool> = place.iter().map(|&p| p <= quota).collect();
+    let mut order: Vec<usize> = (0..keep.len()).filter(|&i| kept[i]).collect();
+    if order.len() > MAX_SUSPECTS {
+        let retained = |i: usize| dom.retained(keep[i].node);
+        sys::order::sort_by(&mut order, |&a, &b| {
+            retained(b).cmp(&retained(a)).then(a.cmp(&b))
+        });
+        for &i in &order[MAX_SUSPECTS..] {
+            kept[i] = false;
+        }
+    }
+    let mut out = Vec::with_capacity(MAX_SUSPECTS);
+    for (s, k) in keep.into_iter().zip(kept) {
+        match k {
+            true => out.push(s),
+            false => *past_cap.entry(class(&s)).or_default() += 1,
+        }
+    }
+    out
+}
