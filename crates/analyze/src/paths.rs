@@ -470,6 +470,15 @@ fn bloom_bit(id: u64) -> usize {
     (id.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - BLOOM_BITS)) as usize
 }
 
+/// Make `bloom` the one-hash Bloom filter of `ids` (its memory reused).
+fn fill_bloom(bloom: &mut Vec<u64>, ids: impl Iterator<Item = u64>) {
+    bloom.clear();
+    bloom.resize((1 << BLOOM_BITS) / 64, 0);
+    for id in ids {
+        set_bit(bloom, bloom_bit(id));
+    }
+}
+
 /// Up to this many wanted children are looked up without a Bloom filter.
 const FEW: usize = 4;
 /// A wanted child already found (in place of its index in `wanted`).
@@ -514,10 +523,7 @@ impl Children {
     /// Make the Bloom filter, if there are more than [`FEW`] children.
     fn filter(&mut self) {
         if self.ids.len() > FEW {
-            self.bloom = vec![0u64; (1 << BLOOM_BITS) / 64];
-            for &(c, _) in &self.ids {
-                set_bit(&mut self.bloom, bloom_bit(c));
-            }
+            fill_bloom(&mut self.bloom, self.ids.iter().map(|e| e.0));
         }
     }
 
@@ -556,11 +562,8 @@ impl<'a> Pass3<'a> {
         wanted.sort_unstable();
         wanted.dedup();
         let found = vec![None; wanted.len()];
-        let mut bloom = vec![0u64; (1 << BLOOM_BITS) / 64];
-        for &(p, _) in &wanted {
-            let b = bloom_bit(p);
-            set_bit(&mut bloom, b);
-        }
+        let mut bloom = Vec::new();
+        fill_bloom(&mut bloom, wanted.iter().map(|w| w.0));
         Pass3 {
             ix,
             wanted,
