@@ -77,18 +77,15 @@ impl<'a> Held<'a> {
             }
             k = up;
         };
-        // The same way again, keeping the answer for each number passed.
+        // The same way again, up to where the walk stopped (each step before it descended),
+        // keeping the answer for each number passed.
         let mut j = start;
-        while j != k && j != 0 && j != UNREACHED {
+        while j != k {
             set_bit(&mut self.known, j as usize);
             if answer {
                 set_bit(&mut self.held, j as usize);
             }
-            let up = dom.idom_at(j);
-            if up >= j {
-                break;
-            }
-            j = up;
+            j = dom.idom_at(j);
         }
         answer
     }
