@@ -1009,6 +1009,8 @@ fn leak_suspects(ix: &Index, dom: &Dominators, cfg: &Config) -> Suspects {
             .then(a.node.cmp(&b.node))
     });
     let mut keep = Vec::with_capacity(suspects.len());
+    // Each kept suspect's place in its (reason, class), from 1.
+    let mut places = Vec::with_capacity(suspects.len());
     let mut past_cap: HashMap<u32, u64> = HashMap::new();
     let mut last: Option<(String, u32)> = None;
     let mut run = 0usize;
@@ -1022,12 +1024,13 @@ fn leak_suspects(ix: &Index, dom: &Dominators, cfg: &Config) -> Suspects {
         run += 1;
         if run <= cfg.max_suspects_per_class {
             keep.push(s);
+            places.push(run);
         } else {
             *past_cap.entry(class).or_default() += 1;
         }
     }
     if keep.len() > MAX_SUSPECTS {
-        keep = within_max_suspects(ix, dom, keep, &mut past_cap);
+        keep = within_max_suspects(ix, dom, keep, &places, &mut past_cap);
     }
     (keep, past_cap)
 }
