@@ -104,7 +104,7 @@ mod cap;
 mod device;
 mod fold;
 use cap::within_max_suspects;
-use fold::{add_consequences, fold_consequences, leak_holders};
+use fold::{add_consequences, fold_consequences, is_holder, leak_holders};
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
@@ -617,13 +617,13 @@ fn read_paths<'a>(
 fn gc_path_groups(
     mut groups: Groups,
     dgroups: &[Group],
-    holders: &HashSet<u32>,
+    holders: &[u64],
     dom: &Dominators,
     cfg: &Config,
     left_out: &mut LeftOut,
 ) -> Vec<Group> {
     for d in dgroups {
-        if d.retained >= cfg.large_retained_bytes && !holders.contains(&dom.number(d.rep)) {
+        if d.retained >= cfg.large_retained_bytes && !is_holder(holders, dom.number(d.rep)) {
             let g = Group {
                 reason: LARGE_RETAINED.into(),
                 ..d.clone()

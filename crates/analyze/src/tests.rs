@@ -4,6 +4,7 @@ use hprof::{sub, tag, BasicType, Format};
 use proptest::prelude::*;
 
 mod caps;
+mod depth;
 mod reports;
 
 /// The path of a shared fixture (`../shared/fixtures/hprof/REL`).

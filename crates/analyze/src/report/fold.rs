@@ -1,28 +1,129 @@
 //! One leak, one card (issue 42): what is folded into a leak finding's group rather than shown
 //! as a group of its own, the findings held only through a leak's objects (its consequences)
 //! and the dominators that hold a leak's objects (its holders).
+//!
+//! Both follow dominator chains to their ends, at any depth, in time linear in the numbers
+//! passed (each is walked once for all the findings below it) and with a bit a number, plus a
+//! word for one number in [`STRIDE`] of those passed for the consequences.
 #![forbid(unsafe_code)]
 
 use super::{Dominators, Groups, Index, Named, Suspect, UNREACHED};
-use std::collections::{HashMap, HashSet};
+use crate::arrays::{bit, set_bit};
+use std::collections::HashMap;
 
 /// The dominator-tree numbers of the objects that dominate a leak finding's object (the leak
-/// objects themselves included), walked up at most 4,096 levels from each.
-pub(super) fn leak_holders(dom: &Dominators, suspects: &[Suspect]) -> HashSet<u32> {
-    let mut held = HashSet::new();
-    for s in suspects
-        .iter()
-        .filter(|s| crate::index::LEAK_REASONS.contains(&s.reason.as_str()))
-    {
+/// objects themselves included), as bits (see [`is_holder`]).
+pub(super) fn leak_holders(dom: &Dominators, suspects: &[Suspect]) -> Vec<u64> {
+    let mut held = Vec::new();
+    for s in suspects.iter().filter(|s| is_leak(&s.reason)) {
+        if held.is_empty() {
+            held = vec![0u64; dom.len().div_ceil(64)];
+        }
+        // Up to the super-root, or to a number another leak's walk passed (all above it are
+        // set). A dominator's number is smaller than what it dominates: a chain that did not
+        // descend would be cut there.
         let mut k = dom.number(s.node);
-        for _ in 0..4096 {
-            if k == 0 || k == UNREACHED || !held.insert(k) {
+        while k != 0 && k != UNREACHED && !bit(&held, k as usize) {
+            set_bit(&mut held, k as usize);
+            let up = dom.idom_at(k);
+            if up >= k {
                 break;
             }
-            k = dom.idom_at(k);
+            k = up;
         }
     }
     held
+}
+
+/// Whether dominator number `k` is set in [`leak_holders`]' bits.
+pub(super) fn is_holder(holders: &[u64], k: u32) -> bool {
+    k != UNREACHED && holders.get(k as usize / 64).is_some() && bit(holders, k as usize)
+}
+
+fn is_leak(reason: &str) -> bool {
+    crate::index::LEAK_REASONS.contains(&reason)
+}
+
+/// One number in this many of those a walk passes first keeps its answer in [`Nearest`]'s
+/// map (and the last it passes): a later walk that meets the chain goes at most this many
+/// steps further.
+const STRIDE: usize = 64;
+
+/// The nearest leak object above each number (its dominator chain's first leak finding's
+/// number), each chain walked once for all that lie below it.
+struct Nearest<'a> {
+    dom: &'a Dominators,
+    /// The leak objects' numbers.
+    leak: Vec<u64>,
+    /// Numbers some walk passed: the answer of each is kept in `at`, or in that of a number at
+    /// most [`STRIDE`] steps up its chain.
+    passed: Vec<u64>,
+    /// The answers kept: a leak object's number, or [`UNREACHED`] for none.
+    at: HashMap<u32, u32>,
+}
+
+impl<'a> Nearest<'a> {
+    fn new(dom: &'a Dominators, leaks: &[u32]) -> Nearest<'a> {
+        let words = dom.len().div_ceil(64);
+        let mut leak = vec![0u64; words];
+        for &k in leaks {
+            set_bit(&mut leak, k as usize);
+        }
+        Nearest {
+            dom,
+            leak,
+            passed: vec![0u64; words],
+            at: HashMap::new(),
+        }
+    }
+
+    /// The number of the nearest leak object strictly above number `start` on its dominator
+    /// chain, or [`UNREACHED`] if there is none.
+    fn above(&mut self, start: u32) -> u32 {
+        let dom = self.dom;
+        if start == 0 || start == UNREACHED {
+            return UNREACHED;
+        }
+        let first = dom.idom_at(start);
+        if first >= start {
+            return UNREACHED;
+        }
+        // Up to the super-root, a leak object or a kept answer; numbers passed for the first
+        // time come first, so they are counted until the first number passed before.
+        let (mut k, mut new) = (first, 0usize);
+        let mut fresh = true;
+        let answer = loop {
+            if k == 0 {
+                break UNREACHED;
+            }
+            if bit(&self.leak, k as usize) {
+                break k;
+            }
+            if let Some(&a) = self.at.get(&k) {
+                break a;
+            }
+            if bit(&self.passed, k as usize) {
+                fresh = false;
+            } else if fresh {
+                new += 1;
+            }
+            let up = dom.idom_at(k);
+            if up >= k {
+                break UNREACHED;
+            }
+            k = up;
+        };
+        // The new numbers again: every STRIDE-th and the last keep the answer.
+        let mut j = first;
+        for i in 0..new {
+            set_bit(&mut self.passed, j as usize);
+            if i % STRIDE == 0 || i + 1 == new {
+                self.at.insert(j, answer);
+            }
+            j = dom.idom_at(j);
+        }
+        answer
+    }
 }
 
 /// Findings held only through a leak finding's objects (issue 42: one leak, one card): each
@@ -34,7 +135,6 @@ pub(super) fn fold_consequences(
     dom: &Dominators,
     suspects: &mut Vec<Suspect>,
 ) -> HashMap<u32, Vec<(String, String, u64)>> {
-    let is_leak = |r: &str| crate::index::LEAK_REASONS.contains(&r);
     let mut leaks: Vec<(u32, u32)> = suspects
         .iter()
         .filter(|s| is_leak(&s.reason))
@@ -46,26 +146,22 @@ pub(super) fn fold_consequences(
         return folded;
     }
     leaks.sort_unstable();
+    let numbers: Vec<u32> = leaks.iter().map(|&(k, _)| k).collect();
+    let mut nearest = Nearest::new(dom, &numbers);
     suspects.retain(|s| {
         if is_leak(&s.reason) {
             return true;
         }
-        let mut k = dom.number(s.node);
-        for _ in 0..4096 {
-            if k == 0 || k == UNREACHED {
-                return true;
-            }
-            k = dom.idom_at(k);
-            if let Ok(i) = leaks.binary_search_by_key(&k, |&(n, _)| n) {
-                folded.entry(leaks[i].1).or_default().push((
-                    s.reason.clone(),
-                    ix.class_name(s.node),
-                    dom.retained(s.node),
-                ));
-                return false;
-            }
-        }
-        true
+        let k = nearest.above(dom.number(s.node));
+        let Ok(i) = leaks.binary_search_by_key(&k, |&(n, _)| n) else {
+            return true;
+        };
+        folded.entry(leaks[i].1).or_default().push((
+            s.reason.clone(),
+            ix.class_name(s.node),
+            dom.retained(s.node),
+        ));
+        false
     });
     folded
 }
