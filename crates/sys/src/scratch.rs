@@ -210,7 +210,7 @@ impl Scratch {
     /// `bytes` zeros: over a kept file if one is mapped over that many, else in a new file.
     /// (Not generic: one copy of this code in the library, whatever the arrays' types.)
     fn raw(&self, bytes: usize) -> io::Result<Raw> {
-        let pages = (bytes as u64).div_ceil(4096) * 4096;
+        let pages = whole_pages(bytes);
         let owner = self.inner.clone();
         if bytes > 0 {
             let kept = self.inner.books().take(bytes);
@@ -360,6 +360,11 @@ fn reserve(f: &File, len: u64) -> io::Result<()> {
     Ok(())
 }
 
+/// `bytes` rounded up to whole 4 KiB pages: what an array of that many bytes is counted for.
+fn whole_pages(bytes: usize) -> u64 {
+    (bytes as u64).div_ceil(4096) * 4096
+}
+
 /// `len` values of `T` in bytes, or an error if that overflows.
 fn bytes_of<T>(len: usize) -> io::Result<usize> {
     len.checked_mul(std::mem::size_of::<T>())
@@ -424,7 +429,7 @@ impl Raw {
         let Some(file) = &self.file else {
             return Ok(false);
         };
-        let pages = (bytes as u64).div_ceil(4096) * 4096;
+        let pages = whole_pages(bytes);
         if let Some(m) = self.map.as_mut().filter(|m| m.len() >= bytes) {
             // A kept file larger than the array was (see `Kept`): its map holds the new values
             // already; they read as zeros once written so.
