@@ -14,15 +14,25 @@ use std::collections::HashMap;
 /// The dominator-tree numbers of the objects that dominate a leak finding's object (the leak
 /// objects themselves included), as bits (see [`is_holder`]).
 pub(super) fn leak_holders(dom: &Dominators, suspects: &[Suspect]) -> Vec<u64> {
+    let leaks: Vec<u32> = suspects
+        .iter()
+        .filter(|s| is_leak(&s.reason))
+        .map(|s| dom.number(s.node))
+        .collect();
+    holders_of(dom, &leaks)
+}
+
+/// [`leak_holders`] of the leak objects numbered `leaks` (none: no bits at all).
+fn holders_of(dom: &Dominators, leaks: &[u32]) -> Vec<u64> {
     let mut held = Vec::new();
-    for s in suspects.iter().filter(|s| is_leak(&s.reason)) {
+    for &start in leaks {
         if held.is_empty() {
             held = vec![0u64; dom.len().div_ceil(64)];
         }
         // Up to the super-root, or to a number another leak's walk passed (all above it are
         // set). A dominator's number is smaller than what it dominates: a chain that did not
         // descend would be cut there.
-        let mut k = dom.number(s.node);
+        let mut k = start;
         while k != 0 && k != UNREACHED && !bit(&held, k as usize) {
             set_bit(&mut held, k as usize);
             let up = dom.idom_at(k);
@@ -192,6 +202,78 @@ pub(super) fn add_consequences(
                 e.0 += 1;
                 e.1 += r;
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dominators::{compute, Csr};
+    use proptest::prelude::*;
+
+    /// Whole walks up the chain of number `k`: the nearest leak strictly above it.
+    fn nearest_by_walk(dom: &Dominators, leak: &[u32], k: u32) -> u32 {
+        let mut j = k;
+        loop {
+            if j == 0 || j == UNREACHED {
+                return UNREACHED;
+            }
+            j = dom.idom_at(j);
+            if j != 0 && leak.contains(&j) {
+                return j;
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+        /// Over graphs of long chains (most objects' one referrer is the one before), with
+        /// branches and extra edges: the nearest leak above each number, asked in any order,
+        /// and the leaks' holders are what whole walks up the chains say.
+        #[test]
+        fn nearest_leaks_and_holders_equal_whole_walks(
+            n in 2usize..700,
+            jumps in proptest::collection::vec(prop::bool::weighted(0.03), 700),
+            picks in proptest::collection::vec(0u32..700, 700),
+            extra in proptest::collection::vec((0u32..700, 0u32..700), 0..40),
+            leaks in proptest::collection::vec(0u32..700, 0..6),
+            asked in proptest::collection::vec(0u32..700, 0..300),
+        ) {
+            let mut lists = vec![Vec::new(); n];
+            for v in 1..n {
+                let p = if jumps[v] { picks[v] as usize % v } else { v - 1 };
+                lists[p].push(v as u32);
+            }
+            for (a, b) in extra {
+                if (a as usize) < n && (b as usize) < n {
+                    lists[a as usize].push(b);
+                }
+            }
+            let dom = compute(&Csr::from_lists(&lists), |_| 1, &[0], &[]);
+            let leak: Vec<u32> = leaks
+                .iter()
+                .filter(|&&v| (v as usize) < n)
+                .map(|&v| dom.number(v))
+                .filter(|&k| k != 0 && k != UNREACHED)
+                .collect();
+            let mut nearest = Nearest::new(&dom, &leak);
+            let all = (0..dom.len() as u32).chain([UNREACHED]);
+            for k in asked.iter().map(|&a| a % dom.len() as u32).chain(all) {
+                prop_assert_eq!(nearest.above(k), nearest_by_walk(&dom, &leak, k), "number {}", k);
+            }
+            let held = holders_of(&dom, &leak);
+            for k in 0..dom.len() as u32 {
+                let above_a_leak = leak.iter().any(|&l| {
+                    let mut j = l;
+                    while j != 0 && j != k {
+                        j = dom.idom_at(j);
+                    }
+                    j == k && k != 0
+                });
+                prop_assert_eq!(is_holder(&held, k), above_a_leak, "number {}", k);
+            }
+            prop_assert!(!is_holder(&held, UNREACHED));
         }
     }
 }
