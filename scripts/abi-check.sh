@@ -15,7 +15,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/setup.sh
-min_api="$MIN_API"
 facts=scripts/abi/bionic-api.txt
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(aarch64-linux-android armv7-linux-androideabi)
@@ -30,13 +29,13 @@ for t in "${targets[@]}"; do
   if [ "$t" = aarch64-linux-android ]; then
     # Linked, not archived: the real .so's dynamic imports, its segments and exports
     # (scripts/android-link.sh, which runs abi_check.py on the linked file).
-    MIN_API="$min_api" scripts/android-link.sh "$t" || fail=1
+    MIN_API="$MIN_API" scripts/android-link.sh "$t" || fail=1
     continue
   fi
   rust_target "$t"
   android_env cargo rustc -q --profile ship -p oomguard --lib --target "$t" --crate-type staticlib
   archive="${CARGO_TARGET_DIR:-target}/$t/ship/liboomguard.a"
   [ -f "$archive" ] || { echo "abi-check: $archive was not built" >&2; exit 1; }
-  python3 scripts/lib/abi_check.py "$archive" "$facts" "$abi" "$min_api" || fail=1
+  python3 scripts/lib/abi_check.py "$archive" "$facts" "$abi" "$MIN_API" || fail=1
 done
 exit $fail

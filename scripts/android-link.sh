@@ -26,7 +26,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/setup.sh
 source scripts/lib/elf_check.sh
-min_api="$MIN_API"
 root="$PWD"
 tdir="${CARGO_TARGET_DIR:-$root/target}"
 targets=("$@")
@@ -42,25 +41,25 @@ for t in "${targets[@]}"; do
       exit 2 ;;
     *) echo "android-link: unknown Android target $t" >&2; exit 2 ;;
   esac
-  clang_target="${t}${min_api}"
+  clang_target="${t}${MIN_API}"
   out="$tdir/android-link/$jni"
   rm -rf "$out"
   mkdir -p "$out"
   rust_target "$t"
-  python3 scripts/lib/bionic_stubs.py scripts/abi/bionic-api.txt "$abi" "$min_api" "$clang_target" "$out"
+  python3 scripts/lib/bionic_stubs.py scripts/abi/bionic-api.txt "$abi" "$MIN_API" "$clang_target" "$out"
   # The stubs must refuse what the device lacks: a hard reference to a symbol bionic exports only
   # from API 28 (getrandom) must not link at API 21, a weak one must.
-  if [ "$min_api" -lt 28 ]; then
+  if [ "$MIN_API" -lt 28 ]; then
     echo 'extern long getrandom(void *, unsigned long, unsigned); long f(char *b) { return getrandom(b, 1, 0); }' >"$out/hard.c"
     sed 's/^extern long/extern __attribute__((weak)) long/' "$out/hard.c" >"$out/weak.c"
     link_probe() { clang --target="$clang_target" -fuse-ld=lld -nostdlib -shared -fPIC -Wl,-z,defs -L"$out" -o "$out/$1.so" "$out/$1.c" -lc 2>"$out/$1.log"; }
     if link_probe hard || ! link_probe weak; then
-      echo "android-link: the API $min_api stubs in $out do not refuse a hard getrandom (API 28) or refuse a weak one: $(cat "$out/hard.log" "$out/weak.log")" >&2
+      echo "android-link: the API $MIN_API stubs in $out do not refuse a hard getrandom (API 28) or refuse a weak one: $(cat "$out/hard.log" "$out/weak.log")" >&2
       exit 1
     fi
     rm -f "$out"/{hard,weak}.{c,so,log}
   fi
-  clang --target="$clang_target" -fPIC -O2 -DANDROID_API="$min_api" \
+  clang --target="$clang_target" -fPIC -O2 -DANDROID_API="$MIN_API" \
     -c scripts/android-link/crtbegin_so.c -o "$out/crtbegin_so.o"
   (cd scripts/android-link/unwind &&
     CARGO_TARGET_DIR="$tdir/android-link/unwind" cargo build -q --locked --release --target "$t")
@@ -73,8 +72,8 @@ for t in "${targets[@]}"; do
   cp "$tdir/$t/ship/liboomguard.so" "$out/liboomguard.so"
   llvm-strip-14 -o "$out/liboomguard.stripped.so" "$out/liboomguard.so"
   check_elf "$out/liboomguard.stripped.so" || fail=1
-  python3 scripts/lib/abi_check.py "$out/liboomguard.stripped.so" scripts/abi/bionic-api.txt "$abi" "$min_api" || fail=1
+  python3 scripts/lib/abi_check.py "$out/liboomguard.stripped.so" scripts/abi/bionic-api.txt "$abi" "$MIN_API" || fail=1
   bytes=$(stat -c %s "$out/liboomguard.stripped.so")
-  echo "android-link: $jni/liboomguard.so, profile ship, API $min_api: $(python3 -c "print(f'{$bytes:,}')") bytes stripped ($out/liboomguard.stripped.so; not the NDK's link: see this script's header)"
+  echo "android-link: $jni/liboomguard.so, profile ship, API $MIN_API: $(python3 -c "print(f'{$bytes:,}')") bytes stripped ($out/liboomguard.stripped.so; not the NDK's link: see this script's header)"
 done
 exit $fail
