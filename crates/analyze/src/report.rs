@@ -38,8 +38,8 @@
 //! - The report phase holds, besides the suspects, the union of the kept parts of their paths;
 //!   only the groups kept have their paths named (items) and traced. A suspect's signature is
 //!   hashed step by step from a fresh walk of its path (walked twice: for pass 3, then to group;
-//!   paths through one object above their last `paths::PATH_TAIL` walk above it once, see
-//!   `paths::Memo`).
+//!   paths through one object above their last `paths::PATH_TAIL` walk above it once, and
+//!   paths all along one chain walk it about once, see `paths::Memo`).
 //! - A full dump and its `arrays`-stripped twin give the same report: nothing here reads the
 //!   contents of a primitive array (a thread's name, a string's text). Thread names come from
 //!   the incident's `runningInfo.javaThreads`, which the agent lists at the verdict.
