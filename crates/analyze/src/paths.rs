@@ -860,30 +860,10 @@ mod tests {
     /// share one walk (without it: `LEAVES` walks of the whole chain).
     #[test]
     fn paths_keep_their_ends_and_walk_a_shared_chain_once() {
-        let (bytes, leaves) = chain();
-        let mut tm = Timings::default();
-        let cfg = Config::default();
-        let start = std::time::Instant::now();
-        let (ix, _, _) = build_index(&Input::Bytes(&bytes), &cfg, start, &mut tm).unwrap();
-        let bfs = shortest(&ix, &ix.roots, &[]);
+        let (ix, bfs, leaves) = chain_paths();
         let mut memo = Memo::default();
-        for &id in &leaves {
-            let v = ix.node(id).unwrap();
-            let kept = bfs.path_memo(&ix, v, &mut memo);
-            assert_eq!(kept, bfs.path(&ix, v));
-            let all = whole(&bfs, v);
-            let n = all.len();
-            let (h, t) = (PATH_HEAD, PATH_TAIL);
-            if n <= h + t {
-                assert_eq!((&kept.nodes, kept.left_out), (&all, 0));
-            } else {
-                let mut ends = all[..h].to_vec();
-                ends.extend_from_slice(&all[n - t..]);
-                assert_eq!(kept.nodes, ends);
-                assert_eq!((kept.cut, kept.left_out), (h, (n - h - t) as u64));
-                assert_eq!(kept.first_left_out, all[h]);
-            }
-        }
+        let ends: Vec<u32> = leaves.iter().map(|&id| ix.node(id).unwrap()).collect();
+        walk_all(&ix, &bfs, &ends, &mut memo);
         let once: u64 = DEPTH + SIDES.iter().sum::<u64>();
         assert!(
             memo.hops <= once,
@@ -900,12 +880,7 @@ mod tests {
     /// chain's start (about 2 M steps here).
     #[test]
     fn paths_all_along_a_chain_walk_it_about_once() {
-        let (bytes, _) = chain();
-        let mut tm = Timings::default();
-        let cfg = Config::default();
-        let start = std::time::Instant::now();
-        let (ix, _, _) = build_index(&Input::Bytes(&bytes), &cfg, start, &mut tm).unwrap();
-        let bfs = shortest(&ix, &ix.roots, &[]);
+        let (ix, bfs, _) = chain_paths();
         let every = 64;
         let deepest_first: Vec<u64> = (0..DEPTH).rev().collect();
         let shuffled: Vec<u64> = (0..DEPTH).map(|i| i * 1297 % DEPTH).collect();
@@ -924,10 +899,23 @@ mod tests {
         }
     }
 
-    /// The paths to `ends` through `memo` keep the ends of the whole paths, and count the rest.
+    /// [`chain`]'s index, its shortest paths and its leaves' ids.
+    fn chain_paths() -> (Index, Paths, Vec<u64>) {
+        let (bytes, leaves) = chain();
+        let mut tm = Timings::default();
+        let cfg = Config::default();
+        let start = std::time::Instant::now();
+        let (ix, _, _) = build_index(&Input::Bytes(&bytes), &cfg, start, &mut tm).unwrap();
+        let bfs = shortest(&ix, &ix.roots, &[]);
+        (ix, bfs, leaves)
+    }
+
+    /// The paths to `ends` through `memo` are the paths made without it, and keep the ends of
+    /// the whole paths, and count the rest.
     fn walk_all(ix: &Index, bfs: &Paths, ends: &[u32], memo: &mut Memo) {
         for &v in ends {
             let kept = bfs.path_memo(ix, v, memo);
+            assert_eq!(kept, bfs.path(ix, v));
             let all = whole(bfs, v);
             let n = all.len();
             let (h, t) = (PATH_HEAD, PATH_TAIL);
