@@ -47,3 +47,41 @@ pub fn data_limit() -> Option<u64> {
     let cur = r.rlim_cur as u64;
     (ok && r.rlim_cur != libc::RLIM_INFINITY).then_some(cur)
 }
+
+/// What tests read of the process's own maps.
+#[cfg(test)]
+pub(crate) mod smaps {
+    /// The kernel area (`/proc/self/smaps`) holding `addr`: its bounds and its lines (`Rss:`,
+    /// `Anonymous:`, `VmFlags:` ...).
+    pub(crate) fn area_of(addr: usize) -> Option<(usize, usize, Vec<String>)> {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
+        let mut area: Option<(usize, usize, Vec<String>)> = None;
+        for line in smaps.lines() {
+            let head = line.split_whitespace().next().unwrap_or("");
+            if let Some((lo, hi)) = head.split_once('-').filter(|_| !head.ends_with(':')) {
+                if let (Ok(lo), Ok(hi)) =
+                    (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
+                {
+                    if area.is_some() {
+                        break;
+                    }
+                    area = (lo <= addr && addr < hi).then(|| (lo, hi, Vec::new()));
+                    continue;
+                }
+            }
+            if let Some((_, _, lines)) = area.as_mut() {
+                lines.push(line.to_string());
+            }
+        }
+        area
+    }
+
+    /// The kB after `key` (as `"Rss:"`) in the area holding `addr`.
+    pub(crate) fn kb(addr: usize, key: &str) -> Option<u64> {
+        let (_, _, lines) = area_of(addr)?;
+        lines
+            .iter()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+    }
+}

@@ -48,8 +48,9 @@ impl Mapped {
 }
 
 /// Bytes `[offset, offset + len)` of a file, mapped read-only and unmapped on drop. Pages are
-/// faulted in as they are first read (the kernel maps a few neighbours of each from the page
-/// cache at once), so pages never read are never mapped.
+/// faulted in as they are first read (the kernel may map a few neighbours of each from the
+/// page cache at once; on tmpfs here it maps one), so pages never read are never mapped; or,
+/// made by [`Window::map_populated`], all mapped at once.
 pub struct Window {
     map: Option<memmap2::Mmap>,
 }
@@ -58,6 +59,16 @@ impl Window {
     /// Map `[offset, offset + len)` of `file`. Fails (mapping nothing) if that range is not
     /// wholly inside the file, or if the file cannot be mapped (a pipe, some special files).
     pub fn map(file: &File, offset: u64, len: usize) -> io::Result<Window> {
+        Window::map_with(file, offset, len, false)
+    }
+
+    /// [`Window::map`], every page of the window mapped at once (`MAP_POPULATE`) instead of
+    /// faulted in page by page as it is first read.
+    pub fn map_populated(file: &File, offset: u64, len: usize) -> io::Result<Window> {
+        Window::map_with(file, offset, len, true)
+    }
+
+    fn map_with(file: &File, offset: u64, len: usize, populate: bool) -> io::Result<Window> {
         let size = file.metadata()?.len();
         let end = offset.checked_add(len as u64);
         if end.is_none_or(|e| e > size) {
@@ -74,10 +85,12 @@ impl Window {
         // file meanwhile.
         #[allow(unsafe_code)]
         let map = unsafe {
-            memmap2::MmapOptions::new()
-                .offset(offset)
-                .len(len)
-                .map(file)?
+            let mut o = memmap2::MmapOptions::new();
+            o.offset(offset).len(len);
+            if populate {
+                o.populate();
+            }
+            o.map(file)?
         };
         Ok(Window { map: Some(map) })
     }
@@ -720,26 +733,29 @@ mod tests {
         assert!(Window::map(&f, u64::MAX, 2).is_err());
     }
 
+    #[test]
+    fn a_populated_window_has_its_pages_mapped_before_they_are_read() {
+        let mut f = tempfile::tempfile().unwrap();
+        let data: Vec<u8> = (0..(1u32 << 20)).map(|i| (i % 253) as u8).collect();
+        f.write_all(&data).unwrap();
+        let rss = |w: &Window| crate::smaps::kb(w.bytes().as_ptr() as usize, "Rss:").unwrap();
+        let lazy = Window::map(&f, 4096, 512 << 10).unwrap();
+        assert_eq!(rss(&lazy), 0, "a plain window maps pages as they are read");
+        let w = Window::map_populated(&f, 4096, 512 << 10).unwrap();
+        assert_eq!(
+            rss(&w),
+            512,
+            "every page of a populated window is mapped at once"
+        );
+        assert_eq!(w.bytes(), &data[4096..4096 + (512 << 10)]);
+        assert!(Window::map_populated(&f, 1 << 20, 1).is_err());
+    }
+
     /// The kernel area (/proc/self/smaps) holding `addr`: its bounds and its `VmFlags`.
     fn area_of(addr: usize) -> Option<(usize, usize, String)> {
-        let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
-        let mut inside = None;
-        for line in smaps.lines() {
-            if let Some((range, _)) = line.split_once(' ') {
-                if let Some((lo, hi)) = range.split_once('-') {
-                    if let (Ok(lo), Ok(hi)) =
-                        (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
-                    {
-                        inside = (lo <= addr && addr < hi).then_some((lo, hi));
-                        continue;
-                    }
-                }
-            }
-            if let (Some((lo, hi)), Some(f)) = (inside, line.strip_prefix("VmFlags:")) {
-                return Some((lo, hi, f.to_string()));
-            }
-        }
-        None
+        let (lo, hi, lines) = crate::smaps::area_of(addr)?;
+        let flags = lines.iter().find_map(|l| l.strip_prefix("VmFlags:"))?;
+        Some((lo, hi, flags.to_string()))
     }
 
     fn thp() -> bool {

@@ -514,31 +514,8 @@ mod tests {
     /// The `Rss` and `Anonymous` kB of the mapping that holds address `at`, from
     /// `/proc/self/smaps`: this mapping's pages only, whatever other tests' threads allocate.
     fn mapping_kb(at: usize) -> (u64, u64) {
-        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
-        let mut inside = false;
-        let (mut rss, mut anon) = (None, None);
-        for l in smaps.lines() {
-            let head = l.split_whitespace().next().unwrap_or("");
-            if let Some((a, b)) = head.split_once('-').filter(|_| !head.ends_with(':')) {
-                if let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16))
-                {
-                    if inside {
-                        break;
-                    }
-                    inside = a <= at && at < b;
-                    continue;
-                }
-            }
-            if inside {
-                let kb = || l.split_whitespace().nth(1).and_then(|v| v.parse().ok());
-                if l.starts_with("Rss:") {
-                    rss = kb();
-                } else if l.starts_with("Anonymous:") {
-                    anon = kb();
-                }
-            }
-        }
-        (rss.unwrap(), anon.unwrap())
+        let kb = |key| crate::smaps::kb(at, key).unwrap();
+        (kb("Rss:"), kb("Anonymous:"))
     }
 
     #[test]
