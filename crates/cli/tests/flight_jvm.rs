@@ -411,68 +411,6 @@ fn running_out_of_threads_is_reported_with_its_last_words() {
     );
 }
 
-/// A tmpfs of `kb` KiB mounted on a fresh directory, unmounted on drop; `None` (and a line
-/// saying so) where the tests may not mount one.
-struct SmallDisk {
-    dir: tempfile::TempDir,
-}
-
-impl SmallDisk {
-    fn mount(test: &str, kb: u32) -> Option<SmallDisk> {
-        let dir = tempfile::tempdir().unwrap();
-        let out = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={kb}k"), "tmpfs"])
-            .arg(dir.path())
-            .output();
-        match out {
-            Ok(o) if o.status.success() => Some(SmallDisk { dir }),
-            Ok(o) => {
-                let err = String::from_utf8_lossy(&o.stderr);
-                println!("SKIPPED {test}: cannot mount a tmpfs here: {}", err.trim());
-                None
-            }
-            Err(e) => {
-                println!("SKIPPED {test}: cannot run mount: {e}");
-                None
-            }
-        }
-    }
-
-    fn path(&self) -> &std::path::Path {
-        self.dir.path()
-    }
-
-    /// Take every free block with zeros appended to the file `fill`.
-    fn fill(&self) {
-        use std::io::Write;
-        let mut f = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.path().join("fill"))
-            .unwrap();
-        let block = [0u8; 4096];
-        while let Ok(n) = f.write(&block) {
-            if n == 0 {
-                break;
-            }
-        }
-        assert!(
-            std::fs::write(self.path().join("probe"), [1u8; 4096]).is_err(),
-            "the disk is full"
-        );
-    }
-
-    fn free(&self) {
-        std::fs::remove_file(self.path().join("fill")).unwrap();
-    }
-}
-
-impl Drop for SmallDisk {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(self.path()).status();
-    }
-}
-
 /// 20 polls at 100 ms: the app runs on and its agent keeps polling.
 const POLLS: &[&str] = &["-Ddying.polls=20"];
 
@@ -505,7 +443,8 @@ fn ring_of(data: &std::path::Path) -> PathBuf {
 /// JVMs died of SIGBUS in the agent's thread, exit 134.)
 #[test]
 fn a_full_disk_turns_the_recorder_off_and_the_app_runs_on() {
-    let Some(disk) = SmallDisk::mount("a_full_disk_turns_the_recorder_off", 256) else {
+    let Some(disk) = testkit::disk::SmallDisk::mount("a_full_disk_turns_the_recorder_off", 256)
+    else {
         return;
     };
     let data = disk.path().join("data");
@@ -537,7 +476,8 @@ fn a_full_disk_turns_the_recorder_off_and_the_app_runs_on() {
 /// afresh over them, runs on, and records every poll in it.
 #[test]
 fn a_ring_written_before_the_disk_filled_keeps_recording() {
-    let Some(disk) = SmallDisk::mount("a_ring_written_before_the_disk_filled", 256) else {
+    let Some(disk) = testkit::disk::SmallDisk::mount("a_ring_written_before_the_disk_filled", 256)
+    else {
         return;
     };
     let data = disk.path().join("data");
@@ -563,7 +503,9 @@ fn a_ring_written_before_the_disk_filled_keeps_recording() {
 fn a_write_that_finds_no_block_while_polling_turns_the_recorder_off() {
     use nix::fcntl::{fallocate, FallocateFlags};
     use std::os::fd::AsRawFd;
-    let Some(disk) = SmallDisk::mount("a_write_that_finds_no_block_while_polling", 256) else {
+    let Some(disk) =
+        testkit::disk::SmallDisk::mount("a_write_that_finds_no_block_while_polling", 256)
+    else {
         return;
     };
     let data = disk.path().join("data");

@@ -455,7 +455,10 @@ impl Raw {
             }
             Err(e) => {
                 self.owner.books().live -= more;
-                Err(e)
+                Err(io::Error::new(
+                    e.kind(),
+                    format!("{}: {e}", self.owner.dir.display()),
+                ))
             }
         }
     }
@@ -593,6 +596,39 @@ mod tests {
         let e = a.grow(1 << 20).unwrap_err();
         assert!(e.to_string().contains("over their cap"), "{e}");
         assert_eq!((a.len(), a[4999], s.used()), (5000, 6, 5 * 4096));
+    }
+
+    /// A full disk refuses an array (or its growth) with an error naming the directory, before
+    /// anything is mapped: the pages of an array that was made are all backed, so stores into
+    /// them never meet a full disk (SIGBUS).
+    #[test]
+    fn a_full_disk_refuses_an_array_before_it_is_mapped() {
+        let test = "a_full_disk_refuses_an_array_before_it_is_mapped";
+        let Some(disk) = testkit::disk::SmallDisk::mount(test, 1024) else {
+            return;
+        };
+        let s = Scratch::new(disk.path(), 1 << 30).unwrap();
+        let e = s.zeroed::<u8>(2 << 20).unwrap_err();
+        assert!(
+            e.to_string().contains(&disk.path().display().to_string()),
+            "{e}"
+        );
+        assert_eq!(s.used(), 0, "a refused array is not counted");
+        // The refused one's blocks are free again: an array of most of the disk is made, and
+        // every page of it takes a store.
+        let mut a = s.zeroed::<u8>(768 << 10).unwrap();
+        disk.fill();
+        a.fill(7);
+        assert!(a.iter().all(|&b| b == 7));
+        let e = a.grow(2 << 20).unwrap_err();
+        assert!(
+            e.to_string().contains(&disk.path().display().to_string()),
+            "{e}"
+        );
+        assert_eq!((a.len(), a[0], s.used()), (768 << 10, 7, 768 << 10));
+        disk.free();
+        a.grow(900 << 10).unwrap();
+        assert_eq!((a[(768 << 10) - 1], a[(900 << 10) - 1]), (7, 0));
     }
 
     #[test]

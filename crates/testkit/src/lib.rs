@@ -1,4 +1,5 @@
-//! Log capture for the tests of oomguard's crates (a dev-dependency only).
+//! Log capture for the tests of oomguard's crates (a dev-dependency only), and a small disk to
+//! fill ([`disk`]).
 //!
 //! A test that installs its own scoped subscriber (`tracing::subscriber::with_default`) can miss
 //! its own events when tests run in parallel: `tracing` caches each callsite's interest once for
@@ -9,6 +10,8 @@
 //! So there is one global subscriber, installed once, that every thread's events reach; it
 //! writes an event into a buffer only on a thread that is capturing ([`warnings`]).
 #![forbid(unsafe_code)]
+
+pub mod disk;
 
 use std::cell::RefCell;
 use std::io::{self, Write};
