@@ -7,9 +7,8 @@
 //! Writable file maps: `mapped` maps no file writable because a store into a page a full disk
 //! cannot back raises SIGBUS, which would kill the app. Scratch arrays are for the analysis
 //! child only (a process of its own: the command line, or the agent's forked analyser), and each
-//! file's blocks are reserved with `fallocate` (or written with zeros where the file system
-//! cannot reserve) before it is mapped, so a full disk is an error return here, not a signal
-//! later. (A copy-on-write file system may still need a block at a rewrite; the child would then
+//! file's blocks are written with zeros before it is mapped (see `reserve`), so a full disk is
+//! an error return here, not a signal later. (A copy-on-write file system may still need a block at a rewrite; the child would then
 //! die of SIGBUS, which the agent counts as a failed analysis, never the app's death.)
 //!
 //! Invariants:
@@ -25,7 +24,6 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -325,28 +323,14 @@ fn unlinked_file(dir: &Path) -> io::Result<File> {
     Err(io::Error::other("no free scratch file name"))
 }
 
-/// Give `f` `len` bytes whose blocks are on disk: `fallocate`, else zeros written.
+/// Give `f` `len` bytes (it has at most that many) whose blocks the file system has granted:
+/// zeros written from its end, so that a full disk is this call's error, not a signal at a
+/// store through the map later. Written, not `fallocate`d: a reserved but unwritten extent reads
+/// as a hole, and each page of it then costs the map a read fault that zero-fills it and a
+/// write fault that marks it dirty; written pages are in the page cache already, in large
+/// folios where the file system has them, which the map's faults take whole. On a 712 MB dump
+/// (10 M objects) with scratch on ext4: page faults 147 K -> 72 K, the analysis's wall 0.90x.
 fn reserve(f: &File, len: u64) -> io::Result<()> {
-    #[cfg(any(target_os = "linux", target_os = "android"))]
-    {
-        // (fallocate64: `off_t` is 32 bits on 32-bit Android and glibc.)
-        let len64 = libc::off64_t::try_from(len).map_err(io::Error::other)?;
-        // SAFETY: plain system call on an fd this function borrows; no memory is passed.
-        #[allow(unsafe_code)]
-        let r = unsafe { libc::fallocate64(f.as_raw_fd(), 0, 0, len64) };
-        if r == 0 {
-            return Ok(());
-        }
-        let e = io::Error::last_os_error();
-        if !matches!(
-            e.raw_os_error(),
-            Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS)
-        ) {
-            return Err(e);
-        }
-    }
-    #[cfg(not(any(target_os = "linux", target_os = "android")))]
-    let _ = f.as_raw_fd();
     let zeros = vec![0u8; 1 << 20];
     let mut w = f;
     let have = f.metadata()?.len().min(len);
