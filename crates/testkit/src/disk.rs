@@ -33,7 +33,8 @@ impl SmallDisk {
         self.dir.path()
     }
 
-    /// Take every free block with zeros appended to the file `fill`.
+    /// Take every free block with zeros appended to the file `fill` (the write that finds none
+    /// must fail for want of space).
     pub fn fill(&self) {
         use std::io::Write;
         let mut f = std::fs::OpenOptions::new()
@@ -42,9 +43,14 @@ impl SmallDisk {
             .open(self.path().join("fill"))
             .unwrap();
         let block = [0u8; 4096];
-        while let Ok(n) = f.write(&block) {
-            if n == 0 {
-                break;
+        loop {
+            match f.write(&block) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) => {
+                    assert_eq!(e.kind(), std::io::ErrorKind::StorageFull, "{e}");
+                    break;
+                }
             }
         }
         assert!(
@@ -53,6 +59,7 @@ impl SmallDisk {
         );
     }
 
+    /// Give the blocks [`SmallDisk::fill`] took back.
     pub fn free(&self) {
         std::fs::remove_file(self.path().join("fill")).unwrap();
     }

@@ -313,69 +313,7 @@ fn cgroup_figures_and_their_strikes_round_trip() {
     assert_eq!(json["strikes"][4], 2);
 }
 
-/// A tmpfs of `kb` KiB mounted on a fresh directory, unmounted on drop; `None` (and a line
-/// saying so) where this process may not mount one.
-struct SmallDisk {
-    dir: tempfile::TempDir,
-}
-
-impl SmallDisk {
-    fn mount(test: &str, kb: u32) -> Option<SmallDisk> {
-        let dir = tempfile::tempdir().unwrap();
-        let out = std::process::Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={kb}k"), "tmpfs"])
-            .arg(dir.path())
-            .output();
-        match out {
-            Ok(o) if o.status.success() => Some(SmallDisk { dir }),
-            Ok(o) => {
-                let err = String::from_utf8_lossy(&o.stderr);
-                println!("SKIPPED {test}: cannot mount a tmpfs here: {}", err.trim());
-                None
-            }
-            Err(e) => {
-                println!("SKIPPED {test}: cannot run mount: {e}");
-                None
-            }
-        }
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    /// Take every free block with zeros appended to the file `fill`.
-    fn fill(&self) {
-        use std::io::Write;
-        let mut f = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.path().join("fill"))
-            .unwrap();
-        let block = [0u8; 4096];
-        loop {
-            match f.write(&block) {
-                Ok(0) => break,
-                Ok(_) => {}
-                Err(e) => {
-                    assert_eq!(e.raw_os_error(), Some(nix::libc::ENOSPC), "{e}");
-                    break;
-                }
-            }
-        }
-        let probe = std::fs::write(self.path().join("probe"), [1u8; 4096]);
-        assert!(probe.is_err(), "the disk is full");
-    }
-}
-
-impl Drop for SmallDisk {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("umount")
-            .arg("-l")
-            .arg(self.dir.path())
-            .status();
-    }
-}
+use testkit::disk::SmallDisk;
 
 fn no_space(e: &RingError) -> bool {
     e.to_string().contains("No space left on device")
@@ -410,7 +348,7 @@ fn a_full_disk_at_start_is_an_error_and_leaves_the_ring_empty() {
         );
         assert_eq!(std::fs::metadata(p).unwrap().len(), 0, "{}", p.display());
     }
-    std::fs::remove_file(disk.path().join("fill")).unwrap();
+    disk.free();
     let claimed = open(&holes).unwrap();
     assert!(
         claimed.previous.is_none(),
@@ -507,7 +445,7 @@ fn a_failed_write_turns_the_recorder_off_and_empties_the_ring() {
     }));
     assert_eq!(std::fs::metadata(&path).unwrap().len(), 0);
     // The lock went with the recorder: the next launch takes the file and finds no ring.
-    std::fs::remove_file(disk.path().join("fill")).unwrap();
+    disk.free();
     assert!(open(&path).unwrap().previous.is_none());
 }
 
