@@ -276,7 +276,10 @@ pub(crate) fn build(
             last.status_reason = detector_reason(reason, detail);
         }
     }
-    propagate(&mut nodes, |a, b| dominates(dom, path[a], path[b]));
+    let mut held = Held::default();
+    propagate(&mut nodes, |a, b| {
+        held.dominates(dom, path[a], path[b], kept.steps_between(a, b))
+    });
     let left_out = (kept.left_out > 0).then(|| LeftOut {
         after: kept.cut - 1,
         steps: kept.left_out,
@@ -290,28 +293,56 @@ pub(crate) fn build(
     }
 }
 
-/// Whether `a` dominates `b` (walks up `b`'s dominators, at most a few thousand).
-fn dominates(dom: &Dominators, a: u32, b: u32) -> bool {
-    let ka = dom.number(a);
-    let mut k = dom.number(b);
-    if ka == UNREACHED || k == UNREACHED {
-        return false;
-    }
-    for _ in 0..4096 {
-        if k == ka {
-            return true;
-        }
-        if k == 0 {
+/// Whether one object of a path dominates the objects after it, asked for each in turn (step 3
+/// of the module documentation): exact at any depth, and each dominator walked at most once
+/// per trace.
+#[derive(Default)]
+struct Held {
+    /// The object asked about (its dominators' number) and the numbers found dominated by it.
+    by: u32,
+    below: std::collections::HashSet<u32>,
+    walked: Vec<u32>,
+}
+
+impl Held {
+    /// Whether `a` dominates `b`, which follows it `steps` references later on the path. If it
+    /// does, every dominator of `b` below `a` is an object of the path between them, so `b`'s
+    /// chain reaches `a` within `steps` steps; and dominators are numbered before what they
+    /// dominate, so the walk ends too at the first number below `a`'s. A walk also ends at an
+    /// object found dominated by `a` before (the path's earlier objects).
+    fn dominates(&mut self, dom: &Dominators, a: u32, b: u32, steps: u64) -> bool {
+        let ka = dom.number(a);
+        let mut k = dom.number(b);
+        if ka == UNREACHED || k == UNREACHED {
             return false;
         }
-        k = dom.idom_at(k);
+        if self.by != ka {
+            self.by = ka;
+            self.below.clear();
+        }
+        self.walked.clear();
+        let mut left = steps;
+        let found = loop {
+            if k == ka || self.below.contains(&k) {
+                break true;
+            }
+            if k < ka || left == 0 {
+                break false;
+            }
+            self.walked.push(k);
+            k = dom.idom_at(k);
+            left -= 1;
+        };
+        if found {
+            self.below.extend(self.walked.iter().copied());
+        }
+        found
     }
-    false
 }
 
 /// Steps 2 to 4 of the module documentation over inspected nodes. `dominates(i, j)`: whether
 /// node `i` of the path holds node `j` alone.
-pub(crate) fn propagate(nodes: &mut [TraceNode], dominates: impl Fn(usize, usize) -> bool) {
+pub(crate) fn propagate(nodes: &mut [TraceNode], mut dominates: impl FnMut(usize, usize) -> bool) {
     let last_not = nodes.iter().rposition(|n| n.status == Status::NotLeaking);
     if let Some(l) = last_not {
         for n in &mut nodes[..l] {
