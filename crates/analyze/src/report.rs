@@ -502,8 +502,9 @@ pub(crate) fn build(
     read_trace_fields(ix, input, on_paths, &mut fields.got)?;
     let ins = Inspector::new(ix, &fields.got);
     let names = trace::thread_names(&running_info);
-    let trace_of = |nm: &Named, end: Option<(&str, &str)>| {
-        trace::build(ix, dom, &p3, &ins, &names, &nm.path, nm.tag, end)
+    let mut held = trace::Held::default();
+    let mut trace_of = |nm: &Named, end: Option<(&str, &str)>| {
+        trace::build(ix, dom, &p3, &ins, &names, &mut held, &nm.path, nm.tag, end)
     };
     let device = device::device(ix, &input, &running_info)?;
     let mut gc_paths: Vec<GcPath> = gc_paths

@@ -48,6 +48,7 @@ pub use root::TraceThread;
 pub(crate) use root::{thread_names, thread_object};
 pub use text::LeakTraces;
 
+use super::arrays::{bit, set_bit};
 use super::dominators::{Dominators, UNREACHED};
 use super::index::Index;
 use super::paths::{Kept, Pass3, Ref};
@@ -199,7 +200,8 @@ fn reference(ix: &Index, r: &Ref) -> (String, &'static str) {
 
 /// The trace of `path` (from [`crate::paths::Paths::path`], maybe cut), whose start has tag
 /// `tag`. `end` is the detector's (reason, detail) for a leak, `None` for a dominator;
-/// `names` the process's thread names by Java thread id ([`thread_names`]).
+/// `names` the process's thread names by Java thread id ([`thread_names`]); `held` what the
+/// report's traces found of dominance so far (one for all of them).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn build(
     ix: &Index,
@@ -207,6 +209,7 @@ pub(crate) fn build(
     p3: &Pass3<'_>,
     ins: &Inspector<'_>,
     names: &HashMap<i64, String>,
+    held: &mut Held,
     kept: &Kept,
     tag: u8,
     end: Option<(&str, &str)>,
@@ -276,7 +279,6 @@ pub(crate) fn build(
             last.status_reason = detector_reason(reason, detail);
         }
     }
-    let mut held = Held::default();
     propagate(&mut nodes, |a, b| {
         held.dominates(dom, path[a], path[b], kept.steps_between(a, b))
     });
@@ -294,13 +296,15 @@ pub(crate) fn build(
 }
 
 /// Whether one object of a path dominates the objects after it, asked for each in turn (step 3
-/// of the module documentation): exact at any depth, and each dominator walked at most once
-/// per trace.
+/// of the module documentation): exact at any depth. What is found held is kept while the
+/// object asked about stays the same (over one trace, and over the next traces with the same
+/// leaking object), so each dominator is walked once for it.
 #[derive(Default)]
-struct Held {
-    /// The object asked about (its dominators' number) and the numbers found dominated by it.
+pub(crate) struct Held {
+    /// The object asked about (its dominators' number).
     by: u32,
-    below: std::collections::HashSet<u32>,
+    /// A bit per dominators' number: found dominated by `by` (made at the first one found).
+    below: Vec<u64>,
     walked: Vec<u32>,
 }
 
@@ -309,7 +313,8 @@ impl Held {
     /// does, every dominator of `b` below `a` is an object of the path between them, so `b`'s
     /// chain reaches `a` within `steps` steps; and dominators are numbered before what they
     /// dominate, so the walk ends too at the first number below `a`'s. A walk also ends at an
-    /// object found dominated by `a` before (the path's earlier objects).
+    /// object found dominated by `a` before (the path's earlier objects and what their walks
+    /// passed).
     fn dominates(&mut self, dom: &Dominators, a: u32, b: u32, steps: u64) -> bool {
         let ka = dom.number(a);
         let mut k = dom.number(b);
@@ -318,12 +323,13 @@ impl Held {
         }
         if self.by != ka {
             self.by = ka;
-            self.below.clear();
+            self.below.fill(0);
         }
         self.walked.clear();
         let mut left = steps;
+        let known = |below: &[u64], k: u32| !below.is_empty() && bit(below, k as usize);
         let found = loop {
-            if k == ka || self.below.contains(&k) {
+            if k == ka || known(&self.below, k) {
                 break true;
             }
             if k < ka || left == 0 {
@@ -333,8 +339,13 @@ impl Held {
             k = dom.idom_at(k);
             left -= 1;
         };
-        if found {
-            self.below.extend(self.walked.iter().copied());
+        if found && !self.walked.is_empty() {
+            if self.below.is_empty() {
+                self.below = vec![0; dom.len().div_ceil(64)];
+            }
+            for &w in &self.walked {
+                set_bit(&mut self.below, w as usize);
+            }
         }
         found
     }
