@@ -8,8 +8,9 @@
 //! cannot back raises SIGBUS, which would kill the app. Scratch arrays are for the analysis
 //! child only (a process of its own: the command line, or the agent's forked analyser), and each
 //! file's blocks are written with zeros before it is mapped (see `reserve`), so a full disk is
-//! an error return here, not a signal later. (A copy-on-write file system may still need a block at a rewrite; the child would then
-//! die of SIGBUS, which the agent counts as a failed analysis, never the app's death.)
+//! an error return here, not a signal later. (A copy-on-write file system may still need a
+//! block at a rewrite; the child would then die of SIGBUS, which the agent counts as a failed
+//! analysis, never the app's death.)
 //!
 //! Invariants:
 //! - Each file is unlinked before it is mapped (created with `O_TMPFILE` where the file system

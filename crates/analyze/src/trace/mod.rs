@@ -305,7 +305,6 @@ pub(crate) struct Held {
     by: u32,
     /// A bit per dominators' number: found dominated by `by` (made at the first one found).
     below: Vec<u64>,
-    walked: Vec<u32>,
 }
 
 impl Held {
@@ -325,9 +324,9 @@ impl Held {
             self.by = ka;
             self.below.fill(0);
         }
-        self.walked.clear();
         let mut left = steps;
         let known = |below: &[u64], k: u32| !below.is_empty() && bit(below, k as usize);
+        let start = k;
         let found = loop {
             if k == ka || known(&self.below, k) {
                 break true;
@@ -335,16 +334,19 @@ impl Held {
             if k < ka || left == 0 {
                 break false;
             }
-            self.walked.push(k);
             k = dom.idom_at(k);
             left -= 1;
         };
-        if found && !self.walked.is_empty() {
+        // What the walk passed is held too: walked again to mark it (a list of it would take 4
+        // bytes a step, 40 MB for a chain of 10 M).
+        if found && start != k {
             if self.below.is_empty() {
                 self.below = vec![0; dom.len().div_ceil(64)];
             }
-            for &w in &self.walked {
+            let mut w = start;
+            while w != k {
                 set_bit(&mut self.below, w as usize);
+                w = dom.idom_at(w);
             }
         }
         found
