@@ -49,6 +49,7 @@ pub mod budget;
 mod column;
 pub mod dominators;
 pub mod files;
+mod held;
 pub mod index;
 pub mod library;
 mod own;

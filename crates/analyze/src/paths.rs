@@ -274,19 +274,6 @@ pub struct Kept {
     pub first_left_out: u32,
 }
 
-impl Kept {
-    /// References on the path from kept node `i` to kept node `j` (`i <= j`), the objects left
-    /// out between them counted.
-    pub fn steps_between(&self, i: usize, j: usize) -> u64 {
-        let skipped = if i < self.cut && self.cut <= j {
-            self.left_out
-        } else {
-            0
-        };
-        (j - i) as u64 + skipped
-    }
-}
-
 /// What a walk found above the last [`PATH_TAIL`] objects of a path, from the first object
 /// above them: the last [`PATH_HEAD`] objects (the start first), how many in all, the first
 /// left out. It is the same for every path through that object.

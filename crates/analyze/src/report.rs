@@ -502,7 +502,7 @@ pub(crate) fn build(
     read_trace_fields(ix, input, on_paths, &mut fields.got)?;
     let ins = Inspector::new(ix, &fields.got);
     let names = trace::thread_names(&running_info);
-    let mut held = trace::Held::default();
+    let mut held = trace::Dominance::new(dom);
     let mut trace_of = |nm: &Named, end: Option<(&str, &str)>| {
         trace::build(ix, dom, &p3, &ins, &names, &mut held, &nm.path, nm.tag, end)
     };
@@ -999,8 +999,8 @@ fn leak_suspects(ix: &Index, dom: &Dominators, cfg: &Config) -> Suspects {
         }
     }
     // oomguard's own objects (the facade's last-words reserve) are never findings.
-    if let Some(mut held) = super::own::Held::new(ix, dom) {
-        suspects.retain(|s| !held.holds(s.node));
+    if let Some(mut held) = super::own::held_by_own(ix, dom) {
+        suspects.retain(|s| !held.holds_node(s.node));
     }
     // Per (reason, class): the largest first, at most max_suspects_per_class get paths.
     sys::order::sort_by(&mut suspects, |a, b| {

@@ -48,8 +48,8 @@ pub use root::TraceThread;
 pub(crate) use root::{thread_names, thread_object};
 pub use text::LeakTraces;
 
-use super::arrays::{bit, set_bit};
 use super::dominators::{Dominators, UNREACHED};
+use super::held::HeldBy;
 use super::index::Index;
 use super::paths::{Kept, Pass3, Ref};
 use hprof::{Sub, Visitor};
@@ -209,7 +209,7 @@ pub(crate) fn build(
     p3: &Pass3<'_>,
     ins: &Inspector<'_>,
     names: &HashMap<i64, String>,
-    held: &mut Held,
+    held: &mut Dominance<'_>,
     kept: &Kept,
     tag: u8,
     end: Option<(&str, &str)>,
@@ -279,9 +279,7 @@ pub(crate) fn build(
             last.status_reason = detector_reason(reason, detail);
         }
     }
-    propagate(&mut nodes, |a, b| {
-        held.dominates(dom, path[a], path[b], kept.steps_between(a, b))
-    });
+    propagate(&mut nodes, |a, b| held.dominates(dom, path[a], path[b]));
     let left_out = (kept.left_out > 0).then(|| LeftOut {
         after: kept.cut - 1,
         steps: kept.left_out,
@@ -296,60 +294,30 @@ pub(crate) fn build(
 }
 
 /// Whether one object of a path dominates the objects after it, asked for each in turn (step 3
-/// of the module documentation): exact at any depth. What is found held is kept while the
-/// object asked about stays the same (over one trace, and over the next traces with the same
-/// leaking object), so each dominator is walked once for it.
-#[derive(Default)]
-pub(crate) struct Held {
-    /// The object asked about (its dominators' number).
-    by: u32,
-    /// A bit per dominators' number: found dominated by `by` (made at the first one found).
-    below: Vec<u64>,
+/// of the module documentation), exact at any depth: a [`HeldBy`] of that object, whose
+/// answers are kept while the object asked about stays the same (over one trace, and over the
+/// next traces with the same leaking object), so each dominator is walked once for it.
+pub(crate) struct Dominance<'a> {
+    held: HeldBy<'a>,
 }
 
-impl Held {
-    /// Whether `a` dominates `b`, which follows it `steps` references later on the path. If it
-    /// does, every dominator of `b` below `a` is an object of the path between them, so `b`'s
-    /// chain reaches `a` within `steps` steps; and dominators are numbered before what they
-    /// dominate, so the walk ends too at the first number below `a`'s. A walk also ends at an
-    /// object found dominated by `a` before (the path's earlier objects and what their walks
-    /// passed).
-    fn dominates(&mut self, dom: &Dominators, a: u32, b: u32, steps: u64) -> bool {
+impl<'a> Dominance<'a> {
+    pub(crate) fn new(dom: &'a Dominators) -> Dominance<'a> {
+        Dominance {
+            held: HeldBy::new(dom, Vec::new()),
+        }
+    }
+
+    /// Whether node `a` dominates node `b` (a node dominates itself).
+    fn dominates(&mut self, dom: &Dominators, a: u32, b: u32) -> bool {
         let ka = dom.number(a);
-        let mut k = dom.number(b);
-        if ka == UNREACHED || k == UNREACHED {
+        if ka == UNREACHED {
             return false;
         }
-        if self.by != ka {
-            self.by = ka;
-            self.below.fill(0);
+        if self.held.by() != [ka] {
+            self.held.reset(vec![ka]);
         }
-        let mut left = steps;
-        let known = |below: &[u64], k: u32| !below.is_empty() && bit(below, k as usize);
-        let start = k;
-        let found = loop {
-            if k == ka || known(&self.below, k) {
-                break true;
-            }
-            if k < ka || left == 0 {
-                break false;
-            }
-            k = dom.idom_at(k);
-            left -= 1;
-        };
-        // What the walk passed is held too: walked again to mark it (a list of it would take 4
-        // bytes a step, 40 MB for a chain of 10 M).
-        if found && start != k {
-            if self.below.is_empty() {
-                self.below = vec![0; dom.len().div_ceil(64)];
-            }
-            let mut w = start;
-            while w != k {
-                set_bit(&mut self.below, w as usize);
-                w = dom.idom_at(w);
-            }
-        }
-        found
+        self.held.holds(dom.number(b))
     }
 }
 

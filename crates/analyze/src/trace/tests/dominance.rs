@@ -1,8 +1,8 @@
-//! `Held::dominates`, which decides how far "held only through a leaking object" reaches: on a small
+//! `Dominance::dominates`, which decides how far "held only through a leaking object" reaches: on a small
 //! graph, a node holds alone what only it reaches, not what another path reaches too, and an
 //! unreached node holds nothing and is held by nothing.
 
-use super::super::Held;
+use super::super::Dominance;
 use crate::dominators::{compute, Csr};
 
 #[test]
@@ -20,11 +20,11 @@ fn a_node_dominates_only_what_it_holds_alone() {
     ];
     let g = Csr::from_lists(&lists);
     let d = compute(&g, |_| 1, &[0], &[]);
-    // One `Held` for every question, as a trace asks them, each asked twice: the answers stay
-    // exact when the object asked about changes (its memo is then cleared) and when it does
-    // not (what a walk that found no dominator passed is not remembered as dominated).
-    let mut held = Held::default();
-    let mut dominates = |d, a, b| held.dominates(d, a, b, 8);
+    // One `Dominance` for every question, as a trace asks them, each asked twice: the answers
+    // stay exact when the object asked about changes (its memo is then cleared) and when it
+    // does not (what a walk that found no dominator passed is not remembered as dominated).
+    let mut held = Dominance::new(&d);
+    let mut dominates = |d, a, b| held.dominates(d, a, b);
     let yes = [(0, 3), (1, 2), (1, 5), (2, 2), (0, 5), (4, 4)];
     let no = [(1, 3), (2, 3), (4, 3), (2, 1), (5, 1), (1, 4)];
     for (a, b) in yes.into_iter().flat_map(|q| [q, q]) {
