@@ -66,7 +66,7 @@ pub use report::{Report, Summary};
 
 #[cfg(test)]
 use hprof::Parser;
-use index::{build_index, threads};
+use index::{build_index, build_index_cut, threads};
 #[cfg(test)]
 use index::{free_node, one_pass, scan, two_pass_graph, FreeNodes, OnePassResult};
 use std::time::Instant;
@@ -266,7 +266,7 @@ pub fn analyze(
 ) -> Result<Report, Error> {
     let t0 = Instant::now();
     let mut tm = Timings::default();
-    let spans = snapshot::find(&input)?;
+    let (spans, cuts) = snapshot::find_and_cut(&input, threads(cfg), cfg.parallel_min_bytes)?;
     let (k, skip) = snapshot::choose(&spans, cfg.snapshot)?;
     let picked;
     let input = match skip.is_empty() {
@@ -290,7 +290,7 @@ pub fn analyze(
             rep
         }
         None => {
-            let (mut ix, bytes, parts) = build_index(&input, cfg, t0, &mut tm)?;
+            let (mut ix, bytes, parts) = build_index_cut(&input, cfg, t0, &mut tm, Some(cuts))?;
             if let Some(r) = &cfg.renames {
                 r.apply(&mut ix);
             }

@@ -13,6 +13,7 @@
 //! among them by binary search, so the work grows as records × log(snapshots).
 
 use super::{Error, Input};
+use crate::index::Ranges;
 use hprof::{self, tag, Header, Record, Sub, Visitor};
 
 /// Byte spans `[start, end)` of each snapshot's heap records, in file order: from its first
@@ -20,13 +21,26 @@ use hprof::{self, tag, Header, Record, Sub, Visitor};
 /// A file whose record list does not chain to its end gives the snapshots found before the
 /// break (the passes report the break at its offset).
 pub(super) fn find(input: &Input<'_>) -> Result<Vec<(u64, u64)>, Error> {
+    Ok(find_and_cut(input, 1, 0)?.0)
+}
+
+/// [`find`], and the file cut into about `parts` ranges of whole records as
+/// [`Input::split`] cuts it (`None` where that gives `None`), from the same walk over the
+/// record heads. An ART dump's heap comes in segments of a few KiB (42 K records in a 177 MB
+/// dump), and the second walk took about 0.8 % of the analysis's CPU there, on its one thread.
+pub(super) fn find_and_cut(
+    input: &Input<'_>,
+    parts: usize,
+    min_bytes: u64,
+) -> Result<(Ranges, Option<Ranges>), Error> {
     if let Input::File(p) = input {
         // A pipe would be read empty here; the passes say that it must be a file.
         if !std::fs::metadata(p).is_ok_and(|m| m.is_file()) {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), None));
         }
     }
     let len = input.len()?;
+    let mut cuts = crate::index::Cuts::new(len, parts, min_bytes);
     let f = input.open()?;
     let mut heads = crate::index::Heads::new(input, f.as_ref(), len);
     let mut spans = Vec::new();
@@ -36,6 +50,12 @@ pub(super) fn find(input: &Input<'_>) -> Result<Vec<(u64, u64)>, Error> {
     while pos < len {
         let Some(h) = heads.at(pos) else { break };
         let end = pos + 9 + hprof::read_u32(&h[5..]) as u64;
+        if let Some(c) = &mut cuts {
+            // An unknown tag: the file is not cut (the spans are still found).
+            if c.head(pos, &h).is_none() {
+                cuts = None;
+            }
+        }
         match h[0] {
             tag::HEAP_DUMP | tag::HEAP_DUMP_SEGMENT => {
                 let whole = h[0] == tag::HEAP_DUMP;
@@ -61,7 +81,7 @@ pub(super) fn find(input: &Input<'_>) -> Result<Vec<(u64, u64)>, Error> {
     if let Some((s, e, _)) = open {
         spans.push((s, e));
     }
-    Ok(spans)
+    Ok((spans, cuts.and_then(|c| c.finish(pos))))
 }
 
 /// A visitor that sees no heap record starting in `skip` (the other snapshots' spans, disjoint

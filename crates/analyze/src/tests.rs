@@ -6,6 +6,7 @@ use proptest::prelude::*;
 mod caps;
 mod depth;
 mod reports;
+mod split;
 
 /// The path of a shared fixture (`../shared/fixtures/hprof/REL`).
 pub(crate) fn fixture(rel: &str) -> std::path::PathBuf {
@@ -1043,76 +1044,4 @@ fn truncated_and_corrupt_dumps_are_errors_with_offsets() {
         serde_json::Value::Null,
     );
     assert!(e.is_err());
-}
-
-/// Many short records (strings, then segments of a few KiB, as ART writes them) reaching
-/// past a window's end, and a long segment now and then; the first string is `pad` bytes
-/// long.
-fn split_test_dump(pad: usize) -> Vec<u8> {
-    let mut w = Writer::new(Format::V103, 4, 0);
-    w.utf8(0x7fff_0000, &"p".repeat(pad));
-    for id in 1..=60_000u64 {
-        w.utf8(id, "a string of some forty bytes, give or take");
-    }
-    let mut id = 0x1000u64;
-    for seg in 0..3_000u64 {
-        for _ in 0..40 {
-            w.primitive_array(id, BasicType::Byte, 100, &[7; 100]);
-            id += 0x100;
-        }
-        if seg % 1000 == 999 {
-            w.primitive_array(id, BasicType::Byte, 300_000, &[1; 300_000]);
-            id += 0x100;
-        }
-        w.end_segment();
-    }
-    w.heap_dump_end();
-    w.finish()
-}
-
-/// The record list is cut at the same places whether it is walked through mapped windows
-/// (a file) or read from bytes, a record head straddling a window's end included. A list cut
-/// short or running past the end is not cut at all.
-#[test]
-fn files_and_bytes_are_split_alike() {
-    // The first window is mapped at the first record: shift the records (through the first
-    // string's length) so that a head straddles its end.
-    let end = (hprof::HEADER_LEN + WINDOW) as u64;
-    let heads = |b: &[u8]| {
-        let mut at = hprof::HEADER_LEN as u64;
-        let mut v = Vec::new();
-        while at + 9 <= b.len() as u64 {
-            v.push(at);
-            at += 9 + hprof::read_u32(&b[at as usize + 5..]) as u64;
-        }
-        v
-    };
-    let unshifted = heads(&split_test_dump(0));
-    let before = unshifted.iter().rev().find(|&&h| h <= end - 4).unwrap();
-    let bytes = split_test_dump((end - 4 - before) as usize);
-    assert!(heads(&bytes).contains(&(end - 4)));
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("d.hprof");
-    std::fs::write(&path, &bytes).unwrap();
-    for parts in [2, 3, 7] {
-        let a = Input::File(&path).split(parts, 0);
-        assert!(a.as_ref().is_some_and(|c| c.len() == parts), "{a:?}");
-        assert_eq!(a, Input::Bytes(&bytes).split(parts, 0), "{parts} parts");
-    }
-    // Inside the end record, and inside the last segment.
-    for cut in [bytes.len() - 1, bytes.len() - 10] {
-        std::fs::write(&path, &bytes[..cut]).unwrap();
-        assert_eq!(Input::File(&path).split(2, 0), None, "cut at {cut}");
-        assert_eq!(
-            Input::Bytes(&bytes[..cut]).split(2, 0),
-            None,
-            "cut at {cut}"
-        );
-    }
-    // Anywhere: the same answer both ways.
-    for cut in [WINDOW - 4, WINDOW + 5, 1 << 20, bytes.len() - 9] {
-        std::fs::write(&path, &bytes[..cut]).unwrap();
-        let a = Input::File(&path).split(3, 0);
-        assert_eq!(a, Input::Bytes(&bytes[..cut]).split(3, 0), "cut at {cut}");
-    }
 }

@@ -19,7 +19,19 @@ pub(crate) fn build_index(
     cfg: &Config,
     t0: Instant,
     tm: &mut Timings,
-) -> Result<(index::Index, u64, Option<Vec<(u64, u64)>>), Error> {
+) -> Result<(index::Index, u64, Option<index::Ranges>), Error> {
+    build_index_cut(input, cfg, t0, tm, None)
+}
+
+/// [`build_index`] with the file's cut already made (`cuts`: what [`Input::split`] gives for
+/// [`threads`] parts, as `snapshot::find_and_cut` makes it), or made here if `None`.
+pub(crate) fn build_index_cut(
+    input: &Input<'_>,
+    cfg: &Config,
+    t0: Instant,
+    tm: &mut Timings,
+    cuts: Option<Option<index::Ranges>>,
+) -> Result<(index::Index, u64, Option<index::Ranges>), Error> {
     if let Input::File(path) = input {
         // The passes read the file more than once: a pipe would be empty the second time.
         let meta = std::fs::metadata(path).map_err(|source| Error::Io {
@@ -46,10 +58,10 @@ pub(crate) fn build_index(
         })?;
     let scratch = scratch.as_ref();
     let threads = threads(cfg);
-    let mut parts = if threads > 1 {
-        input.split(threads, cfg.parallel_min_bytes)
-    } else {
-        None
+    let mut parts = match cuts {
+        _ if threads < 2 => None,
+        Some(cuts) => cuts,
+        None => input.split(threads, cfg.parallel_min_bytes),
     };
     let limits = index::IndexLimits {
         bitmap_min_pixels: cfg.bitmap_min_pixels,

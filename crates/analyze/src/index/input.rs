@@ -245,40 +245,20 @@ impl Input<'_> {
 
     /// Cut the record list into about `parts` ranges of whole records, each `[start, end)`.
     /// `None` if the input is small, has one heap dump record, or its record list does not add
-    /// up (a pass in one piece then reports the problem).
+    /// up (a pass in one piece then reports the problem). `snapshot::find` makes the same cuts
+    /// in its own walk over the heads, so the analysis walks them once.
     pub(crate) fn split(&self, parts: usize, min_bytes: u64) -> Option<Vec<(u64, u64)>> {
         let len = self.len().ok()?;
-        if len < min_bytes.max(hprof::HEADER_LEN as u64 + 9) || parts < 2 {
-            return None;
-        }
+        let mut cuts = Cuts::new(len, parts, min_bytes)?;
         let f = self.open().ok()?;
         let mut heads = Heads::new(self, f.as_ref(), len);
-        let mut starts = Vec::new();
         let mut pos = hprof::HEADER_LEN as u64;
         while pos < len {
             let h = heads.at(pos)?;
-            hprof::tag::name(h[0])?;
-            starts.push(pos);
-            pos += 9 + hprof::read_u32(&h[5..]) as u64;
+            pos = cuts.head(pos, &h)?;
         }
-        if pos != len || starts.len() < 2 {
-            return None;
-        }
-        let mut cuts = vec![hprof::HEADER_LEN as u64];
-        for k in 1..parts as u64 {
-            let target = len * k / parts as u64;
-            let i = starts.partition_point(|&s| s < target);
-            if let Some(&c) = starts.get(i) {
-                if c > *cuts.last()? {
-                    cuts.push(c);
-                }
-            }
-        }
-        cuts.push(len);
-        let ranges: Vec<(u64, u64)> = cuts.windows(2).map(|w| (w[0], w[1])).collect();
-        (ranges.len() > 1).then_some(ranges)
+        cuts.finish(pos)
     }
-
     /// Parse each range with its own parser and visitor, side by side. Each parser is fed the
     /// file header first, so its offsets are `HEADER_LEN + (offset - start)`.
     pub(crate) fn pass_parts<V: Visitor + Send>(
@@ -337,6 +317,62 @@ impl Input<'_> {
             r?;
         }
         Ok(vs)
+    }
+}
+
+/// Ranges `[start, end)` of a file's bytes, in file order (snapshots' spans, parts' ranges).
+pub(crate) type Ranges = Vec<(u64, u64)>;
+
+/// Where to cut a file's record list into about `parts` ranges of whole records (see
+/// [`Input::split`]), fed each record head in file order: the first record starting at or after
+/// each `len * k / parts`.
+pub(crate) struct Cuts {
+    len: u64,
+    parts: u64,
+    /// The next `k` whose cut is sought.
+    k: u64,
+    cuts: Vec<u64>,
+    records: usize,
+}
+
+impl Cuts {
+    /// `None` if the file is too small to cut (under `min_bytes`, or without a record).
+    pub(crate) fn new(len: u64, parts: usize, min_bytes: u64) -> Option<Cuts> {
+        if len < min_bytes.max(hprof::HEADER_LEN as u64 + 9) || parts < 2 {
+            return None;
+        }
+        Some(Cuts {
+            len,
+            parts: parts as u64,
+            k: 1,
+            cuts: vec![hprof::HEADER_LEN as u64],
+            records: 0,
+        })
+    }
+
+    /// The record whose head `h` is at `pos`; where the next one starts, or `None` if its tag
+    /// is unknown (the file is then not cut).
+    pub(crate) fn head(&mut self, pos: u64, h: &[u8; 9]) -> Option<u64> {
+        hprof::tag::name(h[0])?;
+        self.records += 1;
+        while self.k < self.parts && pos >= self.len * self.k / self.parts {
+            if pos > *self.cuts.last()? {
+                self.cuts.push(pos);
+            }
+            self.k += 1;
+        }
+        Some(pos + 9 + hprof::read_u32(&h[5..]) as u64)
+    }
+
+    /// The ranges, once the walk ended at `pos`: `None` unless the records ended exactly at the
+    /// file's end and there are two ranges or more.
+    pub(crate) fn finish(mut self, pos: u64) -> Option<Vec<(u64, u64)>> {
+        if pos != self.len || self.records < 2 {
+            return None;
+        }
+        self.cuts.push(self.len);
+        let ranges: Vec<(u64, u64)> = self.cuts.windows(2).map(|w| (w[0], w[1])).collect();
+        (ranges.len() > 1).then_some(ranges)
     }
 }
 

@@ -1,0 +1,136 @@
+//! How the record list is cut into parts that the passes parse side by side: the same cuts
+//! whether the file is mapped or read, and whether `Input::split` or the snapshots' walk makes
+//! them.
+
+use super::*;
+
+/// Where each record starts, read straight from the bytes.
+fn heads(b: &[u8]) -> Vec<u64> {
+    let mut at = hprof::HEADER_LEN as u64;
+    let mut v = Vec::new();
+    while at + 9 <= b.len() as u64 {
+        v.push(at);
+        at += 9 + hprof::read_u32(&b[at as usize + 5..]) as u64;
+    }
+    v
+}
+
+/// Many short records (strings, then segments of a few KiB, as ART writes them) reaching
+/// past a window's end, and a long segment now and then; the first string is `pad` bytes
+/// long.
+fn split_test_dump(pad: usize) -> Vec<u8> {
+    let mut w = Writer::new(Format::V103, 4, 0);
+    w.utf8(0x7fff_0000, &"p".repeat(pad));
+    for id in 1..=60_000u64 {
+        w.utf8(id, "a string of some forty bytes, give or take");
+    }
+    let mut id = 0x1000u64;
+    for seg in 0..3_000u64 {
+        for _ in 0..40 {
+            w.primitive_array(id, BasicType::Byte, 100, &[7; 100]);
+            id += 0x100;
+        }
+        if seg % 1000 == 999 {
+            w.primitive_array(id, BasicType::Byte, 300_000, &[1; 300_000]);
+            id += 0x100;
+        }
+        w.end_segment();
+    }
+    w.heap_dump_end();
+    w.finish()
+}
+
+/// The record list is cut at the same places whether it is walked through mapped windows
+/// (a file) or read from bytes, a record head straddling a window's end included. A list cut
+/// short or running past the end is not cut at all.
+#[test]
+fn files_and_bytes_are_split_alike() {
+    // The first window is mapped at the first record: shift the records (through the first
+    // string's length) so that a head straddles its end.
+    let end = (hprof::HEADER_LEN + WINDOW) as u64;
+    let unshifted = heads(&split_test_dump(0));
+    let before = unshifted.iter().rev().find(|&&h| h <= end - 4).unwrap();
+    let bytes = split_test_dump((end - 4 - before) as usize);
+    assert!(heads(&bytes).contains(&(end - 4)));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("d.hprof");
+    std::fs::write(&path, &bytes).unwrap();
+    for parts in [2, 3, 7] {
+        let a = Input::File(&path).split(parts, 0);
+        assert!(a.as_ref().is_some_and(|c| c.len() == parts), "{a:?}");
+        assert_eq!(a, Input::Bytes(&bytes).split(parts, 0), "{parts} parts");
+    }
+    // Inside the end record, and inside the last segment.
+    for cut in [bytes.len() - 1, bytes.len() - 10] {
+        std::fs::write(&path, &bytes[..cut]).unwrap();
+        assert_eq!(Input::File(&path).split(2, 0), None, "cut at {cut}");
+        assert_eq!(
+            Input::Bytes(&bytes[..cut]).split(2, 0),
+            None,
+            "cut at {cut}"
+        );
+    }
+    // Anywhere: the same answer both ways.
+    for cut in [WINDOW - 4, WINDOW + 5, 1 << 20, bytes.len() - 9] {
+        std::fs::write(&path, &bytes[..cut]).unwrap();
+        let a = Input::File(&path).split(3, 0);
+        assert_eq!(a, Input::Bytes(&bytes[..cut]).split(3, 0), "cut at {cut}");
+    }
+}
+
+/// The analysis cuts the file in `snapshot::find_and_cut`'s walk over the record heads, not in
+/// a second walk (`Input::split`): both give the cuts defined from the heads themselves (the
+/// first record at or after each `len * k / parts`), and neither cuts a file whose records do
+/// not end at its end, one with a record of unknown tag, or one under `min_bytes`.
+#[test]
+fn the_snapshots_walk_cuts_the_file_as_split_does() {
+    let bytes = split_test_dump(0);
+    let heads = heads(&bytes);
+    let defined = |len: u64, parts: u64| {
+        let mut cuts = vec![hprof::HEADER_LEN as u64];
+        for k in 1..parts {
+            if let Some(&h) = heads.iter().find(|&&h| h >= len * k / parts) {
+                if h > *cuts.last().unwrap() {
+                    cuts.push(h);
+                }
+            }
+        }
+        cuts.push(len);
+        cuts.windows(2).map(|w| (w[0], w[1])).collect::<Vec<_>>()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("d.hprof");
+    std::fs::write(&path, &bytes).unwrap();
+    let len = bytes.len() as u64;
+    for parts in [2usize, 3, 4, 7, 64] {
+        let want = Some(defined(len, parts as u64));
+        for input in [Input::File(&path), Input::Bytes(&bytes)] {
+            let (spans, cuts) = snapshot::find_and_cut(&input, parts, 0).unwrap();
+            assert_eq!(spans, snapshot::find(&input).unwrap());
+            assert_eq!(cuts, want, "{parts} parts");
+            assert_eq!(input.split(parts, 0), want, "{parts} parts");
+        }
+    }
+    // One part, or a file under `min_bytes`: no cut.
+    let input = Input::Bytes(&bytes);
+    assert_eq!(snapshot::find_and_cut(&input, 1, 0).unwrap().1, None);
+    assert_eq!(snapshot::find_and_cut(&input, 2, len + 1).unwrap().1, None);
+    assert!(snapshot::find_and_cut(&input, 2, len).unwrap().1.is_some());
+    // Cut short inside a record: no cut either way.
+    let short = &bytes[..bytes.len() - 10];
+    assert_eq!(
+        snapshot::find_and_cut(&Input::Bytes(short), 2, 0)
+            .unwrap()
+            .1,
+        None
+    );
+    assert_eq!(Input::Bytes(short).split(2, 0), None);
+    // A record of unknown tag in the middle: the spans are still found, the file is not cut.
+    let mut odd = bytes.clone();
+    let mid = heads[heads.len() / 2] as usize;
+    odd[mid] = 0x77;
+    let (spans, cuts) = snapshot::find_and_cut(&Input::Bytes(&odd), 2, 0).unwrap();
+    assert_eq!(spans, snapshot::find(&Input::Bytes(&bytes)).unwrap());
+    assert_eq!(cuts, None);
+    assert_eq!(Input::Bytes(&odd).split(2, 0), None);
+}
