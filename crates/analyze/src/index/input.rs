@@ -259,6 +259,7 @@ impl Input<'_> {
         }
         cuts.finish(pos)
     }
+
     /// Parse each range with its own parser and visitor, side by side. Each parser is fed the
     /// file header first, so its offsets are `HEADER_LEN + (offset - start)`.
     pub(crate) fn pass_parts<V: Visitor + Send>(
@@ -336,7 +337,8 @@ pub(crate) struct Cuts {
 }
 
 impl Cuts {
-    /// `None` if the file is too small to cut (under `min_bytes`, or without a record).
+    /// `None` if there is nothing to cut: fewer than two parts asked for, or a file under
+    /// `min_bytes` or without room for a record.
     pub(crate) fn new(len: u64, parts: usize, min_bytes: u64) -> Option<Cuts> {
         if len < min_bytes.max(hprof::HEADER_LEN as u64 + 9) || parts < 2 {
             return None;
