@@ -25,15 +25,9 @@ rm -rf "$work/classes" "$work/app-data" "$work/collected" "$work/done" "$work"/*
 mkdir -p "$work/classes" "$work/app-data" "$work/collected"
 
 echo "== 1. build (release mode: the first run compiles everything, several minutes on a 2-core machine; later runs about a minute in all)"
-# The command line (and the collector in it) first, then the library an app ships on its own:
-# built in one command, cargo would give the library the union of tokio's features that the
-# collector's HTTP server asks for, and ship them in liboomguard.so.
-# Built in two commands, each rebuilds the library the other left (the two feature sets share
-# the cdylib's unhashed file name). scripts/test.sh runs these two commands itself, beside its
-# ABI check, and says so with OOMGUARD_DEMO_BUILT=1.
+# (scripts/lib/setup.sh's build_release says why it is two commands, and why test.sh skips it.)
 if [ "${OOMGUARD_DEMO_BUILT:-}" != 1 ]; then
-  cargo build --release -p cli
-  cargo build --release -p oomguard --lib
+  build_release
 fi
 bin="$PWD/target/release/oomguard"
 javac -d "$work/classes" -sourcepath java:crates/cli/tests/java/leakapp java/demo/DemoApp.java java/dev/oomguard/*.java

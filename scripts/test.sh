@@ -27,15 +27,14 @@ step "cargo clippy --target armv7-linux-androideabi --lib -- -D warnings"
 android_env cargo clippy --lib --target armv7-linux-androideabi -- -D warnings
 
 step "the Android ABI check: each symbol the library needs from bionic, by API level (scripts/abi-check.sh)"
-# Beside it, in the background, the release build that demo.sh runs later (which then finds it
-# done). Alone, abi-check keeps 1.3 of this host's 2 cores busy (237 s of CPU in 182 s: each of
-# its two builds ends in link-time optimisation on one thread), and the release build (about
-# 4.5 minutes alone) takes the rest. CI as a whole on a clean clone here: 1,423 s before, 1,278 s
-# after (this step and the demo's build: 209 + 274 s before, 340 s now). Cargo locks a target
-# directory for each build, so the Android builds get their own.
+# Beside it, in the background, the release build that demo.sh needs (build_release: demo.sh is
+# then told not to run it again). Alone, abi-check keeps 1.3 of this host's 2 cores busy (237 s
+# of CPU in 182 s: each of its two builds ends in link-time optimisation on one thread), and the
+# release build (about 4.5 minutes alone) takes the rest. CI as a whole on a clean clone here:
+# 1,423 s before, 1,166 s after (this step and the demo's build: 209 + 274 s before, 340 + 1 s
+# now). Cargo locks a target directory for each build, so the Android builds get their own.
 mkdir -p target
-(cargo build --release -p cli && cargo build --release -p oomguard --lib) \
-  >target/release-build.log 2>&1 &
+build_release >target/release-build.log 2>&1 &
 release_build=$!
 ship_dir="$PWD/target/ship-check"
 CARGO_TARGET_DIR="$ship_dir" scripts/abi-check.sh
@@ -90,13 +89,13 @@ CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER="$PWD/target/seccomp/under-filter" 
 
 step "scripts/demo.sh (one whole incident, as a test)"
 demo_ok=0
-# (Built above, beside the ABI check: demo.sh's own two build commands would each rebuild the
-# library the other left, about 50 s.)
+# (Built above, beside the ABI check; run again, build_release would rebuild the library twice,
+# about 50 s.)
 if OOMGUARD_DEMO_BUILT=1 bash scripts/demo.sh target/demo-test 2>&1 | tee target/demo-test.log; then
   demo_ok=1
 fi
 
-step "the shipped library exports no test-only symbols (built by demo.sh without features)"
+step "the shipped library exports no test-only symbols (build_release's, without features)"
 probe_ok=0
 if scripts/check-exports.sh target/release/liboomguard.so; then probe_ok=1; fi
 

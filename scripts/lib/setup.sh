@@ -93,6 +93,16 @@ android_env() {
   "$@"
 }
 
+# build_release: the release build scripts/demo.sh runs: the command line (and the collector in
+# it) first, then the library an app ships on its own. Built in one command, cargo would give the
+# library the union of tokio's features that the collector's HTTP server asks for, and ship them
+# in liboomguard.so. Built in two, each rebuilds the library the other left (the two feature
+# sets share the cdylib's unhashed file name), so scripts/test.sh, which runs this itself beside
+# its ABI check, tells demo.sh not to run it again (OOMGUARD_DEMO_BUILT=1).
+build_release() {
+  cargo build --release -p cli && cargo build --release -p oomguard --lib
+}
+
 # build_seccomp_filter: build tests/seccomp's LD_PRELOAD filter (Android 8.0's app allowlist for
 # x86_64) into target/seccomp/, with its self-test and a `java` wrapper that starts the JVM
 # under it. Prints the directory to put first in PATH.
