@@ -36,6 +36,11 @@ impl<'a> HeldBy<'a> {
         h
     }
 
+    /// The dominators in whose numbering the holding objects are given.
+    pub(crate) fn dominators(&self) -> &'a Dominators {
+        self.dom
+    }
+
     /// The numbers of the holding objects, sorted.
     pub(crate) fn by(&self) -> &[u32] {
         &self.by

@@ -35,7 +35,8 @@
 //!   Suspects in one collection at the end of a long chain walk the chain once, and suspects
 //!   all along one chain walk at most [`CHECKPOINT`] objects each past what was walked before
 //!   (they walked it whole each: a 41 MB dump of 2,000 findings along a chain of a million
-//!   objects took 7.2 s, now 0.64 s). Entries: one a path, and one per [`CHECKPOINT`] objects walked.
+//!   objects took 7.2 s, now 0.64 s). Entries: one a path, and one per [`CHECKPOINT`] objects
+//!   walked.
 #![forbid(unsafe_code)]
 
 use super::arrays::{bit, set_bit};

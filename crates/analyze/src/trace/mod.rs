@@ -279,7 +279,7 @@ pub(crate) fn build(
             last.status_reason = detector_reason(reason, detail);
         }
     }
-    propagate(&mut nodes, |a, b| held.dominates(dom, path[a], path[b]));
+    propagate(&mut nodes, |a, b| held.dominates(path[a], path[b]));
     let left_out = (kept.left_out > 0).then(|| LeftOut {
         after: kept.cut - 1,
         steps: kept.left_out,
@@ -309,15 +309,15 @@ impl<'a> Dominance<'a> {
     }
 
     /// Whether node `a` dominates node `b` (a node dominates itself).
-    fn dominates(&mut self, dom: &Dominators, a: u32, b: u32) -> bool {
-        let ka = dom.number(a);
+    fn dominates(&mut self, a: u32, b: u32) -> bool {
+        let ka = self.held.dominators().number(a);
         if ka == UNREACHED {
             return false;
         }
         if self.held.by() != [ka] {
             self.held.reset(vec![ka]);
         }
-        self.held.holds(dom.number(b))
+        self.held.holds_node(b)
     }
 }
 
