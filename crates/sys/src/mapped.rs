@@ -100,6 +100,66 @@ impl Window {
     }
 }
 
+/// Write `file`'s changes to its device and drop its pages from the page cache
+/// (`POSIX_FADV_DONTNEED`), as if nothing had read it since: for tests and benchmarks of what a
+/// pass reads from a cold cache. A file system without a page cache of its own (tmpfs) keeps
+/// them: see [`cached_pages`].
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub fn drop_cached(file: &File) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    file.sync_data()?;
+    // SAFETY: an advice about an open file's pages; it reads or writes no memory of ours.
+    #[allow(unsafe_code)]
+    let r = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    match r {
+        0 => Ok(()),
+        e => Err(io::Error::from_raw_os_error(e)),
+    }
+}
+
+/// How many of the pages of bytes `[0, len)` of `file` the page cache holds (`mincore` over a
+/// mapping of them, through which nothing is read, so nothing is brought in).
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub fn cached_pages(file: &File, len: usize) -> io::Result<usize> {
+    if len == 0 {
+        return Ok(0);
+    }
+    // SAFETY: a read-only private mapping of the file from its start, never read through: only
+    // its address goes to `mincore`. Unmapped when `map` drops.
+    #[allow(unsafe_code)]
+    let map = unsafe { memmap2::MmapOptions::new().len(len).map(file)? };
+    // SAFETY: `sysconf` reads a constant of the system.
+    #[allow(unsafe_code)]
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as usize;
+    let mut resident = vec![0u8; len.div_ceil(page)];
+    // SAFETY: `map` starts on a page boundary (offset 0) and is `len` bytes long; `resident`
+    // holds a byte for each of its pages, as `mincore` writes.
+    #[allow(unsafe_code)]
+    let r = unsafe {
+        libc::mincore(
+            map.as_ptr() as *mut libc::c_void,
+            len,
+            resident.as_mut_ptr() as *mut _,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(resident.iter().filter(|&&b| b & 1 == 1).count())
+}
+
+/// [`drop_cached`] where there is no such advice: unsupported.
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+pub fn drop_cached(_file: &File) -> io::Result<()> {
+    Err(io::ErrorKind::Unsupported.into())
+}
+
+/// [`cached_pages`] where there is no `mincore`: unsupported.
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+pub fn cached_pages(_file: &File, _len: usize) -> io::Result<usize> {
+    Err(io::ErrorKind::Unsupported.into())
+}
+
 /// Ask the CPU to start loading the cache line holding `b[at]` (nothing if `at` is past the
 /// end). A hint only: it reads nothing the caller can see and cannot fault. The HPROF parser
 /// calls it a little ahead of where it reads, because on a mapped dump it otherwise waits for
@@ -731,6 +791,40 @@ mod tests {
         }
         assert!(Window::map(&f, 19_000, 1_001).is_err());
         assert!(Window::map(&f, u64::MAX, 2).is_err());
+    }
+
+    /// A file just written is in the page cache; dropped, it is not; a page read is again.
+    /// (Beside the workspace's build: a temporary directory may be a tmpfs, which keeps every
+    /// page.)
+    #[test]
+    fn a_dropped_file_leaves_the_page_cache_until_it_is_read() {
+        use std::os::unix::fs::FileExt;
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../target");
+        std::fs::create_dir_all(root).unwrap();
+        let dir = tempfile::tempdir_in(root).unwrap();
+        let len = 4 << 20;
+        let mut f = File::options()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(dir.path().join("cold"))
+            .unwrap();
+        f.write_all(&vec![0x5a; len]).unwrap();
+        assert_eq!(cached_pages(&f, len).unwrap(), len / 4096);
+        drop_cached(&f).unwrap();
+        let left = cached_pages(&f, len).unwrap();
+        assert!(
+            left < 16,
+            "{left} pages stay cached: the file system keeps them"
+        );
+        let mut b = [0u8; 1];
+        f.read_exact_at(&mut b, len as u64 / 2).unwrap();
+        assert_eq!(b[0], 0x5a);
+        assert!(
+            cached_pages(&f, len).unwrap() > left,
+            "the page read is cached"
+        );
+        assert_eq!(cached_pages(&f, 0).unwrap(), 0);
     }
 
     #[test]

@@ -378,10 +378,13 @@ impl Cuts {
     }
 }
 
+/// A jump between two record heads past which the second is read on its own ([`Heads::at`]).
+const FAR: u64 = 64 << 10;
+
 /// The 9-byte record heads of an input, for [`Input::split`]'s walk over its record list,
 /// which reads little else: through a mapped window of [`WINDOW`] bytes where the file can be
-/// mapped (only the pages holding heads are then brought in, and nothing is copied), else
-/// through reads into a buffer.
+/// mapped (nothing is copied), a head past a long record by a read of its own, else through
+/// reads into a buffer.
 pub(crate) struct Heads<'a, 'b> {
     input: &'a Input<'b>,
     f: Option<&'a std::fs::File>,
@@ -412,6 +415,19 @@ impl<'a, 'b> Heads<'a, 'b> {
 
     /// The record head at `pos`; `None` if the input ends before its 9 bytes or cannot be read.
     pub(crate) fn at(&mut self, pos: u64) -> Option<[u8; 9]> {
+        if self.f.is_some() && pos.saturating_sub(self.prev) > FAR {
+            // Past a long record (a heap dump segment), the head is read alone. Mapped, the
+            // fault at its page waited for the pages around it too (the device's readahead:
+            // 8 MiB on this machine's disk): from a cold page cache, a dump of 1 MiB segments
+            // (HotSpot's) was read whole, on one thread, before any part of it was parsed.
+            if pos.checked_add(9)? > self.len {
+                return None;
+            }
+            let mut head = [0u8; 9];
+            self.input.read_at(self.f, pos, &mut head).ok()?;
+            self.prev = pos;
+            return Some(head);
+        }
         if pos < self.at || pos + 9 > self.at + self.n as u64 {
             self.fill(pos)?;
         }
@@ -440,7 +456,7 @@ impl<'a, 'b> Heads<'a, 'b> {
         }
         // Read: 64 KiB at a time over the many small records at the front (strings, classes);
         // after a long record (a heap dump segment) a little, as the next one is likely long too.
-        let want = if pos.saturating_sub(self.prev) > 64 << 10 {
+        let want = if pos.saturating_sub(self.prev) > FAR {
             512
         } else {
             64 << 10

@@ -134,3 +134,54 @@ fn the_snapshots_walk_cuts_the_file_as_split_does() {
     assert_eq!(cuts, None);
     assert_eq!(Input::Bytes(&odd).split(2, 0), None);
 }
+
+/// From a cold page cache, the walks over the record heads (the snapshots' walk, which makes
+/// the cuts, and `Input::split`) read the pages that hold the heads past long records, not the
+/// records' pages between them. Mapped, the fault at each such head waited for the pages around
+/// it too (the device's readahead: 8 MiB on this machine's disk), so a dump of 1 MiB segments,
+/// as HotSpot writes its heap, was read whole on one thread before any part of it was parsed.
+/// (Where a head lies in pages an earlier readahead marked, the kernel may still read on, in
+/// the background: here the first long record takes the walk past the front's readahead.)
+#[test]
+fn the_walks_past_long_records_read_their_heads_alone() {
+    let mut w = Writer::new(Format::V103, 4, 0);
+    w.utf8(1, "x");
+    w.primitive_array(0x1000, BasicType::Byte, 16 << 20, &vec![3u8; 16 << 20]);
+    w.end_segment();
+    let mib = vec![3u8; 1 << 20];
+    for k in 1..49u64 {
+        w.primitive_array(0x1000 + (k << 25), BasicType::Byte, 1 << 20, &mib);
+        w.end_segment();
+    }
+    w.heap_dump_end();
+    let bytes = w.finish();
+    // Beside the build: a temporary directory may be a tmpfs, which keeps every page.
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../target");
+    std::fs::create_dir_all(root).unwrap();
+    let dir = tempfile::tempdir_in(root).unwrap();
+    let path = dir.path().join("long.hprof");
+    std::fs::write(&path, &bytes).unwrap();
+    let f = std::fs::File::open(&path).unwrap();
+    let pages = bytes.len().div_ceil(4096);
+    let input = Input::File(&path);
+    let walks: [(&str, &dyn Fn() -> Option<index::Ranges>); 2] = [
+        ("the snapshots' walk", &|| {
+            snapshot::find_and_cut(&input, 2, 0).unwrap().1
+        }),
+        ("split", &|| input.split(2, 0)),
+    ];
+    for (what, walk) in walks {
+        sys::mapped::drop_cached(&f).unwrap();
+        let left = sys::mapped::cached_pages(&f, bytes.len()).unwrap();
+        assert!(
+            left < 16,
+            "{left} pages stay cached: the test needs a file system that drops them"
+        );
+        assert_eq!(walk().map(|c| c.len()), Some(2), "{what}");
+        let read = sys::mapped::cached_pages(&f, bytes.len()).unwrap();
+        assert!(
+            read < pages / 4,
+            "{what} read {read} of the file's {pages} pages"
+        );
+    }
+}
