@@ -103,7 +103,7 @@ impl Window {
 /// Write `file`'s changes to its device and drop its pages from the page cache
 /// (`POSIX_FADV_DONTNEED`), as if nothing had read it since: for tests and benchmarks of what a
 /// pass reads from a cold cache. A file system without a page cache of its own (tmpfs) keeps
-/// them: see [`cached_pages`].
+/// them: see [`cached_bytes`].
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub fn drop_cached(file: &File) -> io::Result<()> {
     use std::os::fd::AsRawFd;
@@ -117,14 +117,15 @@ pub fn drop_cached(file: &File) -> io::Result<()> {
     }
 }
 
-/// How many of the pages of bytes `[0, len)` of `file` the page cache holds (`mincore` over a
-/// mapping of them, through which nothing is read, so nothing is brought in).
+/// How many bytes of `[0, len)` of `file` lie in pages the page cache holds (`mincore` over a
+/// mapping of them, through which nothing is read, so nothing is brought in): whole pages, the
+/// last one cut at `len`.
 #[cfg(any(target_os = "linux", target_os = "android"))]
-pub fn cached_pages(file: &File, len: usize) -> io::Result<usize> {
+pub fn cached_bytes(file: &File, len: usize) -> io::Result<usize> {
     if len == 0 {
         return Ok(0);
     }
-    // SAFETY: a read-only private mapping of the file from its start, never read through: only
+    // SAFETY: a read-only shared mapping of the file from its start, never read through: only
     // its address goes to `mincore`. Unmapped when `map` drops.
     #[allow(unsafe_code)]
     let map = unsafe { memmap2::MmapOptions::new().len(len).map(file)? };
@@ -145,7 +146,10 @@ pub fn cached_pages(file: &File, len: usize) -> io::Result<usize> {
     if r != 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok(resident.iter().filter(|&&b| b & 1 == 1).count())
+    Ok((0..resident.len())
+        .filter(|&i| resident[i] & 1 == 1)
+        .map(|i| (len - i * page).min(page))
+        .sum())
 }
 
 /// [`drop_cached`] where there is no such advice: unsupported.
@@ -154,9 +158,9 @@ pub fn drop_cached(_file: &File) -> io::Result<()> {
     Err(io::ErrorKind::Unsupported.into())
 }
 
-/// [`cached_pages`] where there is no `mincore`: unsupported.
+/// [`cached_bytes`] where there is no `mincore`: unsupported.
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
-pub fn cached_pages(_file: &File, _len: usize) -> io::Result<usize> {
+pub fn cached_bytes(_file: &File, _len: usize) -> io::Result<usize> {
     Err(io::ErrorKind::Unsupported.into())
 }
 
@@ -809,22 +813,23 @@ mod tests {
             .create_new(true)
             .open(dir.path().join("cold"))
             .unwrap();
-        f.write_all(&vec![0x5a; len]).unwrap();
-        assert_eq!(cached_pages(&f, len).unwrap(), len / 4096);
+        f.write_all(&vec![0x5a; len + 100]).unwrap();
+        assert_eq!(cached_bytes(&f, len).unwrap(), len);
+        assert_eq!(cached_bytes(&f, len + 100).unwrap(), len + 100);
         drop_cached(&f).unwrap();
-        let left = cached_pages(&f, len).unwrap();
+        let left = cached_bytes(&f, len).unwrap();
         assert!(
-            left < 16,
-            "{left} pages stay cached: the file system keeps them"
+            left < 64 << 10,
+            "{left} bytes stay cached: the file system keeps them"
         );
         let mut b = [0u8; 1];
         f.read_exact_at(&mut b, len as u64 / 2).unwrap();
         assert_eq!(b[0], 0x5a);
         assert!(
-            cached_pages(&f, len).unwrap() > left,
+            cached_bytes(&f, len).unwrap() > left,
             "the page read is cached"
         );
-        assert_eq!(cached_pages(&f, 0).unwrap(), 0);
+        assert_eq!(cached_bytes(&f, 0).unwrap(), 0);
     }
 
     #[test]
