@@ -383,8 +383,8 @@ const FAR: u64 = 64 << 10;
 
 /// The 9-byte record heads of an input, for [`Input::split`]'s walk over its record list,
 /// which reads little else: through a mapped window of [`WINDOW`] bytes where the file can be
-/// mapped (nothing is copied), a head past a long record by a read of its own, else through
-/// reads into a buffer.
+/// mapped (nothing is copied), else through reads into a buffer; a head past a long record by
+/// a read of its own, either way.
 pub(crate) struct Heads<'a, 'b> {
     input: &'a Input<'b>,
     f: Option<&'a std::fs::File>,
@@ -415,11 +415,12 @@ impl<'a, 'b> Heads<'a, 'b> {
 
     /// The record head at `pos`; `None` if the input ends before its 9 bytes or cannot be read.
     pub(crate) fn at(&mut self, pos: u64) -> Option<[u8; 9]> {
-        if self.f.is_some() && pos.saturating_sub(self.prev) > FAR {
-            // Past a long record (a heap dump segment), the head is read alone. Mapped, the
-            // fault at its page waited for the pages around it too (the device's readahead:
-            // 8 MiB on this machine's disk): from a cold page cache, a dump of 1 MiB segments
-            // (HotSpot's) was read whole, on one thread, before any part of it was parsed.
+        if pos.saturating_sub(self.prev) > FAR {
+            // Past a long record (a heap dump segment), the head is read alone: the next one
+            // is likely far too. Mapped, the fault at its page waited for the pages around it
+            // too (the device's readahead: 8 MiB on this machine's disk): from a cold page
+            // cache, a dump of 1 MiB segments (HotSpot's) was read whole, on one thread, before
+            // any part of it was parsed.
             if pos.checked_add(9)? > self.len {
                 return None;
             }
@@ -454,14 +455,9 @@ impl<'a, 'b> Heads<'a, 'b> {
                 return Some(());
             }
         }
-        // Read: 64 KiB at a time over the many small records at the front (strings, classes);
-        // after a long record (a heap dump segment) a little, as the next one is likely long too.
-        let want = if pos.saturating_sub(self.prev) > FAR {
-            512
-        } else {
-            64 << 10
-        };
-        let n = (left as usize).min(want);
+        // Read 64 KiB at a time: the records here are short (strings, classes, ART's segments),
+        // a head past a long one being read alone (`at`).
+        let n = (left as usize).min(64 << 10);
         self.buf.resize(n, 0);
         self.input.read_at(self.f, pos, &mut self.buf).ok()?;
         (self.at, self.n) = (pos, n);
