@@ -24,6 +24,9 @@
 //!   monitors, …) are searched before transient ones (stack frames, JNI locals, native stacks,
 //!   unknown): a path goes through a transient root only if no other root reaches the object.
 //! - One `u32` per node (the BFS parent) plus two queues of nodes.
+//! - A search given the ends of the paths to be named ([`shortest_until`], as the analysis on
+//!   one thread does) stops once they are all reached: the parents it set are the whole
+//!   search's, and only the ends' paths may be asked of it.
 //! - A reported path ([`Paths::path`]) holds at most [`PATH_HEAD`] + [`PATH_TAIL`] nodes, made
 //!   in one walk up the parents in memory bounded by them: a longer one keeps its start and its
 //!   end and counts the objects left out between (issue 39: paths were cut at 100,000 steps
@@ -97,6 +100,9 @@ pub const CLASS_ROOT: u8 = 0xFE;
 pub struct Paths {
     pub parent: Column<u32>,
     pub root_tags: Vec<(u32, u8)>,
+    /// The ends the search stopped at, sorted ([`shortest_until`]): only their paths may be
+    /// asked for. Empty if the search ran whole.
+    pub ends: Vec<u32>,
 }
 
 impl Paths {
@@ -120,6 +126,10 @@ impl Paths {
     /// paths that pass through the same object just above their last [`PATH_TAIL`] (suspects in
     /// one collection) walk up from it once.
     pub fn path_memo(&self, ix: &Index, v: u32, memo: &mut Memo) -> Kept {
+        debug_assert!(
+            self.ends.is_empty() || self.ends.binary_search(&v).is_ok(),
+            "the path to {v} asked of a search stopped at other ends"
+        );
         let mut tail: Vec<u32> = Vec::with_capacity(PATH_TAIL);
         let mut x = v;
         while tail.len() < PATH_TAIL {
@@ -328,6 +338,16 @@ impl Kept {
 /// other class of `late` that nothing reached before it and whose gate is reached, repeated until
 /// no more are (see [`crate::dominators::prepare_gated`]).
 pub fn shortest(ix: &Index, roots: &[Root], late: &[(u32, u32)]) -> Paths {
+    shortest_until(ix, roots, late, &[])
+}
+
+/// [`shortest`], stopped as soon as each of `ends` has a parent (all of it if `ends` is empty).
+///
+/// A search's parents never change once set, and every object above an end on its path was
+/// reached before the end: so a search stopped there gives the ends, and every object on their
+/// paths, the parents the whole search gives. Objects it did not reach read as unreachable:
+/// only the ends' paths may be asked for.
+pub fn shortest_until(ix: &Index, roots: &[Root], late: &[(u32, u32)], ends: &[u32]) -> Paths {
     let n = ix.len();
     let scratch = ix.scratch.as_ref();
     let (mut parent, _) = Column::filled(n, UNREACHED, scratch);
@@ -353,33 +373,41 @@ pub fn shortest(ix: &Index, roots: &[Root], late: &[(u32, u32)]) -> Paths {
     // All high-priority roots first; a low-priority root is a path's start only if no
     // high-priority root reaches it.
     let mut q = Queues::new(n, scratch);
-    for low in [false, true] {
-        for &(l, _, v) in &order {
-            if l == low && parent[v as usize] == UNREACHED {
-                parent[v as usize] = SUPER;
-                q.push(v, low);
-            }
-        }
-        q.run(ix, &mut parent);
-    }
+    let mut watch = Watch::new(ends);
     let mut late_used = Vec::new();
-    loop {
-        let mut more = false;
-        for &(v, gate) in late {
-            let open =
-                gate == UNGATED || parent.get(gate as usize).is_some_and(|&p| p != UNREACHED);
-            if open && parent[v as usize] == UNREACHED {
-                parent[v as usize] = SUPER;
-                late_used.push((v, LATE_ROOT));
-                q.push(v, false);
-                q.run(ix, &mut parent);
-                more = true;
+    let stopped = 'search: {
+        for low in [false, true] {
+            for &(l, _, v) in &order {
+                if l == low && parent[v as usize] == UNREACHED {
+                    parent[v as usize] = SUPER;
+                    q.push(v, low);
+                }
+            }
+            if q.run(ix, &mut parent, &mut watch) {
+                break 'search true;
             }
         }
-        if !more {
-            break;
+        loop {
+            let mut more = false;
+            for &(v, gate) in late {
+                let open =
+                    gate == UNGATED || parent.get(gate as usize).is_some_and(|&p| p != UNREACHED);
+                if open && parent[v as usize] == UNREACHED {
+                    parent[v as usize] = SUPER;
+                    late_used.push((v, LATE_ROOT));
+                    q.push(v, false);
+                    if q.run(ix, &mut parent, &mut watch) {
+                        break 'search true;
+                    }
+                    more = true;
+                }
+            }
+            if !more {
+                break;
+            }
         }
-    }
+        false
+    };
     if !late_used.is_empty() {
         tags.extend(late_used);
         tags.sort_unstable();
@@ -387,8 +415,42 @@ pub fn shortest(ix: &Index, roots: &[Root], late: &[(u32, u32)]) -> Paths {
     Paths {
         parent,
         root_tags: tags,
+        ends: match stopped {
+            true => watch.ends,
+            false => Vec::new(),
+        },
     }
 }
+
+/// The ends a search stops at ([`shortest_until`]): those before `next` have parents.
+struct Watch {
+    ends: Vec<u32>,
+    next: usize,
+}
+
+impl Watch {
+    fn new(ends: &[u32]) -> Watch {
+        let mut ends = ends.to_vec();
+        ends.sort_unstable();
+        ends.dedup();
+        Watch { ends, next: 0 }
+    }
+
+    /// Whether there are ends and each has a parent (an end is looked at until it has one,
+    /// then never again).
+    fn met(&mut self, parent: &[u32]) -> bool {
+        while let Some(&v) = self.ends.get(self.next) {
+            if parent[v as usize] == UNREACHED {
+                return false;
+            }
+            self.next += 1;
+        }
+        !self.ends.is_empty()
+    }
+}
+
+/// A search looks at its [`Watch`] once every this many nodes it takes from its queues.
+const WATCH_EVERY: u32 = 4096;
 
 /// How far ahead in its queue the search asks for a node's adjacency, then its edges, then its
 /// successors' parents: each hint needs what the one before brought in.
@@ -452,8 +514,10 @@ impl Queues {
             self.hi.push_back(v)
         }
     }
-    fn run(&mut self, ix: &Index, parent: &mut [u32]) {
+    /// Empty the queues, or stop once `watch`'s ends all have parents (true then).
+    fn run(&mut self, ix: &Index, parent: &mut [u32], watch: &mut Watch) -> bool {
         use sys::mapped::prefetch_at;
+        let mut until_watch = WATCH_EVERY;
         // (Slices taken once: a column is one branch per access otherwise.)
         let (adj, edges): (&[[u32; 2]], &[u32]) = (&ix.adj, &ix.edges);
         let succ = |v: u32| -> &[u32] {
@@ -482,12 +546,19 @@ impl Queues {
                     prefetch_at(parent, w as usize);
                 }
             }
+            until_watch -= 1;
+            if until_watch == 0 {
+                until_watch = WATCH_EVERY;
+                if watch.met(parent) {
+                    return true;
+                }
+            }
             let (v, low) = if let Some(v) = self.hi.pop_front() {
                 (v, false)
             } else if let Some(v) = self.lo.pop_front() {
                 (v, true)
             } else {
-                return;
+                return watch.met(parent);
             };
             for &w in succ(v) {
                 if parent[w as usize] == UNREACHED {
@@ -909,6 +980,95 @@ mod tests {
         let (ix, _, _) = build_index(&Input::Bytes(&bytes), &cfg, start, &mut tm).unwrap();
         let bfs = shortest(&ix, &ix.roots, &[]);
         (ix, bfs, leaves)
+    }
+
+    /// Leaves of the array in [`wide_and_deep`], and the chain's nodes, and one leaf no root
+    /// holds.
+    const WIDE: u64 = 3 * WATCH_EVERY as u64;
+    const ARRAY: u64 = 0x2000_0000;
+    const LOST: u64 = 0x5000_0000;
+    fn wide_leaf(j: u64) -> u64 {
+        0x3000_0000 + 16 * j
+    }
+    fn deep_node(i: u64) -> u64 {
+        0x4000_0000 + 16 * i
+    }
+
+    /// Two JNI globals: an array of [`WIDE`] leaves, and the first of a chain of [`WIDE`]
+    /// nodes (`next`); and a leaf no root holds ([`LOST`]).
+    fn wide_and_deep() -> Vec<u8> {
+        let (obj, node_c, leaf_c, arr_c) = (0x100, 0x108, 0x110, 0x118);
+        let mut w = Writer::new(Format::V102, 8, 0);
+        w.utf8(1, "java/lang/Object")
+            .utf8(2, "a/Node")
+            .utf8(3, "a/Leaf")
+            .utf8(4, "[Ljava/lang/Object;")
+            .utf8(5, "next");
+        for (k, c) in [obj, node_c, leaf_c, arr_c].into_iter().enumerate() {
+            w.load_class(k as u32 + 1, c, k as u64 + 1);
+        }
+        w.segment(tag::HEAP_DUMP_SEGMENT);
+        w.class_dump(obj, 0, 0, 0, &[], &[]);
+        w.class_dump(node_c, obj, 0, 8, &[], &[(5, BasicType::Object)]);
+        w.class_dump(leaf_c, obj, 0, 0, &[], &[]);
+        w.class_dump(arr_c, obj, 0, 0, &[], &[]);
+        w.root_jni_global(ARRAY, 1);
+        w.root_jni_global(deep_node(0), 2);
+        let leaves: Vec<u64> = (0..WIDE).map(wide_leaf).collect();
+        w.object_array(ARRAY, arr_c, &leaves);
+        for &l in leaves.iter().chain([LOST].iter()) {
+            w.instance(l, leaf_c, &[]);
+        }
+        for i in 0..WIDE {
+            let next = if i + 1 < WIDE { deep_node(i + 1) } else { 0 };
+            w.instance(deep_node(i), node_c, &next.to_be_bytes());
+        }
+        w.end_segment();
+        w.heap_dump_end();
+        w.finish()
+    }
+
+    /// A search stopped once its ends have parents gives them the paths the whole search
+    /// gives, and stops early when they are reached early: here by its first look at its ends,
+    /// when the array's leaves are all reached and the chain's second node is, but not the
+    /// rest of the chain. Ends at the chain's end, or one no root reaches, make it run whole.
+    #[test]
+    fn a_search_stopped_at_its_ends_gives_them_the_whole_searchs_paths() {
+        let bytes = wide_and_deep();
+        let mut tm = Timings::default();
+        let start = std::time::Instant::now();
+        let cfg = Config::default();
+        let (ix, _, _) = build_index(&Input::Bytes(&bytes), &cfg, start, &mut tm).unwrap();
+        let full = shortest(&ix, &ix.roots, &[]);
+        let reached = |p: &Paths| p.parent.iter().filter(|&&x| x != UNREACHED).count();
+        let all = reached(&full);
+        let node = |id: u64| ix.node(id).unwrap();
+        let early = vec![
+            node(wide_leaf(WIDE - 1)),
+            node(wide_leaf(0)),
+            node(deep_node(1)),
+        ];
+        let last = vec![node(wide_leaf(7)), node(deep_node(WIDE - 1))];
+        let lost = vec![node(wide_leaf(7)), node(LOST)];
+        for (ends, stops_early) in [(early, true), (last, false), (lost, false)] {
+            let p = shortest_until(&ix, &ix.roots, &[], &ends);
+            for &v in &ends {
+                assert_eq!(p.path(&ix, v), full.path(&ix, v), "the path to {v}");
+            }
+            if stops_early {
+                assert!(
+                    reached(&p) + WIDE as usize / 2 <= all,
+                    "{} of {all} objects reached",
+                    reached(&p)
+                );
+                assert!(ends.iter().all(|v| p.ends.binary_search(v).is_ok()));
+            } else {
+                assert_eq!(reached(&p), all);
+            }
+        }
+        // The chain's end is WIDE steps from its root, and the lost leaf has no path.
+        assert_eq!(whole(&full, node(deep_node(WIDE - 1))).len(), WIDE as usize);
+        assert!(full.path(&ix, node(LOST)).nodes.is_empty());
     }
 
     /// The paths to `ends` through `memo` are the paths made without it, and keep the ends of

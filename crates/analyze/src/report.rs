@@ -448,7 +448,7 @@ pub const MAX_CLASS_INFOS: usize = 500;
 pub(crate) fn build(
     ix: &Index,
     dom: &Dominators,
-    bfs: &Paths,
+    paths: impl FnOnce(&[u32]) -> Paths,
     cfg: &Config,
     threads: usize,
     input: Input<'_>,
@@ -456,6 +456,14 @@ pub(crate) fn build(
 ) -> Result<Report, Error> {
     let ((mut suspects, past_cap), cands) = suspects_and_candidates(ix, dom, cfg, threads);
     let folded = fold_consequences(ix, dom, &mut suspects);
+    // The shortest paths, given the objects whose paths are named (all of them, or only as
+    // far as these need).
+    let ends: Vec<u32> = suspects
+        .iter()
+        .map(|s| s.node)
+        .chain(cands.iter().map(|c| c.1))
+        .collect();
+    let bfs = &paths(&ends);
 
     // --- Name the paths (pass 3 over the file for the references along them). Each path is
     // walked here and again below, never kept: what this holds is the union of the kept parts

@@ -66,3 +66,45 @@ fn renaming_a_report_of_what_fits_keeps_every_other_field() {
         );
     }
 }
+
+/// On one thread the shortest paths are searched only as far as the report's ends
+/// (`paths::shortest_until`); the report is the one the whole search gives beside the
+/// dominators on more threads: on every fixture, with the default thresholds and with
+/// thresholds that name many more paths. (A path asked of the stopped search for any other
+/// object fails a debug assertion.)
+#[test]
+fn one_thread_gives_the_report_of_several() {
+    let names = [
+        "android/leak_service_binder.hprof",
+        "android/leak_service_binder_ignored.hprof",
+        "jvm/ahat_RI.hprof",
+        "jvm/heapdump_hashmap.hprof",
+        "jvm/heapdump_string.hprof",
+        "jvm/openjdk_jdk11_04_x64.hprof",
+        "jvm/oracle_jdk8_05_x64.hprof",
+        "jvm/slurp_hprof-32.hprof",
+        "jvm/sun_jdk6_31_hprofagent_compressedOops.hprof",
+        "jvm/sun_jdk6_32bit.hprof",
+    ];
+    let many = Config {
+        array_min_bytes: 1024,
+        top_n: 100,
+        ..Config::default()
+    };
+    for rel in names {
+        let path = fixture(rel);
+        for cfg in [Config::default(), many.clone()] {
+            let run = |threads| {
+                let cfg = Config {
+                    threads,
+                    ..cfg.clone()
+                };
+                let mut r = analyze(Input::File(&path), &cfg, serde_json::Value::Null).unwrap();
+                r.analysis.timings = Timings::default();
+                r.analysis.parse_parts = 0;
+                serde_json::to_value(r).unwrap()
+            };
+            assert_eq!(run(1), run(2), "{rel}, top {}", cfg.top_n);
+        }
+    }
+}
