@@ -64,7 +64,9 @@ pub use census::Counts;
 pub(crate) use findings::findings;
 pub use findings::Found;
 
-pub(crate) use build::{build_index, build_index_cut, threads};
+#[cfg(test)]
+pub(crate) use build::build_index;
+pub(crate) use build::{build_index_cut, threads};
 #[cfg(test)]
 pub(crate) use build::{free_node, one_pass, scan, two_pass_graph, FreeNodes, OnePassResult};
 pub(crate) use input::{Cuts, Heads, Ranges};

@@ -66,7 +66,9 @@ pub use report::{Report, Summary};
 
 #[cfg(test)]
 use hprof::Parser;
-use index::{build_index, build_index_cut, threads};
+#[cfg(test)]
+use index::build_index;
+use index::{build_index_cut, threads};
 #[cfg(test)]
 use index::{free_node, one_pass, scan, two_pass_graph, FreeNodes, OnePassResult};
 use std::time::Instant;
@@ -291,7 +293,7 @@ pub fn analyze(
             rep
         }
         None => {
-            let (mut ix, bytes, parts) = build_index_cut(&input, cfg, t0, &mut tm, Some(cuts))?;
+            let (mut ix, bytes, parts) = build_index_cut(&input, cfg, t0, &mut tm, cuts)?;
             if let Some(r) = &cfg.renames {
                 r.apply(&mut ix);
             }
@@ -359,7 +361,7 @@ pub fn shallow_sizes(
     cfg: &Config,
 ) -> Result<(index::Conventions, Vec<(u64, u32)>), Error> {
     let mut tm = Timings::default();
-    let spans = snapshot::find(&input)?;
+    let (spans, cuts) = snapshot::find_and_cut(&input, threads(cfg), cfg.parallel_min_bytes)?;
     let (_, skip) = snapshot::choose(&spans, cfg.snapshot)?;
     let base = input;
     let input = match skip.is_empty() {
@@ -369,7 +371,7 @@ pub fn shallow_sizes(
             skip: &skip,
         }),
     };
-    let (ix, _, _) = build_index(&input, cfg, Instant::now(), &mut tm)?;
+    let (ix, _, _) = build_index_cut(&input, cfg, Instant::now(), &mut tm, cuts)?;
     let sizes = ix.each_id().zip(ix.shallow.iter().copied());
     Ok((ix.sizes, sizes.collect()))
 }

@@ -20,13 +20,13 @@ use hprof::{self, tag, Header, Record, Sub, Visitor};
 /// HEAP_DUMP or HEAP_DUMP_SEGMENT to the end of its HEAP_DUMP_END (or of its last heap record).
 /// A file whose record list does not chain to its end gives the snapshots found before the
 /// break (the passes report the break at its offset).
+#[cfg(test)]
 pub(super) fn find(input: &Input<'_>) -> Result<Vec<(u64, u64)>, Error> {
     Ok(find_and_cut(input, 1, 0)?.0)
 }
 
-/// [`find`], and the file cut into about `parts` ranges of whole records as
-/// [`Input::split`] cuts it (`None` where that gives `None`), from the same walk over the
-/// record heads. An ART dump's heap comes in segments of a few KiB (42 K records in a 177 MB
+/// [`find`], and the file cut into about `parts` ranges of whole records (`index::Cuts`;
+/// `None` if it is not cut), from the same walk over the record heads. An ART dump's heap comes in segments of a few KiB (42 K records in a 177 MB
 /// dump), and the second walk took about 0.8 % of the analysis's CPU there, on its one thread.
 pub(super) fn find_and_cut(
     input: &Input<'_>,

@@ -15,6 +15,12 @@ pub(crate) fn fixture(rel: &str) -> std::path::PathBuf {
         .join(rel)
 }
 
+/// The cuts of `input` into about `parts` ranges, as the analysis makes them
+/// (`snapshot::find_and_cut`); `None` if it is not cut or cannot be read.
+pub(crate) fn split(input: &Input<'_>, parts: usize, min_bytes: u64) -> Option<index::Ranges> {
+    snapshot::find_and_cut(input, parts, min_bytes).ok()?.1
+}
+
 /// The index of a shared fixture, built as `analyze` builds it.
 fn fixture_index(rel: &str) -> index::Index {
     let path = fixture(rel);
@@ -478,7 +484,7 @@ fn two_pass_index(
     scratch: Option<&sys::scratch::Scratch>,
 ) -> (index::Index, usize) {
     let input = Input::Bytes(bytes);
-    let mut parts = input.split(threads, 0);
+    let mut parts = split(&input, threads, 0);
     let mut ix = scan(&input, &mut parts, scratch).unwrap();
     let limits = index::IndexLimits {
         bitmap_min_pixels: 1,
@@ -585,7 +591,7 @@ proptest! {
         for threads in 1..=4 {
             let scratch = (threads % 2 == 0).then_some(&s);
             let whole = vec![(hprof::HEADER_LEN as u64, bytes.len() as u64)];
-            let parts = input.split(threads, 0).unwrap_or(whole);
+            let parts = split(&input, threads, 0).unwrap_or(whole);
             // (The two-pass index in scratch when the one pass's is not.)
             let (two, _) = two_pass_index(&bytes, threads, (threads % 2 == 1).then_some(&s));
             let Some(OnePassResult::Graph(ix, placed, edges)) =
@@ -646,7 +652,7 @@ fn one_pass_workers_write_their_own_nodes() {
     w.heap_dump_end();
     let bytes = w.finish();
     for threads in 2..=4 {
-        let parts = Input::Bytes(&bytes).split(threads, 0).unwrap();
+        let parts = split(&Input::Bytes(&bytes), threads, 0).unwrap();
         assert_eq!(parts.len(), threads);
         let (one, left) = one_pass_as_two(&bytes, &parts, threads);
         assert!(
@@ -749,7 +755,7 @@ fn edges_to_rooted_classes_are_left_out_whichever_comes_first() {
         let bytes = w.finish();
         for threads in 1..=3 {
             let whole = vec![(hprof::HEADER_LEN as u64, bytes.len() as u64)];
-            let parts = Input::Bytes(&bytes).split(threads, 0).unwrap_or(whole);
+            let parts = split(&Input::Bytes(&bytes), threads, 0).unwrap_or(whole);
             let (one, _) = one_pass_as_two(&bytes, &parts, threads);
             let node = |id| one.node(id).unwrap();
             let at = |k: u64| one.succ(node(obj(k))).to_vec();
@@ -832,7 +838,7 @@ fn one_pass_entries_give_every_object_its_size_and_edges() {
     let bytes = w.finish();
     for threads in 1..=3 {
         let whole = vec![(hprof::HEADER_LEN as u64, bytes.len() as u64)];
-        let parts = Input::Bytes(&bytes).split(threads, 0).unwrap_or(whole);
+        let parts = split(&Input::Bytes(&bytes), threads, 0).unwrap_or(whole);
         let (one, _) = one_pass_as_two(&bytes, &parts, threads);
         // Every kind is there: int[] with its class edge, long[] without, sizes set aside.
         let node = |id| one.node(id).unwrap();

@@ -12,25 +12,26 @@ use crate::{joined, Config, Error, Input, Timings};
 use std::time::Instant;
 
 /// The index of a dump with its graph and shallow sizes; its byte length and the parts it was
-/// read in.
-#[allow(clippy::type_complexity)]
+/// read in (for tests: the analysis cuts the file in its walk over the snapshots).
+#[cfg(test)]
 pub(crate) fn build_index(
     input: &Input<'_>,
     cfg: &Config,
     t0: Instant,
     tm: &mut Timings,
 ) -> Result<(index::Index, u64, Option<index::Ranges>), Error> {
-    build_index_cut(input, cfg, t0, tm, None)
+    let cuts = crate::tests::split(input, threads(cfg), cfg.parallel_min_bytes);
+    build_index_cut(input, cfg, t0, tm, cuts)
 }
 
-/// [`build_index`] with the file's cut already made (`cuts`: what [`Input::split`] gives for
-/// [`threads`] parts, as `snapshot::find_and_cut` makes it), or made here if `None`.
+/// [`build_index`] with the file's cut already made: `cuts` is what `snapshot::find_and_cut`
+/// gives for [`threads`] parts, in the same walk as the snapshots.
 pub(crate) fn build_index_cut(
     input: &Input<'_>,
     cfg: &Config,
     t0: Instant,
     tm: &mut Timings,
-    cuts: Option<Option<index::Ranges>>,
+    cuts: Option<index::Ranges>,
 ) -> Result<(index::Index, u64, Option<index::Ranges>), Error> {
     if let Input::File(path) = input {
         // The passes read the file more than once: a pipe would be empty the second time.
@@ -58,11 +59,7 @@ pub(crate) fn build_index_cut(
         })?;
     let scratch = scratch.as_ref();
     let threads = threads(cfg);
-    let mut parts = match cuts {
-        _ if threads < 2 => None,
-        Some(cuts) => cuts,
-        None => input.split(threads, cfg.parallel_min_bytes),
-    };
+    let mut parts = cuts.filter(|_| threads > 1);
     let limits = index::IndexLimits {
         bitmap_min_pixels: cfg.bitmap_min_pixels,
         array_min_bytes: cfg.array_min_bytes,

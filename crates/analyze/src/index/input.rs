@@ -243,23 +243,6 @@ impl Input<'_> {
         }
     }
 
-    /// Cut the record list into about `parts` ranges of whole records, each `[start, end)`.
-    /// `None` if the input is small, has one heap dump record, or its record list does not add
-    /// up (a pass in one piece then reports the problem). `snapshot::find` makes the same cuts
-    /// in its own walk over the heads, so the analysis walks them once.
-    pub(crate) fn split(&self, parts: usize, min_bytes: u64) -> Option<Vec<(u64, u64)>> {
-        let len = self.len().ok()?;
-        let mut cuts = Cuts::new(len, parts, min_bytes)?;
-        let f = self.open().ok()?;
-        let mut heads = Heads::new(self, f.as_ref(), len);
-        let mut pos = hprof::HEADER_LEN as u64;
-        while pos < len {
-            let h = heads.at(pos)?;
-            pos = cuts.head(pos, &h)?;
-        }
-        cuts.finish(pos)
-    }
-
     /// Parse each range with its own parser and visitor, side by side. Each parser is fed the
     /// file header first, so its offsets are `HEADER_LEN + (offset - start)`.
     pub(crate) fn pass_parts<V: Visitor + Send>(
@@ -324,9 +307,11 @@ impl Input<'_> {
 /// Ranges `[start, end)` of a file's bytes, in file order (snapshots' spans, parts' ranges).
 pub(crate) type Ranges = Vec<(u64, u64)>;
 
-/// Where to cut a file's record list into about `parts` ranges of whole records (see
-/// [`Input::split`]), fed each record head in file order: the first record starting at or after
-/// each `len * k / parts`.
+/// Where to cut a file's record list into about `parts` ranges of whole records, each
+/// `[start, end)`, fed each record head in file order (by `snapshot::find_and_cut`'s walk): the
+/// first record starting at or after each `len * k / parts`. No cut if the input is small, has
+/// one record, or its record list does not add up (a pass in one piece then reports the
+/// problem).
 pub(crate) struct Cuts {
     len: u64,
     parts: u64,
@@ -381,7 +366,7 @@ impl Cuts {
 /// A jump between two record heads past which the second is read on its own ([`Heads::at`]).
 const FAR: u64 = 64 << 10;
 
-/// The 9-byte record heads of an input, for [`Input::split`]'s walk over its record list,
+/// The 9-byte record heads of an input, for `snapshot::find_and_cut`'s walk over its record list,
 /// which reads little else: through a mapped window of [`WINDOW`] bytes where the file can be
 /// mapped (nothing is copied), else through reads into a buffer; a head past a long record by
 /// a read of its own, either way.

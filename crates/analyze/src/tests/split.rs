@@ -1,6 +1,6 @@
-//! How the record list is cut into parts that the passes parse side by side: the same cuts
-//! whether the file is mapped or read, and whether `Input::split` or the snapshots' walk makes
-//! them.
+//! How the record list is cut into parts that the passes parse side by side, in the snapshots'
+//! walk over the record heads (`snapshot::find_and_cut`, the one walk): the cuts its definition
+//! gives, the same whether the file is mapped or read.
 
 use super::*;
 
@@ -56,16 +56,16 @@ fn files_and_bytes_are_split_alike() {
     let path = dir.path().join("d.hprof");
     std::fs::write(&path, &bytes).unwrap();
     for parts in [2, 3, 7] {
-        let a = Input::File(&path).split(parts, 0);
+        let a = split(&Input::File(&path), parts, 0);
         assert!(a.as_ref().is_some_and(|c| c.len() == parts), "{a:?}");
-        assert_eq!(a, Input::Bytes(&bytes).split(parts, 0), "{parts} parts");
+        assert_eq!(a, split(&Input::Bytes(&bytes), parts, 0), "{parts} parts");
     }
     // Inside the end record, and inside the last segment.
     for cut in [bytes.len() - 1, bytes.len() - 10] {
         std::fs::write(&path, &bytes[..cut]).unwrap();
-        assert_eq!(Input::File(&path).split(2, 0), None, "cut at {cut}");
+        assert_eq!(split(&Input::File(&path), 2, 0), None, "cut at {cut}");
         assert_eq!(
-            Input::Bytes(&bytes[..cut]).split(2, 0),
+            split(&Input::Bytes(&bytes[..cut]), 2, 0),
             None,
             "cut at {cut}"
         );
@@ -73,15 +73,15 @@ fn files_and_bytes_are_split_alike() {
     // Anywhere: the same answer both ways.
     for cut in [WINDOW - 4, WINDOW + 5, 1 << 20, bytes.len() - 9] {
         std::fs::write(&path, &bytes[..cut]).unwrap();
-        let a = Input::File(&path).split(3, 0);
-        assert_eq!(a, Input::Bytes(&bytes[..cut]).split(3, 0), "cut at {cut}");
+        let a = split(&Input::File(&path), 3, 0);
+        assert_eq!(a, split(&Input::Bytes(&bytes[..cut]), 3, 0), "cut at {cut}");
     }
 }
 
-/// The analysis cuts the file in `snapshot::find_and_cut`'s walk over the record heads, not in
-/// a second walk (`Input::split`): both give the cuts defined from the heads themselves (the
-/// first record at or after each `len * k / parts`), and neither cuts a file whose records do
-/// not end at its end, one with a record of unknown tag, or one under `min_bytes`.
+/// The analysis cuts the file in `snapshot::find_and_cut`'s walk over the record heads: the
+/// cuts defined from the heads themselves (the first record at or after each
+/// `len * k / parts`), and none for a file whose records do not end at its end, one with a
+/// record of unknown tag, or one under `min_bytes`. The spans are those of `snapshot::find`.
 #[test]
 fn the_snapshots_walk_cuts_the_file_as_split_does() {
     let bytes = split_test_dump(0);
@@ -108,7 +108,6 @@ fn the_snapshots_walk_cuts_the_file_as_split_does() {
             let (spans, cuts) = snapshot::find_and_cut(&input, parts, 0).unwrap();
             assert_eq!(spans, snapshot::find(&input).unwrap());
             assert_eq!(cuts, want, "{parts} parts");
-            assert_eq!(input.split(parts, 0), want, "{parts} parts");
         }
     }
     // One part, or a file under `min_bytes`: no cut.
@@ -124,7 +123,6 @@ fn the_snapshots_walk_cuts_the_file_as_split_does() {
             .1,
         None
     );
-    assert_eq!(Input::Bytes(short).split(2, 0), None);
     // A record of unknown tag in the middle: the spans are still found, the file is not cut.
     let mut odd = bytes.clone();
     let mid = heads[heads.len() / 2] as usize;
@@ -132,12 +130,11 @@ fn the_snapshots_walk_cuts_the_file_as_split_does() {
     let (spans, cuts) = snapshot::find_and_cut(&Input::Bytes(&odd), 2, 0).unwrap();
     assert_eq!(spans, snapshot::find(&Input::Bytes(&bytes)).unwrap());
     assert_eq!(cuts, None);
-    assert_eq!(Input::Bytes(&odd).split(2, 0), None);
 }
 
-/// From a cold page cache, the walks over the record heads (the snapshots' walk, which makes
-/// the cuts, and `Input::split`) read the pages that hold the heads past long records, not the
-/// records' pages between them. Mapped, the fault at each such head waited for the pages around
+/// From a cold page cache, the walk over the record heads (the snapshots' walk, which makes the
+/// cuts) reads the pages that hold the heads past long records, not the records' pages between
+/// them. Mapped, the fault at each such head waited for the pages around
 /// it too (the device's readahead: 8 MiB on this machine's disk), so a dump of 1 MiB segments,
 /// as HotSpot writes its heap, was read whole on one thread before any part of it was parsed.
 /// (Where a head lies in pages an earlier readahead marked, the kernel may still read on, in
@@ -162,26 +159,18 @@ fn the_walks_past_long_records_read_their_heads_alone() {
     let path = dir.path().join("long.hprof");
     std::fs::write(&path, &bytes).unwrap();
     let f = std::fs::File::open(&path).unwrap();
-    let input = Input::File(&path);
-    let walks: [(&str, &dyn Fn() -> Option<index::Ranges>); 2] = [
-        ("the snapshots' walk", &|| {
-            snapshot::find_and_cut(&input, 2, 0).unwrap().1
-        }),
-        ("split", &|| input.split(2, 0)),
-    ];
-    for (what, walk) in walks {
-        sys::mapped::drop_cached(&f).unwrap();
-        let left = sys::mapped::cached_bytes(&f, bytes.len()).unwrap();
-        assert!(
-            left < 64 << 10,
-            "{left} bytes stay cached: the test needs a file system that drops them"
-        );
-        assert_eq!(walk().map(|c| c.len()), Some(2), "{what}");
-        let read = sys::mapped::cached_bytes(&f, bytes.len()).unwrap();
-        assert!(
-            read < bytes.len() / 4,
-            "{what} read {read} of the file's {} bytes",
-            bytes.len()
-        );
-    }
+    sys::mapped::drop_cached(&f).unwrap();
+    let left = sys::mapped::cached_bytes(&f, bytes.len()).unwrap();
+    assert!(
+        left < 64 << 10,
+        "{left} bytes stay cached: the test needs a file system that drops them"
+    );
+    let cuts = snapshot::find_and_cut(&Input::File(&path), 2, 0).unwrap().1;
+    assert_eq!(cuts.map(|c| c.len()), Some(2));
+    let read = sys::mapped::cached_bytes(&f, bytes.len()).unwrap();
+    assert!(
+        read < bytes.len() / 4,
+        "the walk read {read} of the file's {} bytes",
+        bytes.len()
+    );
 }
