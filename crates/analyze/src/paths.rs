@@ -870,29 +870,43 @@ mod tests {
     /// Chain nodes that also hold a leaf of their own.
     const SIDES: [u64; 4] = [10, 100, 500, 1500];
 
-    /// A JNI global holds a chain of `DEPTH` nodes (`next`), the last of which holds an array of
-    /// `LEAVES` leaves; the nodes of `SIDES` hold one more leaf each (`side`).
-    fn chain() -> (Vec<u8>, Vec<u64>) {
-        let (obj, node_c, leaf_c, arr_c) = (0x100, 0x108, 0x110, 0x118);
-        let node = |i: u64| 0x1000_0000 + 16 * i;
-        let arr = node(DEPTH);
-        let leaf = |j: u64| arr + 16 + 16 * j;
+    /// The classes of the test dumps: `a/Node` (`NODE_C`) with the reference fields `fields`,
+    /// `a/Leaf` (`LEAF_C`) and `Object[]` (`ARR_C`); a heap dump segment open after them.
+    const NODE_C: u64 = 0x108;
+    const LEAF_C: u64 = 0x110;
+    const ARR_C: u64 = 0x118;
+    fn with_classes(fields: &[&str]) -> Writer {
+        let obj = 0x100;
         let mut w = Writer::new(Format::V102, 8, 0);
         w.utf8(1, "java/lang/Object")
             .utf8(2, "a/Node")
             .utf8(3, "a/Leaf")
-            .utf8(4, "[Ljava/lang/Object;")
-            .utf8(5, "next")
-            .utf8(6, "side");
-        for (k, c) in [obj, node_c, leaf_c, arr_c].into_iter().enumerate() {
+            .utf8(4, "[Ljava/lang/Object;");
+        let fields: Vec<(u64, BasicType)> = (5..)
+            .zip(fields)
+            .map(|(k, name)| {
+                w.utf8(k, name);
+                (k, BasicType::Object)
+            })
+            .collect();
+        for (k, c) in [obj, NODE_C, LEAF_C, ARR_C].into_iter().enumerate() {
             w.load_class(k as u32 + 1, c, k as u64 + 1);
         }
         w.segment(tag::HEAP_DUMP_SEGMENT);
         w.class_dump(obj, 0, 0, 0, &[], &[]);
-        let fields = [(5, BasicType::Object), (6, BasicType::Object)];
-        w.class_dump(node_c, obj, 0, 16, &[], &fields);
-        w.class_dump(leaf_c, obj, 0, 0, &[], &[]);
-        w.class_dump(arr_c, obj, 0, 0, &[], &[]);
+        w.class_dump(NODE_C, obj, 0, 8 * fields.len() as u32, &[], &fields);
+        w.class_dump(LEAF_C, obj, 0, 0, &[], &[]);
+        w.class_dump(ARR_C, obj, 0, 0, &[], &[]);
+        w
+    }
+
+    /// A JNI global holds a chain of `DEPTH` nodes (`next`), the last of which holds an array of
+    /// `LEAVES` leaves; the nodes of `SIDES` hold one more leaf each (`side`).
+    fn chain() -> (Vec<u8>, Vec<u64>) {
+        let node = |i: u64| 0x1000_0000 + 16 * i;
+        let arr = node(DEPTH);
+        let leaf = |j: u64| arr + 16 + 16 * j;
+        let mut w = with_classes(&["next", "side"]);
         w.root_jni_global(node(0), 1);
         let mut leaves: Vec<u64> = (0..LEAVES).map(leaf).collect();
         for i in 0..DEPTH {
@@ -903,14 +917,14 @@ mod tests {
             };
             let mut v = next.to_be_bytes().to_vec();
             v.extend_from_slice(&side.to_be_bytes());
-            w.instance(node(i), node_c, &v);
+            w.instance(node(i), NODE_C, &v);
         }
-        w.object_array(arr, arr_c, &leaves);
+        w.object_array(arr, ARR_C, &leaves);
         for k in 0..SIDES.len() as u64 {
             leaves.push(leaf(LEAVES + k));
         }
         for &l in &leaves {
-            w.instance(l, leaf_c, &[]);
+            w.instance(l, LEAF_C, &[]);
         }
         w.end_segment();
         w.heap_dump_end();
@@ -997,31 +1011,17 @@ mod tests {
     /// Two JNI globals: an array of [`WIDE`] leaves, and the first of a chain of [`WIDE`]
     /// nodes (`next`); and a leaf no root holds ([`LOST`]).
     fn wide_and_deep() -> Vec<u8> {
-        let (obj, node_c, leaf_c, arr_c) = (0x100, 0x108, 0x110, 0x118);
-        let mut w = Writer::new(Format::V102, 8, 0);
-        w.utf8(1, "java/lang/Object")
-            .utf8(2, "a/Node")
-            .utf8(3, "a/Leaf")
-            .utf8(4, "[Ljava/lang/Object;")
-            .utf8(5, "next");
-        for (k, c) in [obj, node_c, leaf_c, arr_c].into_iter().enumerate() {
-            w.load_class(k as u32 + 1, c, k as u64 + 1);
-        }
-        w.segment(tag::HEAP_DUMP_SEGMENT);
-        w.class_dump(obj, 0, 0, 0, &[], &[]);
-        w.class_dump(node_c, obj, 0, 8, &[], &[(5, BasicType::Object)]);
-        w.class_dump(leaf_c, obj, 0, 0, &[], &[]);
-        w.class_dump(arr_c, obj, 0, 0, &[], &[]);
+        let mut w = with_classes(&["next"]);
         w.root_jni_global(ARRAY, 1);
         w.root_jni_global(deep_node(0), 2);
         let leaves: Vec<u64> = (0..WIDE).map(wide_leaf).collect();
-        w.object_array(ARRAY, arr_c, &leaves);
+        w.object_array(ARRAY, ARR_C, &leaves);
         for &l in leaves.iter().chain([LOST].iter()) {
-            w.instance(l, leaf_c, &[]);
+            w.instance(l, LEAF_C, &[]);
         }
         for i in 0..WIDE {
             let next = if i + 1 < WIDE { deep_node(i + 1) } else { 0 };
-            w.instance(deep_node(i), node_c, &next.to_be_bytes());
+            w.instance(deep_node(i), NODE_C, &next.to_be_bytes());
         }
         w.end_segment();
         w.heap_dump_end();
