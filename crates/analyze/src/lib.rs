@@ -415,7 +415,8 @@ fn analyze_graph(
     // half: a higher peak, within `budget`'s estimates. With more threads the search runs
     // whole beside the depth-first search, where it costs no time: alone after it, it made
     // the bench dump's analysis 5 % slower on two cores.)
-    let (bfs, prep) = match threads(cfg) {
+    let threads = threads(cfg);
+    let (bfs, prep) = match threads {
         1 => (None, dominators::prepare_gated(&ix, &root_nodes, &late)),
         _ => std::thread::scope(|s| {
             let ixr = &ix;
@@ -430,7 +431,6 @@ fn analyze_graph(
     }
     let t = Instant::now();
     let shallow = &ix.shallow;
-    let threads = threads(cfg);
     let dom = dominators::finish(prep, |v| shallow[v as usize] as u64, threads);
     tm.dominators_ms = t.elapsed().as_millis() as u64;
 

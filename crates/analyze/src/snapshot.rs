@@ -26,8 +26,9 @@ pub(super) fn find(input: &Input<'_>) -> Result<Vec<(u64, u64)>, Error> {
 }
 
 /// [`find`], and the file cut into about `parts` ranges of whole records (`index::Cuts`;
-/// `None` if it is not cut), from the same walk over the record heads. An ART dump's heap comes in segments of a few KiB (42 K records in a 177 MB
-/// dump), and the second walk took about 0.8 % of the analysis's CPU there, on its one thread.
+/// `None` if it is not cut), from the same walk over the record heads. An ART dump's heap
+/// comes in segments of a few KiB (42 K records in a 177 MB dump), and a second walk to cut
+/// it took about 0.8 % of the analysis's CPU there, on its one thread.
 pub(super) fn find_and_cut(
     input: &Input<'_>,
     parts: usize,

@@ -83,7 +83,7 @@ fn files_and_bytes_are_split_alike() {
 /// `len * k / parts`), and none for a file whose records do not end at its end, one with a
 /// record of unknown tag, or one under `min_bytes`. The spans are those of `snapshot::find`.
 #[test]
-fn the_snapshots_walk_cuts_the_file_as_split_does() {
+fn the_snapshots_walk_cuts_the_file_as_the_cuts_are_defined() {
     let bytes = split_test_dump(0);
     let heads = heads(&bytes);
     let defined = |len: u64, parts: u64| {
@@ -134,8 +134,8 @@ fn the_snapshots_walk_cuts_the_file_as_split_does() {
 
 /// From a cold page cache, the walk over the record heads (the snapshots' walk, which makes the
 /// cuts) reads the pages that hold the heads past long records, not the records' pages between
-/// them. Mapped, the fault at each such head waited for the pages around
-/// it too (the device's readahead: 8 MiB on this machine's disk), so a dump of 1 MiB segments,
+/// them. Mapped, the fault at each such head waited for the pages around it too (the device's
+/// readahead: 8 MiB on this machine's disk), so a dump of 1 MiB segments,
 /// as HotSpot writes its heap, was read whole on one thread before any part of it was parsed.
 /// (Where a head lies in pages an earlier readahead marked, the kernel may still read on, in
 /// the background: here the first long record takes the walk past the front's readahead.)
