@@ -1,37 +1,36 @@
 //! The agent: one thread named `oomguard` whose loop loads the policy, samples every
-//! `poll_interval_ms`, feeds the triggers, and hands each verdict to an
-//! [`Actions`] implementation.
+//! `poll_interval_ms`, feeds the triggers, and hands each verdict to an [`Actions`] implementation.
 //!
-//! Owns the loop, the active policy and its refresh, the verdict log line, `status.json`, and
-//! the panic fence around every poll.
+//! Owns the loop, the active policy and its refresh, the verdict log line, `status.json`, and the
+//! panic fence around every poll.
 //!
 //! Invariants:
-//! - No JNI here: the VM is reached only through `sample::{HeapSource, StackSource}`, which
-//!   `jni` implements; so the whole loop is tested on Linux with fakes.
-//! - One log line per verdict and one per policy change (plus one naming, cut short, the fields
-//!   it carried that this agent does not know); per poll only at debug level.
-//! - The queue summary comes from the I/O thread through a [`QueueBoard`]: a poll costs one
-//!   atomic load for it, and never waits on the spool.
-//! - `status.json` in the data dir is rewritten atomically (tmp, fsync, rename) whenever the
-//!   strike counts, the policy, the last verdict or the queue summary change, and otherwise at most every ten
-//!   minutes (so its last sample is at most ten minutes old without wearing flash with a write
+//! - No JNI here: the VM is reached only through `sample::{HeapSource, StackSource}`, which `jni`
+//!   implements; so the whole loop is tested on Linux with fakes.
+//! - One log line per verdict and one per policy change (plus one naming, cut short, the fields it
+//!   carried that this agent does not know); per poll only at debug level.
+//! - The queue summary comes from the I/O thread through a [`QueueBoard`]: a poll costs one atomic
+//!   load for it, and never waits on the spool.
+//! - `status.json` in the data dir is rewritten atomically (tmp, fsync, rename) whenever the strike
+//!   counts, the policy, the last verdict or the queue summary change, and otherwise at most every
+//!   ten minutes (so its last sample is at most ten minutes old without wearing flash with a write
 //!   per poll); `status()` over JNI is always current.
 //! - A panic inside a poll or a command is caught, logged at error level and counted; after
 //!   [`MAX_PANICS`] consecutive panics the agent stops sampling (state `disabled`) but keeps
 //!   answering `status` and `stop`. Nothing propagates to the host.
 //! - After a verdict of some kind, that kind is muted for the rest of the process when
 //!   `dump.once_per_process` is set (the dumper could not act on it again anyway).
-//! - The agent thread never waits on the network: a due policy fetch is handed to the I/O
-//!   thread ([`Actions::run_io`]; a thread of its own where there is none), at most one at a
-//!   time, and its outcome comes back to the loop as a message. On `stop`, a fetch still queued
-//!   is cancelled; one under way is waited for (it is bounded by `remote.timeout_ms`).
-//! - The first poll comes at most [`exit_info::ASK_WAIT`] (1 s) after the start's own work:
-//!   the system's word on a previous process's death (an app's `ExitInfoSource`, a binder call)
-//!   is asked on a thread of its own and waited for no longer; past that the death is reported
-//!   without it (`exitInfoError` says why). The death is still committed before this process's
-//!   ring replaces the dead one's, so a kill during the wait loses nothing.
-//! - A `remote.url` without a public key is a start-up error. A remote policy (fetched or
-//!   cached) that expires gives way to the policy given at start, with a log line saying why.
+//! - The agent thread never waits on the network: a due policy fetch is handed to the I/O thread
+//!   ([`Actions::run_io`]; a thread of its own where there is none), at most one at a time, and its
+//!   outcome comes back to the loop as a message. On `stop`, a fetch still queued is cancelled; one
+//!   under way is waited for (it is bounded by `remote.timeout_ms`).
+//! - The first poll comes at most [`exit_info::ASK_WAIT`] (1 s) after the start's own work: the
+//!   system's word on a previous process's death (an app's `ExitInfoSource`, a binder call) is
+//!   asked on a thread of its own and waited for no longer; past that the death is reported without
+//!   it (`exitInfoError` says why). The death is still committed before this process's ring
+//!   replaces the dead one's, so a kill during the wait loses nothing.
+//! - A `remote.url` without a public key is a start-up error. A remote policy (fetched or cached)
+//!   that expires gives way to the policy given at start, with a log line saying why.
 #![forbid(unsafe_code)]
 
 pub mod inbox;

@@ -1,28 +1,28 @@
-//! The analysis's memory budget (`Config::budget_bytes`, issue 43's honest limits): whether
-//! the whole analysis fits, and the report of what fits when it does not.
+//! The analysis's memory budget (`Config::budget_bytes`, issue 43's honest limits): whether the
+//! whole analysis fits, and the report of what fits when it does not.
 //!
-//! How: a dump small for its budget is analysed at once ([`may_exceed`]: an upper bound from
-//! its file size alone). Otherwise the census (`index::census`, one streaming pass in memory
-//! that grows with the classes and strings, not the objects) counts its objects and the
-//! references they may hold, and [`need`] estimates from those counts what the analysis would
-//! take: if that is within the budget, the analysis runs as always (its report is the same);
-//! if not, the report is the census's: the class histogram (`histogram[]`, shallow sizes as
-//! the full analysis counts them), the detectors' classes with their instance counts
-//! (`classInfos[]`), what the detectors find in an object alone (`leakObjects[]`, a second
-//! streaming pass: `index::findings`), a path per class and reason of those (`gcPaths[]`, a
-//! streaming pass per step: `index::backward`), and `analysis.budget` saying what the budget
-//! was, what the analysis was estimated to need, and what the report leaves out. Never an allocation that fails (the
-//! process would abort), never a silent failure.
+//! How: a dump small for its budget is analysed at once ([`may_exceed`]: an upper bound from its
+//! file size alone). Otherwise the census (`index::census`, one streaming pass in memory that grows
+//! with the classes and strings, not the objects) counts its objects and the references they may
+//! hold, and [`need`] estimates from those counts what the analysis would take: if that is within
+//! the budget, the analysis runs as always (its report is the same); if not, the report is the
+//! census's: the class histogram (`histogram[]`, shallow sizes as the full analysis counts them),
+//! the detectors' classes with their instance counts (`classInfos[]`), what the detectors find in
+//! an object alone (`leakObjects[]`, a second streaming pass: `index::findings`), a path per class
+//! and reason of those (`gcPaths[]`, a streaming pass per step: `index::backward`), and
+//! `analysis.budget` saying what the budget was, what the analysis was estimated to need, and what
+//! the report leaves out. Never an allocation that fails (the process would abort), never a silent
+//! failure.
 //!
-//! The estimate is the process's data (what `RLIMIT_DATA` counts: its private writable
-//! memory, thread stacks and capacities included), measured with `prlimit --data` on the
-//! bench dump (3.5 M objects) and the 10 M- and 30 M-object dumps of `scripts/bench.sh
-//! analyze` (notes/next-43.md), and the generated ART-style dumps of 1.4 M and 5.4 M objects
-//! (two passes), and rounded up: per object and per reference, and per class and per string
-//! byte beside a fixed part. The census counts the references that are not null (the graph's
-//! edges, and those to objects the dump lacks), so the estimate errs high by the constants'
-//! margins alone (1.06 to 2.2 times the measured need: the fixed part allows for a phone's
-//! threads, more than the 2 of the machine measured).
+//! The estimate is the process's data (what `RLIMIT_DATA` counts: its private writable memory,
+//! thread stacks and capacities included), measured with `prlimit --data` on the bench dump (3.5 M
+//! objects) and the 10 M- and 30 M-object dumps of `scripts/bench.sh analyze` (notes/next-43.md),
+//! and the generated ART-style dumps of 1.4 M and 5.4 M objects (two passes), and rounded up: per
+//! object and per reference, and per class and per string byte beside a fixed part. The census
+//! counts the references that are not null (the graph's edges, and those to objects the dump
+//! lacks), so the estimate errs high by the constants' margins alone (1.06 to 2.2 times the
+//! measured need: the fixed part allows for a phone's threads, more than the 2 of the machine
+//! measured).
 #![forbid(unsafe_code)]
 
 use crate::index::backward::Traced;

@@ -1,16 +1,16 @@
-//! Dominator tree and retained sizes (semi-NCA), from a super-root whose children are the GC
-//! roots.
+//! Dominator tree and retained sizes (semi-NCA), from a super-root whose children are the GC roots.
 //!
 //! Invariants:
-//! - No recursion: the depth-first search and the path compression use explicit stacks, so a
-//!   linked list of millions of objects cannot overflow the thread's stack.
-//! - Work is near-linear in nodes + edges. Memory: the search ([`prepare`]) keeps a `u32` per
-//!   node, two per reachable node and two per edge that may join a predecessor list (the edges
-//!   outside the depth-first spanning tree that stay within one root's tree and do not point
-//!   at a root), plus two bits per node, on top of the graph; [`finish`] runs without the
-//!   graph (the caller frees it in between), with at most five `u32` and two bits per reachable
-//!   node, the search's records (whose memory it then reuses), two `u32` per record listed and
-//!   one per record of the largest block of them (see `Blocks`). The result keeps a `u32` per node, and two `u32` and a `u64` per reachable node.
+//! - No recursion: the depth-first search and the path compression use explicit stacks, so a linked
+//!   list of millions of objects cannot overflow the thread's stack.
+//! - Work is near-linear in nodes + edges. Memory: the search ([`prepare`]) keeps a `u32` per node,
+//!   two per reachable node and two per edge that may join a predecessor list (the edges outside
+//!   the depth-first spanning tree that stay within one root's tree and do not point at a root),
+//!   plus two bits per node, on top of the graph; [`finish`] runs without the graph (the caller
+//!   frees it in between), with at most five `u32` and two bits per reachable node, the search's
+//!   records (whose memory it then reuses), two `u32` per record listed and one per record of the
+//!   largest block of them (see `Blocks`). The result keeps a `u32` per node, and two `u32` and a
+//!   `u64` per reachable node.
 //! - [`Dominators::idom`] is [`SUPER`] for objects dominated only by the super-root and
 //!   [`UNREACHED`] for objects no root reaches strongly; their retained size is 0.
 #![forbid(unsafe_code)]
@@ -564,25 +564,25 @@ fn bits_at(bits: &[u64], first: usize, len: usize) -> u64 {
         .map_or(0, |&x| (x >> (first % 64)) & mask)
 }
 
-/// The semi-dominator pass, vertices in decreasing order, block by block (see [`Blocks`]).
-/// Only the vertices with a predecessor list or flagged in `zero` are looked at (their bits,
-/// a word at a time): every other vertex's semi-dominator is its tree parent, which its
-/// implicit word in `f` already says. Nothing is below the super-root (0): once a vertex's
-/// value reaches it, the rest of its predecessors cannot change it (skipping their `eval` only
-/// skips some path compression). Returns, for each vertex whose semi-dominator is not its tree
-/// parent, (the vertex, its tree parent) in decreasing order: path compression may move its
-/// link later, and [`idoms`] starts from the tree parent.
+/// The semi-dominator pass, vertices in decreasing order, block by block (see [`Blocks`]). Only the
+/// vertices with a predecessor list or flagged in `zero` are looked at (their bits, a word at a
+/// time): every other vertex's semi-dominator is its tree parent, which its implicit word in `f`
+/// already says. Nothing is below the super-root (0): once a vertex's value reaches it, the rest of
+/// its predecessors cannot change it (skipping their `eval` only skips some path compression).
+/// Returns, for each vertex whose semi-dominator is not its tree parent, (the vertex, its tree
+/// parent) in decreasing order: path compression may move its link later, and [`idoms`] starts from
+/// the tree parent.
 ///
-/// A block's records are read once, keeping the first `cap` sources of each target and where
-/// its others are. If those do not take a target to the super-root, the block is read again
-/// from its next record, until they do or its last record; once such reads add up to the
-/// block's length, the block is sorted whole instead ([`Sorted`]), so the work stays linear. In a heap the
-/// vertices with long lists are class objects, which reach the super-root within a few dozen
-/// records, near the start of their block: at 10 M objects six lists hold 3.40 M of the 3.95 M
-/// records, all in one block; they reach it within 30 records each, all among the block's first
-/// 1,334, and the pass evaluates 68,642 records in all. (Sorting every block took about as
-/// long as the rest of the pass: a count and a cursor per record, each a chain of stores to one
-/// counter when one target has most of a block's records.)
+/// A block's records are read once, keeping the first `cap` sources of each target and where its
+/// others are. If those do not take a target to the super-root, the block is read again from its
+/// next record, until they do or its last record; once such reads add up to the block's length, the
+/// block is sorted whole instead ([`Sorted`]), so the work stays linear. In a heap the vertices
+/// with long lists are class objects, which reach the super-root within a few dozen records, near
+/// the start of their block: at 10 M objects six lists hold 3.40 M of the 3.95 M records, all in
+/// one block; they reach it within 30 records each, all among the block's first 1,334, and the pass
+/// evaluates 68,642 records in all. (Sorting every block took about as long as the rest of the
+/// pass: a count and a cursor per record, each a chain of stores to one counter when one target has
+/// most of a block's records.)
 fn semis(
     f: &mut Forest,
     b: &Blocks,

@@ -1,47 +1,45 @@
 //! The heap analyser: from a (full or stripped) HPROF dump to a leak report.
 //!
 //! Owns:
-//! - [`index`]: classes, objects and the strong reference graph of a dump, in compact arrays,
-//!   built in one or two streaming passes (the file is never held whole in memory, nor mapped
-//!   whole);
+//! - [`index`]: classes, objects and the strong reference graph of a dump, in compact arrays, built
+//!   in one or two streaming passes (the file is never held whole in memory, nor mapped whole);
 //! - [`dominators`]: the dominator tree from a super-root over all GC roots, and retained sizes;
 //! - [`paths`]: shortest strong paths from GC roots, and the names of their references;
 //! - [`report`]: the leak detectors' findings grouped into KOOM's report schema, plus our
 //!   `dominators[]`;
-//! - [`trace`]: each reported path as a leak trace (where it starts in words, each object's
-//!   status from its fields, the suspect references), and its text for a terminal;
+//! - [`trace`]: each reported path as a leak trace (where it starts in words, each object's status
+//!   from its fields, the suspect references), and its text for a terminal;
 //! - `arrays`: bitsets and prefix sums the others share.
 //!
-//! How: a dump that lists its strings and class dumps before any object (HotSpot's) is read
-//! once: a prefix scan gathers the classes, then one pass both gathers the object ids and builds
-//! the graph with edges kept as raw ids, which are mapped to nodes once every id is known. Any
-//! other dump (ART's interleave classes and objects) is read twice: pass 1 gathers strings,
-//! classes, roots and object ids; pass 2 builds the graph and runs the per-instance detectors.
-//! Either way the passes cut the file at record boundaries and parse the parts side by side when
-//! it is large, and the graph is the same. Then the BFS for shortest paths runs beside the dominators'
-//! depth-first search, the forward graph is freed, the semi-NCA finishes, and a last pass parses
-//! only the pieces of heap dump segments (runs of sub-records of about 64 KiB) that hold objects
-//! on reported paths, to name their references.
+//! How: a dump that lists its strings and class dumps before any object (HotSpot's) is read once: a
+//! prefix scan gathers the classes, then one pass both gathers the object ids and builds the graph
+//! with edges kept as raw ids, which are mapped to nodes once every id is known. Any other dump
+//! (ART's interleave classes and objects) is read twice: pass 1 gathers strings, classes, roots and
+//! object ids; pass 2 builds the graph and runs the per-instance detectors. Either way the passes
+//! cut the file at record boundaries and parse the parts side by side when it is large, and the
+//! graph is the same. Then the BFS for shortest paths runs beside the dominators' depth-first
+//! search, the forward graph is freed, the semi-NCA finishes, and a last pass parses only the
+//! pieces of heap dump segments (runs of sub-records of about 64 KiB) that hold objects on reported
+//! paths, to name their references.
 //!
 //! Invariants:
 //! - Pure: no unsafe code, no network, nothing read from the analysing process (the report's
 //!   `runningInfo` is whatever the caller passes in, taken from the incident).
-//! - The file is never held whole: each parsing thread maps a window of [`WINDOW`] bytes at a
-//!   time (through [`sys::mapped::Window`], the crate's one mapping of files; this module
-//!   stays free of unsafe code) and unmaps it before mapping the next, so mapped pages add at
-//!   most `WINDOW` per thread to the RSS; ranges that cannot be mapped (or are short) are read
-//!   in chunks of [`CHUNK`] bytes. Memory is a constant number of bytes per object and per
-//!   reference: about 50 per object and at most 12 per reference at the peak (the dominators'
-//!   depth-first search beside the breadth-first one, the graph still held; the one pass's raw
-//!   ids, 8 bytes per reference until they are mapped to nodes in the same memory, plus the
-//!   mapped windows, stay below it).
+//! - The file is never held whole: each parsing thread maps a window of [`WINDOW`] bytes at a time
+//!   (through [`sys::mapped::Window`], the crate's one mapping of files; this module stays free of
+//!   unsafe code) and unmaps it before mapping the next, so mapped pages add at most `WINDOW` per
+//!   thread to the RSS; ranges that cannot be mapped (or are short) are read in chunks of [`CHUNK`]
+//!   bytes. Memory is a constant number of bytes per object and per reference: about 50 per object
+//!   and at most 12 per reference at the peak (the dominators' depth-first search beside the
+//!   breadth-first one, the graph still held; the one pass's raw ids, 8 bytes per reference until
+//!   they are mapped to nodes in the same memory, plus the mapped windows, stay below it).
 //! - Bad or truncated input is an [`Error::Input`] naming the byte offset; nothing panics on it,
 //!   and nothing is reported from a dump that did not parse to its end.
 //! - `java.lang.ref.Reference.referent` is not a strong reference: objects only weakly, softly or
 //!   phantom reachable are neither retained nor reported.
 //! - Static fields act as roots for the dominator ranking: class objects and whatever dominates
-//!   them (class loaders) are holders, never entries of `dominators[]`. For the paths, live
-//!   classes are roots of their own: a path through a static field starts at its class.
+//!   them (class loaders) are holders, never entries of `dominators[]`. For the paths, live classes
+//!   are roots of their own: a path through a static field starts at its class.
 #![forbid(unsafe_code)]
 
 mod arrays;

@@ -1,10 +1,10 @@
-//! `analyze`: run the heap analyser on a dump, write the JSON report (and the HTML page) atomically,
-//! print a summary.
+//! `analyze`: run the heap analyser on a dump, write the JSON report (and the HTML page)
+//! atomically, print a summary.
 //!
-//! Invariants: every input (the dump, `--config`, `--running-info`, `--mapping`) and both outputs are checked
-//! by [`files`] before the analysis starts; the report and the page are written to temporaries
-//! and renamed into place only when both were written, so a failure leaves neither behind.
-//! `--snapshot` (and a config's `snapshot`) counts from 1: 0 is refused as a usage error.
+//! Invariants: every input (the dump, `--config`, `--running-info`, `--mapping`) and both outputs
+//! are checked by [`files`] before the analysis starts; the report and the page are written to
+//! temporaries and renamed into place only when both were written, so a failure leaves neither
+//! behind. `--snapshot` (and a config's `snapshot`) counts from 1: 0 is refused as a usage error.
 
 use crate::{files, Failure};
 use analyze::{self, Config, Input, Summary};

@@ -134,10 +134,10 @@ fn dump_child_of(tag: &Path) -> Option<i32> {
     None
 }
 
-/// The fault `mode` ("hang" or "exit") at the write after `after_writes` in the dump child of
-/// one `dumpNow`, with the policy's `keep_full` and `child_deadline_s`. With `kill`, a thread here waits until the child is
-/// stuck in its fault, then kills it with SIGKILL, as the kernel's low-memory killer would.
-/// Returns the run and the pid killed.
+/// The fault `mode` ("hang" or "exit") at the write after `after_writes` in the dump child of one
+/// `dumpNow`, with the policy's `keep_full` and `child_deadline_s`. With `kill`, a thread here
+/// waits until the child is stuck in its fault, then kills it with SIGKILL, as the kernel's
+/// low-memory killer would. Returns the run and the pid killed.
 fn fault_run(
     mode: &str,
     after_writes: u32,

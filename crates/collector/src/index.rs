@@ -426,8 +426,9 @@ mod tests {
         )
         .unwrap();
         let ix = Index::open(d.path(), 10);
-        assert_eq!(ix.kept["1-a"].device.as_deref(), Some("kept")); // An incident past the ones kept in memory, whose summary is of an older format, gets
-                                                                    // a file: made again, still received when the old summary said.
+        assert_eq!(ix.kept["1-a"].device.as_deref(), Some("kept"));
+        // An incident past the ones kept in memory, whose summary is of an older format, gets a
+        // file: made again, still received when the old summary said.
         std::fs::write(
             inc.join(SUMMARY_FILE),
             r#"{"id":"1-a","receivedMs":1234,"files":["meta.json"],"reason":"r"}"#,

@@ -110,8 +110,9 @@ pub struct ReportSummary {
 pub struct Leak {
     pub signature: String,
     pub class_name: String,
-    /// The path's short form (`root › Owner.field › … › Leaking`, [`crate::html::trace::short_path`]),
-    /// from `trace` when the report has it, else from KOOM's `gcRoot` and `path`.
+    /// The path's short form (`root › Owner.field › … › Leaking`,
+    /// [`crate::html::trace::short_path`]), from `trace` when the report has it, else from KOOM's
+    /// `gcRoot` and `path`.
     pub short_path: String,
     pub reason: String,
     pub instances: u64,

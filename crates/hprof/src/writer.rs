@@ -118,7 +118,8 @@ impl Writer {
         self
     }
 
-    /// A root with only an id (ROOT_UNKNOWN, STICKY_CLASS, MONITOR_USED, Android's 0x89–0x8D, 0x90).
+    /// A root with only an id (ROOT_UNKNOWN, STICKY_CLASS, MONITOR_USED, Android's 0x89–0x8D,
+    /// 0x90).
     pub fn root(&mut self, t: u8, id: u64) -> &mut Self {
         self.in_segment().u8(t).id(id)
     }

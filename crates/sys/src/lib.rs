@@ -4,24 +4,24 @@
 //!   executable's huge-page allocator.
 //! - [`cpu`]: code compiled for an instruction the processor has beyond the target's baseline
 //!   (`popcnt` for the analyser's id lookups), checked at run time.
-//! - [`crc32`]: gzip's CRC-32 for the spool's compressed mini dump (arm64's CRC instructions
-//!   where the processor has them, checked at run time; else a 1 K table).
+//! - [`crc32`]: gzip's CRC-32 for the spool's compressed mini dump (arm64's CRC instructions where
+//!   the processor has them, checked at run time; else a 1 K table).
 //! - [`fs`]: the file-system seam ([`fs::Fs`], with a fault-injecting twin for tests) and the one
 //!   durable atomic write of the workspace ([`fs::write_atomic_from`]: temporary sibling named by
-//!   one rule, fsync, rename, directory fsync; [`fs::write_file_atomic`] on the real file
-//!   system), which every writer that replaces a file whole uses.
+//!   one rule, fsync, rename, directory fsync; [`fs::write_file_atomic`] on the real file system),
+//!   which every writer that replaces a file whole uses.
 //! - [`scratch`]: file-backed scratch arrays for the analysis child (issue 43's memory budget).
-//! - [`fd`]: owned file descriptors for what std does not make (a close-on-exec pipe), so that
-//!   fds are [`std::os::fd::OwnedFd`]s closed once by their owner, never raw integers.
-//! - [`chan`]: the channel the library's threads pass messages on (the `.so`'s size again:
-//!   std's `mpsc` made three channel flavours per message type).
+//! - [`fd`]: owned file descriptors for what std does not make (a close-on-exec pipe), so that fds
+//!   are [`std::os::fd::OwnedFd`]s closed once by their owner, never raw integers.
+//! - [`chan`]: the channel the library's threads pass messages on (the `.so`'s size again: std's
+//!   `mpsc` made three channel flavours per message type).
 //! - [`time`]: the civil date of the clock's seconds (log lines, pages).
-//! - [`order`]: the one stable sort the library's cold sorts share (the shipped `.so`'s size:
-//!   one copy of the standard library's stable sort, not one per element type).
+//! - [`order`]: the one stable sort the library's cold sorts share (the shipped `.so`'s size: one
+//!   copy of the standard library's stable sort, not one per element type).
 //!
-//! It holds no policy and no logic of the agent's: only what wraps the OS (and that sort, channel and date). Unsafe code lives here
-//! (each block with a `// SAFETY:` comment), in the agent's `hook`, `dump`, `child` and `jni`, and
-//! nowhere else.
+//! It holds no policy and no logic of the agent's: only what wraps the OS (and that sort, channel
+//! and date). Unsafe code lives here (each block with a `// SAFETY:` comment), in the agent's
+//! `hook`, `dump`, `child` and `jni`, and nowhere else.
 
 pub mod chan;
 pub mod cpu;

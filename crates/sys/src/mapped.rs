@@ -1,22 +1,22 @@
 //! Memory maps of files: read-only, for the analyser and the command line, of a whole file
 //! ([`Mapped`]) or a bounded window of one ([`Window`]). No file is mapped writable here (the
 //! analysis's scratch arrays are, in [`crate::scratch`]: blocks reserved first, in the analysing
-//! process only): a store into a shared file map that needs a block a full disk cannot give (a hole, or on f2fs any
-//! rewritten page) raises SIGBUS, which would kill the app; files are written by `write` and
-//! `pwrite`, whose `ENOSPC` is an error return (the flight ring: `recorder`).
+//! process only): a store into a shared file map that needs a block a full disk cannot give (a
+//! hole, or on f2fs any rewritten page) raises SIGBUS, which would kill the app; files are written
+//! by `write` and `pwrite`, whose `ENOSPC` is an error return (the flight ring: `recorder`).
 //!
-//! `unsafe` here (the `sys` crate is one of the places DESIGN.md allows it, with `fd` beside
-//! this module): mapping a file is `unsafe` in Rust because another process could
-//! truncate or rewrite the file while it is mapped. oomguard maps only dumps it wrote itself, in
-//! its own data directory, or files a developer names on the command line; a truncation under the
-//! map would end the analysing process (SIGBUS), which runs out of the app's process by design.
-//! It also holds [`prefetch`], a cache hint the HPROF parser gives a little ahead of where it
-//! reads (an `unsafe` intrinsic that reads nothing and cannot fault), and [`HugePageAlloc`], the
-//! executable's allocator, which advises huge pages for large blocks.
+//! `unsafe` here (the `sys` crate is one of the places DESIGN.md allows it, with `fd` beside this
+//! module): mapping a file is `unsafe` in Rust because another process could truncate or rewrite
+//! the file while it is mapped. oomguard maps only dumps it wrote itself, in its own data
+//! directory, or files a developer names on the command line; a truncation under the map would end
+//! the analysing process (SIGBUS), which runs out of the app's process by design. It also holds
+//! [`prefetch`], a cache hint the HPROF parser gives a little ahead of where it reads (an `unsafe`
+//! intrinsic that reads nothing and cannot fault), and [`HugePageAlloc`], the executable's
+//! allocator, which advises huge pages for large blocks.
 //!
-//! Invariants: every map of a file is read-only and private; a [`Window`] never reaches past the file's length
-//! as it was when the window was mapped, and is unmapped when dropped (its pages then leave the
-//! process's RSS).
+//! Invariants: every map of a file is read-only and private; a [`Window`] never reaches past the
+//! file's length as it was when the window was mapped, and is unmapped when dropped (its pages then
+//! leave the process's RSS).
 
 use std::fs::File;
 use std::io;
@@ -1014,7 +1014,8 @@ mod tests {
             };
             // A block's bytes are its fill byte, spot-checked every 4 KiB and at its ends.
             let intact = |b: &(*mut u8, usize, u8)| {
-                // SAFETY: `b` is a live block of `b.1` bytes from this allocator (removed from `live` when freed).
+                // SAFETY: `b` is a live block of `b.1` bytes from this allocator (removed from
+                // `live` when freed).
                 #[allow(unsafe_code)]
                 let s = unsafe { std::slice::from_raw_parts(b.0, b.1) };
                 s.iter().step_by(4093).chain(s.last()).all(|&x| x == b.2)

@@ -324,7 +324,8 @@ mod tests {
         };
         assert!(take(&g, 1, &mut bad, None, &req(d.path())).is_err());
         assert!(!d.path().join("d.hprof").exists());
-        // Quota (2) used up (the unsupported attempt did not count): refused before the dumper is called.
+        // Quota (2) used up (the unsupported attempt did not count): refused before the dumper is
+        // called.
         let e = take(&g, 1, &mut ok, None, &req(d.path())).unwrap_err();
         assert!(matches!(e, Error::Refused(_)), "{e}");
         assert_eq!(ok.calls, 1);

@@ -2,26 +2,26 @@
 //!
 //! [`patch_library`] finds the library with `dl_iterate_phdr` (by file name), reads its
 //! `PT_DYNAMIC`, walks its `DT_JMPREL`, `DT_RELA`/`DT_REL` and Android's packed
-//! `DT_ANDROID_RELA`/`DT_ANDROID_REL` tables ([`super::elf::for_packed_relocs`]) for `JUMP_SLOT` and
-//! `GLOB_DAT` relocations whose symbol is one of the named imports, and stores the replacement in
-//! each such slot. [`Patched::unpatch`] stores the original values back.
+//! `DT_ANDROID_RELA`/`DT_ANDROID_REL` tables ([`super::elf::for_packed_relocs`]) for `JUMP_SLOT`
+//! and `GLOB_DAT` relocations whose symbol is one of the named imports, and stores the replacement
+//! in each such slot. [`Patched::unpatch`] stores the original values back.
 //!
 //! Other hook libraries (bytehook, xhook) patch the same GOT pages from their own threads, with
 //! their own `mprotect` windows. So each page is made writable right before our stores to it,
-//! whatever its protection looked like (another hooker may be holding it writable at that
-//! moment, or close it a moment later), all our slots of that page are stored in that one
-//! window, and the page is then given its proper protection, derived from the library's program
-//! headers (read-only inside `PT_GNU_RELRO`, the `PT_LOAD` segment's flags elsewhere), never a
-//! protection read earlier. What remains is the window itself: a hooker that closes the page
-//! between our `mprotect` and our store (a few instructions) would make the store fault; nothing
-//! short of a lock shared by all hookers removes that.
+//! whatever its protection looked like (another hooker may be holding it writable at that moment,
+//! or close it a moment later), all our slots of that page are stored in that one window, and the
+//! page is then given its proper protection, derived from the library's program headers (read-only
+//! inside `PT_GNU_RELRO`, the `PT_LOAD` segment's flags elsewhere), never a protection read
+//! earlier. What remains is the window itself: a hooker that closes the page between our `mprotect`
+//! and our store (a few instructions) would make the store fault; nothing short of a lock shared by
+//! all hookers removes that.
 //!
 //! Invariants:
 //! - Every slot store is a single aligned atomic pointer store, so a thread calling through the
 //!   slot at the same moment sees the old or the new function, never a torn pointer.
 //! - The function a hook must forward to ([`Patched::real`]) is the value the slot held, unless
-//!   that value points back into the library itself (a lazy-binding PLT stub, which would
-//!   overwrite our hook when called): then it is resolved with `dlsym(RTLD_DEFAULT)`.
+//!   that value points back into the library itself (a lazy-binding PLT stub, which would overwrite
+//!   our hook when called): then it is resolved with `dlsym(RTLD_DEFAULT)`.
 //! - Nothing here runs inside a hook: it allocates freely.
 
 use super::elf::*;
@@ -76,7 +76,8 @@ impl Patched {
         let mut stores = Vec::new();
         for s in &self.slots {
             // SAFETY: `s.addr` is a GOT slot of a library that is still loaded (we never unpatch a
-            // library after dlclose: libraries we hook are the VM's, never unloaded), pointer-aligned.
+            // library after dlclose: libraries we hook are the VM's, never unloaded),
+            // pointer-aligned.
             let now = unsafe { (*(s.addr as *const AtomicUsize)).load(Ordering::SeqCst) };
             if now != s.replacement {
                 changed.push(s.symbol);

@@ -1,28 +1,29 @@
-//! Every `Java_…` export of the library, and the guard that keeps panics and errors from
-//! crossing into the VM.
+//! Every `Java_…` export of the library, and the guard that keeps panics and errors from crossing
+//! into the VM.
 //!
 //! Holds no logic and builds nothing: each entry converts its arguments, makes one call
 //! (`nativeStart`: [`crate::pipeline::start()`], given the VM through [`Vm`], which this module
-//! implements as the only one that speaks JNI; the others: the running agent's [`Handle`] or
-//! the process's shared state), and converts the result into an error code.
+//! implements as the only one that speaks JNI; the others: the running agent's [`Handle`] or the
+//! process's shared state), and converts the result into an error code.
 //!
 //! Invariants:
-//! - Every entry runs inside [`guard`]: a panic becomes [`CODE_PANIC`] (or `null`) plus an
-//!   error log line; no Java exception is ever left pending by us.
+//! - Every entry runs inside [`guard`]: a panic becomes [`CODE_PANIC`] (or `null`) plus an error
+//!   log line; no Java exception is ever left pending by us.
 //! - `nativeStart` does no I/O and no policy work on the caller's thread: it reads its string
-//!   arguments, has the pipeline spawn the `oomguard` thread and returns (well under 1 ms). A second start while
-//!   the agent runs is refused with [`CODE_ALREADY_RUNNING`].
+//!   arguments, has the pipeline spawn the `oomguard` thread and returns (well under 1 ms). A
+//!   second start while the agent runs is refused with [`CODE_ALREADY_RUNNING`].
 //! - `nativeStop` asks the agent to leave its loop and waits at most [`STOP_WAIT`] for its thread
-//!   (it may be called on the app's main thread, and the agent may be in the middle of a dump or
-//!   a policy fetch that takes far longer); past that the agent ends on its own thread as soon as
-//!   it is done. Until its thread has ended, `start` is refused with [`CODE_ALREADY_RUNNING`]
-//!   (never two agents in one process) and `dumpNow` and `stop` answer [`CODE_NOT_RUNNING`] at
-//!   once (a second stop does not wait again; once the thread has ended, it is joined).
-//! - Logging is set up once, here: liblog's `__android_log_write` (tag `OomGuard`) on Android
-//!   and wherever the process has liblog loaded (ART off Android), else stderr; the level comes from `OOMGUARD_LOG` (default `info`).
-//! - `nativeSetNetwork` only stores the report (lock-free) and, on a change to a connected
-//!   network, queues a pass for the `oomguard-io` thread: it never does I/O on the caller's
-//!   thread, and works before `start` too (the report is kept for the next start).
+//!   (it may be called on the app's main thread, and the agent may be in the middle of a dump or a
+//!   policy fetch that takes far longer); past that the agent ends on its own thread as soon as it
+//!   is done. Until its thread has ended, `start` is refused with [`CODE_ALREADY_RUNNING`] (never
+//!   two agents in one process) and `dumpNow` and `stop` answer [`CODE_NOT_RUNNING`] at once (a
+//!   second stop does not wait again; once the thread has ended, it is joined).
+//! - Logging is set up once, here: liblog's `__android_log_write` (tag `OomGuard`) on Android and
+//!   wherever the process has liblog loaded (ART off Android), else stderr; the level comes from
+//!   `OOMGUARD_LOG` (default `info`).
+//! - `nativeSetNetwork` only stores the report (lock-free) and, on a change to a connected network,
+//!   queues a pass for the `oomguard-io` thread: it never does I/O on the caller's thread, and
+//!   works before `start` too (the report is kept for the next start).
 //! - The test-only panic hook (`OOMGUARD_TEST_PANIC=<entry>`) exists in debug builds only.
 //! - The flight recorder ([`FLIGHT`]) is the process's, not one start's: `nativeLastWords` and
 //!   `nativeExiting` reach it even while an agent is stopping; each is a lock and a copy.
@@ -440,9 +441,10 @@ pub extern "system" fn Java_dev_oomguard_OomGuard_nativeExiting<'l>(
 const LAST_WORDS_FRAMES: i32 = 16;
 
 /// `OomGuard.nativeLastWords(thread, throwable)`: the facade's uncaught-exception handler saw a
-/// memory-related fatal error. Its class, message, thread and top frames go into the flight
-/// ring's trailer (a null `throwable` records nothing). Reading them may need the Java heap (the frames' strings); whatever cannot be
-/// read (an allocation failing in an exhausted heap) is left out, and nothing is left pending.
+/// memory-related fatal error. Its class, message, thread and top frames go into the flight ring's
+/// trailer (a null `throwable` records nothing). Reading them may need the Java heap (the frames'
+/// strings); whatever cannot be read (an allocation failing in an exhausted heap) is left out, and
+/// nothing is left pending.
 #[no_mangle]
 pub extern "system" fn Java_dev_oomguard_OomGuard_nativeLastWords<'l>(
     mut env: JNIEnv<'l>,

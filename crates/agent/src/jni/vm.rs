@@ -189,8 +189,9 @@ impl<'l> JniVm<'l> {
         let class: &JClass = <&JClass>::from(self.thread_class.as_obj());
         let get_all = self.get_all_stack_traces;
         env.with_local_frame(16, |env| {
-            // SAFETY: `get_all` is Thread.getAllStackTraces, looked up on `class` (java.lang.Thread)
-            // with signature "()Ljava/util/Map;": static, no arguments, returns an object.
+            // SAFETY: `get_all` is Thread.getAllStackTraces, looked up on `class`
+            // (java.lang.Thread) with signature "()Ljava/util/Map;": static, no arguments, returns
+            // an object.
             let map = unsafe {
                 env.call_static_method_unchecked(class, get_all, ReturnType::Object, &[])
             }?

@@ -48,20 +48,20 @@ pub const SCRATCH_DIR: &str = "scratch";
 const SCRATCH_MIN_BYTES: u64 = 64 << 20;
 
 /// The analyser's configuration for `input`: the policy's, with the budget
-/// (`analysis.memory_limit_mb`) and a scratch directory when the
-/// analysis in memory could need more than half the budget (`analysis.memory_limit_mb`, the
-/// child's data limit), so that its large arrays are file pages the kernel may write back
-/// instead of the child's own memory. The directory is `<analysis dir>/scratch`, emptied first
-/// of anything a killed child left (the child's files are unlinked as they are made, so none
-/// outlives it). Its files stay within the policy's `analysis.scratch_max_mb` (the `scratch_max_mb`
-/// of the configuration the policy made) and within half the free space of its file system
-/// (f2fs writes every rewritten page to a new block: the other half is the margin), together
-/// [`scratch_room`]. They are not counted in the spool's quota (`spool.max_bytes`): that bounds
-/// what the agent keeps, and these last only while the analysis runs (about as many bytes as a
-/// stripped dump: counted there, a 256 MiB spool would have no room for the scratch of a dump
-/// over some 2 M objects). Where it cannot be made, or there is too little room, the analysis plans in
-/// memory: within its budget it reports what fits (`analyze::budget`), and a run over the
-/// budget says so ([`super::runner::RunOutcome::budget_note`]).
+/// (`analysis.memory_limit_mb`) and a scratch directory when the analysis in memory could need more
+/// than half the budget (`analysis.memory_limit_mb`, the child's data limit), so that its large
+/// arrays are file pages the kernel may write back instead of the child's own memory. The directory
+/// is `<analysis dir>/scratch`, emptied first of anything a killed child left (the child's files
+/// are unlinked as they are made, so none outlives it). Its files stay within the policy's
+/// `analysis.scratch_max_mb` (the `scratch_max_mb` of the configuration the policy made) and within
+/// half the free space of its file system (f2fs writes every rewritten page to a new block: the
+/// other half is the margin), together [`scratch_room`]. They are not counted in the spool's quota
+/// (`spool.max_bytes`): that bounds what the agent keeps, and these last only while the analysis
+/// runs (about as many bytes as a stripped dump: counted there, a 256 MiB spool would have no room
+/// for the scratch of a dump over some 2 M objects). Where it cannot be made, or there is too
+/// little room, the analysis plans in memory: within its budget it reports what fits
+/// (`analyze::budget`), and a run over the budget says so
+/// ([`super::runner::RunOutcome::budget_note`]).
 pub(super) fn analyser_config(cfg: &IoConfig, input: &Path) -> analyze::Config {
     let mut acfg = cfg.analysis.clone();
     // The analyser plans within the budget: a dump too large for it is reported as far as it

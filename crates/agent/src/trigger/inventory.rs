@@ -58,7 +58,8 @@ pub fn fd_kind(target: &str) -> &str {
     } else if target.starts_with("/dev/ashmem") {
         "/dev/ashmem"
     } else if let Some(rest) = target.strip_prefix("anon_inode:") {
-        // `anon_inode:[eventfd]`, `anon_inode:inotify`, `anon_inode:[dmabuf:name]` → keep the class.
+        // `anon_inode:[eventfd]`, `anon_inode:inotify`, `anon_inode:[dmabuf:name]` → keep the
+        // class.
         match rest.find(':').filter(|_| rest.starts_with('[')) {
             Some(i) => &target[..("anon_inode:".len() + i)],
             None => target,

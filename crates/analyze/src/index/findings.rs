@@ -242,11 +242,11 @@ mod tests {
         v
     }
 
-    /// A dump (1.0.3, 4-byte ids) whose statics hold, each alone: a destroyed Activity 0x100
-    /// (also watched), a live one 0x120, a detached Fragment 0x140, a Bitmap of 2000x1000 0x400 and one of 10x10 0x410,
-    /// a byte[] of 300,000 0x500, an object watched and judged retained 0x600 (listed before
-    /// its KeyedWeakReference), one watched not yet judged 0x610, and an Object[] holding the
-    /// three KeyedWeakReferences (0x800, 0x810, 0x820).
+    /// A dump (1.0.3, 4-byte ids) whose statics hold, each alone: a destroyed Activity 0x100 (also
+    /// watched), a live one 0x120, a detached Fragment 0x140, a Bitmap of 2000x1000 0x400 and one
+    /// of 10x10 0x410, a byte[] of 300,000 0x500, an object watched and judged retained 0x600
+    /// (listed before its KeyedWeakReference), one watched not yet judged 0x610, and an Object[]
+    /// holding the three KeyedWeakReferences (0x800, 0x810, 0x820).
     fn findings_dump() -> Vec<u8> {
         let mut w = Writer::new(Format::V103, 4, 0);
         let names = [

@@ -153,8 +153,8 @@ impl Input<'_> {
 }
 
 impl Input<'_> {
-    /// Parse from the start until `v` stops the parser with [`crate::index::PREFIX_STOP`] (or the input
-    /// ends). Reads a megabyte at a time: the prefix is usually a small part of the file.
+    /// Parse from the start until `v` stops the parser with [`crate::index::PREFIX_STOP`] (or the
+    /// input ends). Reads a megabyte at a time: the prefix is usually a small part of the file.
     pub(crate) fn prefix<V: Visitor>(&self, v: &mut V) -> Result<(), Error> {
         let mut p = Parser::new();
         let stopped = |e: &hprof::Error| e.what == crate::index::PREFIX_STOP;

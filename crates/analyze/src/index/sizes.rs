@@ -1,30 +1,28 @@
 //! Shallow sizes as the VM lays objects out, decided per dump, and the conventions used (the
 //! report's `analysis.sizes`, so that a difference from another tool can be explained).
 //!
-//! Pass 2 writes a raw size per object, from the dump alone: an instance its class's instance
-//! size as the dump states it (or its field bytes), an array its length times the element size
-//! in the dump (references as ids) plus [`array_header`], a class its static records. Once the
-//! graph is built, [`settle`] decides the layout and turns each raw size into the VM's:
+//! Pass 2 writes a raw size per object, from the dump alone: an instance its class's instance size
+//! as the dump states it (or its field bytes), an array its length times the element size in the
+//! dump (references as ids) plus [`array_header`], a class its static records. Once the graph is
+//! built, [`settle`] decides the layout and turns each raw size into the VM's:
 //!
 //! - **HotSpot** (dumps without Android's records), as Eclipse MAT counts it: an object header of a
 //!   pointer (the mark word: the id size) and a reference (the class word); references of 4 bytes
-//!   where the id size is 4, and with id size 8 where the dump shows compressed references,
-//!   else 8. An instance: the header, then each class's own fields from `java.lang.Object`
-//!   down, each class's end rounded up to the reference size, the whole to 8 bytes. An object
-//!   array: header + a 4-byte length + length × reference, to 8. A primitive array: header + the
-//!   length word rounded up to the reference size, + length × element size, to 8.
-//!   Compressed references are decided as MAT does: an object array whose next object (by
-//!   address) starts before the array's end with 8-byte references and a 16-byte header cannot
-//!   have 8-byte references.
-//! - **Android** (Dalvik and ART: dumps with HEAP_DUMP_INFO or ROOT_* 0x89-0x90 records; the
-//!   1.0.3 header alone does not tell, a stripped HotSpot dump has it too): 4-byte references, an 8-byte object header
-//!   (class and lock words), 8-byte alignment. An instance: its class's instance size as the VM
-//!   records it in the dump (which counts the header; ART writes the object size), to 8; when the
-//!   dump gives none, header + field bytes. An array: header + 4-byte length (+ 4 of padding
-//!   before 8-byte elements) + length × element size, to 8.
-//! - A class object, on both: its static fields' values (references at the reference size), to
-//!   8 bytes, as MAT counts it (not the records' bytes, which hold each field's name id and
-//!   type).
+//!   where the id size is 4, and with id size 8 where the dump shows compressed references, else 8.
+//!   An instance: the header, then each class's own fields from `java.lang.Object` down, each
+//!   class's end rounded up to the reference size, the whole to 8 bytes. An object array: header +
+//!   a 4-byte length + length × reference, to 8. A primitive array: header + the length word
+//!   rounded up to the reference size, + length × element size, to 8. Compressed references are
+//!   decided as MAT does: an object array whose next object (by address) starts before the array's
+//!   end with 8-byte references and a 16-byte header cannot have 8-byte references.
+//! - **Android** (Dalvik and ART: dumps with HEAP_DUMP_INFO or ROOT_* 0x89-0x90 records; the 1.0.3
+//!   header alone does not tell, a stripped HotSpot dump has it too): 4-byte references, an 8-byte
+//!   object header (class and lock words), 8-byte alignment. An instance: its class's instance size
+//!   as the VM records it in the dump (which counts the header; ART writes the object size), to 8;
+//!   when the dump gives none, header + field bytes. An array: header + 4-byte length (+ 4 of
+//!   padding before 8-byte elements) + length × element size, to 8.
+//! - A class object, on both: its static fields' values (references at the reference size), to 8
+//!   bytes, as MAT counts it (not the records' bytes, which hold each field's name id and type).
 #![forbid(unsafe_code)]
 
 #[allow(unused_imports)]

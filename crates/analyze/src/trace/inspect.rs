@@ -1,46 +1,45 @@
-//! Inspectors: whether one object on a path is leaking, from the values of its fields as the
-//! dump holds them (instance fields survive the `arrays` strip, so a stripped twin gets the
-//! same answers; no inspector reads the contents of a primitive array, such as a string's).
+//! Inspectors: whether one object on a path is leaking, from the values of its fields as the dump
+//! holds them (instance fields survive the `arrays` strip, so a stripped twin gets the same
+//! answers; no inspector reads the contents of a primitive array, such as a string's).
 //!
 //! Each inspector answers for objects of one kind (the first that applies wins):
 //! - a class object: NOT_LEAKING, "a class is never leaking";
 //! - `android.app.Application`: NOT_LEAKING (one per process, for its whole life);
-//! - `android.app.Activity`: `mDestroyed` true: LEAKING; false: NOT_LEAKING, also when
-//!   `mFinished` is true (finishing: the framework holds it until it is destroyed); without an
-//!   `mDestroyed` field (before API 17), UNKNOWN;
-//! - a Fragment (androidx, support, framework): `mFragmentManager` null: LEAKING (with
-//!   `mDetached` named when it is true); else NOT_LEAKING;
+//! - `android.app.Activity`: `mDestroyed` true: LEAKING; false: NOT_LEAKING, also when `mFinished`
+//!   is true (finishing: the framework holds it until it is destroyed); without an `mDestroyed`
+//!   field (before API 17), UNKNOWN;
+//! - a Fragment (androidx, support, framework): `mFragmentManager` null: LEAKING (with `mDetached`
+//!   named when it is true); else NOT_LEAKING;
 //! - `android.view.View`: `mContext` a destroyed Activity (one a detector flagged), directly or
 //!   through up to [`WRAPPER_HOPS`] `android.content.ContextWrapper`s' `mBase` (a
 //!   `ContextThemeWrapper`, Hilt's `FragmentContextWrapper`, ...; the reason names the chain):
 //!   LEAKING; `mAttachInfo` not null: NOT_LEAKING (attached to a window); else UNKNOWN;
 //! - `android.app.Dialog`: UNKNOWN, with `mShowing` or `mDecor` as its label: a dialog can stay
-//!   showing after its Activity is destroyed, and a dismissed dialog and one never shown both
-//!   have a null `mDecor`, so neither field proves anything;
+//!   showing after its Activity is destroyed, and a dismissed dialog and one never shown both have
+//!   a null `mDecor`, so neither field proves anything;
 //! - `android.view.Window`: `mDestroyed` true: LEAKING, false: NOT_LEAKING;
 //! - `java.lang.Thread`: a thread the dump lists as a running thread (ROOT_THREAD_OBJECT):
 //!   NOT_LEAKING; a started thread that has ended (HotSpot: `threadStatus` TERMINATED; ART:
-//!   `started` and `nativePeer` 0): LEAKING, and so is what it alone holds (see the parent
-//!   module's propagation);
+//!   `started` and `nativePeer` 0): LEAKING, and so is what it alone holds (see the parent module's
+//!   propagation);
 //! - the framework's objects of [`framework`] (ContextImpl, ActivityThread, InputMethodManager,
-//!   ClassLoader, LoadedApk, MessageQueue, Message, ViewRootImpl, ValueAnimator,
-//!   LifecycleRegistry, ApplicationPackageManager, Toast, Editor, Compose's Recomposer and
-//!   CompositionImpl, Binder, Service) and
-//!   anonymous classes: as that module says;
+//!   ClassLoader, LoadedApk, MessageQueue, Message, ViewRootImpl, ValueAnimator, LifecycleRegistry,
+//!   ApplicationPackageManager, Toast, Editor, Compose's Recomposer and CompositionImpl, Binder,
+//!   Service) and anonymous classes: as that module says;
 //! - any object a leak detector flagged (Activity, Fragment, watched object): LEAKING with the
 //!   detector's reason (also over a framework inspector's mere label).
 //!
 //! Everything else is UNKNOWN.
 //!
-//! The wrappers between a View and its Activity are often not on the path (a path through a
-//! View may leave it by any other reference), and then pass 3 has not kept their fields. The forward graph
-//! is gone by the time the report is built (freed after the shortest paths), and even with it
-//! the wrapper's edges would not tell `mBase` from another `Context` field it holds. So the
-//! fields are read: [`Inspector::read_context_wrappers`] follows each View's `mContext` and the
-//! wrappers' `mBase` over the fields known, and hands the ids of the wrappers it stopped at for
-//! want of their fields to a reader that passes over just the pieces holding them; one hop per
-//! pass, at most [`WRAPPER_HOPS`] passes, none when no View's context is a wrapper. Only instance
-//! fields are read, so a stripped dump gives the same answers.
+//! The wrappers between a View and its Activity are often not on the path (a path through a View
+//! may leave it by any other reference), and then pass 3 has not kept their fields. The forward
+//! graph is gone by the time the report is built (freed after the shortest paths), and even with it
+//! the wrapper's edges would not tell `mBase` from another `Context` field it holds. So the fields
+//! are read: [`Inspector::read_context_wrappers`] follows each View's `mContext` and the wrappers'
+//! `mBase` over the fields known, and hands the ids of the wrappers it stopped at for want of their
+//! fields to a reader that passes over just the pieces holding them; one hop per pass, at most
+//! [`WRAPPER_HOPS`] passes, none when no View's context is a wrapper. Only instance fields are
+//! read, so a stripped dump gives the same answers.
 #![forbid(unsafe_code)]
 
 mod framework;

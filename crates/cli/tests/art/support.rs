@@ -20,8 +20,8 @@ pub struct Workdir {
     /// The directory holding the `liboomguard.so` built for this test run
     /// (`common::cdylib_dir`).
     pub lib: PathBuf,
-    /// A [`tempdir`], the `work` of [`launch`](crate::harness::launch) (ANDROID_DATA and the other roots
-    /// go under it).
+    /// A [`tempdir`], the `work` of [`launch`](crate::harness::launch) (ANDROID_DATA and the other
+    /// roots go under it).
     pub work: tempfile::TempDir,
     /// The agent's data directory, `data` in `work`, made here.
     pub data: PathBuf,

@@ -9,9 +9,9 @@
 //!
 //! The parser is in four rooms: this driver (the state machine, `feed`, gathering cut units, the
 //! general path of one unit, streaming array elements), [`records`] (what the visitor is handed:
-//! records, class dumps, sub-record heads, and the [`Visitor`] trait), `subs` (measuring and reading
-//! heap dump sub-record heads), and `fast` (the tight loops over whole records and sub-records,
-//! which must tell the visitor exactly what the general path would).
+//! records, class dumps, sub-record heads, and the [`Visitor`] trait), `subs` (measuring and
+//! reading heap dump sub-record heads), and `fast` (the tight loops over whole records and
+//! sub-records, which must tell the visitor exactly what the general path would).
 
 mod fast;
 mod records;

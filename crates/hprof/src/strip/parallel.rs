@@ -40,9 +40,9 @@ const AHEAD: usize = 3;
 /// Record heads [`plan`] asks for ahead of the one it reads.
 const PLAN_GUESSES: u64 = 8;
 
-/// Where to cut `input` (offsets of top-level records). `None` if the file cannot be cut into two or more parts of about `part` bytes, or if
-/// its top-level records do not chain exactly to its end (the sequential stripper then reports
-/// the problem at its offset).
+/// Where to cut `input` (offsets of top-level records). `None` if the file cannot be cut into two
+/// or more parts of about `part` bytes, or if its top-level records do not chain exactly to its end
+/// (the sequential stripper then reports the problem at its offset).
 pub(super) fn plan(input: &[u8], part: u64) -> Option<Vec<Cut>> {
     let len = input.len() as u64;
     let mut pos = HEADER_LEN as u64;
