@@ -53,7 +53,7 @@ pub(super) fn find_and_cut(
         let end = pos + 9 + hprof::read_u32(&h[5..]) as u64;
         if let Some(c) = &mut cuts {
             // An unknown tag: the file is not cut (the spans are still found).
-            if c.head(pos, &h).is_none() {
+            if !c.head(pos, &h) {
                 cuts = None;
             }
         }

@@ -337,18 +337,20 @@ impl Cuts {
         })
     }
 
-    /// The record whose head `h` is at `pos`; where the next one starts, or `None` if its tag
-    /// is unknown (the file is then not cut).
-    pub(crate) fn head(&mut self, pos: u64, h: &[u8; 9]) -> Option<u64> {
-        hprof::tag::name(h[0])?;
+    /// The record whose head `h` is at `pos`; false if its tag is unknown (the file is then
+    /// not cut).
+    pub(crate) fn head(&mut self, pos: u64, h: &[u8; 9]) -> bool {
+        if hprof::tag::name(h[0]).is_none() {
+            return false;
+        }
         self.records += 1;
         while self.k < self.parts && pos >= self.len * self.k / self.parts {
-            if pos > *self.cuts.last()? {
+            if self.cuts.last().is_some_and(|&last| pos > last) {
                 self.cuts.push(pos);
             }
             self.k += 1;
         }
-        Some(pos + 9 + hprof::read_u32(&h[5..]) as u64)
+        true
     }
 
     /// The ranges, once the walk ended at `pos`: `None` unless the records ended exactly at the
