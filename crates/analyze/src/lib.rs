@@ -389,22 +389,7 @@ fn analyze_graph(
     // Shortest paths (BFS) and the dominators' depth-first half both need the forward graph:
     // run them side by side, then free the graph before the dominators' second half.
     let t = Instant::now();
-    // Classes are roots where the dump says so (sticky class roots, among `roots`) or where
-    // their loader is reachable: the bootstrap loader (id 0, or a loader the dump does not
-    // hold) always is. A class whose loader is garbage keeps neither the loader nor its
-    // statics.
-    let late: Vec<(u32, u32)> = ix
-        .classes
-        .iter()
-        .filter(|c| c.node != index::NONE)
-        .map(|c| {
-            let loader = match c.loader_id {
-                0 => None,
-                id => ix.node(id),
-            };
-            (c.node, loader.unwrap_or(dominators::UNGATED))
-        })
-        .collect();
+    let late = late_roots(&ix);
     let root_nodes: Vec<u32> = ix.roots.iter().map(|r| r.node).collect();
     // On one thread, the search for the shortest paths waits until the report knows the
     // objects whose paths it names, and stops once it has reached them all
@@ -451,6 +436,25 @@ fn analyze_graph(
     tm.total_ms = t0.elapsed().as_millis() as u64;
     rep.analysis.timings = tm;
     Ok(rep)
+}
+
+/// The classes that are roots once their gate is reached, as (class node, gate): classes are
+/// roots where the dump says so (sticky class roots, among the index's roots) or where their
+/// loader is reachable: the bootstrap loader (id 0, or a loader the dump does not hold) always
+/// is ([`dominators::UNGATED`]). A class whose loader is garbage keeps neither the loader nor
+/// its statics.
+pub(crate) fn late_roots(ix: &index::Index) -> Vec<(u32, u32)> {
+    ix.classes
+        .iter()
+        .filter(|c| c.node != index::NONE)
+        .map(|c| {
+            let loader = match c.loader_id {
+                0 => None,
+                id => ix.node(id),
+            };
+            (c.node, loader.unwrap_or(dominators::UNGATED))
+        })
+        .collect()
 }
 
 /// What a scoped thread returned; a panic there goes on in the joining thread.
