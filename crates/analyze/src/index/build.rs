@@ -58,8 +58,8 @@ pub(crate) fn build_index_cut(
             source,
         })?;
     let scratch = scratch.as_ref();
-    let threads = threads(cfg);
-    let mut parts = cuts.filter(|_| threads > 1);
+    // (The cuts were made for `threads(cfg)` parts: none for one thread.)
+    let mut parts = cuts;
     let limits = index::IndexLimits {
         bitmap_min_pixels: cfg.bitmap_min_pixels,
         array_min_bytes: cfg.array_min_bytes,
