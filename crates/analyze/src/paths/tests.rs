@@ -126,13 +126,19 @@ fn paths_all_along_a_chain_walk_it_about_once() {
     }
 }
 
+/// The index of a test dump, built as the analysis builds it.
+fn index_of(bytes: &[u8]) -> Index {
+    let mut tm = Timings::default();
+    let start = std::time::Instant::now();
+    build_index(&Input::Bytes(bytes), &Config::default(), start, &mut tm)
+        .unwrap()
+        .0
+}
+
 /// [`chain`]'s index, its shortest paths and its leaves' ids.
 fn chain_paths() -> (Index, Paths, Vec<u64>) {
     let (bytes, leaves) = chain();
-    let mut tm = Timings::default();
-    let cfg = Config::default();
-    let start = std::time::Instant::now();
-    let (ix, _, _) = build_index(&Input::Bytes(&bytes), &cfg, start, &mut tm).unwrap();
+    let ix = index_of(&bytes);
     let bfs = shortest(&ix, &ix.roots, &[]);
     (ix, bfs, leaves)
 }
@@ -175,11 +181,7 @@ fn wide_and_deep() -> Vec<u8> {
 /// rest of the chain. Ends at the chain's end, or one no root reaches, make it run whole.
 #[test]
 fn a_search_stopped_at_its_ends_gives_them_the_whole_searchs_paths() {
-    let bytes = wide_and_deep();
-    let mut tm = Timings::default();
-    let start = std::time::Instant::now();
-    let cfg = Config::default();
-    let (ix, _, _) = build_index(&Input::Bytes(&bytes), &cfg, start, &mut tm).unwrap();
+    let ix = index_of(&wide_and_deep());
     let full = shortest(&ix, &ix.roots, &[]);
     let reached = |p: &Paths| p.parent.iter().filter(|&&x| x != UNREACHED).count();
     let all = reached(&full);
@@ -255,11 +257,7 @@ fn loaded_classes() -> Vec<u8> {
 /// a search stopped at those objects, and the dominators.
 #[test]
 fn a_class_is_a_root_once_its_loader_is_reached() {
-    let bytes = loaded_classes();
-    let mut tm = Timings::default();
-    let start = std::time::Instant::now();
-    let cfg = Config::default();
-    let (ix, _, _) = build_index(&Input::Bytes(&bytes), &cfg, start, &mut tm).unwrap();
+    let ix = index_of(&loaded_classes());
     let node = |id: u64| ix.node(id).unwrap();
     let late = crate::late_roots(&ix);
     let (held, last, orphan) = (node(HELD), node(LAST), node(ORPHAN));
@@ -394,15 +392,7 @@ fn pass3_names_the_first_reference_to_each_wanted_child() {
         w.end_segment();
         w.heap_dump_end();
         let bytes = w.finish();
-        let cfg = Config::default();
-        let mut tm = Timings::default();
-        let (ix, _, _) = build_index(
-            &Input::Bytes(&bytes),
-            &cfg,
-            std::time::Instant::now(),
-            &mut tm,
-        )
-        .unwrap();
+        let ix = index_of(&bytes);
         // Wanted: of each parent (the class too), some children: the long array all of
         // them, the other arrays about three (a scan each), the holders about ten.
         let mut wanted = Vec::new();
