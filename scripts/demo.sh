@@ -13,7 +13,7 @@
 # Then, as a second act, it shows the HPROF tools on the received dump (inspect, restore).
 # Usage: scripts/demo.sh [WORKDIR]      (default target/demo)
 # Time: the first run builds oomguard in release mode, which takes several minutes on a 2-core
-# machine (cargo shows its progress); later runs take about a minute.
+# machine (cargo shows its progress); later runs take about 20 seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/setup.sh
@@ -24,7 +24,7 @@ work="$(realpath -m "${1:-target/demo}")"
 rm -rf "$work/classes" "$work/app-data" "$work/collected" "$work/done" "$work"/*.log "$work"/*.hprof
 mkdir -p "$work/classes" "$work/app-data" "$work/collected"
 
-echo "== 1. build (release mode: the first run compiles everything, several minutes on a 2-core machine; later runs about a minute in all)"
+echo "== 1. build (release mode: the first run compiles everything, several minutes on a 2-core machine; later runs seconds)"
 # (scripts/lib/setup.sh's build_release says why it is two commands, and why test.sh skips it.)
 if [ "${OOMGUARD_DEMO_BUILT:-}" != 1 ]; then
   build_release
@@ -46,7 +46,7 @@ cat >"$work/policy.json" <<JSON
 { "version": 1, "poll_interval_ms": 500, "upload": { "url": "$endpoint", "unmetered_only": false } }
 JSON
 OOMGUARD_BIN="$bin" RUST_LOG="${RUST_LOG:-info}" java -Xmx256m -XX:+UseG1GC \
-  -Djava.library.path="$PWD/target/release" -cp "$work/classes" \
+  -Djava.library.path="$PWD/$SHIP_LIB_DIR" -cp "$work/classes" \
   DemoApp "$work/app-data" "$work/policy.json" "$work/done" 120 2>&1 | tee "$work/app.log" &
 app=$!
 # Wait until the collector has the report and the app's spool is empty (every file acknowledged).

@@ -89,15 +89,14 @@ CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER="$PWD/target/seccomp/under-filter" 
 
 step "scripts/demo.sh (one whole incident, as a test)"
 demo_ok=0
-# (Built above, beside the ABI check; run again, build_release would rebuild the library twice,
-# about 50 s.)
+# (Built above, beside the ABI check: run again, build_release would only find it built.)
 if OOMGUARD_DEMO_BUILT=1 bash scripts/demo.sh target/demo-test 2>&1 | tee target/demo-test.log; then
   demo_ok=1
 fi
 
 step "the shipped library exports no test-only symbols (build_release's, without features)"
 probe_ok=0
-if scripts/check-exports.sh target/release/liboomguard.so; then probe_ok=1; fi
+if scripts/check-exports.sh "$SHIP_LIB_DIR/liboomguard.so"; then probe_ok=1; fi
 
 step "summary"
 passed=$(grep -Eo 'test result: [a-z]+\. [0-9]+ passed; [0-9]+ failed' target/test.log | awk '{p+=$4; f+=$6} END {print p+0}')

@@ -94,13 +94,18 @@ android_env() {
 }
 
 # build_release: the release build scripts/demo.sh runs: the command line (and the collector in
-# it) first, then the library an app ships on its own. Built in one command, cargo would give the
-# library the union of tokio's features that the collector's HTTP server asks for, and ship them
-# in liboomguard.so. Built in two, each rebuilds the library the other left (the two feature
-# sets share the cdylib's unhashed file name), so scripts/test.sh, which runs this itself beside
-# its ABI check, tells demo.sh not to run it again (OOMGUARD_DEMO_BUILT=1).
+# it) first, then the library an app ships on its own, in a target directory of its own
+# (SHIP_LIB_DIR). Built in one command, cargo would give the library the union of tokio's features
+# that the collector's HTTP server asks for, and ship them in liboomguard.so. Built in two into
+# one target directory, each rebuilt the library the other left (the two feature sets share the
+# cdylib's unhashed file name: about a minute on every later run of demo.sh). Its own directory
+# costs the library's dependencies a build of their own on the first run only. scripts/test.sh
+# runs this itself beside its ABI check and tells demo.sh not to run it again
+# (OOMGUARD_DEMO_BUILT=1).
+SHIP_LIB_TARGET=target/ship-lib
+SHIP_LIB_DIR="$SHIP_LIB_TARGET/release"
 build_release() {
-  cargo build --release -p cli && cargo build --release -p oomguard --lib
+  cargo build --release -p cli && cargo build --release -p oomguard --lib --target-dir "$SHIP_LIB_TARGET"
 }
 
 # build_seccomp_filter: build tests/seccomp's LD_PRELOAD filter (Android 8.0's app allowlist for
