@@ -208,4 +208,38 @@ mod tests {
         assert_eq!(kind(classify(Patch, odd(), true)), "attempt");
         assert_eq!(kind(classify(Create, odd(), false)), "endpoint");
     }
+
+    /// What the log and the incident's record say of an endpoint problem names the request
+    /// that met it, and keeps the server's `Retry-After`.
+    #[test]
+    fn an_endpoint_problem_names_the_request_it_met() {
+        let endpoint = |f: Fail| match f {
+            Fail::Endpoint { what, retry_after } => (what, retry_after),
+            _ => panic!("not an endpoint problem"),
+        };
+        for (req, name) in [
+            (Req::Create, "creation POST"),
+            (Req::Head, "HEAD"),
+            (Req::Patch, "PATCH"),
+        ] {
+            let (what, after) = endpoint(classify(req, status(401, Some(30)), true));
+            assert!(what.starts_with("HTTP 401 from https://x/files/"), "{what}");
+            assert!(what.ends_with(&format!("(answer to the {name})")), "{what}");
+            assert_eq!(after, Some(30));
+            let refused = TusError::Network {
+                url: "https://x/".into(),
+                what: "connection refused".into(),
+            };
+            let (what, after) = endpoint(classify(req, refused, false));
+            let want =
+                format!("(answer to the {name}, before any request of this pass was answered)");
+            assert!(what.ends_with(&want), "{what}");
+            assert_eq!(after, None);
+            let (what, _) = endpoint(gone_at_once("https://x/files/1", req, "404"));
+            assert_eq!(
+                what,
+                format!("https://x/files/1: 404 to the {name} of an upload created a moment ago")
+            );
+        }
+    }
 }

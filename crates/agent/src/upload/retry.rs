@@ -103,4 +103,83 @@ mod tests {
         assert_eq!(problem(a), 1);
         assert_eq!(problem(b), 2);
     }
+
+    fn config(base_ms: u64, cap_ms: u64) -> Config {
+        Config {
+            backoff_base: Duration::from_millis(base_ms),
+            backoff_cap: Duration::from_millis(cap_ms),
+            ..Config::default()
+        }
+    }
+
+    #[test]
+    fn each_wait_doubles_up_to_the_cap_and_is_drawn_between_its_half_and_itself() {
+        let cfg = config(1_000, 8_000);
+        // (attempts, the wait before the random factor): 0 attempts waits as 1 does.
+        let full = [
+            (0, 1_000),
+            (1, 1_000),
+            (2, 2_000),
+            (3, 4_000),
+            (4, 8_000),
+            (5, 8_000),
+        ];
+        for (attempts, full) in full.into_iter().chain([(40, 8_000), (u32::MAX, 8_000)]) {
+            let drawn: Vec<u64> = (0..400)
+                .map(|_| backoff(&cfg, attempts).as_millis() as u64)
+                .collect();
+            let (lo, hi) = (*drawn.iter().min().unwrap(), *drawn.iter().max().unwrap());
+            assert!(
+                lo >= full / 2 && hi <= full,
+                "attempt {attempts}: waits {lo}..={hi} ms, not within {}..={full}",
+                full / 2
+            );
+            // Spread over the range, not one value: 400 draws all in one half of it would
+            // happen once in 2^399.
+            assert!(
+                lo < full * 3 / 4 && hi > full * 3 / 4,
+                "attempt {attempts}: waits {lo}..={hi} ms, no spread"
+            );
+        }
+        // A cap below the base caps the first wait too.
+        assert!(backoff(&config(5_000, 2_000), 1) <= Duration::from_millis(2_000));
+    }
+
+    #[test]
+    fn a_try_waits_until_its_streaks_time_unless_the_clock_went_back_further_than_the_cap() {
+        let streaks = Streaks::new();
+        let cfg = config(1_000, 8_000);
+        let (a, b) = (Path::new("/spool/a"), Path::new("/spool/b"));
+        let now = 1_000_000;
+        assert!(!streaks.waits(a, "k", now, &cfg), "no failure yet");
+
+        let (n, wait) = streaks.failed(a, "k", &cfg, now);
+        let w = wait.as_millis() as u64;
+        assert_eq!(n, 1);
+        assert!((500..=1_000).contains(&w), "first wait {w} ms");
+        assert!(streaks.waits(a, "k", now, &cfg));
+        assert!(streaks.waits(a, "k", now + w - 1, &cfg));
+        assert!(!streaks.waits(a, "k", now + w, &cfg), "due at its time");
+        // Another key, another spool: their own streaks.
+        assert!(!streaks.waits(a, "j", now, &cfg));
+        assert!(!streaks.waits(b, "k", now, &cfg));
+        // The clock set back: a wait of at most the cap still holds, a longer one has expired.
+        let cap = 8_000;
+        assert!(streaks.waits(a, "k", now + w - cap, &cfg));
+        assert!(!streaks.waits(a, "k", now + w - cap - 1, &cfg));
+
+        // A second failure in a row, later: the count goes on and the wait is from then.
+        let later = now + w;
+        let (n, wait) = streaks.failed(a, "k", &cfg, later);
+        let w2 = wait.as_millis() as u64;
+        assert_eq!(n, 2);
+        assert!((1_000..=2_000).contains(&w2), "second wait {w2} ms");
+        assert!(streaks.waits(a, "k", later + w2 - 1, &cfg));
+        assert!(!streaks.waits(a, "k", later + w2, &cfg));
+
+        // A success ends the streak: no wait, and the next failure counts from one.
+        streaks.ended(a, "k");
+        assert!(!streaks.waits(a, "k", later, &cfg));
+        assert_eq!(streaks.failed(a, "k", &cfg, later).0, 1);
+    }
 }

@@ -62,7 +62,8 @@ pub fn encode_metadata(pairs: &[(&str, &str)]) -> String {
         .join(",")
 }
 
-/// Parse `Retry-After` seconds (an HTTP-date is not parsed: the caller's default applies).
+/// `Retry-After`, in seconds: as sent, or until the HTTP-date sent (0 once it is past); `None`
+/// for anything else, and the caller's default applies.
 fn retry_after(r: &Response) -> Option<u64> {
     let v = r.header("Retry-After")?.trim();
     if let Ok(secs) = v.parse() {
@@ -142,6 +143,42 @@ mod date_tests {
             "Sun, 06 Foo 1994 08:49:37 GMT",
             "Sun, 06 Nov 1994 08:49 GMT",
             "Sun, 06 Nov 1994 08:49:37 PST",
+        ] {
+            assert_eq!(http_date(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn every_month_and_each_fields_bounds_are_read() {
+        // The first of each month of 2026 (Python's calendar.timegm; the weekday is not checked).
+        let firsts = [
+            ("Jan", 1_767_225_600),
+            ("Feb", 1_769_904_000),
+            ("Mar", 1_772_323_200),
+            ("Apr", 1_775_001_600),
+            ("May", 1_777_593_600),
+            ("Jun", 1_780_272_000),
+            ("Jul", 1_782_864_000),
+            ("Aug", 1_785_542_400),
+            ("Sep", 1_788_220_800),
+            ("Oct", 1_790_812_800),
+            ("Nov", 1_793_491_200),
+            ("Dec", 1_796_083_200),
+        ];
+        for (month, at) in firsts {
+            let s = format!("Thu, 01 {month} 2026 00:00:00 GMT");
+            assert_eq!(http_date(&s), Some(at), "{s}");
+        }
+        // Each field at its last value, then each one past it alone.
+        let last = 1_796_083_200 + 30 * 86_400 + 23 * 3_600 + 59 * 60 + 60;
+        assert_eq!(http_date("Thu, 31 Dec 2026 23:59:60 GMT"), Some(last));
+        for bad in [
+            "Thu, 32 Dec 2026 23:59:59 GMT",
+            "Thu, 00 Dec 2026 23:59:59 GMT",
+            "Thu, 31 Dec 2026 24:59:59 GMT",
+            "Thu, 31 Dec 2026 23:60:59 GMT",
+            "Thu, 31 Dec 2026 23:59:61 GMT",
+            "Thu, 31 Dec 2026 23:59:59 UTC",
         ] {
             assert_eq!(http_date(bad), None, "{bad}");
         }
@@ -414,5 +451,245 @@ mod tests {
         let m = encode_metadata(&[("incident", "123-4"), ("kind", "mini.gz"), ("e", "")]);
         assert_eq!(m, "incident MTIzLTQ=,kind bWluaS5neg==,e ");
         // Decoding is the collector's (collector::metadata's tests decode this very string).
+    }
+
+    /// A server on 127.0.0.1 that answers one connection per answer, in turn, and sends back
+    /// each request it read (head, then the body its `Content-Length` gives).
+    fn serve(answers: Vec<&'static str>) -> (String, std::sync::mpsc::Receiver<String>) {
+        use std::io::{BufRead, Read, Write};
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let base = format!("http://{}", l.local_addr().unwrap());
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for answer in answers {
+                let (s, _) = l.accept().unwrap();
+                let mut r = std::io::BufReader::new(s.try_clone().unwrap());
+                let mut seen = String::new();
+                loop {
+                    let mut line = String::new();
+                    if r.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                        break;
+                    }
+                    seen.push_str(&line);
+                }
+                let len = seen
+                    .lines()
+                    .find_map(|l| l.strip_prefix("Content-Length: "))
+                    .map_or(0, |v| v.trim().parse().unwrap());
+                let mut body = vec![0u8; len];
+                r.read_exact(&mut body).unwrap();
+                (&s).write_all(answer.as_bytes()).unwrap();
+                let _ = tx.send(seen);
+            }
+        });
+        (base, rx)
+    }
+
+    /// The loopback transport, noting each request's method and deadline.
+    #[derive(Debug, Default)]
+    struct Noted(std::sync::Mutex<Vec<(String, Duration)>>);
+
+    impl Transport for Noted {
+        fn name(&self) -> &'static str {
+            "noted loopback"
+        }
+        fn exchange(
+            &self,
+            req: &crate::net::Request<'_>,
+        ) -> Result<Response, crate::net::NetError> {
+            let mut n = self.0.lock().unwrap();
+            n.push((req.method.to_string(), req.deadline));
+            drop(n);
+            crate::net::loopback::Loopback.exchange(req)
+        }
+    }
+
+    const IO: Duration = Duration::from_secs(5);
+
+    fn client(endpoint: &str) -> (Client, Arc<Noted>) {
+        let noted = Arc::new(Noted::default());
+        let c = Client::over(noted.clone(), endpoint, Duration::from_secs(2), IO, 1_000);
+        (c, noted)
+    }
+
+    #[test]
+    fn a_creation_is_posted_with_its_length_and_gives_its_upload_an_absolute_url() {
+        let (base, seen) = serve(vec![
+            "HTTP/1.1 201 Created\r\nLocation: /files/abc\r\nContent-Length: 0\r\n\r\n",
+        ]);
+        let endpoint = format!("{base}/files/");
+        let (c, noted) = client(&endpoint);
+        assert_eq!(c.endpoint(), endpoint);
+        assert!(!c.answered());
+        assert_eq!(
+            c.create(1234, &[("incident", "1")]),
+            Ok(format!("{base}/files/abc"))
+        );
+        assert!(c.answered(), "a creation with its Location is a tus answer");
+        let seen = seen.recv().unwrap();
+        assert!(seen.starts_with("POST /files/ HTTP/1.1\r\n"), "{seen}");
+        for h in [
+            "Upload-Length: 1234",
+            "Upload-Metadata: incident MQ==",
+            "Tus-Resumable: 1.0.0",
+        ] {
+            assert!(seen.contains(&format!("{h}\r\n")), "{h} not in {seen}");
+        }
+        // No body: the deadline is the I/O timeout.
+        assert_eq!(*noted.0.lock().unwrap(), [("POST".to_string(), IO)]);
+    }
+
+    #[test]
+    fn a_creation_answered_otherwise_than_tus_says_is_an_error_and_not_an_answer() {
+        let (base, _seen) = serve(vec![
+            "HTTP/1.1 204 No Content\r\nLocation: /files/a\r\n\r\n",
+            "HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n",
+            "HTTP/1.1 201 Created\r\nLocation: http://192.0.2.1/files/a\r\nContent-Length: 0\r\n\r\n",
+            "HTTP/1.1 302 Found\r\nLocation: http://127.0.0.1:9/elsewhere\r\nRetry-After: 5\r\nContent-Length: 0\r\n\r\n",
+            "HTTP/1.1 503 Busy\r\nRetry-After: 7\r\nContent-Length: 4\r\n\r\nbusy",
+            "HTTP/1.1 200 OK\r\nLocation: http://127.0.0.1:9/files/b\r\nContent-Length: 0\r\n\r\n",
+        ]);
+        let url = format!("{base}/files/");
+        let (c, _) = client(&url);
+        let protocol = |what: &str| TusError::Protocol {
+            url: url.clone(),
+            what: what.into(),
+        };
+        assert_eq!(
+            c.create(1, &[]),
+            Err(protocol("creation answered 204 instead of 201"))
+        );
+        assert_eq!(
+            c.create(1, &[]),
+            Err(protocol("creation answer without Location"))
+        );
+        assert_eq!(
+            c.create(1, &[]),
+            Err(TusError::Insecure("http://192.0.2.1/files/a".into()))
+        );
+        // A redirect is not followed, and its Retry-After is not a wait.
+        assert_eq!(
+            c.create(1, &[]),
+            Err(TusError::Status {
+                status: 302,
+                url: url.clone(),
+                retry_after: None,
+                body: "redirect to \"http://127.0.0.1:9/elsewhere\", not followed".into(),
+            })
+        );
+        assert_eq!(
+            c.create(1, &[]),
+            Err(TusError::Status {
+                status: 503,
+                url: url.clone(),
+                retry_after: Some(7),
+                body: "busy".into(),
+            })
+        );
+        assert!(!c.answered(), "none of those was a tus answer");
+        // 200 is taken for 201.
+        assert_eq!(c.create(1, &[]), Ok("http://127.0.0.1:9/files/b".into()));
+        assert!(c.answered());
+    }
+
+    #[test]
+    fn a_head_gives_the_offset_or_says_the_server_no_longer_knows_the_upload() {
+        let (base, seen) = serve(vec![
+            "HTTP/1.1 200 OK\r\nUpload-Offset: 10\r\nUpload-Length: 20\r\nUpload-Sha256: ab12 \r\nContent-Length: 0\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nUpload-Length: 20\r\nContent-Length: 0\r\n\r\n",
+            "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n",
+            "HTTP/1.1 410 Gone\r\nContent-Length: 0\r\n\r\n",
+            "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n",
+        ]);
+        let url = format!("{base}/files/u1");
+        let (c, _) = client(&url);
+        assert_eq!(
+            c.head(&url),
+            Ok(Some(Head {
+                offset: 10,
+                length: Some(20),
+                sha256: Some("ab12".into()),
+            }))
+        );
+        assert!(seen
+            .recv()
+            .unwrap()
+            .starts_with("HEAD /files/u1 HTTP/1.1\r\n"));
+        let (c, _) = client(&url);
+        assert_eq!(
+            c.head(&url),
+            Err(TusError::Protocol {
+                url: url.clone(),
+                what: "HEAD answer without a valid Upload-Offset".into(),
+            })
+        );
+        assert!(!c.answered());
+        for _ in 0..3 {
+            let (c, _) = client(&url);
+            assert_eq!(c.head(&url), Ok(None));
+            assert!(c.answered(), "'not found' is a tus answer");
+        }
+    }
+
+    #[test]
+    fn a_patchs_deadline_allows_its_body_at_the_slowest_rate() {
+        let (base, seen) = serve(vec![
+            "HTTP/1.1 204 No Content\r\nUpload-Offset: 3005\r\nContent-Length: 0\r\n\r\n",
+        ]);
+        let url = format!("{base}/files/u1");
+        let (c, noted) = client(&url);
+        let r = c.patch(&url, 5, &[7u8; 3000]);
+        assert_eq!(
+            r,
+            Ok(Patched {
+                offset: 3005,
+                sha256: None
+            })
+        );
+        let seen = seen.recv().unwrap();
+        assert!(seen.contains("Upload-Offset: 5\r\n"), "{seen}");
+        assert!(
+            seen.contains("Content-Type: application/offset+octet-stream\r\n"),
+            "{seen}"
+        );
+        // 3,000 bytes at 1,000 bytes a second: 3 s beside the I/O timeout.
+        let want = IO + Duration::from_secs(3);
+        assert_eq!(*noted.0.lock().unwrap(), [("PATCH".to_string(), want)]);
+    }
+
+    fn answer(retry_after: Option<&str>) -> Response {
+        Response {
+            status: 503,
+            headers: retry_after
+                .map(|v| vec![("Retry-After".to_string(), v.to_string())])
+                .unwrap_or_default(),
+            ..Response::default()
+        }
+    }
+
+    #[test]
+    fn retry_after_is_read_in_seconds_or_as_a_date() {
+        assert_eq!(retry_after(&answer(Some("120"))), Some(120));
+        assert_eq!(retry_after(&answer(Some(" 7 "))), Some(7));
+        assert_eq!(retry_after(&answer(Some("0"))), Some(0));
+        // A date: the seconds until it, from now; a date gone by, none.
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let until_2100 = retry_after(&answer(Some("Fri, 01 Jan 2100 00:00:00 GMT"))).unwrap();
+        let want = 4_102_444_800 - now;
+        assert!(
+            (want.saturating_sub(5)..=want).contains(&until_2100),
+            "{until_2100} s, not about {want}"
+        );
+        assert_eq!(
+            retry_after(&answer(Some("Sun, 06 Nov 1994 08:49:37 GMT"))),
+            Some(0)
+        );
+        // Unreadable or missing: the caller's default applies.
+        for bad in [Some("soon"), Some("-1"), Some("1.5"), Some(""), None] {
+            assert_eq!(retry_after(&answer(bad)), None, "{bad:?}");
+        }
     }
 }
