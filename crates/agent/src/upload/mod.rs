@@ -274,8 +274,7 @@ fn pass_stop(spool: &Spool, cfg: &Config, net: Network) -> Option<Stop> {
     }
     let now = spool.now_ms();
     let until = spool.state().retry_after_until_ms;
-    // A wait longer than any we would accept means the clock was set back: ignore it.
-    if now < until && until - now <= cfg.max_retry_after.as_millis() as u64 {
+    if retry::still_waits(until, now, cfg.max_retry_after.as_millis() as u64) {
         return Some(Stop::RetryAfter(until));
     }
     None
@@ -305,9 +304,7 @@ fn ready(
     {
         return Ready::Skip; // not ready, or evicted meanwhile
     }
-    // (A backoff longer than the cap means the clock was set back: it has expired.)
-    if inc.next_attempt_ms > now && inc.next_attempt_ms - now <= cfg.backoff_cap.as_millis() as u64
-    {
+    if retry::still_waits(inc.next_attempt_ms, now, cfg.backoff_cap.as_millis() as u64) {
         sum.waiting += 1;
         return Ready::Skip;
     }

@@ -59,8 +59,15 @@ impl Streaks {
         let cap = cfg.backoff_cap.as_millis() as u64;
         self.lock()
             .iter()
-            .any(|s| s.root == root && s.key == key && s.until_ms > now && s.until_ms - now <= cap)
+            .any(|s| s.root == root && s.key == key && still_waits(s.until_ms, now, cap))
     }
+}
+
+/// Whether a wait until `until` (ms) still holds at `now`: it is ahead, and at most `bound`
+/// ahead. Further ahead than any wait we set or obey, the clock was set back since: it has
+/// expired, rather than hold uploads back for as long as the clock jumped.
+pub(super) fn still_waits(until: u64, now: u64, bound: u64) -> bool {
+    until > now && until - now <= bound
 }
 
 /// Endpoint problems in a row (key ""): each wait doubles. The wait itself is kept in
