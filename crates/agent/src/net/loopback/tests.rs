@@ -6,7 +6,15 @@ use std::sync::mpsc;
 /// A server on 127.0.0.1 that reads one request (head, then `read_body` bytes), sends `answer`
 /// and closes; the request it saw comes back on the channel.
 fn serve(answer: &'static [u8], read_body: usize) -> (String, mpsc::Receiver<Vec<u8>>) {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    serve_on(TcpListener::bind("127.0.0.1:0").unwrap(), answer, read_body)
+}
+
+/// [`serve`] on a listener of the caller's.
+fn serve_on(
+    l: TcpListener,
+    answer: &'static [u8],
+    read_body: usize,
+) -> (String, mpsc::Receiver<Vec<u8>>) {
     let url = format!("http://{}/files/x?y=1", l.local_addr().unwrap());
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
@@ -159,4 +167,151 @@ fn a_silent_server_costs_the_deadline_and_no_more() {
     );
     assert!(e.what.contains("reading the answer"), "{e}");
     hold.join().unwrap();
+}
+
+fn head_of(seen: &[u8]) -> String {
+    let split = seen.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    String::from_utf8_lossy(&seen[..split]).into_owned()
+}
+
+/// The head says the body's length (none for a GET or HEAD without one), names the host with
+/// its port, and keeps the twin's own Host, Content-Length and Connection over the caller's.
+#[test]
+fn the_head_says_the_length_and_the_host_and_keeps_its_own_framing() {
+    let (url, seen) = serve(b"HTTP/1.1 204 No Content\r\n\r\n", 0);
+    let port = url
+        .split(':')
+        .nth(2)
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap()
+        .to_string();
+    let r = req(&url)
+        .header("Host", "collector.example")
+        .header("Content-Length", "99")
+        .header("Connection", "keep-alive")
+        .header("X-Kept", "1");
+    assert_eq!(Loopback.exchange(&r).unwrap().status, 204);
+    let head = head_of(&seen.recv().unwrap());
+    assert!(head.starts_with("GET /files/x?y=1 HTTP/1.1\r\n"), "{head}");
+    assert!(
+        head.contains(&format!("\r\nHost: 127.0.0.1:{port}\r\n")),
+        "{head}"
+    );
+    assert!(head.contains("\r\nConnection: close\r\n"), "{head}");
+    assert!(head.contains("\r\nX-Kept: 1\r\n"), "{head}");
+    for gone in ["collector.example", "Content-Length", "keep-alive"] {
+        assert!(!head.contains(gone), "{gone} in {head}");
+    }
+    // A POST without a body says so; a GET with one says how long.
+    let (url, seen) = serve(b"HTTP/1.1 204 No Content\r\n\r\n", 0);
+    let mut r = req(&url);
+    r.method = "POST";
+    Loopback.exchange(&r).unwrap();
+    assert!(head_of(&seen.recv().unwrap()).contains("\r\nContent-Length: 0\r\n"));
+    let (url, seen) = serve(b"HTTP/1.1 204 No Content\r\n\r\n", 3);
+    let mut r = req(&url);
+    r.body = Body::Bytes(b"abc");
+    assert_eq!(Loopback.exchange(&r).unwrap().sent, 3);
+    let seen = seen.recv().unwrap();
+    assert!(head_of(&seen).contains("\r\nContent-Length: 3\r\n"));
+    assert!(seen.ends_with(b"\r\n\r\nabc"));
+}
+
+/// A header that would end its line, or a name with a colon, is refused before anything is
+/// written: it could smuggle a second header or request.
+#[test]
+fn a_header_that_would_split_the_head_is_refused() {
+    for (k, v) in [
+        ("X-A", "1\r\nX-Injected: 2"),
+        ("X-A", "1\nX-Injected: 2"),
+        ("X-A\r\nX-Injected", "2"),
+        ("X-A: 1\r\nX", "2"),
+        ("X:A", "1"),
+    ] {
+        // A server that takes the connection and closes it unanswered.
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/p", l.local_addr().unwrap());
+        let t = std::thread::spawn(move || drop(l.accept()));
+        let e = Loopback.exchange(&req(&url).header(k, v)).unwrap_err();
+        assert!(
+            e.what.contains("is not a valid header"),
+            "{k:?}: {v:?}: {e}"
+        );
+        t.join().unwrap();
+    }
+}
+
+/// IPv6's loopback and `localhost` are reached; an IPv6 address off this machine is refused
+/// like an IPv4 one.
+#[test]
+fn ipv6_loopback_and_localhost_are_reached_and_other_ipv6_hosts_refused() {
+    let e = Loopback
+        .exchange(&req("http://[2001:db8::1]:9/x"))
+        .unwrap_err();
+    assert!(
+        e.what
+            .contains("will not reach a host that is not loopback"),
+        "{e}"
+    );
+    let (url, _s) = serve(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nv4", 0);
+    let local = url.replace("127.0.0.1", "localhost");
+    assert_eq!(Loopback.exchange(&req(&local)).unwrap().body, b"v4");
+    match TcpListener::bind("[::1]:0") {
+        Ok(l) => {
+            let (url, _s) = serve_on(l, b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nv6", 0);
+            assert!(url.starts_with("http://[::1]:"), "{url}");
+            assert_eq!(Loopback.exchange(&req(&url)).unwrap().body, b"v6");
+        }
+        // A host without IPv6 cannot serve the case: said, not hidden.
+        Err(e) => eprintln!("no IPv6 loopback here ({e}): [::1] not tried"),
+    }
+}
+
+/// A server that reads the whole body and closes without a word: the error says the answer is
+/// missing, not that the file ran short.
+#[test]
+fn a_whole_body_sent_then_a_close_is_an_answer_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("mini.gz");
+    std::fs::write(&f, vec![1u8; 100_000]).unwrap();
+    let (url, seen) = serve(b"", 100_000);
+    let mut r = Request::new("PATCH", &url, Duration::from_secs(10));
+    r.body = Body::File {
+        path: &f,
+        offset: 0,
+        len: 100_000,
+    };
+    let e = Loopback.exchange(&r).unwrap_err();
+    assert!(
+        e.what
+            .contains("the server closed the connection without an answer"),
+        "{e}"
+    );
+    assert_eq!(e.sent, 100_000);
+    assert!(seen.recv().unwrap().ends_with(&[1u8; 10]));
+}
+
+/// A long head is read up to 64 KiB; past that the answer is refused, not buffered on.
+#[test]
+fn a_head_is_read_up_to_64_kib() {
+    let long: &'static [u8] = Box::leak(
+        format!(
+            "HTTP/1.1 200 OK\r\nX-Long: {}\r\nContent-Length: 2\r\n\r\nok",
+            "a".repeat(60_000)
+        )
+        .into_bytes()
+        .into_boxed_slice(),
+    );
+    let (url, _s) = serve(long, 0);
+    assert_eq!(Loopback.exchange(&req(&url)).unwrap().body, b"ok");
+    let longer: &'static [u8] = Box::leak(
+        format!("HTTP/1.1 200 OK\r\nX-Long: {}\r\n\r\n", "a".repeat(70_000))
+            .into_bytes()
+            .into_boxed_slice(),
+    );
+    let (url, _s) = serve(longer, 0);
+    let e = Loopback.exchange(&req(&url)).unwrap_err();
+    assert!(e.what.contains("head is longer than 65536 bytes"), "{e}");
 }

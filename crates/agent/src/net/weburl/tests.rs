@@ -73,6 +73,16 @@ const SAME: &[&str] = &[
     "http://h/a//b",
     "http://h/a;b=c,d!e$f&g(h)i*j+k",
     "http://a%2Eb/",
+    // Each IPv4 part at its largest, by the number of parts; a last label that only looks hex.
+    "http://255.255.255.255/",
+    "http://255.0.0.1/",
+    "http://1.16777215/",
+    "http://1.2.65535/",
+    "http://4294967295/",
+    "http://a.0xg/",
+    "http://h:0008080/",
+    "https://h:80/",
+    "http://h:443/",
 ];
 
 /// Refused by both.
@@ -101,6 +111,9 @@ const BOTH_REFUSE: &[&str] = &[
     "http://@/",
     "127.0.0.1/files",
     "http://a%2Fb/",
+    "http://1.16777216/",
+    "http://4294967296/",
+    "http://h:8a/",
 ];
 
 fn theirs(s: &str) -> Option<(String, Option<String>)> {
@@ -128,6 +141,7 @@ fn absolute_urls_parse_as_the_url_standard_says() {
             None => u.path().to_string(),
         };
         assert_eq!(got.path_and_query(), pq, "{s:?}");
+        assert_eq!(got.port(), u.port(), "port of {s:?}");
         let host_kind_agrees = match (got.host(), u.host().unwrap()) {
             (Host::Domain(a), url::Host::Domain(b)) => a == b,
             (Host::Ipv4(a), url::Host::Ipv4(b)) => *a == b,
@@ -161,6 +175,14 @@ fn unicode_hosts_and_other_schemes_are_refused_with_a_reason() {
         "x",
     ] {
         assert_eq!(Url::parse(s).unwrap_err(), Error::NotHttp, "{s:?}");
+    }
+    for (s, why) in [
+        ("http://h:8a/", "the port is not a number"),
+        ("http://h:+80/", "the port is not a number"),
+        ("http://h:65536/", "the port is over 65535"),
+        ("http://h:999999999999999999999/", "the port is over 65535"),
+    ] {
+        assert_eq!(Url::parse(s).unwrap_err(), Error::Invalid(why), "{s:?}");
     }
 }
 
@@ -200,6 +222,9 @@ fn references_resolve_as_the_url_standard_says() {
         "/caf\u{e9}",
         "%2e%2e/x",
         "//h",
+        // Not a scheme (a digit first, a character schemes lack): relative paths.
+        "1a:b",
+        "a_b:c",
     ];
     for b in bases {
         let ours = Url::parse(b).unwrap();
