@@ -314,4 +314,92 @@ fn a_head_is_read_up_to_64_kib() {
     let (url, _s) = serve(longer, 0);
     let e = Loopback.exchange(&req(&url)).unwrap_err();
     assert!(e.what.contains("head is longer than 65536 bytes"), "{e}");
+    // The bound is the whole head's, not each line's: 20 lines of 4,000 bytes.
+    let many: &'static [u8] = Box::leak(
+        format!(
+            "HTTP/1.1 200 OK\r\n{}\r\n",
+            format!("X-Long: {}\r\n", "a".repeat(4_000)).repeat(20)
+        )
+        .into_bytes()
+        .into_boxed_slice(),
+    );
+    let (url, _s) = serve(many, 0);
+    let e = Loopback.exchange(&req(&url)).unwrap_err();
+    assert!(e.what.contains("head is longer than 65536 bytes"), "{e}");
+}
+
+/// Only an HTTP/1.x status line with a status from 100 to 599 starts an answer.
+#[test]
+fn an_answer_starts_with_an_http_1_status_line() {
+    for bad in [
+        &b"HTTP/2 200 OK\r\n\r\n"[..],
+        b"ICY 200 OK\r\n\r\n",
+        b"HTTP/1.1 600 Odd\r\n\r\n",
+        b"HTTP/1.1 99 Odd\r\n\r\n",
+    ] {
+        let (url, _s) = serve(bad, 0);
+        let e = Loopback.exchange(&req(&url)).unwrap_err();
+        assert!(
+            e.what
+                .contains("does not start with an HTTP/1.x status line"),
+            "{}: {e}",
+            String::from_utf8_lossy(bad)
+        );
+    }
+    let (url, _s) = serve(b"HTTP/1.0 599 Last\r\n\r\n", 0);
+    assert_eq!(Loopback.exchange(&req(&url)).unwrap().status, 599);
+}
+
+/// A body of exactly the most kept is whole, not cut short.
+#[test]
+fn a_body_of_exactly_the_most_kept_is_not_truncated() {
+    let (url, _s) = serve(b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\n0123", 0);
+    let mut r = req(&url);
+    r.max_body = 4;
+    let r = Loopback.exchange(&r).unwrap();
+    assert_eq!((r.body.as_slice(), r.truncated), (&b"0123"[..], false));
+}
+
+/// An answer to a HEAD, a 204 or a 304 has no body whatever its `Content-Length` says: the
+/// exchange ends with its head, though the server keeps the connection open (until told the
+/// exchange is over; a client waiting for the body would meet its deadline instead).
+#[test]
+fn answers_without_a_body_end_with_their_head() {
+    for (method, answer) in [
+        (
+            "HEAD",
+            "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\nUpload-Offset: 7\r\n\r\n",
+        ),
+        (
+            "GET",
+            "HTTP/1.1 204 No Content\r\nContent-Length: 1000\r\nUpload-Offset: 7\r\n\r\n",
+        ),
+        (
+            "GET",
+            "HTTP/1.1 304 Not Modified\r\nContent-Length: 1000\r\nUpload-Offset: 7\r\n\r\n",
+        ),
+    ] {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/p", l.local_addr().unwrap());
+        let (over, told) = mpsc::channel::<()>();
+        let hold = std::thread::spawn(move || {
+            let (s, _) = l.accept().unwrap();
+            let mut r = BufReader::new(s.try_clone().unwrap());
+            let mut line = String::new();
+            while r.read_line(&mut line).unwrap_or(0) > 0 && !line.ends_with("\r\n\r\n") {}
+            (&s).write_all(answer.as_bytes()).unwrap();
+            let _ = told.recv_timeout(Duration::from_secs(10));
+        });
+        let mut r = req(&url);
+        r.method = method;
+        r.want = &["Upload-Offset"];
+        r.deadline = Duration::from_secs(2);
+        let resp = Loopback
+            .exchange(&r)
+            .unwrap_or_else(|e| panic!("{method}: {answer:?}: {e}"));
+        assert_eq!(resp.header("Upload-Offset"), Some("7"));
+        assert!(resp.body.is_empty());
+        over.send(()).unwrap();
+        hold.join().unwrap();
+    }
 }
