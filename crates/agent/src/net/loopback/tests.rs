@@ -44,6 +44,8 @@ fn req(url: &str) -> Request<'_> {
 
 #[test]
 fn only_plain_http_to_loopback_is_contacted() {
+    // The name the log lines give it.
+    assert_eq!(Loopback.name(), "loopback");
     for url in [
         "https://127.0.0.1:9/x",
         "http://192.0.2.1:9/x",

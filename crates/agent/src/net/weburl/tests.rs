@@ -83,6 +83,9 @@ const SAME: &[&str] = &[
     "http://h:0008080/",
     "https://h:80/",
     "http://h:443/",
+    // IPv6 written back: the first of two longest zero runs as `::`, a lone zero piece kept.
+    "http://[1:0:0:2:3:0:0:4]/",
+    "http://[1:0:2:3:4:5:6:7]/",
 ];
 
 /// Refused by both.
