@@ -329,4 +329,4 @@ fn read_chunked(r: &mut impl BufRead, cap: u64, out: &mut Vec<u8>) -> std::io::R
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

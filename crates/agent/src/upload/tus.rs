@@ -453,36 +453,14 @@ mod tests {
         // Decoding is the collector's (collector::metadata's tests decode this very string).
     }
 
-    /// A server on 127.0.0.1 that answers one connection per answer, in turn, and sends back
-    /// each request it read (head, then the body its `Content-Length` gives).
-    fn serve(answers: Vec<&'static str>) -> (String, std::sync::mpsc::Receiver<String>) {
-        use std::io::{BufRead, Read, Write};
+    /// `net::loopback`'s test server, its requests as text.
+    fn serve(answers: Vec<&'static str>, read_body: usize) -> (String, impl Fn() -> String) {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let base = format!("http://{}", l.local_addr().unwrap());
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for answer in answers {
-                let (s, _) = l.accept().unwrap();
-                let mut r = std::io::BufReader::new(s.try_clone().unwrap());
-                let mut seen = String::new();
-                loop {
-                    let mut line = String::new();
-                    if r.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                        break;
-                    }
-                    seen.push_str(&line);
-                }
-                let len = seen
-                    .lines()
-                    .find_map(|l| l.strip_prefix("Content-Length: "))
-                    .map_or(0, |v| v.trim().parse().unwrap());
-                let mut body = vec![0u8; len];
-                r.read_exact(&mut body).unwrap();
-                (&s).write_all(answer.as_bytes()).unwrap();
-                let _ = tx.send(seen);
-            }
-        });
-        (base, rx)
+        let answers = answers.into_iter().map(str::as_bytes).collect();
+        let (base, seen) = crate::net::loopback::tests::serve_each(l, answers, read_body);
+        (base, move || {
+            String::from_utf8_lossy(&seen.recv().unwrap()).into_owned()
+        })
     }
 
     /// The loopback transport, noting each request's method and deadline.
@@ -514,9 +492,10 @@ mod tests {
 
     #[test]
     fn a_creation_is_posted_with_its_length_and_gives_its_upload_an_absolute_url() {
-        let (base, seen) = serve(vec![
-            "HTTP/1.1 201 Created\r\nLocation: /files/abc\r\nContent-Length: 0\r\n\r\n",
-        ]);
+        let (base, seen) = serve(
+            vec!["HTTP/1.1 201 Created\r\nLocation: /files/abc\r\nContent-Length: 0\r\n\r\n"],
+            0,
+        );
         let endpoint = format!("{base}/files/");
         let (c, noted) = client(&endpoint);
         assert_eq!(c.endpoint(), endpoint);
@@ -526,7 +505,7 @@ mod tests {
             Ok(format!("{base}/files/abc"))
         );
         assert!(c.answered(), "a creation with its Location is a tus answer");
-        let seen = seen.recv().unwrap();
+        let seen = seen();
         assert!(seen.starts_with("POST /files/ HTTP/1.1\r\n"), "{seen}");
         for h in [
             "Upload-Length: 1234",
@@ -548,7 +527,7 @@ mod tests {
             "HTTP/1.1 302 Found\r\nLocation: http://127.0.0.1:9/elsewhere\r\nRetry-After: 5\r\nContent-Length: 0\r\n\r\n",
             "HTTP/1.1 503 Busy\r\nRetry-After: 7\r\nContent-Length: 4\r\n\r\nbusy",
             "HTTP/1.1 200 OK\r\nLocation: http://127.0.0.1:9/files/b\r\nContent-Length: 0\r\n\r\n",
-        ]);
+        ], 0);
         let url = format!("{base}/files/");
         let (c, _) = client(&url);
         let protocol = |what: &str| TusError::Protocol {
@@ -600,7 +579,7 @@ mod tests {
             "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n",
             "HTTP/1.1 410 Gone\r\nContent-Length: 0\r\n\r\n",
             "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n",
-        ]);
+        ], 0);
         let url = format!("{base}/files/u1");
         let (c, _) = client(&url);
         assert_eq!(
@@ -611,10 +590,7 @@ mod tests {
                 sha256: Some("ab12".into()),
             }))
         );
-        assert!(seen
-            .recv()
-            .unwrap()
-            .starts_with("HEAD /files/u1 HTTP/1.1\r\n"));
+        assert!(seen().starts_with("HEAD /files/u1 HTTP/1.1\r\n"));
         let (c, _) = client(&url);
         assert_eq!(
             c.head(&url),
@@ -633,9 +609,10 @@ mod tests {
 
     #[test]
     fn a_patchs_deadline_allows_its_body_at_the_slowest_rate() {
-        let (base, seen) = serve(vec![
-            "HTTP/1.1 204 No Content\r\nUpload-Offset: 3005\r\nContent-Length: 0\r\n\r\n",
-        ]);
+        let (base, seen) = serve(
+            vec!["HTTP/1.1 204 No Content\r\nUpload-Offset: 3005\r\nContent-Length: 0\r\n\r\n"],
+            3000,
+        );
         let url = format!("{base}/files/u1");
         let (c, noted) = client(&url);
         let r = c.patch(&url, 5, &[7u8; 3000]);
@@ -646,7 +623,7 @@ mod tests {
                 sha256: None
             })
         );
-        let seen = seen.recv().unwrap();
+        let seen = seen();
         assert!(seen.contains("Upload-Offset: 5\r\n"), "{seen}");
         assert!(
             seen.contains("Content-Type: application/offset+octet-stream\r\n"),

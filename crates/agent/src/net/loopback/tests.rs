@@ -15,27 +15,41 @@ fn serve_on(
     answer: &'static [u8],
     read_body: usize,
 ) -> (String, mpsc::Receiver<Vec<u8>>) {
-    let url = format!("http://{}/files/x?y=1", l.local_addr().unwrap());
+    let (base, seen) = serve_each(l, vec![answer], read_body);
+    (format!("{base}/files/x?y=1"), seen)
+}
+
+/// A server on `l` that takes a connection for each answer in turn: it reads the request (its
+/// head, then `read_body` bytes), sends the answer and closes. Each request it read comes back
+/// on the channel. Returns `http://` and its address. (The tus client's tests use it too.)
+pub(crate) fn serve_each(
+    l: TcpListener,
+    answers: Vec<&'static [u8]>,
+    read_body: usize,
+) -> (String, mpsc::Receiver<Vec<u8>>) {
+    let base = format!("http://{}", l.local_addr().unwrap());
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
-        let (s, _) = l.accept().unwrap();
-        let mut r = BufReader::new(s.try_clone().unwrap());
-        let mut seen = Vec::new();
-        loop {
-            let mut l = Vec::new();
-            if r.read_until(b'\n', &mut l).unwrap_or(0) == 0 || l == b"\r\n" {
-                break;
+        for answer in answers {
+            let (s, _) = l.accept().unwrap();
+            let mut r = BufReader::new(s.try_clone().unwrap());
+            let mut seen = Vec::new();
+            loop {
+                let mut l = Vec::new();
+                if r.read_until(b'\n', &mut l).unwrap_or(0) == 0 || l == b"\r\n" {
+                    break;
+                }
+                seen.extend(l);
             }
-            seen.extend(l);
+            seen.extend(b"\r\n");
+            let mut body = vec![0u8; read_body];
+            let _ = r.read_exact(&mut body);
+            seen.extend(body);
+            let _ = (&s).write_all(answer);
+            let _ = tx.send(seen);
         }
-        seen.extend(b"\r\n");
-        let mut body = vec![0u8; read_body];
-        let _ = r.read_exact(&mut body);
-        seen.extend(body);
-        let _ = (&s).write_all(answer);
-        let _ = tx.send(seen);
     });
-    (url, rx)
+    (base, rx)
 }
 
 fn req(url: &str) -> Request<'_> {
