@@ -810,6 +810,120 @@ mod tests {
         println!("{}", s.cgroup_state());
     }
 
+    /// A cgroup of files in a temporary directory (v2's names): `current` bytes used, `max`
+    /// its limit, 300 bytes of inactive file pages.
+    fn fake_cgroup(current: u64, max: &str) -> (tempfile::TempDir, cgroup::CgroupMemory) {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("memory.current"), format!("{current}\n")).unwrap();
+        std::fs::write(d.path().join("memory.max"), format!("{max}\n")).unwrap();
+        std::fs::write(d.path().join("memory.stat"), "anon 5\ninactive_file 300\n").unwrap();
+        let c = cgroup::CgroupMemory::open_chain(cgroup::Version::V2, &[d.path().into()]);
+        (d, c.unwrap())
+    }
+
+    /// The working set (`memory.stat`, the costly read) is read only while the usage is over
+    /// the trigger's percent of the limit; the state says the limit, or, once a sample found
+    /// none, that the trigger can never fire.
+    #[test]
+    fn the_cgroup_working_set_is_read_over_the_percent_and_the_state_says_why_not() {
+        let mut heap = ScriptedHeap::new(vec![Heap::default()]);
+        let (d, c) = fake_cgroup(60 << 20, "104857600");
+        let mut s = Sampler::new().unwrap().with_cgroup(Ok(c));
+        let dir = d.path().display();
+        s.set_cgroup_percent(90);
+        let x = s.take(&mut heap, 1).unwrap();
+        assert_eq!(
+            (x.cgroup_current, x.cgroup_limit, x.cgroup_working_set),
+            (Some(60 << 20), Some(100 << 20), None),
+            "60 % of the limit, under 90 %"
+        );
+        s.set_cgroup_percent(50);
+        let x = s.take(&mut heap, 2).unwrap();
+        assert_eq!(x.cgroup_working_set, Some((60 << 20) - 300));
+        assert_eq!(
+            s.cgroup_state(),
+            format!("on: cgroup v2 {dir}, limit 100 MB")
+        );
+
+        let (d, c) = fake_cgroup(60 << 20, "max");
+        let mut s = Sampler::new().unwrap().with_cgroup(Ok(c));
+        let dir = d.path().display();
+        assert_eq!(s.cgroup_state(), format!("on: cgroup v2 {dir}"));
+        let x = s.take(&mut heap, 1).unwrap();
+        assert_eq!((x.cgroup_limit, x.cgroup_working_set), (None, None));
+        assert_eq!(
+            s.cgroup_state(),
+            format!(
+                "sampled, but never fires: cgroup v2 {dir} and its ancestors set no memory limit"
+            )
+        );
+        let s = Sampler::new()
+            .unwrap()
+            .with_cgroup(Err("no memory controller".into()));
+        assert_eq!(s.cgroup_state(), "off: no memory controller");
+    }
+
+    /// A kept `/proc` file longer than the buffer is read whole: the buffer grows.
+    #[test]
+    fn a_proc_file_longer_than_the_buffer_is_read_whole() {
+        let mut s = Sampler::new().unwrap();
+        s.buf = vec![0; 16];
+        let got = s.reread(ProcFile::Limits).unwrap().to_vec();
+        assert!(got.len() > 16 * 8, "{} bytes", got.len());
+        assert_eq!(got, std::fs::read("/proc/self/limits").unwrap());
+    }
+
+    /// The fd directory the readdir method keeps open is not handed to a child the app
+    /// starts (the analysis child, or any exec).
+    #[test]
+    fn the_kept_fd_directory_closes_on_exec() {
+        use std::os::fd::AsRawFd;
+        let s = Sampler::with_readdir().unwrap();
+        let fd = s.fd_dir.as_ref().unwrap().as_raw_fd();
+        let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")).unwrap();
+        let flags = info
+            .lines()
+            .find_map(|l| l.strip_prefix("flags:"))
+            .map(|v| u64::from_str_radix(v.trim(), 8).unwrap())
+            .unwrap();
+        let (cloexec, directory) = (libc::O_CLOEXEC as u64, libc::O_DIRECTORY as u64);
+        assert_eq!(flags & cloexec, cloexec, "flags {flags:o}");
+        assert_eq!(flags & directory, directory, "flags {flags:o}");
+    }
+
+    /// The process's name is the executable's file name here (a JVM's `java`, the test
+    /// binary's own), and it started after boot and before now.
+    #[test]
+    fn the_process_is_named_and_dated() {
+        let exe = std::env::args().next().unwrap();
+        assert_eq!(process_name(), exe.rsplit('/').next().unwrap());
+        let start = process_start_ms().unwrap();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64;
+        let up_s: f64 = std::fs::read_to_string("/proc/uptime")
+            .unwrap()
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        // Clock ticks are 10 ms; the boot time is in whole seconds.
+        assert!(start <= now + 1_000, "started {start}, now {now}");
+        let ago = now.saturating_sub(start);
+        assert!(
+            ago <= (up_s * 1_000.0) as u64 + 2_000,
+            "started {} s ago, booted {up_s} s ago",
+            ago / 1_000
+        );
+        // This test binary has not run for an hour; a start time read as the boot's would say
+        // it had, on a machine up for longer.
+        if up_s > 7_200.0 {
+            assert!(ago < 3_600_000, "started {} s ago", ago / 1_000);
+        }
+    }
+
     #[test]
     fn both_fd_count_methods_agree() {
         let mut fast = Sampler::new().unwrap();
