@@ -72,7 +72,8 @@ pub struct Mount {
     pub point: PathBuf,
 }
 
-/// `\040`-style escapes of mountinfo's paths undone.
+/// `\040`-style escapes of mountinfo's paths undone (three octal digits, at most `\377`;
+/// anything else is kept as written).
 fn unescape(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
@@ -80,7 +81,8 @@ fn unescape(s: &str) -> String {
     while i < b.len() {
         if b[i] == b'\\'
             && i + 3 < b.len()
-            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+            && (b'0'..=b'3').contains(&b[i + 1])
+            && b[i + 2..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
         {
             out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
             i += 4;
@@ -368,6 +370,18 @@ mod tests {
             (None, Some("/a".into()))
         );
         assert_eq!(parse_proc_cgroup(""), (None, None));
+        // v2's line is hierarchy 0 with no controller, both.
+        assert_eq!(parse_proc_cgroup("3::/odd\n0:cpu:/x\n"), (None, None));
+    }
+
+    #[test]
+    fn mountinfo_escapes_are_undone_and_nothing_else() {
+        assert_eq!(unescape(r"a\040b\011c\012d\134e"), "a b\tc\nd\\e");
+        assert_eq!(unescape(r"\040"), " ");
+        // Short, not octal, or over a byte: kept as written.
+        for kept in [r"x\04", r"\4", r"\", r"\08a", r"\400", r"\777"] {
+            assert_eq!(unescape(kept), kept);
+        }
     }
 
     #[test]
@@ -392,6 +406,20 @@ mod tests {
             })
         );
         assert_eq!(parse_mountinfo("nonsense\n - \n"), (None, None));
+        // The first of each kind; a v1 mount counts only with the memory controller; five
+        // fields before the separator are enough.
+        let t = "1 2 0:1 /a /cg/a - cgroup2 cgroup2 rw\n\
+                 1 2 0:2 /b /cg/b - cgroup2 cgroup2 rw\n\
+                 1 2 0:3 / /cg/cpu - cgroup cgroup rw,cpu\n\
+                 1 2 0:4 / /cg/mem - cgroup cgroup rw,memory\n\
+                 1 2 0:5 / /cg/mem2 - cgroup cgroup memory\n";
+        let (v2, v1) = parse_mountinfo(t);
+        assert_eq!(v2.map(|m| m.point), Some("/cg/a".into()));
+        assert_eq!(v1.map(|m| m.point), Some("/cg/mem".into()));
+        assert_eq!(
+            parse_mountinfo("1 2 0:1 /a - cgroup2 cgroup2 rw\n"),
+            (None, None)
+        );
     }
 
     #[test]
@@ -428,6 +456,8 @@ mod tests {
         assert_eq!(parse_limit(b"268435456\n"), Some(268_435_456));
         assert_eq!(parse_limit(b"9223372036854771712\n"), None);
         assert_eq!(parse_limit(b"junk"), None);
+        assert_eq!(parse_limit(b"4611686018427387904"), None, "2^62: none");
+        assert_eq!(parse_limit(b"4611686018427387903"), Some((1 << 62) - 1));
         assert_eq!(parse_number(b"123\n"), Some(123));
         assert_eq!(parse_number(b""), None);
         let stat = b"anon 100\nfile 50\nactive_file 10\ninactive_file 40\ntotal_inactive_file 7\n";
