@@ -467,6 +467,22 @@ mod tests {
         assert_eq!(stat_field(stat, b"shmem"), None);
     }
 
+    /// A `memory.stat` longer than the reader's buffer (8 KiB) is read whole: its
+    /// `inactive_file` may come last.
+    #[test]
+    fn a_stat_file_longer_than_the_buffer_is_read_whole() {
+        let t = tempfile::tempdir().unwrap();
+        let put = |n: &str, v: String| std::fs::write(t.path().join(n), v).unwrap();
+        put("memory.current", "5000\n".into());
+        put("memory.max", "9000\n".into());
+        let filler: String = (0..3_000).map(|i| format!("field_{i} {i}\n")).collect();
+        assert!(filler.len() > 4 * 8192, "{}", filler.len());
+        put("memory.stat", format!("{filler}inactive_file 1000\n"));
+        let mut c = CgroupMemory::open_chain(Version::V2, &[t.path().into()]).unwrap();
+        let f = c.read(Some(9000), 0).unwrap();
+        assert_eq!((f.current, f.working_set), (5000, Some(4000)));
+    }
+
     /// A chain of real directories with the files a v2 cgroup shows: the lowest limit binds,
     /// and its cgroup's usage and stat are read.
     #[test]
