@@ -24,7 +24,6 @@
 #![forbid(unsafe_code)]
 
 use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 /// Which cgroup hierarchy holds the memory controller.
@@ -198,18 +197,7 @@ impl std::fmt::Debug for CgroupMemory {
 }
 
 fn read_into(f: &File, buf: &mut Vec<u8>) -> Option<usize> {
-    let mut len = 0;
-    loop {
-        if len == buf.len() {
-            buf.resize(buf.len() * 2, 0);
-        }
-        match f.read_at(&mut buf[len..], len as u64) {
-            Ok(0) => return Some(len),
-            Ok(n) => len += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => return None,
-        }
-    }
+    super::pread_whole(f, buf).ok()
 }
 
 impl CgroupMemory {

@@ -333,6 +333,23 @@ impl std::fmt::Debug for Sampler {
     }
 }
 
+/// Read `f` whole from offset 0 into `buf`, doubling it whenever the file fills it (a kept
+/// `/proc` or cgroup file, which the kernel writes anew at each read); the bytes read.
+fn pread_whole(f: &std::fs::File, buf: &mut Vec<u8>) -> std::io::Result<usize> {
+    let mut len = 0;
+    loop {
+        if len == buf.len() {
+            buf.resize((buf.len() * 2).max(64), 0);
+        }
+        match f.read_at(&mut buf[len..], len as u64) {
+            Ok(0) => return Ok(len),
+            Ok(n) => len += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 fn proc_err(path: &'static str, e: impl std::fmt::Display) -> SampleError {
     SampleError::Proc {
         path,
@@ -507,18 +524,7 @@ impl Sampler {
             ProcFile::Statm => (&self.statm_file, STATM),
             ProcFile::Limits => (&self.limits_file, LIMITS),
         };
-        let mut len = 0;
-        loop {
-            if len == self.buf.len() {
-                self.buf.resize(self.buf.len() * 2, 0);
-            }
-            match file.read_at(&mut self.buf[len..], len as u64) {
-                Ok(0) => break,
-                Ok(n) => len += n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(proc_err(path, e)),
-            }
-        }
+        let len = pread_whole(file, &mut self.buf).map_err(|e| proc_err(path, e))?;
         Ok(&self.buf[..len])
     }
 
