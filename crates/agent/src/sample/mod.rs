@@ -869,6 +869,27 @@ mod tests {
         assert_eq!(s.cgroup_state(), "off: no memory controller");
     }
 
+    /// A sample's cost is told part by part: the VM's answer, the fd count, the rest of
+    /// `/proc`.
+    #[test]
+    fn a_samples_cost_is_told_by_part() {
+        struct Slow;
+        impl HeapSource for Slow {
+            fn heap(&mut self) -> Result<Heap, SampleError> {
+                std::thread::sleep(std::time::Duration::from_millis(3));
+                Ok(Heap::default())
+            }
+        }
+        let mut s = Sampler::new().unwrap();
+        assert_eq!(s.last_parts(), SampleParts::default(), "nothing taken yet");
+        s.take(&mut Slow, 1).unwrap();
+        let p = s.last_parts();
+        assert!(p.heap_ns >= 3_000_000, "{p:?}");
+        assert_eq!(s.last_heap_ns(), p.heap_ns);
+        // Each is a system call or more.
+        assert!(p.fds_ns > 0 && p.proc_ns > 0, "{p:?}");
+    }
+
     /// A kept `/proc` file longer than the buffer is read whole: the buffer grows.
     #[test]
     fn a_proc_file_longer_than_the_buffer_is_read_whole() {
