@@ -455,6 +455,37 @@ mod tests {
         assert_eq!(stat_field(stat, b"shmem"), None);
     }
 
+    /// Of several limits up the chain the lowest binds; of equal ones, the one nearest the
+    /// leaf.
+    #[test]
+    fn the_lowest_limit_wins_and_a_tie_goes_to_the_leaf() {
+        let t = tempfile::tempdir().unwrap();
+        let (leaf, mid, top) = (
+            t.path().join("a/b/c"),
+            t.path().join("a/b"),
+            t.path().join("a"),
+        );
+        std::fs::create_dir_all(&leaf).unwrap();
+        let put = |d: &Path, n: &str, v: &str| std::fs::write(d.join(n), v).unwrap();
+        for d in [&leaf, &mid, &top] {
+            put(d, "memory.current", "100\n");
+        }
+        let dirs = vec![leaf.clone(), mid.clone(), top.clone()];
+        let bound = |maxes: [&str; 3]| {
+            for (d, m) in dirs.iter().zip(maxes) {
+                put(d, "memory.max", m);
+            }
+            CgroupMemory::open_chain(Version::V2, &dirs)
+                .unwrap()
+                .dir()
+                .to_path_buf()
+        };
+        assert_eq!(bound(["9000", "5000", "7000"]), mid);
+        assert_eq!(bound(["5000", "9000", "4000"]), top);
+        assert_eq!(bound(["5000", "5000", "5000"]), leaf);
+        assert_eq!(bound(["max", "6000", "6000"]), mid);
+    }
+
     /// A `memory.stat` longer than the reader's buffer (8 KiB) is read whole: its
     /// `inactive_file` may come last.
     #[test]

@@ -869,6 +869,23 @@ mod tests {
         assert_eq!(s.cgroup_state(), "off: no memory controller");
     }
 
+    /// Between the slow polls the sampler asks only for the usage; a source that has no
+    /// cheaper way answers it with its whole figures (`HeapSource::usage`'s default).
+    #[test]
+    fn the_usage_defaults_to_the_whole_figures() {
+        let h = Heap {
+            max: 100,
+            total: 80,
+            free: 30,
+        };
+        let mut heap = ScriptedHeap::new(vec![h]);
+        assert_eq!(heap.usage().unwrap(), h);
+        let mut s = Sampler::new().unwrap();
+        let (a, b) = (s.take(&mut heap, 1).unwrap(), s.take(&mut heap, 2).unwrap());
+        assert_eq!((a.heap_used, b.heap_used), (50, 50));
+        assert_eq!((a.heap_max, b.heap_max), (100, 100));
+    }
+
     /// A sample's cost is told part by part: the VM's answer, the fd count, the rest of
     /// `/proc`.
     #[test]
