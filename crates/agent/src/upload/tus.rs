@@ -475,9 +475,8 @@ mod tests {
             &self,
             req: &crate::net::Request<'_>,
         ) -> Result<Response, crate::net::NetError> {
-            let mut n = self.0.lock().unwrap();
-            n.push((req.method.to_string(), req.deadline));
-            drop(n);
+            let noted = (req.method.to_string(), req.deadline);
+            self.0.lock().unwrap().push(noted);
             crate::net::loopback::Loopback.exchange(req)
         }
     }

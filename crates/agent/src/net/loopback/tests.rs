@@ -100,15 +100,14 @@ fn a_file_range_goes_out_and_the_wanted_headers_come_back() {
     assert_eq!(resp.header("Upload-Offset"), Some("150100"));
     assert_eq!(resp.headers.len(), 1, "{:?}", resp.headers);
     let seen = seen.recv().unwrap();
-    let split = seen.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
-    let head = String::from_utf8_lossy(&seen[..split]);
+    let head = head_of(&seen);
     assert!(
         head.starts_with("PATCH /files/x?y=1 HTTP/1.1\r\n"),
         "{head}"
     );
     assert!(head.contains("Content-Length: 150000\r\n"), "{head}");
     assert!(head.contains("Tus-Resumable: 1.0.0\r\n"), "{head}");
-    assert_eq!(&seen[split..], &data[100..150_100]);
+    assert_eq!(&seen[head.len()..], &data[100..150_100]);
 }
 
 #[test]
@@ -185,6 +184,7 @@ fn a_silent_server_costs_the_deadline_and_no_more() {
     hold.join().unwrap();
 }
 
+/// The head of a request [`serve`] saw (its ASCII bytes, the blank line included).
 fn head_of(seen: &[u8]) -> String {
     let split = seen.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
     String::from_utf8_lossy(&seen[..split]).into_owned()
