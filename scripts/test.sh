@@ -32,7 +32,8 @@ step "the Android ABI check: each symbol the library needs from bionic, by API l
 # of CPU in 182 s: each of its two builds ends in link-time optimisation on one thread), and the
 # release build (about 4.5 minutes alone) takes the rest. CI as a whole on a clean clone here:
 # 1,423 s before, 1,166 s after (this step and the demo's build: 209 + 274 s before, 340 + 1 s
-# now). Cargo locks a target directory for each build, so the Android builds get their own.
+# now; the shipped library's own target directory, since session 17, adds about 70 s). Cargo
+# locks a target directory for each build, so the Android builds get their own.
 mkdir -p target
 build_release >target/release-build.log 2>&1 &
 release_build=$!
