@@ -314,6 +314,7 @@ mod tests {
         assert_eq!((r.pss_kb, r.rss_kb), (Some(183_000), Some(251_000)));
         assert_eq!(r.timestamp_ms, Some(1_700_000_000_123));
         assert_eq!(r.description, "lmk: low memory");
+        assert_eq!(r.process_name, "com.example");
         assert!(r.memory_related());
         assert_eq!(r.summary(), "REASON_LOW_MEMORY: lmk: low memory");
 
@@ -361,6 +362,17 @@ mod tests {
             .unwrap_err()
             .contains("without a pid"));
         assert!(parse_record("").is_err());
+        // The record is quoted in the error, its first 200 bytes at most, cut at a char
+        // boundary.
+        assert_eq!(
+            parse_record("reason=3\n").unwrap_err(),
+            "exit record without a pid: \"reason=3\\n\""
+        );
+        let long = format!("reason=3\n{}", "\u{e9}".repeat(150));
+        assert_eq!(
+            parse_record(&long).unwrap_err(),
+            format!("exit record without a pid: {:?}", &long[..199])
+        );
     }
 
     const STARTED: u64 = 1_800_000_000_000;

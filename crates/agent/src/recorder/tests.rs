@@ -471,3 +471,299 @@ fn recent_polls_are_those_of_the_window_before_the_newest() {
     flight.install(Some(r));
     assert_eq!(flight.recent(10_000).len(), 3);
 }
+
+/// The file's layout, as the module comment draws it and as the next launch reads it (perhaps
+/// a later release of the agent, after an update): each field at its byte, with the offsets
+/// written out here as numbers, so that moving a field without a new format version fails
+/// here even though this code would still read back what it wrote.
+#[test]
+fn each_field_sits_at_its_documented_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.ring");
+    let who = Identity {
+        pid: 0x0102_0304,
+        process_start_ms: 0x1111_2222_3333,
+        agent_start_ms: 0x4444_5555_6666,
+        app_version: "v".repeat(100),
+        policy_version: 5,
+    };
+    let mut r = open(&path).unwrap().start(&who).unwrap();
+    assert_eq!(
+        format!("{r:?}"),
+        format!("Recorder({}, next slot 0)", path.display())
+    );
+    let figures: Vec<u64> = (1..=9).map(|i| i * 1_000 + i).collect();
+    let s = Sample {
+        seq: 0,
+        at_ms: figures[0],
+        heap_used: figures[1],
+        heap_max: figures[2],
+        fds: figures[3],
+        fd_soft_limit: figures[4],
+        threads: figures[5],
+        threads_max: figures[6],
+        vm_size_kb: figures[7],
+        vm_rss_kb: figures[8],
+        cgroup_current: None,
+        cgroup_working_set: Some(1),
+        cgroup_limit: Some(77),
+        cgroup_swap: Some(0),
+    };
+    let strikes = Strikes {
+        heap: 3,
+        fd: 300,
+        threads: 1,
+        vm_size: 2,
+        cgroup_memory: 4,
+    };
+    r.record(&s, &strikes).unwrap();
+    assert_eq!(
+        format!("{r:?}"),
+        format!("Recorder({}, next slot 1)", path.display())
+    );
+    r.set_busy(BUSY_ANALYSIS, true).unwrap();
+    r.set_policy_version(0x0a0b).unwrap();
+    r.set_page("Home").unwrap();
+    r.set_state(State::Exited).unwrap();
+    r.last_words(&LastWords {
+        at_ms: 0x7777,
+        class: "Cls".into(),
+        message: "Message".into(),
+        thread: "T1".into(),
+        frames: vec!["f1".into(), "f2\nf3".into()],
+    })
+    .unwrap();
+    drop(r);
+    let b = std::fs::read(&path).unwrap();
+    let u32_at = |at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap());
+    let u64_at = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap());
+    let zero = |r: Range<usize>| b[r].iter().all(|&x| x == 0);
+    // FNV-1a's published values, so that the checksum is that function and no other.
+    assert_eq!(
+        (fnv(b""), fnv(b"a"), fnv(b"foobar")),
+        (0x811c_9dc5, 0xe40c_292c, 0xbf9c_f968)
+    );
+
+    assert_eq!(b.len(), 512 + 64 * 128 + 2048);
+    // The sealed header.
+    assert_eq!(&b[0..8], b"OOMGRING");
+    assert_eq!(
+        [u32_at(8), u32_at(12), u32_at(16), u32_at(20), u32_at(24)],
+        [1, 512, 128, 64, 2048]
+    );
+    assert_eq!(u32_at(28), 0x0102_0304);
+    assert_eq!(
+        (u64_at(32), u64_at(40)),
+        (0x1111_2222_3333, 0x4444_5555_6666)
+    );
+    assert_eq!(
+        &b[48..111],
+        "v".repeat(63).as_bytes(),
+        "the app version, cut to 63 bytes"
+    );
+    assert!(zero(111..112));
+    assert_eq!(u32_at(112), fnv(&b[..112]));
+    assert!(zero(116..128));
+    // The changing part.
+    assert_eq!([u32_at(128), u32_at(132)], [3, 2], "exited; busy: analysis");
+    assert_eq!(u64_at(136), 0x0a0b);
+    assert_eq!((b[144], &b[145..149]), (4, &b"Home"[..]));
+    assert!(zero(149..512));
+    // The slot written, the first: sequence 0 stored as 1, the nine figures, the cgroup's
+    // three (`u64::MAX` for none; the working set is not kept), the strikes (clamped to a
+    // byte), the checksum.
+    let s0 = 512;
+    assert_eq!(u64_at(s0), 1);
+    let stored: Vec<u64> = (0..12).map(|i| u64_at(s0 + 8 + 8 * i)).collect();
+    assert_eq!(&stored[..9], &figures[..]);
+    assert_eq!(&stored[9..], &[u64::MAX, 77, 0]);
+    assert_eq!(&b[s0 + 104..s0 + 112], &[3, 255, 1, 2, 4, 0, 0, 0]);
+    assert_eq!(u32_at(s0 + 112), fnv(&b[s0..s0 + 112]));
+    assert!(zero(s0 + 116..s0 + 128));
+    assert!(zero(640..512 + 64 * 128), "the other slots are empty");
+    // The trailer: magic, the four lengths (class, message, thread, frames), the time, then
+    // class (192 bytes), thread (64), message (512), frames (whole lines), checksum.
+    let t = 512 + 64 * 128;
+    assert_eq!(&b[t..t + 4], b"LAST");
+    let lens: Vec<u16> = (0..4)
+        .map(|i| u16::from_le_bytes([b[t + 4 + 2 * i], b[t + 5 + 2 * i]]))
+        .collect();
+    assert_eq!(lens, [3, 7, 2, 9]);
+    assert!(zero(t + 12..t + 16));
+    assert_eq!(u64_at(t + 16), 0x7777);
+    assert_eq!(&b[t + 24..t + 27], b"Cls");
+    assert_eq!(&b[t + 216..t + 218], b"T1");
+    assert_eq!(&b[t + 280..t + 287], b"Message");
+    assert_eq!(&b[t + 792..t + 801], b"f1\nf2 f3\n", "a frame is one line");
+    assert!(zero(t + 801..t + 2040));
+    assert_eq!(u32_at(t + 2040), fnv(&b[t + 4..t + 2040]));
+    assert!(zero(t + 2044..t + 2048));
+
+    // And read back, as the next launch does.
+    let p = parse(&path, &b).unwrap();
+    assert_eq!(p.state, State::Exited);
+    assert!(
+        p.died(),
+        "an exit after last words: the fatal error came first"
+    );
+    assert!(p.analysis_in_progress && !p.dump_in_progress);
+    assert_eq!(p.samples[0].sample.seq, 1);
+    assert_eq!(p.app_version, "v".repeat(63));
+}
+
+#[test]
+fn busy_flags_are_set_and_cleared_each_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut r = started(dir.path());
+    let busy = |r: &Recorder| {
+        let p = r.snapshot().unwrap();
+        (p.dump_in_progress, p.analysis_in_progress)
+    };
+    assert_eq!(busy(&r), (false, false));
+    r.set_busy(BUSY_DUMP, true).unwrap();
+    r.set_busy(BUSY_DUMP, true).unwrap();
+    assert_eq!(busy(&r), (true, false), "set twice is still set");
+    r.set_busy(BUSY_ANALYSIS, true).unwrap();
+    assert_eq!(busy(&r), (true, true));
+    r.set_busy(BUSY_DUMP, false).unwrap();
+    assert_eq!(busy(&r), (false, true), "clearing one leaves the other");
+    r.set_busy(BUSY_DUMP, false).unwrap();
+    assert_eq!(busy(&r), (false, true), "cleared twice is still clear");
+    r.set_busy(BUSY_ANALYSIS, false).unwrap();
+    assert_eq!(busy(&r), (false, false));
+}
+
+/// Frames are kept whole while they fit the trailer's room (1,248 bytes, each line with its
+/// newline), and the first that does not fit ends them.
+#[test]
+fn frames_fill_their_room_to_the_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut r = started(dir.path());
+    assert_eq!(FRAMES_LEN, 1248);
+    let words = |frames: Vec<String>| LastWords {
+        at_ms: 1,
+        class: "E".into(),
+        message: String::new(),
+        thread: "main".into(),
+        frames,
+    };
+    let frames_of = |r: &mut Recorder, frames: Vec<String>| {
+        r.last_words(&words(frames)).unwrap();
+        r.snapshot().unwrap().last_words.unwrap().frames
+    };
+    let line = |n: usize| "x".repeat(n);
+    assert_eq!(
+        frames_of(&mut r, vec![line(1247)]),
+        [line(1247)],
+        "exactly the room"
+    );
+    assert!(
+        frames_of(&mut r, vec![line(1248)]).is_empty(),
+        "one byte over"
+    );
+    assert_eq!(
+        frames_of(&mut r, vec![line(600), line(646), line(1)]),
+        [line(600), line(646)],
+        "the second ends at the last byte; the third has no room"
+    );
+    assert_eq!(
+        frames_of(&mut r, vec![line(600), line(647), line(1)]),
+        [line(600)],
+        "the second is a byte over, and ends the frames"
+    );
+}
+
+/// A page length the writer never wrote (a length byte over the field's 127) reads no further
+/// than the field.
+#[test]
+fn a_page_length_past_its_field_reads_only_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, mut b) = written(dir.path());
+    b[H_PAGE] = 255;
+    b[H_PAGE + 1..HEADER_LEN].fill(b'p');
+    let p = previous_of(&path, &b).unwrap();
+    assert_eq!(p.page, "p".repeat(127));
+}
+
+#[test]
+fn a_ring_is_named_after_its_process() {
+    let dir = Path::new("/data/app");
+    let name = |process: &str| {
+        let p = ring_path(dir, process);
+        assert_eq!(p.parent().unwrap(), dir.join("flight"));
+        p.file_name().unwrap().to_str().unwrap().to_string()
+    };
+    assert_eq!(
+        name("com.example.app:remote"),
+        "com.example.app:remote.ring"
+    );
+    assert_eq!(name("a_b-C9"), "a_b-C9.ring");
+    assert_eq!(name("a/b c\u{e9}"), "a_b_c_.ring");
+    assert_eq!(name("../x"), ".._x.ring");
+    assert_eq!(name(""), "process.ring");
+    assert_eq!(name(&"p".repeat(150)), format!("{}.ring", "p".repeat(100)));
+}
+
+#[test]
+fn the_reason_names_the_error_its_message_and_its_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut r = started(dir.path());
+    r.record(&sample(1, 100), &Strikes::default()).unwrap();
+    let mut words = LastWords {
+        at_ms: 1,
+        class: "java.lang.OutOfMemoryError".into(),
+        message: "Failed to allocate".into(),
+        thread: "worker-3".into(),
+        frames: Vec::new(),
+    };
+    r.last_words(&words).unwrap();
+    let last_poll = "; last poll: heap 100 of 256 MB, 101 fds, 40 threads, VmRSS 300 MB";
+    assert_eq!(
+        r.snapshot().unwrap().reason(),
+        format!("the previous process (pid 4242, app 1.0) died after java.lang.OutOfMemoryError: Failed to allocate on thread \"worker-3\"{last_poll}")
+    );
+    words.message.clear();
+    r.last_words(&words).unwrap();
+    assert_eq!(
+        r.snapshot().unwrap().reason(),
+        format!("the previous process (pid 4242, app 1.0) died after java.lang.OutOfMemoryError on thread \"worker-3\"{last_poll}")
+    );
+}
+
+/// The shared recorder's calls reach the file: what the pipeline, the poll and the JNI entries
+/// write through [`Flight`] is what the next launch reads.
+#[test]
+fn the_shared_recorder_writes_through_to_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = ring_path(dir.path(), "app");
+    let flight = Flight::default();
+    flight.install(Some(open(&path).unwrap().start(&id("4.0")).unwrap()));
+    let read = || parse(&path, &std::fs::read(&path).unwrap()).unwrap();
+    flight.set_busy(BUSY_DUMP, true);
+    flight.set_page("Cart");
+    flight.set_policy_version(12);
+    flight.set_state(State::Exited);
+    let p = read();
+    assert!(p.dump_in_progress);
+    assert_eq!(
+        (p.page.as_str(), p.policy_version, p.state),
+        ("Cart", 12, State::Exited)
+    );
+    flight.set_busy(BUSY_DUMP, false);
+    assert!(!read().dump_in_progress);
+    assert!(flight.last_words(&LastWords {
+        at_ms: 3,
+        class: "java.lang.OutOfMemoryError".into(),
+        message: String::new(),
+        thread: "main".into(),
+        frames: Vec::new(),
+    }));
+    assert_eq!(read().last_words.unwrap().thread, "main");
+    flight.finish(State::Stopped);
+    let claimed = open(&path).expect("the recorder's lock went with it");
+    assert_eq!(claimed.previous.unwrap().unwrap().state, State::Stopped);
+    assert!(
+        flight.recent(60_000).is_empty(),
+        "no recorder after the finish"
+    );
+}
