@@ -673,16 +673,27 @@ fn frames_fill_their_room_to_the_byte() {
     );
 }
 
-/// A page length the writer never wrote (a length byte over the field's 127) reads no further
-/// than the field.
+/// A page length the writer never wrote (a length byte over the field's 127), or an app version
+/// with no NUL, reads no further than its field.
 #[test]
-fn a_page_length_past_its_field_reads_only_the_field() {
+fn a_page_or_app_version_fills_no_more_than_its_field() {
     let dir = tempfile::tempdir().unwrap();
     let (path, mut b) = written(dir.path());
     b[H_PAGE] = 255;
     b[H_PAGE + 1..HEADER_LEN].fill(b'p');
     let p = previous_of(&path, &b).unwrap();
     assert_eq!(p.page, "p".repeat(127));
+    // An app version that fills its 64 bytes with no NUL (sealed so) ends with the field.
+    b[H_APP_VERSION..H_APP_VERSION + APP_VERSION_LEN].fill(b'v');
+    let seal = fnv(&b[..H_SEAL]);
+    put_u32(&mut b, H_SEAL, seal);
+    assert_ne!(
+        seal & 0xff,
+        0,
+        "a NUL after the field would hide a longer read"
+    );
+    let p = previous_of(&path, &b).unwrap();
+    assert_eq!(p.app_version, "v".repeat(64));
 }
 
 #[test]
