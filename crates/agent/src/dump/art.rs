@@ -808,4 +808,198 @@ mod tests {
             .unwrap();
         assert_eq!(bias + sym.value as usize, dump_addr);
     }
+
+    /// A library standing in for libart, built here: each name in `functions` an empty
+    /// function, each in `data` an object, and `strings` in its read-only data (as ART's
+    /// generated `operator<<` keeps the enum's names).
+    fn fake_art(
+        dir: &std::path::Path,
+        name: &str,
+        functions: &[&str],
+        data: &[&str],
+        strings: &[&str],
+    ) -> std::path::PathBuf {
+        let mut src = String::new();
+        for (i, f) in functions.iter().enumerate() {
+            src.push_str(&format!(
+                "void f{i}(void) __asm__(\"{f}\");\nvoid f{i}(void) {{}}\n"
+            ));
+        }
+        for (i, d) in data.iter().enumerate() {
+            src.push_str(&format!("long d{i}[4] __asm__(\"{d}\");\nlong d{i}[4];\n"));
+        }
+        for (i, t) in strings.iter().enumerate() {
+            src.push_str(&format!(
+                "__attribute__((used)) const char s{i}[] = \"{t}\";\n"
+            ));
+        }
+        let so = crate::hook::build_c_lib(dir, name, &src, &[]);
+        // Loaded, as libart is in an app.
+        crate::hook::dl_fn(&so, DUMP_HEAP);
+        so
+    }
+
+    /// API 30's symbols resolve to the addresses the loader gave them, the optional ones only
+    /// where present, and `kCollectorTypeHprof` follows what the library holds.
+    #[test]
+    fn resolve_finds_every_symbol_of_api_30_and_probes_the_collector() {
+        let dir = tempfile::tempdir().unwrap();
+        let functions = [
+            DUMP_HEAP,
+            THREAD_CURRENT,
+            SGC_CTOR,
+            SGC_DTOR,
+            SSA_CTOR,
+            SSA_DTOR,
+            RW_LOCK,
+            RW_UNLOCK,
+        ];
+        let so = fake_art(dir.path(), "libfakeart30", &functions, &[MUTATOR_LOCK], &[]);
+        let syms = resolve("libfakeart30.so", 30).unwrap();
+        assert_eq!(syms.library, so.display().to_string());
+        for f in functions {
+            assert_eq!(syms.get(f), Some(crate::hook::dl_fn(&so, f)), "{f}");
+            assert_eq!(syms.must(f), crate::hook::dl_fn(&so, f), "{f}");
+        }
+        assert_eq!(
+            syms.get(MUTATOR_LOCK),
+            Some(crate::hook::dl_fn(&so, MUTATOR_LOCK))
+        );
+        for absent in [
+            THREAD_LIST_LOCK,
+            SUSPEND_COUNT_LOCK,
+            MUTEX_LOCK,
+            MUTEX_UNLOCK,
+            DBG_SUSPEND_VM,
+        ] {
+            assert_eq!(syms.get(absent), None, "{absent}");
+            assert_eq!(syms.must(absent), 0, "{absent}");
+        }
+        assert_eq!(
+            syms.collector_hprof, 13,
+            "no mark-compact collector: Android 11 to 13"
+        );
+
+        let optional = [THREAD_LIST_LOCK, SUSPEND_COUNT_LOCK];
+        let with_locks = [&functions[..], &[MUTEX_LOCK, MUTEX_UNLOCK]].concat();
+        let so = fake_art(
+            dir.path(),
+            "libfakeart30l",
+            &with_locks,
+            &[&[MUTATOR_LOCK][..], &optional].concat(),
+            &["CollectorTypeCMC"],
+        );
+        let syms = resolve("libfakeart30l.so", 31).unwrap();
+        for o in optional.into_iter().chain([MUTEX_LOCK, MUTEX_UNLOCK]) {
+            assert_eq!(syms.get(o), Some(crate::hook::dl_fn(&so, o)), "{o}");
+        }
+        assert_eq!(
+            syms.collector_hprof, 14,
+            "the CMC collector's name in the library"
+        );
+
+        fake_art(
+            dir.path(),
+            "libfakeart34",
+            &[&functions[..], &[MARK_COMPACT]].concat(),
+            &[MUTATOR_LOCK],
+            &["CollectorTypeCMCBackground"],
+        );
+        assert_eq!(resolve("libfakeart34.so", 34).unwrap().collector_hprof, 15);
+        fake_art(
+            dir.path(),
+            "libfakeart33",
+            &[&functions[..], &[MARK_COMPACT]].concat(),
+            &[MUTATOR_LOCK],
+            &[],
+        );
+        assert_eq!(
+            resolve("libfakeart33.so", 33).unwrap().collector_hprof,
+            14,
+            "the collector's symbol alone"
+        );
+        // Below API 30 nothing is probed: the enum is not used.
+        fake_art(
+            dir.path(),
+            "libfakeart29",
+            &[DUMP_HEAP, DBG_SUSPEND_VM, DBG_RESUME_VM],
+            &[],
+            &["CollectorTypeCMCBackground"],
+        );
+        assert_eq!(resolve("libfakeart29.so", 29).unwrap().collector_hprof, 0);
+    }
+
+    #[test]
+    fn the_hprof_collector_type_follows_the_collectors_built_in() {
+        assert_eq!(collector_type_hprof(false, false), 13);
+        assert_eq!(collector_type_hprof(true, false), 14);
+        assert_eq!(collector_type_hprof(true, true), 15);
+        assert_eq!(collector_type_hprof(false, true), 15);
+    }
+
+    #[test]
+    fn a_file_is_searched_for_each_needle() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("lib.so");
+        std::fs::write(&f, b"..CollectorTypeCMC\0..").unwrap();
+        let needles: [&[u8]; 4] = [
+            b"CollectorTypeCMC\0",
+            b"CollectorTypeCMCBackground\0",
+            b"",
+            b"\0..",
+        ];
+        assert_eq!(file_holds(&f, &needles), [true, false, false, true]);
+        assert_eq!(
+            file_holds(&dir.path().join("absent.so"), &needles),
+            [false; 4]
+        );
+        std::fs::write(&f, b"").unwrap();
+        assert_eq!(
+            file_holds(&f, &needles[..2]),
+            [false; 2],
+            "an empty file cannot be mapped"
+        );
+    }
+
+    /// The parent reads the child's record from the pipe: whole, or not at all when the child
+    /// wrote part of it or nothing, and without waiting when a copy of the write end is still
+    /// open elsewhere.
+    #[test]
+    fn the_childs_record_is_read_whole_or_not_at_all() {
+        use std::io::Write;
+        let r = ChildReport {
+            code: exit::MINI_ABANDONED,
+            full_bytes: 12345,
+            mini: None,
+        };
+        let bytes: Vec<u8> = r.encode().iter().flat_map(|w| w.to_ne_bytes()).collect();
+        let send = |part: &[u8], close: bool| {
+            let (rd, wr) = report_pipe().unwrap();
+            let mut w = std::fs::File::from(wr);
+            w.write_all(part).unwrap();
+            let kept = (!close).then_some(w);
+            let t = Instant::now();
+            let got = read_report(rd);
+            assert!(t.elapsed() < Duration::from_secs(5), "read_report waited");
+            drop(kept);
+            got
+        };
+        assert_eq!(send(&bytes, true), Some(r.clone()));
+        assert_eq!(
+            send(&bytes, false),
+            Some(r.clone()),
+            "the whole record, the writer still open"
+        );
+        assert_eq!(send(&bytes[..40], true), None, "part of the record");
+        assert_eq!(
+            send(&bytes[..40], false),
+            None,
+            "part, and the writer still open"
+        );
+        assert_eq!(send(&[], false), None, "nothing yet, the writer still open");
+        assert_eq!(send(&[], true), None);
+        let mut foreign = bytes.clone();
+        foreign[0] ^= 1;
+        assert_eq!(send(&foreign, true), None, "no magic");
+    }
 }

@@ -343,7 +343,7 @@ int (*volatile keep)(int) = hidden_helper;
         let dir = tempfile::tempdir().unwrap();
         let so = crate::hook::build_c_lib(dir.path(), "libsyms", SRC, &[]);
         let e = ElfSymbols::open(&so).unwrap();
-        assert!(e.has_symtab());
+        assert!(e.has_symtab() && !e.has_mini_debuginfo());
         let r = e
             .lookup_many(&[
                 "art_like_suspend",
@@ -520,8 +520,172 @@ int (*volatile keep)(int) = hidden_helper;
         c.stdin.take().unwrap().write_all(&zeros).unwrap();
         let big = c.wait_with_output().unwrap().stdout;
         assert_eq!(unxz(&big, 4 << 20).unwrap().len(), 3 << 20);
+        assert_eq!(unxz(&big, 3 << 20).unwrap(), zeros, "exactly the limit");
+        assert!(unxz(&big, (3 << 20) - 1).is_err(), "a byte over the limit");
         let err = unxz(&big, 1 << 20).unwrap_err();
         assert_eq!(err, format!("decompresses to more than {} bytes", 1 << 20));
         assert!(unxz(b"\xfd7zXZ\0garbage", 1 << 20).is_err());
+    }
+
+    /// `nm`'s view of `so`: each defined symbol's value and size (`-D`: `.dynsym` only).
+    fn nm(so: &Path, dynamic: bool) -> Vec<(String, u64, u64)> {
+        let mut c = std::process::Command::new("nm");
+        c.args(["-S", "--defined-only"]);
+        if dynamic {
+            c.arg("-D");
+        }
+        let out = c.arg(so).output().expect("nm runs");
+        assert!(out.status.success(), "nm {}", so.display());
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                let hex = |s: &str| u64::from_str_radix(s, 16).unwrap();
+                (f.len() == 4).then(|| (f[3].to_string(), hex(f[0]), hex(f[1])))
+            })
+            .collect()
+    }
+
+    /// A 32-bit library (armeabi-v7a apps load a 32-bit libart): its symbols, from both
+    /// tables, are those `nm` reads.
+    #[test]
+    fn finds_symbols_of_a_32_bit_library() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = dir.path().join("syms32.c");
+        std::fs::write(&c, SRC).unwrap();
+        let so = dir.path().join("libsyms32.so");
+        let st = std::process::Command::new("clang")
+            .args([
+                "--target=armv7-linux-androideabi",
+                "-shared",
+                "-nostdlib",
+                "-fuse-ld=lld",
+            ])
+            .args(["-fPIC", "-O1", "-o"])
+            .arg(&so)
+            .arg(&c)
+            .status()
+            .expect("clang runs (scripts/test.sh installs it)");
+        assert!(st.success());
+        assert_eq!(std::fs::read(&so).unwrap()[4], 1, "ELFCLASS32");
+        let e = ElfSymbols::open(&so).unwrap();
+        assert!(e.has_symtab());
+        let dynamic = nm(&so, true);
+        let all = nm(&so, false);
+        let mut checked = 0;
+        for (name, value, size) in &all {
+            if ![
+                "art_like_suspend",
+                "exported_counter",
+                "hidden_helper",
+                "keep",
+            ]
+            .contains(&name.as_str())
+            {
+                continue;
+            }
+            let got = e.lookup(name).unwrap().unwrap_or_else(|| panic!("{name}"));
+            let table = if dynamic.iter().any(|d| &d.0 == name) {
+                Table::Dynsym
+            } else {
+                Table::Symtab
+            };
+            assert_eq!(
+                (got.value, got.size, got.table),
+                (*value, *size, table),
+                "{name}"
+            );
+            checked += 1;
+        }
+        assert_eq!(checked, 4, "{all:?}");
+        assert_eq!(
+            e.lookup("hidden_helper").unwrap().unwrap().table,
+            Table::Symtab
+        );
+        assert!(e.lookup("absent").unwrap().is_none());
+    }
+
+    /// The section headers of a 64-bit ELF file: (name, where its header is).
+    fn sections(b: &[u8]) -> Vec<(String, usize)> {
+        let shoff = u64_at(b, 0x28).unwrap() as usize;
+        let (size, n, names) = (
+            u16_at(b, 0x3a).unwrap() as usize,
+            u16_at(b, 0x3c).unwrap() as usize,
+            u16_at(b, 0x3e).unwrap() as usize,
+        );
+        let strings = u64_at(b, shoff + names * size + 0x18).unwrap() as usize;
+        (0..n)
+            .map(|i| {
+                let h = shoff + i * size;
+                let at = strings + u32_at(b, h).unwrap() as usize;
+                let end = at + b[at..].iter().position(|&c| c == 0).unwrap();
+                (String::from_utf8_lossy(&b[at..end]).into_owned(), h)
+            })
+            .collect()
+    }
+
+    /// Each table and `.gnu_debugdata` may end at the file's last byte, not one past it; a
+    /// symbol entry is at least 24 bytes in a 64-bit file.
+    #[test]
+    fn tables_may_end_at_the_files_end_and_no_further() {
+        let dir = tempfile::tempdir().unwrap();
+        let so = crate::hook::build_c_lib(dir.path(), "libbounds", SRC, &[]);
+        let xz = dir.path().join("mini.xz");
+        let lib = with_mini_debuginfo(dir.path(), &so, &xz);
+        let path = Path::new("bounds.so");
+        let parse = |b: &[u8]| ElfSymbols::parse(path.to_path_buf(), Bytes::Owned(b.to_vec()));
+        let set =
+            |b: &mut Vec<u8>, at: usize, v: u64| b[at..at + 8].copy_from_slice(&v.to_le_bytes());
+        for (file, section, field) in [
+            (&so, ".dynsym", 0x20),
+            (&so, ".dynstr", 0x20),
+            (&so, ".symtab", 0x20),
+            (&lib, ".gnu_debugdata", 0x20),
+        ] {
+            let mut b = std::fs::read(file).unwrap();
+            let h = sections(&b).into_iter().find(|s| s.0 == section).unwrap().1;
+            let off = u64_at(&b, h + 0x18).unwrap();
+            let to_end = b.len() as u64 - off;
+            set(&mut b, h + field, to_end);
+            assert!(parse(&b).is_ok(), "{section} to the file's end");
+            set(&mut b, h + field, to_end + 1);
+            let e = parse(&b).err().unwrap().to_string();
+            assert!(
+                e.contains("outside the file"),
+                "{section} one byte past: {e}"
+            );
+        }
+        let mut b = std::fs::read(&so).unwrap();
+        let h = sections(&b)
+            .into_iter()
+            .find(|s| s.0 == ".dynsym")
+            .unwrap()
+            .1;
+        set(&mut b, h + 0x38, 23);
+        let e = parse(&b).err().unwrap().to_string();
+        assert!(e.contains("symbol table outside the file"), "{e}");
+    }
+
+    /// A symbol the library imports is in its `.dynsym` too, undefined: not found.
+    #[test]
+    fn an_imported_symbol_is_not_found() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = "extern int imported_elsewhere(int);\nint calls_it(int x) { return imported_elsewhere(x); }\n";
+        let so = crate::hook::build_c_lib(dir.path(), "libimports", src, &[]);
+        let e = ElfSymbols::open(&so).unwrap();
+        assert!(nm(&so, true).iter().all(|s| s.0 != "imported_elsewhere"));
+        let names = std::process::Command::new("nm")
+            .args(["-D", "--undefined-only"])
+            .arg(&so)
+            .output()
+            .unwrap();
+        assert!(
+            String::from_utf8_lossy(&names.stdout).contains("imported_elsewhere"),
+            "the import is in .dynsym"
+        );
+        let r = e.lookup_many(&["calls_it", "imported_elsewhere"]).unwrap();
+        assert!(r[0].is_some());
+        assert_eq!(r[1], None);
     }
 }

@@ -289,4 +289,27 @@ mod tests {
         let g = Guards::new(policy(), d.path(), "v");
         assert!(g.allow(d.path(), free / 4).is_ok());
     }
+
+    /// Exactly the bytes needed free is enough; one byte fewer is not. On a small file system
+    /// of its own, whose free space nothing else changes.
+    #[test]
+    fn free_bytes_equal_to_the_need_are_enough() {
+        let Some(disk) = testkit::disk::SmallDisk::mount("free_bytes_equal_to_the_need", 256)
+        else {
+            return;
+        };
+        let data = tempfile::tempdir().unwrap();
+        let free = free_bytes(disk.path()).unwrap();
+        assert!(free > 0);
+        let with_min = |min: u64| {
+            let mut p = policy();
+            p.min_free_bytes = min;
+            Guards::new(p, data.path(), "v")
+                .allow(disk.path(), 1)
+                .map(|_| ())
+        };
+        assert!(with_min(free).is_ok());
+        let e = with_min(free + 1).unwrap_err().to_string();
+        assert!(e.contains(&format!("{free} bytes free")), "{e}");
+    }
 }

@@ -330,4 +330,21 @@ mod tests {
         assert!(matches!(e, Error::Refused(_)), "{e}");
         assert_eq!(ok.calls, 1);
     }
+
+    /// After a dump, the full file is handed on when the request keeps it, and removed when not.
+    #[test]
+    fn the_full_file_is_kept_only_when_asked() {
+        let d = tempfile::tempdir().unwrap();
+        let r = req(d.path());
+        std::fs::write(&r.full_path, b"full").unwrap();
+        assert_eq!(keep_or_remove_full(&r), Some(r.full_path.clone()));
+        assert!(r.full_path.exists());
+        let r = DumpRequest {
+            keep_full: false,
+            ..r
+        };
+        assert_eq!(keep_or_remove_full(&r), None);
+        assert!(!r.full_path.exists());
+        assert_eq!(keep_or_remove_full(&r), None, "already gone: no error");
+    }
 }
