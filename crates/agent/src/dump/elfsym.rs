@@ -525,6 +525,23 @@ int (*volatile keep)(int) = hidden_helper;
         let err = unxz(&big, 1 << 20).unwrap_err();
         assert_eq!(err, format!("decompresses to more than {} bytes", 1 << 20));
         assert!(unxz(b"\xfd7zXZ\0garbage", 1 << 20).is_err());
+
+        // The dictionary a block asks for, with the decoder's overhead, may take up to
+        // MAX_MINI_DEBUGINFO plus 1 MiB (xz's own count: 33 MiB for a 32 MiB dictionary);
+        // a 48 MiB one is refused before anything is allocated for it.
+        let with_dict = |dict: &str| {
+            let mut c = std::process::Command::new("xz")
+                .args(["-c", "--check=crc32", &format!("--lzma2=dict={dict}")])
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            c.stdin.take().unwrap().write_all(b"some symbols").unwrap();
+            unxz(&c.wait_with_output().unwrap().stdout, MAX_MINI_DEBUGINFO)
+        };
+        assert_eq!(with_dict("32MiB").unwrap(), b"some symbols");
+        let err = with_dict("48MiB").unwrap_err();
+        assert!(err.contains("memory"), "{err}");
     }
 
     /// `nm`'s view of `so`: each defined symbol's value and size (`-D`: `.dynsym` only).
