@@ -167,6 +167,11 @@ fn a_dump_near_its_budget_is_analysed_with_scratch_files_under_the_analysis_dire
     assert!(!analysis::needs_scratch(size, 8 * size));
     let acfg = analysis::analyser_config(&cfg, &mini);
     assert_eq!(acfg.scratch_dir.as_deref(), Some(scratch.as_path()));
+    // The policy's cap, far below half the free space here.
+    assert!(
+        crate::dump::guard::free_bytes(&scratch).unwrap() / 2 > cfg.analysis.scratch_max_mb << 20
+    );
+    assert_eq!(acfg.scratch_max_mb, cfg.analysis.scratch_max_mb);
     assert!(acfg.scratch_max_mb > 0);
     assert!(!scratch.join("left").exists(), "emptied before the run");
     // (A budget this small is too small for the analysis of this small dump: the analyser's

@@ -1,5 +1,6 @@
 use super::*;
 use crate::agent::ActionContext;
+use crate::policy::StripLevel;
 use crate::trigger::Device;
 use crate::upload::Network;
 use collector::{Collector, Config as CollectorConfig};
@@ -309,4 +310,124 @@ fn an_incidents_samples_are_the_last_minute_of_polls_with_the_verdicts_marked() 
         .unwrap()
         .iter()
         .all(|s| s["verdict"] == true));
+}
+
+/// A dumper that records the requests it is given and fails each dump.
+struct Recording(Arc<std::sync::Mutex<Vec<DumpRequest>>>);
+
+impl Dumper for Recording {
+    fn name(&self) -> &'static str {
+        "recording"
+    }
+    fn check(&mut self) -> dump::Result<()> {
+        Ok(())
+    }
+    fn dump(&mut self, req: &DumpRequest) -> dump::Result<dump::DumpOutcome> {
+        self.0.lock().unwrap().push(req.clone());
+        Err(dump::Error::Vm("recorded only".into()))
+    }
+}
+
+/// The request a verdict's dump is taken with follows the policy: a mini file unless the strip
+/// level is `none`, the full file kept when asked or when it is the only file, the child's
+/// deadline, both files in the incident's staging directory.
+#[test]
+fn a_dumps_request_follows_the_policys_strip_level_and_keep_full() {
+    let data = tempfile::tempdir().unwrap();
+    let device = Device::default();
+    let mut asked = Vec::new();
+    for (level, keep_full) in [
+        (StripLevel::Arrays, false),
+        (StripLevel::App, true),
+        (StripLevel::None, false),
+    ] {
+        let mut policy = Policy::default();
+        policy.dump.strip_level = level;
+        policy.dump.keep_full = keep_full;
+        policy.dump.child_deadline_s = 17;
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut pipeline =
+            Pipeline::new(data.path(), "1.0", Box::new(Recording(seen.clone())), None)
+                .with_analyser(None);
+        let cx = ActionContext {
+            policy: &policy,
+            data_dir: data.path(),
+            app_version: "1.0",
+            page: "",
+            device: &device,
+            flight: &Flight::default(),
+            java_threads: &[],
+        };
+        pipeline.started(&cx);
+        let r = pipeline.on_verdict(&verdict(Kind::Heap, 90), None, &cx);
+        assert_eq!(r.action, "reported", "{r:?}");
+        assert!(r.detail.contains("recorded only"), "{r:?}");
+        let req = seen.lock().unwrap().pop().expect("the dumper was asked");
+        let staging = req.full_path.parent().unwrap().to_path_buf();
+        assert_eq!(req.full_path, staging.join(FileKind::FullDump.file_name()));
+        asked.push((
+            req.mini_path
+                .map(|m| m == staging.join(FileKind::MiniDump.file_name())),
+            req.level,
+            req.keep_full,
+            req.deadline,
+        ));
+    }
+    let s17 = Duration::from_secs(17);
+    assert_eq!(
+        asked,
+        [
+            (Some(true), Level::Arrays, false, s17),
+            (Some(true), Level::App, true, s17),
+            (None, Level::None, true, s17),
+        ]
+    );
+}
+
+/// Work handed to the I/O thread runs there; before the pipeline has started there is no such
+/// thread and the work comes back to the caller.
+#[test]
+fn io_work_runs_on_the_io_thread_once_started() {
+    let data = tempfile::tempdir().unwrap();
+    let policy = Policy::default();
+    let device = Device::default();
+    let mut pipeline =
+        Pipeline::new(data.path(), "1.0", Box::new(Refuse), None).with_analyser(None);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let job = |tx: std::sync::mpsc::Sender<Option<String>>| -> IoJob {
+        Box::new(move || {
+            let _ = tx.send(std::thread::current().name().map(str::to_string));
+        })
+    };
+    let back = pipeline
+        .run_io(job(tx.clone()))
+        .expect_err("no I/O thread yet");
+    back();
+    assert_eq!(rx.recv().unwrap().as_deref(), std::thread::current().name());
+    pipeline.started(&ActionContext {
+        policy: &policy,
+        data_dir: data.path(),
+        app_version: "1.0",
+        page: "",
+        device: &device,
+        flight: &Flight::default(),
+        java_threads: &[],
+    });
+    assert!(pipeline.run_io(job(tx)).is_ok());
+    let name = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the job ran");
+    assert_eq!(name.as_deref(), Some("oomguard-io"));
+}
+
+/// Scratch files are planned when 1.25 times the dump is more than half the budget, never
+/// without a budget.
+#[test]
+fn scratch_is_planned_past_half_the_budget() {
+    use super::analysis::needs_scratch;
+    assert!(!needs_scratch(4, 10), "5 bytes is half of 10, not more");
+    assert!(needs_scratch(4, 9));
+    assert!(!needs_scratch(1 << 40, 0), "no budget");
+    assert!(!needs_scratch(0, 1));
+    assert!(needs_scratch(u64::MAX, u64::MAX), "no overflow");
 }
