@@ -341,3 +341,56 @@ fn a_dump_whose_analysis_needs_scratch_files_gets_the_whole_report_from_the_fork
     assert_eq!(analysis::scratch_room(10, 500), 5);
     assert_eq!(analysis::scratch_room(10 << 30, 0), 0);
 }
+
+/// The analyser executable is given the incident's running info in a file of its own, and
+/// nothing of the kind when the incident has none.
+#[test]
+fn the_analyser_executable_is_given_the_incidents_running_info() {
+    let _fork = crate::child::fork_test_lock();
+    let dir = tempfile::tempdir().unwrap();
+    let args = dir.path().join("args.txt");
+    let script = dir.path().join("analyser.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\n# analyze INPUT -o OUT ...\nout=\"$4\"\necho \"$@\" >> {log}\n\
+             while [ $# -gt 0 ]; do\n  if [ \"$1\" = --running-info ]; then cat \"$2\" >> {log}; echo >> {log}; fi\n  shift\ndone\n\
+             printf '{{\"gcPaths\":[],\"dominators\":[]}}' > \"$out\"\n",
+            log = args.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let cfg = io_config(dir.path(), Some(script));
+    let with = dumped(dir.path());
+    io_pass(&cfg, &mut queue::LastError::default());
+    analysed_report(dir.path(), &with);
+    let seen = std::fs::read_to_string(&args).unwrap();
+    let lines: Vec<&str> = seen.lines().collect();
+    assert_eq!(lines.len(), 2, "{seen}");
+    assert!(lines[0].contains(" --running-info "), "{seen}");
+    assert_eq!(lines[1], r#"{"appVersion":"t-1"}"#, "{seen}");
+
+    std::fs::remove_file(&args).unwrap();
+    let spool = Spool::open(dir.path().join(SPOOL_DIR), Quotas::default()).unwrap();
+    let staging = spool.stage().unwrap();
+    std::fs::write(
+        staging.path(FileKind::MiniDump),
+        std::fs::read(spool.incident_dir(&with).join("mini.hprof")).unwrap(),
+    )
+    .unwrap();
+    let without = spool
+        .commit(
+            staging,
+            NewIncident {
+                reason: "test".into(),
+                ..NewIncident::default()
+            },
+        )
+        .unwrap();
+    io_pass(&cfg, &mut queue::LastError::default());
+    analysed_report(dir.path(), &without);
+    let seen = std::fs::read_to_string(&args).unwrap();
+    assert_eq!(seen.lines().count(), 1, "{seen}");
+    assert!(!seen.contains("--running-info"), "{seen}");
+}
