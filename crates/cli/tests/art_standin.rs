@@ -350,6 +350,27 @@ isolated!(
     |art| collector_type(art, 15)
 );
 
+// A GC running when the dump begins: ART's critical section waits for it while the app's
+// threads run on, so that wait is the dump's `gc_wait`, apart from its pause.
+isolated!(
+    a_running_gc_is_waited_for_apart_from_the_pause,
+    &[],
+    |art| {
+        let d = tempfile::tempdir().unwrap();
+        let req = request(d.path(), false, Duration::from_secs(30));
+        let mut dumper = ArtForkDumper::new(33);
+        dumper.check().unwrap();
+        assert!(dumper.last_pause_phases().is_none(), "no dump yet");
+        art.set_int("standin_gc_running", 300);
+        let o = dumper.dump(&req).unwrap();
+        assert_eq!(o.dumper, "art-fork");
+        let phases = dumper.last_pause_phases().expect("an API 33 dump's phases");
+        assert!(o.gc_wait >= Duration::from_millis(200), "{o:?}");
+        assert_eq!(o.gc_wait, phases.gc_wait);
+        assert!(o.pause + o.gc_wait <= o.total, "{o:?}");
+    }
+);
+
 isolated!(api_29_suspends_through_the_debugger, &[], |art| {
     let d = tempfile::tempdir().unwrap();
     let req = request(d.path(), false, Duration::from_secs(30));
@@ -358,6 +379,11 @@ isolated!(api_29_suspends_through_the_debugger, &[], |art| {
     let o = dumper.dump(&req).unwrap();
     assert!(matches!(o.mini, Some(Ok(_))), "{:?}", o.mini);
     assert_eq!(art.events(), "suspend_vm,resume_vm");
+    assert_eq!(o.gc_wait, Duration::ZERO);
+    assert!(
+        dumper.last_pause_phases().is_none(),
+        "the debugger's sequence has no phases"
+    );
 });
 
 // A child that crashes, exits non-zero, hangs past the deadline or dumps nothing is a failed
@@ -387,6 +413,28 @@ isolated!(
                 );
             }
         }
+        // The VM wrote its file where the tee saw nothing (a library the tee does not hook):
+        // with the full file kept it is the dump, its mini file abandoned; without, a failed
+        // dump.
+        art.set_int("standin_set_mode", 5);
+        let req = request(d.path(), false, Duration::from_secs(30));
+        let e = dumper.dump(&req).unwrap_err().to_string();
+        assert!(e.contains("one the tee did not see"), "{e}");
+        assert!(!req.full_path.exists() && !req.mini_path.as_ref().unwrap().exists());
+        let req = request(d.path(), true, Duration::from_secs(30));
+        let o = dumper.dump(&req).unwrap();
+        assert_eq!(o.full.as_deref(), Some(req.full_path.as_path()));
+        assert_eq!(std::fs::read(&req.full_path).unwrap(), source());
+        assert_eq!(o.full_bytes, source().len() as u64);
+        assert_eq!(
+            o.mini.as_ref().unwrap().as_ref().unwrap_err(),
+            "the stripper failed in the dump child"
+        );
+        assert!(
+            !req.mini_path.as_ref().unwrap().exists(),
+            "the mini file removed"
+        );
+        std::fs::remove_file(&req.full_path).unwrap();
         // And the next dump goes through.
         art.set_int("standin_set_mode", 0);
         let req = request(d.path(), false, Duration::from_secs(30));

@@ -694,7 +694,11 @@ impl Dumper for ArtForkDumper {
             ));
         }
         if report.full_bytes == 0 {
-            return fail(format!("{pid} wrote an empty dump"));
+            // Without the full file kept, the count is the tee's: a dump the VM wrote where
+            // the hooks did not see it counts nothing.
+            return fail(format!(
+                "{pid} wrote an empty dump, or one the tee did not see"
+            ));
         }
         let mini = match (&req.mini_path, report.code, report.mini) {
             (None, _, _) => None,

@@ -132,7 +132,9 @@ static void note(const char* what) {
 
 // Test controls.
 static char source_path[4096];
-static int mode;  // 0 dump, 1 abort, 2 exit 3, 3 hang, 4 write nothing
+// 0 dump, 1 abort, 2 exit 3, 3 hang, 4 write nothing, 5 dump through raw system calls (as
+// a library the tee does not hook would: its GOT hooks see nothing)
+static int mode;
 static int hold_thread_list_ms;
 static int hold_suspend_count_ms;
 static int gc_waiting_ms;
@@ -280,6 +282,10 @@ static void hold_from_another_thread(pthread_mutex_t* lock, int ms) {
   pthread_mutex_unlock(&holder.m);
 }
 
+// A GC running when the next dump asks for the critical section: another thread holds the GC
+// lock this long (this returns once it has it), and the section's constructor waits for it.
+extern "C" EXPORT void standin_gc_running(int ms) { hold_from_another_thread(&gc_lock, ms); }
+
 // A thread waiting to start a GC: blocked on the GC lock until the critical section ends, then
 // it runs its GC (holds the lock) for `gc_waiting_ms`. `gc_waiter` is 1 while it waits, 2 once
 // it has started its GC.
@@ -380,7 +386,16 @@ static void write_events_beside(const char* filename) {
   close(fd);
 }
 
-void art::hprof::DumpHeap(const char* filename, int, bool) {
+// Raw system calls, past the GOT entries the tee hooks.
+static int raw_open(const char* path) {
+  return (int)syscall(SYS_openat, AT_FDCWD, path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+}
+static ssize_t raw_write(int fd, const void* p, size_t n) {
+  return (ssize_t)syscall(SYS_write, fd, p, n);
+}
+
+// As ART's: the dump goes to `fd` when it is one (>= 0), else to a file opened by name.
+void art::hprof::DumpHeap(const char* filename, int fd, bool) {
   note("dump_heap");
   // What ART's DumpHeap does first: no GC may run, every thread suspended.
   pthread_mutex_lock(&gc_lock);
@@ -391,7 +406,9 @@ void art::hprof::DumpHeap(const char* filename, int, bool) {
   if (mode == 3)
     for (;;) pause();
   if (mode != 4) {
-    int out = open64(filename, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int out = fd >= 0 ? dup(fd)
+              : mode == 5 ? raw_open(filename)
+                          : open64(filename, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     int in = open64(source_path, O_RDONLY | O_CLOEXEC);
     if (out >= 0 && in >= 0) {
       // ART buffers its output and writes it in pieces; vary the sizes.
@@ -402,7 +419,7 @@ void art::hprof::DumpHeap(const char* filename, int, bool) {
         if (n <= 0) break;
         const char* p = buf;
         while (n > 0) {
-          ssize_t w = write(out, p, n);
+          ssize_t w = mode == 5 ? raw_write(out, p, n) : write(out, p, n);
           if (w <= 0) break;
           p += w;
           n -= w;
