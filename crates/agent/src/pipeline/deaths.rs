@@ -109,7 +109,12 @@ fn deaths_today(path: &Path, now_ms: u64) -> u32 {
         .map_or(0, |c| c.min(u32::MAX as u64) as u32)
 }
 
+/// Keep the day's count, making its directory if need be (the flight ring's, which the
+/// recorder normally made).
 fn save_deaths_today(path: &Path, now_ms: u64, count: u32) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
     let body = serde_json::json!({"day": now_ms / 86_400_000, "count": count});
     sys::fs::write_file_atomic(path, body.to_string().as_bytes())
 }

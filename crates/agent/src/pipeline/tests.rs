@@ -431,3 +431,152 @@ fn scratch_is_planned_past_half_the_budget() {
     assert!(!needs_scratch(0, 1));
     assert!(needs_scratch(u64::MAX, u64::MAX), "no overflow");
 }
+
+/// What a killed process's ring says: running, two polls, last words.
+fn previous_process() -> Previous {
+    let slot = |seq: u64, heap_used: u64| crate::recorder::Slot {
+        sample: crate::sample::Sample {
+            seq,
+            at_ms: 1_000 + seq * 5_000,
+            heap_used,
+            heap_max: 256 << 20,
+            ..Default::default()
+        },
+        strikes: [seq as u8, 0, 0, 0, 0],
+    };
+    Previous {
+        pid: 4321,
+        process_start_ms: 5,
+        agent_start_ms: 6,
+        app_version: "0.9".into(),
+        policy_version: 3,
+        state: crate::recorder::State::Running,
+        dump_in_progress: true,
+        analysis_in_progress: false,
+        page: "CartActivity".into(),
+        samples: vec![slot(1, 100 << 20), slot(2, 160 << 20)],
+        torn_slots: 1,
+        last_words: None,
+        torn_last_words: false,
+        exit_info: None,
+        exit_info_error: Some("no system record".into()),
+    }
+}
+
+/// The previous process's death is committed as an incident of its own, without a dump: its
+/// reason, its polls, the trend of its last minute and what was in progress, for the upload;
+/// no more of them a day than the policy's `death.max_per_day`, and none when `death.report`
+/// is off. The day's count is kept in the data dir.
+#[test]
+fn a_death_is_queued_with_what_the_ring_held_within_the_days_quota() {
+    let data = tempfile::tempdir().unwrap();
+    let mut policy = Policy::default();
+    policy.death.max_per_day = 2;
+    let device = Device::default();
+    let cx = ActionContext {
+        policy: &policy,
+        data_dir: data.path(),
+        app_version: "1.0",
+        page: "",
+        device: &device,
+        flight: &Flight::default(),
+        java_threads: &[],
+    };
+    let prev = previous_process();
+    let mut pipeline =
+        Pipeline::new(data.path(), "1.0", Box::new(Refuse), None).with_analyser(None);
+    let first = pipeline.on_death(&prev, &cx);
+    assert_eq!(first.action, "reported", "{first:?}");
+    assert!(
+        first.detail.ends_with(": the death of pid 4321 goes up"),
+        "{first:?}"
+    );
+    let second = pipeline.on_death(&prev, &cx);
+    assert_eq!(second.action, "reported", "{second:?}");
+    let third = pipeline.on_death(&prev, &cx);
+    assert_eq!(third.action, "skipped", "{third:?}");
+    assert!(
+        third.detail.starts_with("2 deaths already reported today"),
+        "{third:?}"
+    );
+
+    let spool = Spool::open(data.path().join(SPOOL_DIR), Quotas::from(&policy)).unwrap();
+    let incidents = || {
+        spool
+            .lock_wait(Duration::from_secs(20))
+            .unwrap()
+            .incidents()
+            .unwrap()
+    };
+    let listed = incidents();
+    assert_eq!(listed.len(), 2);
+    let inc = &listed[0];
+    assert_eq!(inc.reason, prev.reason());
+    assert_eq!(
+        inc.dump_error.as_deref(),
+        Some("no dump: the process died before one was taken")
+    );
+    assert_eq!(inc.samples, serde_json::to_value(&prev.samples).unwrap());
+    let info = &inc.running_info;
+    assert_eq!(info["kind"], "death");
+    assert_eq!(
+        (info["pid"].as_u64(), info["appVersion"].as_str()),
+        (Some(4321), Some("0.9"))
+    );
+    assert_eq!(info["reportedByAppVersion"], "1.0");
+    assert_eq!(
+        (
+            info["dumpInProgress"].as_bool(),
+            info["analysisInProgress"].as_bool()
+        ),
+        (Some(true), Some(false))
+    );
+    assert_eq!(info["currentPage"], "CartActivity");
+    assert_eq!(info["exit"], "running");
+    assert_eq!(info["exitInfoError"], "no system record");
+    assert_eq!(info["tornSamples"], 1);
+    assert_eq!(info["policyVersionAtDeath"], 3);
+    let heap = info["trend"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["figure"] == "heapUsed")
+        .unwrap();
+    assert_eq!(heap["perMinute"], 720 << 20, "{heap}");
+
+    let today = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let quota = data.path().join("flight/deaths.json");
+    let kept: serde_json::Value = serde_json::from_slice(&std::fs::read(&quota).unwrap()).unwrap();
+    assert_eq!(
+        kept,
+        serde_json::json!({"day": today / 86_400_000, "count": 2})
+    );
+
+    // Another day's count, or one that cannot be read, is no count.
+    for stale in [
+        serde_json::json!({"day": today / 86_400_000 - 1, "count": 9}).to_string(),
+        "not json".to_string(),
+    ] {
+        std::fs::write(&quota, stale).unwrap();
+        let r = pipeline.on_death(&prev, &cx);
+        assert_eq!(r.action, "reported", "{r:?}");
+    }
+    assert_eq!(incidents().len(), 4);
+
+    // Off: logged only.
+    let mut off_policy = policy.clone();
+    off_policy.death.report = false;
+    let cx = ActionContext {
+        policy: &off_policy,
+        ..cx
+    };
+    std::fs::remove_file(&quota).unwrap();
+    let off = pipeline.on_death(&prev, &cx);
+    assert_eq!(off.action, "skipped", "{off:?}");
+    assert!(off.detail.contains("death.report is off"), "{off:?}");
+    assert_eq!(incidents().len(), 4);
+    assert!(!quota.exists());
+}
