@@ -250,3 +250,87 @@ fn analyse_in_fork(
         ))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::child::ChildEnd;
+    use std::cell::RefCell;
+    use std::time::Duration;
+
+    fn outcome(end: ChildEnd, attempt: u32, over_budget: bool) -> RunOutcome {
+        RunOutcome {
+            end,
+            elapsed: Duration::ZERO,
+            attempt,
+            over_budget,
+        }
+    }
+
+    /// The census runs only after a whole analysis that ran out of memory within its budget,
+    /// and its outcome is kept only when it succeeded.
+    #[test]
+    fn the_census_follows_only_a_run_out_of_memory_and_is_kept_only_when_it_succeeds() {
+        let limits = AnalysisLimits::default();
+        let oom = || outcome(ChildEnd::Signaled(6), 1, true);
+        // (case, the runs' answers, the runs asked for (census or not), the attempt kept)
+        type Case = (
+            &'static str,
+            Vec<Result<RunOutcome, String>>,
+            Vec<bool>,
+            Option<u32>,
+        );
+        let cases: Vec<Case> = vec![
+            (
+                "done",
+                vec![Ok(outcome(ChildEnd::Exited(0), 1, false))],
+                vec![false],
+                Some(1),
+            ),
+            (
+                "failed, not for memory",
+                vec![Ok(outcome(ChildEnd::Signaled(11), 1, false))],
+                vec![false],
+                Some(1),
+            ),
+            (
+                "not started",
+                vec![Err("no such file".into())],
+                vec![false],
+                None,
+            ),
+            (
+                "out of memory, census done",
+                vec![Ok(oom()), Ok(outcome(ChildEnd::Exited(0), 2, false))],
+                vec![false, true],
+                Some(2),
+            ),
+            (
+                "out of memory, census failed",
+                vec![Ok(oom()), Ok(outcome(ChildEnd::Exited(2), 2, false))],
+                vec![false, true],
+                Some(1),
+            ),
+            (
+                "out of memory, census not started",
+                vec![Ok(oom()), Err("gone".into())],
+                vec![false, true],
+                Some(1),
+            ),
+        ];
+        for (name, answers, want_calls, want_attempt) in cases {
+            let answers = RefCell::new(answers.into_iter());
+            let calls = RefCell::new(Vec::new());
+            let r = run_then_census(
+                |census| {
+                    calls.borrow_mut().push(census);
+                    answers.borrow_mut().next().expect("no more runs")
+                },
+                &limits,
+                "i",
+            );
+            assert_eq!(*calls.borrow(), want_calls, "{name}");
+            assert_eq!(r.ok().map(|o| o.attempt), want_attempt, "{name}");
+        }
+    }
+}

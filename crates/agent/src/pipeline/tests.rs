@@ -418,6 +418,19 @@ fn io_work_runs_on_the_io_thread_once_started() {
         .recv_timeout(Duration::from_secs(20))
         .expect("the job ran");
     assert_eq!(name.as_deref(), Some("oomguard-io"));
+    // Dropped, the pipeline waits (a while) for the work in flight to end.
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = done.clone();
+    let slow: IoJob = Box::new(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        flag.store(true, std::sync::atomic::Ordering::SeqCst);
+    });
+    assert!(pipeline.run_io(slow).is_ok());
+    drop(pipeline);
+    assert!(
+        done.load(std::sync::atomic::Ordering::SeqCst),
+        "the I/O thread was not waited for"
+    );
 }
 
 /// Scratch files are planned when 1.25 times the dump is more than half the budget, never
