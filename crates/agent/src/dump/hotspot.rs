@@ -73,11 +73,6 @@ impl HotSpotDumper {
         }
         Ok(())
     }
-
-    /// The hooked libraries (empty until a teed dump installed the hooks).
-    pub fn hooked(&self) -> Vec<String> {
-        self.tee.as_ref().map(|t| t.libraries()).unwrap_or_default()
-    }
 }
 
 impl Dumper for HotSpotDumper {
