@@ -238,6 +238,8 @@ fn dump_now_is_a_manual_verdict() {
     let inc: serde_json::Value =
         serde_json::from_slice(&std::fs::read(incidents[0].join("incident.json")).unwrap())
             .unwrap();
+    // HotSpot's dumper took it (the name the incident's readers filter by).
+    assert_eq!(inc["body"]["runningInfo"]["dumper"], "hotspot-in-process");
     let threads = common::java_threads(&inc["body"]["runningInfo"]);
     assert_eq!(common::java_thread_id(&threads, "main"), 1, "{threads:?}");
     let helper: i64 = r
