@@ -309,4 +309,275 @@ mod tests {
         assert_eq!(next_pass_at(1_000, m, 61_001), 121_000);
         assert_eq!(next_pass_at(1_000, m, 300_000), 301_000);
     }
+
+    /// A spool of three incidents: one rejected, two pending whose backoffs end 150 s and
+    /// 200 s after `now`.
+    fn three_incidents(dir: &std::path::Path, now: u64) -> (Spool, Vec<String>) {
+        let spool = Spool::open(dir.join(SPOOL_DIR), Quotas::default()).unwrap();
+        let ids: Vec<String> = (0..3)
+            .map(|i| {
+                let staging = spool.stage().unwrap();
+                std::fs::write(staging.path(FileKind::MiniDump), vec![7u8; 1000 * (i + 1)])
+                    .unwrap();
+                let info = NewIncident {
+                    reason: format!("test {i}"),
+                    ..NewIncident::default()
+                };
+                spool.commit(staging, info).unwrap()
+            })
+            .collect();
+        let guard = spool.lock().unwrap();
+        for (id, next) in ids.iter().zip([0, now + 150_000, now + 200_000]) {
+            let mut inc = spool.read_incident(id).unwrap();
+            if next == 0 {
+                inc.state = State::Rejected;
+                inc.rejected = Some("400".into());
+            } else {
+                inc.next_attempt_ms = next;
+            }
+            guard.save(&inc).unwrap();
+        }
+        drop(guard);
+        (spool, ids)
+    }
+
+    /// What status.json's queue says, for each way a pass can end: what the pending incidents
+    /// wait for and the I/O thread's first pass after it (its passes a minute apart).
+    #[test]
+    fn the_summary_says_what_the_pending_incidents_wait_for_and_when() {
+        let data = tempfile::tempdir().unwrap();
+        let now = 1_800_000_000_000 + 12_345;
+        let (spool, ids) = three_incidents(data.path(), now);
+        let every = Duration::from_secs(60);
+        let upload = upload::Config::from(&crate::policy::Policy::default());
+        let bytes: u64 = ids[1..]
+            .iter()
+            .flat_map(|id| std::fs::read_dir(spool.incident_dir(id)).unwrap())
+            .map(|e| e.unwrap().metadata().unwrap().len())
+            .sum();
+        let last = LastError {
+            what: Some("x".into()),
+            at_ms: Some(9),
+        };
+        let summary = |upload: Option<&upload::Config>, stop: Option<Stop>| {
+            let pass = stop.map(|s| {
+                Ok(upload::Summary {
+                    stopped: Some(s),
+                    ..upload::Summary::default()
+                })
+            });
+            let guard = spool.lock().unwrap();
+            summarize(&guard, upload, pass.as_ref(), &last, now, every)
+        };
+        let q = summary(None, None);
+        assert!(q.wired);
+        assert_eq!((q.pending, q.rejected, q.pending_bytes), (2, 1, bytes));
+        assert_eq!(
+            (q.last_error.as_deref(), q.last_error_ms, q.updated_ms),
+            (Some("x"), Some(9), now)
+        );
+        assert_eq!(
+            (q.waiting_for.as_deref(), q.next_attempt_ms),
+            (Some(NO_UPLOAD_URL), None)
+        );
+
+        let first_pass = now + 60_000;
+        let day = 86_400_000;
+        let tomorrow = (now / day + 1) * day;
+        let cases: Vec<(Option<Stop>, Option<&str>, Option<u64>)> = vec![
+            // The earlier backoff (150 s): the pass at 180 s.
+            (
+                None,
+                Some("the backoff after a failed attempt"),
+                Some(first_pass + 120_000),
+            ),
+            (
+                Some(Stop::Offline),
+                Some("a network (the app reports none)"),
+                None,
+            ),
+            (
+                Some(Stop::Metered),
+                Some("an unmetered network (upload.unmetered_only)"),
+                None,
+            ),
+            (
+                Some(Stop::Busy),
+                Some("another process, which holds the spool and uploads"),
+                None,
+            ),
+            (
+                Some(Stop::BudgetExhausted),
+                Some("tomorrow's byte budget (upload.daily_byte_budget)"),
+                Some(first_pass + (tomorrow - first_pass).div_ceil(60_000) * 60_000),
+            ),
+            (
+                Some(Stop::RetryAfter(now + 61_000)),
+                Some("the server's Retry-After"),
+                Some(first_pass + 60_000),
+            ),
+            (
+                Some(Stop::Endpoint {
+                    until_ms: now + 30_000,
+                    error: "401".into(),
+                }),
+                Some("the endpoint to answer (a wrong URL, credentials, a proxy)"),
+                Some(first_pass),
+            ),
+            (
+                Some(Stop::Backoff {
+                    id: ids[1].clone(),
+                    until_ms: now + 500_000,
+                    error: "500".into(),
+                }),
+                Some("the backoff after a failed attempt"),
+                Some(first_pass + 480_000),
+            ),
+        ];
+        for (stop, why, next) in cases {
+            let name = format!("{stop:?}");
+            let q = summary(Some(&upload), stop);
+            assert_eq!(
+                (q.waiting_for.as_deref(), q.next_attempt_ms),
+                (why, next),
+                "{name}"
+            );
+            assert_eq!(q.pending, 2, "{name}");
+        }
+
+        // A Retry-After or an endpoint's wait kept in spool.json holds every incident; one
+        // that ended at this very moment holds none.
+        spool
+            .update_state(|s| s.retry_after_until_ms = now + 90_000)
+            .unwrap();
+        let q = summary(Some(&upload), None);
+        assert_eq!(
+            (q.waiting_for.as_deref(), q.next_attempt_ms),
+            (
+                Some("the server's Retry-After or an endpoint's wait"),
+                Some(first_pass + 60_000)
+            )
+        );
+        spool
+            .update_state(|s| s.retry_after_until_ms = now)
+            .unwrap();
+        assert_eq!(
+            summary(Some(&upload), None).next_attempt_ms,
+            Some(first_pass + 120_000)
+        );
+
+        // Backoffs over (or ending now): the next pass, waiting for nothing in particular.
+        let guard = spool.lock().unwrap();
+        for (id, next) in ids[1..].iter().zip([now, now - 1]) {
+            let mut inc = spool.read_incident(id).unwrap();
+            inc.next_attempt_ms = next;
+            guard.save(&inc).unwrap();
+        }
+        drop(guard);
+        let q = summary(Some(&upload), None);
+        assert_eq!((q.waiting_for, q.next_attempt_ms), (None, Some(first_pass)));
+
+        // Only rejected incidents: nothing pending, nothing to wait for.
+        let guard = spool.lock().unwrap();
+        for id in &ids[1..] {
+            let mut inc = spool.read_incident(id).unwrap();
+            inc.state = State::Rejected;
+            guard.save(&inc).unwrap();
+        }
+        drop(guard);
+        let q = summary(Some(&upload), Some(Stop::Offline));
+        assert_eq!((q.pending, q.rejected, q.pending_bytes), (0, 3, 0));
+        assert_eq!((q.waiting_for, q.next_attempt_ms), (None, None));
+    }
+
+    /// What a pass's end leaves as the last error: its failure, an endpoint problem, a
+    /// backoff's cause, the last rejection; a pass that went well keeps the earlier one.
+    #[test]
+    fn the_last_error_is_the_last_thing_a_pass_said_went_wrong() {
+        let mut last = LastError::default();
+        let ok = |stopped: Option<Stop>,
+                  rejected: Vec<(String, String)>|
+         -> Result<upload::Summary, String> {
+            Ok(upload::Summary {
+                stopped,
+                rejected,
+                ..upload::Summary::default()
+            })
+        };
+        last.note(&ok(None, Vec::new()), 1);
+        assert_eq!((last.what.as_deref(), last.at_ms), (None, None));
+        last.note(&Err("spool locked".into()), 2);
+        assert_eq!(
+            (last.what.as_deref(), last.at_ms),
+            (Some("upload pass failed: spool locked"), Some(2))
+        );
+        last.note(
+            &ok(
+                Some(Stop::Endpoint {
+                    until_ms: 0,
+                    error: "401 Unauthorized".into(),
+                }),
+                Vec::new(),
+            ),
+            3,
+        );
+        assert_eq!(last.what.as_deref(), Some("endpoint: 401 Unauthorized"));
+        last.note(
+            &ok(
+                Some(Stop::Backoff {
+                    id: "i1".into(),
+                    until_ms: 0,
+                    error: "503".into(),
+                }),
+                Vec::new(),
+            ),
+            4,
+        );
+        assert_eq!(last.what.as_deref(), Some("i1: 503"));
+        let rejected = vec![
+            ("i2".to_string(), "400".to_string()),
+            ("i3".to_string(), "413".to_string()),
+        ];
+        last.note(&ok(Some(Stop::Offline), rejected), 5);
+        assert_eq!(
+            (last.what.as_deref(), last.at_ms),
+            (Some("i3 rejected: 413"), Some(5))
+        );
+        last.note(&ok(Some(Stop::Metered), Vec::new()), 6);
+        assert_eq!(
+            (last.what.as_deref(), last.at_ms),
+            (Some("i3 rejected: 413"), Some(5))
+        );
+    }
+
+    /// An incident just committed is counted on the board at once, with its bytes; with no
+    /// upload server the board says so.
+    #[test]
+    fn a_committed_incident_is_counted_at_once() {
+        let data = tempfile::tempdir().unwrap();
+        let (spool, ids) = three_incidents(data.path(), 0);
+        let board = QueueBoard::default();
+        let size = |id: &str| -> u64 {
+            std::fs::read_dir(spool.incident_dir(id))
+                .unwrap()
+                .map(|e| e.unwrap().metadata().unwrap().len())
+                .sum()
+        };
+        let before = spool.now_ms();
+        note_queued(&board, &spool, &ids[0], true);
+        let q = board.newer(&mut 0).unwrap();
+        assert!(q.wired);
+        assert_eq!(
+            (q.pending, q.pending_bytes, q.waiting_for),
+            (1, size(&ids[0]), None)
+        );
+        assert!(q.updated_ms >= before && q.updated_ms <= spool.now_ms());
+        note_queued(&board, &spool, &ids[1], false);
+        let q = board.newer(&mut 0).unwrap();
+        assert_eq!(
+            (q.pending, q.pending_bytes),
+            (2, size(&ids[0]) + size(&ids[1]))
+        );
+        assert_eq!(q.waiting_for.as_deref(), Some(NO_UPLOAD_URL));
+    }
 }
