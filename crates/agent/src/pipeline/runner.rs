@@ -330,6 +330,23 @@ mod tests {
         )
     }
 
+    /// SIGALRM, the last resort, comes 5 s after the deadline, and a deadline too long for
+    /// `alarm` gets the longest one.
+    #[test]
+    fn the_alarm_comes_five_seconds_after_the_deadline() {
+        let with = |deadline| AnalysisLimits {
+            deadline,
+            ..AnalysisLimits::default()
+        };
+        assert_eq!(with(Duration::from_secs(60)).alarm_secs(), 65);
+        assert_eq!(with(Duration::from_millis(1500)).alarm_secs(), 6);
+        assert_eq!(with(Duration::from_secs(u64::MAX)).alarm_secs(), u32::MAX);
+        assert_eq!(
+            with(Duration::from_secs(u32::MAX as u64)).alarm_secs(),
+            u32::MAX
+        );
+    }
+
     #[test]
     fn child_runs_with_raised_oom_score_lowest_priority_and_limited_memory() {
         let _serial = crate::child::fork_test_lock();
