@@ -638,6 +638,71 @@ mod tests {
         assert_eq!((out.end, out.over_budget), (ChildEnd::Exited(2), false));
     }
 
+    /// A run is said to be out of memory only when it failed, had a budget, and its log says
+    /// so; a forked one that aborted says so too, but only under a budget.
+    #[test]
+    fn out_of_memory_is_a_failed_run_under_a_budget_whose_log_says_so() {
+        let _serial = crate::child::fork_test_lock();
+        let d = tempfile::tempdir().unwrap();
+        let budget = AnalysisLimits {
+            max_attempts: 100,
+            ..AnalysisLimits::default()
+        };
+        assert!(budget.memory > 0);
+        let unlimited = AnalysisLimits {
+            memory: 0,
+            ..budget.clone()
+        };
+        let oom = "echo 'memory allocation of 4096 bytes failed' >&2";
+        for (script, limits, want) in [
+            (format!("{oom}; exit 1"), &budget, true),
+            (format!("{oom}; exit 0"), &budget, false),
+            (format!("{oom}; exit 1"), &unlimited, false),
+            (
+                "echo 'no such file' >&2; exit 1".to_string(),
+                &budget,
+                false,
+            ),
+        ] {
+            let out = sh(&script, d.path(), limits).unwrap();
+            assert_eq!(out.over_budget, want, "{script}, budget {}", limits.memory);
+        }
+        // Forked: an abort is taken for an allocation that failed, under a budget only.
+        let log = d.path().join("forked.log");
+        let out = run_forked(&budget, &log, || std::process::abort()).unwrap();
+        assert_eq!(
+            (out.end, out.over_budget),
+            (ChildEnd::Signaled(libc::SIGABRT), true)
+        );
+        let out = run_forked(&unlimited, &log, || std::process::abort()).unwrap();
+        assert_eq!(
+            (out.end, out.over_budget),
+            (ChildEnd::Signaled(libc::SIGABRT), false)
+        );
+    }
+
+    /// Only what the log ends as whole lines counts, when asked: a message still being
+    /// written, its end not yet there, does not.
+    #[test]
+    fn a_log_says_out_of_memory_in_its_whole_lines() {
+        let d = tempfile::tempdir().unwrap();
+        let log = d.path().join("log");
+        let says = |text: &str, whole: bool| {
+            std::fs::write(&log, text).unwrap();
+            log_says_out_of_memory(&log, whole)
+        };
+        assert!(says("fatal: out of memory\n", true));
+        assert!(says("fatal: out of memory", false));
+        assert!(!says("fatal: out of memory", true), "the line is not ended");
+        assert!(says("Cannot allocate memory\nmore", true));
+        assert!(says("MemoryError\n", true));
+        assert!(!says("all well\n", false));
+        // Only the last 64 KiB are read.
+        let far = format!("out of memory\n{}", "x".repeat(64 << 10));
+        assert!(!says(&far, false));
+        assert!(!log_says_out_of_memory(&d.path().join("absent"), false));
+    }
+
     #[test]
     fn analyze_removes_partial_output_and_keeps_the_dump() {
         let _serial = crate::child::fork_test_lock();
