@@ -338,6 +338,121 @@ fn agent_thread(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sample::{NoStacks, ScriptedHeap};
+
+    /// A VM for the agent thread: it runs the body with a scripted heap (after `gate`, when
+    /// given, says go), fails to attach, or panics.
+    enum TestVm {
+        Runs(Option<std::sync::mpsc::Receiver<()>>),
+        Fails,
+        Panics,
+    }
+
+    impl Vm for TestVm {
+        fn attached(&self, agent: AgentBody<'_>) -> Result<(), String> {
+            match self {
+                TestVm::Runs(gate) => {
+                    if let Some(g) = gate {
+                        let _ = g.recv();
+                    }
+                    let heap = Heap {
+                        max: 256 << 20,
+                        total: 10 << 20,
+                        free: 0,
+                    };
+                    agent(&mut ScriptedHeap::new(vec![heap]), &mut NoStacks)
+                }
+                TestVm::Fails => Err("no VM to attach to".into()),
+                TestVm::Panics => panic!("the VM went away"),
+            }
+        }
+        fn java_vm(&self) -> Result<jni::JavaVM, String> {
+            Err("no JavaVM in this test".into())
+        }
+        fn exit_info(&self) -> Option<Box<dyn ExitInfoSource + Send>> {
+            None
+        }
+    }
+
+    fn started(dir: &std::path::Path, vm: TestVm) -> Handle {
+        start(StartArgs {
+            config: Config {
+                policy_json: r#"{"poll_interval_ms": 100}"#.into(),
+                data_dir: dir.to_path_buf(),
+                app_version: "1.0".into(),
+                ..Config::default()
+            },
+            network: Arc::new(NetworkState::default()),
+            flight: Flight::default(),
+            vm: Box::new(vm),
+        })
+        .unwrap()
+    }
+
+    /// A stop is asked without waiting, then waited for with a bound: false while the agent
+    /// thread runs on, true once it has ended; no dump is taken once a stop was asked.
+    #[test]
+    fn a_stop_is_waited_for_with_a_bound_until_the_agent_thread_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        let (go, gate) = std::sync::mpsc::channel();
+        let mut h = started(dir.path(), TestVm::Runs(Some(gate)));
+        assert!(!h.is_stopping());
+        assert!(h.dump_now("before the stop".into()));
+        let stopping = h.stop();
+        assert!(h.is_stopping() && h.is(&stopping));
+        assert!(!h.dump_now("after the stop".into()));
+        assert!(
+            !stopping.wait(Duration::from_millis(200)),
+            "the thread is held at its start"
+        );
+        go.send(()).unwrap();
+        assert!(stopping.wait(Duration::from_secs(30)));
+        assert!(stopping.wait(Duration::ZERO), "ended stays ended");
+        let other = started(dir.path(), TestVm::Fails);
+        assert!(!other.is(&stopping));
+        h.join().unwrap();
+        other.join().unwrap();
+    }
+
+    /// An agent thread that cannot attach, or panics, still ends for whoever waits, and says
+    /// why in the status; the app's thread is not touched.
+    #[test]
+    fn an_agent_that_fails_or_panics_ends_and_says_why() {
+        let dir = tempfile::tempdir().unwrap();
+        for (vm, want) in [
+            (TestVm::Fails, "no VM to attach to"),
+            (TestVm::Panics, "panicked: the VM went away"),
+        ] {
+            let mut h = started(dir.path(), vm);
+            let stopping = h.stop();
+            assert!(stopping.wait(Duration::from_secs(30)), "{want}");
+            let status: serde_json::Value =
+                serde_json::from_str(&h.shared().status_json()).unwrap();
+            assert_eq!(status["state"], "failed", "{status}");
+            assert_eq!(status["error"], want, "{status}");
+            assert!(h.join().is_ok());
+        }
+    }
+
+    /// With no runtime this dumper knows loaded, every dump is refused with the reason.
+    #[test]
+    fn without_a_known_runtime_every_dump_is_refused_with_the_reason() {
+        let mut d = runtime_dumper(&TestVm::Fails, 33);
+        assert_eq!(d.name(), "none");
+        let why = d.check().unwrap_err().to_string();
+        assert!(
+            why.contains("neither libart.so (ART) nor libjvm.so"),
+            "{why}"
+        );
+        let req = DumpRequest {
+            full_path: "/nonexistent/d.hprof".into(),
+            mini_path: None,
+            level: hprof::Level::None,
+            keep_full: true,
+            deadline: Duration::from_secs(1),
+        };
+        assert_eq!(d.dump(&req).unwrap_err().to_string(), why);
+    }
 
     #[test]
     fn the_runtime_is_told_by_the_library_mapped() {
