@@ -394,24 +394,44 @@ mod tests {
     #[test]
     fn a_stop_is_waited_for_with_a_bound_until_the_agent_thread_ends() {
         let dir = tempfile::tempdir().unwrap();
-        let (go, gate) = std::sync::mpsc::channel();
-        let mut h = started(dir.path(), TestVm::Runs(Some(gate)));
+        let mut h = started(dir.path(), TestVm::Runs(None));
+        // The agent polls the VM's heap numbers (256 MiB at most).
+        let t0 = std::time::Instant::now();
+        while !h
+            .shared()
+            .status_json()
+            .contains(&(256u64 << 20).to_string())
+        {
+            assert!(
+                t0.elapsed() < Duration::from_secs(30),
+                "{}",
+                h.shared().status_json()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
         assert!(!h.is_stopping());
         assert!(h.dump_now("before the stop".into()));
         let stopping = h.stop();
         assert!(h.is_stopping() && h.is(&stopping));
         assert!(!h.dump_now("after the stop".into()));
-        assert!(
-            !stopping.wait(Duration::from_millis(200)),
-            "the thread is held at its start"
-        );
-        go.send(()).unwrap();
         assert!(stopping.wait(Duration::from_secs(30)));
         assert!(stopping.wait(Duration::ZERO), "ended stays ended");
-        let other = started(dir.path(), TestVm::Fails);
-        assert!(!other.is(&stopping));
+        while !h.is_finished() {
+            assert!(t0.elapsed() < Duration::from_secs(60));
+            std::thread::sleep(Duration::from_millis(10));
+        }
+
+        // Held at its start: the stop's wait ends with the bound, false, until it has ended.
+        let (go, gate) = std::sync::mpsc::channel();
+        let mut held = started(dir.path(), TestVm::Runs(Some(gate)));
+        let waiting = held.stop();
+        assert!(held.is(&waiting) && !h.is(&waiting) && !held.is(&stopping));
+        assert!(!waiting.wait(Duration::from_millis(200)));
+        assert!(!held.is_finished());
+        go.send(()).unwrap();
+        assert!(waiting.wait(Duration::from_secs(30)));
         h.join().unwrap();
-        other.join().unwrap();
+        held.join().unwrap();
     }
 
     /// An agent thread that cannot attach, or panics, still ends for whoever waits, and says
