@@ -433,6 +433,48 @@ fn io_work_runs_on_the_io_thread_once_started() {
     );
 }
 
+/// Work that panics ends the I/O thread (the process lives on: panics unwind); what comes
+/// after is handed back, for the agent to run on a thread of its own.
+#[test]
+fn after_the_io_thread_died_work_comes_back_to_the_caller() {
+    let data = tempfile::tempdir().unwrap();
+    let policy = Policy::default();
+    let device = Device::default();
+    let mut pipeline =
+        Pipeline::new(data.path(), "1.0", Box::new(Refuse), None).with_analyser(None);
+    pipeline.started(&ActionContext {
+        policy: &policy,
+        data_dir: data.path(),
+        app_version: "1.0",
+        page: "",
+        device: &device,
+        flight: &Flight::default(),
+        java_threads: &[],
+    });
+    assert!(pipeline
+        .run_io(Box::new(|| panic!(
+            "a job that panics (expected in this test)"
+        )))
+        .is_ok());
+    let t0 = Instant::now();
+    let (tx, rx) = std::sync::mpsc::channel();
+    loop {
+        let tx = tx.clone();
+        match pipeline.run_io(Box::new(move || tx.send(()).unwrap())) {
+            Err(back) => {
+                back();
+                break;
+            }
+            Ok(()) => {
+                assert!(t0.elapsed() < Duration::from_secs(20), "still taken");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+    }
+    rx.recv_timeout(Duration::from_secs(1))
+        .expect("the job handed back ran");
+}
+
 /// Scratch files are planned when 1.25 times the dump is more than half the budget, never
 /// without a budget.
 #[test]
