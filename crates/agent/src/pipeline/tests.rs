@@ -38,6 +38,21 @@ pub(super) fn fake_analyser(dir: &Path) -> PathBuf {
     analyser
 }
 
+/// The context the agent hands its actions, for an app "1.0" showing no page.
+fn context<'a>(policy: &'a Policy, data_dir: &'a Path) -> ActionContext<'a> {
+    static DEVICE: std::sync::LazyLock<Device> = std::sync::LazyLock::new(Device::default);
+    static FLIGHT: std::sync::LazyLock<Flight> = std::sync::LazyLock::new(Flight::default);
+    ActionContext {
+        policy,
+        data_dir,
+        app_version: "1.0",
+        page: "",
+        device: &DEVICE,
+        flight: &FLIGHT,
+        java_threads: &[],
+    }
+}
+
 fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
     let t0 = Instant::now();
     while !f() {
@@ -118,16 +133,7 @@ fn uploads_wait_while_metered_and_go_once_unmetered() {
     let mut pipeline = Pipeline::new(data.path(), "1.0", Box::new(Refuse), None)
         .with_network(network.clone())
         .with_analyser(Some(analyser));
-    let device = Device::default();
-    pipeline.started(&ActionContext {
-        policy: &policy,
-        data_dir: data.path(),
-        app_version: "1.0",
-        page: "",
-        device: &device,
-        flight: &Flight::default(),
-        java_threads: &[],
-    });
+    pipeline.started(&context(&policy, data.path()));
     // The first pass analyses, then stops uploading because the network is metered.
     let gone = || !spool.incident_dir(&id).exists();
     wait_for("the analysis", Duration::from_secs(20), || {
@@ -203,15 +209,9 @@ fn a_verdict_without_a_dump_is_still_reported_once_per_kind() {
     policy.upload.unmetered_only = false;
     let mut pipeline =
         Pipeline::new(data.path(), "1.0", Box::new(Refuse), None).with_analyser(None);
-    let device = Device::default();
     let cx = ActionContext {
-        policy: &policy,
-        data_dir: data.path(),
-        app_version: "1.0",
         page: "MainActivity",
-        device: &device,
-        flight: &Flight::default(),
-        java_threads: &[],
+        ..context(&policy, data.path())
     };
     pipeline.started(&cx);
     let inv = Inventory {
@@ -334,7 +334,6 @@ impl Dumper for Recording {
 #[test]
 fn a_dumps_request_follows_the_policys_strip_level_and_keep_full() {
     let data = tempfile::tempdir().unwrap();
-    let device = Device::default();
     let mut asked = Vec::new();
     for (level, keep_full) in [
         (StripLevel::Arrays, false),
@@ -349,15 +348,7 @@ fn a_dumps_request_follows_the_policys_strip_level_and_keep_full() {
         let mut pipeline =
             Pipeline::new(data.path(), "1.0", Box::new(Recording(seen.clone())), None)
                 .with_analyser(None);
-        let cx = ActionContext {
-            policy: &policy,
-            data_dir: data.path(),
-            app_version: "1.0",
-            page: "",
-            device: &device,
-            flight: &Flight::default(),
-            java_threads: &[],
-        };
+        let cx = context(&policy, data.path());
         pipeline.started(&cx);
         let r = pipeline.on_verdict(&verdict(Kind::Heap, 90), None, &cx);
         assert_eq!(r.action, "reported", "{r:?}");
@@ -390,7 +381,6 @@ fn a_dumps_request_follows_the_policys_strip_level_and_keep_full() {
 fn io_work_runs_on_the_io_thread_once_started() {
     let data = tempfile::tempdir().unwrap();
     let policy = Policy::default();
-    let device = Device::default();
     let mut pipeline =
         Pipeline::new(data.path(), "1.0", Box::new(Refuse), None).with_analyser(None);
     let (tx, rx) = std::sync::mpsc::channel();
@@ -404,15 +394,7 @@ fn io_work_runs_on_the_io_thread_once_started() {
         .expect_err("no I/O thread yet");
     back();
     assert_eq!(rx.recv().unwrap().as_deref(), std::thread::current().name());
-    pipeline.started(&ActionContext {
-        policy: &policy,
-        data_dir: data.path(),
-        app_version: "1.0",
-        page: "",
-        device: &device,
-        flight: &Flight::default(),
-        java_threads: &[],
-    });
+    pipeline.started(&context(&policy, data.path()));
     assert!(pipeline.run_io(job(tx)).is_ok());
     let name = rx
         .recv_timeout(Duration::from_secs(20))
@@ -439,18 +421,9 @@ fn io_work_runs_on_the_io_thread_once_started() {
 fn after_the_io_thread_died_work_comes_back_to_the_caller() {
     let data = tempfile::tempdir().unwrap();
     let policy = Policy::default();
-    let device = Device::default();
     let mut pipeline =
         Pipeline::new(data.path(), "1.0", Box::new(Refuse), None).with_analyser(None);
-    pipeline.started(&ActionContext {
-        policy: &policy,
-        data_dir: data.path(),
-        app_version: "1.0",
-        page: "",
-        device: &device,
-        flight: &Flight::default(),
-        java_threads: &[],
-    });
+    pipeline.started(&context(&policy, data.path()));
     assert!(pipeline
         .run_io(Box::new(|| panic!(
             "a job that panics (expected in this test)"
@@ -527,16 +500,7 @@ fn a_death_is_queued_with_what_the_ring_held_within_the_days_quota() {
     let data = tempfile::tempdir().unwrap();
     let mut policy = Policy::default();
     policy.death.max_per_day = 2;
-    let device = Device::default();
-    let cx = ActionContext {
-        policy: &policy,
-        data_dir: data.path(),
-        app_version: "1.0",
-        page: "",
-        device: &device,
-        flight: &Flight::default(),
-        java_threads: &[],
-    };
+    let cx = context(&policy, data.path());
     let prev = previous_process();
     let mut pipeline =
         Pipeline::new(data.path(), "1.0", Box::new(Refuse), None).with_analyser(None);
