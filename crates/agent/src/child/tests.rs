@@ -505,3 +505,60 @@ fn an_exec_child_inherits_no_signal_setup_and_no_fd() {
         "{got}"
     );
 }
+
+/// Only an exit with code 0 is a child that went well; each end reads as what happened.
+#[test]
+fn only_an_exit_with_code_0_is_ok_and_each_end_says_what_happened() {
+    let ends = [
+        (ChildEnd::Exited(0), true, "exited with code 0"),
+        (ChildEnd::Exited(3), false, "exited with code 3"),
+        (ChildEnd::Signaled(9), false, "was killed by signal 9"),
+        (
+            ChildEnd::TimedOut,
+            false,
+            "passed its deadline and was killed",
+        ),
+        (ChildEnd::GaveUp, false, "was stuck and was killed"),
+        (
+            ChildEnd::Reaped,
+            false,
+            "ended, but its exit status was taken by another waiter",
+        ),
+    ];
+    for (end, ok, says) in ends {
+        assert_eq!(end.ok(), ok, "{end:?}");
+        assert!(end.to_string().starts_with(says), "{end:?}: {end}");
+    }
+}
+
+/// A child dropped without a wait is killed and reaped: nothing of it is left.
+#[test]
+fn a_child_dropped_unwaited_is_killed_and_reaped() {
+    let _serial = fork_test_lock();
+    let child = spawn(DUMP_CHILD_NAME, 0, || loop {
+        // SAFETY: pause, async-signal-safe, is the child's only call.
+        unsafe { libc::pause() };
+    })
+    .unwrap();
+    let pid = child.pid;
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(child.elapsed() >= Duration::from_millis(50));
+    drop(child);
+    let t0 = Instant::now();
+    // SAFETY: signal 0 only asks whether `pid` exists.
+    while unsafe { libc::kill(pid, 0) } == 0 {
+        assert!(t0.elapsed() < Duration::from_secs(10), "{pid} still exists");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A pidfd is had for a process that exists, and none for one that does not.
+#[test]
+fn a_pidfd_is_had_only_for_a_process_that_exists() {
+    if !pidfd_allowed() {
+        println!("SKIPPED a_pidfd_is_had_only_for_a_process_that_exists: no pidfd_open here");
+        return;
+    }
+    assert!(pidfd(std::process::id() as libc::pid_t).is_some());
+    assert!(pidfd(-1).is_none());
+}
