@@ -73,3 +73,13 @@ fn under_seccomp_filter() -> bool {
             .any(|l| l.strip_prefix("Seccomp:").is_some_and(|v| v.trim() == "2"))
     })
 }
+
+#[cfg(test)]
+mod tests {
+    /// Off Android there is no API level: the kernel and any seccomp filter decide instead.
+    #[cfg(not(target_os = "android"))]
+    #[test]
+    fn off_android_there_is_no_api_level() {
+        assert_eq!(super::platform_api_level(), None);
+    }
+}

@@ -562,3 +562,20 @@ fn a_pidfd_is_had_only_for_a_process_that_exists() {
     assert!(pidfd(std::process::id() as libc::pid_t).is_some());
     assert!(pidfd(-1).is_none());
 }
+
+/// This process's own data, in bytes: within a factor of two of what `statm` counts (its data
+/// and stack, in pages), read a moment apart while other tests allocate.
+#[test]
+fn own_data_is_counted_in_bytes() {
+    let own = own_data_bytes();
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
+    let pages: u64 = statm.split_whitespace().nth(5).unwrap().parse().unwrap();
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64;
+    let data = pages * page;
+    assert!(own > 1 << 20, "{own}");
+    assert!(
+        own >= data / 2 && own <= data * 2,
+        "VmData {own} bytes, statm's data {data}"
+    );
+}
