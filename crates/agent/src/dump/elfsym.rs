@@ -510,15 +510,7 @@ int (*volatile keep)(int) = hidden_helper;
 
         // More output than allowed: stopped at the limit, an error.
         let zeros = vec![0u8; 3 << 20];
-        let mut c = std::process::Command::new("xz")
-            .args(["-c", "--check=crc32"])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        use std::io::Write;
-        c.stdin.take().unwrap().write_all(&zeros).unwrap();
-        let big = c.wait_with_output().unwrap().stdout;
+        let big = xz_of(&zeros, &[]);
         assert_eq!(unxz(&big, 4 << 20).unwrap().len(), 3 << 20);
         assert_eq!(unxz(&big, 3 << 20).unwrap(), zeros, "exactly the limit");
         assert!(unxz(&big, (3 << 20) - 1).is_err(), "a byte over the limit");
@@ -530,18 +522,31 @@ int (*volatile keep)(int) = hidden_helper;
         // MAX_MINI_DEBUGINFO plus 1 MiB (xz's own count: 33 MiB for a 32 MiB dictionary);
         // a 48 MiB one is refused before anything is allocated for it.
         let with_dict = |dict: &str| {
-            let mut c = std::process::Command::new("xz")
-                .args(["-c", "--check=crc32", &format!("--lzma2=dict={dict}")])
-                .stdin(std::process::Stdio::piped())
-                .stdout(std::process::Stdio::piped())
-                .spawn()
-                .unwrap();
-            c.stdin.take().unwrap().write_all(b"some symbols").unwrap();
-            unxz(&c.wait_with_output().unwrap().stdout, MAX_MINI_DEBUGINFO)
+            let packed = xz_of(b"some symbols", &[&format!("--lzma2=dict={dict}")]);
+            unxz(&packed, MAX_MINI_DEBUGINFO)
         };
         assert_eq!(with_dict("32MiB").unwrap(), b"some symbols");
         let err = with_dict("48MiB").unwrap_err();
         assert!(err.contains("memory"), "{err}");
+    }
+
+    /// `data` compressed by xz (`-c --check=crc32`, then `args`), fed from a thread of its own.
+    fn xz_of(data: &[u8], args: &[&str]) -> Vec<u8> {
+        use std::io::Write;
+        let mut c = std::process::Command::new("xz")
+            .args(["-c", "--check=crc32"])
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("xz runs");
+        let mut stdin = c.stdin.take().unwrap();
+        let data = data.to_vec();
+        let feed = std::thread::spawn(move || stdin.write_all(&data));
+        let out = c.wait_with_output().unwrap();
+        feed.join().unwrap().unwrap();
+        assert!(out.status.success(), "xz {args:?}");
+        out.stdout
     }
 
     /// `nm`'s view of `so`: each defined symbol's value and size (`-D`: `.dynsym` only).
@@ -623,8 +628,8 @@ int (*volatile keep)(int) = hidden_helper;
         assert!(e.lookup("absent").unwrap().is_none());
     }
 
-    /// The section headers of a 64-bit ELF file: (name, where its header is).
-    fn sections(b: &[u8]) -> Vec<(String, usize)> {
+    /// Where the header of the section named `name` is, in a 64-bit ELF file.
+    fn section(b: &[u8], name: &str) -> usize {
         let shoff = u64_at(b, 0x28).unwrap() as usize;
         let (size, n, names) = (
             u16_at(b, 0x3a).unwrap() as usize,
@@ -633,13 +638,12 @@ int (*volatile keep)(int) = hidden_helper;
         );
         let strings = u64_at(b, shoff + names * size + 0x18).unwrap() as usize;
         (0..n)
-            .map(|i| {
-                let h = shoff + i * size;
+            .map(|i| shoff + i * size)
+            .find(|&h| {
                 let at = strings + u32_at(b, h).unwrap() as usize;
-                let end = at + b[at..].iter().position(|&c| c == 0).unwrap();
-                (String::from_utf8_lossy(&b[at..end]).into_owned(), h)
+                b[at..].split(|&c| c == 0).next() == Some(name.as_bytes())
             })
-            .collect()
+            .unwrap_or_else(|| panic!("no section {name}"))
     }
 
     /// Each table and `.gnu_debugdata` may end at the file's last byte, not one past it; a
@@ -654,31 +658,26 @@ int (*volatile keep)(int) = hidden_helper;
         let parse = |b: &[u8]| ElfSymbols::parse(path.to_path_buf(), Bytes::Owned(b.to_vec()));
         let set =
             |b: &mut Vec<u8>, at: usize, v: u64| b[at..at + 8].copy_from_slice(&v.to_le_bytes());
-        for (file, section, field) in [
-            (&so, ".dynsym", 0x20),
-            (&so, ".dynstr", 0x20),
-            (&so, ".symtab", 0x20),
-            (&lib, ".gnu_debugdata", 0x20),
+        // Each section's size (at 0x20 in its header) set to reach the file's end, then past it.
+        for (file, name) in [
+            (&so, ".dynsym"),
+            (&so, ".dynstr"),
+            (&so, ".symtab"),
+            (&lib, ".gnu_debugdata"),
         ] {
             let mut b = std::fs::read(file).unwrap();
-            let h = sections(&b).into_iter().find(|s| s.0 == section).unwrap().1;
+            let h = section(&b, name);
             let off = u64_at(&b, h + 0x18).unwrap();
             let to_end = b.len() as u64 - off;
-            set(&mut b, h + field, to_end);
-            assert!(parse(&b).is_ok(), "{section} to the file's end");
-            set(&mut b, h + field, to_end + 1);
+            set(&mut b, h + 0x20, to_end);
+            assert!(parse(&b).is_ok(), "{name} to the file's end");
+            set(&mut b, h + 0x20, to_end + 1);
             let e = parse(&b).err().unwrap().to_string();
-            assert!(
-                e.contains("outside the file"),
-                "{section} one byte past: {e}"
-            );
+            assert!(e.contains("outside the file"), "{name} one byte past: {e}");
         }
         let mut b = std::fs::read(&so).unwrap();
-        let h = sections(&b)
-            .into_iter()
-            .find(|s| s.0 == ".dynsym")
-            .unwrap()
-            .1;
+        // The entry size, at 0x38.
+        let h = section(&b, ".dynsym");
         set(&mut b, h + 0x38, 23);
         let e = parse(&b).err().unwrap().to_string();
         assert!(e.contains("symbol table outside the file"), "{e}");
