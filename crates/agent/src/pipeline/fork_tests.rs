@@ -17,6 +17,11 @@ fn dumped(root: &Path) -> String {
 
 /// A dumped incident in a fresh spool whose mini dump is `mini`.
 fn dumped_as(root: &Path, mini: &[u8]) -> String {
+    dumped_with(root, mini, serde_json::json!({"appVersion": "t-1"}))
+}
+
+/// A dumped incident whose mini dump is `mini` and whose running info is `running_info`.
+fn dumped_with(root: &Path, mini: &[u8], running_info: serde_json::Value) -> String {
     let spool = Spool::open(root.join(SPOOL_DIR), Quotas::default()).unwrap();
     let staging = spool.stage().unwrap();
     std::fs::write(staging.path(FileKind::MiniDump), mini).unwrap();
@@ -25,7 +30,7 @@ fn dumped_as(root: &Path, mini: &[u8]) -> String {
             staging,
             NewIncident {
                 reason: "test".into(),
-                running_info: serde_json::json!({"appVersion": "t-1"}),
+                running_info,
                 ..NewIncident::default()
             },
         )
@@ -373,21 +378,8 @@ fn the_analyser_executable_is_given_the_incidents_running_info() {
 
     std::fs::remove_file(&args).unwrap();
     let spool = Spool::open(dir.path().join(SPOOL_DIR), Quotas::default()).unwrap();
-    let staging = spool.stage().unwrap();
-    std::fs::write(
-        staging.path(FileKind::MiniDump),
-        std::fs::read(spool.incident_dir(&with).join("mini.hprof")).unwrap(),
-    )
-    .unwrap();
-    let without = spool
-        .commit(
-            staging,
-            NewIncident {
-                reason: "test".into(),
-                ..NewIncident::default()
-            },
-        )
-        .unwrap();
+    let mini = std::fs::read(spool.incident_dir(&with).join("mini.hprof")).unwrap();
+    let without = dumped_with(dir.path(), &mini, serde_json::Value::Null);
     io_pass(&cfg, &mut queue::LastError::default());
     analysed_report(dir.path(), &without);
     let seen = std::fs::read_to_string(&args).unwrap();
