@@ -283,10 +283,7 @@ mod tests {
             "{q:#}"
         );
         // Its files as they are now (the upload's plan compressed the mini dump).
-        let on_disk: u64 = std::fs::read_dir(spool.incident_dir(&id))
-            .unwrap()
-            .map(|e| e.unwrap().metadata().unwrap().len())
-            .sum();
+        let on_disk = bytes_on_disk(&spool, &id);
         assert_eq!(q["pending_bytes"].as_u64(), Some(on_disk), "{q:#}");
         assert!(on_disk > 0);
         assert!(q["next_attempt_ms"].as_u64().unwrap() > now, "{q:#}");
@@ -326,19 +323,33 @@ mod tests {
                 spool.commit(staging, info).unwrap()
             })
             .collect();
+        edit(&spool, &ids[..1], |inc| {
+            inc.state = State::Rejected;
+            inc.rejected = Some("400".into());
+        });
+        edit(&spool, &ids[1..2], |inc| {
+            inc.next_attempt_ms = now + 150_000
+        });
+        edit(&spool, &ids[2..], |inc| inc.next_attempt_ms = now + 200_000);
+        (spool, ids)
+    }
+
+    /// Change the records of the incidents `ids` by `f`, under the spool's lock.
+    fn edit(spool: &Spool, ids: &[String], f: impl Fn(&mut crate::spool::Incident)) {
         let guard = spool.lock().unwrap();
-        for (id, next) in ids.iter().zip([0, now + 150_000, now + 200_000]) {
+        for id in ids {
             let mut inc = spool.read_incident(id).unwrap();
-            if next == 0 {
-                inc.state = State::Rejected;
-                inc.rejected = Some("400".into());
-            } else {
-                inc.next_attempt_ms = next;
-            }
+            f(&mut inc);
             guard.save(&inc).unwrap();
         }
-        drop(guard);
-        (spool, ids)
+    }
+
+    /// The bytes of the files in the incident `id`'s directory, as they are now.
+    fn bytes_on_disk(spool: &Spool, id: &str) -> u64 {
+        std::fs::read_dir(spool.incident_dir(id))
+            .unwrap()
+            .map(|e| e.unwrap().metadata().unwrap().len())
+            .sum()
     }
 
     /// What status.json's queue says, for each way a pass can end: what the pending incidents
@@ -350,11 +361,7 @@ mod tests {
         let (spool, ids) = three_incidents(data.path(), now);
         let every = Duration::from_secs(60);
         let upload = upload::Config::from(&crate::policy::Policy::default());
-        let bytes: u64 = ids[1..]
-            .iter()
-            .flat_map(|id| std::fs::read_dir(spool.incident_dir(id)).unwrap())
-            .map(|e| e.unwrap().metadata().unwrap().len())
-            .sum();
+        let bytes = bytes_on_disk(&spool, &ids[1]) + bytes_on_disk(&spool, &ids[2]);
         let last = LastError {
             what: Some("x".into()),
             at_ms: Some(9),
@@ -467,24 +474,13 @@ mod tests {
         );
 
         // Backoffs over (or ending now): the next pass, waiting for nothing in particular.
-        let guard = spool.lock().unwrap();
-        for (id, next) in ids[1..].iter().zip([now, now - 1]) {
-            let mut inc = spool.read_incident(id).unwrap();
-            inc.next_attempt_ms = next;
-            guard.save(&inc).unwrap();
-        }
-        drop(guard);
+        edit(&spool, &ids[1..2], |inc| inc.next_attempt_ms = now);
+        edit(&spool, &ids[2..], |inc| inc.next_attempt_ms = now - 1);
         let q = summary(Some(&upload), None);
         assert_eq!((q.waiting_for, q.next_attempt_ms), (None, Some(first_pass)));
 
         // Only rejected incidents: nothing pending, nothing to wait for.
-        let guard = spool.lock().unwrap();
-        for id in &ids[1..] {
-            let mut inc = spool.read_incident(id).unwrap();
-            inc.state = State::Rejected;
-            guard.save(&inc).unwrap();
-        }
-        drop(guard);
+        edit(&spool, &ids[1..], |inc| inc.state = State::Rejected);
         let q = summary(Some(&upload), Some(Stop::Offline));
         assert_eq!((q.pending, q.rejected, q.pending_bytes), (0, 3, 0));
         assert_eq!((q.waiting_for, q.next_attempt_ms), (None, None));
@@ -557,12 +553,7 @@ mod tests {
         let data = tempfile::tempdir().unwrap();
         let (spool, ids) = three_incidents(data.path(), 0);
         let board = QueueBoard::default();
-        let size = |id: &str| -> u64 {
-            std::fs::read_dir(spool.incident_dir(id))
-                .unwrap()
-                .map(|e| e.unwrap().metadata().unwrap().len())
-                .sum()
-        };
+        let size = |id: &str| bytes_on_disk(&spool, id);
         let before = spool.now_ms();
         note_queued(&board, &spool, &ids[0], true);
         let q = board.newer(&mut 0).unwrap();
