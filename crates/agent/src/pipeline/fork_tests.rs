@@ -37,7 +37,7 @@ fn dumped_with(root: &Path, mini: &[u8], running_info: serde_json::Value) -> Str
         .unwrap()
 }
 
-fn io_config(root: &Path, analyser: Option<PathBuf>) -> IoConfig {
+pub(super) fn io_config(root: &Path, analyser: Option<PathBuf>) -> IoConfig {
     IoConfig {
         spool_root: root.join(SPOOL_DIR),
         quotas: Quotas::default(),

@@ -10,18 +10,25 @@
 //! `status.json` (incidents waiting, their bytes, the next attempt, the last upload error:
 //! `queue.rs`) on the agent's [`QueueBoard`]; the agent never reads the spool for it.
 //!
+//! A pass or a job that panics does not end the thread: the panic is caught, logged and kept as
+//! the queue summary's last error, and the thread goes on. After [`PANICKED_PASSES_MAX`] passes
+//! in a row have panicked, it makes no more passes until the next launch (each would likely
+//! panic again on the same incident) but still runs the agent's jobs. The spool is crash-safe,
+//! so a pass cut short by a panic leaves it as a killed process would, for recovery to take up.
+//!
 //! Invariants: the agent thread never analyses or uploads; stopping waits at most
 //! [`IO_STOP_WAIT`] for a pass in flight, which otherwise finishes in the background (or resumes
-//! on the next launch).
+//! on the next launch); a panic on this thread never ends it.
 
 use super::analysis::analyse_out_of_process;
 use super::network::NetworkState;
 use super::queue;
 use super::runner::AnalysisLimits;
-use crate::agent::{IoJob, QueueBoard};
+use crate::agent::{panic_message, IoJob, QueueBoard};
 use crate::recorder::{self, Flight};
-use crate::spool::{AnalysisJob, Quotas, Spool};
+use crate::spool::{AnalysisJob, Clock, Quotas, Spool};
 use crate::upload::{self, Network};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
@@ -47,6 +54,10 @@ pub(super) struct IoThread {
 
 /// How long `stop` waits for an analysis or upload pass in flight.
 pub(super) const IO_STOP_WAIT: Duration = Duration::from_secs(3);
+
+/// Passes that panic one after the other before the I/O thread makes no more of them until the
+/// next launch.
+pub(super) const PANICKED_PASSES_MAX: u32 = 3;
 
 impl Drop for IoThread {
     fn drop(&mut self) {
@@ -167,29 +178,78 @@ pub(super) fn io_pass(cfg: &IoConfig, last: &mut queue::LastError) {
 }
 
 pub(super) fn io_thread(cfg: IoConfig, rx: chan::Receiver<Work>) {
-    let mut pass = true;
+    io_loop(&cfg, &rx, io_pass);
+}
+
+/// The I/O thread's loop, each pass made by `pass` (`io_pass`; another in tests).
+pub(super) fn io_loop(
+    cfg: &IoConfig,
+    rx: &chan::Receiver<Work>,
+    mut pass: impl FnMut(&IoConfig, &mut queue::LastError),
+) {
+    let mut due = true;
     let mut last = queue::LastError::default();
+    // Passes that panicked since the last one that did not.
+    let mut panicked = 0;
     loop {
-        if pass {
-            io_pass(&cfg, &mut last);
+        if due && panicked < PANICKED_PASSES_MAX {
+            match catch_unwind(AssertUnwindSafe(|| pass(cfg, &mut last))) {
+                Ok(()) => panicked = 0,
+                Err(p) => {
+                    panicked += 1;
+                    after_panicked_pass(cfg, &mut last, &panic_message(&*p), panicked);
+                }
+            }
         }
-        pass = true;
+        due = true;
         match rx.recv_timeout(cfg.retry_every) {
             Ok(Work::Run(job)) => {
-                job();
-                pass = false;
+                run_job(job);
+                due = false;
             }
             Ok(Work::Pass) | Err(mpsc::RecvTimeoutError::Timeout) => {
                 // Coalesce kicks that came meanwhile.
                 while let Ok(w) = rx.try_recv() {
                     match w {
                         Work::Stop => return,
-                        Work::Run(job) => job(),
+                        Work::Run(job) => run_job(job),
                         Work::Pass => {}
                     }
                 }
             }
             Ok(Work::Stop) | Err(mpsc::RecvTimeoutError::Disconnected) => return,
+        }
+    }
+}
+
+/// Run one of the agent's jobs; a panic is logged, and the thread goes on.
+fn run_job(job: IoJob) {
+    if let Err(p) = catch_unwind(AssertUnwindSafe(job)) {
+        warn!(
+            "a job on the oomguard-io thread panicked: {}; the thread goes on",
+            panic_message(&*p)
+        );
+    }
+}
+
+/// After the `n`th pass in a row panicked with `why`: the analysis is no longer in progress, the
+/// panic is the last error, and the queue summary says so.
+fn after_panicked_pass(cfg: &IoConfig, last: &mut queue::LastError, why: &str, n: u32) {
+    cfg.flight.set_busy(recorder::BUSY_ANALYSIS, false);
+    if n < PANICKED_PASSES_MAX {
+        warn!("an analysis or upload pass panicked: {why}; the next pass tries again");
+    } else {
+        warn!(
+            "an analysis or upload pass panicked: {why}; {n} in a row, so no more passes until \
+             the next launch"
+        );
+    }
+    last.what = Some(format!("analysis or upload pass panicked: {why}"));
+    last.at_ms = Some(crate::spool::SystemClock.now_ms());
+    if let Ok(spool) = Spool::open(&cfg.spool_root, cfg.quotas.clone()) {
+        if let Ok(guard) = spool.lock() {
+            let up = cfg.upload.as_ref();
+            queue::publish(&cfg.queue, &guard, up, None, last, cfg.retry_every);
         }
     }
 }

@@ -415,10 +415,9 @@ fn io_work_runs_on_the_io_thread_once_started() {
     );
 }
 
-/// Work that panics ends the I/O thread (the process lives on: panics unwind); what comes
-/// after is handed back, for the agent to run on a thread of its own.
+/// Work that panics does not end the I/O thread: the work after it still runs there.
 #[test]
-fn after_the_io_thread_died_work_comes_back_to_the_caller() {
+fn a_panicking_job_leaves_the_io_thread_serving() {
     let data = tempfile::tempdir().unwrap();
     let policy = Policy::default();
     let mut pipeline =
@@ -429,23 +428,122 @@ fn after_the_io_thread_died_work_comes_back_to_the_caller() {
             "a job that panics (expected in this test)"
         )))
         .is_ok());
-    let t0 = Instant::now();
     let (tx, rx) = std::sync::mpsc::channel();
-    loop {
-        let tx = tx.clone();
-        match pipeline.run_io(Box::new(move || tx.send(()).unwrap())) {
-            Err(back) => {
-                back();
-                break;
-            }
-            Ok(()) => {
-                assert!(t0.elapsed() < Duration::from_secs(20), "still taken");
-                std::thread::sleep(Duration::from_millis(10));
-            }
-        }
-    }
+    let job: IoJob = Box::new(move || {
+        let _ = tx.send(std::thread::current().name().map(str::to_string));
+    });
+    assert!(pipeline.run_io(job).is_ok());
+    let name = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the job after the panic ran");
+    assert_eq!(name.as_deref(), Some("oomguard-io"));
+}
+
+/// Once the I/O thread has ended, work is handed back, for the agent to run on a thread of its
+/// own.
+#[test]
+fn after_the_io_thread_ended_work_comes_back_to_the_caller() {
+    let data = tempfile::tempdir().unwrap();
+    let policy = Policy::default();
+    let mut pipeline =
+        Pipeline::new(data.path(), "1.0", Box::new(Refuse), None).with_analyser(None);
+    pipeline.started(&context(&policy, data.path()));
+    let live = pipeline.live.as_ref().unwrap();
+    live.io.tx.send(io::Work::Stop).ok().unwrap();
+    live.io
+        .done
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the thread ended");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let back = pipeline
+        .run_io(Box::new(move || tx.send(()).unwrap()))
+        .expect_err("no thread to take it");
+    back();
     rx.recv_timeout(Duration::from_secs(1))
         .expect("the job handed back ran");
+}
+
+/// A pass that panics does not end the I/O thread. The panic is the queue summary's last
+/// error, and the analysis is no longer marked in progress in the ring. A kick passes again, and
+/// a pass that does not panic starts the count afresh; after `PANICKED_PASSES_MAX` in a row the
+/// thread makes no more passes, but still runs the agent's jobs, panicking or not.
+#[test]
+fn passes_that_panic_leave_the_io_thread_running_jobs() {
+    use super::io::{io_loop, Work, PANICKED_PASSES_MAX};
+    assert_eq!(PANICKED_PASSES_MAX, 3);
+    let data = tempfile::tempdir().unwrap();
+    let cfg = super::fork_tests::io_config(data.path(), None);
+    let ring = crate::recorder::ring_path(data.path(), "app");
+    let id = crate::recorder::Identity {
+        pid: 1,
+        process_start_ms: 1,
+        agent_start_ms: 2,
+        app_version: "1.0".into(),
+        policy_version: 1,
+    };
+    let recorder = crate::recorder::open(&ring).unwrap().start(&id).unwrap();
+    cfg.flight.install(Some(recorder));
+    let board = cfg.queue.clone();
+    let (tx, rx) = chan::channel();
+    let (passed, passes) = std::sync::mpsc::channel();
+    // Each pass in turn: whether it panics. The 7th must never be made.
+    let script = [true, true, false, true, true, true, false];
+    let thread = std::thread::spawn(move || {
+        let mut n = 0;
+        io_loop(&cfg, &rx, |cfg, _| {
+            n += 1;
+            passed.send(n).unwrap();
+            if script[n - 1] {
+                cfg.flight.set_busy(crate::recorder::BUSY_ANALYSIS, true);
+                panic!("pass {n} panics (expected in this test)");
+            }
+        });
+    });
+    let next = || passes.recv_timeout(Duration::from_secs(20)).unwrap();
+    let analysing = || {
+        let b = std::fs::read(&ring).unwrap();
+        crate::recorder::parse(&ring, &b)
+            .unwrap()
+            .analysis_in_progress
+    };
+    let (done_tx, done) = std::sync::mpsc::channel();
+    let mark = |n: u32| -> Work {
+        let done_tx = done_tx.clone();
+        Work::Run(Box::new(move || done_tx.send(n).unwrap()))
+    };
+    // Each kick, sent once the pass before has begun, makes exactly one pass.
+    for n in 1..=6 {
+        assert_eq!(next(), n, "pass {n} was made");
+        tx.send(Work::Pass).ok().unwrap();
+    }
+    // Two jobs one after the other: by the time the second runs, the loop has come round
+    // after the last kick, where a 7th pass would have been made.
+    tx.send(Work::Run(Box::new(|| {
+        panic!("a job that panics (expected in this test)")
+    })))
+    .ok()
+    .unwrap();
+    tx.send(mark(1)).ok().unwrap();
+    assert_eq!(done.recv_timeout(Duration::from_secs(20)).unwrap(), 1);
+    tx.send(mark(2)).ok().unwrap();
+    assert_eq!(done.recv_timeout(Duration::from_secs(20)).unwrap(), 2);
+    assert!(
+        passes.try_recv().is_err(),
+        "a pass after three panics in a row"
+    );
+    assert!(
+        !analysing(),
+        "the panicked analysis still marked in progress"
+    );
+    let mut seen = 0;
+    let q = board.newer(&mut seen).expect("the summary was published");
+    assert_eq!(
+        q.last_error.as_deref(),
+        Some("analysis or upload pass panicked: pass 6 panics (expected in this test)")
+    );
+    assert!(q.last_error_ms.is_some_and(|t| t > 1_700_000_000_000));
+    tx.send(Work::Stop).ok().unwrap();
+    thread.join().expect("the loop returned on Stop");
 }
 
 /// Scratch files are planned when 1.25 times the dump is more than half the budget, never
