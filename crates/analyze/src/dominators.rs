@@ -4,7 +4,7 @@
 //! - No recursion: the depth-first search and the path compression use explicit stacks, so a linked
 //!   list of millions of objects cannot overflow the thread's stack.
 //! - Work is near-linear in nodes + edges. Memory: the search ([`prepare`]) keeps a `u32` per node,
-//!   two per reachable node and two per edge that may join a predecessor list (the edges outside
+//!   one per reachable node and two per edge that may join a predecessor list (the edges outside
 //!   the depth-first spanning tree that stay within one root's tree and do not point at a root),
 //!   plus two bits per node, on top of the graph; [`finish`] runs without the graph (the caller
 //!   frees it in between), with at most five `u32` and two bits per reachable node, the search's
@@ -127,7 +127,10 @@ pub(crate) const PAR_MIN: usize = 1 << 16;
 /// memory-hungry half.
 pub struct Prepared {
     pre: Column<u32>,
-    vertex: Grow<u32>,
+    /// The numbers given (the reached vertices and the super-root). Which node has each is
+    /// not kept as the search goes: [`finish`] reads it off `pre` once the graph is gone, a
+    /// `u32` per vertex fewer at the analysis's memory peak.
+    count: usize,
     parent: Grow<u32>,
     /// Edges outside the spanning tree within one root's tree, into a vertex that is not a
     /// root, as (target, source) numbers (target in the high half), in the order the search
@@ -193,9 +196,8 @@ pub fn prepare_gated<G: Graph>(g: &G, roots: &[u32], late: &[(u32, u32)]) -> Pre
     // --- Depth-first search: preorder numbers, spanning-tree parents. 0 is the super-root.
     let scratch = g.scratch();
     let (mut pre, _) = Column::filled(n, UNREACHED, scratch);
-    let mut vertex: Grow<u32> = Grow::with_capacity(n + 1, scratch);
     let mut parent: Grow<u32> = Grow::with_capacity(n + 1, scratch);
-    vertex.push(SUPER);
+    // The super-root's parent; the next number is `parent.len()`.
     parent.push(0);
     let mut stack: Vec<(u32, u32)> = Vec::new();
     let mut roots_used = Vec::new();
@@ -210,55 +212,52 @@ pub fn prepare_gated<G: Graph>(g: &G, roots: &[u32], late: &[(u32, u32)]) -> Pre
             set_bit(&mut is_root, r as usize);
         }
     }
-    let mut dfs_from =
-        |r: u32, pre: &mut [u32], vertex: &mut Grow<u32>, parent: &mut Grow<u32>| -> bool {
-            if pre[r as usize] != UNREACHED {
-                return false;
-            }
-            // This tree's vertices are numbered from `start` on.
-            let start = vertex.len() as u32;
-            pre[r as usize] = start;
-            vertex.push(r);
-            parent.push(0);
-            // The vertex being searched (its number and successors, the next one to read);
-            // `stack` holds the vertices above it, each with the next successor to read. A
-            // vertex's successors are looked up when it is reached and again when the search
-            // comes back to it, not at each of its edges.
-            let (mut v, mut pv, mut s, mut i) = (r, start, g.succ(r), 0usize);
-            hint_all(g, pre, s);
-            loop {
-                if let Some(&w) = s.get(i) {
-                    i += 1;
-                    let pw = pre[w as usize];
-                    if pw == UNREACHED {
-                        let k = vertex.len() as u32;
-                        pre[w as usize] = k;
-                        parent.push(pv);
-                        vertex.push(w);
-                        stack.push((v, i as u32));
-                        (v, pv, s, i) = (w, k, g.succ(w), 0);
-                        hint_all(g, pre, s);
-                        // (The first read of a new vertex's list was the search's largest
-                        // stall: 21 % of its samples on a 10 M-object dump.)
-                        g.hint_after(w);
-                    } else if pw >= start {
-                        if !bit(&is_root, w as usize) {
-                            kept.push(pair(pw, pv));
-                        }
-                    } else {
-                        set_bit(&mut zero, pw as usize);
+    let mut dfs_from = |r: u32, pre: &mut [u32], parent: &mut Grow<u32>| -> bool {
+        if pre[r as usize] != UNREACHED {
+            return false;
+        }
+        // This tree's vertices are numbered from `start` on.
+        let start = parent.len() as u32;
+        pre[r as usize] = start;
+        parent.push(0);
+        // The vertex being searched (its number and successors, the next one to read);
+        // `stack` holds the vertices above it, each with the next successor to read. A
+        // vertex's successors are looked up when it is reached and again when the search
+        // comes back to it, not at each of its edges.
+        let (mut v, mut pv, mut s, mut i) = (r, start, g.succ(r), 0usize);
+        hint_all(g, pre, s);
+        loop {
+            if let Some(&w) = s.get(i) {
+                i += 1;
+                let pw = pre[w as usize];
+                if pw == UNREACHED {
+                    let k = parent.len() as u32;
+                    pre[w as usize] = k;
+                    parent.push(pv);
+                    stack.push((v, i as u32));
+                    (v, pv, s, i) = (w, k, g.succ(w), 0);
+                    hint_all(g, pre, s);
+                    // (The first read of a new vertex's list was the search's largest
+                    // stall: 21 % of its samples on a 10 M-object dump.)
+                    g.hint_after(w);
+                } else if pw >= start {
+                    if !bit(&is_root, w as usize) {
+                        kept.push(pair(pw, pv));
                     }
-                } else if let Some((u, j)) = stack.pop() {
-                    (v, pv, s, i) = (u, pre[u as usize], g.succ(u), j as usize);
                 } else {
-                    break;
+                    set_bit(&mut zero, pw as usize);
                 }
+            } else if let Some((u, j)) = stack.pop() {
+                (v, pv, s, i) = (u, pre[u as usize], g.succ(u), j as usize);
+            } else {
+                break;
             }
-            true
-        };
+        }
+        true
+    };
     for &r in roots {
         if (r as usize) < n {
-            dfs_from(r, &mut pre, &mut vertex, &mut parent);
+            dfs_from(r, &mut pre, &mut parent);
             roots_used.push(r);
         }
     }
@@ -266,7 +265,7 @@ pub fn prepare_gated<G: Graph>(g: &G, roots: &[u32], late: &[(u32, u32)]) -> Pre
         let mut more = false;
         for &(r, gate) in late {
             let open = gate == UNGATED || pre.get(gate as usize).is_some_and(|&p| p != UNREACHED);
-            if open && (r as usize) < n && dfs_from(r, &mut pre, &mut vertex, &mut parent) {
+            if open && (r as usize) < n && dfs_from(r, &mut pre, &mut parent) {
                 roots_used.push(r);
                 more = true;
             }
@@ -277,7 +276,7 @@ pub fn prepare_gated<G: Graph>(g: &G, roots: &[u32], late: &[(u32, u32)]) -> Pre
     }
     roots_used.sort_unstable();
     roots_used.dedup();
-    let count = vertex.len();
+    let count = parent.len();
     for &r in &roots_used {
         let p = pre[r as usize] as usize;
         if parent[p] != 0 {
@@ -288,7 +287,7 @@ pub fn prepare_gated<G: Graph>(g: &G, roots: &[u32], late: &[(u32, u32)]) -> Pre
     zero.truncate(count.div_ceil(64));
     Prepared {
         pre,
-        vertex,
+        count,
         parent,
         kept,
         zero,
@@ -320,35 +319,43 @@ fn finish_in(
 ) -> Dominators {
     let Prepared {
         pre,
-        vertex,
+        count,
         parent,
         kept,
         zero,
         roots_used,
         scratch,
     } = p;
-    let count = vertex.len();
     let mut kept = kept;
-    // The objects' own sizes (a random read each) are read on a second thread while this one
-    // groups the records; the semi-dominator pass then writes its few words over them (see
-    // [`Forest`]) and puts those sizes back after. The array is the result's, from the memory
-    // the caller just freed (the graph's): growing the records' memory to hold a word per
-    // vertex instead faulted in fresh pages (17 ms at 10 M objects), and the own sizes took a
-    // pass of their own after the dominators.
+    // Which node has each number, and the objects' own sizes by number, are written in one
+    // pass over the nodes (the sizes read in node order, each written where its number says),
+    // on a second thread while this one groups the records; the semi-dominator pass then
+    // writes its few words over the sizes (see [`Forest`]) and puts them back after. Both
+    // arrays are the result's, from the memory the caller just freed (the graph's): growing
+    // the records' memory to hold a word per vertex instead faulted in fresh pages (17 ms at
+    // 10 M objects), and the own sizes took a pass of their own after the dominators.
+    let mut vertex: Grow<u32> = Grow::with_capacity(count, scratch.as_ref());
     let mut ret: Grow<u64> = Grow::with_capacity(count, scratch.as_ref());
-    let sizes = |ret: &mut Grow<u64>| {
-        let vs: &[u32] = &vertex;
-        ret.refill(std::iter::once(0).chain(vs[1..].iter().map(|&v| shallow(v))));
+    let numbered = |vertex: &mut Grow<u32>, ret: &mut Grow<u64>| {
+        vertex.set_len_with(count, SUPER);
+        ret.set_len_with(count, 0);
+        let (vs, rs): (&mut [u32], &mut [u64]) = (vertex, ret);
+        for (v, &k) in pre.iter().enumerate() {
+            if k != UNREACHED {
+                vs[k as usize] = v as u32;
+                rs[k as usize] = shallow(v as u32);
+            }
+        }
     };
     let blocks = if threads > 1 && count >= min {
         std::thread::scope(|s| {
-            let h = s.spawn(|| sizes(&mut ret));
+            let h = s.spawn(|| numbered(&mut vertex, &mut ret));
             let b = Blocks::new(count, &mut kept, &zero, shift, scratch.as_ref());
             super::joined(h);
             b
         })
     } else {
-        sizes(&mut ret);
+        numbered(&mut vertex, &mut ret);
         Blocks::new(count, &mut kept, &zero, shift, scratch.as_ref())
     };
     drop(kept);
@@ -828,6 +835,7 @@ mod tests {
                 1 << shift
             );
             assert_eq!((&p.pre, &p.vertex), (&d.pre, &d.vertex));
+            assert_eq!(p.vertex.len(), p.retained.len());
         }
         // The same with the per-node arrays in scratch files.
         let dir = tempfile::tempdir().unwrap();
