@@ -334,4 +334,44 @@ mod tests {
         // A group of 0 would loop forever.
         assert!(decode(&table(&[1, 0, 0, 3, 8, 7]), true).is_err());
     }
+
+    #[test]
+    fn a_rel_table_decodes_groups_without_addends() {
+        // 32-bit arm's DT_ANDROID_REL: a group of 2 sharing its offset delta and info, then a
+        // group of 1 that shares nothing.
+        let t = table(&[3, 0x2000, 2, 3, 4, 0x116, 1, 0, 8, 0x216]);
+        assert_eq!(
+            decode(&t, false).unwrap(),
+            vec![(0x2004, 0x116), (0x2008, 0x116), (0x2010, 0x216)]
+        );
+    }
+
+    #[test]
+    fn each_relocations_own_addend_is_read_past() {
+        // A group of 2 sharing info, each relocation with its own offset delta and addend, then
+        // a group after them: no addend is taken for the next number.
+        let t = table(&[3, 0x1000, 2, 8 | 1, 7, 8, 100, 8, -100, 1, 3, 8, 6]);
+        assert_eq!(
+            decode(&t, true).unwrap(),
+            vec![(0x1008, 7), (0x1010, 7), (0x1018, 6)]
+        );
+    }
+
+    #[test]
+    fn the_relocation_count_and_each_group_are_bounded_exactly() {
+        // The largest count is taken (the table then ends), one more is refused.
+        assert_eq!(
+            decode(&table(&[1 << 24, 0]), true).unwrap_err(),
+            "byte 9: a number runs past the table's end"
+        );
+        assert_eq!(
+            decode(&table(&[(1 << 24) + 1, 0]), true).unwrap_err(),
+            "byte 4: 16777217 relocations, more than we read"
+        );
+        // A group larger than what the groups before it left.
+        assert_eq!(
+            decode(&table(&[3, 0, 2, 3, 8, 7, 2, 3, 8, 7]), true).unwrap_err(),
+            "byte 12: a group of 2 relocations where 1 remain"
+        );
+    }
 }
