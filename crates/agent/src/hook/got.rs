@@ -978,4 +978,146 @@ long say(int fd) { return write(fd, "hello", 5); }
         let e = patch_library("libgot_none.so", &imports, &mut |_, _| {}).unwrap_err();
         assert!(matches!(e, Error::NoImports { .. }), "{e}");
     }
+
+    #[test]
+    fn a_loaded_library_is_found_by_its_file_name_with_its_load_bias() {
+        let dir = tempfile::tempdir().unwrap();
+        let so =
+            crate::hook::build_c_lib(dir.path(), "libgot_find", "int f(int x){return x+1;}", &[]);
+        let f = crate::hook::dl_fn(&so, "f");
+        // SAFETY: an all-zero Dl_info is a valid value to be filled in.
+        let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+        // SAFETY: `f` is an address inside the library just loaded.
+        let found = unsafe { libc::dladdr(f as *const libc::c_void, &mut info) };
+        assert_ne!(found, 0);
+        // The library's first segment starts at address 0: its base is its load bias.
+        assert_eq!(
+            find_loaded("libgot_find.so"),
+            Some((so.to_str().unwrap().to_string(), info.dli_fbase as usize))
+        );
+        assert_eq!(find_loaded("libgot_find"), None, "a file name, whole");
+        assert_eq!(find_loaded("libnot-there-at-all.so"), None);
+    }
+
+    /// A page's protection is that of the segments it overlaps, without RELRO's write only when
+    /// wholly inside RELRO: segments that end or begin at the page's edge do not count.
+    #[test]
+    fn a_page_gets_the_protection_of_the_segments_it_overlaps_and_relro_only_inside_it() {
+        const R: libc::c_int = libc::PROT_READ;
+        const W: libc::c_int = libc::PROT_WRITE;
+        const X: libc::c_int = libc::PROT_EXEC;
+        let f = Found {
+            name: String::new(),
+            slots: Vec::new(),
+            lo: 0x10000,
+            hi: 0x15000,
+            loads: vec![(0x10000, 0x12000, R | X), (0x12000, 0x15000, R | W)],
+            relro: Some((0x12000, 0x13000)),
+        };
+        assert_eq!(f.page_prot(0x11000, 0x1000), R | X);
+        assert_eq!(f.page_prot(0x12000, 0x1000), R);
+        assert_eq!(f.page_prot(0x13000, 0x1000), R | W);
+        assert_eq!(f.page_prot(0x14000, 0x1000), R | W);
+        // A larger page over the end of text and RELRO: both segments, and writable.
+        assert_eq!(f.page_prot(0x10000, 0x4000), R | W | X);
+        // A segment without PF_R still reads: the loader's pages are always readable here.
+        let g = Found {
+            loads: vec![(0x10000, 0x11000, X)],
+            relro: None,
+            ..f
+        };
+        assert_eq!(g.page_prot(0x10000, 0x1000), R | X);
+    }
+
+    /// With lazy binding, until its first call an import's slot holds an address inside the
+    /// library (its PLT): the function to forward to then comes from dlsym, not from the slot.
+    #[test]
+    fn an_unbound_lazy_slot_forwards_to_the_function_dlsym_finds() {
+        let dir = tempfile::tempdir().unwrap();
+        let so = crate::hook::build_c_lib(
+            dir.path(),
+            "libgot_unbound",
+            SRC_CALL,
+            &["-Wl,-z,lazy", "-Wl,-z,norelro"],
+        );
+        let p = std::ffi::CString::new(so.to_str().unwrap()).unwrap();
+        // SAFETY: a test library we just built, whose initialisers are empty; RTLD_LAZY leaves
+        // its JUMP_SLOTs unbound until their first call.
+        let h = unsafe { libc::dlopen(p.as_ptr(), libc::RTLD_LAZY) };
+        assert!(!h.is_null());
+        let slot = slot_of("libgot_unbound.so", "write");
+        // SAFETY: the slot is a pointer-aligned word of the library's mapped GOT.
+        let held = unsafe { (*(slot as *const AtomicUsize)).load(Ordering::SeqCst) };
+        // SAFETY: an all-zero Dl_info is a valid value to be filled in.
+        let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+        // SAFETY: any address may be asked about.
+        let found = unsafe { libc::dladdr(held as *const libc::c_void, &mut info) };
+        assert_ne!(found, 0);
+        // SAFETY: dladdr gave the name of the object holding `held`.
+        let holder = unsafe { std::ffi::CStr::from_ptr(info.dli_fname) };
+        assert_eq!(holder.to_str().unwrap(), so.to_str().unwrap(), "a PLT stub");
+        let imports = [Import {
+            name: "write",
+            replacement: counting_write as *const () as usize,
+        }];
+        let mut told = None;
+        let patched = patch_library("libgot_unbound.so", &imports, &mut |n, a| {
+            told = Some((n, a));
+            REAL_WRITE.store(a, Ordering::SeqCst);
+        })
+        .unwrap();
+        let write = libc::write as *const () as usize;
+        assert_eq!(told, Some(("write", write)));
+        assert_eq!(patched.real("write"), Some(write));
+        assert_eq!(patched.slots.len(), 1, "{patched:?}");
+        assert_eq!(patched.slots[0].original, held);
+        patched.unpatch().unwrap();
+        // SAFETY: as above.
+        let back = unsafe { (*(slot as *const AtomicUsize)).load(Ordering::SeqCst) };
+        assert_eq!(back, held, "the PLT stub is put back");
+    }
+
+    /// Our window on a page adds write to what the page is given and takes nothing away: a
+    /// page that is also executable stays so, a writable one stays writable, and a read-only
+    /// one is closed again.
+    #[test]
+    fn each_page_keeps_its_protection_around_the_window_of_our_stores() {
+        let page = page_size();
+        // SAFETY: a fresh anonymous mapping of three pages, ours alone.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                3 * page,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(base, libc::MAP_FAILED);
+        let base = base as usize;
+        let prots = [
+            libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::PROT_READ,
+        ];
+        for (i, &p) in prots.iter().enumerate() {
+            // SAFETY: a page of the mapping above.
+            let r = unsafe { libc::mprotect((base + i * page) as *mut libc::c_void, page, p) };
+            assert_eq!(r, 0);
+        }
+        let stores: Vec<_> = (0..3)
+            .map(|i| (base + i * page + 8, 0x1111 * (i + 1), prots[i]))
+            .collect();
+        store_slots_counted(&stores).unwrap();
+        for (i, want) in ["rwx", "rw-", "r--"].iter().enumerate() {
+            // SAFETY: a readable, aligned word of the mapping above.
+            let v =
+                unsafe { (*((base + i * page + 8) as *const AtomicUsize)).load(Ordering::SeqCst) };
+            assert_eq!(v, 0x1111 * (i + 1));
+            assert_eq!(maps_prot(base + i * page), *want, "page {i}");
+        }
+        // SAFETY: the mapping above, no longer used.
+        unsafe { libc::munmap(base as *mut libc::c_void, 3 * page) };
+    }
 }
