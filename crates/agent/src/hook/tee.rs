@@ -981,4 +981,271 @@ int art_dump(const char *path, const char *buf, size_t len, const char *other, i
         assert!(std::fs::read(&mini).unwrap() == want_mini);
         assert_eq!(std::fs::metadata(&full).unwrap().len(), 0);
     }
+
+    static CHAINED_WRITES: AtomicUsize = AtomicUsize::new(0);
+
+    /// Another hooker's `write`, in the slot before the tee is installed.
+    unsafe extern "C" fn chained_write(fd: c_int, buf: *const c_void, n: usize) -> isize {
+        CHAINED_WRITES.fetch_add(1, Ordering::SeqCst);
+        // SAFETY: the caller's arguments, passed on.
+        unsafe { libc::write(fd, buf, n) }
+    }
+
+    /// A dumper among other files: it writes nothing to stdout before and after the dump, opens
+    /// and writes another file before it, fails to create the dump path once (it exists),
+    /// closes the other file in the middle of the dump. Through `open` and `openat`, not
+    /// `open64`.
+    const SRC_AROUND: &str = r#"
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
+int dump_around(const char *path, const char *buf, size_t len, int *excl_errno) {
+    (void)!write(1, buf, 0);
+    int other = openat(AT_FDCWD, "/dev/null", O_WRONLY);
+    if (other < 0) return -1;
+    if (write(other, "noise", 5) != 5) return -9;
+    errno = 0;
+    if (open(path, O_WRONLY | O_CREAT | O_EXCL, 0644) >= 0) return -2;
+    *excl_errno = errno;
+    if (unlink(path) != 0) return -3;
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) return -4;
+    size_t half = len / 2;
+    if (write(fd, buf, half) != (ssize_t)half) return -5;
+    if (close(other) != 0) return -6;
+    if (write(fd, buf + half, len - half) != (ssize_t)(len - half)) return -7;
+    if (close(fd) != 0) return -8;
+    (void)!write(1, buf, 0);
+    return 0;
+}
+"#;
+
+    type AroundFn = extern "C" fn(*const c_char, *const u8, usize, *mut c_int) -> c_int;
+
+    /// The dump fd is the one a successful open of the dump path returned, from then until it
+    /// is closed: not a file opened before it, not a failed open of the path, not stdout before
+    /// or after it; closing another file does not end it. The tee forwards to the function the
+    /// slot held, another hooker's here.
+    #[test]
+    fn the_dump_is_the_fd_its_open_returned_until_closed_and_writes_go_on_to_the_next_hooker() {
+        let _one = test_lock();
+        let dir = tempfile::tempdir().unwrap();
+        let so = crate::hook::build_c_lib(dir.path(), "libteearound", SRC_AROUND, &["-Wl,-z,now"]);
+        // SAFETY: `dump_around` has this signature in SRC_AROUND.
+        let dump_around: AroundFn =
+            unsafe { std::mem::transmute(crate::hook::dl_fn(&so, "dump_around")) };
+        let input =
+            std::fs::read(crate::hook::tests_fixture("jvm/heapdump_hashmap.hprof")).unwrap();
+        let (want_mini, _) = strip_bytes(&input, Level::Arrays).unwrap();
+        let other = patch_library(
+            "libteearound.so",
+            &[Import {
+                name: "write",
+                replacement: chained_write as *const () as usize,
+            }],
+            &mut |_, _| {},
+        )
+        .unwrap();
+        let tee = Tee::install(&["libteearound.so"]).unwrap();
+        assert_eq!(tee.libraries(), vec![so.to_str().unwrap().to_string()]);
+        let full = dir.path().join("around.hprof");
+        let mini = dir.path().join("around.mini.hprof");
+        std::fs::write(&full, b"").unwrap();
+        tee.arm(&TeeConfig {
+            full_path: full.clone(),
+            mini_path: Some(mini.clone()),
+            level: Level::Arrays,
+            keep_full: true,
+            ring_bytes: 0,
+        })
+        .unwrap();
+        CHAINED_WRITES.store(0, Ordering::SeqCst);
+        let cpath = CString::new(full.to_str().unwrap()).unwrap();
+        let mut excl_errno = 0;
+        let r = dump_around(cpath.as_ptr(), input.as_ptr(), input.len(), &mut excl_errno);
+        let rep = tee.disarm(Some(&mini));
+        let chained = CHAINED_WRITES.load(Ordering::SeqCst);
+        tee.uninstall().unwrap();
+        other.unpatch().unwrap();
+        assert_eq!(r, 0);
+        assert_eq!(excl_errno, libc::EEXIST, "the failed open's errno");
+        assert_eq!(chained, 5, "every write reaches the other hooker");
+        assert_eq!(rep.caught_by, vec![so.to_str().unwrap().to_string()]);
+        assert!(rep.opened && rep.closed, "{rep:?}");
+        assert_eq!(rep.writes, 2);
+        assert_eq!(rep.full_bytes, input.len() as u64);
+        assert!(rep.mini.unwrap().is_ok());
+        assert!(std::fs::read(&full).unwrap() == input, "full file differs");
+        assert!(
+            std::fs::read(&mini).unwrap() == want_mini,
+            "mini file differs"
+        );
+    }
+
+    /// The smallest dumper: one `open64`, one `write`, one `close`.
+    const SRC_ONE: &str = r#"
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <unistd.h>
+int dump(const char *path, const char *buf, size_t len) {
+    int fd = open64(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) return -1;
+    if (write(fd, buf, len) != (ssize_t)len) return -2;
+    return close(fd);
+}
+"#;
+
+    type OneFn = extern "C" fn(*const c_char, *const u8, usize) -> c_int;
+
+    #[test]
+    fn each_of_eight_libraries_has_hooks_of_its_own() {
+        let _one = test_lock();
+        let dir = tempfile::tempdir().unwrap();
+        let mut paths = Vec::new();
+        let mut dumps = Vec::new();
+        for k in 0..MAX_LIBS {
+            let so = crate::hook::build_c_lib(
+                dir.path(),
+                &format!("libteelib{k}"),
+                SRC_ONE,
+                &["-Wl,-z,now"],
+            );
+            // SAFETY: `dump` has this signature in SRC_ONE.
+            dumps.push(unsafe {
+                std::mem::transmute::<usize, OneFn>(crate::hook::dl_fn(&so, "dump"))
+            });
+            paths.push(so.to_str().unwrap().to_string());
+        }
+        let names: Vec<String> = (0..MAX_LIBS).map(|k| format!("libteelib{k}.so")).collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let tee = Tee::install(&names).unwrap();
+        assert_eq!(tee.libraries(), paths);
+        let input = b"JAVA PROFILE 1.0.2\0: no mini file, never parsed";
+        for (k, dump) in dumps.iter().enumerate() {
+            let full = dir.path().join(format!("full{k}"));
+            tee.arm(&TeeConfig {
+                full_path: full.clone(),
+                mini_path: None,
+                level: Level::Arrays,
+                keep_full: true,
+                ring_bytes: 0,
+            })
+            .unwrap();
+            let cpath = CString::new(full.to_str().unwrap()).unwrap();
+            assert_eq!(dump(cpath.as_ptr(), input.as_ptr(), input.len()), 0);
+            let rep = tee.disarm(None);
+            assert_eq!(rep.caught_by, vec![paths[k].clone()], "library {k}");
+            assert_eq!(
+                (rep.opened, rep.closed, rep.writes, rep.full_bytes),
+                (true, true, 1, input.len() as u64)
+            );
+            assert!(rep.mini.is_none());
+            assert_eq!(std::fs::read(&full).unwrap(), input);
+        }
+        tee.uninstall().unwrap();
+    }
+
+    /// How many threads of this process are named `name`, once `want` are or after 5 s.
+    fn threads_named(name: &str, want: usize) -> usize {
+        let count = || {
+            std::fs::read_dir("/proc/self/task")
+                .unwrap()
+                .filter(|t| {
+                    let comm = t.as_ref().unwrap().path().join("comm");
+                    std::fs::read_to_string(comm).is_ok_and(|c| c.trim_end() == name)
+                })
+                .count()
+        };
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            let n = count();
+            if n == want || std::time::Instant::now() > until {
+                return n;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+
+    /// A ring strips on a thread of its own; a mini file armed but never opened is abandoned
+    /// and removed.
+    #[test]
+    fn a_ring_strips_on_a_thread_of_its_own_and_an_unopened_dump_leaves_no_mini_file() {
+        let _one = test_lock();
+        let dir = tempfile::tempdir().unwrap();
+        let tee = Tee { libs: Vec::new() };
+        let mini = dir.path().join("mini.hprof");
+        for ring_bytes in [1, 4096] {
+            tee.arm(&TeeConfig {
+                full_path: dir.path().join("full.hprof"),
+                mini_path: Some(mini.clone()),
+                level: Level::Arrays,
+                keep_full: true,
+                ring_bytes,
+            })
+            .unwrap();
+            assert_eq!(threads_named("oomguard-strip", 1), 1, "{ring_bytes}");
+            assert!(mini.exists());
+            let rep = tee.disarm(Some(&mini));
+            assert_eq!(
+                rep.mini.unwrap().unwrap_err(),
+                "no hooked library opened the dump path"
+            );
+            assert!(!mini.exists());
+            assert_eq!(threads_named("oomguard-strip", 0), 0);
+        }
+    }
+
+    /// The parent of a fork dumper drops the armed state and leaves the mini file to the child.
+    #[test]
+    fn discard_drops_the_armed_state_and_leaves_the_mini_file() {
+        let _one = test_lock();
+        let dir = tempfile::tempdir().unwrap();
+        let tee = Tee { libs: Vec::new() };
+        let mini = dir.path().join("mini.hprof");
+        let cfg = TeeConfig {
+            full_path: dir.path().join("full.hprof"),
+            mini_path: Some(mini.clone()),
+            level: Level::Arrays,
+            keep_full: true,
+            ring_bytes: 4096,
+        };
+        tee.arm(&cfg).unwrap();
+        tee.discard();
+        assert!(mini.exists());
+        assert_eq!(threads_named("oomguard-strip", 0), 0);
+        tee.arm(&cfg).unwrap();
+        tee.discard();
+        let rep = tee.disarm(Some(&mini));
+        assert!(!rep.opened && rep.mini.is_none(), "{rep:?}");
+        assert!(mini.exists());
+    }
+
+    /// A thread of the parent inside a hook at the fork leaves the child's copy of the spin
+    /// flag held by a thread the child does not have: the child frees it first.
+    #[test]
+    fn a_forked_child_frees_the_spin_flag_a_thread_of_the_parent_held() {
+        let _one = test_lock();
+        let _fork = crate::child::fork_test_lock();
+        let tee = Tee { libs: Vec::new() };
+        // As if a hook were running on another thread at the fork.
+        LOCK.store(true, Ordering::Release);
+        // SAFETY: the child only touches atomics and calls alarm and _exit.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            // SAFETY: async-signal-safe calls in the forked child.
+            unsafe { libc::alarm(5) };
+            Tee::reset_lock_in_child();
+            let code = tee.finish_in_child().code;
+            // SAFETY: as above.
+            unsafe { libc::_exit(code) };
+        }
+        LOCK.store(false, Ordering::Release);
+        assert!(pid > 0);
+        let mut status = 0;
+        // SAFETY: our child.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        assert!(libc::WIFEXITED(status), "status {status:#x}");
+        assert_eq!(libc::WEXITSTATUS(status), 2, "no dump was armed");
+    }
 }
