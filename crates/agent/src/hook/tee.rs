@@ -1248,4 +1248,60 @@ int dump(const char *path, const char *buf, size_t len) {
         assert!(libc::WIFEXITED(status), "status {status:#x}");
         assert_eq!(libc::WEXITSTATUS(status), 2, "no dump was armed");
     }
+
+    /// ART's dumper: armed with no ring, then forked; the child's VM dumps through the hooks,
+    /// here to fd 0 (a process that closed its stdin), and the child finishes the mini file
+    /// itself, with no thread of its own to lose at the fork. The parent only discards.
+    #[test]
+    fn a_forked_child_strips_inside_the_hook_and_finishes_the_mini_file_on_fd_0() {
+        let _one = test_lock();
+        let _fork = crate::child::fork_test_lock();
+        let dir = tempfile::tempdir().unwrap();
+        let so = crate::hook::build_c_lib(dir.path(), "libteechild", SRC_ONE, &["-Wl,-z,now"]);
+        // SAFETY: `dump` has this signature in SRC_ONE.
+        let dump: OneFn = unsafe { std::mem::transmute(crate::hook::dl_fn(&so, "dump")) };
+        let input =
+            std::fs::read(crate::hook::tests_fixture("jvm/heapdump_hashmap.hprof")).unwrap();
+        let (want_mini, _) = strip_bytes(&input, Level::Arrays).unwrap();
+        let tee = Tee::install(&["libteechild.so"]).unwrap();
+        let full = dir.path().join("child.hprof");
+        let mini = dir.path().join("child.mini.hprof");
+        tee.arm(&TeeConfig {
+            full_path: full.clone(),
+            mini_path: Some(mini.clone()),
+            level: Level::Arrays,
+            keep_full: true,
+            ring_bytes: 0,
+        })
+        .unwrap();
+        let cpath = CString::new(full.to_str().unwrap()).unwrap();
+        // SAFETY: the child closes fd 0, calls the stand-in dumper and the tee's child
+        // functions (written for a forked child), and leaves by _exit.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            // SAFETY: as above.
+            unsafe {
+                libc::alarm(10);
+                libc::close(0);
+            }
+            let r = dump(cpath.as_ptr(), input.as_ptr(), input.len());
+            let f = tee.finish_in_child();
+            let ok = r == 0 && f.full_bytes == input.len() as u64 && f.mini.is_some();
+            // SAFETY: as above.
+            unsafe { libc::_exit(if ok { f.code } else { 10 + f.code }) };
+        }
+        assert!(pid > 0);
+        tee.discard();
+        let mut status = 0;
+        // SAFETY: our child.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        tee.uninstall().unwrap();
+        assert!(libc::WIFEXITED(status), "status {status:#x}");
+        assert_eq!(libc::WEXITSTATUS(status), 0, "the child's finish");
+        assert!(std::fs::read(&full).unwrap() == input, "full file differs");
+        assert!(
+            std::fs::read(&mini).unwrap() == want_mini,
+            "mini file differs"
+        );
+    }
 }
