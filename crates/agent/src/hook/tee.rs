@@ -1304,4 +1304,18 @@ int dump(const char *path, const char *buf, size_t len) {
             "mini file differs"
         );
     }
+
+    /// The spin flag held elsewhere (a hook on another thread): `with_state` spins, then
+    /// yields, until it is free, and only then runs.
+    #[test]
+    fn the_state_is_reached_once_the_spin_flag_is_free() {
+        let _one = test_lock();
+        LOCK.store(true, Ordering::Release);
+        let waiter = std::thread::spawn(|| with_state(|st| st.is_none()));
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let early = waiter.is_finished();
+        LOCK.store(false, Ordering::Release);
+        assert!(!early, "ran while the flag was held");
+        assert!(waiter.join().unwrap(), "no dump is armed");
+    }
 }
