@@ -368,7 +368,8 @@ art::gc::ScopedGCCriticalSection::~ScopedGCCriticalSection() {
   // ART: FinishGC's broadcast wakes it, and it marks its GC as running).
   if (getpid() == loaded_in) {
     pthread_mutex_lock(&gc_waiter_m);
-    if (gc_waiter == 1) {
+    // 1: still waiting for the lock; 2: it took the lock before this took `gc_waiter_m`.
+    if (gc_waiter != 0) {
       while (gc_waiter != 2) pthread_cond_wait(&gc_waiter_c, &gc_waiter_m);
       note("gc_started_by_another_thread");
     }
