@@ -473,6 +473,11 @@ fn died_in(dir: &Path) -> (Agent<ScriptedHeap, NoStacks, Keep>, Seen) {
     };
     // Started, never finished: what a killed process leaves.
     drop(recorder::open(&ring).unwrap().start(&dead).unwrap());
+    keeping(dir)
+}
+
+/// An agent on `dir` whose `on_death` keeps what it is handed.
+fn keeping(dir: &Path) -> (Agent<ScriptedHeap, NoStacks, Keep>, Seen) {
     let seen = Arc::new(Mutex::new(None));
     let cfg = Config {
         policy_json: r#"{"poll_interval_ms":100}"#.into(),
@@ -713,4 +718,403 @@ fn a_verdict_lists_the_java_threads_up_to_the_policy_s_maximum() {
                 .is_some_and(|e| e.contains("ThreadGroup.enumerate")));
         }
     }
+}
+
+/// The sample cost: min, max, last and totals of every sample, and the median of the last 128,
+/// kept in a ring allocated once for 128 (the 129th replaces the first).
+#[test]
+fn the_sample_cost_keeps_the_median_of_the_last_128_in_a_ring_of_128() {
+    let parts = |n: u64| crate::sample::SampleParts {
+        heap_ns: n,
+        fds_ns: 2 * n,
+        proc_ns: 3 * n,
+    };
+    let mut c = SampleCost::default();
+    c.add(5, parts(1));
+    assert_eq!(c.recent.capacity(), RECENT_COSTS, "allocated once, whole");
+    c.add(3, parts(1));
+    c.add(9, parts(1));
+    assert_eq!(
+        (
+            c.samples,
+            c.min_ns,
+            c.max_ns,
+            c.last_ns,
+            c.total_ns,
+            c.median_ns
+        ),
+        (3, 3, 9, 9, 17, 5)
+    );
+    assert_eq!(
+        (c.heap_total_ns, c.fds_total_ns, c.proc_total_ns),
+        (3, 6, 9)
+    );
+    // 0 first, then 127 of 1,000 fill the ring; 64 of 5,000 replace its first 64 (the 0 among
+    // them): the median of the last 128 is 5,000.
+    let mut c = SampleCost::default();
+    c.add(0, parts(0));
+    for _ in 0..127 {
+        c.add(1_000, parts(0));
+    }
+    assert_eq!((c.recent.len(), c.median_ns), (128, 1_000));
+    for _ in 0..64 {
+        c.add(5_000, parts(0));
+    }
+    assert_eq!(c.recent.len(), 128);
+    assert!(c.recent[..64].iter().all(|&x| x == 5_000));
+    assert!(c.recent[64..].iter().all(|&x| x == 1_000));
+    assert_eq!(
+        (c.samples, c.min_ns, c.max_ns, c.median_ns),
+        (192, 0, 5_000, 5_000)
+    );
+}
+
+/// The board hands a summary out once per publication or update, and nothing before the first.
+#[test]
+fn the_queue_board_hands_out_each_new_summary_once() {
+    let board = QueueBoard::default();
+    let mut seen = 0;
+    assert_eq!(board.newer(&mut seen), None, "nothing published yet");
+    board.publish(QueueSummary {
+        pending: 2,
+        ..QueueSummary::default()
+    });
+    assert_eq!(board.newer(&mut seen).map(|q| q.pending), Some(2));
+    assert_eq!(board.newer(&mut seen), None, "already taken");
+    board.update(|q| q.pending += 1);
+    assert_eq!(board.newer(&mut seen).map(|q| q.pending), Some(3));
+    assert_eq!(board.newer(&mut seen), None);
+    // Another reader that has seen nothing gets the latest.
+    assert_eq!(board.newer(&mut 0).map(|q| q.pending), Some(3));
+}
+
+/// `status()` says "starting" until a status is set, then the status; the shared flight
+/// recorder is the one given.
+#[test]
+fn the_shared_status_and_flight_are_the_ones_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let shared = Shared::default();
+    assert_eq!(shared.status_json(), r#"{"state":"starting"}"#);
+    shared.set_status_json(r#"{"state":"failed"}"#.into());
+    assert_eq!(shared.status_json(), r#"{"state":"failed"}"#);
+    shared.set_status_json(String::new());
+    assert_eq!(shared.status_json(), r#"{"state":"starting"}"#);
+
+    let flight = Flight::default();
+    let ring = recorder::ring_path(dir.path(), "app");
+    let id = recorder::Identity {
+        pid: 1,
+        app_version: "1".into(),
+        ..recorder::Identity::default()
+    };
+    flight.install(Some(recorder::open(&ring).unwrap().start(&id).unwrap()));
+    let shared = Shared::default().with_flight(flight);
+    let s = crate::sample::Sample {
+        seq: 1,
+        at_ms: now_ms(),
+        ..crate::sample::Sample::default()
+    };
+    shared.flight().record(&s, &Strikes::default());
+    assert_eq!(shared.flight().recent(60_000).len(), 1);
+}
+
+/// Errors are counted one by one, and a status file that cannot be written is one of them.
+#[test]
+fn errors_are_counted_and_a_status_file_that_cannot_be_written_is_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut a = agent(dir.path(), "", vec![heap(10)]);
+    let errors = a.status.errors;
+    a.note_error("one".into());
+    a.note_error("two".into());
+    assert_eq!(a.status.errors, errors + 2);
+    assert_eq!(a.status.last_error.as_deref(), Some("two"));
+    std::fs::remove_file(dir.path().join("status.json")).unwrap();
+    std::fs::create_dir(dir.path().join("status.json")).unwrap();
+    a.publish(true);
+    assert_eq!(a.status.errors, errors + 3);
+}
+
+/// A panic fenced is counted; the agent is disabled at the `MAX_PANICS`th in a row, not
+/// before; one that does not panic starts the count again.
+#[test]
+fn the_agent_is_disabled_at_the_third_panic_in_a_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut a = agent(dir.path(), "", vec![heap(10)]);
+    let boom = |_: &mut Agent<ScriptedHeap, NoStacks, RecordOnly>| panic!("expected in this test");
+    assert!(!a.fenced("poll", boom));
+    assert!(!a.fenced("poll", boom));
+    assert!(a.fenced("poll", |_| {}));
+    assert!(!a.fenced("poll", boom));
+    assert!(!a.fenced("poll", boom));
+    assert_eq!((a.status.state, a.status.panics), ("running", 4));
+    assert!(!a.fenced("poll", boom));
+    assert_eq!((a.status.state, a.status.panics), ("disabled", 5));
+    assert_eq!(
+        a.status.last_error.as_deref(),
+        Some("panic in poll: expected in this test")
+    );
+}
+
+/// The forced panic of the test hook (`OOMGUARD_TEST_PANIC=poll`) comes at the second poll,
+/// never the first.
+#[test]
+fn the_test_panic_at_poll_comes_after_the_first_poll() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut a = agent(dir.path(), "", vec![heap(10), heap(10), heap(10)]);
+    a.test_panic = Some("poll".into());
+    assert!(a.fenced("poll", |a| {
+        a.poll(1_000);
+    }));
+    assert!(!a.fenced("poll", |a| {
+        a.poll(2_000);
+    }));
+    assert!(a
+        .status
+        .last_error
+        .as_deref()
+        .is_some_and(|e| e.contains("forced panic at poll")));
+}
+
+/// `status.json` is rewritten when the strikes change or a verdict comes, and otherwise only
+/// every `STATUS_REFRESH_MS`.
+#[test]
+fn the_status_file_is_rewritten_on_a_change_or_after_its_refresh_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("status.json");
+    let mut a = agent(
+        dir.path(),
+        "",
+        vec![heap(10), heap(10), heap(218), heap(10), heap(10), heap(10)],
+    );
+    let start = a.last_status_write_ms;
+    assert!(start > 0);
+    a.poll(start + 1);
+    std::fs::remove_file(&file).unwrap();
+    a.poll(start + 2);
+    assert!(!file.exists(), "rewritten with nothing changed");
+    a.poll(start + 3);
+    assert!(file.exists(), "a strike was not written");
+    a.poll(start + 4);
+    std::fs::remove_file(&file).unwrap();
+    a.poll(start + 5);
+    assert!(!file.exists(), "rewritten with nothing changed");
+    let later = a.last_status_write_ms + STATUS_REFRESH_MS;
+    a.poll(later);
+    assert!(file.exists(), "not rewritten after its refresh time");
+}
+
+/// What the actions publish on their board reaches the status (as wired), and a new summary
+/// rewrites the file.
+#[test]
+fn the_actions_queue_summary_reaches_the_status_file() {
+    struct Board(Arc<QueueBoard>);
+    impl Actions for Board {
+        fn on_verdict(
+            &mut self,
+            _: &Verdict,
+            _: Option<&Inventory>,
+            _: &ActionContext<'_>,
+        ) -> ActionRecord {
+            unreachable!("no verdict in this test")
+        }
+        fn queue_board(&self) -> Option<Arc<QueueBoard>> {
+            Some(self.0.clone())
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("status.json");
+    let board = Arc::new(QueueBoard::default());
+    let cfg = Config {
+        data_dir: dir.path().into(),
+        ..Config::default()
+    };
+    let mut a = Agent::new(
+        cfg,
+        ScriptedHeap::new(vec![heap(10); 4]),
+        NoStacks,
+        Board(board.clone()),
+        Arc::new(Shared::default()),
+    )
+    .unwrap();
+    assert!(a.status.queue.wired);
+    let t = a.last_status_write_ms;
+    a.poll(t + 1);
+    std::fs::remove_file(&file).unwrap();
+    a.poll(t + 2);
+    assert!(!file.exists(), "rewritten with no new summary");
+    board.publish(QueueSummary {
+        pending: 4,
+        ..QueueSummary::default()
+    });
+    a.poll(t + 3);
+    let st: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    assert_eq!(
+        (
+            st["queue"]["pending"].as_u64(),
+            st["queue"]["wired"].as_bool()
+        ),
+        (Some(4), Some(true))
+    );
+    // The same summary published again is no change.
+    std::fs::remove_file(&file).unwrap();
+    board.publish(QueueSummary {
+        pending: 4,
+        ..QueueSummary::default()
+    });
+    a.poll(t + 4);
+    assert!(!file.exists(), "rewritten for the same summary");
+}
+
+/// An fd or thread verdict carries the inventory of this process; for threads, the Java
+/// stacks asked for are those of the largest group's name only.
+#[test]
+fn fd_and_thread_verdicts_carry_their_inventories() {
+    use crate::sample::{JavaStack, JavaThread, SampleError, StackSource};
+    use crate::trigger::inventory::InventoryKind;
+    struct Named;
+    impl StackSource for Named {
+        fn stacks(
+            &mut self,
+            wanted: &dyn Fn(&str) -> bool,
+            _: usize,
+            _: usize,
+        ) -> Result<Vec<JavaStack>, SampleError> {
+            let names = crate::sample::thread_names().unwrap();
+            let top = inventory::threads(&names).groups[0].name.clone();
+            let names = [top, "not a thread of this process".into()];
+            Ok(names
+                .into_iter()
+                .filter(|n| wanted(n))
+                .map(|thread| JavaStack {
+                    thread,
+                    frames: vec!["f".into()],
+                })
+                .collect())
+        }
+        fn threads(&mut self, _: usize) -> Result<Vec<JavaThread>, SampleError> {
+            Ok(Vec::new())
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = Config {
+        data_dir: dir.path().into(),
+        ..Config::default()
+    };
+    let mut a = Agent::new(
+        cfg,
+        ScriptedHeap::new(vec![heap(10)]),
+        Named,
+        RecordOnly,
+        Arc::new(Shared::default()),
+    )
+    .unwrap();
+    let verdict = |kind| Verdict {
+        kind,
+        reason: "test".into(),
+        threshold: 0,
+        evidence: Vec::new(),
+    };
+    a.act(verdict(Kind::Fd), 1);
+    let inv = a.status.last_verdict.as_ref().unwrap().inventory.clone();
+    let inv = inv.expect("an fd verdict's inventory");
+    assert_eq!(inv.kind, InventoryKind::Fd);
+    assert!(inv.total > 0 && !inv.groups.is_empty());
+    a.act(verdict(Kind::Threads), 2);
+    let inv = a.status.last_verdict.as_ref().unwrap().inventory.clone();
+    let inv = inv.expect("a thread verdict's inventory");
+    assert_eq!(inv.kind, InventoryKind::Threads);
+    let top = inv.groups[0].name.clone();
+    assert_eq!(inv.java_stacks.len(), 1, "{:?}", inv.java_stacks);
+    assert_eq!(comm_fold(&inv.java_stacks[0].example_thread), top);
+    a.act(verdict(Kind::Heap), 3);
+    assert!(a.status.last_verdict.as_ref().unwrap().inventory.is_none());
+}
+
+/// Once per process: a kind that fired is muted, a manual dump never is; with
+/// `once_per_process` off nothing is.
+#[test]
+fn verdicts_are_muted_once_per_process_but_manual_dumps_never() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut a = agent(dir.path(), "", vec![heap(10)]);
+    assert!(a.policy.dump.once_per_process);
+    a.dump_now("first", 1);
+    a.dump_now("second", 2);
+    assert_eq!(a.status.muted, Vec::<Kind>::new());
+    assert_eq!(a.status.verdicts, 2);
+    let verdict = Verdict {
+        kind: Kind::Heap,
+        reason: "test".into(),
+        threshold: 0,
+        evidence: Vec::new(),
+    };
+    a.act(verdict.clone(), 3);
+    assert_eq!(a.status.muted, vec![Kind::Heap]);
+    a.act(verdict.clone(), 4);
+    assert_eq!(a.status.muted, vec![Kind::Heap], "muted once");
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut a = agent(
+        dir.path(),
+        r#"{"dump":{"once_per_process":false}}"#,
+        vec![heap(10)],
+    );
+    a.act(verdict, 1);
+    assert_eq!(a.status.muted, Vec::<Kind>::new());
+}
+
+/// A previous process that exited cleanly did not die: nothing is reported and the system is
+/// not asked about it.
+#[test]
+fn a_clean_exit_is_not_reported_as_a_death() {
+    let dir = tempfile::tempdir().unwrap();
+    let ring = recorder::ring_path(dir.path(), &crate::sample::process_name());
+    let gone = recorder::Identity {
+        pid: 4_000_003,
+        process_start_ms: DEAD_STARTED_MS,
+        ..recorder::Identity::default()
+    };
+    let mut r = recorder::open(&ring).unwrap().start(&gone).unwrap();
+    r.set_state(recorder::State::Exited).unwrap();
+    drop(r);
+    let (a, seen) = keeping(dir.path());
+    let canned = recorder::exit_info::CannedExitInfo::default();
+    let (tx, rx) = crate::agent::inbox::channel();
+    tx.send(Command::Stop).unwrap();
+    a.run_with(rx, Box::new(canned.clone())).unwrap();
+    assert!(seen.lock().unwrap().is_none(), "a clean exit reported");
+    assert!(canned.asked.lock().unwrap().is_empty());
+}
+
+/// A ring that could not say when its process started (0) dates the process by the agent's
+/// start: a record of that pid from before it is stale.
+#[test]
+fn a_death_without_its_process_start_is_dated_by_the_agents_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let ring = recorder::ring_path(dir.path(), &crate::sample::process_name());
+    let dead = recorder::Identity {
+        pid: 4_000_004,
+        process_start_ms: 0,
+        agent_start_ms: DEAD_STARTED_MS,
+        ..recorder::Identity::default()
+    };
+    drop(recorder::open(&ring).unwrap().start(&dead).unwrap());
+    let (a, seen) = keeping(dir.path());
+    let canned = recorder::exit_info::CannedExitInfo {
+        records: vec![recorder::exit_info::parse_record(&format!(
+            "pid=4000004\nreason=3\ndescription=lmk\ntimestamp={}\n",
+            DEAD_STARTED_MS - 86_400_000
+        ))
+        .unwrap()],
+        ..Default::default()
+    };
+    let (tx, rx) = crate::agent::inbox::channel();
+    tx.send(Command::Stop).unwrap();
+    a.run_with(rx, Box::new(canned)).unwrap();
+    let p = seen.lock().unwrap().clone().expect("on_death was called");
+    assert_eq!(p.exit_info, None, "{}", p.reason());
+    let why = p.exit_info_error.as_deref().unwrap_or_default();
+    assert!(
+        why.contains("86400000 ms before that process started"),
+        "{why}"
+    );
 }
