@@ -349,10 +349,9 @@ impl Refresher {
 mod tests {
     use super::*;
     use ed25519_dalek::{Signer, SigningKey};
-    use std::io::{BufRead, BufReader, Write};
     use std::net::TcpListener;
     use std::path::Path;
-    use std::sync::{Arc, Mutex};
+    use std::sync::Arc;
 
     type Response = (u16, Vec<(&'static str, String)>, String);
 
@@ -365,32 +364,27 @@ mod tests {
             .encode(signing_key().sign(body.as_bytes()).to_bytes())
     }
 
-    /// A tiny HTTP/1.1 server on 127.0.0.1 answering each request with the next scripted response
-    /// (the script may name the server's own URL); it records the request heads it saw.
+    /// `net::loopback`'s test server on 127.0.0.1, answering each request with the next
+    /// scripted response (the script may name the server's own URL); it sends back the head of
+    /// each request it answered.
     struct Server {
         url: String,
-        seen: Arc<Mutex<Vec<String>>>,
+        seen: std::sync::mpsc::Receiver<Vec<u8>>,
+    }
+
+    impl Server {
+        /// The head of the next request the server answered, waiting for it.
+        fn next_request(&self) -> String {
+            String::from_utf8_lossy(&self.seen.recv().unwrap()).into_owned()
+        }
     }
 
     fn serve(script: impl FnOnce(&str) -> Vec<Response>) -> Server {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}/policy.json", l.local_addr().unwrap());
-        let responses = script(&url);
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let seen2 = seen.clone();
-        std::thread::spawn(move || {
-            for (status, headers, body) in responses {
-                let Ok((mut s, _)) = l.accept() else { return };
-                let mut r = BufReader::new(s.try_clone().unwrap());
-                let mut req = String::new();
-                loop {
-                    let mut line = String::new();
-                    if r.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                        break;
-                    }
-                    req.push_str(&line);
-                }
-                seen2.lock().unwrap().push(req);
+        let answers = script(&url)
+            .into_iter()
+            .map(|(status, headers, body)| {
                 let mut out = format!(
                     "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nConnection: close\r\n",
                     body.len()
@@ -400,9 +394,10 @@ mod tests {
                 }
                 out.push_str("\r\n");
                 out.push_str(&body);
-                let _ = s.write_all(out.as_bytes());
-            }
-        });
+                &*Box::leak(out.into_bytes().into_boxed_slice())
+            })
+            .collect();
+        let (_, seen) = crate::net::loopback::tests::serve_each(l, answers, 0);
         Server { url, seen }
     }
 
@@ -467,8 +462,7 @@ mod tests {
             r.refresh(&p.policy, t0 + 12 * H).unwrap(),
             Outcome::NotModified
         );
-        let seen = srv.seen.lock().unwrap().clone();
-        assert_eq!(seen.len(), 2);
+        let seen = [srv.next_request(), srv.next_request()];
         assert!(!seen[0].to_lowercase().contains("if-none-match"));
         assert!(
             seen[1].to_lowercase().contains("if-none-match: \"v2\""),
@@ -615,12 +609,8 @@ mod tests {
             panic!("not activated")
         };
         assert_eq!(p.policy.version, 2);
-        let seen = srv.seen.lock().unwrap().clone();
-        assert!(
-            !seen[0].to_lowercase().contains("if-none-match"),
-            "{}",
-            seen[0]
-        );
+        let seen = srv.next_request();
+        assert!(!seen.to_lowercase().contains("if-none-match"), "{seen}");
         // Cached again, with its ETag.
         assert_eq!(
             Cache::new(dir.path())
