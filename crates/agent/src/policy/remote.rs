@@ -884,4 +884,281 @@ mod tests {
             .to_string()
             .contains("3 bytes, expected 32"));
     }
+
+    /// Each unit of a log line's span starts at its first whole second: 2 min at 120 s, 2 h at
+    /// 7,200 s, 1 day at 86,400 s, 2 days at 172,800 s.
+    #[test]
+    fn a_span_changes_unit_at_the_second_it_reaches_two_of_the_next() {
+        let cases = [
+            (0, "0 s"),
+            (119, "119 s"),
+            (120, "2 min"),
+            (7_199, "119 min"),
+            (7_200, "2 h"),
+            (86_399, "23 h"),
+            (86_400, "1 day"),
+            (172_799, "1 day"),
+            (172_800, "2 days"),
+        ];
+        let got: Vec<(u64, String)> = cases.iter().map(|&(s, _)| (s, span(s))).collect();
+        let want: Vec<(u64, String)> = cases.iter().map(|&(s, w)| (s, w.to_string())).collect();
+        assert_eq!(got, want);
+    }
+
+    /// A policy issued exactly [`MAX_CLOCK_AHEAD_S`] ahead of the device's clock passes; one
+    /// second more is refused.
+    #[test]
+    fn a_policy_issued_exactly_a_day_ahead_passes_and_a_second_more_does_not() {
+        let at = |issued: u64| {
+            let parsed = Policy::parse(dated(2, issued, NOW_S + 30 * DAY_S).as_bytes()).unwrap();
+            check_remote(&parsed, NOW_S).map_err(|e| e.to_string())
+        };
+        assert_eq!(at(NOW_S + MAX_CLOCK_AHEAD_S), Ok(()));
+        let e = at(NOW_S + MAX_CLOCK_AHEAD_S + 1).unwrap_err();
+        assert!(
+            e.contains("v2 is issued 1 day in the future (issued_at_s 1795086401"),
+            "{e}"
+        );
+    }
+
+    /// `max_bytes` is the largest body accepted: a body of exactly that size passes, and one
+    /// byte over is refused with its size.
+    #[test]
+    fn a_body_of_exactly_max_bytes_is_accepted_and_one_byte_more_is_too_big() {
+        let vk = signing_key().verifying_key();
+        let good = dated(2, NOW_S - 3600, NOW_S + 30 * DAY_S);
+        let n = good.len() as u64;
+        let check = |max: u64| {
+            accept(
+                good.as_bytes(),
+                Some(&sign(&good)),
+                Some(&vk),
+                &Policy::default(),
+                max,
+                NOW_S,
+            )
+        };
+        assert_eq!(check(n).unwrap().unwrap().policy.version, 2);
+        match check(n - 1) {
+            Err(PolicyError::TooBig { size, max }) => {
+                assert_eq!((size as u64, max as u64), (n, n - 1))
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// A renewal is the same content signed strictly later: the same issue time with another
+    /// expiry, or other content signed later, is not one.
+    #[test]
+    fn a_renewal_keeps_the_content_and_is_issued_strictly_later() {
+        let vk = signing_key().verifying_key();
+        let v2 = dated(2, NOW_S - DAY_S, NOW_S + DAY_S);
+        let a = Policy::parse(v2.as_bytes()).unwrap().policy;
+        let check = |b: &str| accept(b.as_bytes(), Some(&sign(b)), Some(&vk), &a, 65_536, NOW_S);
+        let same_time = dated(2, NOW_S - DAY_S, NOW_S + 30 * DAY_S);
+        let other_later = dated(2, NOW_S - 60, NOW_S + 30 * DAY_S)
+            .replace(r#""version":2,"#, r#""version":2,"poll_interval_ms":1000,"#);
+        for b in [&same_time, &other_later] {
+            assert!(
+                matches!(check(b), Err(PolicyError::NotNewer { got: 2, active: 2 })),
+                "{b}: {:?}",
+                check(b)
+            );
+        }
+    }
+
+    /// A redirect may stay on plain http to loopback when it came from there, and go from https
+    /// to https; from https it never goes down to http, not even to loopback.
+    #[test]
+    fn a_redirect_keeps_http_on_loopback_and_https_from_https() {
+        assert_eq!(
+            redirect_target("http://127.0.0.1:8080/p.json", "/q.json"),
+            Ok("http://127.0.0.1:8080/q.json".to_string())
+        );
+        assert_eq!(
+            redirect_target("https://p.example/p.json", "https://q.example/q.json"),
+            Ok("https://q.example/q.json".to_string())
+        );
+        assert_eq!(
+            redirect_target("https://p.example/p.json", "http://127.0.0.1:8080/q.json"),
+            Err(
+                "redirect to \"http://127.0.0.1:8080/q.json\" refused: from https down to plain http"
+                    .to_string()
+            )
+        );
+    }
+
+    /// `NotDue` says how long until the next fetch: the period less the time since the last
+    /// attempt.
+    #[test]
+    fn not_due_says_how_long_until_the_next_fetch() {
+        let dir = tempfile::tempdir().unwrap();
+        let t0 = NOW_S * 1000;
+        let cache = Cache::new(dir.path());
+        cache
+            .save_meta(&Meta {
+                last_attempt_ms: t0,
+                ..Meta::default()
+            })
+            .unwrap();
+        let r = Refresher::with_cached(cache, None, false);
+        let active = active_with("https://p.example/p.json", 1);
+        assert_eq!(
+            r.not_due(&active, t0 + 11 * H + 5 * 60_000),
+            Some(Outcome::NotDue {
+                due_in_ms: 55 * 60_000
+            })
+        );
+        assert_eq!(r.not_due(&active, t0 + 12 * H), None);
+    }
+
+    /// [`MAX_REDIRECTS`] redirects are followed; one more is refused, naming where it led.
+    #[test]
+    fn two_redirects_are_followed_and_a_third_is_refused() {
+        let to = |path: &str| (302, vec![("Location", path.to_string())], String::new());
+        let vk = signing_key().verifying_key();
+        let dir = tempfile::tempdir().unwrap();
+        let srv = serve(|url| vec![to("/a"), to("/b"), signed(body(url, 2, 4), vec![])]);
+        let mut r = Refresher::new(Cache::new(dir.path()), Some(vk));
+        let out = r.refresh(&active_with(&srv.url, 1), NOW_S * 1000).unwrap();
+        assert!(matches!(out, Outcome::Activated(_)), "{out:?}");
+        let heads: Vec<String> = (0..3).map(|_| srv.next_request()).collect();
+        assert!(heads[2].starts_with("GET /b HTTP/1.1\r\n"), "{}", heads[2]);
+
+        let dir = tempfile::tempdir().unwrap();
+        let srv = serve(|_| vec![to("/a"), to("/b"), to("/c")]);
+        let mut r = Refresher::new(Cache::new(dir.path()), Some(vk));
+        let mut active = active_with(&srv.url, 1);
+        active.remote.timeout_ms = 2_000;
+        let e = r.refresh(&active, NOW_S * 1000).unwrap_err().to_string();
+        assert!(
+            e.contains("more than 2 redirects (the last to \"/c\")"),
+            "{e}"
+        );
+    }
+
+    /// A body of exactly `remote.max_bytes` is fetched; a longer one is refused by its
+    /// `Content-Length`, with that length, before it is read.
+    #[test]
+    fn a_fetched_body_of_exactly_max_bytes_passes_and_a_longer_one_is_refused_by_its_length() {
+        let vk = signing_key().verifying_key();
+        let dir = tempfile::tempdir().unwrap();
+        let srv = serve(|url| {
+            vec![
+                signed(body(url, 2, 4), vec![]),
+                signed(body(url, 2, 4), vec![]),
+            ]
+        });
+        let n = body(&srv.url, 2, 4).len() as u64;
+        let mut r = Refresher::new(Cache::new(dir.path()), Some(vk));
+        let mut active = active_with(&srv.url, 1);
+        active.remote.max_bytes = n;
+        let out = r.refresh(&active, NOW_S * 1000).unwrap();
+        assert!(matches!(out, Outcome::Activated(_)), "{out:?}");
+        active.remote.max_bytes = n - 10;
+        match r.refresh(&active, NOW_S * 1000 + 12 * H) {
+            Err(PolicyError::TooBig { size, max }) => {
+                assert_eq!((size as u64, max as u64), (n, n - 10))
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// A body sent without a length is read up to `remote.max_bytes` and one byte more: a
+    /// longer one is refused as that one byte over the limit.
+    #[test]
+    fn a_body_without_a_length_is_refused_as_one_byte_over_the_limit() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/policy.json", l.local_addr().unwrap());
+        let answer = format!(
+            "HTTP/1.1 200 X\r\nConnection: close\r\n\r\n{}",
+            "x".repeat(300)
+        );
+        let answer = &*Box::leak(answer.into_bytes().into_boxed_slice());
+        let _seen = crate::net::loopback::tests::serve_each(l, vec![answer], 0);
+        let dir = tempfile::tempdir().unwrap();
+        let mut r = Refresher::new(Cache::new(dir.path()), Some(signing_key().verifying_key()));
+        let mut active = active_with(&url, 1);
+        active.remote.max_bytes = 256;
+        match r.refresh(&active, NOW_S * 1000) {
+            Err(PolicyError::TooBig { size, max }) => assert_eq!((size, max), (257, 256)),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// Cache a dated body, signed with the test key.
+    fn save_dated(c: &Cache, version: u64, issued: u64, expires: u64) {
+        let b = dated(version, issued, expires);
+        let meta = Meta {
+            signature: Some(sign(&b)),
+            ..Meta::default()
+        };
+        c.save(b.as_bytes(), &meta).unwrap();
+    }
+
+    /// Against the device's clock: a body of a lower version does not replace a higher one
+    /// that is still valid, but does replace one that has expired (its expiry this very second
+    /// included); the same version signed again replaces itself.
+    #[test]
+    fn a_lower_version_replaces_a_cached_higher_one_only_once_that_expired() {
+        let vk = signing_key().verifying_key();
+        let now_s = super::super::cache::now_ms() / 1000;
+        let cached = |c: &Cache| {
+            let p = c.load(Some(&vk), now_s).unwrap().unwrap().policy;
+            (p.version, p.expires_at_s.unwrap() - now_s)
+        };
+        let cases = [
+            // (on disk: version, expiry from now), kept?
+            ((4, DAY_S as i64), true),
+            ((5, 0), false),
+            ((5, -(DAY_S as i64)), false),
+        ];
+        for ((version, expires_in), kept) in cases {
+            let dir = tempfile::tempdir().unwrap();
+            let c = Cache::new(dir.path());
+            let expires = now_s.checked_add_signed(expires_in).unwrap();
+            save_dated(&c, version, expires - 2 * DAY_S, expires);
+            save_dated(&c, 3, now_s - 60, now_s + 2 * DAY_S);
+            let (v, _) = cached(&c);
+            let want = if kept { version } else { 3 };
+            assert_eq!(v, want, "v{version} expiring at now + {expires_in} s");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let c = Cache::new(dir.path());
+        save_dated(&c, 3, now_s - 120, now_s + DAY_S);
+        save_dated(&c, 3, now_s - 60, now_s + 2 * DAY_S);
+        assert_eq!(cached(&c), (3, 2 * DAY_S));
+    }
+
+    /// No cache file is no policy; a cache file that cannot be read is an error, not an empty
+    /// cache.
+    #[test]
+    fn a_missing_cache_is_none_and_an_unreadable_one_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Cache::new(dir.path());
+        assert!(matches!(c.load(None, NOW_S), Ok(None)));
+        std::fs::create_dir(dir.path().join(CACHE_FILE)).unwrap();
+        match c.load(None, NOW_S) {
+            Err(PolicyError::Io { path, .. }) => {
+                assert_eq!(path, dir.path().join(CACHE_FILE).display().to_string())
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// The two files of an earlier version's cache are removed when the cache is loaded.
+    #[test]
+    fn the_cache_of_an_earlier_version_is_removed_on_load() {
+        let dir = tempfile::tempdir().unwrap();
+        for name in ["policy.json", "policy.meta.json"] {
+            std::fs::write(dir.path().join(name), "{}").unwrap();
+        }
+        assert!(matches!(Cache::new(dir.path()).load(None, NOW_S), Ok(None)));
+        let mut left: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        left.sort();
+        assert_eq!(left, Vec::<std::ffi::OsString>::new());
+    }
 }
