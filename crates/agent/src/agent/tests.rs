@@ -922,6 +922,9 @@ fn the_actions_queue_summary_reaches_the_status_file() {
         }
     }
     let dir = tempfile::tempdir().unwrap();
+    let without = agent(dir.path(), "", vec![heap(10)]);
+    assert!(!without.status.queue.wired, "actions without a board");
+    drop(without);
     let file = dir.path().join("status.json");
     let board = Arc::new(QueueBoard::default());
     let cfg = Config {
@@ -1116,5 +1119,142 @@ fn a_death_without_its_process_start_is_dated_by_the_agents_start() {
     assert!(
         why.contains("86400000 ms before that process started"),
         "{why}"
+    );
+}
+
+/// A fetch that failed is an error in the status, counted once.
+#[test]
+fn a_failed_fetch_is_one_error_in_the_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut a = agent(dir.path(), "", vec![heap(10)]);
+    let errors = a.status.errors;
+    a.fetched(Some(Err(crate::policy::PolicyError::Fetch {
+        url: "http://127.0.0.1:9/p".into(),
+        what: "refused".into(),
+    })));
+    assert_eq!(a.status.errors, errors + 1);
+    assert!(a
+        .status
+        .last_error
+        .as_deref()
+        .is_some_and(|e| e.contains("refused")));
+}
+
+/// Dropping the commands' end ends the loop, as `Stop` does.
+#[test]
+fn dropping_the_commands_end_stops_the_agent() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = Config {
+        data_dir: dir.path().into(),
+        ..Config::default()
+    };
+    let (tx, h) = run_agent(cfg, Arc::new(Shared::default()));
+    let (done_tx, done) = std::sync::mpsc::channel();
+    std::thread::spawn(move || done_tx.send(h.join().unwrap().is_ok()).unwrap());
+    drop(tx);
+    assert_eq!(
+        done.recv_timeout(Duration::from_secs(20)),
+        Ok(true),
+        "the loop went on"
+    );
+}
+
+/// A poll that overran its interval is not made up for: the next comes an interval after it,
+/// not in a burst of the polls missed.
+#[test]
+fn a_slow_poll_is_not_made_up_for_with_a_burst() {
+    struct Slow(Arc<std::sync::atomic::AtomicU64>);
+    impl crate::sample::HeapSource for Slow {
+        fn heap(&mut self) -> Result<Heap, crate::sample::SampleError> {
+            let n = self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            if n == 1 {
+                std::thread::sleep(Duration::from_millis(1_050));
+            }
+            Ok(heap(10))
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let calls = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let cfg = Config {
+        policy_json: r#"{"poll_interval_ms":100}"#.into(),
+        data_dir: dir.path().into(),
+        ..Config::default()
+    };
+    let a = Agent::new(
+        cfg,
+        Slow(calls.clone()),
+        NoStacks,
+        RecordOnly,
+        Arc::new(Shared::default()),
+    )
+    .unwrap();
+    let (tx, rx) = crate::agent::inbox::channel();
+    let h = std::thread::spawn(move || a.run(rx));
+    // The second poll ends about 1,150 ms in; 250 ms after it there is room for about three more.
+    let t0 = std::time::Instant::now();
+    while calls.load(std::sync::atomic::Ordering::SeqCst) < 2 {
+        assert!(t0.elapsed() < Duration::from_secs(20));
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_millis(1_050 + 250));
+    tx.send(Command::Stop).unwrap();
+    h.join().unwrap().unwrap();
+    // A burst would make up about ten polls missed in the slow one's 1,050 ms.
+    let n = calls.load(std::sync::atomic::Ordering::SeqCst);
+    assert!((2..=7).contains(&n), "{n} polls");
+}
+
+/// A fetch handed off and dropped unrun (an I/O thread that stopped) still answers, so the
+/// agent hands off the next one instead of waiting for it for good.
+#[test]
+fn a_fetch_dropped_unrun_does_not_hold_back_the_next() {
+    struct Drops(Arc<std::sync::atomic::AtomicU64>);
+    impl Actions for Drops {
+        fn on_verdict(
+            &mut self,
+            _: &Verdict,
+            _: Option<&Inventory>,
+            _: &ActionContext<'_>,
+        ) -> ActionRecord {
+            unreachable!("no verdict in this test")
+        }
+        fn run_io(&mut self, job: IoJob) -> Result<(), IoJob> {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            drop(job);
+            Ok(())
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (_, public) = test_key();
+    let handed = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let cfg = Config {
+        policy_json:
+            r#"{"poll_interval_ms":100,"remote":{"url":"http://127.0.0.1:9/policy.json"}}"#.into(),
+        data_dir: dir.path().into(),
+        public_key: Some(public),
+        ..Config::default()
+    };
+    let shared = Arc::new(Shared::default());
+    let a = Agent::new(
+        cfg,
+        ScriptedHeap::new(vec![heap(10)]),
+        NoStacks,
+        Drops(handed.clone()),
+        shared.clone(),
+    )
+    .unwrap();
+    let (tx, rx) = crate::agent::inbox::channel();
+    let h = std::thread::spawn(move || a.run(rx));
+    let t0 = std::time::Instant::now();
+    while handed.load(std::sync::atomic::Ordering::SeqCst) < 2
+        && t0.elapsed() < Duration::from_secs(20)
+    {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    tx.send(Command::Stop).unwrap();
+    h.join().unwrap().unwrap();
+    assert!(
+        handed.load(std::sync::atomic::Ordering::SeqCst) >= 2,
+        "one fetch held back the next"
     );
 }
