@@ -15,6 +15,17 @@ fn heap(used_mb: u64) -> Heap {
 }
 
 fn agent(dir: &Path, policy: &str, script: Vec<Heap>) -> Agent<ScriptedHeap, NoStacks, RecordOnly> {
+    agent_with(dir, policy, ScriptedHeap::new(script), NoStacks, RecordOnly)
+}
+
+/// [`agent`] with these sources and actions.
+fn agent_with<H: HeapSource, S: StackSource, A: Actions>(
+    dir: &Path,
+    policy: &str,
+    heap: H,
+    stacks: S,
+    actions: A,
+) -> Agent<H, S, A> {
     let cfg = Config {
         policy_json: policy.into(),
         data_dir: dir.into(),
@@ -22,14 +33,7 @@ fn agent(dir: &Path, policy: &str, script: Vec<Heap>) -> Agent<ScriptedHeap, NoS
         public_key: Some(test_key().1),
         ..Config::default()
     };
-    Agent::new(
-        cfg,
-        ScriptedHeap::new(script),
-        NoStacks,
-        RecordOnly,
-        Arc::new(Shared::default()),
-    )
-    .unwrap()
+    Agent::new(cfg, heap, stacks, actions, Arc::new(Shared::default())).unwrap()
 }
 
 #[test]
@@ -927,18 +931,8 @@ fn the_actions_queue_summary_reaches_the_status_file() {
     drop(without);
     let file = dir.path().join("status.json");
     let board = Arc::new(QueueBoard::default());
-    let cfg = Config {
-        data_dir: dir.path().into(),
-        ..Config::default()
-    };
-    let mut a = Agent::new(
-        cfg,
-        ScriptedHeap::new(vec![heap(10); 4]),
-        NoStacks,
-        Board(board.clone()),
-        Arc::new(Shared::default()),
-    )
-    .unwrap();
+    let script = ScriptedHeap::new(vec![heap(10); 4]);
+    let mut a = agent_with(dir.path(), "", script, NoStacks, Board(board.clone()));
     assert!(a.status.queue.wired);
     let t = a.last_status_write_ms;
     a.poll(t + 1);
@@ -999,18 +993,8 @@ fn fd_and_thread_verdicts_carry_their_inventories() {
         }
     }
     let dir = tempfile::tempdir().unwrap();
-    let cfg = Config {
-        data_dir: dir.path().into(),
-        ..Config::default()
-    };
-    let mut a = Agent::new(
-        cfg,
-        ScriptedHeap::new(vec![heap(10)]),
-        Named,
-        RecordOnly,
-        Arc::new(Shared::default()),
-    )
-    .unwrap();
+    let script = ScriptedHeap::new(vec![heap(10)]);
+    let mut a = agent_with(dir.path(), "", script, Named, RecordOnly);
     let verdict = |kind| Verdict {
         kind,
         reason: "test".into(),
@@ -1175,19 +1159,14 @@ fn a_slow_poll_is_not_made_up_for_with_a_burst() {
     }
     let dir = tempfile::tempdir().unwrap();
     let calls = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let cfg = Config {
-        policy_json: r#"{"poll_interval_ms":100}"#.into(),
-        data_dir: dir.path().into(),
-        ..Config::default()
-    };
-    let a = Agent::new(
-        cfg,
+    let policy = r#"{"poll_interval_ms":100}"#;
+    let a = agent_with(
+        dir.path(),
+        policy,
         Slow(calls.clone()),
         NoStacks,
         RecordOnly,
-        Arc::new(Shared::default()),
-    )
-    .unwrap();
+    );
     let (tx, rx) = crate::agent::inbox::channel();
     let h = std::thread::spawn(move || a.run(rx));
     // The second poll ends about 1,150 ms in; 250 ms after it there is room for about three more.
@@ -1225,24 +1204,10 @@ fn a_fetch_dropped_unrun_does_not_hold_back_the_next() {
         }
     }
     let dir = tempfile::tempdir().unwrap();
-    let (_, public) = test_key();
     let handed = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let cfg = Config {
-        policy_json:
-            r#"{"poll_interval_ms":100,"remote":{"url":"http://127.0.0.1:9/policy.json"}}"#.into(),
-        data_dir: dir.path().into(),
-        public_key: Some(public),
-        ..Config::default()
-    };
-    let shared = Arc::new(Shared::default());
-    let a = Agent::new(
-        cfg,
-        ScriptedHeap::new(vec![heap(10)]),
-        NoStacks,
-        Drops(handed.clone()),
-        shared.clone(),
-    )
-    .unwrap();
+    let policy = r#"{"poll_interval_ms":100,"remote":{"url":"http://127.0.0.1:9/policy.json"}}"#;
+    let script = ScriptedHeap::new(vec![heap(10)]);
+    let a = agent_with(dir.path(), policy, script, NoStacks, Drops(handed.clone()));
     let (tx, rx) = crate::agent::inbox::channel();
     let h = std::thread::spawn(move || a.run(rx));
     let t0 = std::time::Instant::now();
