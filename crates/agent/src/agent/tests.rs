@@ -501,6 +501,24 @@ fn keeping(dir: &Path) -> (Agent<ScriptedHeap, NoStacks, Keep>, Seen) {
     (a, seen)
 }
 
+/// An exit record of `pid`, a kill by the low-memory killer dated `at_ms`.
+fn lmk_record(pid: u32, at_ms: u64) -> recorder::exit_info::ExitInfo {
+    recorder::exit_info::parse_record(&format!(
+        "pid={pid}\nreason=3\ndescription=lmk\ntimestamp={at_ms}\n"
+    ))
+    .unwrap()
+}
+
+/// Start `a` and stop it at once, the system's exit records asked of `exits`.
+fn start_and_stop(
+    a: Agent<ScriptedHeap, NoStacks, Keep>,
+    exits: recorder::exit_info::CannedExitInfo,
+) {
+    let (tx, rx) = crate::agent::inbox::channel();
+    tx.send(Command::Stop).unwrap();
+    a.run_with(rx, Box::new(exits)).unwrap();
+}
+
 /// A previous process that died (its ring still says running): the agent asks the exit-info
 /// source for exactly its pid and hands the record to `on_death` with the ring's content.
 #[test]
@@ -518,9 +536,7 @@ fn a_death_carries_the_systems_exit_record_of_its_pid() {
         ],
         ..Default::default()
     };
-    let (tx, rx) = crate::agent::inbox::channel();
-    tx.send(Command::Stop).unwrap();
-    a.run_with(rx, Box::new(canned.clone())).unwrap();
+    start_and_stop(a, canned.clone());
     assert_eq!(*canned.asked.lock().unwrap(), vec![4_000_001]);
     let p = seen.lock().unwrap().clone().expect("on_death was called");
     let e = p.exit_info.as_ref().expect("the record of pid 4000001");
@@ -541,16 +557,10 @@ fn a_stale_exit_record_of_a_reused_pid_is_not_attached() {
     let dir = tempfile::tempdir().unwrap();
     let (a, seen) = died_in(dir.path());
     let canned = recorder::exit_info::CannedExitInfo {
-        records: vec![recorder::exit_info::parse_record(&format!(
-            "pid=4000001\nreason=3\ndescription=lmk\ntimestamp={}\n",
-            DEAD_STARTED_MS - 86_400_000
-        ))
-        .unwrap()],
+        records: vec![lmk_record(4_000_001, DEAD_STARTED_MS - 86_400_000)],
         ..Default::default()
     };
-    let (tx, rx) = crate::agent::inbox::channel();
-    tx.send(Command::Stop).unwrap();
-    a.run_with(rx, Box::new(canned.clone())).unwrap();
+    start_and_stop(a, canned);
     let p = seen.lock().unwrap().clone().expect("on_death was called");
     assert_eq!(p.exit_info, None, "{}", p.reason());
     assert!(!p.reason().contains("the system says"), "{}", p.reason());

@@ -345,9 +345,7 @@ fn a_clean_exit_is_not_reported_as_a_death() {
     drop(r);
     let (a, seen) = keeping(dir.path());
     let canned = recorder::exit_info::CannedExitInfo::default();
-    let (tx, rx) = crate::agent::inbox::channel();
-    tx.send(Command::Stop).unwrap();
-    a.run_with(rx, Box::new(canned.clone())).unwrap();
+    start_and_stop(a, canned.clone());
     assert!(seen.lock().unwrap().is_none(), "a clean exit reported");
     assert!(canned.asked.lock().unwrap().is_empty());
 }
@@ -367,16 +365,10 @@ fn a_death_without_its_process_start_is_dated_by_the_agents_start() {
     drop(recorder::open(&ring).unwrap().start(&dead).unwrap());
     let (a, seen) = keeping(dir.path());
     let canned = recorder::exit_info::CannedExitInfo {
-        records: vec![recorder::exit_info::parse_record(&format!(
-            "pid=4000004\nreason=3\ndescription=lmk\ntimestamp={}\n",
-            DEAD_STARTED_MS - 86_400_000
-        ))
-        .unwrap()],
+        records: vec![lmk_record(4_000_004, DEAD_STARTED_MS - 86_400_000)],
         ..Default::default()
     };
-    let (tx, rx) = crate::agent::inbox::channel();
-    tx.send(Command::Stop).unwrap();
-    a.run_with(rx, Box::new(canned)).unwrap();
+    start_and_stop(a, canned);
     let p = seen.lock().unwrap().clone().expect("on_death was called");
     assert_eq!(p.exit_info, None, "{}", p.reason());
     let why = p.exit_info_error.as_deref().unwrap_or_default();
