@@ -556,12 +556,19 @@ fn a_death_carries_the_systems_exit_record_of_its_pid() {
 fn a_stale_exit_record_of_a_reused_pid_is_not_attached() {
     let dir = tempfile::tempdir().unwrap();
     let (a, seen) = died_in(dir.path());
+    stale_record_not_attached(a, seen, 4_000_001);
+}
+
+/// Start `a` with the system's one exit record of `pid` dated a day before
+/// [`DEAD_STARTED_MS`]: the death is reported without it, saying why.
+fn stale_record_not_attached(a: Agent<ScriptedHeap, NoStacks, Keep>, seen: Seen, pid: u32) {
     let canned = recorder::exit_info::CannedExitInfo {
-        records: vec![lmk_record(4_000_001, DEAD_STARTED_MS - 86_400_000)],
+        records: vec![lmk_record(pid, DEAD_STARTED_MS - 86_400_000)],
         ..Default::default()
     };
     start_and_stop(a, canned);
     let p = seen.lock().unwrap().clone().expect("on_death was called");
+    assert_eq!(p.pid, pid);
     assert_eq!(p.exit_info, None, "{}", p.reason());
     assert!(!p.reason().contains("the system says"), "{}", p.reason());
     let why = p.exit_info_error.as_deref().unwrap_or_default();

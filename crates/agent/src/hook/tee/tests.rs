@@ -49,6 +49,35 @@ int vm_dump(const char *path, const char *buf, size_t len, int other) {
 
 type DumpFn = extern "C" fn(*const c_char, *const u8, usize, c_int) -> c_int;
 
+/// The dump the stand-in dumpers write, and the mini file the tee must make of it.
+fn dump_and_mini() -> (Vec<u8>, Vec<u8>) {
+    let input = std::fs::read(crate::hook::tests_fixture("jvm/heapdump_hashmap.hprof")).unwrap();
+    let (want_mini, _) = strip_bytes(&input, Level::Arrays).unwrap();
+    (input, want_mini)
+}
+
+/// Arm `tee` for the dump `dir/NAME.hprof` and its mini file `dir/NAME.mini.hprof` (arrays
+/// stripped); returns the two paths.
+fn arm_named(
+    tee: &Tee,
+    dir: &std::path::Path,
+    name: &str,
+    keep_full: bool,
+    ring_bytes: usize,
+) -> (std::path::PathBuf, std::path::PathBuf) {
+    let full = dir.join(format!("{name}.hprof"));
+    let mini = dir.join(format!("{name}.mini.hprof"));
+    tee.arm(&TeeConfig {
+        full_path: full.clone(),
+        mini_path: Some(mini.clone()),
+        level: Level::Arrays,
+        keep_full,
+        ring_bytes,
+    })
+    .unwrap();
+    (full, mini)
+}
+
 #[test]
 fn tee_copies_the_dump_and_strips_it_while_written() {
     let _one = test_lock();
@@ -56,8 +85,7 @@ fn tee_copies_the_dump_and_strips_it_while_written() {
     let so = crate::hook::build_c_lib(dir.path(), "libteevm", SRC, &["-Wl,-z,now", "-pthread"]);
     // SAFETY: `vm_dump` has this signature in SRC.
     let vm_dump: DumpFn = unsafe { std::mem::transmute(crate::hook::dl_fn(&so, "vm_dump")) };
-    let input = std::fs::read(crate::hook::tests_fixture("jvm/heapdump_hashmap.hprof")).unwrap();
-    let (want_mini, _) = strip_bytes(&input, Level::Arrays).unwrap();
+    let (input, want_mini) = dump_and_mini();
 
     let tee = Tee::install(&["libnot-loaded.so", "libteevm.so"]).unwrap();
     assert!(matches!(
@@ -105,18 +133,9 @@ fn tee_copies_the_dump_and_strips_it_while_written() {
     let sink = std::fs::File::create(dir.path().join("noise")).unwrap();
     use std::os::fd::AsRawFd;
     let noise = sink.as_raw_fd();
-    let full = dir.path().join("bad.hprof");
-    let mini = dir.path().join("bad.mini.hprof");
     let mut bad = input.clone();
     bad[31] = 0x77; // an unknown top-level tag right after the 31-byte header
-    tee.arm(&TeeConfig {
-        full_path: full.clone(),
-        mini_path: Some(mini.clone()),
-        level: Level::Arrays,
-        keep_full: true,
-        ring_bytes: 8192,
-    })
-    .unwrap();
+    let (full, mini) = arm_named(&tee, dir.path(), "bad", true, 8192);
     let cpath = CString::new(full.to_str().unwrap()).unwrap();
     assert_eq!(vm_dump(cpath.as_ptr(), bad.as_ptr(), bad.len(), noise), 0);
     let rep = tee.disarm(Some(&mini));
@@ -126,16 +145,7 @@ fn tee_copies_the_dump_and_strips_it_while_written() {
     assert!(std::fs::read(&full).unwrap() == bad);
 
     // Not keeping the full file: the VM's file stays empty, the mini file is complete.
-    let full = dir.path().join("nofull.hprof");
-    let mini = dir.path().join("nofull.mini.hprof");
-    tee.arm(&TeeConfig {
-        full_path: full.clone(),
-        mini_path: Some(mini.clone()),
-        level: Level::Arrays,
-        keep_full: false,
-        ring_bytes: 1 << 20,
-    })
-    .unwrap();
+    let (full, mini) = arm_named(&tee, dir.path(), "nofull", false, 1 << 20);
     let cpath = CString::new(full.to_str().unwrap()).unwrap();
     assert_eq!(
         vm_dump(cpath.as_ptr(), input.as_ptr(), input.len(), noise),
@@ -218,20 +228,10 @@ fn fdsan_close_disarms_the_dump_fd_and_swallowed_writes_keep_errno() {
     );
     // SAFETY: `art_dump` has this signature in SRC_FDSAN.
     let art_dump: ArtDumpFn = unsafe { std::mem::transmute(crate::hook::dl_fn(&so, "art_dump")) };
-    let input = std::fs::read(crate::hook::tests_fixture("jvm/heapdump_hashmap.hprof")).unwrap();
-    let (want_mini, _) = strip_bytes(&input, Level::Arrays).unwrap();
+    let (input, want_mini) = dump_and_mini();
     let tee = Tee::install(&["libartvm.so"]).unwrap();
-    let full = dir.path().join("art.hprof");
-    let mini = dir.path().join("art.mini.hprof");
     let other = dir.path().join("other");
-    tee.arm(&TeeConfig {
-        full_path: full.clone(),
-        mini_path: Some(mini.clone()),
-        level: Level::Arrays,
-        keep_full: false,
-        ring_bytes: 0,
-    })
-    .unwrap();
+    let (full, mini) = arm_named(&tee, dir.path(), "art", false, 0);
     let cpath = CString::new(full.to_str().unwrap()).unwrap();
     let cother = CString::new(other.to_str().unwrap()).unwrap();
     let mut errno_after = 0;
@@ -315,8 +315,7 @@ fn the_dump_is_the_fd_its_open_returned_until_closed_and_writes_go_on_to_the_nex
     // SAFETY: `dump_around` has this signature in SRC_AROUND.
     let dump_around: AroundFn =
         unsafe { std::mem::transmute(crate::hook::dl_fn(&so, "dump_around")) };
-    let input = std::fs::read(crate::hook::tests_fixture("jvm/heapdump_hashmap.hprof")).unwrap();
-    let (want_mini, _) = strip_bytes(&input, Level::Arrays).unwrap();
+    let (input, want_mini) = dump_and_mini();
     let other = patch_library(
         "libteearound.so",
         &[Import {
@@ -537,19 +536,9 @@ fn a_forked_child_strips_inside_the_hook_and_finishes_the_mini_file_on_fd_0() {
     let so = crate::hook::build_c_lib(dir.path(), "libteechild", SRC_ONE, &["-Wl,-z,now"]);
     // SAFETY: `dump` has this signature in SRC_ONE.
     let dump: OneFn = unsafe { std::mem::transmute(crate::hook::dl_fn(&so, "dump")) };
-    let input = std::fs::read(crate::hook::tests_fixture("jvm/heapdump_hashmap.hprof")).unwrap();
-    let (want_mini, _) = strip_bytes(&input, Level::Arrays).unwrap();
+    let (input, want_mini) = dump_and_mini();
     let tee = Tee::install(&["libteechild.so"]).unwrap();
-    let full = dir.path().join("child.hprof");
-    let mini = dir.path().join("child.mini.hprof");
-    tee.arm(&TeeConfig {
-        full_path: full.clone(),
-        mini_path: Some(mini.clone()),
-        level: Level::Arrays,
-        keep_full: true,
-        ring_bytes: 0,
-    })
-    .unwrap();
+    let (full, mini) = arm_named(&tee, dir.path(), "child", true, 0);
     let cpath = CString::new(full.to_str().unwrap()).unwrap();
     // SAFETY: the child closes fd 0, calls the stand-in dumper and the tee's child
     // functions (written for a forked child), and leaves by _exit.
