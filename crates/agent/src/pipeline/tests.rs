@@ -375,6 +375,20 @@ fn a_dumps_request_follows_the_policys_strip_level_and_keep_full() {
     );
 }
 
+/// A job that sends the name of the thread it runs on.
+fn thread_name_job(tx: std::sync::mpsc::Sender<Option<String>>) -> IoJob {
+    Box::new(move || {
+        let _ = tx.send(std::thread::current().name().map(str::to_string));
+    })
+}
+
+/// A pipeline without an analyser executable, started on the default policy.
+fn started_without_analyser(data: &Path) -> Pipeline {
+    let mut pipeline = Pipeline::new(data, "1.0", Box::new(Refuse), None).with_analyser(None);
+    pipeline.started(&context(&Policy::default(), data));
+    pipeline
+}
+
 /// Work handed to the I/O thread runs there; before the pipeline has started there is no such
 /// thread and the work comes back to the caller.
 #[test]
@@ -384,18 +398,13 @@ fn io_work_runs_on_the_io_thread_once_started() {
     let mut pipeline =
         Pipeline::new(data.path(), "1.0", Box::new(Refuse), None).with_analyser(None);
     let (tx, rx) = std::sync::mpsc::channel();
-    let job = |tx: std::sync::mpsc::Sender<Option<String>>| -> IoJob {
-        Box::new(move || {
-            let _ = tx.send(std::thread::current().name().map(str::to_string));
-        })
-    };
     let back = pipeline
-        .run_io(job(tx.clone()))
+        .run_io(thread_name_job(tx.clone()))
         .expect_err("no I/O thread yet");
     back();
     assert_eq!(rx.recv().unwrap().as_deref(), std::thread::current().name());
     pipeline.started(&context(&policy, data.path()));
-    assert!(pipeline.run_io(job(tx)).is_ok());
+    assert!(pipeline.run_io(thread_name_job(tx)).is_ok());
     let name = rx
         .recv_timeout(Duration::from_secs(20))
         .expect("the job ran");
@@ -419,20 +428,14 @@ fn io_work_runs_on_the_io_thread_once_started() {
 #[test]
 fn a_panicking_job_leaves_the_io_thread_serving() {
     let data = tempfile::tempdir().unwrap();
-    let policy = Policy::default();
-    let mut pipeline =
-        Pipeline::new(data.path(), "1.0", Box::new(Refuse), None).with_analyser(None);
-    pipeline.started(&context(&policy, data.path()));
+    let mut pipeline = started_without_analyser(data.path());
     assert!(pipeline
         .run_io(Box::new(|| panic!(
             "a job that panics (expected in this test)"
         )))
         .is_ok());
     let (tx, rx) = std::sync::mpsc::channel();
-    let job: IoJob = Box::new(move || {
-        let _ = tx.send(std::thread::current().name().map(str::to_string));
-    });
-    assert!(pipeline.run_io(job).is_ok());
+    assert!(pipeline.run_io(thread_name_job(tx)).is_ok());
     let name = rx
         .recv_timeout(Duration::from_secs(20))
         .expect("the job after the panic ran");
@@ -444,10 +447,7 @@ fn a_panicking_job_leaves_the_io_thread_serving() {
 #[test]
 fn after_the_io_thread_ended_work_comes_back_to_the_caller() {
     let data = tempfile::tempdir().unwrap();
-    let policy = Policy::default();
-    let mut pipeline =
-        Pipeline::new(data.path(), "1.0", Box::new(Refuse), None).with_analyser(None);
-    pipeline.started(&context(&policy, data.path()));
+    let mut pipeline = started_without_analyser(data.path());
     let live = pipeline.live.as_ref().unwrap();
     live.io.tx.send(io::Work::Stop).ok().unwrap();
     live.io
