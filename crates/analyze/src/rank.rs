@@ -651,6 +651,71 @@ mod tests {
         assert!(check(&ids, budget, &[0x12c0_0000 - 8, 0x2fff_fff8, 0x7000_0004]).unwrap());
     }
 
+    /// Ids off the alignment the sample suggests, where the sample does not look, in a map made
+    /// in two halves: the halves' spreads are joined, so an odd id in either half (or in both)
+    /// makes the map again with the finer slots.
+    #[test]
+    fn an_id_off_the_sampled_alignment_is_found_in_either_half() {
+        // 100,001 ids 32 bytes apart span three regions at 32-byte slots: the halves are cut
+        // at the second. The sample is the first 4,096 and every 24th: 7,001 and 70,001 are in
+        // neither, one in each half.
+        for off in [&[70_001usize][..], &[7_001, 70_001]] {
+            let mut ids: Vec<u64> = (0..100_001u64).map(|i| 0x1_0000_0000 + 32 * i).collect();
+            for &i in off {
+                ids[i] += 8;
+            }
+            let budget = ids.len() as u64 * MAX_BYTES_PER_ID;
+            let m = RankMap::within_split(&ids, budget, 2).expect("a packed heap fits");
+            assert_eq!(m.shift, 3, "odd ids at {off:?}");
+            assert!(check(&ids, budget, &[]).unwrap());
+        }
+    }
+
+    /// A map is made within exactly its own size and refused a byte short of it, in one piece
+    /// and in two halves: the region table, then whole regions of blocks.
+    #[test]
+    fn a_map_fits_in_exactly_its_size() {
+        let dense: Vec<u64> = (0..200_000u64).map(|i| 0x7_0000_0000 + 16 * i).collect();
+        for ids in [dense, spaces_far_apart()] {
+            for parallel_min in [2, usize::MAX] {
+                let size = RankMap::within_split(&ids, 1 << 40, parallel_min)
+                    .expect("room enough")
+                    .bytes() as u64;
+                assert!(RankMap::within_split(&ids, size, parallel_min).is_some());
+                assert!(RankMap::within_split(&ids, size - 1, parallel_min).is_none());
+            }
+        }
+    }
+
+    /// The map's size, worked out by hand: 1,000 ids 8 bytes apart take one region (4 bytes in
+    /// the table) and its 256 blocks of 32 bytes; the tables [`RankMap::id_at`] needs add the
+    /// region of that run of blocks and a mark per 256 positions (four).
+    #[test]
+    fn the_maps_size_is_its_tables() {
+        let ids: Vec<u64> = (0..1000u64).map(|i| 0x1000 + 8 * i).collect();
+        let mut m = RankMap::within(&ids, 1 << 20).expect("room enough");
+        assert_eq!(m.shift, 3);
+        assert_eq!(m.bytes(), 4 + 256 * 32);
+        m.prepare_select();
+        assert_eq!(m.bytes(), (1 + 1 + 4) * 4 + 256 * 32);
+    }
+
+    /// The budget's estimate, worked out by hand: a span of three regions at 8-byte slots takes
+    /// a table of four entries (16 bytes) and, for two regions holding ids, 2 x 256 blocks of
+    /// 32 bytes: 16,400 bytes, taken up to 8 bytes an id (2,050 ids exactly), else the bucket
+    /// map's 2 bytes an id.
+    #[test]
+    fn the_estimate_is_the_table_and_the_blocks() {
+        let span = SLOTS * BLOCKS * 8 * 3;
+        assert_eq!(estimate_bytes(2050, span, 8, 2), 16_400);
+        assert_eq!(estimate_bytes(2049, span, 8, 2), 2 * 2049);
+        assert_eq!(estimate_bytes(10_000, span, 8, 2), 16_400);
+        // The table at the alignment given (4-byte slots: twice the regions), and an alignment
+        // of 0 taken as 1.
+        assert_eq!(estimate_bytes(10_000, span, 4, 2), 7 * 4 + 2 * 256 * 32);
+        assert_eq!(estimate_bytes(1 << 30, 0, 0, 1), 4 + 256 * 32);
+    }
+
     /// Ids scattered over the whole range, or without a common alignment beyond bytes in a
     /// sparse heap, are left to the bucket map.
     #[test]
