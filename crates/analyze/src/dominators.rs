@@ -925,6 +925,78 @@ mod tests {
     }
 
     #[test]
+    fn nothing_reached_is_empty() {
+        // No root: only the super-root is numbered.
+        let d = run(&[vec![1], vec![]], &[1, 10], &[]);
+        assert!(d.is_empty());
+        assert_eq!((d.len(), d.reachable()), (1, 0));
+        // One root reaching one node: not empty.
+        let d = run(&[vec![1], vec![], vec![]], &[1, 10, 100], &[0]);
+        assert!(!d.is_empty());
+        assert_eq!((d.len(), d.reachable()), (3, 2));
+    }
+
+    /// The super-root is told apart from "no root reaches it": [`SUPER`] is neither a node
+    /// nor [`UNREACHED`].
+    #[test]
+    fn super_root_is_not_unreached() {
+        let d = run(&[vec![1], vec![], vec![]], &[1, 10, 100], &[0]);
+        assert_eq!(d.idom(2), UNREACHED);
+        assert_eq!(d.idom(1), 0);
+        assert_eq!(d.idom(0), SUPER);
+        assert_ne!(d.idom(0), d.idom(2));
+    }
+
+    /// Roots and late roots that are no node (past `nodes()`) are left out, on a graph of none
+    /// and on one whose per-node bit arrays end exactly at a word's end.
+    #[test]
+    fn roots_that_are_no_nodes_are_left_out() {
+        let d = run_late(&[], &[], &[0], &[0]);
+        assert!(d.is_empty());
+        assert!(d.roots_used.is_empty());
+        assert_eq!(d.number(0), UNREACHED);
+        let lists: Vec<Vec<u32>> = (0..64u32).map(|i| vec![(i + 1) % 64]).collect();
+        assert_eq!(Csr::from_lists(&lists).nodes(), 64);
+        let d = run_late(&lists, &[1; 64], &[64, 0, 70], &[64, 3]);
+        assert_eq!(d.roots_used, vec![0]);
+        assert_eq!(d.reachable(), 64);
+        assert_eq!(d.retained(0), 64);
+        assert_eq!(d.idom(63), 62);
+    }
+
+    /// Late roots behind gates: one opens when its gate is reached, also by a late root of an
+    /// earlier round; one whose gate nothing reaches, or whose gate is no node, stays shut.
+    #[test]
+    fn gated_late_roots() {
+        // 0 -> 1; 2 -> 6; 3 -> 4; 5, 7 alone.
+        let lists = vec![
+            vec![1],
+            vec![],
+            vec![6],
+            vec![4],
+            vec![],
+            vec![],
+            vec![],
+            vec![],
+        ];
+        let g = Csr::from_lists(&lists);
+        // 5's gate (6) is reached only once 2 is a root, in the round after it.
+        let late = [(5, 6), (3, 4), (7, 99), (2, 1)];
+        let d = finish(prepare_gated(&g, &[0], &late), |v| 1 << v, 1);
+        assert_eq!(d.roots_used, vec![0, 2, 5]);
+        assert_eq!(d.idom(1), 0);
+        assert_eq!(d.idom(2), SUPER);
+        assert_eq!(d.idom(6), 2);
+        assert_eq!(d.idom(5), SUPER);
+        for v in [3, 4, 7] {
+            assert_eq!(d.idom(v), UNREACHED, "node {v}");
+            assert_eq!(d.retained(v), 0);
+        }
+        assert_eq!(d.retained(2), (1 << 2) + (1 << 6));
+        assert_eq!(d.reachable(), 5);
+    }
+
+    #[test]
     fn long_chain_does_not_overflow_the_stack() {
         let n = 2_000_000u32;
         let lists: Vec<Vec<u32>> = (0..n)
