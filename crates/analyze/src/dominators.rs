@@ -814,12 +814,21 @@ mod tests {
         run_late(lists, sizes, roots, &[])
     }
 
-    /// [`compute`], checked against its steps with a second thread or not, in blocks of 1 to 8,
-    /// reading 1 to 16 sources of a target before its block is sorted.
+    /// [`compute`], checked against its steps with a second thread or not, in blocks of 1 to 128
+    /// (the listed targets' bits in one word or two), reading 1 to 16 sources of a target
+    /// before its block is sorted.
     fn run_late(lists: &[Vec<u32>], sizes: &[u64], roots: &[u32], late: &[u32]) -> Dominators {
         let g = Csr::from_lists(lists);
         let d = compute(&g, |v| sizes[v as usize], roots, late);
-        for (min, shift, cap) in [(1, 1, 1), (2, 2, 2), (5, 3, 1), (1, 0, 3), (1, 3, 16)] {
+        for (min, shift, cap) in [
+            (1, 1, 1),
+            (2, 2, 2),
+            (5, 3, 1),
+            (1, 0, 3),
+            (1, 3, 16),
+            (1, 6, 2),
+            (3, 7, 4),
+        ] {
             let p = finish_in(
                 prepare(&g, roots, late),
                 |v| sizes[v as usize],
@@ -1040,14 +1049,18 @@ mod tests {
             }
         }
         let all = reach(lists, &used, None);
-        let dominates = |a: u32, b: u32| a == b || !reach(lists, &used, Some(a))[b as usize];
+        // What stays reachable without each node.
+        let cut: Vec<Vec<bool>> = (0..n as u32)
+            .map(|a| reach(lists, &used, Some(a)))
+            .collect();
+        let dominates = |a: u32, b: u32| a == b || !cut[a as usize][b as usize];
         for v in 0..n as u32 {
             if !all[v as usize] {
                 prop_assert_eq!(d.retained(v), 0);
                 prop_assert_eq!(d.idom(v), UNREACHED);
                 continue;
             }
-            let without = reach(lists, &used, Some(v));
+            let without = &cut[v as usize];
             let want: u64 = (0..n)
                 .filter(|&u| all[u] && !without[u])
                 .map(|u| sizes[u])
@@ -1116,6 +1129,24 @@ mod tests {
             let lists = lists_of(n, raw_edges.into_iter().chain(into_few));
             let root = root % n as u32;
             check(&lists, &sizes[..n], &[root], &[])?;
+        }
+
+        /// Graphs of 64 nodes and more, so that the per-vertex bits (flags, words, listed
+        /// targets) take more than one word and the numbers past 64 have words of their own,
+        /// with many edges into a few nodes past 64 for long lists there.
+        #[test]
+        fn wide_graphs_equal_brute_force(
+            n in 64usize..150,
+            raw_edges in proptest::collection::vec((0u32..150, 0u32..150), 0..300),
+            into_few in proptest::collection::vec((0u32..150, 64u32..72), 0..120),
+            raw_roots in proptest::collection::vec(0u32..150, 1..4),
+            raw_late in proptest::collection::vec(0u32..150, 0..3),
+            sizes in proptest::collection::vec(1u64..1000, 150),
+        ) {
+            let lists = lists_of(n, raw_edges.into_iter().chain(into_few));
+            let roots: Vec<u32> = raw_roots.into_iter().map(|r| r % n as u32).collect();
+            let late: Vec<u32> = raw_late.into_iter().map(|r| r % n as u32).collect();
+            check(&lists, &sizes[..n], &roots, &late)?;
         }
     }
 }
