@@ -939,7 +939,7 @@ mod tests {
         let d = run(&[vec![1], vec![]], &[1, 10], &[]);
         assert!(d.is_empty());
         assert_eq!((d.len(), d.reachable()), (1, 0));
-        // One root reaching one node: not empty.
+        // A root and the node it reaches (a third is not reached): not empty.
         let d = run(&[vec![1], vec![], vec![]], &[1, 10, 100], &[0]);
         assert!(!d.is_empty());
         assert_eq!((d.len(), d.reachable()), (3, 2));
