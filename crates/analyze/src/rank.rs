@@ -687,12 +687,13 @@ mod tests {
         }
     }
 
-    /// The map's size, worked out by hand: 1,000 ids 8 bytes apart take one region (4 bytes in
+    /// The map's size, worked out by hand: 1,024 ids 8 bytes apart take one region (4 bytes in
     /// the table) and its 256 blocks of 32 bytes; the tables [`RankMap::id_at`] needs add the
-    /// region of that run of blocks and a mark per 256 positions (four).
+    /// region of that run of blocks and a mark per 256 positions (four: none at 1,024, past
+    /// the last).
     #[test]
     fn the_maps_size_is_its_tables() {
-        let ids: Vec<u64> = (0..1000u64).map(|i| 0x1000 + 8 * i).collect();
+        let ids: Vec<u64> = (0..1024u64).map(|i| 0x1000 + 8 * i).collect();
         let mut m = RankMap::within(&ids, 1 << 20).expect("room enough");
         assert_eq!(m.shift, 3);
         assert_eq!(m.bytes(), 4 + 256 * 32);
