@@ -671,6 +671,18 @@ mod tests {
         }
     }
 
+    /// An id on a region's first slot is that region's, not the one before: both regions get
+    /// their blocks, and the map is exact.
+    #[test]
+    fn an_id_on_a_regions_first_slot_is_that_regions() {
+        let min = 0x1000u64;
+        let ids = [min, min + 8, min + ((SLOTS * BLOCKS) << 3)];
+        assert_eq!(regions_holding(&ids, min, 3, 10), 2);
+        let m = RankMap::within(&ids, 1 << 20).expect("room enough");
+        assert_eq!((m.shift, m.blocks.len()), (3, 2 * BLOCKS as usize));
+        assert!(check(&ids, 1 << 20, &[min + ((SLOTS * BLOCKS) << 3) - 8]).unwrap());
+    }
+
     /// A map is made within exactly its own size and refused a byte short of it, in one piece
     /// and in two halves: the region table, then whole regions of blocks.
     #[test]
