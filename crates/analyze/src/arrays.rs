@@ -143,4 +143,64 @@ mod tests {
         prefix_sums(&mut v);
         assert_eq!(v, vec![1, 1, 3, 6]);
     }
+
+    #[test]
+    fn a_pair_holds_both_halves_high_first() {
+        let e = pair(0x8765_4321, 0xfedc_ba98);
+        assert_eq!(e, 0x8765_4321_fedc_ba98);
+        assert_eq!(halves(e), (0x8765_4321, 0xfedc_ba98));
+        assert_eq!(halves(pair(1, 0)), (1, 0));
+        assert_eq!(halves(pair(0, 1)), (0, 1));
+    }
+
+    #[test]
+    fn runs_counts_the_runs_of_equal_values() {
+        assert_eq!(runs([3, 3, 1, 1, 1, 3, 7].into_iter()), 4);
+        assert_eq!(runs([5].into_iter()), 1);
+        assert_eq!(runs(std::iter::empty::<u8>()), 0);
+    }
+
+    /// A whole array that satisfies the predicate, of a power-of-two length: the gallop stops
+    /// at its end without reading past it.
+    #[test]
+    fn gallop_stops_at_the_end_of_a_power_of_two() {
+        for len in [1usize, 2, 8, 64] {
+            let v: Vec<u32> = (0..len as u32).collect();
+            assert_eq!(gallop(&v, |_| true), len, "{len}");
+        }
+    }
+
+    /// A value ordered by its key alone, so that which side an element came from shows.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    struct Keyed(u32, char);
+
+    impl PartialOrd for Keyed {
+        fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+            Some(self.cmp(o))
+        }
+    }
+
+    impl Ord for Keyed {
+        fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+            self.0.cmp(&o.0)
+        }
+    }
+
+    #[test]
+    fn merge_into_puts_equal_elements_of_a_first() {
+        let k = |v: &[(u32, char)]| v.iter().map(|&(n, c)| Keyed(n, c)).collect::<Vec<_>>();
+        let mut a = k(&[(1, 'a'), (3, 'a'), (3, 'a'), (5, 'a')]);
+        merge_into(&mut a, &k(&[(0, 'b'), (3, 'b'), (5, 'b'), (6, 'b')]));
+        let want = [
+            (0, 'b'),
+            (1, 'a'),
+            (3, 'a'),
+            (3, 'a'),
+            (3, 'b'),
+            (5, 'a'),
+            (5, 'b'),
+            (6, 'b'),
+        ];
+        assert_eq!(a, k(&want));
+    }
 }
