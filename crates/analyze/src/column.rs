@@ -353,4 +353,87 @@ mod tests {
         assert!(e.contains("over their cap"), "{e}");
         assert!(!b.in_file() && b.iter().all(|&x| x == 1));
     }
+
+    #[test]
+    fn columns_and_lists_compare_and_print_as_their_values() {
+        let a: Column<u32> = vec![1, 2].into();
+        assert!(a == Column::from(vec![1, 2]) && a != Column::from(vec![1, 3]));
+        assert_eq!(format!("{a:?}"), "[1, 2]");
+        let g: Grow<u32> = vec![1, 2].into();
+        assert!(g == Grow::from(vec![1, 2]) && g != Grow::from(vec![2, 2]));
+        assert_eq!(format!("{g:?}"), "[1, 2]");
+    }
+
+    /// `filled_written`: `n` copies in memory without scratch, in a file with it, and in memory
+    /// with the reason when the cap refuses the file.
+    #[test]
+    fn filled_written_holds_n_copies_in_memory_or_in_a_file() {
+        let (a, e) = Column::filled_written(3, 7u32, None);
+        assert_eq!((&a[..], e, a.in_file()), (&[7, 7, 7][..], None, false));
+        let d = tempfile::tempdir().unwrap();
+        let s = Scratch::new(d.path(), 1 << 20).unwrap();
+        let (b, e) = Column::filled_written(3, 7u32, Some(&s));
+        assert_eq!((&b[..], e, b.in_file()), (&[7, 7, 7][..], None, true));
+        let small = Scratch::new(d.path(), 4096).unwrap();
+        let (c, e) = Column::filled_written(2000, 5u32, Some(&small));
+        assert!(!c.in_file() && c.len() == 2000 && c.iter().all(|&x| x == 5));
+        assert!(e.unwrap().contains("over their cap"));
+    }
+
+    /// `shrink_to_fit` gives back a vector's room beyond its values (what the budget counts),
+    /// and keeps the values.
+    #[test]
+    fn shrink_to_fit_frees_a_vectors_spare_room() {
+        let mut v = Vec::with_capacity(1000);
+        v.extend([1u32, 2, 3]);
+        let mut c = Column::from(v);
+        assert!(c.0.capacity() >= 1000);
+        c.shrink_to_fit();
+        assert!(c.0.capacity() < 1000 && c[..] == [1, 2, 3]);
+        let mut g = Grow::with_capacity(1000, None);
+        g.extend_from_slice(&[1u32, 2, 3]);
+        assert!(g.0.capacity() >= 1000);
+        g.shrink_to_fit();
+        assert!(g.0.capacity() < 1000 && g[..] == [1, 2, 3]);
+    }
+
+    #[test]
+    fn refill_and_set_len_with_replace_cut_or_pad_the_values() {
+        let d = tempfile::tempdir().unwrap();
+        let s = Scratch::new(d.path(), 1 << 26).unwrap();
+        for scratch in [Some(&s), None] {
+            let mut g = Grow::new_in(scratch);
+            g.extend_from_slice(&[1u32, 2, 3]);
+            g.refill([7, 8].into_iter());
+            assert_eq!(&g[..], &[7, 8]);
+            g.set_len_with(4, 9);
+            assert_eq!(&g[..], &[7, 8, 9, 9]);
+            g.set_len_with(1, 0);
+            assert_eq!(&g[..], &[7]);
+            g.set_len_with(1, 5);
+            assert_eq!(&g[..], &[7]);
+            assert_eq!(g.in_file(), scratch.is_some());
+            // `dedup` keeps a value unlike the one before it, repeats apart.
+            g.refill([1, 2, 2, 3, 1].into_iter());
+            g.dedup();
+            assert_eq!(&g[..], &[1, 2, 3, 1]);
+            g.truncate(0);
+            g.dedup();
+            assert!(g.is_empty());
+        }
+    }
+
+    /// `arrays::merge_into` into a list, in a file or in memory: the sorted values.
+    #[test]
+    fn a_list_merges_a_sorted_run_into_its_own() {
+        let d = tempfile::tempdir().unwrap();
+        let s = Scratch::new(d.path(), 1 << 26).unwrap();
+        for scratch in [Some(&s), None] {
+            let mut g = Grow::new_in(scratch);
+            g.extend_from_slice(&[1u64, 4, 9]);
+            crate::arrays::merge_into(&mut g, &[2, 4, 10]);
+            assert_eq!(&g[..], &[1, 2, 4, 4, 9, 10]);
+            assert_eq!(g.in_file(), scratch.is_some());
+        }
+    }
 }
