@@ -515,4 +515,166 @@ mod tests {
         assert!(b.estimate.contains("in memory"), "{b:?}");
         assert!(cut.dominators.is_empty() && !cut.histogram.is_empty());
     }
+
+    /// The census's counts of a fixture, its objects, references, id map, strings and classes
+    /// set to numbers whose every product and sum differs.
+    fn counts_of(objects: u64, references: u64) -> Counts {
+        let path = fixture("jvm/openjdk_jdk11_04_x64.hprof");
+        let mut c = crate::index::census(&Input::File(&path)).unwrap();
+        (c.objects, c.references_at_most) = (objects, references);
+        (c.id_map_bytes, c.string_bytes, c.classes) = (7777, 11, 13);
+        c
+    }
+
+    /// `need`: the fixed 24 MiB, 2 bytes a byte of strings, 512 a class, and per object and
+    /// reference as the pass and the scratch files have it; `scratch_bytes`: 64 an object and
+    /// 8 a reference.
+    #[test]
+    fn the_estimate_is_the_fixed_part_and_so_much_a_count() {
+        assert_eq!(FIXED_BYTES, 25_165_824);
+        let mut c = counts_of(1000, 3000);
+        // 24 MiB, 22 bytes of strings, 6,656 of classes.
+        let base = 25_172_502;
+        for (scratch, two_passes, per) in [
+            (false, false, 50 * 1000 + 12 * 3000),
+            (false, true, 44 * 1000 + 8 * 3000),
+            (true, false, 7777 + 1000),
+            (true, true, 7777 + 2 * 1000),
+        ] {
+            c.two_passes = two_passes;
+            assert_eq!(need(&c, scratch), base + per, "{scratch} {two_passes}");
+        }
+        assert_eq!(scratch_bytes(&c), 64 * 1000 + 8 * 3000);
+    }
+
+    /// `may_exceed` and `scratch_surely_fits` at their bounds: 1.5 bytes a byte of file in
+    /// memory, a quarter with scratch files, beside the fixed part; scratch files of 1.5 times
+    /// the file.
+    #[test]
+    fn the_file_size_alone_decides_at_its_bounds() {
+        let f = FIXED_BYTES;
+        assert!(!may_exceed(4, false, f + 6) && may_exceed(4, false, f + 5));
+        assert!(!may_exceed(8, true, f + 2) && may_exceed(8, true, f + 1));
+        assert!(!may_exceed(0, false, f) && may_exceed(0, true, f - 1));
+        assert!(scratch_surely_fits(4, 6) && !scratch_surely_fits(4, 5));
+    }
+
+    #[test]
+    fn the_reason_gives_the_estimate_rounded_up_and_the_budget_down_in_mib() {
+        let what = "this report holds what streaming passes over the dump find in memory that \
+                    does not grow with its objects";
+        let why = |ran_out, budget| Why {
+            budget,
+            need: 3 * MIB + 1,
+            scratch: false,
+            ran_out,
+        };
+        assert_eq!(
+            reason(&why(false, 2 * MIB + 5)),
+            format!(
+                "the whole analysis would need about 4 MiB, more than its budget of 2 MiB: {what}"
+            )
+        );
+        assert_eq!(
+            reason(&why(true, 2 * MIB + 5)),
+            format!(
+                "the whole analysis ran out of memory within its budget of 2 MiB before \
+                 (estimated to need about 4 MiB): {what}"
+            )
+        );
+        assert_eq!(
+            reason(&why(true, 0)),
+            format!("the whole analysis ran out of memory before: {what}")
+        );
+    }
+
+    /// The report of what fits holds each part it is given, and the histogram's largest rows
+    /// (the most bytes, then the most objects, then by name), the others counted.
+    #[test]
+    fn the_report_of_what_fits_holds_each_part_it_is_given() {
+        let mut c = counts_of(1000, 3000);
+        (c.gc_roots, c.two_passes) = (17, true);
+        let class_infos = vec![crate::report::ClassInfo {
+            class_name: "X".into(),
+            instance_count: 4,
+            ..Default::default()
+        }];
+        c.class_infos = class_infos.clone();
+        let (header, sizes) = (c.header, c.sizes);
+        let row = |n: &str, count, bytes| (n.to_string(), (count, bytes));
+        let mut h: BTreeMap<String, (u64, u64)> =
+            [row("A", 1, 500), row("C", 2, 500), row("B", 2, 500)].into();
+        h.extend((0..MAX_HISTOGRAM).map(|i| row(&format!("Z{i:04}"), 1, 10)));
+        c.histogram = h;
+        let leak = crate::report::LeakObject {
+            class_name: "X".into(),
+            object_id: 9,
+            ..Default::default()
+        };
+        let found = Found {
+            objects: vec![leak.clone()],
+            left: 5,
+        };
+        let path = crate::report::GcPath {
+            class_name: "X".into(),
+            ..Default::default()
+        };
+        let traced = Traced {
+            paths: vec![path.clone()],
+            left: 7,
+        };
+        let why = Why {
+            budget: 40 * MIB,
+            need: 3 * MIB + 1,
+            scratch: true,
+            ran_out: false,
+        };
+        let why_reason = reason(&why);
+        let r = reduced(c, found, traced, why, 12345, serde_json::json!({"r": 2}));
+        assert_eq!(r.running_info, serde_json::json!({"r": 2}));
+        let a = &r.analysis;
+        assert_eq!(
+            (
+                a.format.as_str(),
+                a.id_size,
+                a.input_bytes,
+                a.objects,
+                a.gc_roots
+            ),
+            (
+                header.format.to_string().as_str(),
+                header.id_size,
+                12345,
+                1000,
+                17
+            )
+        );
+        assert!(!a.format.is_empty() && a.id_size > 0);
+        assert_eq!((a.parse_parts, a.sizes), (1, sizes));
+        let left_out = LeftOut {
+            histogram: 3,
+            leak_objects: 5,
+            gc_paths: 7,
+            class_infos: 0,
+        };
+        assert_eq!(a.left_out, left_out);
+        let want = Budget {
+            budget_bytes: 40 * MIB,
+            needed_bytes: 3 * MIB + 1,
+            estimate: "1000 objects, at most 3000 references, 13 classes, 11 bytes of strings; \
+                       two passes, large arrays in scratch files"
+                .into(),
+            left_out: LEFT_OUT.iter().map(|s| s.to_string()).collect(),
+            reason: why_reason,
+        };
+        assert_eq!(a.budget.as_ref(), Some(&want));
+        assert_eq!((r.class_infos, r.leak_objects), (class_infos, vec![leak]));
+        assert_eq!(r.gc_paths, vec![path]);
+        let names: Vec<&str> = r.histogram.iter().map(|h| h.class_name.as_str()).collect();
+        assert_eq!(names.len(), MAX_HISTOGRAM);
+        assert_eq!(&names[..5], &["B", "C", "A", "Z0000", "Z0001"]);
+        assert_eq!(names[MAX_HISTOGRAM - 1], "Z0996");
+        let b = &r.histogram[0];
+        assert_eq!((b.instance_count, b.shallow_size), (2, 500));
+    }
 }
