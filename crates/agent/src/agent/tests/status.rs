@@ -152,11 +152,7 @@ fn the_test_panic_at_poll_comes_after_the_first_poll() {
     assert!(!a.fenced("poll", |a| {
         a.poll(2_000);
     }));
-    assert!(a
-        .status
-        .last_error
-        .as_deref()
-        .is_some_and(|e| e.contains("forced panic at poll")));
+    assert!(last_error_has(&a.status, "forced panic at poll"));
 }
 
 /// `status.json` is rewritten when the strikes change or a verdict comes, and otherwise only
@@ -379,11 +375,7 @@ fn a_failed_fetch_is_one_error_in_the_status() {
         what: "refused".into(),
     })));
     assert_eq!(a.status.errors, errors + 1);
-    assert!(a
-        .status
-        .last_error
-        .as_deref()
-        .is_some_and(|e| e.contains("refused")));
+    assert!(last_error_has(&a.status, "refused"));
 }
 
 /// Dropping the commands' end ends the loop, as `Stop` does.
