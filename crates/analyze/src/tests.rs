@@ -5,6 +5,7 @@ use proptest::prelude::*;
 
 mod caps;
 mod depth;
+mod pass2;
 mod reports;
 mod split;
 

@@ -1,0 +1,126 @@
+//! Pass 2's work on each object (`index::pass2`), seen in the indexes both ways build: the
+//! class each instance is counted under, and which worker writes which node.
+use super::*;
+
+/// A class whose id falls in the same slot of pass 2's class cache as Holder's (0x20).
+const OTHER: u64 = 0xa38;
+
+/// A HotSpot-style dump (8-byte ids) of `com.app.Holder` (0x20, one reference field, 8 bytes)
+/// and `com.app.Other` ([`OTHER`], no fields, 16 bytes), with the objects `body` writes.
+fn two_class_dump(body: impl FnOnce(&mut Writer)) -> Vec<u8> {
+    let mut w = Writer::new(Format::V102, 8, 0);
+    for (id, t) in [
+        (1, "java.lang.Object"),
+        (2, "com.app.Holder"),
+        (3, "ref"),
+        (4, "com.app.Other"),
+    ] {
+        w.utf8(id, t);
+    }
+    w.load_class(1, 0x10, 1);
+    w.load_class(2, 0x20, 2);
+    w.load_class(3, OTHER, 4);
+    w.segment(tag::HEAP_DUMP_SEGMENT);
+    w.class_dump(0x10, 0, 0, 0, &[], &[]);
+    w.class_dump(0x20, 0x10, 0, 8, &[], &[(3, BasicType::Object)]);
+    w.class_dump(OTHER, 0x10, 0, 16, &[], &[]);
+    body(&mut w);
+    w.end_segment();
+    w.heap_dump_end();
+    w.finish()
+}
+
+/// Instances of two classes whose ids share a slot of the class cache, alternating, and one
+/// whose class id is 0: each is counted under its own class (the one of id 0 under
+/// `<unknown class>`, with its data's size; the others with their class's size, also when
+/// their data is shorter), in the index of two passes and in that of one; each class counts
+/// its own instances, and the index counts each kind of object.
+#[test]
+fn instances_of_classes_sharing_a_cache_slot_keep_their_own_class() {
+    let bytes = two_class_dump(|w| {
+        w.instance(0x100, 0x20, &0x108u64.to_be_bytes());
+        w.instance(0x108, OTHER, &[0; 16]);
+        w.instance(0x110, 0x20, &0u64.to_be_bytes());
+        w.instance(0x118, OTHER, &[0; 12]);
+        w.instance(0x120, 0, &[0; 12]);
+        w.instance(0x128, 0x20, &0x120u64.to_be_bytes());
+        // Shorter than Holder's fields: counted, with Holder's size, and no reference.
+        w.instance(0x130, 0x20, &[0; 4]);
+        w.object_array(0x138, 0x10, &[0x100, 0, 0x108]);
+        w.primitive_array(0x140, BasicType::Int, 2, &[0; 8]);
+        w.primitive_array_nodata(0x148, BasicType::Byte, 100);
+        w.root_jni_global(0x100, 1);
+    });
+    let whole = [(hprof::HEADER_LEN as u64, bytes.len() as u64)];
+    let (one, _) = one_pass_as_two(&bytes, &whole, 1);
+    let (two, _) = two_pass_index(&bytes, 1, None);
+    let want = [
+        (0x100, "com.app.Holder", 8),
+        (0x108, "com.app.Other", 16),
+        (0x110, "com.app.Holder", 8),
+        (0x118, "com.app.Other", 16),
+        (0x120, "<unknown class>", 12),
+        (0x128, "com.app.Holder", 8),
+        (0x130, "com.app.Holder", 8),
+        (0x138, "java.lang.Object", 3 * 8 + 16),
+        (0x140, "int[]", 2 * 4 + 16),
+        (0x148, "byte[]", 100 + 16),
+    ];
+    for ix in [&one, &two] {
+        for (id, class, size) in want {
+            let n = ix.node(id).unwrap() as usize;
+            assert_eq!(ix.classes[ix.class_of[n] as usize].name, class, "{id:#x}");
+            assert_eq!(ix.shallow[n], size, "{id:#x}");
+        }
+        let count = |name: &str| {
+            let c = ix.classes.iter().find(|c| c.name == name).unwrap();
+            c.instances
+        };
+        assert_eq!(count("com.app.Holder"), 4);
+        assert_eq!(count("java.lang.Object"), 1, "the object array");
+        assert_eq!(count("int[]"), 1);
+        assert_eq!(count("byte[]"), 1);
+        assert_eq!(count("com.app.Other"), 2);
+        assert_eq!(count("<unknown class>"), 1);
+        assert_eq!(count("java.lang.Class"), 3, "the three class dumps");
+        let st = &ix.stats;
+        let kinds = [
+            st.classes,
+            st.instances,
+            st.object_arrays,
+            st.primitive_arrays,
+        ];
+        assert_eq!(kinds, [3, 7, 1, 2]);
+        assert_eq!([st.stripped_arrays, st.short_instances], [1, 1]);
+        assert_eq!(st.unknown_class, 1);
+    }
+}
+
+/// In a dump that lists every object by ascending id (the class dumps first, with the lowest
+/// ids), each one-pass worker's objects are the nodes of its own range: the workers write
+/// every node themselves and leave none to `apply_placed`, however many parts.
+#[test]
+fn one_pass_workers_over_ascending_ids_leave_no_object() {
+    let bytes = holder_dump(|w| {
+        for k in 0..2000u64 {
+            if k % 40 == 39 {
+                w.end_segment();
+            }
+            let id = 0x1000 + 16 * k;
+            match k % 3 {
+                0 => w.instance(id, 0x20, &(id + 16).to_be_bytes()),
+                1 => w.object_array(id, 0x10, &[id - 16, 0x20]),
+                _ => w.primitive_array(id, BasicType::Int, 1, &[0, 0, 0, 7]),
+            };
+        }
+        w.root_jni_global(0x1000, 1);
+    });
+    for threads in 1..=4 {
+        let whole = vec![(hprof::HEADER_LEN as u64, bytes.len() as u64)];
+        let parts = split(&Input::Bytes(&bytes), threads, 0).unwrap_or(whole);
+        assert_eq!(parts.len(), threads);
+        let (one, left) = one_pass_as_two(&bytes, &parts, threads);
+        assert_eq!(left, 0, "{threads} parts");
+        assert_eq!(one.len(), 2002);
+    }
+}
