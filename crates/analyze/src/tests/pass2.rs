@@ -1,5 +1,6 @@
 //! Pass 2's work on each object (`index::pass2`), seen in the indexes both ways build: the
-//! class each instance is counted under, and which worker writes which node.
+//! class each instance is counted under, which worker writes which node, and what the detectors
+//! flag.
 use super::*;
 
 /// A class whose id falls in the same slot of pass 2's class cache as Holder's (0x20).
@@ -123,4 +124,135 @@ fn one_pass_workers_over_ascending_ids_leave_no_object() {
         assert_eq!(left, 0, "{threads} parts");
         assert_eq!(one.len(), 2002);
     }
+}
+
+/// What `role_finding` says about field bytes `data` (4-byte ids), as (reason, detail), the
+/// watched id as its detail.
+fn finding(role: index::Role, data: &[u8], min_pixels: u64) -> Option<(&'static str, String)> {
+    match index::role_finding(role, data, 4, min_pixels)? {
+        index::RoleFinding::Flag(reason, detail) => Some((reason, detail)),
+        index::RoleFinding::Watched(id) => Some(("watched", format!("{id:#x}"))),
+    }
+}
+
+/// Four-byte big-endian words, one after the other.
+fn words(ws: &[u32]) -> Vec<u8> {
+    ws.iter().flat_map(|w| w.to_be_bytes()).collect()
+}
+
+/// A Fragment leaks only with no manager and `mCalled` set: either alone is no finding.
+#[test]
+fn a_fragment_leaks_with_no_manager_and_called_both() {
+    let role = index::Role::Fragment {
+        manager: 0,
+        called: 4,
+    };
+    let leak = Some((
+        "Fragment Leak",
+        "mFragmentManager is null and mCalled is true".to_string(),
+    ));
+    assert_eq!(finding(role, &[0, 0, 0, 0, 1], 1), leak);
+    assert_eq!(finding(role, &[0, 0, 0, 0, 0], 1), None, "not called");
+    assert_eq!(finding(role, &[0, 0, 0, 9, 1], 1), None, "managed");
+    assert_eq!(
+        finding(role, &[0, 0, 0, 0], 1),
+        None,
+        "mCalled past the data"
+    );
+}
+
+/// A Bitmap is a finding when both sides are positive and it has at least the threshold's
+/// pixels: a side of 0 or below is none, even with a threshold of 0.
+#[test]
+fn a_bitmap_needs_two_positive_sides_and_the_threshold_of_pixels() {
+    let role = index::Role::Bitmap {
+        width: 0,
+        height: 4,
+    };
+    let found = |w: u32, h: u32, min: u64| finding(role, &words(&[w, h]), min);
+    let big = |d: &str| Some(("Bitmap Size Over Threshold", d.to_string()));
+    assert_eq!(found(5, 5, 25), big("5x5"));
+    assert_eq!(found(5, 5, 26), None);
+    assert_eq!(found(1, 1, 0), big("1x1"));
+    assert_eq!(found(0, 5, 0), None);
+    assert_eq!(found(5, 0, 0), None);
+    assert_eq!(found(u32::MAX, 5, 0), None, "a negative width");
+    assert_eq!(found(5, u32::MAX, 0), None, "a negative height");
+    assert_eq!(
+        finding(role, &words(&[5]), 0),
+        None,
+        "no height in the data"
+    );
+}
+
+/// The index of two passes over `bytes` (one part), its arrays flagged from
+/// `array_min_bytes` on.
+fn flagged_index(bytes: &[u8], array_min_bytes: u64) -> index::Index {
+    let input = Input::Bytes(bytes);
+    let mut parts = None;
+    let mut ix = scan(&input, &mut parts, None).unwrap();
+    let limits = index::IndexLimits {
+        bitmap_min_pixels: 1,
+        array_min_bytes,
+    };
+    two_pass_graph(&input, &parts, &mut ix, limits, None).unwrap();
+    ix
+}
+
+/// An array is flagged when its size plus `RAW_SLACK` (16) reaches the threshold: an object
+/// array of 2 elements (32 bytes) from a threshold of 48 on, an `int[1]` (20 bytes) from 36
+/// on, each with its class and length.
+#[test]
+fn arrays_are_flagged_from_their_threshold_on() {
+    let bytes = holder_dump(|w| {
+        w.object_array(0x100, 0x10, &[0x20, 0]);
+        w.primitive_array(0x200, BasicType::Int, 1, &[0, 0, 0, 7]);
+    });
+    let flags = |min: u64| -> Vec<(u64, String, String)> {
+        let ix = flagged_index(&bytes, min);
+        (ix.flags.iter())
+            .map(|f| (ix.id(f.node), f.reason.clone(), f.detail.clone()))
+            .collect()
+    };
+    let flag = |id: u64, detail: &str| (id, "Array Size Over Threshold".into(), detail.into());
+    let objects = || flag(0x100, "java.lang.Object of 2");
+    assert_eq!(flags(36), [objects(), flag(0x200, "int[] of 1")]);
+    assert_eq!(flags(37), [objects()]);
+    assert_eq!(flags(48), [objects()]);
+    assert_eq!(flags(49), []);
+}
+
+/// Leak reasons rank in their order, every other reason after them; of an object's flags the
+/// best ranked is kept, the first of equals, and objects with one flag keep it.
+#[test]
+fn each_object_keeps_its_best_ranked_flag() {
+    let ranks = ["Activity Leak", "Fragment Leak", "Service Leak"]
+        .into_iter()
+        .chain([index::WATCHED_FINDING, "Array Size Over Threshold", "other"])
+        .map(index::flag_rank)
+        .collect::<Vec<_>>();
+    assert_eq!(ranks, [0, 1, 2, 3, 4, 4]);
+
+    let mut ix = flagged_index(&holder_dump(|_| {}), 1 << 40);
+    let flag = |node: u32, reason: &str, detail: &str| index::Flag {
+        node,
+        reason: reason.into(),
+        detail: detail.into(),
+    };
+    ix.flags = vec![
+        flag(0, "Array Size Over Threshold", "a"),
+        flag(0, index::WATCHED_FINDING, "b"),
+        flag(1, "Fragment Leak", "c"),
+        flag(1, "Fragment Leak", "d"),
+        flag(1, "Activity Leak", "e"),
+        flag(1, "Bitmap Size Over Threshold", "f"),
+        flag(2, "Bitmap Size Over Threshold", "g"),
+        flag(2, "Array Size Over Threshold", "h"),
+        flag(3, "Service Leak", "i"),
+    ];
+    index::one_flag_per_node(&mut ix);
+    let kept: Vec<(u32, &str)> = (ix.flags.iter())
+        .map(|f| (f.node, f.detail.as_str()))
+        .collect();
+    assert_eq!(kept, [(0, "b"), (1, "e"), (2, "g"), (3, "i")]);
 }
