@@ -256,3 +256,42 @@ fn each_object_keeps_its_best_ranked_flag() {
         .collect();
     assert_eq!(kept, [(0, "b"), (1, "e"), (2, "g"), (3, "i")]);
 }
+
+/// Pass 2 cuts each heap dump segment into pieces of whole sub-records: a piece ends at the
+/// first sub-record that starts `PIECE` bytes or more after it began, the last at the
+/// segment's end, and each knows the range of the ids of its objects. 5,000 instances of 33
+/// bytes (a segment of their own, after the class dumps') make pieces of 1,986, 1,986 and
+/// 1,028 of them.
+#[test]
+fn segments_are_cut_into_pieces_at_the_first_sub_record_past_piece_bytes() {
+    let id = |k: u64| 0x1000 + 16 * k;
+    let bytes = holder_dump(|w| {
+        w.end_segment();
+        for k in 0..5000 {
+            w.instance(id(k), 0x20, &0u64.to_be_bytes());
+        }
+    });
+    let (ix, _) = two_pass_index(&bytes, 1, None);
+    let segs: Vec<_> = (ix.segments.iter())
+        .map(|s| (s.len, s.tag, s.min_id, s.max_id))
+        .collect();
+    let classes = segs[0].0;
+    let tag = tag::HEAP_DUMP_SEGMENT;
+    assert_eq!(index::PIECE, 65536);
+    assert_eq!(
+        segs,
+        [
+            (classes, tag, 0x10, 0x20),
+            (1986 * 33, tag, id(0), id(1985)),
+            (1986 * 33, tag, id(1986), id(3971)),
+            (1028 * 33, tag, id(3972), id(4999)),
+        ]
+    );
+    let s = &ix.segments;
+    // The class dumps' segment, then the instances' record right after it (9-byte headers),
+    // then the end of the dump (a 9-byte record).
+    assert_eq!(s[1].offset, s[0].offset + classes + 9);
+    assert_eq!(s[2].offset, s[1].offset + s[1].len);
+    assert_eq!(s[3].offset, s[2].offset + s[2].len);
+    assert_eq!(s[3].offset + s[3].len, bytes.len() as u64 - 9);
+}
