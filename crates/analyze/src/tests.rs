@@ -4,6 +4,7 @@ use hprof::{sub, tag, BasicType, Format};
 use proptest::prelude::*;
 
 mod caps;
+mod census;
 mod depth;
 mod pass2;
 mod reports;
