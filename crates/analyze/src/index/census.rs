@@ -45,9 +45,12 @@ struct Tally {
     elements: u64,
     /// The arrays' sizes under each layout, as object arrays.
     as_array: [u64; LAYOUTS],
-    /// The objects' sizes under each layout, as objects of an unknown class (their raw size
+    /// The instances' sizes under each layout, as objects of an unknown class (their raw size
     /// after an object header: see `sizes`).
     as_unknown: [u64; LAYOUTS],
+    /// The arrays' sizes so, apart from the instances': a class id may be listed for both
+    /// (a crafted dump, or one whose class dumps are missing), and each count takes its own.
+    arrays_as_unknown: [u64; LAYOUTS],
 }
 
 /// The census's visitor (see the module documentation).
@@ -297,7 +300,7 @@ impl Census {
             match k {
                 Some(Kind::ObjectArray) => add(name, t.arrays, t.as_array[v]),
                 Some(Kind::Instance(s)) if s > 0 => add(name, t.arrays, t.arrays * s),
-                _ => add(name, t.arrays, t.as_unknown[v]),
+                _ => add(name, t.arrays, t.arrays_as_unknown[v]),
             }
             if let Some(ci) = ci {
                 skel.classes[ci as usize].instances = (t.instances + t.arrays) as u32;
@@ -406,7 +409,7 @@ impl Visitor for Census {
                 self.in_array = Some(class_id);
                 (0..LAYOUTS).for_each(|i| {
                     t.as_array[i] += a[i];
-                    t.as_unknown[i] += u[i];
+                    t.arrays_as_unknown[i] += u[i];
                 });
             }
             Sub::PrimitiveArray { id, len, ty, .. } => {

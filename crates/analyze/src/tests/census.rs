@@ -186,3 +186,25 @@ fn strings_and_classes_after_an_object_take_two_passes() {
     assert!(dump(true, false));
     assert!(dump(false, true));
 }
+
+/// A class id listed for both instances and arrays (a class dump of id 0, and an id the dump
+/// has no class dump for): each count is at its own objects' sizes, in the census as in the
+/// full index. The census added the instances' and the arrays' bytes together under each.
+#[test]
+fn instances_and_arrays_of_one_unknown_class_id_are_counted_apart() {
+    let bytes = holder_dump(|w| {
+        w.class_dump(0, 0x10, 0, 0, &[], &[]);
+        w.instance(0x100, 0, &[0; 12]);
+        w.instance(0x108, 0, &[0; 20]);
+        w.object_array(0x110, 0, &[0x100, 0x108]);
+        w.instance(0x200, 0x77, &[0; 4]);
+        w.object_array(0x240, 0x77, &[0x100]);
+        w.object_array(0x280, 0x77, &[]);
+    });
+    let c = census_of(&bytes);
+    assert_eq!(c.histogram, index_histogram(&bytes));
+    // Each as an object of an unknown class: a 16-byte header, then its raw size (an array's
+    // is a 16-byte array header and its ids), to 8 bytes.
+    assert_eq!(c.histogram["<class 0x0>"], (3, 32 + 40 + 48));
+    assert_eq!(c.histogram["<unknown class>"], (3, 24 + 40 + 32));
+}
