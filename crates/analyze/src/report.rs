@@ -1274,3 +1274,6 @@ fn name_path(
         tag,
     }
 }
+
+#[cfg(test)]
+mod tests;
