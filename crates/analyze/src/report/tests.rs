@@ -345,3 +345,144 @@ fn windows_and_registries_over_their_thresholds_are_suspects() {
     infos(&r, [0; 5]);
     assert!(r.leak_objects.is_empty());
 }
+
+/// Three live (not destroyed) Activities of `com.app.MainActivity`, held by JNI globals; the
+/// class is a sticky root, so the references to it are left out of the graph.
+fn live_activities_dump() -> Vec<u8> {
+    use crate::tests::{activity_class, activity_strings};
+    use hprof::writer::Writer;
+    let mut w = Writer::new(hprof::Format::V103, 4, 0);
+    activity_strings(&mut w);
+    w.segment(hprof::tag::HEAP_DUMP_SEGMENT);
+    w.class_dump(0x10, 0, 0, 0, &[], &[]);
+    activity_class(&mut w);
+    w.class_dump(0x30, 0x20, 0, 10, &[], &[]);
+    for i in 0..3 {
+        w.instance(0x1000 + 16 * i, 0x30, &[0, 0]);
+        w.root_jni_global(0x1000 + 16 * i, i + 1);
+    }
+    w.root(hprof::sub::ROOT_STICKY_CLASS, 0x30);
+    w.end_segment();
+    w.heap_dump_end();
+    w.finish()
+}
+
+/// `analysis.references` counts the references to a rooted class the graph leaves out (3) with
+/// its edges (the two superclasses); the objects of one class and path shape are one
+/// `dominators[]` group counting them all; the last object of a trace, whose fields pass 3 did
+/// not read (it is no parent on a path), has them read: a live Activity is not leaking.
+#[test]
+fn live_activities_are_one_dominator_group_traced_from_their_fields() {
+    let bytes = live_activities_dump();
+    let r = crate::analyze(
+        Input::Bytes(&bytes),
+        &Config::default(),
+        serde_json::Value::Null,
+    )
+    .unwrap();
+    assert_eq!(r.analysis.references, 5);
+    assert!(r.gc_paths.is_empty());
+    assert_eq!(r.dominators.len(), 1);
+    let d = &r.dominators[0];
+    assert_eq!(d.class_name, "com.app.MainActivity");
+    assert_eq!((d.count, d.retained_size), (3, 48));
+    let last = d.trace.nodes.last().unwrap();
+    assert_eq!(last.object_id, 0x1020);
+    assert_eq!(last.status, crate::trace::Status::NotLeaking);
+    assert_eq!(last.status_reason, "mDestroyed is false");
+}
+
+/// A JNI global holds the first of 70 `com.app.Node`s, each the next's `next`, and the last
+/// one a destroyed `com.app.MainActivity`: a path of 71 objects.
+fn long_chain_dump() -> Vec<u8> {
+    use crate::tests::{activity_class, activity_strings};
+    use hprof::writer::Writer;
+    use hprof::BasicType;
+    let mut w = Writer::new(hprof::Format::V103, 4, 0);
+    activity_strings(&mut w);
+    w.utf8(6, "com.app.Node");
+    w.utf8(7, "next");
+    w.load_class(4, 0x40, 6);
+    w.segment(hprof::tag::HEAP_DUMP_SEGMENT);
+    w.class_dump(0x10, 0, 0, 0, &[], &[]);
+    activity_class(&mut w);
+    w.class_dump(0x30, 0x20, 0, 10, &[], &[]);
+    w.class_dump(0x40, 0x10, 0, 4, &[], &[(7, BasicType::Object)]);
+    let n = 70u64;
+    for i in 0..n {
+        let next = if i + 1 < n {
+            0x5000 + 16 * (i + 1)
+        } else {
+            0x1000
+        };
+        w.instance(0x5000 + 16 * i, 0x40, &(next as u32).to_be_bytes());
+    }
+    w.instance(0x1000, 0x30, &[1, 0]);
+    w.root_jni_global(0x5000, 1);
+    w.end_segment();
+    w.heap_dump_end();
+    w.finish()
+}
+
+/// A path of 71 objects keeps its first 30 and last 30: its items are the 29 references of the
+/// head, the one to the first object left out, one `LEFT_OUT` item for the 11 left out, the 29
+/// references of the tail and the leaking instance.
+#[test]
+fn a_long_path_has_one_left_out_item_after_the_reference_to_the_first_left_out() {
+    let bytes = long_chain_dump();
+    let r = crate::analyze(
+        Input::Bytes(&bytes),
+        &Config::default(),
+        serde_json::Value::Null,
+    )
+    .unwrap();
+    assert_eq!(r.gc_paths.len(), 1);
+    let g = &r.gc_paths[0];
+    assert_eq!(g.steps_left_out, 11);
+    assert_eq!(g.path.len(), 61);
+    let next = PathItem {
+        reference: "com.app.Node.next".into(),
+        reference_type: "INSTANCE_FIELD".into(),
+        declared_class: "com.app.Node".into(),
+    };
+    for (i, item) in g.path.iter().enumerate() {
+        match i {
+            30 => {
+                assert_eq!(item.reference, "… 11 steps left out …");
+                assert_eq!(item.reference_type, "LEFT_OUT");
+                assert_eq!(item.declared_class, "");
+            }
+            60 => assert_eq!(item.reference_type, "LEAKING_INSTANCE"),
+            _ => assert_eq!(item, &next, "item {i}"),
+        }
+    }
+}
+
+/// Past `max_suspects_per_class`, a class's suspects get no path and no `leakObjects[]` entry,
+/// but `analysis.leftOut.leakObjects` and the class's `leakInstanceCount` count them.
+#[test]
+fn suspects_past_the_cap_of_their_class_are_counted() {
+    use crate::tests::{activity_strings, destroyed_activities_heap};
+    let mut w = hprof::writer::Writer::new(hprof::Format::V103, 4, 0);
+    activity_strings(&mut w);
+    let bytes = destroyed_activities_heap(w, 3);
+    let cfg = Config {
+        max_suspects_per_class: 1,
+        ..Config::default()
+    };
+    let r = crate::analyze(Input::Bytes(&bytes), &cfg, serde_json::Value::Null).unwrap();
+    assert_eq!(r.leak_objects.len(), 1);
+    assert_eq!(r.analysis.left_out.leak_objects, 2);
+    assert_eq!(r.gc_paths.len(), 1);
+    assert_eq!(r.gc_paths[0].instance_count, 1);
+    let main: Vec<_> = r
+        .class_infos
+        .iter()
+        .filter(|c| c.class_name == "com.app.MainActivity")
+        .collect();
+    assert_eq!(main.len(), 1);
+    assert_eq!(
+        (main[0].instance_count, main[0].leak_instance_count),
+        (3, 3)
+    );
+}
