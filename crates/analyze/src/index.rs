@@ -1015,6 +1015,80 @@ mod tests {
         );
     }
 
+    /// Another worker's strings, appended after this one's, keep their texts.
+    #[test]
+    fn appended_strings_keep_their_texts() {
+        let mut a = Strings::default();
+        a.push(1, b"first");
+        a.push(3, b"third");
+        let mut b = Strings::default();
+        b.push(2, b"second");
+        b.push(4, b"fourth");
+        a.append(b);
+        a.finish();
+        for (id, t) in [(1, "first"), (2, "second"), (3, "third"), (4, "fourth")] {
+            assert_eq!(a.get(id).as_deref(), Some(t));
+        }
+        assert_eq!(a.get(5), None);
+    }
+
+    /// A long string of nothing but UTF-8 continuation bytes (a crafted dump) keeps none of
+    /// them: the cut backs off to the start.
+    #[test]
+    fn a_long_string_of_continuation_bytes_keeps_only_its_note() {
+        let mut s = Strings::default();
+        s.push(1, &[0x80; MAX_STRING_BYTES + 76]);
+        s.finish();
+        assert_eq!(s.get(1).unwrap(), "…[+1100 bytes]");
+    }
+
+    /// Only a JNI global whose reference id is the strip's mark (in 4 or 8 bytes) is a stripped
+    /// holder's root.
+    #[test]
+    fn only_a_jni_global_carrying_the_mark_is_a_stripped_holder() {
+        let mark4 = (hprof::STRIPPED_HOLDER_MARK as u32).to_be_bytes();
+        let mark8 = hprof::STRIPPED_HOLDER_MARK.to_be_bytes();
+        let global = sub::ROOT_JNI_GLOBAL;
+        assert_eq!(holder_tag(global, &mark4), STRIPPED_HOLDER_ROOT);
+        assert_eq!(holder_tag(global, &mark8), STRIPPED_HOLDER_ROOT);
+        assert_eq!(holder_tag(global, &7u64.to_be_bytes()), global);
+        assert_eq!(holder_tag(global, &mark8[4..6]), global);
+        assert_eq!(holder_tag(sub::ROOT_JNI_LOCAL, &mark4), sub::ROOT_JNI_LOCAL);
+    }
+
+    /// The index of a small dump: its length, its ids in node order, its classes' chains and its `<unknown class>`; a dump of no objects is
+    /// empty.
+    #[test]
+    fn an_index_lists_its_ids_and_walks_its_superclasses() {
+        let bytes = crate::tests::holder_dump(|w| {
+            for k in 0..3u64 {
+                w.instance(0x100 + 8 * k, 0x20, &0u64.to_be_bytes());
+            }
+        });
+        let cfg = crate::Config::default();
+        let mut tm = crate::Timings::default();
+        let t0 = std::time::Instant::now();
+        let (ix, _, _) = build_index(&Input::Bytes(&bytes), &cfg, t0, &mut tm).unwrap();
+        let want = [0x10, 0x20, 0x100, 0x108, 0x110];
+        assert_eq!(ix.len(), 5);
+        assert!(!ix.is_empty());
+        assert_eq!(ix.each_id().collect::<Vec<_>>(), want);
+        assert_eq!(ix.id(3), 0x108);
+        let class = |name: &str| ix.classes.iter().position(|c| c.name == name).unwrap() as u32;
+        let (object, holder) = (class("java.lang.Object"), class("com.app.Holder"));
+        assert!(ix.is_subclass(holder, "java.lang.Object"));
+        assert!(ix.is_subclass(holder, "com.app.Holder"));
+        assert!(!ix.is_subclass(object, "com.app.Holder"));
+        assert!(!ix.is_subclass(NONE, "java.lang.Object"));
+        assert_eq!(
+            ix.classes[ix.unknown_class() as usize].name,
+            "<unknown class>"
+        );
+        let empty = hprof::writer::Writer::new(hprof::Format::V102, 8, 0).finish();
+        let (ix, _, _) = build_index(&Input::Bytes(&empty), &cfg, t0, &mut tm).unwrap();
+        assert!(ix.is_empty());
+    }
+
     #[test]
     fn java_names() {
         assert_eq!(java_name("java/lang/String"), "java.lang.String");
