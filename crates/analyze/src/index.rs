@@ -1097,6 +1097,9 @@ mod tests {
         assert_eq!(java_name("android.app.Activity"), "android.app.Activity");
         assert_eq!(java_name("java.lang.Object[]"), "java.lang.Object[]");
         assert_eq!(java_name("["), "[]");
+        // Only a descriptor with both its `L` and its `;` loses them.
+        assert_eq!(java_name("[Lcom/app/Foo"), "Lcom.app.Foo[]");
+        assert_eq!(java_name("[Xcom/app/Foo;"), "Xcom.app.Foo;[]");
     }
 
     proptest! {

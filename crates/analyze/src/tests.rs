@@ -9,6 +9,7 @@ mod depth;
 mod pass2;
 mod reports;
 mod split;
+mod workers;
 
 /// The path of a shared fixture (`../shared/fixtures/hprof/REL`).
 pub(crate) fn fixture(rel: &str) -> std::path::PathBuf {
