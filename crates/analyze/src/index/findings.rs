@@ -453,4 +453,135 @@ mod tests {
             r.class_infos
         );
     }
+
+    /// The strings and classes of a KeyedWeakReference (`java.lang.ref.Reference` 0x60 with its
+    /// `referent`, `WeakReference` 0x70, `leakcanary.KeyedWeakReference` 0x80 with its
+    /// `retainedUptimeMillis`), names 6 to 10, classes loaded as serials 4 to 6.
+    fn kwr_strings(w: &mut Writer) {
+        let names = [
+            "java.lang.ref.Reference",
+            "referent",
+            "java.lang.ref.WeakReference",
+            "leakcanary.KeyedWeakReference",
+            "retainedUptimeMillis",
+        ];
+        for (i, t) in names.iter().enumerate() {
+            w.utf8(6 + i as u64, t);
+        }
+        w.load_class(4, 0x60, 6);
+        w.load_class(5, 0x70, 8);
+        w.load_class(6, 0x80, 9);
+    }
+
+    /// The class dumps of [`kwr_strings`]'s classes (superclass `java.lang.Object` 0x10).
+    fn kwr_classes(w: &mut Writer) {
+        w.class_dump(0x60, 0x10, 0, 12, &[], &[(7, BasicType::Object)]);
+        w.class_dump(0x70, 0x60, 0, 12, &[], &[]);
+        w.class_dump(0x80, 0x70, 0, 20, &[], &[(10, BasicType::Long)]);
+    }
+
+    /// A KeyedWeakReference `id` judged retained, its referent `referent` (`id_size`-byte ids).
+    fn kwr(w: &mut Writer, id: u64, referent: u64, id_size: usize) {
+        let mut v = 5i64.to_be_bytes().to_vec();
+        v.extend_from_slice(&referent.to_be_bytes()[8 - id_size..]);
+        w.instance(id, 0x80, &v);
+    }
+
+    /// A dump (1.0.3, 4-byte ids) whose watched referents are each of another kind: the class
+    /// `com.app.Leaks` 0x40 (statics: three references and a long), a `java.lang.Object[]` 0x500
+    /// of 65,536 (a large array too), and an object 0x600 of a class the dump lacks (5 bytes of
+    /// fields); each held by a static of 0x40.
+    fn watched_kinds_dump() -> Vec<u8> {
+        let mut w = Writer::new(Format::V103, 4, 0);
+        w.utf8(1, "java.lang.Object");
+        w.load_class(1, 0x10, 1);
+        kwr_strings(&mut w);
+        for (i, t) in [
+            "com.app.Leaks",
+            "java.lang.Object[]",
+            "sA",
+            "sB",
+            "sC",
+            "sD",
+        ]
+        .iter()
+        .enumerate()
+        {
+            w.utf8(11 + i as u64, t);
+        }
+        w.load_class(7, 0x40, 11);
+        w.load_class(8, 0xA0, 12);
+        w.segment(tag::HEAP_DUMP_SEGMENT);
+        w.class_dump(0x10, 0, 0, 8, &[], &[]);
+        kwr_classes(&mut w);
+        let obj = |v: u32| v.to_be_bytes().to_vec();
+        let statics: Vec<(u64, BasicType, Vec<u8>)> = vec![
+            (13, BasicType::Object, obj(0x500)),
+            (14, BasicType::Object, obj(0x600)),
+            (15, BasicType::Object, obj(0x700)),
+            (16, BasicType::Long, 7i64.to_be_bytes().to_vec()),
+        ];
+        w.class_dump(0x40, 0x10, 0, 8, &statics, &[]);
+        w.class_dump(0xA0, 0x10, 0, 8, &[], &[]);
+        w.object_array(0x500, 0xA0, &vec![0; 65_536]);
+        w.instance(0x600, 0x999, &[1, 2, 3, 4, 5]);
+        for (id, referent) in [(0x800, 0x40), (0x810, 0x500), (0x820, 0x600)] {
+            kwr(&mut w, id, referent, 4);
+        }
+        w.object_array(0x700, 0xA0, &[0x800, 0x810, 0x820]);
+        for c in [0x10, 0x40, 0x60, 0x70, 0x80, 0xA0] {
+            w.root(sub::ROOT_STICKY_CLASS, c);
+        }
+        w.end_segment();
+        w.heap_dump_end();
+        w.finish()
+    }
+
+    /// A watched class object is found as `class NAME` of its statics' size (a long and three
+    /// references: 8 + 3 x 4 bytes, aligned); a watched large array is one finding, a watched
+    /// one; a watched object of a missing class is the header and its field bytes, aligned; all
+    /// as the full report lists them.
+    #[test]
+    fn watched_class_objects_arrays_and_objects_of_missing_classes_are_found() {
+        let (full, small) = full_and_reduced(&watched_kinds_dump());
+        assert_eq!(named(&small.leak_objects), named(&full.leak_objects));
+        let watched = (
+            "Watched Object Retained",
+            "referent of a KeyedWeakReference",
+        );
+        let got: Vec<_> = named(&small.leak_objects);
+        let want = [
+            (0x40, "class com.app.Leaks", 24),
+            (0x500, "java.lang.Object[]", 262_160),
+            (0x600, "<unknown class>", 16),
+        ];
+        let want: Vec<_> = (want.iter())
+            .map(|&(id, c, s)| (id, watched.0.into(), c.into(), watched.1.into(), s))
+            .collect();
+        assert_eq!(got, want);
+        assert_eq!(small.analysis.left_out.leak_objects, 0);
+    }
+
+    /// An Android dump (a VM_INTERNAL root) whose destroyed Activity's class gives its instances
+    /// 40 bytes: the finding's size is the class's, as the full report's, not the fields'.
+    #[test]
+    fn an_android_findings_size_is_its_classes_instance_size() {
+        let mut w = Writer::new(Format::V102, 4, 0);
+        crate::tests::activity_strings(&mut w);
+        w.segment(tag::HEAP_DUMP_SEGMENT);
+        w.class_dump(0x10, 0, 0, 0, &[], &[]);
+        crate::tests::activity_class(&mut w);
+        w.class_dump(0x30, 0x20, 0, 40, &[], &[]);
+        w.instance(0x1000, 0x30, &[1, 0]);
+        w.root_jni_global(0x1000, 1);
+        w.root(sub::ROOT_VM_INTERNAL, 0x10);
+        w.end_segment();
+        w.heap_dump_end();
+        let (full, small) = full_and_reduced(&w.finish());
+        let got: Vec<_> = (small.leak_objects.iter())
+            .map(|o| (o.object_id, o.size))
+            .collect();
+        assert_eq!(got, [(0x1000, 40)]);
+        assert_eq!(named(&small.leak_objects), named(&full.leak_objects));
+    }
 }
