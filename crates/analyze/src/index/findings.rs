@@ -454,6 +454,17 @@ mod tests {
         );
     }
 
+    /// The report of what fits only (the budget is too small for the whole analysis).
+    fn reduced(bytes: &[u8]) -> crate::report::Report {
+        let cfg = Config {
+            budget_bytes: crate::budget::FIXED_BYTES - 1,
+            ..Config::default()
+        };
+        let r = analyze(Input::Bytes(bytes), &cfg, serde_json::Value::Null).unwrap();
+        assert!(r.analysis.budget.is_some());
+        r
+    }
+
     /// The strings and classes of a KeyedWeakReference (`java.lang.ref.Reference` 0x60 with its
     /// `referent`, `WeakReference` 0x70, `leakcanary.KeyedWeakReference` 0x80 with its
     /// `retainedUptimeMillis`), names 6 to 10, classes loaded as serials 4 to 6.
@@ -583,5 +594,65 @@ mod tests {
             .collect();
         assert_eq!(got, [(0x1000, 40)]);
         assert_eq!(named(&small.leak_objects), named(&full.leak_objects));
+    }
+
+    /// `activities` destroyed Activities (0x1000..), then 1,001 KeyedWeakReferences to
+    /// 1,001 referents (0x100000 + 16 j), of which the first is missing from the dump, then two
+    /// more to the second referent (8-byte ids).
+    fn watched_past_the_cap(activities: u64) -> Vec<u8> {
+        let mut w = Writer::new(Format::V102, 8, 0);
+        crate::tests::activity_strings(&mut w);
+        kwr_strings(&mut w);
+        w.utf8(11, "com.app.Thing");
+        w.load_class(7, 0x90, 11);
+        w.segment(tag::HEAP_DUMP_SEGMENT);
+        w.class_dump(0x10, 0, 0, 0, &[], &[]);
+        crate::tests::activity_class(&mut w);
+        w.class_dump(0x30, 0x20, 0, 10, &[], &[]);
+        kwr_classes(&mut w);
+        w.class_dump(0x90, 0x10, 0, 8, &[], &[]);
+        for i in 0..activities {
+            w.instance(0x1000 + 16 * i, 0x30, &[1, 0]);
+        }
+        let referent = |j: u64| 0x100000 + 16 * j;
+        for j in 1..=1000 {
+            w.instance(referent(j), 0x90, &[]);
+        }
+        let refs = (0..=1000).chain([1, 1]).map(referent);
+        for (k, r) in refs.enumerate() {
+            kwr(&mut w, 0x200000 + 16 * k as u64, r, 8);
+        }
+        w.end_segment();
+        w.heap_dump_end();
+        w.finish()
+    }
+
+    /// Of more than [`MAX_LEAK_OBJECTS`] watched referents the first that many (in file order)
+    /// are sought, and only each other referent is counted, once (a referent watched again is
+    /// not): 999 found (the first is missing), one counted.
+    #[test]
+    fn watched_referents_past_the_cap_are_counted_once_each() {
+        let small = reduced(&watched_past_the_cap(0));
+        let ids: Vec<u64> = named(&small.leak_objects).iter().map(|o| o.0).collect();
+        let want: Vec<u64> = (1..1000).map(|j| 0x100000 + 16 * j).collect();
+        assert_eq!(ids, want);
+        assert!(small
+            .leak_objects
+            .iter()
+            .all(|o| o.leak_reason == "Watched Object Retained"));
+        assert_eq!(small.analysis.left_out.leak_objects, 1);
+    }
+
+    /// With [`MAX_LEAK_OBJECTS`] + 1 destroyed Activities, the watched objects found past the
+    /// cap are counted with the Activity left and the watched referent left: 1 + 1 + 999.
+    #[test]
+    fn findings_and_watched_objects_past_the_cap_are_all_counted() {
+        let small = reduced(&watched_past_the_cap(MAX_LEAK_OBJECTS as u64 + 1));
+        assert_eq!(small.leak_objects.len(), MAX_LEAK_OBJECTS);
+        assert!(small
+            .leak_objects
+            .iter()
+            .all(|o| o.leak_reason == "Activity Leak"));
+        assert_eq!(small.analysis.left_out.leak_objects, 1 + 1 + 999);
     }
 }
