@@ -454,3 +454,62 @@ fn pass3_names_the_first_reference_to_each_wanted_child() {
         }
     }
 }
+
+/// Every root tag's name, and whether what it holds is reached first: the transient roots
+/// (frames, JNI locals, native stacks, blocked threads, unknown) are not; the pseudo tags
+/// name the class roots and the stripped holders.
+#[test]
+fn each_root_tag_has_its_name_and_priority() {
+    use crate::index::STRIPPED_HOLDER_ROOT;
+    let table = [
+        (sub::ROOT_JNI_GLOBAL, "JNI Global", true),
+        (sub::ROOT_JNI_LOCAL, "JNI Local", false),
+        (sub::ROOT_JAVA_FRAME, "Java Frame", false),
+        (sub::ROOT_NATIVE_STACK, "Native Stack", false),
+        (sub::ROOT_STICKY_CLASS, "System Class", true),
+        (sub::ROOT_THREAD_BLOCK, "Thread Block", false),
+        (sub::ROOT_MONITOR_USED, "Monitor Used", true),
+        (sub::ROOT_THREAD_OBJECT, "Thread Object", true),
+        (sub::ROOT_INTERNED_STRING, "Interned String", true),
+        (sub::ROOT_FINALIZING, "Finalizing", true),
+        (sub::ROOT_DEBUGGER, "Debugger", true),
+        (sub::ROOT_REFERENCE_CLEANUP, "Reference Cleanup", true),
+        (sub::ROOT_VM_INTERNAL, "VM Internal", true),
+        (sub::ROOT_JNI_MONITOR, "JNI Monitor", true),
+        (sub::ROOT_UNKNOWN, "Unknown", false),
+        (LATE_ROOT, "Class (unreferenced)", true),
+        (CLASS_ROOT, "System Class", true),
+        (
+            STRIPPED_HOLDER_ROOT,
+            "Held by a stripped zygote/image object",
+            true,
+        ),
+        (sub::ROOT_UNREACHABLE, "Unknown", true),
+    ];
+    for (tag, name, first) in table {
+        assert_eq!(
+            (root_name(tag), high_priority(tag)),
+            (name, first),
+            "tag {tag:#x}"
+        );
+    }
+}
+
+/// A kept path's references: between neighbours, and across its gap from the last node
+/// before it to the first left out; without a gap, `cut` and `first_left_out` say nothing.
+#[test]
+fn a_kept_paths_edges_cross_its_gap_to_the_first_left_out() {
+    let cut = Kept {
+        nodes: vec![1, 2, 3, 4],
+        left_out: 5,
+        cut: 2,
+        first_left_out: 9,
+    };
+    assert_eq!(cut.edges().collect::<Vec<_>>(), [(1, 2), (2, 9), (3, 4)]);
+    let whole = Kept {
+        left_out: 0,
+        ..cut.clone()
+    };
+    assert_eq!(whole.edges().collect::<Vec<_>>(), [(1, 2), (2, 3), (3, 4)]);
+    assert_eq!(Kept::default().edges().count(), 0);
+}
