@@ -513,3 +513,80 @@ fn a_kept_paths_edges_cross_its_gap_to_the_first_left_out() {
     assert_eq!(whole.edges().collect::<Vec<_>>(), [(1, 2), (2, 3), (3, 4)]);
     assert_eq!(Kept::default().edges().count(), 0);
 }
+
+/// Paths to the first objects of a chain, deepest first, with a walk's entries kept at every
+/// object and at every few: each is the path made without the memo, also for the objects
+/// within `PATH_HEAD` of the start, whose paths above them keep no entry (an entry holds the
+/// top of a path longer than what it keeps).
+#[test]
+fn a_walks_entries_near_the_start_give_whole_paths() {
+    let (ix, bfs, _) = chain_paths();
+    for every in [1, 2, 3, 4, 5, 7] {
+        let mut memo = Memo {
+            every,
+            ..Memo::default()
+        };
+        let ends: Vec<u32> = (0..100u64)
+            .rev()
+            .map(|i| ix.node(0x1000_0000 + 16 * i).unwrap())
+            .collect();
+        walk_all(&ix, &bfs, &ends, &mut memo);
+    }
+}
+
+/// A walk counts each object it passes above the end of a path, keeps an entry at every
+/// `every`-th of them (none at the first, which is the caller's, nor within `PATH_HEAD` of
+/// the start), and the path's own entry: the memo is the one documented, not one entry an
+/// object.
+#[test]
+fn a_walk_counts_its_steps_and_keeps_an_entry_every_few() {
+    let (ix, bfs, _) = chain_paths();
+    let node = |i: u64| ix.node(0x1000_0000 + 16 * i).unwrap();
+    // The path to node 1000: 1,001 objects, the last PATH_TAIL below the walk, which passes
+    // the other 971 (the first, node 970, the caller's entry).
+    let mut memo = Memo {
+        every: 100,
+        ..Memo::default()
+    };
+    let p = bfs.path_memo(&ix, node(1000), &mut memo);
+    assert_eq!(p.left_out, 1001 - (PATH_HEAD + PATH_TAIL) as u64);
+    assert_eq!(memo.hops, 971);
+    // Entries at 100, 200, …, 900 objects above node 970 (nodes 870, …, 70; the path above
+    // node 70 is 71 objects long), and node 970's.
+    let mut keys: Vec<u32> = memo.map.keys().copied().collect();
+    keys.sort_unstable();
+    let want: Vec<u32> = (0..10).map(|k| node(70 + 100 * k)).collect();
+    assert_eq!(keys, want);
+    // Again through node 1000: no walk; through node 1001, a walk of one step (node 971).
+    bfs.path_memo(&ix, node(1000), &mut memo);
+    bfs.path_memo(&ix, node(1001), &mut memo);
+    assert_eq!(memo.hops, 972);
+}
+
+/// A root's tag is the dump's; a class object no root names starts its path as a class root;
+/// any other object reads as an unknown root.
+#[test]
+fn root_and_start_tags_are_the_dumps_or_a_class_roots() {
+    let ix = index_of(&loaded_classes());
+    let node = |id: u64| ix.node(id).unwrap();
+    let p = shortest(&ix, &ix.roots, &[]);
+    let holder = node(HOLDER);
+    assert_eq!(p.root_tag(holder), sub::ROOT_JNI_GLOBAL);
+    assert_eq!(p.start_tag(&ix, holder), sub::ROOT_JNI_GLOBAL);
+    assert_eq!(p.root_tag(node(LOADER)), sub::ROOT_UNKNOWN);
+    assert_eq!(p.start_tag(&ix, node(LOADER)), sub::ROOT_UNKNOWN);
+    assert_eq!(p.root_tag(node(LIVE_C)), sub::ROOT_UNKNOWN);
+    assert_eq!(p.start_tag(&ix, node(LIVE_C)), CLASS_ROOT);
+}
+
+/// A walk above the end of a path that meets an object no root reaches (parents no search
+/// gives: here cut by hand) finds no path, as does one that runs round a loop.
+#[test]
+fn a_walk_that_meets_no_root_gives_no_path() {
+    let (ix, mut bfs, _) = chain_paths();
+    let node = |i: u64| ix.node(0x1000_0000 + 16 * i).unwrap();
+    bfs.parent[node(40) as usize] = UNREACHED;
+    assert_eq!(bfs.path(&ix, node(100)), Kept::default());
+    bfs.parent[node(40) as usize] = node(60);
+    assert_eq!(bfs.path(&ix, node(100)), Kept::default());
+}
