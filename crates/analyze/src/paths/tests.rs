@@ -590,3 +590,52 @@ fn a_walk_that_meets_no_root_gives_no_path() {
     bfs.parent[node(40) as usize] = node(60);
     assert_eq!(bfs.path(&ix, node(100)), Kept::default());
 }
+
+/// What high-priority roots reach is reached from them, however near a transient root holds
+/// it; what only a transient root reaches is reached from that; a node listed as several
+/// roots keeps its high-priority tag, the smaller of two such.
+#[test]
+fn high_priority_roots_reach_first_and_name_their_nodes() {
+    let (ix, _, _) = chain_paths();
+    let node = |i: u64| ix.node(0x1000_0000 + 16 * i).unwrap();
+    let root = |i, tag| Root { node: node(i), tag };
+    let roots = [
+        root(5, sub::ROOT_JAVA_FRAME),
+        root(0, sub::ROOT_JNI_LOCAL),
+        root(0, sub::ROOT_JNI_GLOBAL),
+        root(7, sub::ROOT_JAVA_FRAME),
+        root(7, sub::ROOT_THREAD_OBJECT),
+        root(7, sub::ROOT_MONITOR_USED),
+    ];
+    let p = shortest(&ix, &roots, &[]);
+    let from = |a: u64, b: u64| (a..=b).map(node).collect::<Vec<_>>();
+    assert_eq!(p.path(&ix, node(5)).nodes, from(0, 5));
+    assert_eq!(p.path(&ix, node(7)).nodes, from(7, 7));
+    assert_eq!(p.root_tag(node(0)), sub::ROOT_JNI_GLOBAL);
+    assert_eq!(p.root_tag(node(5)), sub::ROOT_JAVA_FRAME);
+    assert_eq!(p.root_tag(node(7)), sub::ROOT_MONITOR_USED);
+    let low = shortest(&ix, &[root(5, sub::ROOT_JAVA_FRAME)], &[]);
+    assert_eq!(low.path(&ix, node(9)).nodes, from(5, 9));
+    assert!(low.path(&ix, node(4)).nodes.is_empty());
+}
+
+/// A class whose gate is open from the start (no loader to wait for, or a root) is a class
+/// root from the start; one whose gate is reached later is a late root.
+#[test]
+fn a_class_open_from_the_start_is_a_class_root() {
+    let ix = index_of(&loaded_classes());
+    let node = |id: u64| ix.node(id).unwrap();
+    let late = [
+        (node(LIVE_C), UNGATED),
+        (node(NEXT_C), node(HOLDER)),
+        (node(DEAD_C), node(LOADER)),
+    ];
+    let p = shortest(&ix, &ix.roots, &late);
+    assert_eq!(p.root_tag(node(LIVE_C)), CLASS_ROOT);
+    assert_eq!(p.root_tag(node(NEXT_C)), CLASS_ROOT);
+    assert_eq!(p.root_tag(node(DEAD_C)), LATE_ROOT);
+    assert_eq!(
+        p.path(&ix, node(ORPHAN)).nodes,
+        [node(DEAD_C), node(ORPHAN)]
+    );
+}
