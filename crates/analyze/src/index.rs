@@ -1056,8 +1056,8 @@ mod tests {
         assert_eq!(holder_tag(sub::ROOT_JNI_LOCAL, &mark4), sub::ROOT_JNI_LOCAL);
     }
 
-    /// The index of a small dump: its length, its ids in node order, its classes' chains and its `<unknown class>`; a dump of no objects is
-    /// empty.
+    /// The index of a small dump: its length, its ids in node order, its classes' chains and
+    /// its `<unknown class>`; a dump of no objects is empty.
     #[test]
     fn an_index_lists_its_ids_and_walks_its_superclasses() {
         let bytes = crate::tests::holder_dump(|w| {
