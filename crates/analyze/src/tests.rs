@@ -203,18 +203,24 @@ fn android_dump() -> Vec<u8> {
     w.finish()
 }
 
+/// `java.lang.Object` (id `object`) and `com.app.Holder` (id `holder`, one reference field,
+/// `ref`, 8 bytes): their names, their loads and their class dumps, which open a heap dump
+/// segment.
+pub(super) fn holder_classes(w: &mut Writer, object: u64, holder: u64) {
+    w.utf8(1, "java.lang.Object");
+    w.utf8(2, "com.app.Holder");
+    w.utf8(3, "ref");
+    w.load_class(1, object, 1);
+    w.load_class(2, holder, 2);
+    w.class_dump(object, 0, 0, 0, &[], &[]);
+    w.class_dump(holder, object, 0, 8, &[], &[(3, BasicType::Object)]);
+}
+
 /// A HotSpot-style dump (1.0.2, 8-byte ids) of class `com.app.Holder extends
 /// java.lang.Object` (one reference field, `ref`), with the objects and roots `body` writes.
 pub(super) fn holder_dump(body: impl FnOnce(&mut Writer)) -> Vec<u8> {
     let mut w = Writer::new(Format::V102, 8, 0);
-    w.utf8(1, "java.lang.Object");
-    w.utf8(2, "com.app.Holder");
-    w.utf8(3, "ref");
-    w.load_class(1, 0x10, 1);
-    w.load_class(2, 0x20, 2);
-    w.segment(tag::HEAP_DUMP_SEGMENT);
-    w.class_dump(0x10, 0, 0, 0, &[], &[]);
-    w.class_dump(0x20, 0x10, 0, 8, &[], &[(3, BasicType::Object)]);
+    holder_classes(&mut w, 0x10, 0x20);
     body(&mut w);
     w.end_segment();
     w.heap_dump_end();
@@ -631,13 +637,7 @@ fn one_pass_workers_write_their_own_nodes() {
     let obj = |k: u64| 0x1000 + 16 * k;
     let (class_a, class_b) = (obj(1500) + 8, obj(2500) + 8);
     let mut w = Writer::new(Format::V102, 8, 0);
-    w.utf8(1, "java.lang.Object");
-    w.utf8(2, "com.app.Holder");
-    w.utf8(3, "ref");
-    w.load_class(1, class_a, 1);
-    w.load_class(2, class_b, 2);
-    w.class_dump(class_a, 0, 0, 0, &[], &[]);
-    w.class_dump(class_b, class_a, 0, 8, &[], &[(3, BasicType::Object)]);
+    holder_classes(&mut w, class_a, class_b);
     w.root_jni_global(obj(0), 1);
     for k in 0..3000u64 {
         if k % 40 == 39 {

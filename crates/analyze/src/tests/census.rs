@@ -92,14 +92,7 @@ fn the_id_map_estimate_takes_the_ids_span_alignment_and_regions() {
     let base = 0x4000_0000u64;
     let (object, holder) = (base, base + 0x10);
     let mut w = Writer::new(Format::V102, 8, 0);
-    w.utf8(1, "java.lang.Object");
-    w.utf8(2, "com.app.Holder");
-    w.utf8(3, "ref");
-    w.load_class(1, object, 1);
-    w.load_class(2, holder, 2);
-    w.segment(tag::HEAP_DUMP_SEGMENT);
-    w.class_dump(object, 0, 0, 0, &[], &[]);
-    w.class_dump(holder, object, 0, 8, &[], &[(3, BasicType::Object)]);
+    holder_classes(&mut w, object, holder);
     let mut ids = vec![object, holder];
     for start in [base + 0x1000, base + 0x400_0000] {
         for k in 0..3000 {
