@@ -162,6 +162,35 @@ mod tests {
         assert!(ret("(I)V", &[JValue::Long(1)]).is_none());
         assert!(ret("(Ljava/lang/String;)V", &[JValue::Int(1)]).is_none());
         assert!(ret("(I)V", &[o]).is_none());
+        // Every primitive by its letter.
+        let all = [
+            JValue::Bool(1),
+            JValue::Byte(2),
+            JValue::Char(3),
+            JValue::Short(4),
+            JValue::Int(5),
+            JValue::Long(6),
+            JValue::Float(7.0),
+            JValue::Double(8.0),
+        ];
+        assert!(ret("(ZBCSIJFD)V", &all).is_some());
+        for (sig, p) in [
+            ("()C", Primitive::Char),
+            ("()S", Primitive::Short),
+            ("()F", Primitive::Float),
+            ("()D", Primitive::Double),
+        ] {
+            assert!(
+                matches!(ret(sig, &[]), Some(ReturnType::Primitive(q)) if q == p),
+                "{sig}"
+            );
+        }
+        // Bad descriptors with arguments that would otherwise fit: a class name that is empty,
+        // a return type followed by more.
+        assert!(ret("(L;)V", &[o]).is_none());
+        assert!(ret("(La;)V", &[o]).is_some());
+        assert!(ret("()II", &[]).is_none());
+        assert!(ret("()Ljava/lang/String;I", &[]).is_none());
         for bad in [
             "",
             "V",

@@ -261,6 +261,15 @@ mod tests {
         assert_eq!(r.header("location"), Some("/files/ab"));
         assert_eq!(r.body, b"hi");
         assert!(decode(&ok, 1).unwrap_err().contains("over the 1 asked"));
+        // A body of exactly the bytes asked for is read.
+        assert_eq!(decode(&ok, 2).unwrap().unwrap().body, b"hi");
+        // Status 0 (no exchange error is 0) and statuses outside 100..1000 are malformed.
+        for status in [0i32, 99, 1000] {
+            let mut bad = ok.clone();
+            bad[..4].copy_from_slice(&status.to_be_bytes());
+            let e = decode(&bad, 100).unwrap_err();
+            assert_eq!(e, format!("status {status} is not an HTTP status"));
+        }
         for cut in 0..ok.len() {
             assert!(decode(&ok[..cut], 100).is_err(), "cut at {cut}");
         }

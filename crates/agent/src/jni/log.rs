@@ -250,7 +250,8 @@ impl Liblog {
 
 #[cfg(test)]
 mod tests {
-    use super::{utc, Fields, Filter};
+    use super::{utc, Fields, Filter, Liblog, Logger, Out};
+    use std::ffi::{c_char, c_int, CStr};
     use tracing::Level;
 
     #[test]
@@ -265,6 +266,7 @@ mod tests {
             Some("  "),
             Some("oomguard=loud"),
             Some("=debug"),
+            Some("debug,not a target!"),
         ] {
             assert!(on(v, "oomguard::agent", Level::INFO), "{v:?}");
             assert!(!on(v, "oomguard::agent", Level::DEBUG), "{v:?}");
@@ -327,5 +329,75 @@ mod tests {
         v.record_u64(&f("bytes"), 42);
         v.record_str(&f("path"), "/data/x");
         assert_eq!(line, "spool: 3 kept bytes=42 path=\"/data/x\"");
+    }
+
+    /// What the fake liblog below was handed: priority, tag and text of each call.
+    static WRITTEN: std::sync::Mutex<Vec<(i32, String, String)>> =
+        std::sync::Mutex::new(Vec::new());
+
+    /// A stand-in for liblog's `__android_log_write` that keeps what it is handed; only the
+    /// test below writes through it.
+    unsafe extern "C" fn fake_liblog(
+        prio: c_int,
+        tag: *const c_char,
+        text: *const c_char,
+    ) -> c_int {
+        // SAFETY: `Liblog::write` passes NUL-terminated strings that outlive the call.
+        let (tag, text) = unsafe { (CStr::from_ptr(tag), CStr::from_ptr(text)) };
+        let (tag, text) = (tag.to_string_lossy(), text.to_string_lossy());
+        WRITTEN
+            .lock()
+            .unwrap()
+            .push((prio, tag.into_owned(), text.into_owned()));
+        1
+    }
+
+    /// Events go to liblog one call each: liblog's priority for the level, the tag `OomGuard`,
+    /// the thread's name (when it has one) and the event's fields; the filter holds back what
+    /// it does not enable. A line loses its NULs and trailing newlines, and an empty one is not
+    /// written.
+    #[test]
+    fn events_go_to_liblog_with_their_priority_tag_and_thread() {
+        let liblog = Liblog { write: fake_liblog };
+        let logger = move || Logger {
+            filter: Filter::parse(Some("info,oomguard::upload=trace")),
+            out: Out::Liblog(liblog),
+        };
+        let named = std::thread::Builder::new().name("oomguard".into());
+        named
+            .spawn(move || {
+                tracing::subscriber::with_default(logger(), || {
+                    tracing::error!(target: "oomguard::agent", bytes = 42, "dump failed: {}", 28);
+                    tracing::warn!(target: "oomguard::agent", "spool full");
+                    tracing::info!(target: "oomguard::agent", path = "/data/x", "kept");
+                    tracing::debug!(target: "oomguard::agent", "held back");
+                    tracing::trace!(target: "oomguard::upload::tus", "offset 0\n\n");
+                    tracing::trace!(target: "oomguard::spool", "held back");
+                })
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        // Unnamed threads (the app's, calling in) get no prefix.
+        std::thread::spawn(move || {
+            tracing::subscriber::with_default(logger(), || tracing::warn!(target: "hprof", "a\0b"))
+        })
+        .join()
+        .unwrap();
+        liblog.write(Level::INFO, "\n\n".into());
+        liblog.write(Level::INFO, "\0".into());
+        liblog.write(Level::TRACE, "x\n".into());
+        let tag = |p: i32, t: &str| (p, "OomGuard".to_string(), t.to_string());
+        assert_eq!(
+            *WRITTEN.lock().unwrap(),
+            [
+                tag(6, "oomguard: dump failed: 28 bytes=42"),
+                tag(5, "oomguard: spool full"),
+                tag(4, "oomguard: kept path=\"/data/x\""),
+                tag(3, "oomguard: offset 0"),
+                tag(5, "ab"),
+                tag(3, "x"),
+            ]
+        );
     }
 }
