@@ -127,6 +127,21 @@ impl tracing::Subscriber for Logger {
 
     fn event(&self, e: &Event<'_>) {
         let level = *e.metadata().level();
+        let mut line = self.line(e);
+        match &self.out {
+            Out::Liblog(l) => l.write(level, line),
+            Out::Stderr => {
+                line.push('\n');
+                let _ = std::io::stderr().lock().write_all(line.as_bytes());
+            }
+        }
+    }
+}
+
+impl Logger {
+    /// The line `event` writes of `e`: on stderr, with the time and the level in front.
+    fn line(&self, e: &Event<'_>) -> String {
+        let level = *e.metadata().level();
         let mut line = String::new();
         if matches!(self.out, Out::Stderr) {
             line.push_str(&utc_now());
@@ -138,13 +153,7 @@ impl tracing::Subscriber for Logger {
             line.push_str(": ");
         }
         e.record(&mut Fields(&mut line));
-        match &self.out {
-            Out::Liblog(l) => l.write(level, line),
-            Out::Stderr => {
-                line.push('\n');
-                let _ = std::io::stderr().lock().write_all(line.as_bytes());
-            }
-        }
+        line
     }
 }
 
@@ -329,6 +338,66 @@ mod tests {
         v.record_u64(&f("bytes"), 42);
         v.record_str(&f("path"), "/data/x");
         assert_eq!(line, "spool: 3 kept bytes=42 path=\"/data/x\"");
+    }
+
+    /// On stderr a line starts with the UTC time and the level, right-aligned in five columns.
+    #[test]
+    fn stderr_lines_start_with_the_time_and_level() {
+        use tracing::span::{Attributes, Id, Record};
+        /// Keeps the lines the stderr logger would write.
+        struct Lines(Logger, std::sync::Mutex<Vec<String>>);
+        impl tracing::Subscriber for Lines {
+            fn enabled(&self, m: &tracing::Metadata<'_>) -> bool {
+                tracing::Subscriber::enabled(&self.0, m)
+            }
+            fn new_span(&self, _: &Attributes<'_>) -> Id {
+                Id::from_u64(1)
+            }
+            fn record(&self, _: &Id, _: &Record<'_>) {}
+            fn record_follows_from(&self, _: &Id, _: &Id) {}
+            fn event(&self, e: &tracing::Event<'_>) {
+                self.1.lock().unwrap().push(self.0.line(e));
+            }
+            fn enter(&self, _: &Id) {}
+            fn exit(&self, _: &Id) {}
+        }
+        let lines = std::sync::Arc::new(Lines(
+            Logger {
+                filter: Filter::parse(None),
+                out: Out::Stderr,
+            },
+            Default::default(),
+        ));
+        let sub = lines.clone();
+        let before = std::time::SystemTime::now();
+        std::thread::Builder::new()
+            .name("oomguard".into())
+            .spawn(move || {
+                tracing::subscriber::with_default(sub, || {
+                    tracing::warn!(target: "oomguard::spool", "spool full");
+                    tracing::error!(target: "oomguard::agent", "dump failed");
+                })
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        let secs =
+            |t: std::time::SystemTime| t.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+        let (from, to) = (secs(before), secs(std::time::SystemTime::now()));
+        let got = lines.1.lock().unwrap().clone();
+        assert_eq!(got.len(), 2, "{got:?}");
+        for (line, rest) in got.iter().zip([
+            "  WARN oomguard: spool full",
+            " ERROR oomguard: dump failed",
+        ]) {
+            // The stamp is one of the seconds the test ran in (the millisecond aside).
+            let stamp = &line[..24];
+            assert!(
+                (from..=to).any(|t| stamp[..20] == utc(t, 0)[..20]) && stamp.ends_with('Z'),
+                "{line}"
+            );
+            assert_eq!(&line[24..], rest);
+        }
     }
 
     /// What the fake liblog below was handed: priority, tag and text of each call.
