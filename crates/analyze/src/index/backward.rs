@@ -465,7 +465,7 @@ fn path(
 
 #[cfg(test)]
 mod tests {
-    use super::{MAX_PASSES, MAX_STEPS};
+    use super::{MAX_PASSES, MAX_ROOTS, MAX_STEPS};
     use crate::report::GcPath;
     use crate::tests::full_and_reduced;
     use hprof::writer::Writer;
@@ -654,5 +654,294 @@ mod tests {
             ("com.app.MainActivity", "LEAKING_INSTANCE"),
         ];
         assert_eq!(got, [("JNI Global", via, 1)]);
+    }
+
+    /// A group's root, path items (reference, type) and instance count, owned.
+    type Shape = (String, Vec<(String, String)>, u64);
+
+    /// Each group's shape ([`shape`]) in the report of what fits of `bytes` (only), and the
+    /// groups left without a path. Every group here is of Activities.
+    fn reduced(bytes: &[u8]) -> (Vec<Shape>, u64) {
+        let cfg = crate::Config {
+            budget_bytes: crate::budget::FIXED_BYTES - 1,
+            ..crate::Config::default()
+        };
+        let small = crate::analyze(crate::Input::Bytes(bytes), &cfg, serde_json::Value::Null);
+        let small = small.unwrap();
+        assert!(small.analysis.budget.is_some());
+        let got = (small.gc_paths.iter())
+            .inspect(|g| assert_eq!(g.leak_reason, "Activity Leak"))
+            .map(owned)
+            .collect();
+        (got, small.analysis.left_out.gc_paths)
+    }
+
+    /// [`shape`], owned.
+    fn owned(g: &GcPath) -> Shape {
+        let (root, items, n) = shape(g);
+        let items = (items.into_iter())
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect();
+        (root.to_string(), items, n)
+    }
+
+    /// One path's shape from `root` through `via` (reference, type) to an instance of `class`.
+    fn path_to(class: &str, root: &str, via: &[(&str, &str)]) -> Shape {
+        let mut items: Vec<_> = (via.iter())
+            .map(|&(a, b)| (a.to_string(), b.to_string()))
+            .collect();
+        items.push((class.into(), "LEAKING_INSTANCE".into()));
+        (root.to_string(), items, 1)
+    }
+
+    /// [`path_to`] a `com.app.MainActivity`.
+    fn to_activity(root: &str, via: &[(&str, &str)]) -> Shape {
+        path_to("com.app.MainActivity", root, via)
+    }
+
+    /// A dump (1.0.3, 4-byte ids) of a destroyed `MainActivity` 0x100, the classes `Node`
+    /// 0x50 (field `next`, name 10), `Pair` 0x60 (fields `a`, `b`: names 13, 14),
+    /// `java.lang.Object[]` 0x70, `LoopActivity` 0x80 (an Activity with a field `next`) and
+    /// `Holder` 0x40 (static `sActivity`, name 7, on `s_activity`), each a sticky root, and
+    /// `more`'s records.
+    fn activity_dump(s_activity: u32, more: impl FnOnce(&mut Writer)) -> Vec<u8> {
+        let mut w = Writer::new(Format::V103, 4, 0);
+        crate::tests::activity_strings(&mut w);
+        let names = [
+            (6, "com.app.Holder"),
+            (7, "sActivity"),
+            (9, "com.app.Node"),
+            (10, "next"),
+            (11, "com.app.Pair"),
+            (12, "java.lang.Object[]"),
+            (13, "a"),
+            (14, "b"),
+            (15, "com.app.LoopActivity"),
+        ];
+        for (id, t) in names {
+            w.utf8(id, t);
+        }
+        for (serial, class, name) in [
+            (4, 0x40, 6),
+            (5, 0x50, 9),
+            (6, 0x60, 11),
+            (7, 0x70, 12),
+            (8, 0x80, 15),
+        ] {
+            w.load_class(serial, class, name);
+        }
+        w.segment(tag::HEAP_DUMP_SEGMENT);
+        let obj = BasicType::Object;
+        w.class_dump(0x10, 0, 0, 0, &[], &[]);
+        crate::tests::activity_class(&mut w);
+        w.class_dump(0x30, 0x20, 0, 10, &[], &[]);
+        w.class_dump(
+            0x40,
+            0x10,
+            0,
+            0,
+            &[(7, obj, s_activity.to_be_bytes().to_vec())],
+            &[],
+        );
+        w.class_dump(0x50, 0x10, 0, 4, &[], &[(10, obj)]);
+        w.class_dump(0x60, 0x10, 0, 8, &[], &[(13, obj), (14, obj)]);
+        w.class_dump(0x70, 0x10, 0, 0, &[], &[]);
+        w.class_dump(0x80, 0x20, 0, 14, &[], &[(10, obj)]);
+        w.instance(0x100, 0x30, &[1, 0]);
+        more(&mut w);
+        for c in [0x10, 0x20, 0x30, 0x40, 0x50, 0x60, 0x70, 0x80] {
+            w.root(sub::ROOT_STICKY_CLASS, c);
+        }
+        w.end_segment();
+        w.heap_dump_end();
+        w.finish()
+    }
+
+    /// A target that is itself a dump root starts its path there, before the class whose
+    /// static field holds it (found at the same distance): the roots are gathered before the
+    /// targets themselves are settled.
+    #[test]
+    fn a_target_that_is_a_root_starts_its_own_path() {
+        let got = reduced(&activity_dump(0x100, |w| {
+            w.root_jni_global(0x100, 1);
+        }));
+        assert_eq!(got, (vec![to_activity("JNI Global", &[])], 0));
+        // Without the root, the class's static field.
+        let got = reduced(&activity_dump(0x100, |_| {}));
+        let holder = ("com.app.Holder.sActivity", "STATIC_FIELD");
+        assert_eq!(got, (vec![to_activity("System Class", &[holder])], 0));
+    }
+
+    /// An object listed as several roots is the root of the preferred tag, whatever their
+    /// order: one that holds for the process's life before a transient one (a Java frame),
+    /// then the smaller tag (a JNI global, 1, before a monitor in use, 7).
+    #[test]
+    fn a_root_listed_twice_takes_the_preferred_tag_in_either_order() {
+        let frame = |w: &mut Writer| {
+            w.root2(sub::ROOT_JAVA_FRAME, 0x200, 1, 0);
+        };
+        let global = |w: &mut Writer| {
+            w.root_jni_global(0x200, 1);
+        };
+        let monitor = |w: &mut Writer| {
+            w.root(sub::ROOT_MONITOR_USED, 0x200);
+        };
+        let via = [("com.app.Node.next", "INSTANCE_FIELD")];
+        let want = (vec![to_activity("JNI Global", &via)], 0);
+        type Add = fn(&mut Writer);
+        let pairs: [(Add, Add); 4] = [
+            (frame, global),
+            (global, frame),
+            (monitor, global),
+            (global, monitor),
+        ];
+        for (i, (one, two)) in pairs.into_iter().enumerate() {
+            let got = reduced(&activity_dump(0, |w| {
+                w.instance(0x200, 0x50, &0x100u32.to_be_bytes());
+                one(w);
+                two(w);
+            }));
+            assert_eq!(got, want, "order {i}");
+        }
+    }
+
+    /// A path through an object array names the element's index.
+    #[test]
+    fn a_path_through_an_array_names_the_element() {
+        let got = reduced(&activity_dump(0, |w| {
+            w.object_array(0x700, 0x70, &[0, 0x100]);
+            w.root_jni_global(0x700, 1);
+        }));
+        let via = [("java.lang.Object[][1]", "ARRAY_ENTRY")];
+        assert_eq!(got, (vec![to_activity("JNI Global", &via)], 0));
+    }
+
+    /// An array read from a file in several pieces (it spans the reader's chunks) counts its
+    /// elements on from one piece to the next.
+    #[test]
+    fn an_element_past_the_first_chunk_keeps_its_index() {
+        let n = crate::index::CHUNK / 4 + 1000;
+        let bytes = activity_dump(0, |w| {
+            let mut e = vec![0u64; n];
+            e[n - 1] = 0x100;
+            w.object_array(0x700, 0x70, &e);
+            w.root_jni_global(0x700, 1);
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("big.hprof");
+        std::fs::write(&path, &bytes).unwrap();
+        let cfg = crate::Config {
+            budget_bytes: crate::budget::FIXED_BYTES - 1,
+            ..crate::Config::default()
+        };
+        let small = crate::analyze(crate::Input::File(&path), &cfg, serde_json::Value::Null);
+        let small = small.unwrap();
+        assert!(small.analysis.budget.is_some());
+        let act = (small.gc_paths.iter()).find(|g| g.class_name == "com.app.MainActivity");
+        let elem = format!("java.lang.Object[][{}]", n - 1);
+        let via = [(elem.as_str(), "ARRAY_ENTRY")];
+        assert_eq!(act.map(owned), Some(to_activity("JNI Global", &via)));
+    }
+
+    /// An object that references a target twice takes its path through its first reference
+    /// (the first one reached is kept).
+    #[test]
+    fn an_object_referencing_a_target_twice_keeps_its_first_reference() {
+        let got = reduced(&activity_dump(0, |w| {
+            let a = 0x100u32.to_be_bytes();
+            w.instance(0x200, 0x60, &[a, a].concat());
+            w.root_jni_global(0x200, 1);
+        }));
+        let via = [("com.app.Pair.a", "INSTANCE_FIELD")];
+        assert_eq!(got, (vec![to_activity("JNI Global", &via)], 0));
+    }
+
+    /// The Activity held by a JNI global after `fillers` roots of no object, and after a root
+    /// of id 0 if `zero`.
+    fn after_roots(fillers: u64, zero: bool) -> Vec<u8> {
+        activity_dump(0, |w| {
+            for i in 0..fillers {
+                w.root(sub::ROOT_UNKNOWN, 0x10_0000 + 8 * i);
+            }
+            if zero {
+                w.root(sub::ROOT_UNKNOWN, 0);
+            }
+            w.root_jni_global(0x100, 1);
+        })
+    }
+
+    /// The search sees the dump's first [`MAX_ROOTS`] roots (a root of id 0 is not one): one
+    /// past them is not seen, and its target gets no path.
+    #[test]
+    fn roots_past_the_cap_are_not_seen_and_id_0_is_no_root() {
+        let got = reduced(&after_roots(MAX_ROOTS as u64 - 1, true));
+        assert_eq!(got, (vec![to_activity("JNI Global", &[])], 0));
+        let got = reduced(&after_roots(MAX_ROOTS as u64, false));
+        assert_eq!(got, (vec![], 1));
+    }
+
+    /// A cycle through a target (the Activity references back the `Node` that holds it) does
+    /// not extend its path: the target ends it. (The second target, so that each target's own
+    /// bit is marked reached, not only the first's.)
+    #[test]
+    fn a_cycle_through_a_target_ends_its_path_at_the_target() {
+        let got = reduced(&activity_dump(0, |w| {
+            w.root_jni_global(0x100, 1);
+            w.instance(0x300, 0x50, &0x200u32.to_be_bytes());
+            w.instance(0x200, 0x50, &0x600u32.to_be_bytes());
+            w.instance(0x600, 0x80, &[0, 0, 2, 0, 1, 0]);
+            w.root_jni_global(0x300, 2);
+        }));
+        let node = ("com.app.Node.next", "INSTANCE_FIELD");
+        let looped = path_to("com.app.LoopActivity", "JNI Global", &[node, node]);
+        assert_eq!(got, (vec![to_activity("JNI Global", &[]), looped], 0));
+    }
+
+    /// Of several starts at one distance the least is kept: a root before a class, then the
+    /// lowest id (here a `Pair` under a JNI global and a `Node` under a monitor in use, at
+    /// 0x200 and another id, each way round), whatever the order they are met in.
+    #[test]
+    fn of_starts_at_one_distance_the_lowest_id_wins() {
+        let pair = ("com.app.Pair.a", "INSTANCE_FIELD");
+        let node = ("com.app.Node.next", "INSTANCE_FIELD");
+        let a = 0x100u32.to_be_bytes();
+        for other in (0x300..0x400).step_by(16) {
+            for (at_pair, at_node) in [(0x200, other), (other, 0x200)] {
+                let got = reduced(&activity_dump(0, |w| {
+                    w.instance(at_pair, 0x60, &[a, [0; 4]].concat());
+                    w.root_jni_global(at_pair, 1);
+                    w.instance(at_node, 0x50, &a);
+                    w.root(sub::ROOT_MONITOR_USED, at_node);
+                }));
+                let want = match at_pair < at_node {
+                    true => to_activity("JNI Global", &[pair]),
+                    false => to_activity("Monitor Used", &[node]),
+                };
+                assert_eq!(got, (vec![want], 0), "Pair at {at_pair:#x}");
+            }
+        }
+    }
+
+    /// A target found stops being searched for: the steps of `MAX_STEPS` objects that
+    /// reference the holder of the first one found (the second target) are not kept, so the
+    /// search goes on to the first target, three steps from its root.
+    #[test]
+    fn a_target_found_is_searched_no_further() {
+        let got = reduced(&activity_dump(0, |w| {
+            for (node, next) in [(0x200u32, 0x100u32), (0x210, 0x200), (0x220, 0x210)] {
+                w.instance(node as u64, 0x50, &next.to_be_bytes());
+            }
+            w.root_jni_global(0x220, 1);
+            w.instance(0x600, 0x80, &[0, 0, 0, 0, 1, 0]);
+            w.instance(0x300, 0x50, &0x600u32.to_be_bytes());
+            w.root_jni_global(0x300, 2);
+            for i in 0..MAX_STEPS as u64 {
+                w.instance(0x10_0000 + 16 * i, 0x50, &0x300u32.to_be_bytes());
+            }
+        }));
+        let node = ("com.app.Node.next", "INSTANCE_FIELD");
+        let other = path_to("com.app.LoopActivity", "JNI Global", &[node]);
+        let first = to_activity("JNI Global", &[node, node, node]);
+        assert_eq!(got, (vec![first, other], 0));
     }
 }
