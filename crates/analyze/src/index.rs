@@ -1193,4 +1193,29 @@ mod tests {
         assert_eq!(m.find(&ids, u64::MAX), None);
         assert_eq!(m.find(&ids, 0), None);
     }
+
+    /// A batch of one query is answered (the pipeline runs its last stage for it too).
+    #[test]
+    fn id_map_answers_a_batch_of_one() {
+        let ids = [8u64, 16, 24];
+        for m in [IdMap::new(&ids), IdMap::buckets(&ids), IdMap::Search] {
+            for (i, &id) in ids.iter().enumerate() {
+                let mut out = [99u32];
+                m.find_batch(&ids, &[id], &mut out);
+                assert_eq!(out, [i as u32]);
+            }
+            let mut out = [99u32];
+            m.find_batch(&ids, &[12], &mut out);
+            assert_eq!(out, [NONE]);
+        }
+    }
+
+    /// A map's size: 100 ids 8 apart make 50 regions of 16 bytes with one bucket each, so
+    /// (50 + 51 bounds) 4-byte words; a search has no table.
+    #[test]
+    fn id_map_bytes_count_the_bucket_table() {
+        let ids: Vec<u64> = (0..100).map(|i| 8 * i).collect();
+        assert_eq!(IdMap::buckets(&ids).bytes(), (50 + 51) * 4);
+        assert_eq!(IdMap::Search.bytes(), 0);
+    }
 }
