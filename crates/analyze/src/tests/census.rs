@@ -201,3 +201,121 @@ fn instances_and_arrays_of_one_unknown_class_id_are_counted_apart() {
     assert_eq!(c.histogram["<class 0x0>"], (3, 32 + 40 + 48));
     assert_eq!(c.histogram["<unknown class>"], (3, 24 + 40 + 32));
 }
+
+/// The full index's conventions for `bytes`, and its shallow sizes of the objects `ids`.
+fn index_sizes(bytes: &[u8], ids: &[u64]) -> (index::Conventions, Vec<u32>) {
+    let mut tm = Timings::default();
+    let (ix, _, _) = build_index(
+        &Input::Bytes(bytes),
+        &Config::default(),
+        Instant::now(),
+        &mut tm,
+    )
+    .unwrap();
+    let sizes = (ids.iter())
+        .map(|&id| ix.shallow[ix.node(id).unwrap() as usize])
+        .collect();
+    (ix.sizes, sizes)
+}
+
+/// A dump of [`holder_dump`]'s classes, `java.lang.Object[]` 0x30, an array of three nulls
+/// 0x1000 of class `array_class` and a Holder at `next`.
+fn array_then(array_class: u64, next: u64) -> Vec<u8> {
+    holder_dump(|w| {
+        w.utf8(4, "java.lang.Object[]").load_class(3, 0x30, 4);
+        w.class_dump(0x30, 0x10, 0, 0, &[], &[]);
+        w.object_array(0x1000, array_class, &[0, 0, 0]);
+        w.instance(next, 0x20, &[0; 8]);
+    })
+}
+
+/// The full index sees compressed references as the census does (above): from an object
+/// listed less than an object array's 16-byte header and 8 bytes an element after it, and
+/// then counts by HotSpot's compressed layout.
+#[test]
+fn the_index_sees_compressed_references_from_an_object_inside_the_array() {
+    let compressed = index::Conventions {
+        vm: "HotSpot",
+        object_header: 12,
+        array_header: 16,
+        reference_size: 4,
+        compressed_references: true,
+        alignment: 8,
+    };
+    let wide = index::Conventions {
+        vm: "HotSpot",
+        object_header: 16,
+        array_header: 20,
+        reference_size: 8,
+        compressed_references: false,
+        alignment: 8,
+    };
+    for (next, want) in [
+        (0x1000 + 16 + 3 * 8 - 1, compressed),
+        (0x1008, compressed),
+        (0x1000 + 16 + 3 * 8, wide),
+        (0x1000, wide),
+        (0x0ff8, wide),
+    ] {
+        let bytes = array_then(0x30, next);
+        assert_eq!(index_sizes(&bytes, &[]).0, want, "next at {next:#x}");
+        assert_eq!(census_of(&bytes).sizes, want, "next at {next:#x}");
+    }
+}
+
+/// Objects of each kind: `com.app.Root` 0x300 (no superclass; two int fields `x`, `y`; an
+/// instance size of 8), an `int[3]` 0x400, a `byte[3]` 0x410, a `long[1]` 0x420 and a
+/// `com.app.Bare` 0x500 (extends Object; three int fields; no instance size in its class
+/// dump), in a dump of `id_size`-byte ids with a JNI global, Android's if `android` (a heap
+/// dump info record).
+fn kinds_dump(id_size: u32, android: bool) -> Vec<u8> {
+    let mut w = Writer::new(Format::V102, id_size, 0);
+    holder_classes(&mut w, 0x10, 0x20);
+    w.utf8(4, "com.app.Root").utf8(5, "x").utf8(6, "y");
+    w.utf8(7, "com.app.Bare");
+    w.load_class(3, 0x30, 4).load_class(4, 0x40, 7);
+    if android {
+        w.heap_info(0x41, 1);
+    }
+    let int = BasicType::Int;
+    w.class_dump(0x30, 0, 0, 8, &[], &[(5, int), (6, int)]);
+    w.class_dump(0x40, 0x10, 0, 0, &[], &[(5, int), (6, int), (3, int)]);
+    w.instance(0x300, 0x30, &[0; 8]);
+    w.primitive_array(0x400, BasicType::Int, 3, &[0; 12]);
+    w.primitive_array(0x410, BasicType::Byte, 3, &[0; 3]);
+    w.primitive_array(0x420, BasicType::Long, 1, &[0; 8]);
+    w.instance(0x500, 0x40, &[0; 12]);
+    w.root_jni_global(0x300, 1);
+    w.end_segment();
+    w.heap_dump_end();
+    w.finish()
+}
+
+/// Each kind of object at its VM's size (the module documentation of `index::sizes`), in
+/// the full index as in the census: HotSpot with 8-byte and with 4-byte references (a root
+/// class's own fields counted; an array's length word rounded up to the reference size),
+/// and Android (the class's instance size; header and field bytes where it gives none; an
+/// array's length word padded before 8-byte elements only).
+#[test]
+fn each_kind_of_object_takes_its_vms_layout() {
+    let conv = |vm, object_header, array_header, reference_size| index::Conventions {
+        vm,
+        object_header,
+        array_header,
+        reference_size,
+        compressed_references: false,
+        alignment: 8,
+    };
+    for (id_size, android, want, sizes) in [
+        (8, false, conv("HotSpot", 16, 20, 8), [24, 40, 32, 32, 32]),
+        (4, false, conv("HotSpot", 8, 12, 4), [16, 24, 16, 24, 24]),
+        (4, true, conv("Android", 8, 12, 4), [8, 24, 16, 24, 24]),
+    ] {
+        let bytes = kinds_dump(id_size, android);
+        let got = index_sizes(&bytes, &[0x300, 0x400, 0x410, 0x420, 0x500]);
+        assert_eq!(got, (want, sizes.to_vec()), "{id_size}-byte ids, {want:?}");
+        let c = census_of(&bytes);
+        assert_eq!(c.sizes, want);
+        assert_eq!(c.histogram, index_histogram(&bytes));
+    }
+}
