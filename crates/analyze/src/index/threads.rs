@@ -313,4 +313,64 @@ mod tests {
             Some("<unknown class>.<unknown method>(Unknown Source)")
         );
     }
+
+    /// A frame's place: its source file and line, the file alone for a line of 0 or less, no
+    /// file (empty or absent) as "Unknown Source", and a native method's (-3) as such; in the
+    /// trace the thread object names (not another of its thread), for a Java frame or a JNI
+    /// local. Also after a merge of what two workers gathered (the frames from one, the roots
+    /// from the other), and renamed by [`Threads::rename_frames`].
+    #[test]
+    fn a_frame_names_its_file_and_line_after_a_merge_and_a_rename() {
+        let mut records = RawThreads::default();
+        feed(
+            &mut records,
+            &[
+                rec(tag::LOAD_CLASS, be(&[7, 0x70, 0, 0x71])),
+                // FRAME id, method, signature, source, class serial, line.
+                rec(tag::FRAME, be(&[0x10, 0x11, 0x12, 0x13, 7, 42])),
+                rec(tag::FRAME, be(&[0x20, 0x11, 0x12, 0x13, 7, 0])),
+                rec(tag::FRAME, be(&[0x30, 0x11, 0x12, 0x14, 7, 42])),
+                rec(tag::FRAME, be(&[0x40, 0x11, 0x12, 0x13, 7, (-3i32) as u32])),
+                // Two traces of thread 3: the thread object's (5) is not the first.
+                rec(tag::TRACE, be(&[4, 3, 1, 0x40])),
+                rec(tag::TRACE, be(&[5, 3, 4, 0x10, 0x20, 0x30, 0x40])),
+            ],
+        );
+        let mut roots = RawThreads::default();
+        roots.root(sub::ROOT_THREAD_OBJECT, 0x100, &be(&[3, 5]));
+        for (id, frame) in [(0x200, 0), (0x300, 1), (0x400, 2), (0x500, 3)] {
+            roots.root(sub::ROOT_JAVA_FRAME, id, &be(&[3, frame]));
+        }
+        roots.root(sub::ROOT_JNI_LOCAL, 0x600, &be(&[3, 0]));
+        roots.root(sub::ROOT_JNI_MONITOR, 0x700, &be(&[3, 0]));
+        records.merge(roots);
+        let strings = |id: u64| match id {
+            0x11 => Some("run".to_string()),
+            0x13 => Some("Worker.java".to_string()),
+            0x14 => Some(String::new()),
+            _ => None,
+        };
+        let classes = |id: u64| (id == 0x70).then(|| "app.Worker".to_string());
+        let ids = [0x100, 0x200, 0x300, 0x400, 0x500, 0x600, 0x700];
+        let mut th = records.finish(&ids, strings, classes);
+        let frame = |th: &Threads, node: u32| {
+            let on = th.on_thread(node, sub::ROOT_JAVA_FRAME).unwrap();
+            assert_eq!(on.thread, Some(0));
+            on.frame.unwrap()
+        };
+        assert_eq!(frame(&th, 1), "app.Worker.run(Worker.java:42)");
+        assert_eq!(frame(&th, 2), "app.Worker.run(Worker.java)");
+        assert_eq!(frame(&th, 3), "app.Worker.run(Unknown Source)");
+        assert_eq!(frame(&th, 4), "app.Worker.run(Native Method)");
+        // A JNI local's frame is named; a JNI monitor's is not.
+        let local = th.on_thread(5, sub::ROOT_JNI_LOCAL).unwrap();
+        assert_eq!(
+            local.frame.as_deref(),
+            Some("app.Worker.run(Worker.java:42)")
+        );
+        let monitor = th.on_thread(6, sub::ROOT_JNI_MONITOR).unwrap();
+        assert_eq!((monitor.thread, monitor.frame), (Some(0), None));
+        th.rename_frames(|t| t.strip_prefix("app.Worker.").map(|m| format!("a.b.{m}")));
+        assert_eq!(frame(&th, 1), "a.b.run(Worker.java:42)");
+    }
 }
