@@ -319,3 +319,23 @@ fn each_kind_of_object_takes_its_vms_layout() {
         assert_eq!(c.histogram, index_histogram(&bytes));
     }
 }
+
+/// The census counts as the full index does where an id repeats (an object array and a
+/// Holder both at 0x1000; the index keeps the object listed first).
+#[test]
+#[ignore = "defect: the census counts both objects of a repeated id (its histogram has the \
+            Holder), the full index keeps only the first (the array)"]
+fn a_repeated_id_is_counted_once_in_the_census_as_in_the_index() {
+    let bytes = array_then(0x30, 0x1000);
+    assert_eq!(census_of(&bytes).histogram, index_histogram(&bytes));
+}
+
+/// The census and the full index decide compressed references alike from an object array
+/// whose class is not an array class (`java.lang.Object` 0x10) with a Holder inside it.
+#[test]
+#[ignore = "defect: the census sees compressed references from any object array record, \
+            the full index (sizes::shows_compressed) only from one of a class named `[]`"]
+fn an_array_of_an_instance_class_shows_compressed_references_to_both() {
+    let bytes = array_then(0x10, 0x1000 + 16 + 3 * 8 - 1);
+    assert_eq!(census_of(&bytes).sizes, index_sizes(&bytes, &[]).0);
+}
