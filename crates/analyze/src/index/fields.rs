@@ -111,3 +111,42 @@ pub(super) fn role(classes: &[Class], c: u32, id_size: u32) -> Role {
     }
     Role::None
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A class named `name` of superclass index `super_idx` declaring `fields`.
+    fn class(name: &str, super_idx: u32, fields: &[(&str, BasicType)]) -> Class {
+        let mut c = super::super::pseudo(name.to_string());
+        c.super_idx = super_idx;
+        c.fields = (fields.iter())
+            .map(|&(n, ty)| Field { name: n.into(), ty })
+            .collect();
+        c
+    }
+
+    /// The `referent` that `java.lang.ref.Reference` declares is no strong slot; its other
+    /// references are, and so is a field of that name another class declares.
+    #[test]
+    fn a_references_referent_is_no_strong_slot() {
+        let obj = BasicType::Object;
+        let reference = [("referent", obj), ("queue", obj), ("x", BasicType::Int)];
+        let classes = [
+            class("java.lang.ref.Reference", NONE, &reference),
+            class("app.Weak", 0, &[("referent", obj), ("next", obj)]),
+        ];
+        // Weak's own fields first (at 0 and 4), then Reference's (at 8, 12 and 16).
+        let slots = vec![(0, 1, 0), (4, 1, 1), (12, 0, 1)];
+        assert_eq!(layout(&classes, 1, 4), (slots, 20));
+    }
+
+    /// A chain of superclasses is cut at 256 classes.
+    #[test]
+    fn a_chain_of_superclasses_stops_at_256_classes() {
+        let classes: Vec<Class> = (0..300u32)
+            .map(|i| class("c", if i < 299 { i + 1 } else { NONE }, &[]))
+            .collect();
+        assert_eq!(chain(&classes, 0), (0..256).collect::<Vec<u32>>());
+    }
+}
