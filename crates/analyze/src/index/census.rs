@@ -11,9 +11,11 @@
 //! - Sizes are the full analysis's (see `sizes`): each object's size is summed under each of
 //!   the three layouts the dump may turn out to have (Android's; HotSpot's with references of
 //!   the id size, or compressed), and the one the dump shows is kept at the end. Compressed
-//!   references are seen as `settle` sees them, on an object array and the object after it,
-//!   here in file order (`settle`: by address; HotSpot lists its objects by address after its
-//!   class dumps, so the two agree on HotSpot's dumps).
+//!   references are seen as `settle` sees them, on an array of an array class (a class whose
+//!   name ends in `[]`) and the object after it, here in file order (`settle`: by address;
+//!   HotSpot lists its objects by address after its class dumps, so the two agree on
+//!   HotSpot's dumps). The class ids of the arrays that show them are kept, at most
+//!   [`MAX_SHOWN_BY`], and told apart by their names at the end.
 //! - An id the dump lists twice is counted twice (the full analysis keeps the first).
 #![forbid(unsafe_code)]
 
@@ -64,9 +66,12 @@ pub(crate) struct Census {
     by_class: ById<Tally>,
     /// Primitive arrays by element type (in `PRIMS` order): count and size under each layout.
     prims: [(u64, [u64; LAYOUTS]); 8],
-    /// The last object's id and, if it was an object array, its length.
-    prev: Option<(u64, Option<u64>)>,
-    compressed: bool,
+    /// The last object's id and, if it was an object array, its length and class id.
+    prev: Option<(u64, Option<(u64, u64)>)>,
+    /// The class ids of object arrays an object was listed inside of (compressed references,
+    /// if one is an array class), the last one added.
+    shown_by: std::collections::HashSet<u64, IdHashing>,
+    last_shown_by: Option<u64>,
     objects: u64,
     /// Whether a string or class dump came after the first object (the analysis then takes
     /// two passes).
@@ -81,6 +86,10 @@ pub(crate) struct Census {
     regions: std::collections::HashSet<u64, IdHashing>,
     last_region: Option<u64>,
 }
+
+/// The most class ids [`Census::shown_by`] keeps: an object array's class is an array class
+/// in every dump a VM writes, so the first is the one that counts.
+const MAX_SHOWN_BY: usize = 1024;
 
 /// The longest instance field data whose set ids are counted per offset (longer ones, rare,
 /// count every reference slot).
@@ -214,14 +223,17 @@ pub struct Counts {
 use std::collections::BTreeMap;
 
 impl Census {
-    /// The object `id` was met (in file order): tracks the id range and compressed references.
-    fn object(&mut self, id: u64, array_len: Option<u64>) {
-        if let Some((p, Some(len))) = self.prev {
-            if id > p && id - p < 16 + 8 * len {
-                self.compressed = true;
+    /// The object `id` was met (in file order), `array` its length and class id if it is an
+    /// object array: tracks the id range and compressed references.
+    fn object(&mut self, id: u64, array: Option<(u64, u64)>) {
+        if let Some((p, Some((len, class)))) = self.prev {
+            let shown = id > p && id - p < 16 + 8 * len;
+            if shown && self.last_shown_by != Some(class) && self.shown_by.len() < MAX_SHOWN_BY {
+                self.shown_by.insert(class);
+                self.last_shown_by = Some(class);
             }
         }
-        self.prev = Some((id, array_len));
+        self.prev = Some((id, array));
         if self.objects == 0 {
             self.min_id = id;
         }
@@ -263,7 +275,14 @@ impl Census {
         let string_bytes = (p1.strings.arena.len() + 16 * p1.strings.ids.len()) as u64;
         let mut skel = p1.finish_with(Grow::default(), IndexStats::default())?;
         let id_size = skel.header.id_size;
-        let compressed = !android && id_size == 8 && self.compressed;
+        // As `sizes::shows_compressed`: only an array of an array class shows them.
+        let wide = conventions(false, id_size, false);
+        let compressed = !android
+            && id_size == 8
+            && (self.shown_by.iter()).any(|&c| {
+                (skel.class_by_id(c))
+                    .is_some_and(|ci| matches!(kind(&skel, ci, &wide, false), Kind::ObjectArray))
+            });
         let conv = conventions(android, id_size, compressed);
         let v = match (android, compressed) {
             (true, _) => 0,
@@ -401,7 +420,7 @@ impl Visitor for Census {
             Sub::ObjectArray {
                 id, len, class_id, ..
             } => {
-                self.object(id, Some(len as u64));
+                self.object(id, Some((len as u64, class_id)));
                 let raw = len as u64 * id_size + array_header(id_size as u32);
                 let (a, u) = (self.sizes(Kind::ObjectArray, raw), self.as_unknown(raw));
                 let t = self.by_class.entry(class_id).or_default();
