@@ -108,3 +108,23 @@ impl<'a> HeldBy<'a> {
         answer
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dominators::{compute, Csr};
+
+    /// `by` gives the holding objects' numbers sorted and each once, and `reset` replaces them:
+    /// what `trace::Dominance` compares to keep its answers for the same object.
+    #[test]
+    fn the_holding_numbers_are_sorted_distinct_and_replaced_by_reset() {
+        let g = Csr::from_lists(&[vec![1], vec![]]);
+        let d = compute(&g, |_| 1, &[0], &[]);
+        let mut h = HeldBy::new(&d, vec![3, 1, 3]);
+        assert_eq!(h.by(), [1, 3]);
+        h.reset(vec![2, 2]);
+        assert_eq!(h.by(), [2]);
+        h.reset(Vec::new());
+        assert_eq!(h.by(), [0u32; 0]);
+    }
+}

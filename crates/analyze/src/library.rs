@@ -376,4 +376,13 @@ mod tests {
         assert!(find(std::slice::from_ref(&obj), "thread", "x", &on(30)).is_some());
         assert_eq!(find(&[obj], "thread", "x", &on(31)), None);
     }
+
+    #[test]
+    fn an_api_level_is_known_from_1_to_9999() {
+        let api = |a: u64| Device::from_running_info(&json!({ "apiLevel": a })).api;
+        assert_eq!(
+            [0, 1, 34, 9_999, 10_000].map(api),
+            [None, Some(1), Some(34), Some(9_999), None]
+        );
+    }
 }
