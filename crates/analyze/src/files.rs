@@ -65,3 +65,35 @@ impl FileKind {
         FileKind::ALL.into_iter().find(|k| k.file_name() == name)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each kind's file name and upload kind, as the agent stores and the collector files them,
+    /// and each name read back to its kind (an unknown name to none).
+    #[test]
+    fn each_kind_has_its_fixed_names_and_is_found_by_its_file_name() {
+        let names: Vec<(&str, &str)> = FileKind::ALL
+            .iter()
+            .map(|k| (k.file_name(), k.upload_kind()))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("dump.hprof", "dump"),
+                ("mini.hprof", "mini"),
+                ("mini.hprof.gz", "mini.gz"),
+                ("report.json", "report"),
+                ("fds.txt", "fds"),
+                ("threads.txt", "threads"),
+                ("meta.json", "meta"),
+            ]
+        );
+        for k in FileKind::ALL {
+            assert_eq!(FileKind::from_name(k.file_name()), Some(k));
+        }
+        assert_eq!(FileKind::from_name("mini"), None);
+        assert_eq!(FileKind::from_name(""), None);
+    }
+}
