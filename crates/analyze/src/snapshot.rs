@@ -238,10 +238,221 @@ mod tests {
         let probes = only.probes;
         assert_eq!(seen.0, 1, "only the last snapshot's segment is seen");
         let records = 2 * (K + 1);
+        // Each lookup compares one span at least.
+        assert!(probes >= records, "{probes} span comparisons");
         let log = 64 - K.leading_zeros() as u64;
         assert!(
             probes <= records * (log + 2),
             "{probes} span comparisons for {records} heap records of {K} skipped snapshots"
         );
+    }
+
+    /// What reaches a visitor through [`Only`]: every header and non-heap record, and of the
+    /// heap, the heads, sub-records, array elements and ends of the records not skipped, and the
+    /// HEAP_DUMP_END records not skipped.
+    #[derive(Default, Debug, PartialEq)]
+    struct Seen {
+        headers: u32,
+        records: Vec<(u64, u8)>,
+        starts: Vec<u64>,
+        roots: Vec<u64>,
+        data: usize,
+        arrays: u32,
+        ends: u32,
+    }
+    impl Visitor for Seen {
+        fn header(&mut self, _: &Header, _: &[u8]) -> Result<(), String> {
+            self.headers += 1;
+            Ok(())
+        }
+        fn record(&mut self, offset: u64, rec: &Record<'_>, _: &[u8]) -> Result<(), String> {
+            self.records.push((offset, rec.tag));
+            Ok(())
+        }
+        fn heap_dump_start(&mut self, offset: u64, _: u8, _: u32, _: &[u8]) -> Result<(), String> {
+            self.starts.push(offset);
+            Ok(())
+        }
+        fn sub(&mut self, _: u64, s: &Sub<'_>, _: &[u8]) -> Result<(), String> {
+            if let Sub::Root { id, .. } = s {
+                self.roots.push(*id);
+            }
+            Ok(())
+        }
+        fn array_data(&mut self, data: &[u8]) -> Result<(), String> {
+            self.data += data.len();
+            Ok(())
+        }
+        fn array_end(&mut self) -> Result<(), String> {
+            self.arrays += 1;
+            Ok(())
+        }
+        fn heap_dump_end(&mut self) -> Result<(), String> {
+            self.ends += 1;
+            Ok(())
+        }
+    }
+
+    /// Record `j` of [`five_snapshots`]: a string, a heap record (of the snapshot numbered) or
+    /// a HEAP_DUMP_END (of the snapshot numbered).
+    #[derive(Clone, Copy)]
+    enum R {
+        Utf8,
+        Seg(usize),
+        Whole(usize),
+        End(usize),
+    }
+    use R::*;
+
+    /// Five snapshots: segments closed by an end; a HEAP_DUMP record followed by another
+    /// (format 1.0.1: the second is the next snapshot), which a segment and an end follow; a
+    /// segment and a HEAP_DUMP (a snapshot that holds one), followed by another HEAP_DUMP, the
+    /// last snapshot, left open before a string. Heap record `j` holds root `0x100 + j` and
+    /// a byte array of `j + 1` bytes.
+    const FIVE: [R; 13] = [
+        Utf8,
+        Seg(0),
+        Seg(0),
+        End(0),
+        Utf8,
+        Whole(1),
+        Whole(2),
+        Seg(2),
+        End(2),
+        Seg(3),
+        Whole(3),
+        Whole(4),
+        Utf8,
+    ];
+
+    fn five_snapshots() -> (Vec<u8>, Vec<u64>) {
+        let mut w = hprof::writer::Writer::new(hprof::Format::V102, 8, 0);
+        for (j, r) in FIVE.into_iter().enumerate() {
+            let j = j as u64;
+            match r {
+                Utf8 => {
+                    w.utf8(j + 1, "s");
+                }
+                Seg(_) | Whole(_) => {
+                    let t = match r {
+                        Seg(_) => tag::HEAP_DUMP_SEGMENT,
+                        _ => tag::HEAP_DUMP,
+                    };
+                    w.segment(t).root(hprof::sub::ROOT_UNKNOWN, 0x100 + j);
+                    let data = vec![7; j as usize + 1];
+                    w.primitive_array(0x1000 + j, hprof::BasicType::Byte, j as u32 + 1, &data);
+                    w.end_segment();
+                }
+                End(_) => {
+                    w.heap_dump_end();
+                }
+            }
+        }
+        let bytes = w.finish();
+        let mut heads = Vec::new();
+        let mut at = hprof::HEADER_LEN as u64;
+        while at < bytes.len() as u64 {
+            heads.push(at);
+            at += 9 + hprof::read_u32(&bytes[at as usize + 5..]) as u64;
+        }
+        assert_eq!(heads.len(), FIVE.len());
+        heads.push(at);
+        (bytes, heads)
+    }
+
+    /// Each snapshot's span runs from its first heap record to the end of its HEAP_DUMP_END,
+    /// or of its last heap record if it has none: a second HEAP_DUMP record starts the next
+    /// snapshot, a segment after a HEAP_DUMP does not, and a snapshot left open ends at its last
+    /// heap record, not at the file's end. The same from a file; none from what is not a file.
+    #[test]
+    fn each_snapshot_spans_its_heap_records_and_its_end() {
+        let (bytes, h) = five_snapshots();
+        let want = vec![
+            (h[1], h[4]),
+            (h[5], h[6]),
+            (h[6], h[9]),
+            (h[9], h[11]),
+            (h[11], h[12]),
+        ];
+        assert_eq!(find(&Input::Bytes(&bytes)).unwrap(), want);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("d.hprof");
+        std::fs::write(&path, &bytes).unwrap();
+        assert_eq!(find(&Input::File(&path)).unwrap(), want);
+        assert_eq!(find(&Input::File(dir.path())).unwrap(), []);
+    }
+
+    /// Whichever snapshot is read, a visitor behind [`Only`] sees the header, every string, its
+    /// own heap records whole (heads, roots, array elements and ends) and its own HEAP_DUMP_END,
+    /// and nothing of the other snapshots' heaps; a record that starts where a skipped span
+    /// ends is seen.
+    #[test]
+    fn a_visitor_sees_only_the_chosen_snapshots_heap() {
+        let (bytes, h) = five_snapshots();
+        let spans = find(&Input::Bytes(&bytes)).unwrap();
+        for k in 1..=5u32 {
+            let (chosen, skip) = choose(&spans, Some(k)).unwrap();
+            assert_eq!(chosen, k);
+            let mut seen = Seen::default();
+            let mut only = Only::new(&mut seen, &skip, 0);
+            let mut p = hprof::Parser::new();
+            p.feed(&bytes, &mut only).unwrap();
+            p.finish().unwrap();
+            let s = k as usize - 1;
+            let mut want = Seen {
+                headers: 1,
+                ..Seen::default()
+            };
+            for (j, r) in FIVE.into_iter().enumerate() {
+                match r {
+                    Utf8 => want.records.push((h[j], tag::UTF8)),
+                    End(n) if n == s => want.records.push((h[j], tag::HEAP_DUMP_END)),
+                    Seg(n) | Whole(n) if n == s => {
+                        want.starts.push(h[j]);
+                        want.roots.push(0x100 + j as u64);
+                        want.data += j + 1;
+                        want.arrays += 1;
+                        want.ends += 1;
+                    }
+                    _ => {}
+                }
+            }
+            assert_eq!(seen, want, "snapshot {k}");
+        }
+    }
+
+    /// The snapshot asked for (counted from 1) or the last, and the others' spans in file
+    /// order; one asked for that the file does not hold is an error (a file of no snapshot
+    /// counts as one).
+    #[test]
+    fn the_snapshot_asked_for_or_the_last_is_chosen() {
+        let spans = [(10, 20), (20, 30), (40, 50)];
+        assert_eq!(choose(&spans, None).unwrap(), (3, vec![(10, 20), (20, 30)]));
+        assert_eq!(
+            choose(&spans, Some(1)).unwrap(),
+            (1, vec![(20, 30), (40, 50)])
+        );
+        assert_eq!(
+            choose(&spans, Some(2)).unwrap(),
+            (2, vec![(10, 20), (40, 50)])
+        );
+        assert_eq!(
+            choose(&spans, Some(3)).unwrap(),
+            (3, vec![(10, 20), (20, 30)])
+        );
+        assert_eq!(choose(&[], None).unwrap(), (1, vec![]));
+        assert_eq!(choose(&[], Some(1)).unwrap(), (1, vec![]));
+        for (spans, k, n) in [(&spans[..], 0, 3), (&spans[..], 4, 3), (&[][..], 2, 0)] {
+            match choose(spans, Some(k)) {
+                Err(Error::Input { offset: 0, what }) => assert_eq!(
+                    what,
+                    format!(
+                        "snapshot {k} asked for, but the file holds {n} (counted from 1: 1 to {})",
+                        n.max(1)
+                    )
+                ),
+                other => panic!("{k} of {n}: {other:?}"),
+            }
+        }
     }
 }
