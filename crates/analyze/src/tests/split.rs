@@ -175,3 +175,44 @@ fn the_walks_past_long_records_read_their_heads_alone() {
         bytes.len()
     );
 }
+
+/// `Cuts` fed record heads by hand: the first head at or after each `len * k / parts`, a head
+/// past several of those points cut once; no cut for one part, a file under `min_bytes` or
+/// without room for a record, one record, a list that does not end at the file's end, an
+/// unknown tag, or heads that leave one range.
+#[test]
+fn cuts_from_heads_given_by_hand() {
+    use crate::index::Cuts;
+    let h = hprof::HEADER_LEN as u64;
+    let utf8 = [hprof::tag::UTF8, 0, 0, 0, 0, 0, 0, 0, 0];
+    let cut = |len: u64, parts: usize, heads: &[u64], end: u64| {
+        let mut c = Cuts::new(len, parts, 0)?;
+        for &p in heads {
+            assert!(c.head(p, &utf8));
+        }
+        c.finish(end)
+    };
+    assert_eq!(
+        cut(1000, 4, &[h, 300, 500, 510, 700], 1000),
+        Some(vec![(h, 300), (300, 500), (500, 1000)])
+    );
+    assert_eq!(
+        cut(1000, 10, &[h, 900], 1000),
+        Some(vec![(h, 900), (900, 1000)])
+    );
+    // Two records are enough; one is not.
+    assert_eq!(
+        cut(1000, 2, &[h, 600], 1000),
+        Some(vec![(h, 600), (600, 1000)])
+    );
+    assert_eq!(cut(1000, 4, &[h], 1000), None);
+    assert_eq!(cut(1000, 4, &[h, 300], 999), None);
+    assert_eq!(cut(1000, 2, &[h, 100], 1000), None);
+    assert!(Cuts::new(1000, 1, 0).is_none());
+    assert!(Cuts::new(1000, 2, 1001).is_none());
+    assert!(Cuts::new(1000, 2, 1000).is_some());
+    assert!(Cuts::new(h + 8, 2, 0).is_none());
+    assert!(Cuts::new(h + 9, 2, 0).is_some());
+    let mut c = Cuts::new(1000, 2, 0).unwrap();
+    assert!(!c.head(h, &[0x77; 9]));
+}
