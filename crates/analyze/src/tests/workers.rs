@@ -103,3 +103,37 @@ fn a_class_objects_size_is_its_static_values() {
     // 4 + 8 + 1 bytes of primitives and one 8-byte reference: 21, to 24.
     assert_eq!(ix.shallow[ix.node(0x20).unwrap() as usize], 24);
 }
+
+/// A directory is refused before anything is read (the passes read a dump more than once);
+/// with a scratch directory the index's large arrays end in scratch files, within
+/// `scratch_max_mb` (MiB).
+#[test]
+fn a_directory_is_no_dump_and_scratch_files_hold_the_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut tm = Timings::default();
+    let input = Input::File(dir.path());
+    let Err(err) = build_index(&input, &Config::default(), Instant::now(), &mut tm) else {
+        panic!("a directory was read as a dump");
+    };
+    assert!(err.to_string().contains("not a regular file"), "{err}");
+    let bytes = segmented_dump(2, |_| false);
+    for one_pass in [true, false] {
+        let cfg = Config {
+            scratch_dir: Some(dir.path().to_path_buf()),
+            scratch_max_mb: 64,
+            one_pass,
+            ..Config::default()
+        };
+        let (ix, _, _) = build_index(&Input::Bytes(&bytes), &cfg, Instant::now(), &mut tm).unwrap();
+        let f = [
+            ix.ids.in_file(),
+            ix.class_of.in_file(),
+            ix.shallow.in_file(),
+        ];
+        assert_eq!(f, [true; 3], "one pass: {one_pass}");
+        assert!(
+            ix.adj.in_file() && ix.edges.in_file(),
+            "one pass: {one_pass}"
+        );
+    }
+}
