@@ -8,16 +8,17 @@ fn census_of(bytes: &[u8]) -> index::Counts {
     index::census(&Input::Bytes(bytes)).unwrap()
 }
 
+/// The full index of `bytes`, as `analyze` builds it.
+fn full_index(bytes: &[u8]) -> index::Index {
+    let mut tm = Timings::default();
+    let input = Input::Bytes(bytes);
+    let (ix, _, _) = build_index(&input, &Config::default(), Instant::now(), &mut tm).unwrap();
+    ix
+}
+
 /// The histogram the full index of `bytes` makes: objects and shallow bytes by class name.
 fn index_histogram(bytes: &[u8]) -> BTreeMap<String, (u64, u64)> {
-    let mut tm = Timings::default();
-    let (ix, _, _) = build_index(
-        &Input::Bytes(bytes),
-        &Config::default(),
-        Instant::now(),
-        &mut tm,
-    )
-    .unwrap();
+    let ix = full_index(bytes);
     let mut h: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     for n in 0..ix.len() {
         let class = &ix.classes[ix.class_of[n] as usize];
@@ -201,14 +202,7 @@ fn instances_and_arrays_of_one_unknown_class_id_are_counted_apart() {
 
 /// The full index's conventions for `bytes`, and its shallow sizes of the objects `ids`.
 fn index_sizes(bytes: &[u8], ids: &[u64]) -> (index::Conventions, Vec<u32>) {
-    let mut tm = Timings::default();
-    let (ix, _, _) = build_index(
-        &Input::Bytes(bytes),
-        &Config::default(),
-        Instant::now(),
-        &mut tm,
-    )
-    .unwrap();
+    let ix = full_index(bytes);
     let sizes = (ids.iter())
         .map(|&id| ix.shallow[ix.node(id).unwrap() as usize])
         .collect();
