@@ -11,6 +11,16 @@ mod reports;
 mod split;
 mod workers;
 
+/// The report `analyze` makes of `bytes` with the default config and no running info.
+pub(crate) fn report_of(bytes: &[u8]) -> crate::report::Report {
+    analyze(
+        Input::Bytes(bytes),
+        &Config::default(),
+        serde_json::Value::Null,
+    )
+    .unwrap()
+}
+
 /// The path of a shared fixture (`../shared/fixtures/hprof/REL`).
 pub(crate) fn fixture(rel: &str) -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -248,12 +258,7 @@ fn a_huge_class_name_is_cut_in_the_report() {
     w.load_class(2, 0x20, 2);
     w.load_class(3, 0x30, 3);
     let bytes = destroyed_activities_heap(w, 40);
-    let r = analyze(
-        Input::Bytes(&bytes),
-        &Config::default(),
-        serde_json::Value::Null,
-    )
-    .unwrap();
+    let r = report_of(&bytes);
     let json = serde_json::to_string(&r).unwrap();
     let cut = format!(
         "com.app.{}…[+{} bytes]",
@@ -335,12 +340,7 @@ fn a_class_whose_loader_is_unreachable_is_no_root() {
         plugin_class(w, 0x50, 0x700, 0x800);
         w.root_jni_global(0x700, 1);
     });
-    let r = analyze(
-        Input::Bytes(&bytes),
-        &Config::default(),
-        serde_json::Value::Null,
-    )
-    .unwrap();
+    let r = report_of(&bytes);
     // 0x10 and 0x20 (sticky), 0x700 (JNI global), 0x50 (its loader is reachable) and the
     // 0x800 it holds; not 0x40, 0x500, 0x600.
     assert_eq!(r.analysis.reachable_objects, 5);
@@ -402,12 +402,7 @@ fn reachable_bytes_count_objects_shared_by_roots() {
             w.root_jni_global(0x100, 1);
             w.root_jni_global(0x200, 2);
         });
-        let r = analyze(
-            Input::Bytes(&bytes),
-            &Config::default(),
-            serde_json::Value::Null,
-        )
-        .unwrap();
+        let r = report_of(&bytes);
         assert_eq!(r.analysis.reachable_objects, 5, "3 instances, 2 classes");
         r.analysis.reachable_bytes
     };
@@ -916,12 +911,7 @@ fn implied_class_edges_give_the_two_pass_graph() {
 #[test]
 fn android_style_dump_by_hand() {
     let bytes = android_dump();
-    let r = analyze(
-        Input::Bytes(&bytes),
-        &Config::default(),
-        serde_json::Value::Null,
-    )
-    .unwrap();
+    let r = report_of(&bytes);
     assert_eq!(r.analysis.id_size, 4);
     assert_eq!(r.analysis.missing_references, 1, "0x999 is not in the dump");
     assert_eq!(r.analysis.stripped_arrays, 1);
@@ -986,12 +976,7 @@ fn array_path_dump(id_size: u32) -> Vec<u8> {
 fn an_array_entry_on_a_path_names_its_first_index() {
     for id_size in [4, 8] {
         let bytes = array_path_dump(id_size);
-        let r = analyze(
-            Input::Bytes(&bytes),
-            &Config::default(),
-            serde_json::Value::Null,
-        )
-        .unwrap();
+        let r = report_of(&bytes);
         assert_eq!(r.gc_paths.len(), 1, "{id_size}: {:#?}", r.gc_paths);
         let g = &r.gc_paths[0];
         assert_eq!(g.leak_reason, "Activity Leak");

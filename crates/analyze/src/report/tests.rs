@@ -374,12 +374,7 @@ fn live_activities_dump() -> Vec<u8> {
 #[test]
 fn live_activities_are_one_dominator_group_traced_from_their_fields() {
     let bytes = live_activities_dump();
-    let r = crate::analyze(
-        Input::Bytes(&bytes),
-        &Config::default(),
-        serde_json::Value::Null,
-    )
-    .unwrap();
+    let r = crate::tests::report_of(&bytes);
     assert_eq!(r.analysis.references, 5);
     assert!(r.gc_paths.is_empty());
     assert_eq!(r.dominators.len(), 1);
@@ -430,12 +425,7 @@ fn long_chain_dump() -> Vec<u8> {
 #[test]
 fn a_long_path_has_one_left_out_item_after_the_reference_to_the_first_left_out() {
     let bytes = long_chain_dump();
-    let r = crate::analyze(
-        Input::Bytes(&bytes),
-        &Config::default(),
-        serde_json::Value::Null,
-    )
-    .unwrap();
+    let r = crate::tests::report_of(&bytes);
     assert_eq!(r.gc_paths.len(), 1);
     let g = &r.gc_paths[0];
     assert_eq!(g.steps_left_out, 11);

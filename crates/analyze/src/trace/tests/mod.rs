@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::report::{GcPath, Report};
+use crate::tests::report_of as report;
 use crate::{analyze, Config, Input};
 use hprof::writer::Writer;
 use hprof::{strip_bytes, sub, tag, BasicType, Format, Level};
@@ -277,10 +278,6 @@ fn art_objects(w: &mut Writer) {
     );
     inst(w, 0x3010, HOLDER, &[V::L(0x3020)]);
     w.primitive_array(0x3020, BasicType::Byte, 300 << 10, &vec![7u8; 300 << 10]);
-}
-
-fn report(bytes: &[u8]) -> Report {
-    report_with(bytes, serde_json::Value::Null)
 }
 
 /// The report with the incident's running info (the agent's thread list).
