@@ -19,7 +19,7 @@
 //! - An id the dump lists twice is counted twice (the full analysis keeps the first).
 #![forbid(unsafe_code)]
 
-use super::sizes::{align, android_root, conventions, kind, vm_size, Kind};
+use super::sizes::{align, android_root, conventions, inside_wide_array, kind, vm_size, Kind};
 use super::*;
 
 /// The layouts an object's size is summed under until the dump says which it has: Android's,
@@ -227,8 +227,10 @@ impl Census {
     /// object array: tracks the id range and compressed references.
     fn object(&mut self, id: u64, array: Option<(u64, u64)>) {
         if let Some((p, Some((len, class)))) = self.prev {
-            let shown = id > p && id - p < 16 + 8 * len;
-            if shown && self.last_shown_by != Some(class) && self.shown_by.len() < MAX_SHOWN_BY {
+            if inside_wide_array(p, len, id)
+                && self.last_shown_by != Some(class)
+                && self.shown_by.len() < MAX_SHOWN_BY
+            {
                 self.shown_by.insert(class);
                 self.last_shown_by = Some(class);
             }

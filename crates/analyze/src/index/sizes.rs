@@ -219,8 +219,15 @@ fn field_bytes(cl: &Class, ref_size: u32) -> u64 {
     cl.fields.iter().map(|f| f.ty.size(ref_size) as u64).sum()
 }
 
-/// Whether an object array's next object, by address, starts before the array would end with
-/// 8-byte references (a 16-byte header and 8 bytes per element): then references are 4 bytes.
+/// Whether an object at `next` starts inside an object array at `array` of `len` elements,
+/// were the array laid out with 8-byte references (a 16-byte header and 8 bytes an element):
+/// then the dump's references are 4 bytes. (The census asks it too, in file order.)
+pub(crate) fn inside_wide_array(array: u64, len: u64, next: u64) -> bool {
+    next > array && next - array < 16 + 8 * len
+}
+
+/// Whether an object array's next object, by address, starts inside it (see
+/// [`inside_wide_array`]).
 fn shows_compressed(ix: &Index, kinds: &[Kind], raw_header: u64) -> bool {
     let n = ix.len().min(ix.class_of.len()).min(ix.shallow.len());
     let mut ids = ix.each_id();
@@ -230,7 +237,7 @@ fn shows_compressed(ix: &Index, kinds: &[Kind], raw_header: u64) -> bool {
     for (i, next) in (0..n.saturating_sub(1)).zip(ids) {
         if matches!(kinds.get(ix.class_of[i] as usize), Some(Kind::ObjectArray)) {
             let len = (ix.shallow[i] as u64).saturating_sub(raw_header) / 8;
-            if next.wrapping_sub(id) < 16 + 8 * len {
+            if inside_wide_array(id, len, next) {
                 return true;
             }
         }
