@@ -1,5 +1,6 @@
 //! What pass 1 keeps of a dump's records (roots, class statics) and what its workers' gatherings
-//! keep when put together (`Pass1::merge`): the same index however many parts.
+//! keep when put together (`Pass1::merge`): the same index however many parts. Also what
+//! `build_index` refuses, and where it keeps the index with a scratch directory.
 use super::*;
 
 /// The index `analyze` builds of `bytes` on `threads` threads, its file cut into as many
@@ -125,15 +126,13 @@ fn a_directory_is_no_dump_and_scratch_files_hold_the_index() {
             ..Config::default()
         };
         let (ix, _, _) = build_index(&Input::Bytes(&bytes), &cfg, Instant::now(), &mut tm).unwrap();
-        let f = [
+        let in_files = [
             ix.ids.in_file(),
             ix.class_of.in_file(),
             ix.shallow.in_file(),
+            ix.adj.in_file(),
+            ix.edges.in_file(),
         ];
-        assert_eq!(f, [true; 3], "one pass: {one_pass}");
-        assert!(
-            ix.adj.in_file() && ix.edges.in_file(),
-            "one pass: {one_pass}"
-        );
+        assert_eq!(in_files, [true; 5], "one pass: {one_pass}");
     }
 }
