@@ -295,3 +295,103 @@ fn segments_are_cut_into_pieces_at_the_first_sub_record_past_piece_bytes() {
     assert_eq!(s[3].offset, s[2].offset + s[2].len);
     assert_eq!(s[3].offset + s[3].len, bytes.len() as u64 - 9);
 }
+
+/// A string, a loaded class or a class dump after the first object: the one pass's workers
+/// see it at its offset and stop their pass-2 work (`Scanned` without node arrays, which are
+/// not even started); the prefix's counts against pass 1's would also catch it, but only once
+/// the workers are done and the node arrays made. Whatever the parts, the report is the one
+/// two passes make.
+#[test]
+fn a_late_string_or_class_stops_the_one_pass_workers() {
+    let dump = |late: u8| {
+        let mut w = Writer::new(Format::V102, 8, 0);
+        w.utf8(1, "java.lang.Object");
+        w.utf8(2, "com.app.Holder");
+        w.load_class(1, 0x10, 1);
+        if late != 2 {
+            w.load_class(2, 0x20, 2);
+        }
+        w.segment(tag::HEAP_DUMP_SEGMENT);
+        w.class_dump(0x10, 0, 0, 0, &[], &[]);
+        if late != 3 {
+            w.class_dump(0x20, 0x10, 0, 8, &[], &[]);
+        }
+        for k in 0..600u64 {
+            if k % 50 == 49 {
+                w.end_segment();
+            }
+            w.instance(0x1000 + 16 * k, 0x20, &(0x1000 + 16 * k + 16).to_be_bytes());
+        }
+        w.end_segment();
+        match late {
+            1 => w.utf8(3, "late"),
+            2 => w.load_class(2, 0x20, 2),
+            _ => {
+                w.segment(tag::HEAP_DUMP_SEGMENT);
+                w.class_dump(0x20, 0x10, 0, 8, &[], &[]);
+                w.end_segment()
+            }
+        };
+        w.root_jni_global(0x1000, 1);
+        w.heap_dump_end();
+        w.finish()
+    };
+    let limits = index::IndexLimits {
+        bitmap_min_pixels: 1,
+        array_min_bytes: 1 << 40,
+    };
+    for late in 1..=3 {
+        let bytes = dump(late);
+        for threads in 1..=3 {
+            let whole = vec![(hprof::HEADER_LEN as u64, bytes.len() as u64)];
+            let parts = split(&Input::Bytes(&bytes), threads, 0).unwrap_or(whole);
+            let r = one_pass(&Input::Bytes(&bytes), &parts, limits, None);
+            assert!(
+                matches!(r, Some(OnePassResult::Scanned(_, None))),
+                "late {late}, {threads} parts"
+            );
+        }
+        let (one, two, built) = one_and_two_passes(&bytes);
+        assert!(!built, "late {late}");
+        assert_eq!(one, two, "late {late}");
+    }
+}
+
+/// A dump in id order whose class dumps are listed twice, or whose object has a class dump's
+/// id: the one pass, which numbers the objects after the class dumps by counting the nodes
+/// those leave free, gives up (two passes keep the object listed first), whatever the parts.
+#[test]
+fn a_repeated_id_in_a_dump_in_id_order_takes_two_passes() {
+    let limits = index::IndexLimits {
+        bitmap_min_pixels: 1,
+        array_min_bytes: 1 << 40,
+    };
+    for twice in [true, false] {
+        let bytes = holder_dump(|w| {
+            if twice {
+                w.class_dump(0x20, 0x10, 0, 8, &[], &[(3, BasicType::Object)]);
+            } else {
+                w.instance(0x20, 0x10, &[]);
+            }
+            for k in 0..600u64 {
+                if k % 50 == 49 {
+                    w.end_segment();
+                }
+                w.instance(0x1000 + 16 * k, 0x20, &(0x1000 + 16 * k + 16).to_be_bytes());
+            }
+            w.root_jni_global(0x1000, 1);
+        });
+        for threads in 1..=3 {
+            let whole = vec![(hprof::HEADER_LEN as u64, bytes.len() as u64)];
+            let parts = split(&Input::Bytes(&bytes), threads, 0).unwrap_or(whole);
+            let r = one_pass(&Input::Bytes(&bytes), &parts, limits, None);
+            assert!(r.is_none(), "twice {twice}, {threads} parts");
+        }
+        let (two, _) = two_pass_index(&bytes, 1, None);
+        assert_eq!(two.stats.duplicate_ids, 1, "twice {twice}");
+        assert_eq!(two.len(), 602, "twice {twice}");
+        let (one, two, built) = one_and_two_passes(&bytes);
+        assert!(!built, "twice {twice}");
+        assert_eq!(one, two, "twice {twice}");
+    }
+}
