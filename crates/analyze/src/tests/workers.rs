@@ -107,7 +107,8 @@ fn a_class_objects_size_is_its_static_values() {
 
 /// A directory is refused before anything is read (the passes read a dump more than once);
 /// with a scratch directory the index's large arrays end in scratch files, within
-/// `scratch_max_mb` (MiB).
+/// `scratch_max_mb` (MiB), and the ids are searched there (no id map); in memory the rank map
+/// alone maps ids and nodes, and the ids go. Either way, in one pass or two.
 #[test]
 fn a_directory_is_no_dump_and_scratch_files_hold_the_index() {
     let dir = tempfile::tempdir().unwrap();
@@ -134,5 +135,26 @@ fn a_directory_is_no_dump_and_scratch_files_hold_the_index() {
             ix.edges.in_file(),
         ];
         assert_eq!(in_files, [true; 5], "one pass: {one_pass}");
+        assert!(
+            matches!(ix.id_map, index::IdMap::Search),
+            "one pass: {one_pass}"
+        );
+        let cfg = Config {
+            one_pass,
+            ..Config::default()
+        };
+        // (Enough objects close together that the rank map pays.)
+        let many = holder_dump(|w| {
+            for k in 0..3000u64 {
+                w.instance(0x1000 + 16 * k, 0x20, &0u64.to_be_bytes());
+            }
+        });
+        let (ix, _, _) = build_index(&Input::Bytes(&many), &cfg, Instant::now(), &mut tm).unwrap();
+        assert!(
+            matches!(ix.id_map, index::IdMap::Rank(_)),
+            "one pass: {one_pass}"
+        );
+        assert!(ix.ids.is_empty(), "one pass: {one_pass}");
+        assert_eq!(ix.node(ix.id(3)), Some(3), "one pass: {one_pass}");
     }
 }
