@@ -6,6 +6,7 @@ use proptest::prelude::*;
 mod caps;
 mod census;
 mod depth;
+mod input;
 mod pass2;
 mod reports;
 mod split;
