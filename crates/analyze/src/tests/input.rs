@@ -260,6 +260,70 @@ fn an_error_in_a_piece_names_its_byte_in_the_file() {
     }
 }
 
+/// A dump whose strings come to a few MiB before its heap (`objects`: whether the heap holds
+/// any object beside the class dumps), the last of them ending past the last whole MiB.
+fn long_prefix_dump(objects: bool) -> Vec<u8> {
+    let mut w = Writer::new(Format::V103, 4, 0);
+    for k in 0..3u64 {
+        w.utf8(
+            0x7fff_0000 + k,
+            &"s".repeat(1_000_000 + 77_777 * k as usize),
+        );
+    }
+    activity_strings(&mut w);
+    if objects {
+        return destroyed_activities_heap(w, 3);
+    }
+    w.segment(tag::HEAP_DUMP_SEGMENT);
+    w.class_dump(0x10, 0, 0, 0, &[], &[]);
+    activity_class(&mut w);
+    w.class_dump(0x30, 0x20, 0, 10, &[], &[]);
+    w.end_segment();
+    w.heap_dump_end();
+    w.finish()
+}
+
+/// The prefix of a file (read a MiB at a time) is that of its bytes: the strings, classes and
+/// class dumps, up to the first object, which lies past the last whole MiB; without objects,
+/// the whole file.
+#[test]
+fn the_prefix_of_a_file_is_that_of_its_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    for objects in [true, false] {
+        let bytes = long_prefix_dump(objects);
+        let path = file(&dir, "d.hprof", &bytes);
+        let first = whole(&Input::Bytes(&bytes))
+            .0
+            .iter()
+            .find(|e| e.0 == 'S' && e.2[0] == hprof::sub::INSTANCE_DUMP)
+            .map(|e| e.1);
+        assert_eq!(first.is_some(), objects);
+        assert!(first.unwrap_or(u64::MAX) > 3 << 20 && bytes.len() % (1 << 20) != 0);
+        for input in [Input::File(&path), Input::Bytes(&bytes)] {
+            let mut pre = index::Prefix::default();
+            input.prefix(&mut pre).unwrap();
+            assert_eq!(pre.end, first, "objects: {objects}");
+            assert_eq!(pre.p1.counts(), (8, 3, 3), "objects: {objects}");
+        }
+    }
+}
+
+/// A prefix that does not parse (a record of unknown tag among the strings) is an error at
+/// that record, from a file or from memory.
+#[test]
+fn a_prefix_that_does_not_parse_is_an_error_at_its_byte() {
+    let mut bytes = long_prefix_dump(true);
+    let (events, _) = whole(&Input::Bytes(&bytes));
+    let at = events.iter().filter(|e| e.0 == 'R').nth(3).unwrap().1;
+    bytes[at as usize] = 0x77;
+    let dir = tempfile::tempdir().unwrap();
+    let path = file(&dir, "d.hprof", &bytes);
+    for input in [Input::File(&path), Input::Bytes(&bytes)] {
+        let mut pre = index::Prefix::default();
+        assert_eq!(offset_of(input.prefix(&mut pre)), at);
+    }
+}
+
 /// One snapshot of a file that holds two, parsed in parts of which one starts inside the other
 /// snapshot: the parts' visitors see what a whole pass over the snapshot sees (none of the
 /// other snapshot's heap records, its end record included).
