@@ -198,6 +198,12 @@ fn parts_of_a_file_are_parsed_as_parts_of_its_bytes() {
     assert_eq!(in_parts(&Input::Bytes(&bytes), &parts), events);
 }
 
+/// The byte a whole pass over `bytes` names when its visitor fails at object `id`.
+fn whole_error_at(bytes: &[u8], id: u64) -> u64 {
+    let r = Input::Bytes(bytes).pass(&mut Trace::failing_at(id));
+    offset_of(r.map(drop))
+}
+
 /// An error in a part (here a visitor's, at an object) names its byte in the file, as a whole
 /// pass names it, whether the part is mapped, read or in memory.
 #[test]
@@ -211,11 +217,7 @@ fn an_error_in_a_part_names_its_byte_in_the_file() {
     let path = file(&dir, "d.hprof", &bytes);
     // The second array, and the last instance (in the segment's last window).
     for id in [0x801, 0x1020] {
-        let want = offset_of(
-            Input::Bytes(&bytes)
-                .pass(&mut Trace::failing_at(id))
-                .map(drop),
-        );
+        let want = whole_error_at(&bytes, id);
         assert!(want > seg + 1000, "{want}");
         for input in [Input::File(&path), Input::Bytes(&bytes)] {
             let vs = vec![Trace::failing_at(id), Trace::failing_at(id)];
@@ -246,11 +248,7 @@ fn an_error_in_a_piece_names_its_byte_in_the_file() {
     let dir = tempfile::tempdir().unwrap();
     let path = file(&dir, "d.hprof", &bytes);
     for id in [0x801, 0x1020] {
-        let want = offset_of(
-            Input::Bytes(&bytes)
-                .pass(&mut Trace::failing_at(id))
-                .map(drop),
-        );
+        let want = whole_error_at(&bytes, id);
         assert!(want > seg + 100, "{want}");
         for input in [Input::File(&path), Input::Bytes(&bytes)] {
             let pieces = std::slice::from_ref(&piece);

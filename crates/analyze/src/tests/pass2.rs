@@ -296,6 +296,17 @@ fn segments_are_cut_into_pieces_at_the_first_sub_record_past_piece_bytes() {
     assert_eq!(s[3].offset + s[3].len, bytes.len() as u64 - 9);
 }
 
+/// The one pass over `bytes` cut for `threads` parts (one part if it cannot be cut).
+fn one_pass_in_parts(bytes: &[u8], threads: usize) -> Option<OnePassResult> {
+    let whole = vec![(hprof::HEADER_LEN as u64, bytes.len() as u64)];
+    let parts = split(&Input::Bytes(bytes), threads, 0).unwrap_or(whole);
+    let limits = index::IndexLimits {
+        bitmap_min_pixels: 1,
+        array_min_bytes: 1 << 40,
+    };
+    one_pass(&Input::Bytes(bytes), &parts, limits, None)
+}
+
 /// A string, a loaded class or a class dump after the first object: the one pass's workers
 /// see it at its offset and stop their pass-2 work (`Scanned` without node arrays, which are
 /// not even started); the prefix's counts against pass 1's would also catch it, but only once
@@ -336,18 +347,14 @@ fn a_late_string_or_class_stops_the_one_pass_workers() {
         w.heap_dump_end();
         w.finish()
     };
-    let limits = index::IndexLimits {
-        bitmap_min_pixels: 1,
-        array_min_bytes: 1 << 40,
-    };
     for late in 1..=3 {
         let bytes = dump(late);
         for threads in 1..=3 {
-            let whole = vec![(hprof::HEADER_LEN as u64, bytes.len() as u64)];
-            let parts = split(&Input::Bytes(&bytes), threads, 0).unwrap_or(whole);
-            let r = one_pass(&Input::Bytes(&bytes), &parts, limits, None);
             assert!(
-                matches!(r, Some(OnePassResult::Scanned(_, None))),
+                matches!(
+                    one_pass_in_parts(&bytes, threads),
+                    Some(OnePassResult::Scanned(_, None))
+                ),
                 "late {late}, {threads} parts"
             );
         }
@@ -362,10 +369,6 @@ fn a_late_string_or_class_stops_the_one_pass_workers() {
 /// those leave free, gives up (two passes keep the object listed first), whatever the parts.
 #[test]
 fn a_repeated_id_in_a_dump_in_id_order_takes_two_passes() {
-    let limits = index::IndexLimits {
-        bitmap_min_pixels: 1,
-        array_min_bytes: 1 << 40,
-    };
     for twice in [true, false] {
         let bytes = holder_dump(|w| {
             if twice {
@@ -382,9 +385,7 @@ fn a_repeated_id_in_a_dump_in_id_order_takes_two_passes() {
             w.root_jni_global(0x1000, 1);
         });
         for threads in 1..=3 {
-            let whole = vec![(hprof::HEADER_LEN as u64, bytes.len() as u64)];
-            let parts = split(&Input::Bytes(&bytes), threads, 0).unwrap_or(whole);
-            let r = one_pass(&Input::Bytes(&bytes), &parts, limits, None);
+            let r = one_pass_in_parts(&bytes, threads);
             assert!(r.is_none(), "twice {twice}, {threads} parts");
         }
         let (two, _) = two_pass_index(&bytes, 1, None);
