@@ -481,6 +481,19 @@ fn cut_dump(objs: &[CutObj]) -> Vec<u8> {
     })
 }
 
+/// The thresholds the index tests build with: every Bitmap flagged, no array.
+const LIMITS: index::IndexLimits = index::IndexLimits {
+    bitmap_min_pixels: 1,
+    array_min_bytes: 1 << 40,
+};
+
+/// `bytes` cut for `threads` parts (one part, the whole file after its header, if it cannot
+/// be cut).
+fn parts_of(bytes: &[u8], threads: usize) -> Vec<(u64, u64)> {
+    let whole = vec![(hprof::HEADER_LEN as u64, bytes.len() as u64)];
+    split(&Input::Bytes(bytes), threads, 0).unwrap_or(whole)
+}
+
 /// The index two passes build over `bytes`, their parse cut into up to `threads` parts,
 /// and how many parts there were; its ids, node arrays and edges in `scratch` files if given.
 fn two_pass_index(
@@ -491,11 +504,7 @@ fn two_pass_index(
     let input = Input::Bytes(bytes);
     let mut parts = split(&input, threads, 0);
     let mut ix = scan(&input, &mut parts, scratch).unwrap();
-    let limits = index::IndexLimits {
-        bitmap_min_pixels: 1,
-        array_min_bytes: 1 << 40,
-    };
-    two_pass_graph(&input, &parts, &mut ix, limits, scratch).unwrap();
+    two_pass_graph(&input, &parts, &mut ix, LIMITS, scratch).unwrap();
     if scratch.is_some() && !ix.is_empty() {
         assert!(ix.ids.in_file() && ix.class_of.in_file() && ix.adj.in_file());
         assert!(ix.edges.is_empty() || ix.edges.in_file());
@@ -586,21 +595,16 @@ proptest! {
     fn one_pass_workers_give_the_two_pass_index(objs in cut_objs()) {
         let bytes = cut_dump(&objs);
         let input = Input::Bytes(&bytes);
-        let limits = index::IndexLimits {
-            bitmap_min_pixels: 1,
-            array_min_bytes: 1 << 40,
-        };
         // Every other run keeps the node arrays and the edges in scratch files: the same index.
         let dir = tempfile::tempdir().unwrap();
         let s = sys::scratch::Scratch::new(dir.path(), 1 << 30).unwrap();
         for threads in 1..=4 {
             let scratch = (threads % 2 == 0).then_some(&s);
-            let whole = vec![(hprof::HEADER_LEN as u64, bytes.len() as u64)];
-            let parts = split(&input, threads, 0).unwrap_or(whole);
+            let parts = parts_of(&bytes, threads);
             // (The two-pass index in scratch when the one pass's is not.)
             let (two, _) = two_pass_index(&bytes, threads, (threads % 2 == 1).then_some(&s));
             let Some(OnePassResult::Graph(ix, placed, edges)) =
-                one_pass(&input, &parts, limits, scratch)
+                one_pass(&input, &parts, LIMITS, scratch)
             else {
                 prop_assert!(two.stats.duplicate_ids > 0, "{} parts: gave up", parts.len());
                 continue;
@@ -668,12 +672,8 @@ fn one_pass_workers_write_their_own_nodes() {
 /// two passes build in `threads` parts; and how many objects its workers left to
 /// `apply_placed`.
 fn one_pass_as_two(bytes: &[u8], parts: &[(u64, u64)], threads: usize) -> (index::Index, usize) {
-    let limits = index::IndexLimits {
-        bitmap_min_pixels: 1,
-        array_min_bytes: 1 << 40,
-    };
     let Some(OnePassResult::Graph(ix, placed, edges)) =
-        one_pass(&Input::Bytes(bytes), parts, limits, None)
+        one_pass(&Input::Bytes(bytes), parts, LIMITS, None)
     else {
         panic!("{threads} parts: the one pass gave up");
     };
@@ -764,8 +764,7 @@ fn edges_to_rooted_classes_are_left_out_whichever_comes_first() {
         w.heap_dump_end();
         let bytes = w.finish();
         for threads in 1..=3 {
-            let whole = vec![(hprof::HEADER_LEN as u64, bytes.len() as u64)];
-            let parts = split(&Input::Bytes(&bytes), threads, 0).unwrap_or(whole);
+            let parts = parts_of(&bytes, threads);
             let (one, _) = one_pass_as_two(&bytes, &parts, threads);
             let node = |id| one.node(id).unwrap();
             let at = |k: u64| one.succ(node(obj(k))).to_vec();
@@ -847,8 +846,7 @@ fn one_pass_entries_give_every_object_its_size_and_edges() {
     w.heap_dump_end();
     let bytes = w.finish();
     for threads in 1..=3 {
-        let whole = vec![(hprof::HEADER_LEN as u64, bytes.len() as u64)];
-        let parts = split(&Input::Bytes(&bytes), threads, 0).unwrap_or(whole);
+        let parts = parts_of(&bytes, threads);
         let (one, _) = one_pass_as_two(&bytes, &parts, threads);
         // Every kind is there: int[] with its class edge, long[] without, sizes set aside.
         let node = |id| one.node(id).unwrap();

@@ -117,8 +117,7 @@ fn one_pass_workers_over_ascending_ids_leave_no_object() {
         w.root_jni_global(0x1000, 1);
     });
     for threads in 1..=4 {
-        let whole = vec![(hprof::HEADER_LEN as u64, bytes.len() as u64)];
-        let parts = split(&Input::Bytes(&bytes), threads, 0).unwrap_or(whole);
+        let parts = parts_of(&bytes, threads);
         assert_eq!(parts.len(), threads);
         let (one, left) = one_pass_as_two(&bytes, &parts, threads);
         assert_eq!(left, 0, "{threads} parts");
@@ -298,13 +297,23 @@ fn segments_are_cut_into_pieces_at_the_first_sub_record_past_piece_bytes() {
 
 /// The one pass over `bytes` cut for `threads` parts (one part if it cannot be cut).
 fn one_pass_in_parts(bytes: &[u8], threads: usize) -> Option<OnePassResult> {
-    let whole = vec![(hprof::HEADER_LEN as u64, bytes.len() as u64)];
-    let parts = split(&Input::Bytes(bytes), threads, 0).unwrap_or(whole);
-    let limits = index::IndexLimits {
-        bitmap_min_pixels: 1,
-        array_min_bytes: 1 << 40,
-    };
-    one_pass(&Input::Bytes(bytes), &parts, limits, None)
+    one_pass(
+        &Input::Bytes(bytes),
+        &parts_of(bytes, threads),
+        LIMITS,
+        None,
+    )
+}
+
+/// 600 instances of Holder (0x20) from id 0x1000, each holding the next, a new heap dump
+/// segment every 50 (places where the file can be cut).
+fn holder_chain(w: &mut Writer) {
+    for k in 0..600u64 {
+        if k % 50 == 49 {
+            w.end_segment();
+        }
+        w.instance(0x1000 + 16 * k, 0x20, &(0x1000 + 16 * k + 16).to_be_bytes());
+    }
 }
 
 /// A string, a loaded class or a class dump after the first object: the one pass's workers
@@ -327,12 +336,7 @@ fn a_late_string_or_class_stops_the_one_pass_workers() {
         if late != 3 {
             w.class_dump(0x20, 0x10, 0, 8, &[], &[]);
         }
-        for k in 0..600u64 {
-            if k % 50 == 49 {
-                w.end_segment();
-            }
-            w.instance(0x1000 + 16 * k, 0x20, &(0x1000 + 16 * k + 16).to_be_bytes());
-        }
+        holder_chain(&mut w);
         w.end_segment();
         match late {
             1 => w.utf8(3, "late"),
@@ -376,12 +380,7 @@ fn a_repeated_id_in_a_dump_in_id_order_takes_two_passes() {
             } else {
                 w.instance(0x20, 0x10, &[]);
             }
-            for k in 0..600u64 {
-                if k % 50 == 49 {
-                    w.end_segment();
-                }
-                w.instance(0x1000 + 16 * k, 0x20, &(0x1000 + 16 * k + 16).to_be_bytes());
-            }
+            holder_chain(w);
             w.root_jni_global(0x1000, 1);
         });
         for threads in 1..=3 {

@@ -119,6 +119,12 @@ fn a_directory_is_no_dump_and_scratch_files_hold_the_index() {
     };
     assert!(err.to_string().contains("not a regular file"), "{err}");
     let bytes = segmented_dump(2, |_| false);
+    // (Enough objects close together that the rank map pays.)
+    let many = holder_dump(|w| {
+        for k in 0..3000u64 {
+            w.instance(0x1000 + 16 * k, 0x20, &0u64.to_be_bytes());
+        }
+    });
     for one_pass in [true, false] {
         let cfg = Config {
             scratch_dir: Some(dir.path().to_path_buf()),
@@ -143,12 +149,6 @@ fn a_directory_is_no_dump_and_scratch_files_hold_the_index() {
             one_pass,
             ..Config::default()
         };
-        // (Enough objects close together that the rank map pays.)
-        let many = holder_dump(|w| {
-            for k in 0..3000u64 {
-                w.instance(0x1000 + 16 * k, 0x20, &0u64.to_be_bytes());
-            }
-        });
         let (ix, _, _) = build_index(&Input::Bytes(&many), &cfg, Instant::now(), &mut tm).unwrap();
         assert!(
             matches!(ix.id_map, index::IdMap::Rank(_)),
