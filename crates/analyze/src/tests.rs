@@ -116,9 +116,7 @@ pub(crate) fn activity_strings(w: &mut Writer) {
 /// a JNI global.
 pub(crate) fn destroyed_activities_heap(mut w: Writer, n: u64) -> Vec<u8> {
     w.segment(tag::HEAP_DUMP_SEGMENT);
-    w.class_dump(0x10, 0, 0, 0, &[], &[]);
-    activity_class(&mut w);
-    w.class_dump(0x30, 0x20, 0, 10, &[], &[]);
+    activity_class_dumps(&mut w);
     for i in 0..n {
         w.instance(0x1000 + 16 * i, 0x30, &[1, 0]);
         w.root_jni_global(0x1000 + 16 * i, i + 1);
@@ -126,6 +124,14 @@ pub(crate) fn destroyed_activities_heap(mut w: Writer, n: u64) -> Vec<u8> {
     w.end_segment();
     w.heap_dump_end();
     w.finish()
+}
+
+/// The class dumps of [`activity_strings`]'s classes: `java.lang.Object` (0x10), Activity
+/// ([`activity_class`]) and `com.app.MainActivity` (0x30, no fields of its own).
+pub(crate) fn activity_class_dumps(w: &mut Writer) {
+    w.class_dump(0x10, 0, 0, 0, &[], &[]);
+    activity_class(w);
+    w.class_dump(0x30, 0x20, 0, 10, &[], &[]);
 }
 
 /// The class dump of `android.app.Activity` (id 0x20, super 0x10) with its fields

@@ -501,9 +501,7 @@ mod tests {
         }
         w.segment(tag::HEAP_DUMP_SEGMENT);
         let obj = BasicType::Object;
-        w.class_dump(0x10, 0, 0, 0, &[], &[]);
-        crate::tests::activity_class(&mut w);
-        w.class_dump(0x30, 0x20, 0, 10, &[], &[]);
+        crate::tests::activity_class_dumps(&mut w);
         let id = |v: u32| v.to_be_bytes().to_vec();
         w.class_dump(
             0x40,
@@ -623,9 +621,7 @@ mod tests {
         w.utf8(9, "com.app.Node").utf8(10, "next");
         w.load_class(4, 0x50, 9);
         w.segment(tag::HEAP_DUMP_SEGMENT);
-        w.class_dump(0x10, 0, 0, 0, &[], &[]);
-        crate::tests::activity_class(&mut w);
-        w.class_dump(0x30, 0x20, 0, 10, &[], &[]);
+        crate::tests::activity_class_dumps(&mut w);
         w.class_dump(0x50, 0x10, 0, 4, &[], &[(10, BasicType::Object)]);
         w.instance(0x100, 0x30, &[1, 0]);
         for i in 0..n {
@@ -732,9 +728,7 @@ mod tests {
         }
         w.segment(tag::HEAP_DUMP_SEGMENT);
         let obj = BasicType::Object;
-        w.class_dump(0x10, 0, 0, 0, &[], &[]);
-        crate::tests::activity_class(&mut w);
-        w.class_dump(0x30, 0x20, 0, 10, &[], &[]);
+        crate::tests::activity_class_dumps(&mut w);
         w.class_dump(
             0x40,
             0x10,

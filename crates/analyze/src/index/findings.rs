@@ -606,9 +606,7 @@ mod tests {
         w.utf8(11, "com.app.Thing");
         w.load_class(7, 0x90, 11);
         w.segment(tag::HEAP_DUMP_SEGMENT);
-        w.class_dump(0x10, 0, 0, 0, &[], &[]);
-        crate::tests::activity_class(&mut w);
-        w.class_dump(0x30, 0x20, 0, 10, &[], &[]);
+        crate::tests::activity_class_dumps(&mut w);
         kwr_classes(&mut w);
         w.class_dump(0x90, 0x10, 0, 8, &[], &[]);
         for i in 0..activities {

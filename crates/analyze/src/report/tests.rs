@@ -349,14 +349,12 @@ fn windows_and_registries_over_their_thresholds_are_suspects() {
 /// Three live (not destroyed) Activities of `com.app.MainActivity`, held by JNI globals; the
 /// class is a sticky root, so the references to it are left out of the graph.
 fn live_activities_dump() -> Vec<u8> {
-    use crate::tests::{activity_class, activity_strings};
+    use crate::tests::{activity_class_dumps, activity_strings};
     use hprof::writer::Writer;
     let mut w = Writer::new(hprof::Format::V103, 4, 0);
     activity_strings(&mut w);
     w.segment(hprof::tag::HEAP_DUMP_SEGMENT);
-    w.class_dump(0x10, 0, 0, 0, &[], &[]);
-    activity_class(&mut w);
-    w.class_dump(0x30, 0x20, 0, 10, &[], &[]);
+    activity_class_dumps(&mut w);
     for i in 0..3 {
         w.instance(0x1000 + 16 * i, 0x30, &[0, 0]);
         w.root_jni_global(0x1000 + 16 * i, i + 1);
@@ -390,7 +388,7 @@ fn live_activities_are_one_dominator_group_traced_from_their_fields() {
 /// A JNI global holds the first of 70 `com.app.Node`s, each the next's `next`, and the last
 /// one a destroyed `com.app.MainActivity`: a path of 71 objects.
 fn long_chain_dump() -> Vec<u8> {
-    use crate::tests::{activity_class, activity_strings};
+    use crate::tests::{activity_class_dumps, activity_strings};
     use hprof::writer::Writer;
     use hprof::BasicType;
     let mut w = Writer::new(hprof::Format::V103, 4, 0);
@@ -399,9 +397,7 @@ fn long_chain_dump() -> Vec<u8> {
     w.utf8(7, "next");
     w.load_class(4, 0x40, 6);
     w.segment(hprof::tag::HEAP_DUMP_SEGMENT);
-    w.class_dump(0x10, 0, 0, 0, &[], &[]);
-    activity_class(&mut w);
-    w.class_dump(0x30, 0x20, 0, 10, &[], &[]);
+    activity_class_dumps(&mut w);
     w.class_dump(0x40, 0x10, 0, 4, &[], &[(7, BasicType::Object)]);
     let n = 70u64;
     for i in 0..n {

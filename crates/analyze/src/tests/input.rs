@@ -118,9 +118,7 @@ fn padded_dump(pad: usize, array: usize) -> Vec<u8> {
     w.utf8(0x7fff_0000, &"p".repeat(pad));
     activity_strings(&mut w);
     w.segment(tag::HEAP_DUMP_SEGMENT);
-    w.class_dump(0x10, 0, 0, 0, &[], &[]);
-    activity_class(&mut w);
-    w.class_dump(0x30, 0x20, 0, 10, &[], &[]);
+    activity_class_dumps(&mut w);
     let data: Vec<u8> = (0..array).map(|i| (i % 251) as u8).collect();
     for i in 0..3u64 {
         w.primitive_array(0x800 + i, BasicType::Byte, array as u32, &data);
@@ -273,9 +271,7 @@ fn long_prefix_dump(objects: bool) -> Vec<u8> {
         return destroyed_activities_heap(w, 3);
     }
     w.segment(tag::HEAP_DUMP_SEGMENT);
-    w.class_dump(0x10, 0, 0, 0, &[], &[]);
-    activity_class(&mut w);
-    w.class_dump(0x30, 0x20, 0, 10, &[], &[]);
+    activity_class_dumps(&mut w);
     w.end_segment();
     w.heap_dump_end();
     w.finish()
@@ -332,9 +328,7 @@ fn parts_of_a_snapshot_see_only_its_heap() {
     for first in [0x100u64, 0x180, 0x200] {
         w.segment(tag::HEAP_DUMP_SEGMENT);
         if first == 0x100 {
-            w.class_dump(0x10, 0, 0, 0, &[], &[]);
-            activity_class(&mut w);
-            w.class_dump(0x30, 0x20, 0, 10, &[], &[]);
+            activity_class_dumps(&mut w);
         }
         for i in 0..8 {
             w.instance(first + 8 * i, 0x30, &[1, 0]);
