@@ -33,6 +33,24 @@ public class LeakyApp {
         return s.contains("\"last_verdict\": {");
     }
 
+    /** Calls a leaky worker makes before it parks: its stack is deeper than the agent lists. */
+    static final int WORKER_DEPTH = 40;
+
+    /** Parks the calling thread on {@code park} under {@code depth} more calls of this method. */
+    static void parkDeep(int depth, Object park) {
+        if (depth > 0) {
+            parkDeep(depth - 1, park);
+            return;
+        }
+        synchronized (park) {
+            try {
+                park.wait();
+            } catch (InterruptedException e) {
+                // exit
+            }
+        }
+    }
+
     static void waitVerdict(long timeoutMs) throws InterruptedException {
         long end = System.currentTimeMillis() + timeoutMs;
         while (!verdict() && System.currentTimeMillis() < end) {
@@ -120,15 +138,7 @@ public class LeakyApp {
             case "threads": {
                 final Object park = new Object();
                 for (int i = 0; i < 800; i++) {
-                    Thread t = new Thread(() -> {
-                        synchronized (park) {
-                            try {
-                                park.wait();
-                            } catch (InterruptedException e) {
-                                // exit
-                            }
-                        }
-                    }, "leaky-worker-" + i);
+                    Thread t = new Thread(() -> parkDeep(WORKER_DEPTH, park), "leaky-worker-" + i);
                     t.setDaemon(true);
                     t.start();
                     KEEP.add(t);

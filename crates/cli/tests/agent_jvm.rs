@@ -203,6 +203,24 @@ fn thread_verdict_names_leaky_worker_n_with_java_stacks() {
         .map(|f| f.as_str().unwrap())
         .collect();
     assert!(frames.iter().any(|f| f.contains("LeakyApp")), "{frames:?}");
+    // The workers park 41 calls of `LeakyApp.parkDeep` deep (`WORKER_DEPTH` 40, and the one
+    // that waits): a listing keeps its top 32 frames and then says how many it left out.
+    assert_eq!(frames.len(), 33, "{frames:?}");
+    assert!(frames[31].contains("LeakyApp.parkDeep"), "{frames:?}");
+    let more: usize = frames[32]
+        .strip_prefix("... ")
+        .and_then(|m| m.strip_suffix(" more"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count of the frames left out: {frames:?}"));
+    // At least the parkDeep calls past the 32nd line, then the lambda and `Thread.run`.
+    let deep_listed = frames
+        .iter()
+        .filter(|f| f.contains("LeakyApp.parkDeep"))
+        .count();
+    assert!(
+        more >= 41 - deep_listed + 2,
+        "{more} more, {deep_listed} listed: {frames:?}"
+    );
     assert!(
         r.stderr.contains("top: leaky-worker-N ×800"),
         "{}",

@@ -8,7 +8,7 @@
 //! (`Z B C S I J F D`, `L…;` and `[…` for references) and the return type.
 
 use jni::errors::{Error, Result};
-use jni::objects::{JClass, JObject, JValue, JValueOwned};
+use jni::objects::{JClass, JObject, JString, JValue, JValueOwned};
 use jni::signature::{Primitive, ReturnType};
 use jni::sys::jvalue;
 use jni::JNIEnv;
@@ -49,6 +49,21 @@ pub(crate) fn static_method<'l>(
     unsafe { env.call_static_method_unchecked(class, id, ret, &raw) }
 }
 
+/// The text of `s`, a `java.lang.String`: what a method whose descriptor returns
+/// `Ljava/lang/String;` gave, or a native method's `String` parameter. An error for null.
+///
+/// Why not `JNIEnv::get_string`: jni 0.21 checks the object's class first (`FindClass` and
+/// `GetObjectClass`), two lookups and two local references it never deletes, per string. A
+/// Java stack's 32 lines took 64 of them in a local frame made for 16, which HotSpot's
+/// `-Xcheck:jni` reported for every thread listed ("JNI local refs: 52, exceeds capacity:
+/// 51").
+pub(crate) fn string(env: &mut JNIEnv<'_>, s: &JString<'_>) -> Result<String> {
+    // SAFETY: `s` is null (refused with `NullPtr`) or a java.lang.String: the VM checks a
+    // method's return value against its descriptor, and a native method's arguments against
+    // its declared parameter types.
+    unsafe { env.get_string_unchecked(s) }.map(String::from)
+}
+
 /// The pending Java exception as text (its `toString`), cleared: for an error message after a
 /// call that threw.
 pub(crate) fn take_exception(env: &mut JNIEnv) -> String {
@@ -61,7 +76,7 @@ pub(crate) fn take_exception(env: &mut JNIEnv) -> String {
     }
     let text = method(env, &t, "toString", "()Ljava/lang/String;", &[])
         .and_then(|v| v.l())
-        .and_then(|s| env.get_string(&s.into()).map(String::from));
+        .and_then(|s| string(env, &s.into()));
     let _ = env.exception_clear();
     let _ = env.delete_local_ref(t);
     text.unwrap_or_else(|_| "a Java exception (its toString failed too)".into())

@@ -117,8 +117,8 @@ fn string_arg(env: &mut JNIEnv, s: &JString) -> Option<String> {
     if s.is_null() {
         return None;
     }
-    match env.get_string(s) {
-        Ok(js) => Some(js.into()),
+    match call::string(env, s) {
+        Ok(text) => Some(text),
         Err(_) => {
             let _ = env.exception_clear();
             None
@@ -475,7 +475,7 @@ fn call_string(env: &mut JNIEnv<'_>, obj: &JObject<'_>, method: &str) -> String 
     match r {
         Ok(o) if !o.is_null() => {
             let js = JString::from(o);
-            let out = env.get_string(&js).map(|s| s.into()).unwrap_or_default();
+            let out = call::string(env, &js).unwrap_or_default();
             let _ = env.delete_local_ref(js);
             out
         }

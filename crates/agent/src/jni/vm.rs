@@ -216,7 +216,7 @@ impl<'l> JniVm<'l> {
                             call::method(env, &thread, "getName", "()Ljava/lang/String;", &[])?
                                 .l()?,
                         );
-                        let name: String = env.get_string(&name)?.into();
+                        let name = call::string(env, &name)?;
                         if !wanted(&name) {
                             return Ok(None);
                         }
@@ -232,7 +232,7 @@ impl<'l> JniVm<'l> {
                                 call::method(env, &el, "toString", "()Ljava/lang/String;", &[])?
                                     .l()?,
                             );
-                            lines.push(env.get_string(&s)?.into());
+                            lines.push(call::string(env, &s)?);
                             env.delete_local_ref(s)?;
                             env.delete_local_ref(el)?;
                         }
@@ -380,7 +380,7 @@ impl JniVm<'_> {
                     let name: String = if name.is_null() {
                         String::new()
                     } else {
-                        env.get_string(&name)?.into()
+                        call::string(env, &name)?
                     };
                     Ok(Some(JavaThread {
                         id,
@@ -459,7 +459,7 @@ impl ExitInfoSource for JniExitInfo {
             if v.is_null() {
                 return Ok(None);
             }
-            Ok(Some(env.get_string(&JString::from(v))?.into()))
+            Ok(Some(call::string(env, &JString::from(v))?))
         });
         match text {
             Ok(None) => Ok(None),
