@@ -236,9 +236,7 @@ impl<'l> JniVm<'l> {
                             env.delete_local_ref(s)?;
                             env.delete_local_ref(el)?;
                         }
-                        if k > max_frames {
-                            lines.push(format!("... {} more", k - max_frames));
-                        }
+                        lines.extend(left_out(k, max_frames));
                         Ok(Some(JavaStack {
                             thread: name,
                             frames: lines,
@@ -248,6 +246,29 @@ impl<'l> JniVm<'l> {
             }
             Ok(out)
         })
+    }
+}
+
+/// The line that ends the listing of a stack of `k` frames cut to its top `max`: how many were
+/// left out (none when nothing was).
+fn left_out(k: usize, max: usize) -> Option<String> {
+    (k > max).then(|| format!("... {} more", k - max))
+}
+
+/// The first array `ThreadGroup.enumerate` is given: room for the group's estimate of its
+/// threads (`activeCount`) and half as many again, and 8, at most `max`.
+fn first_room(active: usize, max: usize) -> usize {
+    (active + active / 2 + 8).min(max)
+}
+
+/// After `enumerate` put `got` threads in an array of `room`: `None` if the listing is whole
+/// (the array had room to spare) or as long as it may be (`room` is `max`); else the length of
+/// the next array, twice as long, at most `max` (threads started meanwhile, past the estimate).
+fn next_room(got: usize, room: usize, max: usize) -> Option<usize> {
+    if got < room || room == max {
+        None
+    } else {
+        Some(room.saturating_mul(2).min(max))
     }
 }
 
@@ -331,7 +352,7 @@ impl JniVm<'_> {
             // array's end, so an array it fills is made larger, up to `max`.
             let active = usize::try_from(active).unwrap_or(0);
             let max = max.min(i32::MAX as usize);
-            let mut room = (active + active / 2 + 8).min(max);
+            let mut room = first_room(active, max);
             let (arr, got) = loop {
                 let arr = env.new_object_array(room as i32, class, JObject::null())?;
                 let got = call::method(
@@ -343,11 +364,11 @@ impl JniVm<'_> {
                 )?
                 .i()?;
                 let got = usize::try_from(got).unwrap_or(0).min(room);
-                if got < room || room == max {
-                    break (arr, got);
+                match next_room(got, room, max) {
+                    None => break (arr, got),
+                    Some(more) => room = more,
                 }
                 env.delete_local_ref(arr)?;
-                room = room.saturating_mul(2).min(max);
             };
             // Looked up once, not per thread (a process near its thread limit has thousands).
             let get_id = env.get_method_id(class, "getId", "()J")?;
@@ -469,5 +490,38 @@ impl ExitInfoSource for JniExitInfo {
                 Err(format!("OomGuard.exitRecord({pid}) failed: {e}"))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stack cut to its top `max` frames ends with how many were left out, and only then.
+    #[test]
+    fn a_cut_stack_says_how_many_frames_it_left_out() {
+        assert_eq!(left_out(45, 32).as_deref(), Some("... 13 more"));
+        assert_eq!(left_out(33, 32).as_deref(), Some("... 1 more"));
+        assert_eq!(left_out(32, 32), None);
+        assert_eq!(left_out(3, 32), None);
+    }
+
+    /// The threads' array starts at the estimate and half again, plus 8, within `max`; it grows
+    /// (twice, within `max`) only while `enumerate` fills it and `max` is not reached.
+    #[test]
+    fn the_threads_array_grows_only_while_enumerate_fills_it() {
+        assert_eq!(first_room(0, 1000), 8);
+        assert_eq!(first_room(10, 1000), 23);
+        assert_eq!(first_room(800, 1000), 1000);
+        assert_eq!(first_room(800, 5000), 1208);
+        // Room to spare: the listing is whole.
+        assert_eq!(next_room(22, 23, 1000), None);
+        assert_eq!(next_room(0, 8, 1000), None);
+        // Filled: more threads than the estimate; twice the room, within `max`.
+        assert_eq!(next_room(23, 23, 1000), Some(46));
+        assert_eq!(next_room(600, 600, 1000), Some(1000));
+        // Filled at `max`: as long as it may be.
+        assert_eq!(next_room(1000, 1000, 1000), None);
+        assert_eq!(next_room(8, 8, 8), None);
     }
 }
