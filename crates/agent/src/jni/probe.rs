@@ -9,6 +9,7 @@
 //! report to `reports.jsonl` in the dump's directory and returns null, or the report if it is an
 //! error (`{"error": …}`). Nothing panics across this boundary.
 
+use super::call;
 use crate::dump::hotspot::HotSpotDumper;
 use crate::dump::{DumpRequest, Dumper};
 use hprof::Level;
@@ -29,9 +30,11 @@ fn run(
     level: &JString,
     hooked: bool,
 ) -> Result<serde_json::Value, String> {
-    let full: String = env.get_string(full).map_err(|e| e.to_string())?.into();
-    let mini: String = env.get_string(mini).map_err(|e| e.to_string())?.into();
-    let level: Level = String::from(env.get_string(level).map_err(|e| e.to_string())?).parse()?;
+    let full = call::string(env, full).map_err(|e| e.to_string())?;
+    let mini = call::string(env, mini).map_err(|e| e.to_string())?;
+    let level: Level = call::string(env, level)
+        .map_err(|e| e.to_string())?
+        .parse()?;
     let mut guard = DUMPER
         .lock()
         .map_err(|_| "probe state poisoned".to_string())?;
@@ -114,8 +117,8 @@ pub extern "system" fn Java_dev_oomguard_testing_DumpProbe_dump<'l>(
         Ok(Err(e)) => serde_json::json!({ "error": e }),
         Err(_) => serde_json::json!({ "error": "panic in the probe" }),
     };
-    if let Ok(f) = env.get_string(&full) {
-        log_report(&String::from(f), &v);
+    if let Ok(f) = call::string(&mut env, &full) {
+        log_report(&f, &v);
     }
     if v.get("error").is_none() {
         // Success allocates nothing in the Java heap: the two dumps compared see the same heap.
@@ -204,7 +207,7 @@ pub extern "system" fn Java_dev_oomguard_testing_LocalRefs_exercise<'l>(
     dumps: jni::sys::jint,
 ) -> jstring {
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| -> Result<(), String> {
-        let dir: String = env.get_string(&dir).map_err(|e| e.to_string())?.into();
+        let dir = call::string(&mut env, &dir).map_err(|e| e.to_string())?;
         let vm = env.get_java_vm().map_err(|e| e.to_string())?;
         let mut d = HotSpotDumper::new(vm);
         for _ in 0..checks {

@@ -15,6 +15,7 @@
 //! except the last fork dump's `fork.hprof` and `fork.mini.hprof`. Returns one JSON object,
 //! or `{"error": …}`. Nothing panics across this boundary.
 
+use super::call;
 use crate::dump::art::{dump_heap_in_process, resolve, ArtForkDumper, ArtSymbols};
 use crate::dump::hotspot::RING_BYTES;
 use crate::dump::{DumpRequest, Dumper};
@@ -124,7 +125,7 @@ fn in_process(syms: &ArtSymbols, dir: &Path, ring: Option<usize>) -> Result<Valu
 }
 
 fn run(env: &mut JNIEnv, dir: &JString, rounds: jint) -> Result<Value, String> {
-    let dir: String = env.get_string(dir).map_err(|e| e.to_string())?.into();
+    let dir = call::string(env, dir).map_err(|e| e.to_string())?;
     let dir = Path::new(&dir);
     let rounds = rounds.max(1) as usize;
     let syms = resolve("libart.so", 30).map_err(|e| e.to_string())?;
@@ -207,9 +208,9 @@ pub extern "system" fn Java_dev_oomguard_testing_ArtDumpBench_parse<'l>(
         if s.is_null() {
             return -1;
         }
-        env.get_string(&s)
+        call::string(&mut env, &s)
             .ok()
-            .and_then(|v| String::from(v).trim().parse::<jint>().ok())
+            .and_then(|v| v.trim().parse::<jint>().ok())
             .unwrap_or(-1)
     }))
     .unwrap_or(-1)
