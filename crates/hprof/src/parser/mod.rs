@@ -14,6 +14,8 @@
 //! sub-records, which must tell the visitor exactly what the general path would).
 
 mod fast;
+#[cfg(test)]
+mod record_tests;
 mod records;
 mod subs;
 #[cfg(test)]
