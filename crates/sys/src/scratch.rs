@@ -302,8 +302,15 @@ fn unlinked_file(dir: &Path) -> io::Result<File> {
             return Ok(f);
         }
     }
-    // A file system without O_TMPFILE: a fresh name, removed at once.
-    static SEQ: AtomicU64 = AtomicU64::new(0);
+    named_unlinked_file(dir)
+}
+
+/// Names of the files [`named_unlinked_file`] makes, in turn.
+static SEQ: AtomicU64 = AtomicU64::new(0);
+
+/// A file of its own in `dir` where there is no `O_TMPFILE`: made under a fresh name (the next
+/// of [`SEQ`] that is free), removed at once.
+fn named_unlinked_file(dir: &Path) -> io::Result<File> {
     for _ in 0..100 {
         let k = SEQ.fetch_add(1, Ordering::Relaxed);
         let path = dir.join(format!(".oomguard-scratch-{}-{k}", std::process::id()));
@@ -683,5 +690,107 @@ mod tests {
         }
         assert!(a.iter().enumerate().all(|(i, &x)| x == i as u32 * 3));
         assert!(b.iter().enumerate().all(|(i, &x)| (x != 0) == (i % 4 == 0)));
+    }
+    /// The books' cap: live bytes may reach it exactly, and not pass it by a byte, however few
+    /// bytes are live.
+    #[test]
+    fn live_bytes_may_reach_the_cap_and_not_pass_it() {
+        let mut k = Kept {
+            live: 0,
+            peak: 0,
+            files: Vec::new(),
+        };
+        assert!(!k.add(4097, 4096), "one byte over the cap from nothing");
+        assert!(k.add(4096, 4096), "the cap exactly");
+        assert_eq!((k.live, k.peak), (4096, 4096));
+        assert!(!k.add(1, 4096));
+        assert_eq!(k.live, 4096, "a refused addition is not counted");
+        let d = tempfile::tempdir().unwrap();
+        assert_eq!(Scratch::new(d.path(), 12_345).unwrap().cap(), 12_345);
+    }
+
+    /// An array of no values takes no kept file: the file stays for an array that needs it.
+    #[test]
+    fn an_empty_array_leaves_the_kept_files_alone() {
+        let d = tempfile::tempdir().unwrap();
+        let s = Scratch::new(d.path(), 1 << 30).unwrap();
+        drop(s.zeroed::<u32>(2048).unwrap());
+        assert_eq!(s.kept(), 8192);
+        let e = s.zeroed::<u32>(0).unwrap();
+        assert!(e.is_empty());
+        assert_eq!((s.used(), s.kept()), (0, 8192));
+    }
+
+    /// Where the file system can make a file with no name (`O_TMPFILE`: tmpfs, ext4), a
+    /// scratch file never has one, even for a moment (so nothing is left behind if the process
+    /// is killed between making and removing it); elsewhere it gets a name that is removed.
+    #[test]
+    fn a_scratch_file_has_no_name_where_the_file_system_allows() {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::fs::OpenOptionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let target = |f: &File| std::fs::read_link(format!("/proc/self/fd/{}", f.as_raw_fd()));
+        let named = named_unlinked_file(d.path()).unwrap();
+        let named = target(&named).unwrap().display().to_string();
+        assert!(named.contains(".oomguard-scratch-"), "{named}");
+        let probe = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_TMPFILE)
+            .open(d.path());
+        if probe.is_err() {
+            eprintln!("skipped: {} has no O_TMPFILE", d.path().display());
+            return;
+        }
+        let f = unlinked_file(d.path()).unwrap();
+        let unnamed = target(&f).unwrap().display().to_string();
+        assert!(!unnamed.contains(".oomguard-scratch-"), "{unnamed}");
+        assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0);
+    }
+
+    /// Without `O_TMPFILE`, a name that is taken is passed over for the next; another error is
+    /// the call's.
+    #[test]
+    fn a_named_scratch_file_passes_over_taken_names() {
+        let d = tempfile::tempdir().unwrap();
+        let next = SEQ.load(Ordering::Relaxed);
+        let name = |k: u64| {
+            d.path()
+                .join(format!(".oomguard-scratch-{}-{k}", std::process::id()))
+        };
+        for k in next..next + 3 {
+            std::fs::write(name(k), b"taken").unwrap();
+        }
+        let mut f = named_unlinked_file(d.path()).unwrap();
+        f.write_all(b"mine").unwrap();
+        for k in next..next + 3 {
+            assert_eq!(std::fs::read(name(k)).unwrap(), b"taken");
+        }
+        assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 3);
+        let e = named_unlinked_file(&d.path().join("missing")).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::NotFound);
+    }
+
+    /// `truncate` keeps the first values and never lengthens; `page_out` gives the pages up
+    /// (their values read back from the file); the debug form shows the length.
+    #[test]
+    fn truncating_paging_out_and_showing_an_array() {
+        let d = tempfile::tempdir().unwrap();
+        let s = Scratch::new(d.path(), 1 << 30).unwrap();
+        let mut a = s.zeroed::<u64>(1 << 20).unwrap();
+        for (i, x) in a.iter_mut().enumerate() {
+            *x = i as u64 + 1;
+        }
+        let (rss, _) = mapping_kb(a.as_ptr() as usize);
+        assert!(rss >= 4 << 10, "{rss} KiB of 8 MiB written are resident");
+        a.page_out();
+        let (rss, _) = mapping_kb(a.as_ptr() as usize);
+        assert!(rss < 1 << 10, "{rss} KiB stay resident after page_out");
+        assert!(a.iter().enumerate().all(|(i, &x)| x == i as u64 + 1));
+        a.truncate(3);
+        assert_eq!(&a[..], &[1, 2, 3]);
+        a.truncate(10);
+        assert_eq!(a.len(), 3);
+        assert_eq!(format!("{a:?}"), "ScratchVec(len 3)");
     }
 }

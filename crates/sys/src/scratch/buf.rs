@@ -273,4 +273,27 @@ mod tests {
         assert!(!b.in_file());
         assert!(b.iter().enumerate().all(|(i, &x)| x == i as u32));
     }
+    /// A full list in a file grows by half its length, and by [`GROW_MIN`] values at least,
+    /// staying in its file; in memory, `reserve_exact` and `shrink_to_fit` set the room.
+    #[test]
+    fn a_full_file_grows_by_half_or_the_least_step_and_memory_by_what_is_asked() {
+        let d = tempfile::tempdir().unwrap();
+        let s = Scratch::new(d.path(), 1 << 30).unwrap();
+        for (len, grown) in [(10, 10 + GROW_MIN), (4 * GROW_MIN, 6 * GROW_MIN)] {
+            let mut b = Buf::from(s.zeroed::<u32>(len).unwrap());
+            assert_eq!(b.capacity(), len);
+            b.push(1);
+            assert!(b.in_file());
+            assert_eq!((b.len(), b.capacity()), (len + 1, grown), "from {len}");
+            assert_eq!(b[len], 1);
+        }
+        let mut b: Buf<u32> = Buf::from(Vec::with_capacity(5));
+        assert_eq!(b.capacity(), 5);
+        b.extend_from_slice(&[1, 2]);
+        b.reserve_exact(1000);
+        assert!(b.capacity() >= 1002, "{}", b.capacity());
+        b.shrink_to_fit();
+        assert_eq!(b.capacity(), 2);
+        assert_eq!(&b[..], &[1, 2]);
+    }
 }
