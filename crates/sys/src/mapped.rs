@@ -509,10 +509,19 @@ pub const HUGE_PAGES_ENV: &str = "OOMGUARD_HUGE_PAGES";
 /// with the blocks the last run freed not yet reported, huge pages win (0.26 to 0.29 s): but a
 /// command run once mostly starts after a pause.
 pub fn huge_pages_pay() -> bool {
-    match std::env::var(HUGE_PAGES_ENV).as_deref() {
-        Ok("on") => true,
-        Ok("off") => false,
-        _ => !free_pages_reported(Path::new(BALLOON_DRIVER)),
+    let env = std::env::var(HUGE_PAGES_ENV).ok();
+    pay(env.as_deref(), || {
+        free_pages_reported(Path::new(BALLOON_DRIVER))
+    })
+}
+
+/// [`huge_pages_pay`]'s rule: what [`HUGE_PAGES_ENV`] says (`env`), or when it says neither `on`
+/// nor `off`, whether free pages are not `reported` to a host.
+fn pay(env: Option<&str>, reported: impl FnOnce() -> bool) -> bool {
+    match env {
+        Some("on") => true,
+        Some("off") => false,
+        _ => !reported(),
     }
 }
 
@@ -1084,6 +1093,69 @@ mod tests {
                 unsafe { a.dealloc(p, lay(size)) };
             }
             a.release();
+        }
+    }
+    /// The environment decides huge pages when it says `on` or `off`; else free page
+    /// reporting does (asked only then).
+    #[test]
+    fn huge_pages_are_what_the_environment_says_else_where_free_pages_stay() {
+        let never = || -> bool { panic!("the environment decided") };
+        assert!(pay(Some("on"), never));
+        assert!(!pay(Some("off"), never));
+        for env in [None, Some(""), Some("yes")] {
+            assert!(pay(env, || false), "{env:?}, not reported");
+            assert!(!pay(env, || true), "{env:?}, reported");
+        }
+        assert!(!HugePageAlloc::with_huge_pages(false).huge_pages());
+        assert!(HugePageAlloc::with_huge_pages(true).huge_pages());
+    }
+
+    /// A block is a mapping of its own from 2 MiB on, at an alignment a page gives.
+    #[test]
+    fn blocks_from_two_mib_at_page_alignment_are_mapped() {
+        assert!(!mapped_block(HUGE_MIN - 1, 8));
+        assert!(mapped_block(HUGE_MIN, 8));
+        assert!(mapped_block(HUGE_MIN, MAP_ALIGN));
+        assert!(!mapped_block(HUGE_MIN, MAP_ALIGN * 2));
+    }
+
+    /// A mapped file reads as its bytes; an empty one as none, without a map.
+    #[test]
+    fn a_mapped_file_reads_as_its_bytes() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("f");
+        std::fs::write(&p, b"JAVA PROFILE").unwrap();
+        assert_eq!(Mapped::open(&p).unwrap().bytes(), b"JAVA PROFILE");
+        std::fs::write(&p, b"").unwrap();
+        let m = Mapped::open(&p).unwrap();
+        assert!(m.map.is_none() && m.bytes().is_empty());
+        assert!(Mapped::open(&d.path().join("missing")).is_err());
+    }
+
+    /// A freed block is kept; the next smaller one is cut from its start and the rest stays
+    /// kept, until nothing is left of it; `release` gives every kept block back.
+    #[test]
+    fn a_kept_block_is_cut_from_its_start_until_used_up() {
+        use std::alloc::{GlobalAlloc, Layout};
+        let a = HugePageAlloc::with_huge_pages(false);
+        let lay = |mib: usize| Layout::from_size_align(mib << 20, 8).unwrap();
+        // SAFETY: non-zero layouts; blocks freed with the layouts they were made for and not
+        // used after.
+        #[allow(unsafe_code)]
+        unsafe {
+            let p = a.alloc(lay(8));
+            assert!(!p.is_null());
+            a.dealloc(p, lay(8));
+            assert_eq!(a.spare().kept(), 8 << 20);
+            let q = a.alloc(lay(2));
+            assert_eq!((q, a.spare().kept()), (p, 6 << 20));
+            let r = a.alloc(lay(6));
+            assert_eq!((r, a.spare().kept()), (p.add(2 << 20), 0));
+            a.dealloc(q, lay(2));
+            a.dealloc(r, lay(6));
+            assert_eq!(a.spare().kept(), 8 << 20);
+            a.release();
+            assert_eq!(a.spare().kept(), 0);
         }
     }
 }
