@@ -78,6 +78,12 @@ fn classes() -> Vec<Cls> {
             vec![("this$0", Object), held],
         ),
         (
+            E_OWN + 0xd8,
+            "com.app.MainActivity$Inner",
+            E_OWN + 0x38,
+            vec![("this$0", Object), held],
+        ),
+        (
             E_OWN + 0x70,
             "java.lang.Enum",
             E_OBJECT,
@@ -175,6 +181,9 @@ const FLOW_INACTIVE: u64 = 0x1098;
 const SHUT_DOWN: u64 = 0x10a0;
 const IDLE: u64 = 0x10a8;
 const INACTIVE: u64 = 0x10b0;
+/// ContextImpls whose outer context is a destroyed Activity, or a live one; off every path.
+const DEAD_CONTEXT: u64 = 0x10b8;
+const LIVE_CONTEXT: u64 = 0x10c0;
 
 /// Each case: (its class, its fields before `mHeld`, the expected status and reason).
 fn cases() -> Vec<(u64, Vec<F>, &'static str, String)> {
@@ -204,6 +213,8 @@ fn cases() -> Vec<(u64, Vec<F>, &'static str, String)> {
             "mApplication is the Application (the app's own package)".into(),
         ),
         (E_OWN + 0x20, vec![F::L(0)], UNK, String::new()),
+        // An mApplication that is not the Application says nothing.
+        (E_OWN + 0x20, vec![F::L(LIVE)], UNK, String::new()),
         (
             E_OWN + 0x28,
             vec![F::Z(true)],
@@ -285,6 +296,20 @@ fn cases() -> Vec<(u64, Vec<F>, &'static str, String)> {
             NOT,
             "mContext.mOuterContext is the Application".into(),
         ),
+        (
+            E_OWN + 0x88,
+            vec![F::L(DEAD_CONTEXT)],
+            UNK,
+            "mContext.mOuterContext is a destroyed Activity (mDestroyed is true)".into(),
+        ),
+        (
+            E_OWN + 0x88,
+            vec![F::L(LIVE_CONTEXT)],
+            UNK,
+            "mContext.mOuterContext is MainActivity".into(),
+        ),
+        // A named inner class is no anonymous one: the Handler it extends has no inspector.
+        (E_OWN + 0xd8, vec![F::L(LIVE)], UNK, String::new()),
         (
             E_OWN + 0x90,
             vec![F::L(dead(43))],
@@ -376,6 +401,9 @@ fn each_framework_inspector_decides_its_object() {
         (RESUMED_STATE, E_OWN + 0x78, vec![F::L(0), F::I(4)]),
         (APP_CONTEXT, E_OWN, vec![F::L(APP), F::L(0)]),
         activity(dead(43), true, 0),
+        (DEAD_CONTEXT, E_OWN, vec![F::L(dead(45)), F::L(0)]),
+        activity(dead(45), true, 0),
+        (LIVE_CONTEXT, E_OWN, vec![F::L(LIVE), F::L(0)]),
         (TN_HIDDEN, E_OWN + 0xa0, vec![F::L(0), F::L(HANDLER)]),
         (TN_SHOWING, E_OWN + 0xa0, vec![F::L(0x1020), F::L(HANDLER)]),
         (TN_NEVER, E_OWN + 0xa0, vec![F::L(0), F::L(0)]),

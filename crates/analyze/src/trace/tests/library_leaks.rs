@@ -14,6 +14,7 @@ const BOOST: u64 = E_OWN + 8;
 const GROUP: u64 = E_OWN + 0x10;
 const LINEAR: u64 = E_OWN + 0x18;
 const VERSION: u64 = E_OWN + 0x20;
+const COMPAT: u64 = E_OWN + 0x28;
 const IMM: &str = "android.view.inputmethod.InputMethodManager";
 
 /// The dump:
@@ -29,6 +30,13 @@ fn library_dump() -> Vec<u8> {
 
 /// [`library_dump`], with `android.os.Build$VERSION.SDK_INT` (a static int) if `sdk` is given.
 fn dump_with_sdk_int(sdk: Option<i32>) -> Vec<u8> {
+    let sdk_int: Vec<(&str, i32)> = sdk.map(|n| ("SDK_INT", n)).into_iter().collect();
+    dump_with_static_ints(&sdk_int, &[])
+}
+
+/// [`library_dump`], with the static ints `version` in `android.os.Build$VERSION`, and `app` in
+/// an app class, `com.app.Compat` (whose class dump comes after VERSION's).
+fn dump_with_static_ints(version: &[(&str, i32)], app: &[(&str, i32)]) -> Vec<u8> {
     use BasicType::*;
     let own: Vec<Cls> = vec![
         (IMM_C, IMM, E_OBJECT, vec![("mNextServedView", Object)]),
@@ -46,14 +54,14 @@ fn dump_with_sdk_int(sdk: Option<i32>) -> Vec<u8> {
         ),
         (LINEAR, "android.widget.LinearLayout", GROUP, vec![]),
         (VERSION, "android.os.Build$VERSION", E_OBJECT, vec![]),
+        (COMPAT, "com.app.Compat", E_OBJECT, vec![]),
     ];
     let statics: [(&str, u64); 3] = [("sImm", 0x2000), ("sLayout", 0x2200), ("sMine", dead(4))];
     let boost: [(&str, u64); 1] = [("mContext", dead(2))];
-    let sdk_int: Vec<(&str, i32)> = sdk.map(|n| ("SDK_INT", n)).into_iter().collect();
     edge_dump_ints(
         &own,
         &[(E_STATICS, &statics), (BOOST, &boost)],
-        &[(VERSION, &sdk_int)],
+        &[(VERSION, version), (COMPAT, app)],
         &[
             (0x2000, IMM_C, vec![F::L(0x2010)]),
             (0x2010, E_VIEW, vec![F::L(dead(1)), F::L(0), F::L(0)]),
@@ -173,7 +181,12 @@ fn without_running_info_the_api_level_is_the_dumps_sdk_int() {
         (Some(34), vec![None, None, None, None]),
         (Some(30), vec![imm.clone(), None, sorted.clone(), None]),
         (Some(24), vec![imm.clone(), None, None, None]),
+        (Some(9_999), vec![None, None, None, None]),
         (None, vec![imm.clone(), None, sorted.clone(), None]),
+        // No API level: as without the field.
+        (Some(0), vec![imm.clone(), None, sorted.clone(), None]),
+        (Some(-1), vec![imm.clone(), None, sorted.clone(), None]),
+        (Some(10_000), vec![imm.clone(), None, sorted.clone(), None]),
     ] {
         let full = dump_with_sdk_int(sdk);
         let (mini, _) = strip_bytes(&full, Level::Arrays).unwrap();
@@ -186,4 +199,21 @@ fn without_running_info_the_api_level_is_the_dumps_sdk_int() {
             Some("android.gestureboost.GestureBoostManager.mContext".to_string())
         );
     }
+}
+
+/// Only `Build.VERSION`'s field named `SDK_INT` is the API level: not another int static of that
+/// class before it (`RESOURCES_SDK_INT`), nor an app class's own `SDK_INT`.
+#[test]
+fn the_api_level_is_build_version_s_sdk_int_and_no_other_int() {
+    let imm = Some(format!("{IMM}.mNextServedView"));
+    let sorted = Some("android.view.ViewGroup.mPreSortedChildren".to_string());
+    let past_every_entry = vec![None, None, None, None];
+    let dump = dump_with_static_ints(&[("RESOURCES_SDK_INT", 24), ("SDK_INT", 34)], &[]);
+    assert_eq!(patterns(&report(&dump)), past_every_entry);
+    let dump = dump_with_static_ints(&[("RESOURCES_SDK_INT", 24)], &[("SDK_INT", 34)]);
+    assert_eq!(
+        patterns(&report(&dump)),
+        vec![imm, None, sorted, None],
+        "no level: every entry"
+    );
 }
