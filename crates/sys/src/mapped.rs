@@ -1095,6 +1095,7 @@ mod tests {
             a.release();
         }
     }
+
     /// The environment decides huge pages when it says `on` or `off`; else free page
     /// reporting does (asked only then).
     #[test]

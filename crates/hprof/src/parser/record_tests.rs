@@ -341,8 +341,13 @@ fn rich_lines(f: Format, n: u32, seg: u8, open_end: bool) -> Vec<String> {
         name_id: id(0x12),
     };
     subs(&mut out, &mut at, info, 5 + ns);
-    let class_len = 1 + 7 * ns + 8 + 2 + (3 + 4) + (3 + ns) + 2;
-    let class_len = class_len + (ns + 1 + 8) + (ns + 1 + ns) + 2 + 2 * (ns + 1);
+    // Tag, seven ids, serial and size; the constant pool (a count, then an index and a type
+    // before each value: an int and an id); the statics (a count, then a name and a type before
+    // each value: a long and an id); the fields (a count, then a name and a type each).
+    let head = 1 + 7 * ns + 4 + 4;
+    let pool = 2 + (3 + 4) + (3 + ns);
+    let statics_len = 2 + (ns + 1 + 8) + (ns + 1 + ns);
+    let class_len = head + pool + statics_len + 2 + 2 * (ns + 1);
     let statics = [
         (
             id(0x13),
