@@ -7,6 +7,7 @@
 use super::inspect_edges::{
     activity, edge_dump_arrays, Cls, E_HOLDER, E_OBJECT, E_OWN, E_STATICS, F,
 };
+use super::verdicts::{kwr_at, reference_classes_at};
 use super::*;
 
 const THREAD: u64 = E_OWN;
@@ -14,6 +15,8 @@ const SERVICE: u64 = E_OWN + 8;
 const MINE: u64 = E_OWN + 0x10;
 const ARRAY_MAP: u64 = E_OWN + 0x18;
 const OBJECTS: u64 = E_OWN + 0x20;
+/// The reference classes (`reference_classes_at`), for a LeakCanary watch.
+const REFS: u64 = E_OWN + 0x40;
 
 fn classes() -> Vec<Cls> {
     use BasicType::*;
@@ -39,6 +42,9 @@ fn classes() -> Vec<Cls> {
         ),
         (OBJECTS, "java.lang.Object[]", E_OBJECT, vec![]),
     ]
+    .into_iter()
+    .chain(reference_classes_at(REFS))
+    .collect()
 }
 
 const RUNNING: u64 = 0x5000;
@@ -50,11 +56,18 @@ const DEAD: u64 = 0x6000;
 
 /// The dump, with or without the ActivityThread (`sThread`).
 fn dump(with_thread: bool) -> Vec<u8> {
-    let statics: Vec<(&str, u64)> = if with_thread {
+    dump_watching(with_thread, &[])
+}
+
+/// [`dump`], with a LeakCanary `KeyedWeakReference` (retained) to each of `watched`, held by
+/// `sWatches`.
+fn dump_watching(with_thread: bool, watched: &[u64]) -> Vec<u8> {
+    let mut statics: Vec<(&str, u64)> = if with_thread {
         vec![("sThread", 0x4000), ("sAll", 0x4100)]
     } else {
         vec![("sAll", 0x4100)]
     };
+    statics.push(("sWatches", 0x4200));
     let mut instances = vec![
         (0x4010, ARRAY_MAP, vec![F::L(0x4020)]),
         (0x4030, ARRAY_MAP, vec![F::L(0x4040)]),
@@ -68,6 +81,10 @@ fn dump(with_thread: bool) -> Vec<u8> {
     if with_thread {
         instances.push((0x4000, THREAD, vec![F::L(0x4010), F::L(0x4030)]));
     }
+    let refs: Vec<u64> = (0..watched.len() as u64).map(|k| 0x4300 + 16 * k).collect();
+    for (&r, &w) in refs.iter().zip(watched) {
+        instances.push(kwr_at(REFS, r, w, 2000));
+    }
     edge_dump_arrays(
         &classes(),
         &[(E_STATICS, &statics)],
@@ -79,6 +96,7 @@ fn dump(with_thread: bool) -> Vec<u8> {
             (0x4040, OBJECTS, vec![0x4002, 0x4050]),
             // The app's own list of all three.
             (0x4100, OBJECTS, vec![RUNNING, GONE, IN_RECORD]),
+            (0x4200, OBJECTS, refs),
         ],
     )
 }
@@ -130,4 +148,15 @@ fn a_service_no_activity_thread_holds_is_leaking() {
 fn without_an_activity_thread_no_service_is_judged() {
     let r = report(&dump(false));
     assert_eq!(service_leaks(&r), Vec::<u64>::new());
+    // A watched service is a watched object, not a destroyed service: nothing checked it.
+    let r = report(&dump_watching(false, &[GONE]));
+    assert_eq!(service_leaks(&r), Vec::<u64>::new());
+    let last = path_to(&r, GONE).trace.nodes.last().unwrap().clone();
+    assert_eq!(
+        (last.status, last.status_reason.as_str()),
+        (
+            Status::Leaking,
+            "Watched Object Retained: referent of a KeyedWeakReference"
+        )
+    );
 }

@@ -12,10 +12,9 @@ use super::inspect_edges::{
 };
 use super::*;
 
+/// The reference classes' first id ([`reference_classes`]); LeakCanary 1's is the fourth.
 const REFERENCE: u64 = E_OWN;
-const WEAK: u64 = E_OWN + 8;
-const KWR: u64 = E_OWN + 0x10;
-const LEGACY_KWR: u64 = E_OWN + 0x18;
+const LEGACY_KWR: u64 = REFERENCE + 0x18;
 const DIALOG_C: u64 = E_OWN + 0x20;
 const SCREEN: u64 = E_OWN + 0x28;
 
@@ -24,19 +23,24 @@ const SCREEN: u64 = E_OWN + 0x28;
 /// retainedUptimeMillis) and LeakCanary 1's `com.squareup.leakcanary.KeyedWeakReference` (key,
 /// name: no times).
 fn reference_classes() -> Vec<Cls> {
+    reference_classes_at(REFERENCE)
+}
+
+/// [`reference_classes`] with class ids from `base` on (`Reference` at `base`, then 8 apart).
+pub(super) fn reference_classes_at(base: u64) -> Vec<Cls> {
     use BasicType::*;
     vec![
         (
-            REFERENCE,
+            base,
             "java.lang.ref.Reference",
             E_OBJECT,
             vec![("referent", Object), ("queue", Object)],
         ),
-        (WEAK, "java.lang.ref.WeakReference", REFERENCE, vec![]),
+        (base + 8, "java.lang.ref.WeakReference", base, vec![]),
         (
-            KWR,
+            base + 0x10,
             "leakcanary.KeyedWeakReference",
-            WEAK,
+            base + 8,
             vec![
                 ("key", Object),
                 ("description", Object),
@@ -45,9 +49,9 @@ fn reference_classes() -> Vec<Cls> {
             ],
         ),
         (
-            LEGACY_KWR,
+            base + 0x18,
             "com.squareup.leakcanary.KeyedWeakReference",
-            WEAK,
+            base + 8,
             vec![("key", Object), ("name", Object)],
         ),
     ]
@@ -55,6 +59,11 @@ fn reference_classes() -> Vec<Cls> {
 
 /// A LeakCanary 2 `KeyedWeakReference` to `referent`, retained at `retained` (-1: not yet).
 fn kwr(id: u64, referent: u64, retained: i64) -> (u64, u64, Vec<F>) {
+    kwr_at(REFERENCE, id, referent, retained)
+}
+
+/// [`kwr`] of the classes [`reference_classes_at`] made from `base`.
+pub(super) fn kwr_at(base: u64, id: u64, referent: u64, retained: i64) -> (u64, u64, Vec<F>) {
     let fields = vec![
         F::L(0),
         F::L(0),
@@ -63,7 +72,7 @@ fn kwr(id: u64, referent: u64, retained: i64) -> (u64, u64, Vec<F>) {
         F::L(referent),
         F::L(0),
     ];
-    (id, KWR, fields)
+    (id, base + 0x10, fields)
 }
 
 /// The report on `bytes` and on its `arrays`-stripped twin.
