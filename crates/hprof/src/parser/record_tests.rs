@@ -3,6 +3,7 @@
 //! whole (the fast paths) and in pieces (the general path); each known record's exact length;
 //! where a cut file and a failing visitor are reported.
 
+use super::tests::feed_in_pieces;
 use super::*;
 use crate::writer::Writer;
 
@@ -101,11 +102,7 @@ impl Visitor for Fields {
 /// Fed in pieces of `step` bytes (the whole file if `step` is its length), then finished.
 fn fields(b: &[u8], step: usize) -> (Fields, Result<()>) {
     let mut v = Fields::default();
-    let mut p = Parser::new();
-    let r = b
-        .chunks(step.max(1))
-        .try_for_each(|c| p.feed(c, &mut v))
-        .and_then(|_| p.finish());
+    let r = feed_in_pieces(&mut Parser::new(), b, step, &mut v);
     (v, r)
 }
 
@@ -616,11 +613,7 @@ fn a_unit_of_exactly_the_limit_is_gathered_and_one_byte_more_is_not() {
             max_head,
             initial_head: 16,
         });
-        let mut v = Fields::default();
-        let r = b
-            .chunks(50)
-            .try_for_each(|c| p.feed(c, &mut v))
-            .and_then(|_| p.finish());
+        let r = feed_in_pieces(&mut p, &b, 50, &mut Fields::default());
         match extra {
             0 => r.unwrap(),
             _ => {
@@ -645,11 +638,7 @@ fn a_visitor_that_fails_on_elements_is_reported_where_they_start() {
         let b = rich(Format::V102, n, tag::HEAP_DUMP_SEGMENT, false);
         let elems = rich_elements_at(b.len(), n as usize);
         for step in [b.len(), 1, 5] {
-            let mut p = Parser::new();
-            let e = b
-                .chunks(step)
-                .try_for_each(|c| p.feed(c, &mut FailElements))
-                .unwrap_err();
+            let e = feed_in_pieces(&mut Parser::new(), &b, step, &mut FailElements).unwrap_err();
             assert_eq!(e.offset, elems as u64, "id {n} step {step}: {e}");
             assert!(e.what.contains("no elements here"));
         }

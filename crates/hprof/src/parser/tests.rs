@@ -78,15 +78,21 @@ fn sample(id_size: u32) -> Vec<u8> {
     w.finish()
 }
 
+/// Feed `b` to `p` in pieces of `step` bytes (at least one), then finish: the first error.
+pub(super) fn feed_in_pieces<V: Visitor + ?Sized>(
+    p: &mut Parser,
+    b: &[u8],
+    step: usize,
+    v: &mut V,
+) -> Result<()> {
+    b.chunks(step.max(1))
+        .try_for_each(|c| p.feed(c, v))
+        .and_then(|_| p.finish())
+}
+
 fn parse_chunked(b: &[u8], step: usize) -> (Log, Result<()>) {
     let mut log = Log::default();
-    let mut p = Parser::new();
-    for c in b.chunks(step) {
-        if let Err(e) = p.feed(c, &mut log) {
-            return (log, Err(e));
-        }
-    }
-    let r = p.finish();
+    let r = feed_in_pieces(&mut Parser::new(), b, step, &mut log);
     (log, r)
 }
 
@@ -271,14 +277,9 @@ mod fuzz_regressions {
             }
             let d = std::fs::read(&p).unwrap();
             let input = &d[1..];
-            let mut a = Parser::new();
-            let ra = a.feed(input, &mut Nop).and_then(|_| a.finish());
+            let ra = feed_in_pieces(&mut Parser::new(), input, input.len(), &mut Nop);
             for step in [1, 2, 3, 5, 8, 13, 64, (d[0] as usize >> 2) + 1] {
-                let mut b = Parser::new();
-                let rb = input
-                    .chunks(step)
-                    .try_for_each(|c| b.feed(c, &mut Nop))
-                    .and_then(|_| b.finish());
+                let rb = feed_in_pieces(&mut Parser::new(), input, step, &mut Nop);
                 assert_eq!(
                     ra.as_ref().map_err(|e| e.offset),
                     rb.as_ref().map_err(|e| e.offset),
