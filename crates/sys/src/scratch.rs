@@ -308,12 +308,19 @@ fn unlinked_file(dir: &Path) -> io::Result<File> {
 /// Names of the files [`named_unlinked_file`] makes, in turn.
 static SEQ: AtomicU64 = AtomicU64::new(0);
 
+/// The name [`named_unlinked_file`] gives its `k`-th file (this process's id in it).
+fn scratch_name(k: u64) -> String {
+    format!("{SCRATCH_PREFIX}{}-{k}", std::process::id())
+}
+
+/// What [`scratch_name`]s start with.
+const SCRATCH_PREFIX: &str = ".oomguard-scratch-";
+
 /// A file of its own in `dir` where there is no `O_TMPFILE`: made under a fresh name (the next
 /// of [`SEQ`] that is free), removed at once.
 fn named_unlinked_file(dir: &Path) -> io::Result<File> {
     for _ in 0..100 {
-        let k = SEQ.fetch_add(1, Ordering::Relaxed);
-        let path = dir.join(format!(".oomguard-scratch-{}-{k}", std::process::id()));
+        let path = dir.join(scratch_name(SEQ.fetch_add(1, Ordering::Relaxed)));
         match OpenOptions::new()
             .read(true)
             .write(true)
@@ -691,6 +698,7 @@ mod tests {
         assert!(a.iter().enumerate().all(|(i, &x)| x == i as u32 * 3));
         assert!(b.iter().enumerate().all(|(i, &x)| (x != 0) == (i % 4 == 0)));
     }
+
     /// The books' cap: live bytes may reach it exactly, and not pass it by a byte, however few
     /// bytes are live.
     #[test]
@@ -732,7 +740,7 @@ mod tests {
         let target = |f: &File| std::fs::read_link(format!("/proc/self/fd/{}", f.as_raw_fd()));
         let named = named_unlinked_file(d.path()).unwrap();
         let named = target(&named).unwrap().display().to_string();
-        assert!(named.contains(".oomguard-scratch-"), "{named}");
+        assert!(named.contains(SCRATCH_PREFIX), "{named}");
         let probe = OpenOptions::new()
             .read(true)
             .write(true)
@@ -744,7 +752,7 @@ mod tests {
         }
         let f = unlinked_file(d.path()).unwrap();
         let unnamed = target(&f).unwrap().display().to_string();
-        assert!(!unnamed.contains(".oomguard-scratch-"), "{unnamed}");
+        assert!(!unnamed.contains(SCRATCH_PREFIX), "{unnamed}");
         assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0);
     }
 
@@ -754,10 +762,7 @@ mod tests {
     fn a_named_scratch_file_passes_over_taken_names() {
         let d = tempfile::tempdir().unwrap();
         let next = SEQ.load(Ordering::Relaxed);
-        let name = |k: u64| {
-            d.path()
-                .join(format!(".oomguard-scratch-{}-{k}", std::process::id()))
-        };
+        let name = |k: u64| d.path().join(scratch_name(k));
         for k in next..next + 3 {
             std::fs::write(name(k), b"taken").unwrap();
         }

@@ -273,6 +273,7 @@ mod tests {
         assert!(!b.in_file());
         assert!(b.iter().enumerate().all(|(i, &x)| x == i as u32));
     }
+
     /// A full list in a file grows by half its length, and by [`GROW_MIN`] values at least,
     /// staying in its file; in memory, `reserve_exact` and `shrink_to_fit` set the room.
     #[test]
