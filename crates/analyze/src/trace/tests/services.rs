@@ -60,14 +60,13 @@ fn dump(with_thread: bool) -> Vec<u8> {
 }
 
 /// [`dump`], with a LeakCanary `KeyedWeakReference` (retained) to each of `watched`, held by
-/// `sWatches`.
+/// `sWatches` (neither when nothing is watched).
 fn dump_watching(with_thread: bool, watched: &[u64]) -> Vec<u8> {
     let mut statics: Vec<(&str, u64)> = if with_thread {
         vec![("sThread", 0x4000), ("sAll", 0x4100)]
     } else {
         vec![("sAll", 0x4100)]
     };
-    statics.push(("sWatches", 0x4200));
     let mut instances = vec![
         (0x4010, ARRAY_MAP, vec![F::L(0x4020)]),
         (0x4030, ARRAY_MAP, vec![F::L(0x4040)]),
@@ -81,24 +80,23 @@ fn dump_watching(with_thread: bool, watched: &[u64]) -> Vec<u8> {
     if with_thread {
         instances.push((0x4000, THREAD, vec![F::L(0x4010), F::L(0x4030)]));
     }
-    let refs: Vec<u64> = (0..watched.len() as u64).map(|k| 0x4300 + 16 * k).collect();
-    for (&r, &w) in refs.iter().zip(watched) {
-        instances.push(kwr_at(REFS, r, w, 2000));
+    let mut arrays = vec![
+        // mServices: token, service.
+        (0x4020, OBJECTS, vec![0x4001, RUNNING]),
+        // mActivities: token, record (a Holder) -> service.
+        (0x4040, OBJECTS, vec![0x4002, 0x4050]),
+        // The app's own list of all three.
+        (0x4100, OBJECTS, vec![RUNNING, GONE, IN_RECORD]),
+    ];
+    if !watched.is_empty() {
+        let refs: Vec<u64> = (0..watched.len() as u64).map(|k| 0x4300 + 16 * k).collect();
+        for (&r, &w) in refs.iter().zip(watched) {
+            instances.push(kwr_at(REFS, r, w, 2000));
+        }
+        statics.push(("sWatches", 0x4200));
+        arrays.push((0x4200, OBJECTS, refs));
     }
-    edge_dump_arrays(
-        &classes(),
-        &[(E_STATICS, &statics)],
-        &instances,
-        &[
-            // mServices: token, service.
-            (0x4020, OBJECTS, vec![0x4001, RUNNING]),
-            // mActivities: token, record (a Holder) -> service.
-            (0x4040, OBJECTS, vec![0x4002, 0x4050]),
-            // The app's own list of all three.
-            (0x4100, OBJECTS, vec![RUNNING, GONE, IN_RECORD]),
-            (0x4200, OBJECTS, refs),
-        ],
-    )
+    edge_dump_arrays(&classes(), &[(E_STATICS, &statics)], &instances, &arrays)
 }
 
 fn service_leaks(r: &Report) -> Vec<u64> {
