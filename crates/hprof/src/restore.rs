@@ -27,22 +27,34 @@ struct State<S: Sink> {
     seg_head: u64,
     in_segment: bool,
     id_size: u32,
+    /// The most a segment's body may hold: [`SEGMENT_LIMIT`], lower in tests.
+    seg_limit: u64,
     stats: RestoreStats,
 }
+
+/// The most bytes a heap dump segment's body can hold: its length is a u32.
+const SEGMENT_LIMIT: u64 = u32::MAX as u64;
 
 static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
 
 impl<S: Sink> State<S> {
     fn close_segment(&mut self) -> std::result::Result<(), String> {
         let len = self.out.pos() - self.seg_head - 9;
-        let len =
-            u32::try_from(len).map_err(|_| "a heap dump segment outgrew 4 GiB".to_string())?;
-        self.out.patch(self.seg_head + 5, &len.to_be_bytes())
+        if len > self.seg_limit {
+            // Only a single sub-record larger than a segment gets here: `room` starts a new
+            // segment before any other would overflow.
+            return Err(format!(
+                "a heap dump segment would hold {len} bytes, more than the {} its length field can say",
+                self.seg_limit
+            ));
+        }
+        self.out
+            .patch(self.seg_head + 5, &(len as u32).to_be_bytes())
     }
 
     /// Make room for `n` more bytes in the current segment.
     fn room(&mut self, n: u64) -> std::result::Result<(), String> {
-        if self.out.pos() + n - self.seg_head - 9 > u32::MAX as u64 {
+        if self.out.pos() + n - self.seg_head - 9 > self.seg_limit {
             self.close_segment()?;
             self.seg_head = self.out.pos();
             let mut h = [0u8; 9];
@@ -151,6 +163,7 @@ impl<S: Sink> Restorer<S> {
                 seg_head: 0,
                 in_segment: false,
                 id_size: 4,
+                seg_limit: SEGMENT_LIMIT,
                 stats: RestoreStats::default(),
             },
         }
@@ -184,3 +197,6 @@ pub fn restore(input: &[u8]) -> Result<(Vec<u8>, RestoreStats)> {
     r.feed(input)?;
     r.finish()
 }
+
+#[cfg(test)]
+mod tests;

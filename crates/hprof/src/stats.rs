@@ -235,3 +235,6 @@ impl Inspector {
         Ok(st)
     }
 }
+
+#[cfg(test)]
+mod tests;
