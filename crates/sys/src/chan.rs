@@ -333,4 +333,26 @@ mod tests {
         assert!(r.is_ok() || r.unwrap_err().0 == 4);
         assert!(tx.send(5).is_err());
     }
+
+    /// Both iterators give every message in order and end when the last sender is gone, the
+    /// borrowing one leaving the receiver usable; the ends print without their contents.
+    #[test]
+    fn iterators_take_the_messages_until_the_senders_are_gone() {
+        let (tx, rx) = channel();
+        assert_eq!(format!("{tx:?} {rx:?}"), "Sender { .. } Receiver { .. }");
+        let send = |tx: super::Sender<u32>, from: u32| {
+            std::thread::spawn(move || (from..from + 100).for_each(|i| tx.send(i).unwrap()))
+        };
+        let h = send(tx, 0);
+        assert_eq!(rx.iter().collect::<Vec<_>>(), (0..100).collect::<Vec<_>>());
+        h.join().unwrap();
+        assert_eq!(rx.try_recv(), Err(TryRecvError::Disconnected));
+        let (tx, rx) = channel();
+        let h = send(tx, 7);
+        assert_eq!(
+            rx.into_iter().collect::<Vec<_>>(),
+            (7..107).collect::<Vec<_>>()
+        );
+        h.join().unwrap();
+    }
 }

@@ -80,4 +80,32 @@ mod tests {
             "end of file once the writer is gone"
         );
     }
+
+    /// A write end (whose access mode is not 0) and a file opened to append: each keeps its
+    /// other flags, and a second call leaves it non-blocking.
+    #[test]
+    fn non_blocking_keeps_the_other_flags_and_stays_set() {
+        let status = |fd: BorrowedFd<'_>| {
+            // SAFETY: F_GETFL only reads the fd's status flags.
+            unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) }
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let log = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(dir.path().join("log"))
+            .unwrap();
+        let (_r, w) = pipe().unwrap();
+        for (fd, kept) in [
+            (w.as_fd(), libc::O_WRONLY),
+            (log.as_fd(), libc::O_WRONLY | libc::O_APPEND),
+        ] {
+            for _ in 0..2 {
+                set_nonblocking(fd).unwrap();
+                let fl = status(fd);
+                assert_eq!(fl & libc::O_NONBLOCK, libc::O_NONBLOCK, "{fl:#o}");
+                assert_eq!(fl & kept, kept, "{fl:#o}");
+            }
+        }
+    }
 }

@@ -23,7 +23,8 @@ pub fn civil(secs: u64) -> (i64, u32, u32, u32, u32, u32) {
 mod tests {
     use super::civil;
 
-    /// The epoch, a leap day, the day after it, the last second of a year, and a day far ahead.
+    /// The epoch, a leap day, the day after it, the last second of a year, a day far ahead, and a
+    /// time whose hour, minute and second all differ.
     #[test]
     fn days_fall_on_their_calendar_dates() {
         assert_eq!(civil(0), (1970, 1, 1, 0, 0, 0));
@@ -31,5 +32,6 @@ mod tests {
         assert_eq!(civil(951_868_800), (2000, 3, 1, 0, 0, 0));
         assert_eq!(civil(1_798_761_599), (2026, 12, 31, 23, 59, 59));
         assert_eq!(civil(4_107_542_400), (2100, 3, 1, 0, 0, 0));
+        assert_eq!(civil(1_796_819_696), (2026, 12, 9, 12, 34, 56));
     }
 }
