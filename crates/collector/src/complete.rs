@@ -263,3 +263,55 @@ fn from_device(report: &Path) -> (serde_json::Value, analyze::Thresholds) {
         (v.get_mut("runningInfo").map(serde_json::Value::take)).unwrap_or(serde_json::Value::Null);
     (running, thresholds)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Incidents wait in the order they were offered, each once.
+    #[test]
+    fn the_queue_keeps_the_order_and_each_incident_once() {
+        let q = Queue::default();
+        for id in ["b-2", "a-1", "b-2", "c-3", "a-1"] {
+            q.push(id);
+        }
+        assert_eq!(*q.ids.lock().unwrap(), ["b-2", "a-1", "c-3"]);
+    }
+
+    /// An incident waits for the collector's analysis only with a partial report and its
+    /// stripped dump filed, and neither result.
+    #[test]
+    fn ready_needs_a_partial_report_the_dump_and_no_result() {
+        let files = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+        let both = ["mini.hprof.gz", "report.json", "meta.json"];
+        assert!(ready(&files(&both), true));
+        assert!(!ready(&files(&both), false), "a whole report");
+        assert!(!ready(&files(&["report.json"]), true), "no dump");
+        assert!(!ready(&files(&["mini.hprof.gz"]), true), "no report");
+        for done in [SERVER_REPORT, SERVER_ERROR] {
+            let mut f = files(&both);
+            f.push(done.to_string());
+            assert!(!ready(&f, true), "{done}");
+        }
+    }
+
+    /// The reader counts the bytes taken by `read` and by `consume` alike.
+    #[test]
+    fn counted_counts_what_is_read_and_consumed() {
+        let mut c = Counted {
+            inner: BufReader::with_capacity(4, &b"0123456789"[..]),
+            read: 0,
+        };
+        let mut three = [0u8; 3];
+        c.read_exact(&mut three).unwrap();
+        assert_eq!(c.read, 3);
+        assert_eq!(c.fill_buf().unwrap(), b"3");
+        c.consume(1);
+        assert_eq!(c.fill_buf().unwrap(), b"4567");
+        c.consume(2);
+        assert_eq!(c.read, 6);
+        let mut rest = Vec::new();
+        c.read_to_end(&mut rest).unwrap();
+        assert_eq!((rest.as_slice(), c.read), (&b"6789"[..], 10));
+    }
+}

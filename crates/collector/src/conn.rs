@@ -511,3 +511,139 @@ impl AsyncWrite for Timed {
         Pin::new(&mut self.get_mut().s).poll_shutdown(cx)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Collector, Config, Running};
+    use super::timed_out;
+    use oomguard::upload::tus::Client;
+    use std::io::{BufRead, BufReader, Error, ErrorKind, Read, Write};
+    use std::net::TcpStream;
+    use std::time::Duration;
+
+    fn started() -> (tempfile::TempDir, Running) {
+        let d = tempfile::tempdir().unwrap();
+        let run = Collector::bind("127.0.0.1:0", Config::new(d.path()))
+            .unwrap()
+            .spawn();
+        (d, run)
+    }
+
+    /// One response read off `s`: its head (lines, lower-cased) and its body, by
+    /// `Content-Length`.
+    fn response(s: &mut BufReader<TcpStream>) -> (String, Vec<u8>) {
+        let mut head = String::new();
+        loop {
+            let mut line = String::new();
+            s.read_line(&mut line).unwrap();
+            if line == "\r\n" || line.is_empty() {
+                break;
+            }
+            head.push_str(&line.to_ascii_lowercase());
+        }
+        let len = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length: "));
+        let mut body = vec![0; len.map_or(0, |n| n.trim().parse().unwrap())];
+        s.read_exact(&mut body).unwrap();
+        (head, body)
+    }
+
+    fn connect(run: &Running) -> BufReader<TcpStream> {
+        let s = TcpStream::connect(run.addr()).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        BufReader::new(s)
+    }
+
+    /// A request whose body the handler does not want is drained: a small one keeps the
+    /// connection for the next request; one over 64 KiB is answered, then the connection is
+    /// closed.
+    #[test]
+    fn a_drained_body_keeps_the_connection_unless_it_is_too_large() {
+        let (_d, run) = started();
+        let mut s = connect(&run);
+        for _ in 0..2 {
+            let req = "GET /stats HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello";
+            s.get_mut().write_all(req.as_bytes()).unwrap();
+            let (head, body) = response(&mut s);
+            assert!(head.starts_with("http/1.1 200"), "{head}");
+            assert!(!head.contains("connection: close"), "{head}");
+            assert!(body.starts_with(b"{"), "{body:?}");
+        }
+        let big = 100 << 10;
+        let req = format!("GET /stats HTTP/1.1\r\nContent-Length: {big}\r\n\r\n");
+        s.get_mut().write_all(req.as_bytes()).unwrap();
+        s.get_mut().write_all(&vec![b'x'; big]).unwrap();
+        let (head, _) = response(&mut s);
+        assert!(head.starts_with("http/1.1 200"), "{head}");
+        assert!(head.contains("connection: close"), "{head}");
+        let mut rest = Vec::new();
+        let _ = s.read_to_end(&mut rest);
+        assert!(rest.is_empty(), "{rest:?}");
+    }
+
+    /// A filed file is streamed whole, with its length announced, in pieces of 64 KiB.
+    #[test]
+    fn a_served_file_comes_whole_with_its_length() {
+        let (d, run) = started();
+        let inc = d.path().join("incidents/1-a");
+        std::fs::create_dir_all(&inc).unwrap();
+        let data: Vec<u8> = (0..200_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        std::fs::write(inc.join("dump.bin"), &data).unwrap();
+        let mut s = connect(&run);
+        let req = "GET /incidents/1-a/dump.bin HTTP/1.1\r\n\r\n";
+        s.get_mut().write_all(req.as_bytes()).unwrap();
+        let (head, body) = response(&mut s);
+        assert!(head.contains("content-length: 200000\r\n"), "{head}");
+        assert!(body == data);
+        s.get_mut().write_all(req.as_bytes()).unwrap();
+        assert!(
+            response(&mut s).1 == data,
+            "the connection serves the next request"
+        );
+    }
+
+    /// A PATCH whose declared body would go past the upload's length is refused (413) by its
+    /// `Content-Length`, and none of it is stored (read as it came, it would have been cut at
+    /// the tenth byte, with those ten stored).
+    #[test]
+    fn a_patch_declared_past_the_upload_length_is_refused_at_once() {
+        let (_d, run) = started();
+        let t = Duration::from_secs(5);
+        let c = Client::new(&run.endpoint(), t, t, 1 << 20);
+        let url = c
+            .create(10, &[("incident", "p-1"), ("kind", "mini.gz")])
+            .unwrap();
+        let path = &url[url.find("/files/").unwrap()..];
+        let mut s = connect(&run);
+        let head = format!(
+            "PATCH {path} HTTP/1.1\r\nTus-Resumable: 1.0.0\r\nUpload-Offset: 0\r\n\
+             Content-Type: application/offset+octet-stream\r\nContent-Length: 11\r\n\r\n"
+        );
+        s.get_mut().write_all(head.as_bytes()).unwrap();
+        s.get_mut().write_all(b"0123456789+").unwrap();
+        let (head, body) = response(&mut s);
+        assert!(head.starts_with("http/1.1 413"), "{head}");
+        assert_eq!(body, b"body past Upload-Length");
+        assert_eq!(c.head(&url).unwrap().unwrap().offset, 0);
+    }
+
+    /// A body that stopped coming (a read's deadline) is logged as a timeout; other errors are not.
+    #[test]
+    fn only_a_deadline_s_errors_are_timeouts() {
+        for k in [
+            ErrorKind::WouldBlock,
+            ErrorKind::TimedOut,
+            ErrorKind::Interrupted,
+        ] {
+            assert!(timed_out(&Error::from(k)), "{k:?}");
+        }
+        for k in [
+            ErrorKind::Other,
+            ErrorKind::UnexpectedEof,
+            ErrorKind::InvalidData,
+        ] {
+            assert!(!timed_out(&Error::from(k)), "{k:?}");
+        }
+    }
+}

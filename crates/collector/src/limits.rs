@@ -261,6 +261,32 @@ mod tests {
         assert_eq!(st.uploads_created, 3);
     }
 
+    /// At start the quota counts the files of `incidents/` (two levels down) and `uploads/`, and
+    /// what each open upload may still bring; a filed upload brings nothing more.
+    #[test]
+    fn the_quota_at_start_counts_the_files_and_what_open_uploads_may_bring() {
+        let (d, run, c) = started(|_| {});
+        let open = c.create(1000, &md("o-1")).unwrap();
+        c.patch(&open, 0, &[1u8; 300]).unwrap();
+        let filed = c.create(50, &md("f-1")).unwrap();
+        c.patch(&filed, 0, &[2u8; 50]).unwrap();
+        drop(run);
+        // Three levels down is not counted.
+        let deep = d.path().join("incidents/f-1/.analysis");
+        std::fs::create_dir_all(&deep).unwrap();
+        std::fs::write(deep.join("work"), [0u8; 4096]).unwrap();
+        let mut files = 0;
+        for sub in ["incidents/f-1", "uploads"] {
+            for e in std::fs::read_dir(d.path().join(sub)).unwrap() {
+                let m = e.unwrap().metadata().unwrap();
+                files += if m.is_file() { m.len() } else { 0 };
+            }
+        }
+        assert!(files > 350, "{files}");
+        let q = Quota::scan(d.path(), 1 << 30);
+        assert_eq!((q.used(), q.max()), (files + 700, 1 << 30));
+    }
+
     /// An upload no request has touched for `upload_expiry` is removed with its partial file,
     /// with a warning; its room goes back to the quota; a recent one stays.
     #[test]
@@ -289,6 +315,96 @@ mod tests {
         assert_eq!(c.head(&a).unwrap(), None);
         c.create(8_000, &md("e-2")).unwrap();
         drop(run);
+    }
+
+    /// What expires and what the quota gets back: an open upload gives back its whole length
+    /// (what it may still bring and what came), a finished one's record goes quietly and gives
+    /// back nothing (its file is filed), a corrupt copy gives back its bytes; files that are no
+    /// upload's (another extension, a name no upload has) stay.
+    #[test]
+    fn expiry_gives_back_what_the_quota_counted_and_leaves_other_files() {
+        let (d, run, c) = started(|c| c.upload_expiry = Duration::from_secs(3600));
+        let sh = &run.shared;
+        let open = c.create(8_000, &md("x-1")).unwrap();
+        c.patch(&open, 0, &[5u8; 1000]).unwrap();
+        let done = c.create(40, &md("x-2")).unwrap();
+        c.patch(&done, 0, &[6u8; 40]).unwrap();
+        let up = d.path().join("uploads");
+        std::fs::write(up.join("orphan.corrupt"), [7u8; 300]).unwrap();
+        sh.quota.reserve(300).unwrap();
+        for stray in ["notes.txt", "bad name.json"] {
+            std::fs::write(up.join(stray), "{}").unwrap();
+        }
+        let hour_ago = SystemTime::now() - Duration::from_secs(3601);
+        for e in std::fs::read_dir(&up).unwrap() {
+            let f = std::fs::File::options().write(true).open(e.unwrap().path());
+            f.unwrap().set_modified(hour_ago).unwrap();
+        }
+        let before = sh.quota.used();
+        let (n, log) = testkit::warnings(|| expire(sh, SystemTime::now()));
+        assert_eq!(n, 3, "{log}");
+        assert_eq!(before - sh.quota.used(), 8_000 + 300, "{log}");
+        assert_eq!(log.matches("expired after").count(), 1, "{log}");
+        assert!(
+            log.contains("orphan.corrupt: a file without an upload record"),
+            "{log}"
+        );
+        let mut left: Vec<String> = std::fs::read_dir(&up)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["bad name.json", "notes.txt"]);
+        let filed = crate::filing::file_name_for("mini.gz");
+        assert!(d.path().join("incidents/x-2").join(filed).exists());
+    }
+
+    /// The server sweeps expired uploads by itself, every quarter of `upload_expiry` (here
+    /// 4 s, so every second): an upload whose files have been idle for an hour is gone within
+    /// a few seconds, without a call to `expire`.
+    #[test]
+    fn the_server_sweeps_expired_uploads_by_itself() {
+        let (d, run, c) = started(|c| c.upload_expiry = Duration::from_secs(4));
+        let a = c.create(100, &md("w-1")).unwrap();
+        assert_eq!(uploads(d.path()), 2);
+        let hour_ago = SystemTime::now() - Duration::from_secs(3600);
+        for e in std::fs::read_dir(d.path().join("uploads")).unwrap() {
+            let f = std::fs::File::options().write(true).open(e.unwrap().path());
+            f.unwrap().set_modified(hour_ago).unwrap();
+        }
+        let t = std::time::Instant::now();
+        while uploads(d.path()) > 0 && t.elapsed() < Duration::from_secs(8) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(uploads(d.path()), 0, "not swept after {:?}", t.elapsed());
+        assert_eq!(c.head(&a).unwrap(), None);
+        drop(run);
+    }
+
+    /// With every connection slot taken, one more client is answered 503 ("busy") and counted,
+    /// not left waiting.
+    #[test]
+    fn a_client_beyond_the_connection_limit_is_told_busy() {
+        let (_d, run, _c) = started(|c| c.max_connections = 1);
+        let mut held = TcpStream::connect(run.addr()).unwrap();
+        held.write_all(b"GET /stats HTTP/1.1\r\nX-Slow: ").unwrap();
+        let active = || run.shared.active.load(std::sync::atomic::Ordering::SeqCst);
+        for _ in 0..100 {
+            if active() == 1 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(active(), 1, "the first client holds the slot");
+        let mut s = TcpStream::connect(run.addr()).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s.write_all(b"GET /stats HTTP/1.1\r\n\r\n").unwrap();
+        let mut got = String::new();
+        let _ = s.read_to_string(&mut got);
+        assert!(got.starts_with("HTTP/1.1 503"), "{got:?}");
+        assert!(got.ends_with("busy"), "{got:?}");
+        assert_eq!(run.stats().busy_refused, 1);
+        drop(held);
     }
 
     /// The per-upload lock map holds only locks in use. A handler writes its response while it

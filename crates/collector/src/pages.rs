@@ -170,7 +170,6 @@ struct Group<'a> {
     first: u64,
     last: u64,
     max_retained: u64,
-    instances: u64,
 }
 
 /// `/leaks`: the leaks of the listed incidents grouped by signature, the groups seen in the
@@ -228,7 +227,6 @@ pub(super) fn leaks(ix: &Index, mappings: &Mappings) -> String {
             g.first = g.first.min(s.received_ms);
             g.last = g.last.max(s.received_ms);
             g.max_retained = g.max_retained.max(l.retained_size);
-            g.instances += l.instances;
         }
     }
     let mut list: Vec<(&str, Group)> = groups.into_iter().collect();
@@ -430,6 +428,96 @@ mod tests {
         );
     }
 
+    /// A group row names its reason and the span it was seen in, and says what it leaves out:
+    /// the versions past ten (one group has ten, the other eleven) and the links past twenty
+    /// (20 and 21 incidents); the note on mappings says how many versions it does not name.
+    #[test]
+    fn group_rows_and_notes_say_what_they_leave_out() {
+        let d = tempfile::tempdir().unwrap();
+        let day = std::time::Duration::from_secs(86_400);
+        for (sig, n, versions) in [("s1", 20, 10), ("s2", 21, 11)] {
+            for i in 0..n {
+                let id = format!("{sig}-{i:02}");
+                let v = format!("v{:02}", i % versions);
+                let report = KOOM.replace("s1", sig).replace("RET", "10");
+                put(d.path(), &id, &format!("dev-{i}"), &v, &report);
+                // Received on day i + 1 (the summary is made from the directory's time).
+                let at = std::time::UNIX_EPOCH + day * (i + 1);
+                let dir = std::fs::File::open(d.path().join("incidents").join(&id)).unwrap();
+                dir.set_modified(at).unwrap();
+            }
+        }
+        let ix = Index::open(d.path(), 100);
+        let h = leaks(&ix, &Mappings::new(d.path()));
+        let row = |sig: &str| {
+            let row = h
+                .split("<tr class=\"group\">")
+                .find(|r| r.contains(&format!("title=\"{sig}\"")));
+            row.unwrap_or_else(|| panic!("{sig}: {h}")).to_string()
+        };
+        let (s1, s2) = (row("s1"), row("s2"));
+        for (r, n, last) in [(&s1, 20, 20), (&s2, 21, 21)] {
+            assert!(r.contains("<small>Activity Leak</small>"), "{r}");
+            assert!(r.contains(&format!("<td class=\"num\">{n}</td>")), "{r}");
+            let (first, last) = (html::utc(86_400_000), html::utc(last * 86_400_000));
+            assert!(
+                r.contains(&format!("<td>{first}</td><td>{last}</td>")),
+                "{r}"
+            );
+        }
+        assert!(s1.contains("v08, v09</td>") && !s1.contains("more"), "{s1}");
+        assert!(
+            s2.contains("v08, v09, …</td>") && s2.contains("</a> and 1 more</td>"),
+            "{s2}"
+        );
+        assert!(
+            h.contains("No mapping for app version(s) v00, v01, v02, v03, v04, v05, v06, v07, v08, v09 and 1 more (put it"),
+            "{h}"
+        );
+    }
+
+    /// `/leaks` lists at most MAX_GROUPS groups and says how many it leaves out: 200 groups
+    /// (twenty incidents of ten signatures each) are all listed, the 201st is counted.
+    #[test]
+    fn at_most_max_groups_are_listed() {
+        let d = tempfile::tempdir().unwrap();
+        let leak = |sig: usize| {
+            KOOM[r#"{"gcPaths":["#.len()..KOOM.len() - 2].replace("s1", &format!("g{sig:03}"))
+        };
+        let listed = |incidents: usize| {
+            let ix = Index::open(d.path(), 1000);
+            let h = leaks(&ix, &Mappings::new(d.path()));
+            let rows = h.matches("<tr class=\"group\">").count();
+            assert!(
+                h.contains(&format!("in the {incidents} listed incident(s)")),
+                "{h}"
+            );
+            (rows, h.contains("more signature(s) not shown"), h)
+        };
+        for i in 0..20 {
+            let ten: Vec<String> = (0..10)
+                .map(|k| leak(10 * i + k).replace("RET", "5"))
+                .collect();
+            let report = format!(r#"{{"gcPaths":[{}]}}"#, ten.join(","));
+            put(d.path(), &format!("{i:02}-x"), "dev-1", "1.0", &report);
+        }
+        let (rows, more, h) = listed(20);
+        assert_eq!((rows, more), (MAX_GROUPS, false), "{h}");
+        put(
+            d.path(),
+            "99-x",
+            "dev-1",
+            "1.0",
+            &format!(r#"{{"gcPaths":[{}]}}"#, leak(200).replace("RET", "5")),
+        );
+        let (rows, _, h) = listed(21);
+        assert_eq!(rows, MAX_GROUPS);
+        assert!(
+            h.contains("<p class=\"more\">1 more signature(s) not shown.</p>"),
+            "{h}"
+        );
+    }
+
     /// An incident whose report holds only part of an analysis (too little memory on the
     /// device) is named on `/leaks` and marked in the index and its terminal line; a whole
     /// report is not.
@@ -523,6 +611,52 @@ mod tests {
         .unwrap();
         let h = incident(d.path(), "500-big", &Mappings::new(d.path())).unwrap();
         assert!(h.contains("report.json: byte "), "{h}");
+    }
+
+    /// The incident page shows the first inventory there is, `fds.txt` before `threads.txt`: a
+    /// JSON one as a table, a text one as it is, up to 64 KiB; none when neither is there.
+    #[test]
+    fn the_incident_page_shows_its_inventory() {
+        let d = tempfile::tempdir().unwrap();
+        let page = |id: &str, files: &[(&str, &str)]| {
+            put(d.path(), id, "dev-1", "1.0", &KOOM.replace("RET", "7"));
+            for (name, body) in files {
+                std::fs::write(d.path().join("incidents").join(id).join(name), body).unwrap();
+            }
+            incident(d.path(), id, &Mappings::new(d.path())).unwrap()
+        };
+        let fds = r#"{"kind":"fd","total":3,"groups":[{"name":"socket","count":3}]}"#;
+        let h = page("1-json", &[("fds.txt", fds), ("threads.txt", "main\n")]);
+        assert!(
+            h.contains("File descriptors <small>fds.txt: 3 listed</small>"),
+            "{h}"
+        );
+        assert!(!h.contains("<small>threads.txt</small>"), "{h}");
+        let text = "t".repeat(100 << 10);
+        let h = page("2-text", &[("threads.txt", &text)]);
+        let shown = h
+            .split("Inventory <small>threads.txt</small></h2>\n<pre>")
+            .nth(1);
+        let shown = shown.and_then(|p| p.split("</pre>").next()).expect(&h);
+        assert_eq!(shown.len(), 64 << 10);
+        let h = page("3-none", &[]);
+        assert!(!h.contains("id=\"inventory\""), "{h}");
+    }
+
+    /// A report that is there but cannot be opened is named on the page with the reason, not
+    /// taken for a missing one (a link to itself: `ELOOP`).
+    #[test]
+    fn a_report_that_cannot_be_opened_is_named_on_the_page() {
+        let d = tempfile::tempdir().unwrap();
+        put(d.path(), "1-loop", "dev-1", "1.0", "{}");
+        let p = d.path().join("incidents/1-loop/report.json");
+        std::fs::remove_file(&p).unwrap();
+        std::os::unix::fs::symlink(&p, &p).unwrap();
+        let h = incident(d.path(), "1-loop", &Mappings::new(d.path())).unwrap();
+        assert!(
+            h.contains("report.json: Too many levels of symbolic links"),
+            "{h}"
+        );
     }
 
     /// A report with an app leak and a library leak (issue 42): `/leaks`, the incident page and
@@ -689,8 +823,16 @@ mod tests {
             (&renamed.signature, &renamed.class_name, &renamed.short_path),
             (&want[0].signature, &want[0].class_name, &want[0].short_path)
         );
+        assert_eq!(renamed.path, want[0].path);
+        assert_ne!(
+            renamed.path, sums[0].path,
+            "the path's own names are turned back too"
+        );
         assert!(h.contains("id=\"mappings\""), "{h}");
-        assert!(h.contains("No mapping for app version(s) 1.0, 3.0"), "{h}");
+        assert!(
+            h.contains("No mapping for app version(s) 1.0, 3.0 (put it"),
+            "{h}"
+        );
         assert!(h.contains("mappings/4.0/mapping.txt: line 2"), "{h}");
         // The index lists each incident's leaks with its version's names too.
         let index = ix.render(0, 10);

@@ -747,6 +747,112 @@ mod tests {
         );
     }
 
+    /// A file is listed once however often it is filed, and at most MAX_FILES are listed.
+    #[test]
+    fn files_are_listed_once_and_at_most_max_files() {
+        let mut sum = Summary::new("i", 1);
+        let nowhere = Path::new("/nonexistent");
+        sum.add_file("a.bin", nowhere);
+        sum.add_file("a.bin", nowhere);
+        assert_eq!(sum.files, ["a.bin"]);
+        for i in 0..MAX_FILES + 5 {
+            sum.add_file(&format!("f{i:02}.bin"), nowhere);
+        }
+        assert_eq!(sum.files.len(), MAX_FILES);
+        assert_eq!(sum.files[0], "a.bin");
+        assert_eq!(
+            sum.files[MAX_FILES - 1],
+            format!("f{:02}.bin", MAX_FILES - 2)
+        );
+    }
+
+    /// The collector's own report is read as the report, marked as the whole analysis; the
+    /// device's is not marked.
+    #[test]
+    fn the_collector_s_report_is_read_and_marked_whole() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join(crate::complete::SERVER_REPORT);
+        std::fs::write(&p, r#"{"gcPaths":[{"signature":"s","instanceCount":4}]}"#).unwrap();
+        let mut sum = Summary::new("i", 1);
+        sum.add_file(crate::complete::SERVER_REPORT, &p);
+        let r = sum.report.as_ref().unwrap();
+        assert!(r.completed);
+        assert_eq!(r.leaks[0].instances, 4);
+        sum.add_file("report.json", &p);
+        assert!(!sum.report.unwrap().completed);
+    }
+
+    /// When the meta came first with any of the running info (the app version, the device id or
+    /// the device), the report's running info is not read over it.
+    #[test]
+    fn the_meta_s_running_info_wins_over_the_report_s() {
+        let d = tempfile::tempdir().unwrap();
+        let (meta, report) = (d.path().join("meta.json"), d.path().join("report.json"));
+        let theirs = r#"{"appVersion":"2.0","deviceId":"d2","manufacturer":"X","apiLevel":30}"#;
+        std::fs::write(&report, format!(r#"{{"runningInfo":{theirs}}}"#)).unwrap();
+        let after_meta = |ri: &str| {
+            std::fs::write(&meta, format!(r#"{{"runningInfo":{ri}}}"#)).unwrap();
+            let mut sum = Summary::new("i", 1);
+            sum.add_file("meta.json", &meta);
+            sum.add_file("report.json", &report);
+            (sum.app_version, sum.device_id, sum.device)
+        };
+        let s = |t: &str| Some(t.to_string());
+        assert_eq!(
+            after_meta(r#"{"appVersion":"1.0"}"#),
+            (s("1.0"), None, None)
+        );
+        assert_eq!(after_meta(r#"{"deviceId":"d1"}"#), (None, s("d1"), None));
+        assert_eq!(after_meta(r#"{"manufacturer":"M"}"#), (None, None, s("M")));
+        assert_eq!(after_meta("{}"), (s("2.0"), s("d2"), s("X, API 30")));
+    }
+
+    /// A summary file of exactly MAX_SUMMARY_FILE bytes is read back; one byte more is not.
+    #[test]
+    fn a_summary_file_is_read_back_up_to_its_bound() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("summary.json");
+        let mut b = serde_json::to_vec(&Summary::new("i", 7)).unwrap();
+        b.resize(MAX_SUMMARY_FILE as usize, b' ');
+        std::fs::write(&p, &b).unwrap();
+        assert_eq!(Summary::load(&p).map(|s| s.received_ms), Some(7));
+        b.push(b' ');
+        std::fs::write(&p, &b).unwrap();
+        assert!(Summary::load(&p).is_none());
+    }
+
+    /// The guard counts the bytes of strings alone (a megabyte of numbers is read), lets a
+    /// string of exactly MAX_STRING bytes through and stops at the byte past it; an error far
+    /// into the file names its byte.
+    #[test]
+    fn the_guard_bounds_strings_alone_and_names_the_byte() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("report.json");
+        let error = |body: &str| {
+            std::fs::write(&p, body).unwrap();
+            let mut sum = Summary::new("i", 1);
+            sum.add_file("report.json", &p);
+            sum.report.unwrap().error
+        };
+        let nums = vec!["7"; 600_000].join(",");
+        assert_eq!(error(&format!(r#"{{"analysis":{{"x":[{nums}]}}}}"#)), None);
+        let text = "x".repeat(MAX_STRING as usize);
+        let head = r#"{"analysis":{"note":""#;
+        assert_eq!(error(&format!(r#"{head}{text}"}}}}"#)), None);
+        let e = error(&format!(r#"{head}{text}x"}}}}"#)).unwrap();
+        let past = head.len() as u64 + MAX_STRING;
+        assert!(
+            e.contains(&format!("longer than {MAX_STRING} bytes, at byte {past};")),
+            "{e}"
+        );
+        let body = format!(r#"{{"analysis":{{"x":[{nums}]}},oops"#);
+        let e = error(&body).unwrap();
+        assert!(
+            e.starts_with(&format!("report.json: byte {}: ", body.len() - 3)),
+            "{e}"
+        );
+    }
+
     #[test]
     fn errors_name_the_file_and_offset() {
         let d = tempfile::tempdir().unwrap();
@@ -771,6 +877,23 @@ mod tests {
         sum.add_file("report.json", &p);
         let e = sum.report.take().unwrap().error.unwrap();
         assert!(e.contains("a string longer than"), "{e}");
+        // A report of the wrong shape, or with a list of the wrong shape, says what was wanted.
+        for (body, want) in [
+            (
+                "[1]",
+                "report.json: byte 1: invalid type: sequence, expected a report object",
+            ),
+            (
+                r#"{"gcPaths":5}"#,
+                "report.json: byte 13: invalid type: integer `5`, expected a list",
+            ),
+        ] {
+            std::fs::write(&p, body).unwrap();
+            let mut sum = Summary::new("i", 1);
+            sum.add_file("report.json", &p);
+            let e = sum.report.unwrap().error.unwrap();
+            assert!(e.starts_with(want), "{e}");
+        }
         std::fs::write(d.path().join("meta.json"), "\"text\"").unwrap();
         sum.add_file("meta.json", &d.path().join("meta.json"));
         assert!(sum.meta_error.unwrap().starts_with("meta.json: byte "));
