@@ -381,6 +381,47 @@ mod tests {
         drop(run);
     }
 
+    /// Handlers run on blocking threads, enough for one per connection slot: three uploads
+    /// whose bodies stall (each holding its handler's thread) do not keep a fourth client from
+    /// being served.
+    #[test]
+    fn stalled_bodies_do_not_starve_the_other_connections() {
+        let (_d, run, c) = started(|c| {
+            c.max_connections = 4;
+            c.io_timeout = Duration::from_secs(30);
+        });
+        let stalled: Vec<TcpStream> = (0..3)
+            .map(|i| {
+                let url = c.create(1000, &md(&format!("b-{i}"))).unwrap();
+                let path = &url[url.find("/files/").unwrap()..];
+                let mut s = TcpStream::connect(run.addr()).unwrap();
+                let head = format!(
+                    "PATCH {path} HTTP/1.1\r\nTus-Resumable: 1.0.0\r\nUpload-Offset: 0\r\n\
+                     Content-Type: application/offset+octet-stream\r\nContent-Length: 1000\r\n\r\n"
+                );
+                s.write_all(head.as_bytes()).unwrap();
+                s.write_all(&[1u8; 10]).unwrap();
+                s
+            })
+            .collect();
+        let active = || run.shared.active.load(std::sync::atomic::Ordering::SeqCst);
+        for _ in 0..100 {
+            if active() == 3 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        let mut s = TcpStream::connect(run.addr()).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s.write_all(b"GET /stats HTTP/1.1\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut got = String::new();
+        let _ = s.read_to_string(&mut got);
+        assert!(got.starts_with("HTTP/1.1 200"), "{got:?}");
+        drop(stalled);
+    }
+
     /// With every connection slot taken, one more client is answered 503 ("busy") and counted,
     /// not left waiting.
     #[test]
