@@ -360,3 +360,24 @@ fn a_dump_too_large_for_the_disk_quota_is_refused_and_its_room_given_back() {
     c.upload("2000-next", "meta", &vec![b' '; 150_000]);
     c.stop();
 }
+
+/// A dump whose whole analysis needs more memory than the collector gives it
+/// (`--analysis-memory-mb`) is refused with that reason, and not analysed in part again.
+#[test]
+fn a_dump_too_large_for_the_collector_s_memory_is_refused_with_the_reason() {
+    let (gz, partial, _) = partial_incident();
+    let tmp = common::fast_tmp();
+    let c = Collect::start(tmp.path(), &["--analysis-memory-mb", "1"]);
+    c.upload("1000-mem", "report", &partial);
+    c.upload("1000-mem", "mini.gz", &gz);
+    let inc = tmp.path().join("incidents/1000-mem");
+    let why = read_when_there(&inc.join("report.server.error.txt"));
+    assert!(
+        why.starts_with("the whole analysis would need more than the collector's 1 MiB as well (")
+            && why.trim_end().ends_with("): raise --analysis-memory-mb"),
+        "{why}"
+    );
+    assert!(!inc.join("report.server.json").exists());
+    assert!(!inc.join(".analysis").exists());
+    c.stop();
+}
