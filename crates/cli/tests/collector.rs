@@ -355,6 +355,13 @@ fn a_dump_too_large_for_the_disk_quota_is_refused_and_its_room_given_back() {
         ),
         "{why}"
     );
+    // It says how much of the dump was written before the room ran out: some of it was.
+    let written = why
+        .split(" bytes of the dump written")
+        .next()
+        .and_then(|h| h.rsplit(' ').next())
+        .and_then(|n| n.parse::<u64>().ok());
+    assert!(written.is_some_and(|w| w > 0), "{why}");
     assert!(!tmp.path().join("incidents/1000-big/.analysis").exists());
     // What the inflated part had taken is free again.
     c.upload("2000-next", "meta", &vec![b' '; 150_000]);

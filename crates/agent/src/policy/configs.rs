@@ -214,6 +214,118 @@ mod tests {
         assert_eq!(t.heap.threshold_percent(300 << 20), 85);
     }
 
+    /// Every policy field that is a setting reaches it, each set here to a value of its own
+    /// (none the default), so that a field dropped or taken from a neighbour shows.
+    #[test]
+    fn every_policy_field_reaches_its_setting() {
+        let mut p = Policy::default();
+        (p.spool.max_bytes, p.spool.max_count, p.spool.max_age_days) = (5 << 20, 7, 9);
+        (p.analysis.max_attempts, p.analysis.memory_limit_mb) = (4, 96);
+        (p.analysis.bitmap_min_pixels, p.analysis.big_array_bytes) = (1001, 2002);
+        (p.analysis.top_dominators, p.analysis.max_paths_per_class) = (11, 13);
+        p.analysis.scratch_max_mb = 17;
+        (p.dump.keep_full, p.dump.once_per_process) = (true, false);
+        (p.dump.min_free_disk_mb, p.dump.min_free_disk_heap_factor) = (19, 3);
+        (p.dump.per_version_quota, p.dump.quota_window_days) = (6, 8);
+        p.upload.url = Some("https://c.example/files/".into());
+        (p.upload.timeout_ms, p.upload.max_attempts) = (1234, 12);
+        (p.upload.backoff_base_ms, p.upload.backoff_cap_ms) = (2345, 34_567);
+        (p.upload.daily_byte_budget, p.upload.unmetered_only) = (4567, false);
+        let q = Quotas::from(&p);
+        assert_eq!(
+            q,
+            Quotas {
+                max_total_bytes: 5 << 20,
+                max_count: 7,
+                max_age: DAY * 9,
+                max_analysis_attempts: 4,
+                keep_full_dump: true,
+            }
+        );
+        let g = GuardPolicy::from(&p);
+        assert_eq!((g.min_free_bytes, g.heap_factor), (19 << 20, 3));
+        assert_eq!((g.once_per_process, g.quota_per_version), (false, 6));
+        assert_eq!(g.window, DAY * 8);
+        let u = upload_config(&p).unwrap();
+        assert_eq!(u.endpoint, "https://c.example/files/");
+        assert_eq!(
+            (u.io_timeout, u.max_attempts),
+            (Duration::from_millis(1234), 12)
+        );
+        assert_eq!(u.backoff_base, Duration::from_millis(2345));
+        assert_eq!(u.backoff_cap, Duration::from_millis(34_567));
+        assert_eq!((u.daily_byte_budget, u.unmetered_only), (4567, false));
+        let a = analyze::Config::from(&p);
+        assert_eq!((a.bitmap_min_pixels, a.array_min_bytes), (1001, 2002));
+        assert_eq!(
+            (a.top_n, a.max_paths_per_class, a.scratch_max_mb),
+            (11, 13, 17)
+        );
+        let l = AnalysisLimits::from(&p);
+        assert_eq!((l.memory, l.max_attempts), (96 << 20, 4));
+        for (level, want) in [
+            (StripLevel::None, hprof::Level::None),
+            (StripLevel::Arrays, hprof::Level::Arrays),
+            (StripLevel::App, hprof::Level::App),
+        ] {
+            p.dump.strip_level = level;
+            assert_eq!(hprof::Level::from(&p), want);
+        }
+    }
+
+    /// The trigger machines' settings, each field its own value.
+    #[test]
+    fn every_trigger_field_reaches_its_machine() {
+        let mut p = Policy::default();
+        let h = &mut p.heap;
+        h.thresholds = vec![super::super::HeapThreshold::tier(300, 70)];
+        (h.strikes, h.ascending, h.slack_percent) = (5, false, 7);
+        (h.fast_huge_percent, h.fast_huge_growth_mb) = (95, 123);
+        (
+            p.fd.max,
+            p.fd.soft_limit_percent,
+            p.fd.strikes,
+            p.fd.tolerance,
+        ) = (900, 80, 4, 40);
+        let t = &mut p.threads;
+        (t.max, t.huawei_legacy_max, t.huawei_legacy_max_api) = (700, 400, 25);
+        (t.threads_max_percent, t.strikes, t.tolerance) = (85, 6, 30);
+        (p.vm_size.max_mb_32bit, p.vm_size.strikes) = (3000, 7);
+        let c = &mut p.cgroup_memory;
+        (c.percent, c.strikes, c.ascending, c.slack_percent) = (75, 8, false, 9);
+        let t = trigger::Config::from(&p);
+        let h = &t.heap;
+        assert_eq!(
+            h.thresholds
+                .iter()
+                .map(|t| (t.min_max_heap_mb, t.percent))
+                .collect::<Vec<_>>(),
+            [(300, 70)]
+        );
+        assert_eq!((h.strikes, h.ascending, h.slack_percent), (5, false, 7));
+        assert_eq!((h.fast_huge_percent, h.fast_huge_growth_mb), (95, 123));
+        let f = &t.fd;
+        assert_eq!(
+            (f.max, f.soft_limit_percent, f.strikes, f.tolerance),
+            (900, 80, 4, 40)
+        );
+        let th = &t.threads;
+        assert_eq!(
+            (th.max, th.huawei_legacy_max, th.huawei_legacy_max_api),
+            (700, 400, 25)
+        );
+        assert_eq!(
+            (th.threads_max_percent, th.strikes, th.tolerance),
+            (85, 6, 30)
+        );
+        assert_eq!((t.vm_size.max_mb_32bit, t.vm_size.strikes), (3000, 7));
+        let c = &t.cgroup_memory;
+        assert_eq!(
+            (c.percent, c.strikes, c.ascending, c.slack_percent),
+            (75, 8, false, 9)
+        );
+    }
+
     /// A module's `Default` that stays is the default policy's.
     #[test]
     fn module_defaults_are_the_policy_defaults() {

@@ -210,6 +210,41 @@ mod tests {
         assert_eq!(at("nothing"), None);
     }
 
+    /// An escaped quote does not end a string, and indices may follow one another.
+    #[test]
+    fn escapes_and_nested_indices() {
+        let doc = br#"{"a": "x\"y", "m": [[1], [2, 3]], "b": 5}"#;
+        assert_eq!(&doc[value_offset(doc, "b").unwrap()..][..1], b"5");
+        assert_eq!(&doc[value_offset(doc, "m[1][1]").unwrap()..][..1], b"3");
+        assert_eq!(&doc[value_offset(doc, "m[1][0]").unwrap()..][..1], b"2");
+    }
+
+    /// A path may start with an index (a top-level array); a string read past may hold spaces,
+    /// commas and brackets.
+    #[test]
+    fn top_level_arrays_and_strings_read_past() {
+        let doc = br#"[5, [6, 7]]"#;
+        assert_eq!(&doc[value_offset(doc, "[1][0]").unwrap()..][..1], b"6");
+        let doc = br#"{"c": "p, q] }", "b": 8}"#;
+        assert_eq!(&doc[value_offset(doc, "b").unwrap()..][..1], b"8");
+    }
+
+    /// A value read past on the way is bounded by MAX_DEPTH, arrays and objects alike: nested
+    /// to the bound it is read past, one level more gives up.
+    #[test]
+    fn values_read_past_are_bounded_in_depth() {
+        for (open, close) in [("[", "]"), ("{\"k\":", "}")] {
+            let at = |levels: usize| {
+                let v = format!("{}1{}", open.repeat(levels), close.repeat(levels));
+                let doc = format!(r#"{{"x": {v}, "b": 2}}"#);
+                value_offset(doc.as_bytes(), "b")
+            };
+            let deepest = MAX_DEPTH - 1;
+            assert!(at(deepest).is_some(), "{open}");
+            assert_eq!(at(deepest + 1), None, "{open}");
+        }
+    }
+
     #[test]
     fn the_last_of_duplicate_keys_is_found() {
         let doc = br#"{"k": 1, "k": 22}"#;
