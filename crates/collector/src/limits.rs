@@ -220,6 +220,32 @@ mod tests {
         std::fs::read_dir(d.join("uploads")).unwrap().count()
     }
 
+    /// The connections being served, once they are `n` (waiting at most 5 s for that).
+    fn active_when(run: &Running, n: usize) -> usize {
+        let active = || run.shared.active.load(std::sync::atomic::Ordering::SeqCst);
+        for _ in 0..250 {
+            if active() == n {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        active()
+    }
+
+    /// A new connection with a PATCH of upload `url` from offset 0 whose head declares 1000
+    /// bytes of body, of which only `first` are sent.
+    fn stalled_patch(run: &Running, url: &str, first: &[u8]) -> TcpStream {
+        let path = &url[url.find("/files/").unwrap()..];
+        let mut s = TcpStream::connect(run.addr()).unwrap();
+        let head = format!(
+            "PATCH {path} HTTP/1.1\r\nTus-Resumable: 1.0.0\r\nUpload-Offset: 0\r\n\
+             Content-Type: application/offset+octet-stream\r\nContent-Length: 1000\r\n\r\n"
+        );
+        s.write_all(head.as_bytes()).unwrap();
+        s.write_all(first).unwrap();
+        s
+    }
+
     /// Over the disk quota a new upload is refused at creation, with a 503 and `Retry-After`
     /// (the client keeps its files and comes back), and nothing of it is stored; an upload
     /// accepted can always be finished, and what leaves (a duplicate) frees its room.
@@ -393,24 +419,10 @@ mod tests {
         let stalled: Vec<TcpStream> = (0..3)
             .map(|i| {
                 let url = c.create(1000, &md(&format!("b-{i}"))).unwrap();
-                let path = &url[url.find("/files/").unwrap()..];
-                let mut s = TcpStream::connect(run.addr()).unwrap();
-                let head = format!(
-                    "PATCH {path} HTTP/1.1\r\nTus-Resumable: 1.0.0\r\nUpload-Offset: 0\r\n\
-                     Content-Type: application/offset+octet-stream\r\nContent-Length: 1000\r\n\r\n"
-                );
-                s.write_all(head.as_bytes()).unwrap();
-                s.write_all(&[1u8; 10]).unwrap();
-                s
+                stalled_patch(&run, &url, &[1u8; 10])
             })
             .collect();
-        let active = || run.shared.active.load(std::sync::atomic::Ordering::SeqCst);
-        for _ in 0..100 {
-            if active() == 3 {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        assert_eq!(active_when(&run, 3), 3);
         std::thread::sleep(Duration::from_millis(200));
         let mut s = TcpStream::connect(run.addr()).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
@@ -429,14 +441,7 @@ mod tests {
         let (_d, run, _c) = started(|c| c.max_connections = 1);
         let mut held = TcpStream::connect(run.addr()).unwrap();
         held.write_all(b"GET /stats HTTP/1.1\r\nX-Slow: ").unwrap();
-        let active = || run.shared.active.load(std::sync::atomic::Ordering::SeqCst);
-        for _ in 0..100 {
-            if active() == 1 {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        assert_eq!(active(), 1, "the first client holds the slot");
+        assert_eq!(active_when(&run, 1), 1, "the first client holds the slot");
         let mut s = TcpStream::connect(run.addr()).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         s.write_all(b"GET /stats HTTP/1.1\r\n\r\n").unwrap();
@@ -498,15 +503,8 @@ mod tests {
     fn a_stalled_body_is_cut_and_its_bytes_kept() {
         let (_d, run, c) = started(|c| c.io_timeout = Duration::from_secs(1));
         let url = c.create(1000, &md("s-1")).unwrap();
-        let path = &url[url.find("/files/").unwrap()..];
-        let mut s = TcpStream::connect(run.addr()).unwrap();
+        let mut s = stalled_patch(&run, &url, &[7u8; 10]);
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        let head = format!(
-            "PATCH {path} HTTP/1.1\r\nTus-Resumable: 1.0.0\r\nUpload-Offset: 0\r\n\
-             Content-Type: application/offset+octet-stream\r\nContent-Length: 1000\r\n\r\n"
-        );
-        s.write_all(head.as_bytes()).unwrap();
-        s.write_all(&[7u8; 10]).unwrap();
         let t = std::time::Instant::now();
         let mut got = Vec::new();
         let _ = s.read_to_end(&mut got);
@@ -526,14 +524,8 @@ mod tests {
         let mut s = TcpStream::connect(run.addr()).unwrap();
         s.write_all(b"GET /incidents/r-1/big.bin HTTP/1.1\r\n\r\n")
             .unwrap();
+        assert_eq!(active_when(&run, 1), 1, "the request is being answered");
         let active = || run.shared.active.load(std::sync::atomic::Ordering::SeqCst);
-        for _ in 0..50 {
-            if active() == 1 {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        assert_eq!(active(), 1, "the request is being answered");
         let t = std::time::Instant::now();
         while active() > 0 && t.elapsed() < Duration::from_secs(20) {
             std::thread::sleep(Duration::from_millis(50));
@@ -563,12 +555,7 @@ mod tests {
                 s
             })
             .collect();
-        for _ in 0..50 {
-            if run.shared.active.load(std::sync::atomic::Ordering::SeqCst) == 32 {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        active_when(&run, 32);
         // They trickle one byte each per 200 ms for 10 s (each read well within io_timeout).
         let trickle = std::thread::spawn(move || {
             for _ in 0..50 {
