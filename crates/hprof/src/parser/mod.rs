@@ -19,7 +19,7 @@ mod record_tests;
 mod records;
 mod subs;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 pub use records::{ClassDump, Record, Sub, Visitor};
 

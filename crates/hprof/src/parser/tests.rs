@@ -79,7 +79,7 @@ fn sample(id_size: u32) -> Vec<u8> {
 }
 
 /// Feed `b` to `p` in pieces of `step` bytes (at least one), then finish: the first error.
-pub(super) fn feed_in_pieces<V: Visitor + ?Sized>(
+pub(crate) fn feed_in_pieces<V: Visitor + ?Sized>(
     p: &mut Parser,
     b: &[u8],
     step: usize,

@@ -2,6 +2,7 @@
 //! arrays, Android's records make it 1.0.3, and segments are continued before they overflow.
 
 use super::*;
+use crate::parser::tests::feed_in_pieces;
 use crate::writer::Writer;
 use crate::{BasicType, Format, Header};
 
@@ -161,7 +162,7 @@ fn android_roots_and_heap_names_make_the_output_1_0_3() {
 }
 
 /// What a dump is made of, as the parser reports it: each sub-record with its elements.
-#[derive(Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 enum Unit {
     Header(Vec<u8>),
     Record(Vec<u8>),
@@ -206,14 +207,13 @@ impl Visitor for Units {
 
 fn units(b: &[u8]) -> Vec<Unit> {
     let mut u = Units::default();
-    let mut p = Parser::new();
-    p.feed(b, &mut u).and_then(|_| p.finish()).unwrap();
+    feed_in_pieces(&mut Parser::new(), b, b.len(), &mut u).unwrap();
     u.0
 }
 
 /// `units` with every segment cut where the next sub-record would take its body over `limit`
 /// bytes: what restore must write.
-fn continued(units: Vec<Unit>, limit: u64) -> Vec<Unit> {
+fn continued(units: &[Unit], limit: u64) -> Vec<Unit> {
     let mut out = Vec::new();
     // Where the open segment's head is in `out`, and its body's length so far.
     let mut seg: Option<(usize, u64)> = None;
@@ -226,7 +226,7 @@ fn continued(units: Vec<Unit>, limit: u64) -> Vec<Unit> {
     };
     for u in units {
         match u {
-            Unit::Segment(t, _) => {
+            &Unit::Segment(t, _) => {
                 close(&mut out, seg);
                 seg = Some((out.len(), 0));
                 out.push(Unit::Segment(t, 0));
@@ -239,11 +239,11 @@ fn continued(units: Vec<Unit>, limit: u64) -> Vec<Unit> {
                     out.push(Unit::Segment(tag::HEAP_DUMP_SEGMENT, 0));
                 }
                 seg = Some((at, len + b.len() as u64));
-                out.push(Unit::Sub(b));
+                out.push(Unit::Sub(b.clone()));
             }
             other => {
                 close(&mut out, seg.take());
-                out.push(other);
+                out.push(other.clone());
             }
         }
     }
@@ -265,8 +265,7 @@ fn a_segment_is_continued_in_a_new_one_before_it_would_overflow() {
     for n in [4, 8] {
         for extra in [Extra::Root(sub::ROOT_DEBUGGER), Extra::HeapInfo] {
             let stripped = dump(Format::V102, n, true, false, extra);
-            let full_bytes = dump(Format::V103, n, false, false, extra);
-            let full = units(&full_bytes);
+            let full = units(&dump(Format::V103, n, false, false, extra));
             let largest = full.iter().filter_map(|u| match u {
                 Unit::Sub(b) => Some(b.len()),
                 _ => None,
@@ -281,7 +280,7 @@ fn a_segment_is_continued_in_a_new_one_before_it_would_overflow() {
             for limit in largest..=whole + 1 {
                 let (out, _) = restore_with_limit(&stripped, limit).unwrap();
                 let got = units(&out);
-                let want = continued(units(&full_bytes), limit);
+                let want = continued(&full, limit);
                 assert_eq!(got, want, "{n}-byte ids, {extra:?}, limit {limit}");
                 segments.push(
                     got.iter()
