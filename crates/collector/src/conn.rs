@@ -514,20 +514,12 @@ impl AsyncWrite for Timed {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Collector, Config, Running};
+    use super::super::testing::{patch_head, started};
+    use super::super::Running;
     use super::timed_out;
-    use oomguard::upload::tus::Client;
     use std::io::{BufRead, BufReader, Error, ErrorKind, Read, Write};
     use std::net::TcpStream;
     use std::time::Duration;
-
-    fn started() -> (tempfile::TempDir, Running) {
-        let d = tempfile::tempdir().unwrap();
-        let run = Collector::bind("127.0.0.1:0", Config::new(d.path()))
-            .unwrap()
-            .spawn();
-        (d, run)
-    }
 
     /// One response read off `s`: its head (lines, lower-cased) and its body, by
     /// `Content-Length`.
@@ -560,7 +552,7 @@ mod tests {
     /// closed.
     #[test]
     fn a_drained_body_keeps_the_connection_unless_it_is_too_large() {
-        let (_d, run) = started();
+        let (_d, run, _c) = started(|_| {});
         let mut s = connect(&run);
         for _ in 0..2 {
             let req = "GET /stats HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello";
@@ -585,7 +577,7 @@ mod tests {
     /// A filed file is streamed whole, with its length announced, in pieces of 64 KiB.
     #[test]
     fn a_served_file_comes_whole_with_its_length() {
-        let (d, run) = started();
+        let (d, run, _c) = started(|_| {});
         let inc = d.path().join("incidents/1-a");
         std::fs::create_dir_all(&inc).unwrap();
         let data: Vec<u8> = (0..200_000u32).map(|i| (i * 7 % 251) as u8).collect();
@@ -608,19 +600,14 @@ mod tests {
     /// the tenth byte, with those ten stored).
     #[test]
     fn a_patch_declared_past_the_upload_length_is_refused_at_once() {
-        let (_d, run) = started();
-        let t = Duration::from_secs(5);
-        let c = Client::new(&run.endpoint(), t, t, 1 << 20);
+        let (_d, run, c) = started(|_| {});
         let url = c
             .create(10, &[("incident", "p-1"), ("kind", "mini.gz")])
             .unwrap();
-        let path = &url[url.find("/files/").unwrap()..];
         let mut s = connect(&run);
-        let head = format!(
-            "PATCH {path} HTTP/1.1\r\nTus-Resumable: 1.0.0\r\nUpload-Offset: 0\r\n\
-             Content-Type: application/offset+octet-stream\r\nContent-Length: 11\r\n\r\n"
-        );
-        s.get_mut().write_all(head.as_bytes()).unwrap();
+        s.get_mut()
+            .write_all(patch_head(&url, 11).as_bytes())
+            .unwrap();
         s.get_mut().write_all(b"0123456789+").unwrap();
         let (head, body) = response(&mut s);
         assert!(head.starts_with("http/1.1 413"), "{head}");

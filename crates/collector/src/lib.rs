@@ -53,6 +53,8 @@ pub mod metadata;
 mod pages;
 mod server;
 pub mod summary;
+#[cfg(test)]
+mod testing;
 
 pub use filing::{file_name_for, UploadInfo};
 

@@ -196,21 +196,12 @@ pub(super) fn expire(sh: &Shared, now: SystemTime) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Collector, Config, Running};
+    use super::super::testing::{patch_head, started};
+    use super::super::Running;
     use super::*;
-    use oomguard::upload::tus::{Client, TusError};
+    use oomguard::upload::tus::TusError;
     use std::io::{Read, Write};
-    use std::net::TcpStream;
-
-    fn started(cfg: impl FnOnce(&mut Config)) -> (tempfile::TempDir, Running, Client) {
-        let d = tempfile::tempdir().unwrap();
-        let mut c = Config::new(d.path());
-        cfg(&mut c);
-        let run = Collector::bind("127.0.0.1:0", c).unwrap().spawn();
-        let t = Duration::from_secs(5);
-        let client = Client::new(&run.endpoint(), t, t, 1 << 20);
-        (d, run, client)
-    }
+    use std::net::{SocketAddr, TcpStream};
 
     fn md(incident: &str) -> [(&str, &str); 2] {
         [("incident", incident), ("kind", "mini.gz")]
@@ -235,15 +226,32 @@ mod tests {
     /// A new connection with a PATCH of upload `url` from offset 0 whose head declares 1000
     /// bytes of body, of which only `first` are sent.
     fn stalled_patch(run: &Running, url: &str, first: &[u8]) -> TcpStream {
-        let path = &url[url.find("/files/").unwrap()..];
         let mut s = TcpStream::connect(run.addr()).unwrap();
-        let head = format!(
-            "PATCH {path} HTTP/1.1\r\nTus-Resumable: 1.0.0\r\nUpload-Offset: 0\r\n\
-             Content-Type: application/offset+octet-stream\r\nContent-Length: 1000\r\n\r\n"
-        );
-        s.write_all(head.as_bytes()).unwrap();
+        s.write_all(patch_head(url, 1000).as_bytes()).unwrap();
         s.write_all(first).unwrap();
         s
+    }
+
+    /// What the collector at `addr` answers `request` on a new connection, read until it closes
+    /// (at most 5 s). A write the collector cuts short is not an error here: its answer says
+    /// what happened.
+    fn exchange(addr: SocketAddr, request: &[u8]) -> String {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let _ = s.write_all(request);
+        let mut got = String::new();
+        let _ = s.read_to_string(&mut got);
+        got
+    }
+
+    /// Every file under `uploads/` last touched an hour and a second ago (past an expiry of an
+    /// hour).
+    fn age_uploads(d: &Path) {
+        let hour_ago = SystemTime::now() - Duration::from_secs(3601);
+        for e in std::fs::read_dir(d.join("uploads")).unwrap() {
+            let f = std::fs::File::options().write(true).open(e.unwrap().path());
+            f.unwrap().set_modified(hour_ago).unwrap();
+        }
     }
 
     /// Over the disk quota a new upload is refused at creation, with a 503 and `Retry-After`
@@ -361,11 +369,7 @@ mod tests {
         for stray in ["notes.txt", "bad name.json"] {
             std::fs::write(up.join(stray), "{}").unwrap();
         }
-        let hour_ago = SystemTime::now() - Duration::from_secs(3601);
-        for e in std::fs::read_dir(&up).unwrap() {
-            let f = std::fs::File::options().write(true).open(e.unwrap().path());
-            f.unwrap().set_modified(hour_ago).unwrap();
-        }
+        age_uploads(d.path());
         let before = sh.quota.used();
         let (n, log) = testkit::warnings(|| expire(sh, SystemTime::now()));
         assert_eq!(n, 3, "{log}");
@@ -393,11 +397,7 @@ mod tests {
         let (d, run, c) = started(|c| c.upload_expiry = Duration::from_secs(4));
         let a = c.create(100, &md("w-1")).unwrap();
         assert_eq!(uploads(d.path()), 2);
-        let hour_ago = SystemTime::now() - Duration::from_secs(3600);
-        for e in std::fs::read_dir(d.path().join("uploads")).unwrap() {
-            let f = std::fs::File::options().write(true).open(e.unwrap().path());
-            f.unwrap().set_modified(hour_ago).unwrap();
-        }
+        age_uploads(d.path());
         let t = std::time::Instant::now();
         while uploads(d.path()) > 0 && t.elapsed() < Duration::from_secs(8) {
             std::thread::sleep(Duration::from_millis(50));
@@ -424,12 +424,10 @@ mod tests {
             .collect();
         assert_eq!(active_when(&run, 3), 3);
         std::thread::sleep(Duration::from_millis(200));
-        let mut s = TcpStream::connect(run.addr()).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        s.write_all(b"GET /stats HTTP/1.1\r\nConnection: close\r\n\r\n")
-            .unwrap();
-        let mut got = String::new();
-        let _ = s.read_to_string(&mut got);
+        let got = exchange(
+            run.addr(),
+            b"GET /stats HTTP/1.1\r\nConnection: close\r\n\r\n",
+        );
         assert!(got.starts_with("HTTP/1.1 200"), "{got:?}");
         drop(stalled);
     }
@@ -442,11 +440,7 @@ mod tests {
         let mut held = TcpStream::connect(run.addr()).unwrap();
         held.write_all(b"GET /stats HTTP/1.1\r\nX-Slow: ").unwrap();
         assert_eq!(active_when(&run, 1), 1, "the first client holds the slot");
-        let mut s = TcpStream::connect(run.addr()).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        s.write_all(b"GET /stats HTTP/1.1\r\n\r\n").unwrap();
-        let mut got = String::new();
-        let _ = s.read_to_string(&mut got);
+        let got = exchange(run.addr(), b"GET /stats HTTP/1.1\r\n\r\n");
         assert!(got.starts_with("HTTP/1.1 503"), "{got:?}");
         assert!(got.ends_with("busy"), "{got:?}");
         assert_eq!(run.stats().busy_refused, 1);
@@ -482,16 +476,11 @@ mod tests {
     fn request_heads_are_bounded() {
         let (_d, run, _c) = started(|_| {});
         let ask = |pad: usize| {
-            let mut s = TcpStream::connect(run.addr()).unwrap();
-            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
             let head = format!(
                 "GET /stats HTTP/1.1\r\nX-Pad: {}\r\nConnection: close\r\n\r\n",
                 "a".repeat(pad)
             );
-            let _ = s.write_all(head.as_bytes());
-            let mut got = String::new();
-            let _ = s.read_to_string(&mut got);
-            got
+            exchange(run.addr(), head.as_bytes())
         };
         assert!(ask(15 * 1024).starts_with("HTTP/1.1 200"));
         assert!(ask(17 * 1024).starts_with("HTTP/1.1 431"));
@@ -567,12 +556,7 @@ mod tests {
         });
         let mut served = None;
         for _ in 0..30 {
-            let mut s = TcpStream::connect(addr).unwrap();
-            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-            s.write_all(b"GET /stats HTTP/1.1\r\nConnection: close\r\n\r\n")
-                .unwrap();
-            let mut got = String::new();
-            let _ = s.read_to_string(&mut got);
+            let got = exchange(addr, b"GET /stats HTTP/1.1\r\nConnection: close\r\n\r\n");
             if got.starts_with("HTTP/1.1 200") {
                 served = Some(got);
                 break;

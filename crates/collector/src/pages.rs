@@ -382,6 +382,12 @@ mod tests {
     const KOOM: &str = r#"{"gcPaths":[{"signature":"s1","className":"a.Main","leakReason":"Activity Leak","instanceCount":1,"retainedSize":RET,"gcRoot":"System Class",
         "path":[{"reference":"a.App.sList","referenceType":"STATIC_FIELD","declaredClass":"a.App"},{"reference":"a.Main","referenceType":"LEAKING_INSTANCE","declaredClass":"a.Main"}]}]}"#;
 
+    /// KOOM's one leak (its `gcPaths` entry), with signature `sig` and retained size `ret`.
+    fn koom_leak(sig: &str, ret: u64) -> String {
+        let one = &KOOM[r#"{"gcPaths":["#.len()..KOOM.len() - 2];
+        one.replace("s1", sig).replace("RET", &ret.to_string())
+    }
+
     /// Three incidents, two devices, two versions, one signature: one group, with the largest
     /// retained size and a link to each; the index's leak rows are class and short path.
     #[test]
@@ -481,9 +487,7 @@ mod tests {
     #[test]
     fn at_most_max_groups_are_listed() {
         let d = tempfile::tempdir().unwrap();
-        let leak = |sig: usize| {
-            KOOM[r#"{"gcPaths":["#.len()..KOOM.len() - 2].replace("s1", &format!("g{sig:03}"))
-        };
+        let leak = |sig: usize| koom_leak(&format!("g{sig:03}"), 5);
         let listed = |incidents: usize| {
             let ix = Index::open(d.path(), 1000);
             let h = leaks(&ix, &Mappings::new(d.path()));
@@ -495,9 +499,7 @@ mod tests {
             (rows, h.contains("more signature(s) not shown"), h)
         };
         for i in 0..20 {
-            let ten: Vec<String> = (0..10)
-                .map(|k| leak(10 * i + k).replace("RET", "5"))
-                .collect();
+            let ten: Vec<String> = (0..10).map(|k| leak(10 * i + k)).collect();
             let report = format!(r#"{{"gcPaths":[{}]}}"#, ten.join(","));
             put(d.path(), &format!("{i:02}-x"), "dev-1", "1.0", &report);
         }
@@ -508,7 +510,7 @@ mod tests {
             "99-x",
             "dev-1",
             "1.0",
-            &format!(r#"{{"gcPaths":[{}]}}"#, leak(200).replace("RET", "5")),
+            &format!(r#"{{"gcPaths":[{}]}}"#, leak(200)),
         );
         let (rows, _, h) = listed(21);
         assert_eq!(rows, MAX_GROUPS);
@@ -592,8 +594,7 @@ mod tests {
     #[test]
     fn incident_pages_are_bounded() {
         let d = tempfile::tempdir().unwrap();
-        let one = KOOM.replace("RET", "7");
-        let one = &one[r#"{"gcPaths":["#.len()..one.len() - 2];
+        let one = koom_leak("s1", 7);
         let big = format!(r#"{{"gcPaths":[{}]}}"#, vec![one; 20_000].join(","));
         put(d.path(), "500-big", "dev-1", "1.0", &big);
         let h = incident(d.path(), "500-big", &Mappings::new(d.path())).unwrap();

@@ -429,25 +429,14 @@ fn not_filed(info: &UploadInfo, e: io::Error, keep: bool, body: bool) -> io::Res
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Collector, Config, Running};
+    use super::super::testing::started;
     use oomguard::upload::tus::{Client, TusError};
     use sha2::{Digest, Sha256};
     use std::time::Duration;
 
-    /// A collector on loopback over a fresh directory, and a client of it.
-    fn started() -> (tempfile::TempDir, Running, Client) {
-        let d = tempfile::tempdir().unwrap();
-        let run = Collector::bind("127.0.0.1:0", Config::new(d.path()))
-            .unwrap()
-            .spawn();
-        let t = Duration::from_secs(5);
-        let c = Client::new(&run.endpoint(), t, t, 1 << 20);
-        (d, run, c)
-    }
-
     #[test]
     fn protocol_answers() {
-        let (d, run, c) = started();
+        let (d, run, c) = started(|_| {});
         let data = vec![7u8; 2 << 20];
         let sha = hex::encode(Sha256::digest(&data));
         let md = [
@@ -495,7 +484,7 @@ mod tests {
     /// Both answer 500 until filing works; then the HEAD files it and says its SHA-256.
     #[test]
     fn an_upload_not_filed_is_never_acknowledged() {
-        let (d, run, c) = started();
+        let (d, run, c) = started(|_| {});
         let data = vec![9u8; 100_000];
         let sha = hex::encode(Sha256::digest(&data));
         let md = [

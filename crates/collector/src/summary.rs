@@ -627,6 +627,14 @@ impl<'de, F: FnMut(Value, &mut ReportSummary)> Visitor<'de> for ListSeed<'_, F> 
 mod tests {
     use super::*;
 
+    /// The summary of incident "i" whose only file is a `report.json` of `body`, written at `p`.
+    fn with_report(p: &Path, body: impl AsRef<[u8]>) -> Summary {
+        std::fs::write(p, body).unwrap();
+        let mut sum = Summary::new("i", 1);
+        sum.add_file("report.json", p);
+        sum
+    }
+
     #[test]
     fn keeps_the_largest_and_cuts_text() {
         let d = tempfile::tempdir().unwrap();
@@ -643,9 +651,7 @@ mod tests {
             ));
         }
         s.push_str(r#"],"dominators":[{"className":"a","retainedSize":5},{"className":"b","retainedSize":"x"}],"runningInfo":{"appVersion":"1.0","apiLevel":30,"manufacturer":7}}"#);
-        std::fs::write(&p, s).unwrap();
-        let mut sum = Summary::new("i", 1);
-        sum.add_file("report.json", &p);
+        let sum = with_report(&p, s);
         let r = sum.report.as_ref().unwrap();
         assert_eq!(r.error, None);
         assert_eq!(r.leak_groups, 100);
@@ -668,7 +674,7 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("report.json");
         let lib = r#""libraryLeak":{"pattern":"android.view.inputmethod.InputMethodManager.mNextServedView"}"#;
-        std::fs::write(
+        let sum = with_report(
             &p,
             format!(
                 r#"{{"gcPaths":[
@@ -677,10 +683,7 @@ mod tests {
                   {{"signature":"big","instanceCount":2,"retainedSize":5000000}},
                   {{"signature":"tie","instanceCount":3,"retainedSize":1000}}]}}"#
             ),
-        )
-        .unwrap();
-        let mut sum = Summary::new("i", 1);
-        sum.add_file("report.json", &p);
+        );
         let r = sum.report.unwrap();
         let order: Vec<&str> = r.leaks.iter().map(|l| l.signature.as_str()).collect();
         assert_eq!(order, ["big", "many", "tie", "lib"]);
@@ -692,12 +695,8 @@ mod tests {
     fn the_device_leaves_out_what_is_unknown() {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("report.json");
-        let device = |ri: &str| {
-            std::fs::write(&p, format!(r#"{{"gcPaths":[],"runningInfo":{ri}}}"#)).unwrap();
-            let mut sum = Summary::new("i", 1);
-            sum.add_file("report.json", &p);
-            sum.device
-        };
+        let device =
+            |ri: &str| with_report(&p, format!(r#"{{"gcPaths":[],"runningInfo":{ri}}}"#)).device;
         assert_eq!(device(r#"{"manufacturer":"","apiLevel":0}"#), None);
         assert_eq!(
             device(r#"{"manufacturer":" ","apiLevel":30}"#).as_deref(),
@@ -723,17 +722,14 @@ mod tests {
                        "odd", {"reference":"a.Main","referenceType":"LEAKING_INSTANCE","declaredClass":"a.Main"}]"#;
         let nodes = r#"[{"className":"a.App","kind":"class","reference":"sList","referenceType":"static field"},
                         {"className":"a.Main","kind":"instance","reference":null}]"#;
-        std::fs::write(
+        let sum = with_report(
             &p,
             format!(
                 r#"{{"gcPaths":[{{"signature":"t","instanceCount":3,"gcRoot":"System Class","path":{path},"trace":{{"rootKind":"static field","nodes":{nodes}}}}},
                                {{"signature":"k","instanceCount":2,"gcRoot":"System Class","path":{path},"trace":"not one"}},
                                {{"signature":"n","instanceCount":1}}]}}"#
             ),
-        )
-        .unwrap();
-        let mut sum = Summary::new("i", 1);
-        sum.add_file("report.json", &p);
+        );
         let r = sum.report.unwrap();
         assert_eq!(r.error, None);
         let paths: Vec<&str> = r.leaks.iter().map(|l| l.short_path.as_str()).collect();
@@ -828,12 +824,7 @@ mod tests {
     fn the_guard_bounds_strings_alone_and_names_the_byte() {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("report.json");
-        let error = |body: &str| {
-            std::fs::write(&p, body).unwrap();
-            let mut sum = Summary::new("i", 1);
-            sum.add_file("report.json", &p);
-            sum.report.unwrap().error
-        };
+        let error = |body: &str| with_report(&p, body).report.unwrap().error;
         let nums = vec!["7"; 600_000].join(",");
         assert_eq!(error(&format!(r#"{{"analysis":{{"x":[{nums}]}}}}"#)), None);
         let text = "x".repeat(MAX_STRING as usize);
@@ -857,13 +848,10 @@ mod tests {
     fn errors_name_the_file_and_offset() {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("report.json");
-        std::fs::write(
+        let sum = with_report(
             &p,
             r#"{"gcPaths":[{"signature":"a","instanceCount":1}], oops"#,
-        )
-        .unwrap();
-        let mut sum = Summary::new("i", 1);
-        sum.add_file("report.json", &p);
+        );
         let r = sum.report.unwrap();
         assert_eq!(r.leaks.len(), 1);
         let e = r.error.unwrap();
@@ -872,9 +860,7 @@ mod tests {
         let mut big = br#"{"analysis":{"note":""#.to_vec();
         big.extend(vec![b'x'; MAX_STRING as usize + 10]);
         big.extend_from_slice(br#""}}"#);
-        std::fs::write(&p, big).unwrap();
-        let mut sum = Summary::new("i", 1);
-        sum.add_file("report.json", &p);
+        let mut sum = with_report(&p, big);
         let e = sum.report.take().unwrap().error.unwrap();
         assert!(e.contains("a string longer than"), "{e}");
         // A report of the wrong shape, or with a list of the wrong shape, says what was wanted.
@@ -888,10 +874,7 @@ mod tests {
                 "report.json: byte 13: invalid type: integer `5`, expected a list",
             ),
         ] {
-            std::fs::write(&p, body).unwrap();
-            let mut sum = Summary::new("i", 1);
-            sum.add_file("report.json", &p);
-            let e = sum.report.unwrap().error.unwrap();
+            let e = with_report(&p, body).report.unwrap().error.unwrap();
             assert!(e.starts_with(want), "{e}");
         }
         std::fs::write(d.path().join("meta.json"), "\"text\"").unwrap();
