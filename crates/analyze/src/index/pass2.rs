@@ -275,7 +275,9 @@ impl<'a> Pass2<'a> {
         Some(n)
     }
 
-    #[inline]
+    /// Always inlined: called once per reference field and array element (32 M times at
+    /// 10 M objects), a call's prologue and epilogue were a tenth of its cost (issue 43).
+    #[inline(always)]
     pub(super) fn edge(&mut self, target: u64) {
         if target == 0 {
             return;
