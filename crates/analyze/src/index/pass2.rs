@@ -275,8 +275,8 @@ impl<'a> Pass2<'a> {
         Some(n)
     }
 
-    /// Always inlined: called once per reference field and array element (32 M times at
-    /// 10 M objects), a call's prologue and epilogue were a tenth of its cost (issue 43).
+    /// Always inlined: it runs once per reference field and array element (32 M times at 10 M
+    /// objects), and as a call about 7 of its 15 instructions were the prologue and epilogue.
     #[inline(always)]
     pub(super) fn edge(&mut self, target: u64) {
         if target == 0 {
