@@ -6,6 +6,10 @@
 # issue 43's budget table (in memory and with --scratch-dir, the 10 M-object dump too: SCALE).
 # Usage: scripts/bench.sh analyze        (RUNS=7 by default; the dump is the strip bench's, made
 # once by scripts/bench/lib.sh's ensure_big_dump and cached under target/bench/)
+#   PROFILE=ship  measure the command line built with the library's profile (fat LTO, opt-level
+#                 "s", hprof at 3: the code an app's forked analysis child runs) instead of
+#                 `release` (the command line as scripts/demo.sh builds it); a ship build of the
+#                 command line takes a few minutes more.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/lib/setup.sh
@@ -23,9 +27,15 @@ ensure_big_dump
 # measured took the features other packages ask for (the analyser's dev-dependencies, the
 # agent's): another binary than the one shipped (1.1 MB larger with the example, and 0.2 MiB
 # more RssAnon on the bench dump).
-cargo build --release --quiet -p cli
+PROFILE="${PROFILE:-release}"
+case "$PROFILE" in
+  release | ship) ;;
+  *) echo "bench: PROFILE is release or ship, not $PROFILE" >&2; exit 2 ;;
+esac
+cargo build --profile "$PROFILE" --quiet -p cli
 cargo build --release --quiet --example id_lookup
-BIN=target/release/oomguard
+BIN=target/$PROFILE/oomguard
+echo "bench: oomguard built with profile $PROFILE ($BIN)"
 if [ ! -f "$MINI" ] || [ "$MINI" -ot "$BIG" ]; then
   "$BIN" strip "$BIG" -o "$MINI" >/dev/null
 fi

@@ -415,7 +415,7 @@ impl Index {
         self.class_by_id(self.id(node))
     }
     /// Outgoing strong edges of `node`.
-    #[inline]
+    #[inline(always)]
     pub fn succ(&self, node: u32) -> &[u32] {
         let [f, d] = self.adj[node as usize];
         if f == NONE {

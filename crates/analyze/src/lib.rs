@@ -466,6 +466,7 @@ impl dominators::Graph for index::Index {
     fn nodes(&self) -> usize {
         self.len()
     }
+    #[inline(always)]
     fn succ(&self, v: u32) -> &[u32] {
         index::Index::succ(self, v)
     }
