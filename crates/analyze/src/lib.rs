@@ -466,6 +466,9 @@ impl dominators::Graph for index::Index {
     fn nodes(&self) -> usize {
         self.len()
     }
+    /// Always inlined (with [`index::Index::succ`]): the depth-first search's and the BFS's step,
+    /// once per node; at the shipped library's opt-level "s" it stayed a call of about 40
+    /// instructions.
     #[inline(always)]
     fn succ(&self, v: u32) -> &[u32] {
         index::Index::succ(self, v)
