@@ -12,6 +12,12 @@
 #                 command line takes a few minutes more.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# (Checked before the setup, which may make the bench dump first.)
+PROFILE="${PROFILE:-release}"
+case "$PROFILE" in
+  release | ship) ;;
+  *) echo "bench: PROFILE is release or ship, not $PROFILE" >&2; exit 2 ;;
+esac
 source scripts/lib/setup.sh
 source scripts/bench/lib.sh
 need_java
@@ -27,11 +33,6 @@ ensure_big_dump
 # measured took the features other packages ask for (the analyser's dev-dependencies, the
 # agent's): another binary than the one shipped (1.1 MB larger with the example, and 0.2 MiB
 # more RssAnon on the bench dump).
-PROFILE="${PROFILE:-release}"
-case "$PROFILE" in
-  release | ship) ;;
-  *) echo "bench: PROFILE is release or ship, not $PROFILE" >&2; exit 2 ;;
-esac
 cargo build --profile "$PROFILE" --quiet -p cli
 cargo build --release --quiet --example id_lookup
 BIN=target/$PROFILE/oomguard

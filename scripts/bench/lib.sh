@@ -13,7 +13,7 @@ ensure_big_dump() {
 
 # An ART-style dump of KOOM's published size (154 MB), with the generator's default composition:
 # a third of the objects in the image and zygote heaps, primitive arrays of 256 bytes on average.
-# Made once with BIN (the release build) and cached.
+# Made once with BIN (the bench's build of the command line) and cached.
 ART_DUMP=target/bench/art-150mb.hprof
 ensure_art_dump() {
   [ -f "$ART_DUMP" ] || "$1" testdata-art "$ART_DUMP" --image 270000 --zygote 130000 --app 1000000 >/dev/null
