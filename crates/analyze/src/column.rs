@@ -183,8 +183,13 @@ impl<T: Plain> Grow<T> {
         T: PartialEq,
     {
         let s: &mut [T] = self;
-        let mut w = usize::from(!s.is_empty());
-        for r in 1..s.len() {
+        // Nothing is written before the first repeat: a list with none (the ids of a heap)
+        // is only read (at 10 M objects, 80 MB written back as they were took 13 ms).
+        let Some(first) = s.windows(2).position(|p| p[0] == p[1]) else {
+            return;
+        };
+        let mut w = first + 1;
+        for r in first + 2..s.len() {
             if s[r] != s[w - 1] {
                 s[w] = s[r];
                 w += 1;
@@ -417,6 +422,18 @@ mod tests {
             g.refill([1, 2, 2, 3, 1].into_iter());
             g.dedup();
             assert_eq!(&g[..], &[1, 2, 3, 1]);
+            // A repeat at the start, at the end, a run of them, none.
+            for (from, to) in [
+                (&[4u32, 4, 5][..], &[4u32, 5][..]),
+                (&[4, 5, 5], &[4, 5]),
+                (&[4, 5, 5, 5, 6, 7, 7], &[4, 5, 6, 7]),
+                (&[4, 5, 6], &[4, 5, 6]),
+                (&[4], &[4]),
+            ] {
+                g.refill(from.iter().copied());
+                g.dedup();
+                assert_eq!(&g[..], to, "{from:?}");
+            }
             g.truncate(0);
             g.dedup();
             assert!(g.is_empty());
