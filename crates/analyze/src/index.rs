@@ -17,7 +17,7 @@
 //! - Memory per object: 8 (id) + 4 (class) + 4 (shallow) + 8 (edge range) bytes, plus 4 per edge
 //!   and a table for id lookups: a rank map of at most 8 bytes per object where the ids are
 //!   packed (2.9 on a 540 MB HotSpot dump), else buckets of 1 to 2. Two-pass workers write each
-//!   object into the node arrays themselves ([`Shared`], plus a byte per object naming the
+//!   object into the node arrays themselves (`Shared`, plus a byte per object naming the
 //!   worker); one-pass workers buffer 16 bytes per object until `place` writes it there.
 //! - A duplicate id (the dump lists two objects with it) is counted once per extra object, and
 //!   its node is the object listed first.

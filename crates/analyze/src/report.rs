@@ -429,7 +429,7 @@ struct Group {
 }
 
 /// `gcPaths[]` entries kept in all: the largest by instances, then retained size (see
-/// [`keep_largest`]); the others are counted in `analysis.leftOut.gcPaths`.
+/// `keep_largest`); the others are counted in `analysis.leftOut.gcPaths`.
 pub const MAX_GC_PATHS: usize = 100;
 /// `leakObjects[]` entries kept in all: the largest retained; the others are counted in
 /// `analysis.leftOut.leakObjects` (their groups still count them). So are the suspects past
@@ -437,7 +437,7 @@ pub const MAX_GC_PATHS: usize = 100;
 /// (their class's `leakInstanceCount` counts them).
 pub const MAX_LEAK_OBJECTS: usize = 1000;
 /// Suspects given paths in all, whatever the classes: past it, each reason and class keeps the
-/// same number of its largest ([`within_max_suspects`]), the others counted as the ones past
+/// same number of its largest (`within_max_suspects`), the others counted as the ones past
 /// `Config::max_suspects_per_class` are. (The per-class cap alone let
 /// the work grow with the classes: 100 classes of 1,000 destroyed activities, a 3.5 MB dump,
 /// took 1.3 s to name their paths, and every class more adds as much.)

@@ -1,5 +1,5 @@
 //! The development collector: a small tus 1.0 receiver (core + creation) on hyper 1 (HTTP/1.1,
-//! [`conn`]; the routes in [`server`]), used by `oomguard collect`, the tests and the demo. Its
+//! `conn`; the routes in `server`), used by `oomguard collect`, the tests and the demo. Its
 //! tokio runtime lives inside: [`Collector::serve`] blocks, [`Collector::spawn`] serves on a
 //! thread. Reports are read through `analyze::report`'s types ([`html::lenient`]).
 //!
@@ -33,11 +33,11 @@
 //!   kept-alive connection waiting for its next request by `min(head_timeout, idle_timeout)`,
 //!   connections by `max_connections` (503 beyond), the directory by `max_disk_bytes` (an
 //!   upload that does not fit is refused at creation: 503 with `Retry-After`), uploads left
-//!   unfinished by `upload_expiry` ([`limits`]).
+//!   unfinished by `upload_expiry` (`limits`).
 //! - Memory does not grow with what clients send: files are read and served as streams, the
 //!   index is made of small summaries ([`summary`]), a page shows at most `index_page`
 //!   incidents, and at most `index_incidents` summaries are kept in memory. An incident page
-//!   reads its files as bounded streams, one page at a time ([`pages`]).
+//!   reads its files as bounded streams, one page at a time (`pages`).
 //! - On stop (SIGINT/SIGTERM in `oomguard collect`) it stops accepting, lets requests in flight
 //!   finish, fsyncs its directories and returns.
 #![forbid(unsafe_code)]
@@ -116,7 +116,7 @@ pub struct Config {
     /// Incidents per page of the index.
     pub index_page: usize,
     /// The memory the collector's own analysis of an incident the device analysed only in part
-    /// may take, in MiB, by the analysis's estimate ([`complete`]); 0: no such analysis.
+    /// may take, in MiB, by the analysis's estimate (`complete`); 0: no such analysis.
     pub analysis_memory_mb: u64,
 }
 
@@ -306,7 +306,7 @@ impl Collector {
     }
 
     /// Serve until the stop flag is set; then finish requests in flight and the analysis in
-    /// flight ([`complete`]), fsync, return counts.
+    /// flight (`complete`), fsync, return counts.
     pub fn serve(self) -> Result<Stats, Error> {
         let sh = self.shared.clone();
         let addr = self.local_addr().to_string();

@@ -9,7 +9,7 @@
 //!   string longer than [`MAX_STRING`] bytes stops the read. So reading a file of any size
 //!   takes a bounded amount of memory, and a summary file is small.
 //! - A report's entries (`gcPaths[]`, `dominators[]`) are read through `analyze::report`'s
-//!   types: each as a value within [`ENTRY`] (its path's first [`MAX_STEPS`] steps), then
+//!   types: each as a value within `ENTRY` (its path's first `MAX_STEPS` steps), then
 //!   leniently ([`lenient`]: a field missing or of another type is its default, an entry that
 //!   is not an object is read past). `meta.json` (the agent's, not a report) and `runningInfo`
 //!   (free-form in the schema) are read field by field, leniently too.
@@ -121,7 +121,7 @@ pub struct Leak {
     /// such groups are shown apart from the app's own leaks.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub library: Option<String>,
-    /// KOOM's `gcRoot` and `path` (at most [`MAX_STEPS`] items), which the signature is hashed
+    /// KOOM's `gcRoot` and `path` (at most `MAX_STEPS` items), which the signature is hashed
     /// from: `/leaks` hashes it again when it turns an obfuscated build's names back.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub gc_root: String,

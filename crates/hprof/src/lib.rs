@@ -8,7 +8,7 @@
 //!   *head* (a class dump, an instance's field values, a string record), never by an array's size.
 //! - [`Stripper`]: consumes the same chunks and writes a smaller, still valid HPROF to a [`Sink`]
 //!   that can patch bytes it already wrote (segment lengths).
-//! - [`restore`]: turns a stripped file back into a 1.0.2/1.0.3 file every tool opens.
+//! - [`restore`](mod@restore): turns a stripped file back into a 1.0.2/1.0.3 file every tool opens.
 //! - [`writer`]: builds dumps byte by byte, including ART-style ones, for tests and benches.
 //!
 //! Invariants:

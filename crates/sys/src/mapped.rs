@@ -208,7 +208,7 @@ pub fn prefetch_at<T>(b: &[T], at: usize) {
 /// more (with an alignment a page satisfies) get anonymous mappings of their own, advised to be
 /// backed by transparent huge pages (`MADV_HUGEPAGE`) where those pay (see
 /// [`huge_pages_pay`]), grown and shrunk in place or moved by `mremap` (no copy). Where they
-/// are not huge pages, a freed block is kept for the next ones ([`Spare`]), which then need not
+/// are not huge pages, a freed block is kept for the next ones (`Spare`), which then need not
 /// fault in fresh pages, as long as the live and kept blocks together stay within the most the
 /// live ones ever took; beyond that, or at once with huge pages, it is unmapped and leaves the
 /// process's RSS (glibc keeps freed blocks under its mmap threshold, which rises to 32 MiB, in
@@ -499,7 +499,7 @@ pub const HUGE_PAGES_ENV: &str = "OOMGUARD_HUGE_PAGES";
 
 /// Whether large blocks should be huge pages here: yes, unless [`HUGE_PAGES_ENV`] says `off`,
 /// or (when it says neither `on` nor `off`) the machine is a virtual one whose kernel hands free
-/// memory back to the host ([`free_pages_reported`]).
+/// memory back to the host (`free_pages_reported`).
 ///
 /// There, a free 2 MiB block is reported to the host about two seconds after it is freed and
 /// the host drops its pages; a huge page faulted in later is such a block, which the host must

@@ -18,7 +18,7 @@
 //!   killed.
 //! - A [`Scratch`] counts the bytes it has handed out and refuses past its cap
 //!   ([`Scratch::new`]), with an error naming the directory. The files of dropped arrays it
-//!   keeps for the next ones ([`Kept`]) count against the cap too, and are given up before a
+//!   keeps for the next ones (`Kept`) count against the cap too, and are given up before a
 //!   request is refused.
 //! - Arrays hold only [`Plain`] types (every bit pattern a value, no padding, no pointers), so a
 //!   slice over the file's bytes is always valid; a new array reads as zeros.
@@ -186,7 +186,7 @@ impl Scratch {
         self.inner.books().live
     }
 
-    /// Bytes of the files of dropped arrays kept for the next ones (see [`Kept`]).
+    /// Bytes of the files of dropped arrays kept for the next ones (see `Kept`).
     pub fn kept(&self) -> u64 {
         self.inner.books().kept()
     }

@@ -7,7 +7,7 @@
 //! process's shared state), and converts the result into an error code.
 //!
 //! Invariants:
-//! - Every entry runs inside [`guard`]: a panic becomes [`CODE_PANIC`] (or `null`) plus an error
+//! - Every entry runs inside `guard`: a panic becomes [`CODE_PANIC`] (or `null`) plus an error
 //!   log line; no Java exception is ever left pending by us.
 //! - `nativeStart` does no I/O and no policy work on the caller's thread: it reads its string
 //!   arguments, has the pipeline spawn the `oomguard` thread and returns (well under 1 ms). A
@@ -25,7 +25,7 @@
 //!   queues a pass for the `oomguard-io` thread: it never does I/O on the caller's thread, and
 //!   works before `start` too (the report is kept for the next start).
 //! - The test-only panic hook (`OOMGUARD_TEST_PANIC=<entry>`) exists in debug builds only.
-//! - The flight recorder ([`FLIGHT`]) is the process's, not one start's: `nativeLastWords` and
+//! - The flight recorder (`FLIGHT`) is the process's, not one start's: `nativeLastWords` and
 //!   `nativeExiting` reach it even while an agent is stopping; each is a lock and a copy.
 
 pub(crate) mod call;

@@ -19,7 +19,7 @@
 //! whose facade has no `http` method), the [`loopback`] twin is used: a plain HTTP/1.1 client
 //! over `std::net::TcpStream` that refuses anything but `http://` to a loopback address, with a
 //! clear error. It is not in the Android library (`target_os = "android"`): a phone always has
-//! the facade's `HttpURLConnection`, and there the fallback is [`Missing`], which refuses every
+//! the facade's `HttpURLConnection`, and there the fallback is `Missing`, which refuses every
 //! exchange and says why (`nativeStart` logs which transport is in use). Issue 41: the twin was
 //! 13 K of the shipped `.so` for a path that could reach nothing on a phone.
 //!
@@ -188,7 +188,7 @@ pub fn install(t: Option<Arc<dyn Transport>>) {
     *INSTALLED.write().unwrap_or_else(|p| p.into_inner()) = t;
 }
 
-/// The process's transport: the installed one, else the loopback twin (on Android: [`Missing`]).
+/// The process's transport: the installed one, else the loopback twin (on Android: `Missing`).
 pub fn transport() -> Arc<dyn Transport> {
     let installed = INSTALLED.read().unwrap_or_else(|p| p.into_inner()).clone();
     #[cfg(not(target_os = "android"))]

@@ -1,7 +1,7 @@
 //! The policy: every threshold and limit the agent and its helpers obey, as one versioned JSON
 //! document.
 //!
-//! Owns the schema ([`schema`]: each field declared once, in one `schema!` table, with its
+//! Owns the schema (`schema`: each field declared once, in one `schema!` table, with its
 //! name, type, default, accepted values and doc; the structs, `Default`, validation and the
 //! reference `config/POLICY.md` come from it, by `field`'s macro), parsing and the rules
 //! between fields (`parse`), each module's config built from the policy ([`configs`]:
@@ -23,7 +23,7 @@
 //! - A [`Policy`] value that exists has passed [`Policy::parse`]'s validation: every field is in
 //!   its documented range. Bad documents are rejected as a whole, with every bad field named
 //!   with the byte its value starts at (`heap.strikes: 0 is out of range 1..=100 (byte 21)`; a
-//!   field left out, the byte of the object that lacks it: [`locate`]), and a syntax error with
+//!   field left out, the byte of the object that lacks it: `locate`), and a syntax error with
 //!   its line, column and byte; nothing is half-applied.
 //! - Unknown fields are reported (so they can be logged) and otherwise ignored, so an older agent
 //!   reads a newer policy.

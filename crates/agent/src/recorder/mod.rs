@@ -48,7 +48,7 @@
 //!   the lock also tells the next launch that the file's owner is gone (the kernel drops it on
 //!   any death).
 //! - A file that is not exactly this format (foreign, truncated, oversized, zeroed, torn header,
-//!   another format version) is never trusted: [`read_previous`] says what is wrong and where,
+//!   another format version) is never trusted: `read_previous` says what is wrong and where,
 //!   the caller logs it, and the file is started afresh.
 //! - The previous process's content is read before the file is started afresh; the caller
 //!   commits what it needs from it first.

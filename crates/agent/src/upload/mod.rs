@@ -1,5 +1,5 @@
 //! Uploads: the tus 1.0 protocol, retries, backoff, network conditions, and a development
-//! collector ([`collector`]).
+//! collector (`collector`).
 //!
 //! Owns getting spooled incidents to the server once and intact:
 //! - [`run_once`] takes the spool lock, plans each analysed incident (mini dump gzip-compressed
@@ -8,7 +8,7 @@
 //!   `incident.json` → PATCH; after a restart, HEAD gives the server's offset and the upload
 //!   resumes from there.
 //! - An incident is deleted only after every file is acknowledged: the final offset equals the
-//!   size, and the SHA-256 the server reports (when it reports one, as [`collector`] does) equals
+//!   size, and the SHA-256 the server reports (when it reports one, as `collector` does) equals
 //!   ours. A mismatch throws the upload away and starts it again.
 //! - Each answer is classified by what it is about; the tus 1.0 core and creation specs tie
 //!   only a few statuses to a request's content:

@@ -1,4 +1,4 @@
-//! A tus 1.0 client over the agent's [`Transport`](crate::net::Transport) (core protocol +
+//! A tus 1.0 client over the agent's [`Transport`] (core protocol +
 //! creation): POST to create, HEAD for the offset, PATCH with `application/offset+octet-stream`
 //! (a PATCH's body streamed from the spool file by the transport, never loaded whole).
 //!

@@ -6,7 +6,7 @@ use super::*;
 
 /// Finds an object id's node, its position among the sorted ids, in a few memory accesses
 /// instead of a binary search over millions. Ids are addresses: dense ranges with wide gaps
-/// between them. Where the ids are packed enough, a [`RankMap`] does it, one cache line per
+/// between them. Where the ids are packed enough, a `RankMap` does it, one cache line per
 /// lookup; otherwise [`Buckets`].
 pub enum IdMap {
     Rank(RankMap),
@@ -30,7 +30,7 @@ impl IdMap {
         }
     }
 
-    /// The bucket map of `ids` (sorted), even where a [`RankMap`] would do (for comparisons).
+    /// The bucket map of `ids` (sorted), even where a `RankMap` would do (for comparisons).
     pub fn buckets(ids: &[u64]) -> IdMap {
         IdMap::Buckets(Buckets::new(ids))
     }

@@ -19,7 +19,7 @@ use std::path::Path;
 /// Bytes read from the file at a time where it is read rather than mapped.
 pub const CHUNK: usize = 4 << 20;
 
-/// Bytes of the file mapped at a time by each parsing thread (see [`each_piece`]). The pages of
+/// Bytes of the file mapped at a time by each parsing thread (see `each_piece`). The pages of
 /// a window count in the RSS until it is unmapped: with 16 MiB windows they were a third of
 /// the peak on a two-pass (ART) dump; 4 MiB cost no time measured.
 pub const WINDOW: usize = 4 << 20;

@@ -3,7 +3,7 @@
 //! which references are the suspects, the ones to look at first.
 //!
 //! Status of the objects on a path, from the start (index 0) to the reported object:
-//! 1. Each object is inspected by itself ([`inspect`]): NOT_LEAKING, LEAKING or UNKNOWN, with a
+//! 1. Each object is inspected by itself (`inspect`): NOT_LEAKING, LEAKING or UNKNOWN, with a
 //!    reason. The reported object of a leak (`gcPaths[]`) is LEAKING with its detector's reason
 //!    when no inspector says LEAKING already (the generic top-N and the size detectors
 //!    included: the report calls it a leak). A dominator's (`dominators[]`) is only inspected.
