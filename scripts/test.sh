@@ -20,6 +20,9 @@ cargo clippy --workspace --all-targets -- -D warnings
 # The test-only exports (jni::probe) too.
 cargo clippy -p oomguard --lib --features test-probe -- -D warnings
 
+step "cargo doc --workspace --no-deps, warnings denied (links to private or missing items)"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps -q
+
 step "cargo clippy --target aarch64-linux-android -- -D warnings"
 android_env cargo clippy --lib --bins --target aarch64-linux-android -- -D warnings
 
