@@ -20,8 +20,10 @@ cargo clippy --workspace --all-targets -- -D warnings
 # The test-only exports (jni::probe) too.
 cargo clippy -p oomguard --lib --features test-probe -- -D warnings
 
-step "cargo doc --workspace --no-deps, warnings denied (links to private or missing items)"
-RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps -q
+step "cargo doc --workspace --no-deps --lib, warnings denied (links to private or missing items)"
+# (Libraries only: the agent library and the command line are both `oomguard`, and their docs
+# would be written to one directory at once.)
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --lib -q
 
 step "cargo clippy --target aarch64-linux-android -- -D warnings"
 android_env cargo clippy --lib --bins --target aarch64-linux-android -- -D warnings
