@@ -422,10 +422,12 @@ mod tests {
             g.refill([1, 2, 2, 3, 1].into_iter());
             g.dedup();
             assert_eq!(&g[..], &[1, 2, 3, 1]);
-            // A repeat at the start, at the end, a run of them, none.
+            // A repeat at the start, at the end, after a few values then one more, a run of
+            // them, none.
             for (from, to) in [
                 (&[4u32, 4, 5][..], &[4u32, 5][..]),
                 (&[4, 5, 5], &[4, 5]),
+                (&[1, 2, 3, 4, 4, 5], &[1, 2, 3, 4, 5]),
                 (&[4, 5, 5, 5, 6, 7, 7], &[4, 5, 6, 7]),
                 (&[4, 5, 6], &[4, 5, 6]),
                 (&[4], &[4]),
