@@ -56,11 +56,12 @@ impl<T: Plain> std::ops::DerefMut for Column<T> {
 
 impl<T: Plain> Column<T> {
     /// `n` copies of `x`: in a scratch array if `scratch` is given and one can be made (the
-    /// error says why not), else in memory.
+    /// error says why not), else in memory. In memory every page is written here, zeros too
+    /// (so that the thread that makes the array faults its pages in, not the one that fills it
+    /// later), and faulted in a part at a time first ([`sys::mapped::prefault`]).
     pub fn filled(n: usize, x: T, scratch: Option<&Scratch>) -> (Self, Option<String>) {
         let Some(s) = scratch else {
-            // (`vec!` of zeros takes pages the kernel zeroes when first touched.)
-            return (vec![x; n].into(), None);
+            return (filled_vec(n, x).into(), None);
         };
         match s.zeroed::<T>(n) {
             Ok(mut f) => {
@@ -75,15 +76,6 @@ impl<T: Plain> Column<T> {
     /// no page is touched until it is written); `None` otherwise.
     fn zeroed_file(n: usize, scratch: Option<&Scratch>) -> Option<Self> {
         Some(Column(scratch?.zeroed::<T>(n).ok()?.into()))
-    }
-
-    /// [`Column::filled`], but in memory every page is written here, zeros too (so that the
-    /// thread that makes the array faults its pages in, not the one that fills it later).
-    pub fn filled_written(n: usize, x: T, scratch: Option<&Scratch>) -> (Self, Option<String>) {
-        match scratch {
-            Some(_) => Column::filled(n, x, scratch),
-            None => (filled_vec(n, x).into(), None),
-        }
     }
 
     /// Whether the values are in a scratch file.
@@ -279,9 +271,15 @@ impl<T: Plain + std::fmt::Debug> std::fmt::Debug for Grow<T> {
 }
 
 fn filled_vec<T: Plain>(n: usize, x: T) -> Vec<T> {
-    // (Written here, not allocated as zeros: see `index::node_arrays`.)
+    // (Written here, not allocated as zeros: see `index::node_arrays`; faulted in first, in
+    // one call a few MiB at a time rather than a fault a page.)
     let mut v = Vec::with_capacity(n);
-    v.resize(n, x);
+    let step = (sys::scratch::PREFAULT_BYTES / std::mem::size_of::<T>().max(1)).max(1);
+    while v.len() < n {
+        let k = step.min(n - v.len());
+        sys::mapped::prefault(&mut v.spare_capacity_mut()[..k]);
+        v.extend(std::iter::repeat_n(x, k));
+    }
     v
 }
 
@@ -369,18 +367,24 @@ mod tests {
         assert_eq!(format!("{g:?}"), "[1, 2]");
     }
 
-    /// `filled_written`: `n` copies in memory without scratch, in a file with it, and in memory
-    /// with the reason when the cap refuses the file.
+    /// `filled`: `n` copies in memory without scratch (zeros too, and a column of several
+    /// prefaulted parts), in a file with it, and in memory with the reason when the cap refuses
+    /// the file.
     #[test]
-    fn filled_written_holds_n_copies_in_memory_or_in_a_file() {
-        let (a, e) = Column::filled_written(3, 7u32, None);
+    fn filled_holds_n_copies_in_memory_or_in_a_file() {
+        let (z, _) = Column::filled(5, 0u64, None);
+        assert_eq!(&z[..], &[0; 5]);
+        let n = 3 * sys::scratch::PREFAULT_BYTES / 8 + 5;
+        let (big, _) = Column::filled(n, [9u32, 4], None);
+        assert!(big.len() == n && big.iter().all(|&x| x == [9, 4]));
+        let (a, e) = Column::filled(3, 7u32, None);
         assert_eq!((&a[..], e, a.in_file()), (&[7, 7, 7][..], None, false));
         let d = tempfile::tempdir().unwrap();
         let s = Scratch::new(d.path(), 1 << 20).unwrap();
-        let (b, e) = Column::filled_written(3, 7u32, Some(&s));
+        let (b, e) = Column::filled(3, 7u32, Some(&s));
         assert_eq!((&b[..], e, b.in_file()), (&[7, 7, 7][..], None, true));
         let small = Scratch::new(d.path(), 4096).unwrap();
-        let (c, e) = Column::filled_written(2000, 5u32, Some(&small));
+        let (c, e) = Column::filled(2000, 5u32, Some(&small));
         assert!(!c.in_file() && c.len() == 2000 && c.iter().all(|&x| x == 5));
         assert!(e.unwrap().contains("over their cap"));
     }

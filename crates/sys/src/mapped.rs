@@ -129,9 +129,7 @@ pub fn cached_bytes(file: &File, len: usize) -> io::Result<usize> {
     // its address goes to `mincore`. Unmapped when `map` drops.
     #[allow(unsafe_code)]
     let map = unsafe { memmap2::MmapOptions::new().len(len).map(file)? };
-    // SAFETY: `sysconf` reads a constant of the system.
-    #[allow(unsafe_code)]
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as usize;
+    let page = page_size();
     let mut resident = vec![0u8; len.div_ceil(page)];
     // SAFETY: `map` starts on a page boundary (offset 0) and is `len` bytes long; `resident`
     // holds a byte for each of its pages, as `mincore` writes.
@@ -202,6 +200,71 @@ pub fn prefetch_at<T>(b: &[T], at: usize) {
     }
     #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
     let _ = (b, at);
+}
+
+/// Fault in, writable and at once, the whole pages inside `s` (memory about to be written from
+/// start to end: a vector's spare capacity, say); whether the kernel did. A hint only: it
+/// writes nothing the caller can see, and where the kernel has no `MADV_POPULATE_WRITE` (Linux
+/// before 5.14, older Android kernels) or refuses it, the pages fault in one by one when
+/// written, as without it.
+///
+/// Why: the analysis of 10 M objects faults in about 140,000 pages. Measured on the machine of
+/// issue 43 (a page written whole after each way of bringing it in): a fault a page 1.46 us,
+/// one call for 256 KiB of pages 1.14 us a page, one for 2 MiB 1.27 (the zeroed pages have
+/// left the cache before they are written). Partial pages at either end are left alone: they
+/// may hold another value's bytes, and are few.
+pub fn prefault<T>(s: &mut [std::mem::MaybeUninit<T>]) -> bool {
+    let page = page_size();
+    let start = (s.as_ptr() as usize).next_multiple_of(page);
+    let end = (s.as_ptr() as usize + std::mem::size_of_val(s)) & !(page - 1);
+    if end <= start {
+        return false;
+    }
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    // SAFETY: the range is whole pages inside `s`, memory the caller holds mutably; the advice
+    // changes no byte of it (it only maps the pages in).
+    #[allow(unsafe_code)]
+    let done = unsafe {
+        libc::madvise(
+            start as *mut libc::c_void,
+            end - start,
+            libc::MADV_POPULATE_WRITE,
+        )
+    } == 0;
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    let done = false;
+    done
+}
+
+/// For tests: which pages of the mapping of `len` bytes at `p` (a page boundary) are in
+/// memory, one flag a page (`mincore`).
+#[cfg(all(test, any(target_os = "linux", target_os = "android")))]
+pub(crate) fn resident(p: *const u8, len: usize) -> Vec<bool> {
+    let mut r = vec![0u8; len.div_ceil(page_size())];
+    // SAFETY: `mincore` only reads the page tables of the range and writes a byte a page
+    // into `r`, which has one for each.
+    #[allow(unsafe_code)]
+    let e = unsafe { libc::mincore(p as *mut libc::c_void, len, r.as_mut_ptr() as *mut _) };
+    assert_eq!(e, 0, "mincore: {}", io::Error::last_os_error());
+    r.iter().map(|&b| b & 1 == 1).collect()
+}
+
+/// The system's page size (read once; 4 KiB where it cannot be read).
+pub(crate) fn page_size() -> usize {
+    static PAGE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *PAGE.get_or_init(|| {
+        #[cfg(unix)]
+        // SAFETY: `sysconf` reads a constant of the system; no memory is passed.
+        #[allow(unsafe_code)]
+        let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        #[cfg(not(unix))]
+        let p = 4096;
+        if p > 0 && (p as usize).is_power_of_two() {
+            p as usize
+        } else {
+            4096
+        }
+    })
 }
 
 /// The `oomguard` executable's allocator: the system's for small blocks; blocks of 2 MiB or
@@ -769,6 +832,70 @@ fn unmap_block(_: *mut u8, _: usize) {
 mod tests {
     use super::*;
     use std::io::Write;
+
+    /// A fresh anonymous mapping of `pages` pages, none of them touched; unmapped on drop.
+    pub(crate) struct Fresh(pub *mut u8, pub usize);
+    impl Fresh {
+        pub(crate) fn new(pages: usize) -> Fresh {
+            let len = pages * page_size();
+            // SAFETY: a new private anonymous mapping at an address the kernel picks.
+            #[allow(unsafe_code)]
+            let p = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    -1,
+                    0,
+                )
+            };
+            assert_ne!(p, libc::MAP_FAILED);
+            Fresh(p as *mut u8, len)
+        }
+    }
+    impl Drop for Fresh {
+        fn drop(&mut self) {
+            // SAFETY: the mapping `new` made, no longer used.
+            #[allow(unsafe_code)]
+            unsafe {
+                libc::munmap(self.0 as *mut libc::c_void, self.1)
+            };
+        }
+    }
+
+    /// `prefault` brings in the whole pages inside its slice, and neither the partial pages at
+    /// its ends nor any page beyond; nothing for a slice within one page.
+    #[test]
+    fn prefault_brings_in_the_whole_pages_inside_a_slice_and_no_others() {
+        let page = page_size();
+        let m = Fresh::new(16);
+        assert!(resident(m.0, m.1).iter().all(|&r| !r));
+        let within = |from: usize, len: usize| {
+            // SAFETY: `from..from + len` lies inside the mapping, which nothing else uses.
+            #[allow(unsafe_code)]
+            unsafe {
+                std::slice::from_raw_parts_mut(
+                    m.0.add(from).cast::<std::mem::MaybeUninit<u8>>(),
+                    len,
+                )
+            }
+        };
+        assert!(!prefault(within(page + 1, page - 2)));
+        assert!(resident(m.0, m.1).iter().all(|&r| !r));
+        if !prefault(within(page / 2, 9 * page + 100)) {
+            eprintln!("no MADV_POPULATE_WRITE on this kernel: nothing to check");
+            return;
+        }
+        let want: Vec<bool> = (0..16).map(|i| (1..=8).contains(&i)).collect();
+        assert_eq!(resident(m.0, m.1), want);
+        // Whole pages exactly: from a page boundary to one.
+        assert!(prefault(within(12 * page, 2 * page)));
+        let want: Vec<bool> = (0..16)
+            .map(|i| (1..=8).contains(&i) || i == 12 || i == 13)
+            .collect();
+        assert_eq!(resident(m.0, m.1), want);
+    }
 
     #[test]
     fn a_failed_allocation_s_line_names_its_size() {

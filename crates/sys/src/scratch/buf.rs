@@ -17,6 +17,10 @@ pub struct Buf<T: Plain> {
     ptr: NonNull<T>,
     len: usize,
     cap: usize,
+    /// Where a push stops taking the fast path (`len <= room <= cap`): `cap`, except in a
+    /// large vector, whose spare capacity is faulted in [`PREFAULT_BYTES`] at a time
+    /// ([`crate::mapped::prefault`]) as pushes reach it.
+    room: usize,
     home: Home<T>,
 }
 
@@ -36,6 +40,13 @@ unsafe impl<T: Plain> Sync for Buf<T> {}
 /// The least a list in a file grows by, in values (the file is mapped again at each growth).
 pub const GROW_MIN: usize = 1 << 18;
 
+/// A vector of at least this many bytes of capacity has its spare capacity faulted in ahead
+/// of its pushes, [`PREFAULT_BYTES`] at a time (one system call where a page fault each would
+/// cost about half as much again: [`crate::mapped::prefault`]).
+const PREFAULT_MIN: usize = 1 << 20;
+/// How much of a large vector's spare capacity is faulted in at once.
+pub const PREFAULT_BYTES: usize = 256 << 10;
+
 impl<T: Plain> Default for Buf<T> {
     fn default() -> Self {
         Buf::from(Vec::new())
@@ -48,6 +59,7 @@ impl<T: Plain> From<Vec<T>> for Buf<T> {
             ptr: NonNull::new(v.as_mut_ptr()).unwrap_or(NonNull::dangling()),
             len: v.len(),
             cap: v.capacity(),
+            room: heap_room(v.len(), v.capacity(), std::mem::size_of::<T>()),
             home: Home::Heap(v),
         }
     }
@@ -60,6 +72,7 @@ impl<T: Plain> From<ScratchVec<T>> for Buf<T> {
             ptr: NonNull::new(f.as_mut_ptr()).unwrap_or(NonNull::dangling()),
             len: f.len(),
             cap: f.len(),
+            room: f.len(),
             home: Home::File(f),
         }
     }
@@ -81,7 +94,7 @@ impl<T: Plain> Buf<T> {
     /// disk), the values move into memory: never lost.
     #[inline(always)]
     pub fn push(&mut self, x: T) {
-        if self.len < self.cap {
+        if self.len < self.room {
             // SAFETY: `len < cap`: the slot is inside the memory `home` owns (invariants).
             #[allow(unsafe_code)]
             unsafe {
@@ -95,6 +108,11 @@ impl<T: Plain> Buf<T> {
 
     #[inline(never)]
     fn push_grown(&mut self, x: T) {
+        if self.len < self.cap {
+            // A large vector with room left: fault in the next part of it first.
+            self.prefault_ahead();
+            return self.push(x);
+        }
         if let Home::File(f) = &mut self.home {
             let more = self.cap + (self.cap / 2).max(GROW_MIN);
             // (A file of no values has no map to grow: `grow` leaves it as it is.)
@@ -128,15 +146,41 @@ impl<T: Plain> Buf<T> {
         }
     }
 
-    /// `ptr`, `len` and `cap` from `home` after it changed (a vector's length is the array's).
+    /// `ptr`, `len`, `cap` and `room` from `home` after it changed (a vector's length is the
+    /// array's).
     fn reset(&mut self) {
-        let (ptr, len, cap) = match &mut self.home {
-            Home::Heap(v) => (v.as_mut_ptr(), v.len(), v.capacity()),
-            Home::File(f) => (f.as_mut_ptr(), self.len.min(f.len()), f.len()),
+        let (ptr, len, cap, room) = match &mut self.home {
+            Home::Heap(v) => {
+                let room = heap_room(v.len(), v.capacity(), std::mem::size_of::<T>());
+                (v.as_mut_ptr(), v.len(), v.capacity(), room)
+            }
+            Home::File(f) => (f.as_mut_ptr(), self.len.min(f.len()), f.len(), f.len()),
         };
         self.ptr = NonNull::new(ptr).unwrap_or(NonNull::dangling());
         self.len = len;
         self.cap = cap;
+        self.room = room;
+    }
+
+    /// Fault in up to [`PREFAULT_BYTES`] of the spare capacity from `len` on, and let pushes
+    /// fill it on the fast path.
+    fn prefault_ahead(&mut self) {
+        let n = (PREFAULT_BYTES / std::mem::size_of::<T>().max(1)).max(1);
+        let end = self.cap.min(self.len + n);
+        // SAFETY: `len..end` lies within the `cap` values `home` owns (invariants), which no
+        // one else can see while `self` is borrowed mutably; as `MaybeUninit` nothing is read.
+        #[allow(unsafe_code)]
+        let spare = unsafe {
+            std::slice::from_raw_parts_mut(
+                self.ptr
+                    .as_ptr()
+                    .add(self.len)
+                    .cast::<std::mem::MaybeUninit<T>>(),
+                end - self.len,
+            )
+        };
+        crate::mapped::prefault(spare);
+        self.room = end;
     }
 
     /// Keep the first `n` values (a file keeps its size).
@@ -148,7 +192,19 @@ impl<T: Plain> Buf<T> {
     pub fn extend_from_slice(&mut self, s: &[T]) {
         match self.home {
             Home::Heap(_) => {
-                self.vec().extend_from_slice(s);
+                let v = self.vec();
+                v.reserve(s.len());
+                if v.capacity() * std::mem::size_of::<T>() < PREFAULT_MIN {
+                    v.extend_from_slice(s);
+                } else {
+                    // A part at a time, each faulted in just before it is written (while it
+                    // is still in the cache).
+                    let step = (PREFAULT_BYTES / std::mem::size_of::<T>().max(1)).max(1);
+                    for part in s.chunks(step) {
+                        crate::mapped::prefault(&mut v.spare_capacity_mut()[..part.len()]);
+                        v.extend_from_slice(part);
+                    }
+                }
                 self.reset();
             }
             Home::File(_) => s.iter().for_each(|&x| self.push(x)),
@@ -185,6 +241,17 @@ impl<T: Plain> Buf<T> {
     /// The values as a vector (moved out of memory, copied out of a file).
     pub fn into_vec(mut self) -> Vec<T> {
         std::mem::take(self.vec())
+    }
+}
+
+/// Where a vector of `len` values and room for `cap` of `size` bytes each stops taking the
+/// fast path: at its capacity if it is small, else at its length (the next push faults in the
+/// next part: [`Buf::prefault_ahead`]).
+fn heap_room(len: usize, cap: usize, size: usize) -> usize {
+    if cap.saturating_mul(size) >= PREFAULT_MIN {
+        len
+    } else {
+        cap
     }
 }
 
@@ -245,6 +312,62 @@ mod tests {
             assert_eq!(&b[..], &[0, 7, 6, 9, 1, 2, 5, 6]);
             assert_eq!(b.into_vec(), vec![0, 7, 6, 9, 1, 2, 5, 6]);
         }
+    }
+
+    /// A large vector in memory faults in its spare capacity [`PREFAULT_BYTES`] ahead of its
+    /// pushes, and no further; a small one has its whole capacity for the fast path; a large
+    /// slice appended keeps its values.
+    #[test]
+    fn a_large_vector_is_faulted_in_a_part_ahead_of_its_pushes() {
+        use crate::mapped::{page_size, resident};
+        let small: Buf<u64> = Buf::from(Vec::with_capacity(1000));
+        assert_eq!((small.room, small.capacity()), (1000, 1000));
+        // 64 MiB: above any threshold of the system allocator's, so a fresh mapping that
+        // nothing has touched.
+        let cap = (64 << 20) / 8;
+        let mut b: Buf<u64> = Buf::from(Vec::with_capacity(cap));
+        assert_eq!((b.room, b.capacity()), (0, cap));
+        let per = PREFAULT_BYTES / 8;
+        let page = page_size();
+        let base = b.ptr.as_ptr() as usize & !(page - 1);
+        // Pages holding bytes `0..in_bytes` of the values all in memory, and none of those
+        // from a page past `out_bytes` up to 4 parts on.
+        let check = |in_bytes: usize, out_bytes: usize, at: usize| {
+            let r = resident(base as *const u8, (at - base) + 4 * PREFAULT_BYTES + page);
+            let page_of = |byte: usize| (at + byte - base) / page;
+            assert!(r[page_of(0) + 1..page_of(in_bytes)].iter().all(|&x| x));
+            assert!(r[page_of(out_bytes) + 1..].iter().all(|&x| !x));
+        };
+        b.push(1);
+        assert_eq!((b.len(), b.room, b.capacity()), (1, per, cap));
+        let done = crate::mapped::prefault::<u8>(&mut []);
+        assert!(!done, "an empty slice has no page to fault in");
+        let at = b.ptr.as_ptr() as usize;
+        // (Whether this kernel can fault pages in on request, asked of another vector.)
+        let kernel_has_it =
+            crate::mapped::prefault(Vec::<u8>::with_capacity(3 * page).spare_capacity_mut());
+        if !kernel_has_it {
+            eprintln!("no MADV_POPULATE_WRITE on this kernel: the pages are not checked");
+        }
+        if kernel_has_it {
+            check(PREFAULT_BYTES, PREFAULT_BYTES, at);
+        }
+        for x in 1..per as u64 + 1 {
+            b.push(x);
+        }
+        assert_eq!((b.len(), b.room), (per + 1, 2 * per));
+        if kernel_has_it {
+            check(2 * PREFAULT_BYTES, 2 * PREFAULT_BYTES + 8, at);
+        }
+        assert!(b
+            .iter()
+            .copied()
+            .eq([1].into_iter().chain(1..per as u64 + 1)));
+        let more: Vec<u64> = (0..3 * per as u64 + 7).collect();
+        b.truncate(0);
+        b.extend_from_slice(&more);
+        assert_eq!(&b[..], &more[..]);
+        assert_eq!(b.capacity(), cap);
     }
 
     /// An array made with no values in a file (no map) takes pushes in memory; it once
