@@ -56,12 +56,16 @@ impl<T: Plain> std::ops::DerefMut for Column<T> {
 
 impl<T: Plain> Column<T> {
     /// `n` copies of `x`: in a scratch array if `scratch` is given and one can be made (the
-    /// error says why not), else in memory. In memory every page is written here, zeros too
-    /// (so that the thread that makes the array faults its pages in, not the one that fills it
-    /// later), and faulted in a part at a time first ([`sys::mapped::prefault`]).
+    /// error says why not), else in memory: written here (faulted in a part at a time first:
+    /// [`sys::mapped::prefault`]), but zeros, which take pages the kernel zeroes when first
+    /// touched, by whichever threads then write them ([`Column::filled_written`] writes them
+    /// here too).
     pub fn filled(n: usize, x: T, scratch: Option<&Scratch>) -> (Self, Option<String>) {
         let Some(s) = scratch else {
-            return (filled_vec(n, x).into(), None);
+            return match sys::scratch::is_zero(&x) {
+                true => (vec![x; n].into(), None),
+                false => (filled_vec(n, x).into(), None),
+            };
         };
         match s.zeroed::<T>(n) {
             Ok(mut f) => {
@@ -76,6 +80,15 @@ impl<T: Plain> Column<T> {
     /// no page is touched until it is written); `None` otherwise.
     fn zeroed_file(n: usize, scratch: Option<&Scratch>) -> Option<Self> {
         Some(Column(scratch?.zeroed::<T>(n).ok()?.into()))
+    }
+
+    /// [`Column::filled`], but in memory every page is written here, zeros too (so that the
+    /// thread that makes the array faults its pages in, not the one that fills it later).
+    pub fn filled_written(n: usize, x: T, scratch: Option<&Scratch>) -> (Self, Option<String>) {
+        match scratch {
+            Some(_) => Column::filled(n, x, scratch),
+            None => (filled_vec(n, x).into(), None),
+        }
     }
 
     /// Whether the values are in a scratch file.
@@ -367,24 +380,28 @@ mod tests {
         assert_eq!(format!("{g:?}"), "[1, 2]");
     }
 
-    /// `filled`: `n` copies in memory without scratch (zeros too, and a column of several
-    /// prefaulted parts), in a file with it, and in memory with the reason when the cap refuses
-    /// the file.
+    /// `filled` and `filled_written`: `n` copies in memory without scratch (zeros too, and a
+    /// column of several prefaulted parts); `filled_written` in memory, in a file and in
+    /// memory with the reason when the cap refuses the file.
     #[test]
-    fn filled_holds_n_copies_in_memory_or_in_a_file() {
-        let (z, _) = Column::filled(5, 0u64, None);
-        assert_eq!(&z[..], &[0; 5]);
+    fn filled_and_filled_written_hold_n_copies_in_memory_or_in_a_file() {
+        for f in [Column::filled, Column::filled_written] {
+            let (z, _) = f(5, 0u64, None);
+            assert_eq!(&z[..], &[0; 5]);
+        }
         let n = 3 * sys::scratch::PREFAULT_BYTES / 8 + 5;
-        let (big, _) = Column::filled(n, [9u32, 4], None);
-        assert!(big.len() == n && big.iter().all(|&x| x == [9, 4]));
-        let (a, e) = Column::filled(3, 7u32, None);
+        for f in [Column::filled, Column::filled_written] {
+            let (big, _) = f(n, [9u32, 4], None);
+            assert!(big.len() == n && big.iter().all(|&x| x == [9, 4]));
+        }
+        let (a, e) = Column::filled_written(3, 7u32, None);
         assert_eq!((&a[..], e, a.in_file()), (&[7, 7, 7][..], None, false));
         let d = tempfile::tempdir().unwrap();
         let s = Scratch::new(d.path(), 1 << 20).unwrap();
-        let (b, e) = Column::filled(3, 7u32, Some(&s));
+        let (b, e) = Column::filled_written(3, 7u32, Some(&s));
         assert_eq!((&b[..], e, b.in_file()), (&[7, 7, 7][..], None, true));
         let small = Scratch::new(d.path(), 4096).unwrap();
-        let (c, e) = Column::filled(2000, 5u32, Some(&small));
+        let (c, e) = Column::filled_written(2000, 5u32, Some(&small));
         assert!(!c.in_file() && c.len() == 2000 && c.iter().all(|&x| x == 5));
         assert!(e.unwrap().contains("over their cap"));
     }

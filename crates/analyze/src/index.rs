@@ -556,7 +556,7 @@ pub(crate) fn node_arrays(n: usize, scratch: Option<&Scratch>) -> NodeArrays {
     // (All three are written here: the pages of an array allocated as zeros would be faulted
     // in later, by the one thread that then writes the objects into it.)
     let (class_of, _) = Column::filled(n, NONE, scratch);
-    let (shallow, _) = Column::filled(n, 0u32, scratch);
+    let (shallow, _) = Column::filled_written(n, 0u32, scratch);
     let (adj, _) = Column::filled(n, [NONE, 0], scratch);
     (class_of, shallow, adj)
 }

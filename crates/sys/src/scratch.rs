@@ -53,6 +53,17 @@ unsafe impl<const N: usize> Plain for [u32; N] {}
 // SAFETY: as above.
 unsafe impl<const N: usize> Plain for [u64; N] {}
 
+/// Whether every byte of `x` is zero (a [`Plain`] value has no padding to ask about).
+pub fn is_zero<T: Plain>(x: &T) -> bool {
+    // SAFETY: `x` is `size_of::<T>()` readable bytes, every one of them initialised (`Plain`:
+    // no padding), borrowed for the call.
+    #[allow(unsafe_code)]
+    let bytes = unsafe {
+        std::slice::from_raw_parts((x as *const T).cast::<u8>(), std::mem::size_of::<T>())
+    };
+    bytes.iter().all(|&b| b == 0)
+}
+
 // (The views below rely on these: std's `from_mut_slice` asks the same, and is not stable.)
 const _: () = assert!(
     std::mem::align_of::<AtomicU32>() == std::mem::align_of::<u32>()
@@ -512,6 +523,13 @@ impl<T: Plain + std::fmt::Debug> std::fmt::Debug for ScratchVec<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn is_zero_looks_at_every_byte() {
+        assert!(is_zero(&0u8) && is_zero(&0u64) && is_zero(&[0u32; 3]));
+        assert!(!is_zero(&1u8) && !is_zero(&(1u64 << 63)) && !is_zero(&[0u32, 0, 1]));
+        assert!(!is_zero(&[1u64 << 40, 0]) && !is_zero(&u16::MAX));
+    }
 
     /// The `Rss` and `Anonymous` kB of the mapping that holds address `at`, from
     /// `/proc/self/smaps`: this mapping's pages only, whatever other tests' threads allocate.
