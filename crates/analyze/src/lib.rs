@@ -18,7 +18,8 @@
 //! object ids; pass 2 builds the graph and runs the per-instance detectors. Either way the passes
 //! cut the file at record boundaries and parse the parts side by side when it is large, and the
 //! graph is the same. Then the BFS for shortest paths runs beside the dominators' depth-first
-//! search, the forward graph is freed, the semi-NCA finishes, and a last pass parses only the
+//! search, the forward graph is freed, the semi-NCA finishes (the BFS's parents written beside
+//! its part on one thread), and a last pass parses only the
 //! pieces of heap dump segments (runs of sub-records of about 64 KiB) that hold objects on reported
 //! paths, to name their references.
 //!
@@ -397,13 +398,15 @@ fn analyze_graph(
     // and it is seldom needed whole. (The graph is then kept through the dominators' second
     // half: a higher peak, within `budget`'s estimates. With more threads the search runs
     // whole beside the depth-first search, where it costs no time: alone after it, it made
-    // the bench dump's analysis 5 % slower on two cores.)
+    // the bench dump's analysis 5 % slower on two cores. It then marks what it reaches in a
+    // bitmap, and its parents are written beside the dominators' part on one thread:
+    // `paths::Reached`.)
     let threads = threads(cfg);
     let (bfs, prep) = match threads {
         1 => (None, dominators::prepare_gated(&ix, &root_nodes, &late)),
         _ => std::thread::scope(|s| {
             let ixr = &ix;
-            let h = s.spawn(|| paths::shortest(ixr, &ixr.roots, &late));
+            let h = s.spawn(|| paths::reached(ixr, &ixr.roots, &late));
             let prep = dominators::prepare_gated(ixr, &root_nodes, &late);
             (Some(joined(h)), prep)
         }),
@@ -414,7 +417,16 @@ fn analyze_graph(
     }
     let t = Instant::now();
     let shallow = &ix.shallow;
-    let dom = dominators::finish(prep, |v| shallow[v as usize] as u64, threads);
+    let sizes = |v: u32| shallow[v as usize] as u64;
+    let (dom, bfs) = match bfs {
+        None => (dominators::finish(prep, sizes, threads), None),
+        // The search's parents are written beside the dominators' part on one thread (see
+        // `paths::Reached`).
+        Some(r) => {
+            let (dom, p) = dominators::finish_beside(prep, sizes, threads, || r.parents());
+            (dom, Some(p))
+        }
+    };
     tm.dominators_ms = t.elapsed().as_millis() as u64;
 
     let t = Instant::now();

@@ -639,3 +639,44 @@ fn a_class_open_from_the_start_is_a_class_root() {
         [node(DEAD_C), node(ORPHAN)]
     );
 }
+
+/// The whole search marks what it reaches in a bitmap and writes the parents after, from its
+/// queues ([`reached`]); a search that may stop writes them as it goes. Run whole (an end no
+/// root reaches), the second gives the first's parents and tags: with late roots, high- and
+/// low-priority roots, and a chain.
+#[test]
+fn both_ways_of_marking_give_the_same_parents() {
+    let check = |ix: &Index, roots: &[Root], late: &[(u32, u32)], lost: u32, what: &str| {
+        let whole = shortest(ix, roots, late);
+        let stopping = shortest_until(ix, roots, late, &[lost]);
+        assert!(stopping.ends.is_empty(), "{what}: the search ran whole");
+        assert_eq!(whole.parent[lost as usize], UNREACHED, "{what}");
+        assert_eq!(&whole.parent[..], &stopping.parent[..], "{what}: parents");
+        assert_eq!(whole.root_tags, stopping.root_tags, "{what}: tags");
+        assert!(whole.ends.is_empty());
+        let r = reached(ix, roots, late).parents();
+        assert_eq!(&r.parent[..], &whole.parent[..], "{what}");
+    };
+    let ix = index_of(&wide_and_deep());
+    check(&ix, &ix.roots, &[], ix.node(LOST).unwrap(), "wide and deep");
+    let ix = index_of(&loaded_classes());
+    let node = |id: u64| ix.node(id).unwrap();
+    let late = crate::late_roots(&ix);
+    check(&ix, &ix.roots, &late, node(ORPHAN), "late roots");
+    let (ix, _, _) = chain_paths();
+    let node = |i: u64| ix.node(0x1000_0000 + 16 * i).unwrap();
+    let root = |i, tag| Root { node: node(i), tag };
+    let roots = [
+        root(5, sub::ROOT_JAVA_FRAME),
+        root(7, sub::ROOT_JNI_LOCAL),
+        root(2, sub::ROOT_JNI_GLOBAL),
+    ];
+    check(&ix, &roots, &[], node(1), "roots of both priorities");
+    check(
+        &ix,
+        &[root(5, sub::ROOT_JAVA_FRAME)],
+        &[],
+        node(4),
+        "a low one alone",
+    );
+}
