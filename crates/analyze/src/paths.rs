@@ -472,7 +472,7 @@ fn search<M: Marks>(
         loop {
             let mut more = false;
             for &(v, gate) in late {
-                let open = gate == UNGATED || ((gate as usize) < n && marks.reached(gate));
+                let open = gate == UNGATED || marks.reached(gate);
                 if open && !marks.reached(v) {
                     marks.reach(v, SUPER);
                     late_used.push((v, LATE_ROOT));
@@ -503,7 +503,7 @@ trait Marks {
     /// Whether [`Marks::hint`] does anything (else the search does not read what it would be
     /// given).
     const HINTS: bool;
-    /// Whether node `v` was reached.
+    /// Whether node `v` was reached (false if there is no such node).
     fn reached(&self, v: u32) -> bool;
     /// Node `v` reached from `from` ([`SUPER`] for a start).
     fn reach(&mut self, v: u32, from: u32);
@@ -526,7 +526,7 @@ impl Marks for Parents {
     const HINTS: bool = true;
     #[inline(always)]
     fn reached(&self, v: u32) -> bool {
-        self.parent[v as usize] != UNREACHED
+        self.parent.get(v as usize).is_some_and(|&p| p != UNREACHED)
     }
     #[inline(always)]
     fn reach(&mut self, v: u32, from: u32) {
@@ -552,7 +552,10 @@ impl Marks for Seen {
     const HINTS: bool = false;
     #[inline(always)]
     fn reached(&self, v: u32) -> bool {
-        bit(&self.0, v as usize)
+        // (The bits past the last node are never set.)
+        self.0
+            .get(v as usize / 64)
+            .is_some_and(|w| w >> (v % 64) & 1 == 1)
     }
     #[inline(always)]
     fn reach(&mut self, v: u32, _from: u32) {

@@ -343,9 +343,7 @@ mod tests {
         let done = crate::mapped::prefault::<u8>(&mut []);
         assert!(!done, "an empty slice has no page to fault in");
         let at = b.ptr.as_ptr() as usize;
-        // (Whether this kernel can fault pages in on request, asked of another vector.)
-        let kernel_has_it =
-            crate::mapped::prefault(Vec::<u8>::with_capacity(3 * page).spare_capacity_mut());
+        let kernel_has_it = crate::mapped::tests::kernel_populates();
         if !kernel_has_it {
             eprintln!("no MADV_POPULATE_WRITE on this kernel: the pages are not checked");
         }
