@@ -287,12 +287,7 @@ fn filled_vec<T: Plain>(n: usize, x: T) -> Vec<T> {
     // (Written here, not allocated as zeros: see `index::node_arrays`; faulted in first, in
     // one call a few MiB at a time rather than a fault a page.)
     let mut v = Vec::with_capacity(n);
-    let step = (sys::scratch::PREFAULT_BYTES / std::mem::size_of::<T>().max(1)).max(1);
-    while v.len() < n {
-        let k = step.min(n - v.len());
-        sys::mapped::prefault(&mut v.spare_capacity_mut()[..k]);
-        v.extend(std::iter::repeat_n(x, k));
-    }
+    sys::scratch::extend_in_parts(&mut v, n, |v, r| v.extend(std::iter::repeat_n(x, r.len())));
     v
 }
 

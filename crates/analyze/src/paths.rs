@@ -363,13 +363,12 @@ pub fn shortest_until(ix: &Index, roots: &[Root], late: &[(u32, u32)], ends: &[u
     let mut marks = Parents {
         parent,
         watch: Watch::new(ends),
-        stopped: false,
     };
-    let (tags, _) = search(ix, roots, late, &mut marks);
+    let (tags, _, stopped) = search(ix, roots, late, &mut marks);
     Paths {
         parent: marks.parent,
         root_tags: tags,
-        ends: match marks.stopped {
+        ends: match stopped {
             true => marks.watch.ends,
             false => Vec::new(),
         },
@@ -414,7 +413,7 @@ impl Reached {
 pub fn reached(ix: &Index, roots: &[Root], late: &[(u32, u32)]) -> Reached {
     let (bits, _) = Column::filled(ix.len().div_ceil(64), 0u64, ix.scratch.as_ref());
     let mut marks = Seen(bits);
-    let (root_tags, q) = search(ix, roots, late, &mut marks);
+    let (root_tags, q, _) = search(ix, roots, late, &mut marks);
     Reached {
         hi: q.hi,
         lo: q.lo,
@@ -424,14 +423,15 @@ pub fn reached(ix: &Index, roots: &[Root], late: &[(u32, u32)]) -> Reached {
     }
 }
 
-/// The search itself, for either way of marking what it reached; its queues and the roots'
-/// tags (of each start node, the most telling).
+/// The search itself, for either way of marking what it reached; the roots' tags (of each start
+/// node, the most telling), its queues, and whether it stopped before its end
+/// ([`Marks::met`]).
 fn search<M: Marks>(
     ix: &Index,
     roots: &[Root],
     late: &[(u32, u32)],
     marks: &mut M,
-) -> (Vec<(u32, u8)>, Queues) {
+) -> (Vec<(u32, u8)>, Queues, bool) {
     let n = ix.len();
     let scratch = ix.scratch.as_ref();
     let mut tags: Vec<(u32, u8)> = roots.iter().map(|r| (r.node, r.tag)).collect();
@@ -457,7 +457,7 @@ fn search<M: Marks>(
     // high-priority root reaches it.
     let mut q = Queues::new(n, M::FROM, scratch);
     let mut late_used = Vec::new();
-    'search: {
+    let stopped = 'search: {
         for low in [false, true] {
             for &(l, _, v) in &order {
                 if l == low && !marks.reached(v) {
@@ -466,7 +466,7 @@ fn search<M: Marks>(
                 }
             }
             if q.run(ix, marks) {
-                break 'search;
+                break 'search true;
             }
         }
         loop {
@@ -478,7 +478,7 @@ fn search<M: Marks>(
                     late_used.push((v, LATE_ROOT));
                     q.push(v, SUPER, false, M::FROM);
                     if q.run(ix, marks) {
-                        break 'search;
+                        break 'search true;
                     }
                     more = true;
                 }
@@ -487,12 +487,13 @@ fn search<M: Marks>(
                 break;
             }
         }
-    }
+        false
+    };
     if !late_used.is_empty() {
         tags.extend(late_used);
         tags.sort_unstable();
     }
-    (tags, q)
+    (tags, q, stopped)
 }
 
 /// How a search marks the nodes it reaches: their parents as it goes ([`Parents`], a search
@@ -518,7 +519,6 @@ trait Marks {
 struct Parents {
     parent: Column<u32>,
     watch: Watch,
-    stopped: bool,
 }
 
 impl Marks for Parents {
@@ -539,8 +539,7 @@ impl Marks for Parents {
         }
     }
     fn met(&mut self) -> bool {
-        self.stopped = self.watch.met(&self.parent);
-        self.stopped
+        self.watch.met(&self.parent)
     }
 }
 

@@ -130,23 +130,11 @@ pub fn cached_bytes(file: &File, len: usize) -> io::Result<usize> {
     #[allow(unsafe_code)]
     let map = unsafe { memmap2::MmapOptions::new().len(len).map(file)? };
     let page = page_size();
-    let mut resident = vec![0u8; len.div_ceil(page)];
-    // SAFETY: `map` starts on a page boundary (offset 0) and is `len` bytes long; `resident`
-    // holds a byte for each of its pages, as `mincore` writes.
-    #[allow(unsafe_code)]
-    let r = unsafe {
-        libc::mincore(
-            map.as_ptr() as *mut libc::c_void,
-            len,
-            resident.as_mut_ptr() as *mut _,
-        )
-    };
-    if r != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok((0..resident.len())
-        .filter(|&i| resident[i] & 1 == 1)
-        .map(|i| (len - i * page).min(page))
+    Ok(resident(map.as_ptr(), len)?
+        .iter()
+        .enumerate()
+        .filter(|&(_, &r)| r)
+        .map(|(i, _)| (len - i * page).min(page))
         .sum())
 }
 
@@ -236,17 +224,19 @@ pub fn prefault<T>(s: &mut [std::mem::MaybeUninit<T>]) -> bool {
     done
 }
 
-/// For tests: which pages of the mapping of `len` bytes at `p` (a page boundary) are in
-/// memory, one flag a page (`mincore`).
-#[cfg(all(test, any(target_os = "linux", target_os = "android")))]
-pub(crate) fn resident(p: *const u8, len: usize) -> Vec<bool> {
+/// Which pages of the mapping of `len` bytes at `p` (a page boundary) are in memory, one flag
+/// a page (`mincore`: it reads nothing through the mapping, so brings nothing in).
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn resident(p: *const u8, len: usize) -> io::Result<Vec<bool>> {
     let mut r = vec![0u8; len.div_ceil(page_size())];
-    // SAFETY: `mincore` only reads the page tables of the range and writes a byte a page
-    // into `r`, which has one for each.
+    // SAFETY: `mincore` only reads the page tables of the range and writes a byte a page into
+    // `r`, which has one for each.
     #[allow(unsafe_code)]
     let e = unsafe { libc::mincore(p as *mut libc::c_void, len, r.as_mut_ptr() as *mut _) };
-    assert_eq!(e, 0, "mincore: {}", io::Error::last_os_error());
-    r.iter().map(|&b| b & 1 == 1).collect()
+    if e != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(r.iter().map(|&b| b & 1 == 1).collect())
 }
 
 /// The system's page size (read once; 4 KiB where it cannot be read).
@@ -843,35 +833,26 @@ pub(crate) mod tests {
         r == 0
     }
 
-    /// A fresh anonymous mapping of `pages` pages, none of them touched; unmapped on drop.
+    /// A fresh anonymous mapping of `pages` pages, none of them touched (the allocator's own,
+    /// advised not to be huge pages); unmapped on drop.
     pub(crate) struct Fresh(pub *mut u8, pub usize);
     impl Fresh {
         pub(crate) fn new(pages: usize) -> Fresh {
             let len = pages * page_size();
-            // SAFETY: a new private anonymous mapping at an address the kernel picks.
-            #[allow(unsafe_code)]
-            let p = unsafe {
-                libc::mmap(
-                    std::ptr::null_mut(),
-                    len,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                    -1,
-                    0,
-                )
-            };
-            assert_ne!(p, libc::MAP_FAILED);
-            Fresh(p as *mut u8, len)
+            let p = map_block(len, false);
+            assert!(!p.is_null(), "mmap: {}", io::Error::last_os_error());
+            Fresh(p, len)
         }
     }
     impl Drop for Fresh {
         fn drop(&mut self) {
-            // SAFETY: the mapping `new` made, no longer used.
-            #[allow(unsafe_code)]
-            unsafe {
-                libc::munmap(self.0 as *mut libc::c_void, self.1)
-            };
+            unmap_block(self.0, self.1);
         }
+    }
+
+    /// Which pages of `len` bytes at `p` are in memory ([`super::resident`]).
+    pub(crate) fn resident(p: *const u8, len: usize) -> Vec<bool> {
+        super::resident(p, len).expect("mincore")
     }
 
     /// `prefault` brings in the whole pages inside its slice, and neither the partial pages at

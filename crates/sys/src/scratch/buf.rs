@@ -165,8 +165,7 @@ impl<T: Plain> Buf<T> {
     /// Fault in up to [`PREFAULT_BYTES`] of the spare capacity from `len` on, and let pushes
     /// fill it on the fast path.
     fn prefault_ahead(&mut self) {
-        let n = (PREFAULT_BYTES / std::mem::size_of::<T>().max(1)).max(1);
-        let end = self.cap.min(self.len + n);
+        let end = self.cap.min(self.len + prefault_step::<T>());
         // SAFETY: `len..end` lies within the `cap` values `home` owns (invariants), which no
         // one else can see while `self` is borrowed mutably; as `MaybeUninit` nothing is read.
         #[allow(unsafe_code)]
@@ -197,13 +196,7 @@ impl<T: Plain> Buf<T> {
                 if v.capacity() * std::mem::size_of::<T>() < PREFAULT_MIN {
                     v.extend_from_slice(s);
                 } else {
-                    // A part at a time, each faulted in just before it is written (while it
-                    // is still in the cache).
-                    let step = (PREFAULT_BYTES / std::mem::size_of::<T>().max(1)).max(1);
-                    for part in s.chunks(step) {
-                        crate::mapped::prefault(&mut v.spare_capacity_mut()[..part.len()]);
-                        v.extend_from_slice(part);
-                    }
+                    extend_in_parts(v, s.len(), |v, r| v.extend_from_slice(&s[r]));
                 }
                 self.reset();
             }
@@ -241,6 +234,30 @@ impl<T: Plain> Buf<T> {
     /// The values as a vector (moved out of memory, copied out of a file).
     pub fn into_vec(mut self) -> Vec<T> {
         std::mem::take(self.vec())
+    }
+}
+
+/// How many values of `T` [`PREFAULT_BYTES`] hold (at least one).
+fn prefault_step<T>() -> usize {
+    (PREFAULT_BYTES / std::mem::size_of::<T>().max(1)).max(1)
+}
+
+/// Append `n` values to `v` a part of [`PREFAULT_BYTES`] at a time, each part faulted in
+/// ([`crate::mapped::prefault`]) just before `write(v, range)` appends the values `range` of
+/// the `n` (so that the zeroed pages are still in the cache when they are written).
+pub fn extend_in_parts<T>(
+    v: &mut Vec<T>,
+    n: usize,
+    mut write: impl FnMut(&mut Vec<T>, std::ops::Range<usize>),
+) {
+    v.reserve(n);
+    let step = prefault_step::<T>();
+    let mut at = 0;
+    while at < n {
+        let k = step.min(n - at);
+        crate::mapped::prefault(&mut v.spare_capacity_mut()[..k]);
+        write(v, at..at + k);
+        at += k;
     }
 }
 
@@ -319,7 +336,7 @@ mod tests {
     /// slice appended keeps its values.
     #[test]
     fn a_large_vector_is_faulted_in_a_part_ahead_of_its_pushes() {
-        use crate::mapped::{page_size, resident};
+        use crate::mapped::{page_size, tests::resident};
         let small: Buf<u64> = Buf::from(Vec::with_capacity(1000));
         assert_eq!((small.room, small.capacity()), (1000, 1000));
         // 64 MiB: above any threshold of the system allocator's, so a fresh mapping that
@@ -344,11 +361,10 @@ mod tests {
         assert!(!done, "an empty slice has no page to fault in");
         let at = b.ptr.as_ptr() as usize;
         let kernel_has_it = crate::mapped::tests::kernel_populates();
-        if !kernel_has_it {
-            eprintln!("no MADV_POPULATE_WRITE on this kernel: the pages are not checked");
-        }
         if kernel_has_it {
             check(PREFAULT_BYTES, PREFAULT_BYTES, at);
+        } else {
+            eprintln!("no MADV_POPULATE_WRITE on this kernel: the pages are not checked");
         }
         for x in 1..per as u64 + 1 {
             b.push(x);
