@@ -55,7 +55,7 @@ pub(crate) fn align(n: u64, to: u64) -> u64 {
 }
 
 /// What a class's raw sizes are (see the module documentation).
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 pub(crate) enum Kind {
     /// Instances: their size, or 0 where it comes from the raw size (field bytes).
     Instance(u64),
@@ -82,11 +82,14 @@ pub(crate) fn settle(ix: &mut Index, array_min_bytes: u64) {
             conv = conventions(false, id_size, true);
         }
     }
-    let kinds = kinds(ix, &conv);
+    let sizers: Vec<Sizer> = kinds(ix, &conv)
+        .into_iter()
+        .map(|k| Sizer::new(k, &conv, id_size, android))
+        .collect();
     let r = conv.reference_size as u64;
     let convert = |class: u32, raw: u32| -> u32 {
-        match kinds.get(class as usize) {
-            Some(&k) => vm_size(k, raw as u64, &conv, id_size, android),
+        match sizers.get(class as usize) {
+            Some(z) => z.size(raw),
             None => raw,
         }
     };
@@ -176,6 +179,81 @@ pub(crate) fn vm_size(k: Kind, raw: u64, conv: &Conventions, id_size: u32, andro
     v.min(u32::MAX as u64) as u32
 }
 
+/// [`vm_size`] for one class's objects, worked out once so that [`settle`] turns each raw size
+/// into the VM's without a division: `align(base + ((raw - sub) >> from << to) & mask, 8)`,
+/// capped at `u32::MAX` (an array's raw bytes to its length, then to the VM's bytes; `mask`
+/// 0 where every object has the same size). The divisions of [`vm_size`] by the id, element
+/// and reference sizes, all powers of two in a real dump, were most of `settle`'s time.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Sizer {
+    Shifts {
+        base: u64,
+        sub: u64,
+        from: u32,
+        to: u32,
+        mask: u64,
+    },
+    /// A size that is not a power of two somewhere: [`vm_size`] as it is.
+    Divide(Kind, Conventions, u32, bool),
+}
+
+impl Sizer {
+    /// The sizer of kind `k` under `conv` (see [`vm_size`]).
+    pub(crate) fn new(k: Kind, conv: &Conventions, id_size: u32, android: bool) -> Sizer {
+        let (r, h) = (conv.reference_size as u64, conv.object_header as u64);
+        let log = |x: u64| x.is_power_of_two().then(|| x.trailing_zeros());
+        let shifts =
+            |base: u64, sub: u64, from: Option<u32>, to: Option<u32>, mask: u64| match (from, to) {
+                (Some(from), Some(to)) => Some(Sizer::Shifts {
+                    base,
+                    sub,
+                    from,
+                    to,
+                    mask,
+                }),
+                _ => None,
+            };
+        let raw_header = array_header(id_size);
+        let z = match k {
+            Kind::Instance(0) => shifts(h, 0, Some(0), Some(0), u64::MAX),
+            // ([`kind`]'s sizes are aligned; one that is not is kept as it is.)
+            Kind::Instance(s) if s % ALIGN == 0 => shifts(s, 0, Some(0), Some(0), 0),
+            Kind::Instance(_) => None,
+            Kind::ObjectArray => shifts(h + 4, raw_header, log(id_size as u64), log(r), u64::MAX),
+            Kind::PrimitiveArray(e) => {
+                let head = if android {
+                    align(h + 4, e.max(4))
+                } else {
+                    align(h + 4, r)
+                };
+                shifts(head, raw_header, log(e), log(e), u64::MAX)
+            }
+        };
+        z.unwrap_or(Sizer::Divide(k, *conv, id_size, android))
+    }
+
+    /// The VM's size of an object whose raw size is `raw`: [`vm_size`]'s.
+    #[inline(always)]
+    pub(crate) fn size(&self, raw: u32) -> u32 {
+        match *self {
+            Sizer::Shifts {
+                base,
+                sub,
+                from,
+                to,
+                mask,
+            } => {
+                let n = (((raw as u64).saturating_sub(sub) >> from) << to) & mask;
+                // (At most 2^32 << 3 plus a header: no overflow.)
+                ((base + n + (ALIGN - 1)) & !(ALIGN - 1)).min(u32::MAX as u64) as u32
+            }
+            Sizer::Divide(k, conv, id_size, android) => {
+                vm_size(k, raw as u64, &conv, id_size, android)
+            }
+        }
+    }
+}
+
 /// The finding of a large array, made on raw sizes in pass 2 and checked by [`settle`].
 pub(crate) const ARRAY_FINDING: &str = "Array Size Over Threshold";
 
@@ -253,4 +331,56 @@ fn shows_compressed(ix: &Index, kinds: &[Kind], raw_header: u64) -> bool {
 /// Whether a root tag is one only Android writes (ROOT_INTERNED_STRING .. ROOT_UNREACHABLE).
 pub(crate) fn android_root(tag: u8) -> bool {
     (0x89..=0x90).contains(&tag)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A sizer gives [`vm_size`]'s answer for every kind, convention and id size, over raw
+    /// sizes from 0 (below an array's header) to `u32::MAX`; element sizes that are not powers
+    /// of two take the division.
+    #[test]
+    fn sizers_give_vm_size() {
+        let raws = (0..300u32)
+            .chain((0..32).map(|b| 1u32 << b))
+            .chain((0..32).map(|b| (1u32 << b).wrapping_sub(1)))
+            .chain([u32::MAX, u32::MAX - 7, 0x8000_0003, 123_456_789]);
+        let raws: Vec<u32> = raws.collect();
+        let mut checked = 0;
+        for id_size in [4u32, 8, 2, 3] {
+            for (android, compressed) in [(false, false), (false, true), (true, false)] {
+                let conv = conventions(android, id_size, compressed);
+                let kinds = [
+                    Kind::Instance(0),
+                    Kind::Instance(16),
+                    Kind::Instance(24),
+                    Kind::Instance(20),
+                    Kind::Instance(u32::MAX as u64 + 8),
+                    Kind::ObjectArray,
+                    Kind::PrimitiveArray(1),
+                    Kind::PrimitiveArray(2),
+                    Kind::PrimitiveArray(4),
+                    Kind::PrimitiveArray(8),
+                    Kind::PrimitiveArray(3),
+                ];
+                for k in kinds {
+                    let z = Sizer::new(k, &conv, id_size, android);
+                    let divides = matches!(z, Sizer::Divide(..));
+                    let odd = match k {
+                        Kind::Instance(s) => s % 8 != 0,
+                        Kind::ObjectArray => !id_size.is_power_of_two(),
+                        Kind::PrimitiveArray(e) => !e.is_power_of_two(),
+                    };
+                    assert_eq!(divides, odd, "{k:?} id {id_size}");
+                    for &raw in &raws {
+                        let want = vm_size(k, raw as u64, &conv, id_size, android);
+                        assert_eq!(z.size(raw), want, "{k:?} {conv:?} id {id_size} raw {raw}");
+                        checked += 1;
+                    }
+                }
+            }
+        }
+        assert!(checked > 10_000);
+    }
 }
