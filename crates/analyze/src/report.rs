@@ -1121,19 +1121,22 @@ fn dominator_candidates(
     want: usize,
 ) -> BinaryHeap<CandKey> {
     let mut heap = BinaryHeap::with_capacity(want + 1);
+    // Once `want` are kept, an object retaining less than the least of them cannot be kept:
+    // it is passed over on its size alone (read in order), without looking its dominator up.
+    let mut floor = 0u64;
     for k in range {
-        if bit(holder, k as usize) {
+        let r = dom.retained_at(k);
+        if r < floor || bit(holder, k as usize) {
             continue;
         }
         let d = dom.idom_at(k);
         if d != 0 && !bit(holder, d as usize) {
             continue;
         }
-        offer(
-            &mut heap,
-            (dom.retained_at(k), Reverse(dom.node_at(k))),
-            want,
-        );
+        offer(&mut heap, (r, Reverse(dom.node_at(k))), want);
+        if heap.len() >= want {
+            floor = heap.peek().map_or(0, |top| top.0 .0);
+        }
     }
     heap
 }

@@ -472,3 +472,50 @@ fn suspects_past_the_cap_of_their_class_are_counted() {
         (3, 3)
     );
 }
+
+proptest::proptest! {
+    /// The candidates of a scan in two parts, whatever the cut, are the `want` largest by
+    /// (retained, then the smaller node) of the objects that are not holders and whose
+    /// immediate dominator is the super-root or a holder: an object passed over on its
+    /// retained size alone (below the least kept) is never one of them. Sizes repeat, so that
+    /// ties at the least kept are met.
+    #[test]
+    fn candidates_are_the_largest_tops_below_the_holders(
+        lists in proptest::collection::vec(proptest::collection::vec(0u32..40, 0..4), 2..40),
+        sizes in proptest::collection::vec(1u64..6, 40),
+        holders in proptest::collection::vec(proptest::bool::weighted(0.2), 41),
+        want in 1usize..12,
+        cut in 0u32..42,
+    ) {
+        use crate::dominators::{compute, Csr};
+        let n = lists.len() as u32;
+        let lists: Vec<Vec<u32>> = lists
+            .iter()
+            .map(|l| l.iter().copied().filter(|&w| w < n).collect())
+            .collect();
+        let dom = compute(&Csr::from_lists(&lists), |v| sizes[v as usize], &[0, n / 2], &[]);
+        let len = dom.len() as u32;
+        let mut holder = vec![0u64; dom.len().div_ceil(64)];
+        for k in 1..len {
+            if holders[k as usize] {
+                set_bit(&mut holder, k as usize);
+            }
+        }
+        let mid = cut.clamp(1, len.max(1));
+        let got = top_candidates(
+            dominator_candidates(&dom, &holder, 1..mid, want),
+            dominator_candidates(&dom, &holder, mid..len, want),
+            want,
+        );
+        let mut all: Vec<(u64, u32)> = (1..len)
+            .filter(|&k| !holders[k as usize])
+            .filter(|&k| dom.idom_at(k) == 0 || holders[dom.idom_at(k) as usize])
+            .map(|k| (dom.retained_at(k), dom.node_at(k)))
+            .collect();
+        all.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        all.truncate(want);
+        // (Handed out largest first, and among equal sizes the larger node first.)
+        all.sort_by(|a, b| b.cmp(a));
+        proptest::prop_assert_eq!(got, all);
+    }
+}
