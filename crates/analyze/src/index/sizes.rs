@@ -201,32 +201,31 @@ impl Sizer {
     /// The sizer of kind `k` under `conv` (see [`vm_size`]).
     pub(crate) fn new(k: Kind, conv: &Conventions, id_size: u32, android: bool) -> Sizer {
         let (r, h) = (conv.reference_size as u64, conv.object_header as u64);
-        let log = |x: u64| x.is_power_of_two().then(|| x.trailing_zeros());
-        let shifts =
-            |base: u64, sub: u64, from: Option<u32>, to: Option<u32>, mask: u64| match (from, to) {
-                (Some(from), Some(to)) => Some(Sizer::Shifts {
-                    base,
-                    sub,
-                    from,
-                    to,
-                    mask,
-                }),
-                _ => None,
-            };
+        // Raw bytes `per` an element in, `to` an element out: shifts where both are powers of
+        // two.
+        let shifts = |base: u64, sub: u64, per: u64, to: u64, mask: u64| {
+            (per.is_power_of_two() && to.is_power_of_two()).then(|| Sizer::Shifts {
+                base,
+                sub,
+                from: per.trailing_zeros(),
+                to: to.trailing_zeros(),
+                mask,
+            })
+        };
         let raw_header = array_header(id_size);
         let z = match k {
-            Kind::Instance(0) => shifts(h, 0, Some(0), Some(0), u64::MAX),
+            Kind::Instance(0) => shifts(h, 0, 1, 1, u64::MAX),
             // ([`kind`]'s sizes are aligned; one that is not is kept as it is.)
-            Kind::Instance(s) if s % ALIGN == 0 => shifts(s, 0, Some(0), Some(0), 0),
+            Kind::Instance(s) if s % ALIGN == 0 => shifts(s, 0, 1, 1, 0),
             Kind::Instance(_) => None,
-            Kind::ObjectArray => shifts(h + 4, raw_header, log(id_size as u64), log(r), u64::MAX),
+            Kind::ObjectArray => shifts(h + 4, raw_header, id_size as u64, r, u64::MAX),
             Kind::PrimitiveArray(e) => {
                 let head = if android {
                     align(h + 4, e.max(4))
                 } else {
                     align(h + 4, r)
                 };
-                shifts(head, raw_header, log(e), log(e), u64::MAX)
+                shifts(head, raw_header, e, e, u64::MAX)
             }
         };
         z.unwrap_or(Sizer::Divide(k, *conv, id_size, android))
@@ -245,7 +244,7 @@ impl Sizer {
             } => {
                 let n = (((raw as u64).saturating_sub(sub) >> from) << to) & mask;
                 // (At most 2^32 << 3 plus a header: no overflow.)
-                ((base + n + (ALIGN - 1)) & !(ALIGN - 1)).min(u32::MAX as u64) as u32
+                align(base + n, ALIGN).min(u32::MAX as u64) as u32
             }
             Sizer::Divide(k, conv, id_size, android) => {
                 vm_size(k, raw as u64, &conv, id_size, android)

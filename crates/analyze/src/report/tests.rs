@@ -478,8 +478,8 @@ proptest::proptest! {
     /// (retained, then the smaller node) of the objects that are not holders and whose
     /// immediate dominator is the super-root or a holder: an object passed over on its
     /// retained size alone (below the least kept) is never one of them. Sizes repeat, so that
-    /// ties at the least kept are met (not in every run: `a_tie_at_the_least_kept_goes_to_the_smaller_node`
-    /// meets one always).
+    /// ties at the least kept are met (not in every run:
+    /// `a_tie_at_the_least_kept_goes_to_the_smaller_node` meets one always).
     #[test]
     fn candidates_are_the_largest_tops_below_the_holders(
         lists in proptest::collection::vec(proptest::collection::vec(0u32..40, 0..4), 2..40),
