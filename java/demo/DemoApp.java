@@ -53,9 +53,10 @@ public class DemoApp {
         long stop = RT.maxMemory() * 88 / 100;
         int screens = 0;
         // Once the heap has reached the line it grows no more. The verdict shows in status() only
-        // after its incident (dump and spool) is done, and the dump's own full GC compacts the
-        // heap under the line meanwhile: growing into that room ran a 64 MB heap out of memory
-        // before the report was made.
+        // after its incident (dump and spool) is done, and the dump's own full GC brings used()
+        // under the line meanwhile; but much of what it dropped were G1's fillers at the ends of
+        // regions (a 1 MB region holds three of these 256 KB arrays), space no screen can use.
+        // Growing into it ran a 64 MB heap out of memory before the report was made.
         boolean full = false;
         while (!verdict() && System.currentTimeMillis() < end) {
             full = full || used() >= stop;
