@@ -52,22 +52,22 @@ public class DemoApp {
         // Grow to just under the fast-huge line (90 %), so the three-strike rule is what fires.
         long stop = RT.maxMemory() * 88 / 100;
         int screens = 0;
-        // Once the heap has reached the line it grows no more. The verdict shows in status() only
-        // after its incident (dump and spool) is done, and the dump's own full GC brings used()
-        // under the line meanwhile; but much of what it dropped were G1's fillers at the ends of
-        // regions (a 1 MB region holds three of these 256 KB arrays), space no screen can use.
-        // Growing into it ran a 64 MB heap out of memory before the report was made.
-        boolean full = false;
+        // Once the heap has reached the line it grows no more: the first loop ends there, the
+        // second only waits. The verdict shows in status() only after its incident (dump and
+        // spool) is done, and the dump's own full GC brings used() under the line meanwhile; but
+        // much of what it dropped were G1's fillers at the ends of regions (a 1 MB region holds
+        // three of these 256 KB arrays), space no screen can use. Growing into it ran a 64 MB
+        // heap out of memory before the report was made.
+        while (!verdict() && used() < stop && System.currentTimeMillis() < end) {
+            CheckoutActivity a = new CheckoutActivity();
+            OomGuard.setCurrentPage("CheckoutActivity#" + screens);
+            a.onCreate();
+            a.onDestroy();
+            Session.sHistory.add(a);
+            screens++;
+            Thread.sleep(120);
+        }
         while (!verdict() && System.currentTimeMillis() < end) {
-            full = full || used() >= stop;
-            if (!full) {
-                CheckoutActivity a = new CheckoutActivity();
-                OomGuard.setCurrentPage("CheckoutActivity#" + screens);
-                a.onCreate();
-                a.onDestroy();
-                Session.sHistory.add(a);
-                screens++;
-            }
             Thread.sleep(120);
         }
         System.out.println("demo app: " + screens + " screens leaked, heap " + (used() >> 20) + " MB; verdict: " + verdict());
