@@ -299,19 +299,7 @@ pub fn prepare_gated<G: Graph>(g: &G, roots: &[u32], late: &[(u32, u32)]) -> Pre
 /// See [`compute`]. With `threads` above 1 (and a graph that is not small), the own sizes are read
 /// on a second thread.
 pub fn finish(p: Prepared, shallow: impl Fn(u32) -> u64 + Sync, threads: usize) -> Dominators {
-    finish_in(p, shallow, threads, PAR_MIN, SHIFT, CAP, None::<fn()>).0
-}
-
-/// [`finish`], with `beside` run on a thread of its own once the part that runs on two threads
-/// is done (the rest is one thread's work); with what it gave.
-pub fn finish_beside<R: Send>(
-    p: Prepared,
-    shallow: impl Fn(u32) -> u64 + Sync,
-    threads: usize,
-    beside: impl FnOnce() -> R + Send,
-) -> (Dominators, R) {
-    let (dom, r) = finish_in(p, shallow, threads, PAR_MIN, SHIFT, CAP, Some(beside));
-    (dom, r.expect("run beside"))
+    finish_in(p, shallow, threads, PAR_MIN, SHIFT, CAP)
 }
 
 /// The predecessor lists are sorted by target in blocks of `1 << SHIFT` numbers (see [`semis`]).
@@ -320,17 +308,15 @@ const SHIFT: u32 = 12;
 const CAP: usize = 16;
 
 /// [`finish`], with a second thread from `min` vertices on, the predecessor lists cut into
-/// blocks of `1 << shift` numbers, and `cap` sources per target read before a block is sorted;
-/// and `beside` run on a thread of its own during the part on one thread ([`finish_beside`]).
-fn finish_in<R: Send>(
+/// blocks of `1 << shift` numbers, and `cap` sources per target read before a block is sorted.
+fn finish_in(
     p: Prepared,
     shallow: impl Fn(u32) -> u64 + Sync,
     threads: usize,
     min: usize,
     shift: u32,
     cap: usize,
-    beside: Option<impl FnOnce() -> R + Send>,
-) -> (Dominators, Option<R>) {
+) -> Dominators {
     let Prepared {
         pre,
         count,
@@ -373,58 +359,48 @@ fn finish_in<R: Send>(
         Blocks::new(count, &mut kept, &zero, shift, scratch.as_ref())
     };
     drop(kept);
-    let rest = move || {
-        // --- Semi-dominators, with path compression over the forest of processed vertices.
-        // `parent` doubles as the forest's ancestor links, then holds the immediate dominators.
-        // `ret` holds a word (label and semi-dominator) for the few vertices that need one (see
-        // [`Forest`]); the others' words are never written (80 MB at 10 M objects).
-        let mut anc = parent;
-        let mut has = vec![0u64; count.div_ceil(64)];
-        let mut f = Forest {
-            anc: &mut anc,
-            sl: &mut ret,
-            has: &mut has,
-            path: Vec::new(),
-        };
-        let own = semis(&mut f, &blocks, &zero, cap, scratch.as_ref());
-        drop(blocks);
-        drop(zero);
-        // --- Immediate dominators, in `anc`'s memory.
-        idoms(&mut f, &own);
-        drop(own);
-        // The own sizes where words were.
-        for (i, &m) in has.iter().enumerate() {
-            let mut m = m;
-            while m != 0 {
-                let w = i * 64 + m.trailing_zeros() as usize;
-                m &= m - 1;
-                ret[w] = shallow(vertex[w]);
-            }
-        }
-        drop(has);
-        let idom = anc.into_column();
-
-        // --- Retained sizes: children have larger preorder numbers than their dominators. The
-        // results stay in preorder numbers (see [`Dominators`]).
-        for k in (1..count).rev() {
-            let d = idom[k] as usize;
-            ret[d] += ret[k];
-        }
-        Dominators {
-            pre,
-            vertex,
-            idom,
-            retained: ret,
-            roots_used,
-        }
+    // --- Semi-dominators, with path compression over the forest of processed vertices.
+    // `parent` doubles as the forest's ancestor links, then holds the immediate dominators.
+    // `ret` holds a word (label and semi-dominator) for the few vertices that need one (see
+    // [`Forest`]); the others' words are never written (80 MB at 10 M objects).
+    let mut anc = parent;
+    let mut has = vec![0u64; count.div_ceil(64)];
+    let mut f = Forest {
+        anc: &mut anc,
+        sl: &mut ret,
+        has: &mut has,
+        path: Vec::new(),
     };
-    match beside {
-        None => (rest(), None),
-        Some(b) => std::thread::scope(|s| {
-            let h = s.spawn(b);
-            let dom = rest();
-            (dom, Some(super::joined(h)))
-        }),
+    let own = semis(&mut f, &blocks, &zero, cap, scratch.as_ref());
+    drop(blocks);
+    drop(zero);
+    // --- Immediate dominators, in `anc`'s memory.
+    idoms(&mut f, &own);
+    drop(own);
+    // The own sizes where words were.
+    for (i, &m) in has.iter().enumerate() {
+        let mut m = m;
+        while m != 0 {
+            let w = i * 64 + m.trailing_zeros() as usize;
+            m &= m - 1;
+            ret[w] = shallow(vertex[w]);
+        }
+    }
+    drop(has);
+    let idom = anc.into_column();
+
+    // --- Retained sizes: children have larger preorder numbers than their dominators. The
+    // results stay in preorder numbers (see [`Dominators`]).
+    for k in (1..count).rev() {
+        let d = idom[k] as usize;
+        ret[d] += ret[k];
+    }
+    Dominators {
+        pre,
+        vertex,
+        idom,
+        retained: ret,
+        roots_used,
     }
 }
 
@@ -852,18 +828,14 @@ mod tests {
             (1, 6, 2),
             (3, 7, 4),
         ] {
-            // (Something run beside the last part half the time: its result comes back.)
-            let beside = (shift % 2 == 1).then_some(move || min * 10 + cap);
-            let (p, got) = finish_in(
+            let p = finish_in(
                 prepare(&g, roots, late),
                 |v| sizes[v as usize],
                 3,
                 min,
                 shift,
                 cap,
-                beside,
             );
-            assert_eq!(got, (shift % 2 == 1).then_some(min * 10 + cap));
             assert_eq!(
                 (&p.idom, &p.retained),
                 (&d.idom, &d.retained),

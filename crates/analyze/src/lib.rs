@@ -18,8 +18,8 @@
 //! object ids; pass 2 builds the graph and runs the per-instance detectors. Either way the passes
 //! cut the file at record boundaries and parse the parts side by side when it is large, and the
 //! graph is the same. Then the BFS for shortest paths runs beside the dominators' depth-first
-//! search, the forward graph is freed, the semi-NCA finishes (the BFS's parents written beside
-//! its part on one thread), and a last pass parses only the
+//! search, the forward graph is freed, the semi-NCA finishes, the BFS's parents are read off its
+//! queues for the objects whose paths are reported, and a last pass parses only the
 //! pieces of heap dump segments (runs of sub-records of about 64 KiB) that hold objects on reported
 //! paths, to name their references.
 //!
@@ -399,8 +399,8 @@ fn analyze_graph(
     // half: a higher peak, within `budget`'s estimates. With more threads the search runs
     // whole beside the depth-first search, where it costs no time: alone after it, it made
     // the bench dump's analysis 5 % slower on two cores. It then marks what it reaches in a
-    // bitmap, and its parents are written beside the dominators' part on one thread:
-    // `paths::Reached`.)
+    // bitmap and keeps where each node came from in a byte per node, and the parents of the
+    // reported paths are read from those once their ends are known: `paths::Reached`.)
     let threads = threads(cfg);
     let (bfs, prep) = match threads {
         1 => (None, dominators::prepare_gated(&ix, &root_nodes, &late)),
@@ -418,21 +418,20 @@ fn analyze_graph(
     let t = Instant::now();
     let shallow = &ix.shallow;
     let sizes = |v: u32| shallow[v as usize] as u64;
-    let (dom, bfs) = match bfs {
-        None => (dominators::finish(prep, sizes, threads), None),
-        // The search's parents are written beside the dominators' part on one thread (see
-        // `paths::Reached`).
-        Some(r) => {
-            let (dom, p) = dominators::finish_beside(prep, sizes, threads, || r.parents());
-            (dom, Some(p))
-        }
-    };
+    let dom = dominators::finish(prep, sizes, threads);
     tm.dominators_ms = t.elapsed().as_millis() as u64;
 
     let t = Instant::now();
     let mut search_ms = 0;
+    // The whole search's parents are read off its queues for the ends alone (see
+    // `paths::Reached::paths_to`).
     let paths = |ends: &[u32]| match bfs {
-        Some(bfs) => bfs,
+        Some(r) => {
+            let t = Instant::now();
+            let bfs = r.paths_to(ends);
+            search_ms = t.elapsed().as_millis() as u64;
+            bfs
+        }
         None => {
             let t = Instant::now();
             let bfs = paths::shortest_until(&ix, &ix.roots, &late, ends);

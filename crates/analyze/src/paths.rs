@@ -24,9 +24,14 @@
 //!   monitors, …) are searched before transient ones (stack frames, JNI locals, native stacks,
 //!   unknown): a path goes through a transient root only if no other root reaches the object.
 //! - One `u32` per node (the BFS parent) plus two queues of nodes. A search that runs whole
-//!   ([`reached`]) marks a bit per node instead and keeps beside each node queued the node it
-//!   came from (a second `u32`); the parents are written from the queues after
-//!   ([`Reached::parents`]), the same as a search that writes them as it goes.
+//!   ([`reached`]) marks a bit per node instead, and beside its queues keeps how many nodes each
+//!   node it took out put in (a byte per node: `Steps`).
+//!   Since the nodes are taken out in the order they were put in, that says where each came
+//!   from: the parents read from it ([`Reached::parents`], [`Reached::paths_to`]) are those of
+//!   a search that writes them as it goes.
+//! - Given the ends of the paths to be named, the parents read from a whole search are those
+//!   of the ends and of the nodes above them alone ([`Reached::paths_to`]), found in one pass
+//!   back over the queues, and at most [`SPARSE_MAX`] of them (else every node's, as before).
 //! - A search given the ends of the paths to be named ([`shortest_until`], as the analysis on
 //!   one thread does) stops once they are all reached: the parents it set are the whole
 //!   search's, and only the ends' paths may be asked of it.
@@ -101,7 +106,11 @@ pub const CLASS_ROOT: u8 = 0xFE;
 /// BFS parents: `parent[v]` is the previous node on a shortest path, [`SUPER`] for a root,
 /// [`UNREACHED`] if no root reaches `v`. `root_tag` holds the preferred tag of each root node.
 pub struct Paths {
+    /// Each node's parent; empty where `sparse` holds them.
     pub parent: Column<u32>,
+    /// The parents of the ends and of the nodes above them alone, as (node, parent) sorted by
+    /// node ([`Reached::paths_to`]); `None` where `parent` holds every node's.
+    pub sparse: Option<Vec<(u32, u32)>>,
     pub root_tags: Vec<(u32, u8)>,
     /// The ends the search stopped at, sorted ([`shortest_until`]): only their paths may be
     /// asked for. Empty if the search ran whole.
@@ -109,6 +118,18 @@ pub struct Paths {
 }
 
 impl Paths {
+    /// Node `v`'s parent: [`SUPER`] for a start, [`UNREACHED`] for a node no root reaches
+    /// (or, of a search that gave only its ends' paths, one on none of them).
+    #[inline]
+    pub fn parent_of(&self, v: u32) -> u32 {
+        match &self.sparse {
+            None => self.parent.get(v as usize).copied().unwrap_or(UNREACHED),
+            Some(s) => s
+                .binary_search_by_key(&v, |e| e.0)
+                .map_or(UNREACHED, |i| s[i].1),
+        }
+    }
+
     pub fn root_tag(&self, node: u32) -> u8 {
         match self.root_tags.binary_search_by_key(&node, |e| e.0) {
             Ok(i) => self.root_tags[i].1,
@@ -133,7 +154,7 @@ impl Paths {
             self.ends.is_empty() || self.ends.binary_search(&v).is_ok(),
             "the path to {v} asked of a search stopped at other ends"
         );
-        if self.parent.get(v as usize).is_none_or(|&p| p == UNREACHED) {
+        if self.parent_of(v) == UNREACHED {
             // (A class object ends the walk below before its parent is read.)
             return Kept::default();
         }
@@ -151,7 +172,7 @@ impl Paths {
                 x = SUPER;
                 break;
             }
-            x = self.parent[x as usize];
+            x = self.parent_of(x);
         }
         tail.reverse();
         if x == SUPER {
@@ -196,7 +217,7 @@ impl Paths {
         let mut at = x;
         let rest = loop {
             // The parents are a forest: never more than n steps (the bound guards the walk).
-            if at == UNREACHED || len > self.parent.len() as u64 {
+            if at == UNREACHED || len > ix.len() as u64 {
                 break Some(None);
             }
             if at == SUPER {
@@ -219,7 +240,7 @@ impl Paths {
             if ix.class_of_node(at).is_some() {
                 break None;
             }
-            at = self.parent[at as usize];
+            at = self.parent_of(at);
         };
         let whole = match rest {
             // The start reached: the objects walked are the whole path's top.
@@ -367,6 +388,7 @@ pub fn shortest_until(ix: &Index, roots: &[Root], late: &[(u32, u32)], ends: &[u
     let (tags, _, stopped) = search(ix, roots, late, &mut marks);
     Paths {
         parent: marks.parent,
+        sparse: None,
         root_tags: tags,
         ends: match stopped {
             true => marks.watch.ends,
@@ -375,12 +397,13 @@ pub fn shortest_until(ix: &Index, roots: &[Root], late: &[(u32, u32)], ends: &[u
     }
 }
 
-/// What a whole search ([`reached`]) found, before the parents are written: each node it
-/// reached, in the order it reached them (in each queue), beside the node it came from.
-/// Writing the parents is a pass of scattered stores of its own ([`Reached::parents`]), which
-/// the analysis runs beside the dominators' last part rather than in the search: a store to a
-/// node's parent for each node reached made the search, the longer of the two side by side, a
-/// fifth slower (10 M objects: 185 ms against 150; the pass takes about 40 ms).
+/// What a whole search ([`reached`]) found, before any parent is written: each node it
+/// reached, in the order it reached them (in each queue), and the steps (`Steps`) that say where
+/// each came from. A store to a node's parent for each node reached made the search, the
+/// longer of the two side by side, a fifth slower (10 M objects: 185 ms against 150); a `u32`
+/// beside each node queued for where it came from made it 10 ms slower, and writing every
+/// node's parent from those took 40 ms beside the dominators (slowing them by 15), while the
+/// report names a few hundred paths.
 pub struct Reached {
     hi: Fifo,
     lo: Fifo,
@@ -395,21 +418,89 @@ impl Reached {
     pub fn parents(self) -> Paths {
         let (mut parent, _) = Column::filled(self.n, UNREACHED, self.scratch.as_ref());
         for q in [&self.hi, &self.lo] {
-            for (&w, &v) in q.v.iter().zip(q.from.iter()) {
-                parent[w as usize] = v;
-            }
+            q.each_parent(|w, v| parent[w as usize] = v);
         }
         Paths {
             parent,
+            sparse: None,
             root_tags: self.root_tags,
             ends: Vec::new(),
         }
+    }
+
+    /// The search's parents of `ends` and of every node above them, the paths of the ends
+    /// alone being asked for ([`shortest_until`]'s [`Paths`]): found in one pass back over
+    /// each queue, which meets every node after the nodes it put in. Past [`SPARSE_MAX`] such
+    /// nodes (a crafted dump's chain), every node's ([`Reached::parents`]). Without ends,
+    /// every node's too.
+    pub fn paths_to(self, ends: &[u32]) -> Paths {
+        self.paths_to_at_most(ends, SPARSE_MAX)
+    }
+
+    /// [`Reached::paths_to`], keeping at most `max` parents on their own.
+    fn paths_to_at_most(self, ends: &[u32], max: usize) -> Paths {
+        let mut watch = Watch::new(ends);
+        watch.ends.retain(|&v| (v as usize) < self.n);
+        if watch.ends.is_empty() {
+            return self.parents();
+        }
+        let mut wanted = Wanted::new(self.n, self.scratch.as_ref());
+        for &v in &watch.ends {
+            wanted.add(v);
+        }
+        let mut found: Vec<(u32, u32)> = Vec::new();
+        let fits = [&self.hi, &self.lo]
+            .iter()
+            .all(|q| q.parents_back(&watch.ends, &mut wanted, &mut found, max));
+        if !fits {
+            drop((wanted, found));
+            return self.parents();
+        }
+        found.sort_unstable();
+        Paths {
+            parent: Column::default(),
+            sparse: Some(found),
+            root_tags: self.root_tags,
+            ends: watch.ends,
+        }
+    }
+}
+
+/// Most parents [`Reached::paths_to`] keeps on their own (8 MiB), before it writes every
+/// node's instead.
+pub const SPARSE_MAX: usize = 1 << 20;
+
+/// The nodes whose parents [`Reached::paths_to`] looks for: a bit a node, and a bit per
+/// [`COARSE`] nodes (in the first level cache: 2.4 KB at 10 M objects), set where any of
+/// those is, which the pass asks first (it asks of every node queued, and few are wanted).
+struct Wanted {
+    fine: Column<u64>,
+    coarse: Vec<u64>,
+}
+
+/// Nodes a bit of [`Wanted`]'s coarse map stands for (a power of two).
+const COARSE: usize = 512;
+
+impl Wanted {
+    fn new(n: usize, scratch: Option<&sys::scratch::Scratch>) -> Wanted {
+        Wanted {
+            fine: Column::filled(n.div_ceil(64), 0u64, scratch).0,
+            coarse: vec![0u64; n.div_ceil(COARSE).div_ceil(64)],
+        }
+    }
+    #[inline(always)]
+    fn has(&self, v: u32) -> bool {
+        bit(&self.coarse, v as usize / COARSE) && bit(&self.fine, v as usize)
+    }
+    fn add(&mut self, v: u32) {
+        set_bit(&mut self.coarse, v as usize / COARSE);
+        set_bit(&mut self.fine, v as usize);
     }
 }
 
 /// The whole search of [`shortest`], marking the nodes it reaches in a bitmap (a bit a node,
 /// mostly in the cache; in a scratch file where the index's arrays are) and keeping where each
-/// came from in its queues.
+/// came from in its queues' steps (`Steps`).
 pub fn reached(ix: &Index, roots: &[Root], late: &[(u32, u32)]) -> Reached {
     let (bits, _) = Column::filled(ix.len().div_ceil(64), 0u64, ix.scratch.as_ref());
     let mut marks = Seen(bits);
@@ -455,14 +546,14 @@ fn search<M: Marks>(
     sys::order::sort_by(&mut order, |a, b| a.cmp(b));
     // All high-priority roots first; a low-priority root is a path's start only if no
     // high-priority root reaches it.
-    let mut q = Queues::new(n, M::FROM, scratch);
+    let mut q = Queues::new(n, M::STEPS, scratch);
     let mut late_used = Vec::new();
     let stopped = 'search: {
         for low in [false, true] {
             for &(l, _, v) in &order {
                 if l == low && !marks.reached(v) {
                     marks.reach(v, SUPER);
-                    q.push(v, SUPER, low, M::FROM);
+                    q.start(v, low, M::STEPS);
                 }
             }
             if q.run(ix, marks) {
@@ -476,7 +567,7 @@ fn search<M: Marks>(
                 if open && !marks.reached(v) {
                     marks.reach(v, SUPER);
                     late_used.push((v, LATE_ROOT));
-                    q.push(v, SUPER, false, M::FROM);
+                    q.start(v, false, M::STEPS);
                     if q.run(ix, marks) {
                         break 'search true;
                     }
@@ -499,8 +590,8 @@ fn search<M: Marks>(
 /// How a search marks the nodes it reaches: their parents as it goes ([`Parents`], a search
 /// that may stop at its ends), or a bit each, the parents written after ([`Seen`]).
 trait Marks {
-    /// Whether the queues keep, beside each node, the node it came from.
-    const FROM: bool;
+    /// Whether the queues keep their [`Steps`] (where each node came from).
+    const STEPS: bool;
     /// Whether [`Marks::hint`] does anything (else the search does not read what it would be
     /// given).
     const HINTS: bool;
@@ -522,7 +613,7 @@ struct Parents {
 }
 
 impl Marks for Parents {
-    const FROM: bool = false;
+    const STEPS: bool = false;
     const HINTS: bool = true;
     #[inline(always)]
     fn reached(&self, v: u32) -> bool {
@@ -547,7 +638,7 @@ impl Marks for Parents {
 struct Seen(Column<u64>);
 
 impl Marks for Seen {
-    const FROM: bool = true;
+    const STEPS: bool = true;
     const HINTS: bool = false;
     #[inline(always)]
     fn reached(&self, v: u32) -> bool {
@@ -608,17 +699,20 @@ const PF_PARENT: usize = 4;
 /// never wraps round or moves (a ring buffer that grows copies itself, into fresh pages).
 struct Fifo {
     v: Grow<u32>,
-    /// Beside each node, the node it was reached from (a search that keeps them: [`Seen`]).
-    from: Grow<u32>,
+    /// Where each node came from (a search that keeps them: [`Seen`]).
+    steps: Steps,
+    /// The places of the starts (nodes reached from [`SUPER`]), ascending.
+    starts: Vec<u32>,
     /// The next node to hand out.
     at: usize,
 }
 
 impl Fifo {
-    fn with_capacity(n: usize, from: bool, scratch: Option<&sys::scratch::Scratch>) -> Fifo {
+    fn with_capacity(n: usize, steps: bool, scratch: Option<&sys::scratch::Scratch>) -> Fifo {
         Fifo {
             v: Grow::with_capacity(n, scratch),
-            from: Grow::with_capacity(if from { n } else { 0 }, scratch),
+            steps: Steps::new(if steps { n } else { 0 }, scratch),
+            starts: Vec::new(),
             at: 0,
         }
     }
@@ -634,12 +728,183 @@ impl Fifo {
         self.at += 1;
         Some(x)
     }
-    #[inline]
-    fn push_back(&mut self, x: u32, from: u32, keep_from: bool) {
-        self.v.push(x);
-        if keep_from {
-            self.from.push(from);
+
+    /// Node `w`, reached from [`SUPER`]. (The queues are empty then: every node before it was
+    /// taken out, and its [`Steps`] written.)
+    fn start(&mut self, w: u32, keep: bool) {
+        if keep {
+            self.starts.push(self.v.len() as u32);
         }
+        self.v.push(w);
+    }
+
+    /// Each node's parent, as (node, parent), in the order they were queued.
+    fn each_parent(&self, mut f: impl FnMut(u32, u32)) {
+        let mut steps = self.steps.forward();
+        let mut starts = self.starts.iter().peekable();
+        for (i, &w) in self.v.iter().enumerate() {
+            if starts.next_if(|&&k| k as usize == i).is_some() {
+                f(w, SUPER);
+            } else {
+                f(w, self.v[steps.next_from()]);
+            }
+        }
+    }
+
+    /// One pass back over the queue: each node flagged in `wanted` gets its parent in `found`,
+    /// and the parent its flag (it was queued before: the pass meets it later). False, and
+    /// `found` left as it is, once it would hold more than `max`.
+    fn parents_back(
+        &self,
+        ends: &[u32],
+        wanted: &mut Wanted,
+        found: &mut Vec<(u32, u32)>,
+        max: usize,
+    ) -> bool {
+        let blocks = self.steps.blocks();
+        // The starts at or before the place looked at.
+        let mut starts = self.starts.len();
+        // Where the pass begins: after the last of `ends` queued here (a node above one was
+        // queued before it), found from the front, which meets them all early where they are
+        // near the roots.
+        let mut left = ends.len();
+        let mut last = 0;
+        for (i, &w) in self.v.iter().enumerate() {
+            if left == 0 {
+                break;
+            }
+            if wanted.has(w) {
+                left -= 1;
+                last = i + 1;
+            }
+        }
+        let last = if left == 0 { last } else { self.v.len() };
+        for (i, &w) in self.v[..last].iter().enumerate().rev() {
+            if !wanted.has(w) {
+                continue;
+            }
+            while starts > 0 && self.starts[starts - 1] as usize > i {
+                starts -= 1;
+            }
+            if found.len() == max {
+                return false;
+            }
+            if starts > 0 && self.starts[starts - 1] as usize == i {
+                found.push((w, SUPER));
+            } else {
+                // The `k`-th node queued that is no start.
+                let k = i - starts;
+                let v = self.v[self.steps.came_from(&blocks, k)];
+                found.push((w, v));
+                wanted.add(v);
+            }
+        }
+        true
+    }
+}
+
+/// Where each node of a [`Fifo`] came from: for each node taken out, in order, how many nodes
+/// it put in (a byte; 255 and more in `big`). The nodes are taken out in the order they were
+/// put in, so the `k`-th node queued that is no start came from the node taken out whose
+/// counts, with those before it, first pass `k`. (A `u32` a node queued instead, the node it
+/// came from: 40 MB of fresh pages at 10 M objects, against 10 MB.)
+struct Steps {
+    counts: Grow<u8>,
+    /// The nodes taken out that put in [`u8::MAX`] or more, as (place, count), ascending.
+    big: Vec<(u32, u64)>,
+}
+
+/// Nodes taken out whose counts [`Steps::blocks`] sums together.
+const STEP_BLOCK: usize = 4096;
+
+impl Steps {
+    /// Room for `n` nodes taken out.
+    fn new(n: usize, scratch: Option<&sys::scratch::Scratch>) -> Steps {
+        Steps {
+            counts: Grow::with_capacity(n, scratch),
+            big: Vec::new(),
+        }
+    }
+
+    /// A node taken out that put `k` nodes in.
+    #[inline(always)]
+    fn took(&mut self, k: usize) {
+        if k >= u8::MAX as usize {
+            self.big.push((self.counts.len() as u32, k as u64));
+        }
+        self.counts.push(k.min(u8::MAX as usize) as u8);
+    }
+
+    /// What the `j`-th node taken out put in.
+    fn count(&self, j: usize) -> u64 {
+        match self.counts[j] {
+            u8::MAX => {
+                let i = self.big.partition_point(|e| (e.0 as usize) < j);
+                self.big[i].1
+            }
+            c => c as u64,
+        }
+    }
+
+    /// The nodes put in before each block of [`STEP_BLOCK`] nodes taken out.
+    fn blocks(&self) -> Vec<u64> {
+        let mut sum = 0u64;
+        (0..self.counts.len().div_ceil(STEP_BLOCK))
+            .map(|b| {
+                let before = sum;
+                let end = ((b + 1) * STEP_BLOCK).min(self.counts.len());
+                for j in b * STEP_BLOCK..end {
+                    sum += self.count(j);
+                }
+                before
+            })
+            .collect()
+    }
+
+    /// Where the `k`-th node queued that is no start came from (from 0): the place of the node
+    /// taken out that put it in, found by the sums of [`Steps::blocks`].
+    fn came_from(&self, blocks: &[u64], k: usize) -> usize {
+        let k = k as u64;
+        // The last block with at most `k` nodes put in before it.
+        let b = blocks.partition_point(|&c| c <= k) - 1;
+        let mut sum = blocks[b];
+        let mut j = b * STEP_BLOCK;
+        loop {
+            sum += self.count(j);
+            if k < sum {
+                return j;
+            }
+            j += 1;
+        }
+    }
+
+    /// A reader from the first node taken out on.
+    fn forward(&self) -> Forward<'_> {
+        Forward {
+            s: self,
+            j: 0,
+            left: 0,
+        }
+    }
+}
+
+/// [`Steps`] read from the start: node `j` taken out, `left` of the nodes it put in not yet
+/// given out.
+struct Forward<'a> {
+    s: &'a Steps,
+    j: usize,
+    left: u64,
+}
+
+impl Forward<'_> {
+    /// Where the next node that is no start came from: the place of the node taken out.
+    fn next_from(&mut self) -> usize {
+        while self.left == 0 {
+            self.left = self.s.count(self.j);
+            self.j += 1;
+        }
+        self.left -= 1;
+        self.j - 1
     }
 }
 
@@ -652,19 +917,18 @@ struct Queues {
 impl Queues {
     /// Queues for a graph of `n` nodes (the first holds all of them without growing: most
     /// nodes are usually reached from high-priority roots), keeping where each node came from
-    /// if `from`.
-    fn new(n: usize, from: bool, scratch: Option<&sys::scratch::Scratch>) -> Queues {
+    /// if `steps`.
+    fn new(n: usize, steps: bool, scratch: Option<&sys::scratch::Scratch>) -> Queues {
         Queues {
-            hi: Fifo::with_capacity(n, from, scratch),
-            lo: Fifo::with_capacity(0, from, None),
+            hi: Fifo::with_capacity(n, steps, scratch),
+            lo: Fifo::with_capacity(0, steps, None),
         }
     }
-    #[inline]
-    fn push(&mut self, v: u32, from: u32, low: bool, keep_from: bool) {
-        if low {
-            self.lo.push_back(v, from, keep_from)
-        } else {
-            self.hi.push_back(v, from, keep_from)
+    /// Node `v` as a start of the search.
+    fn start(&mut self, v: u32, low: bool, keep: bool) {
+        match low {
+            true => self.lo.start(v, keep),
+            false => self.hi.start(v, keep),
         }
     }
     /// Empty the queues, or stop once `marks` says so (true then).
@@ -706,18 +970,23 @@ impl Queues {
                     return true;
                 }
             }
-            let (v, low) = if let Some(v) = self.hi.pop_front() {
-                (v, false)
+            let q = if let Some(v) = self.hi.pop_front() {
+                (v, &mut self.hi)
             } else if let Some(v) = self.lo.pop_front() {
-                (v, true)
+                (v, &mut self.lo)
             } else {
                 return marks.met();
             };
+            let (v, q) = q;
+            let before = q.v.len();
             for &w in succ(v) {
                 if !marks.reached(w) {
                     marks.reach(w, v);
-                    self.push(w, v, low, M::FROM);
+                    q.v.push(w);
                 }
+            }
+            if M::STEPS {
+                q.steps.took(q.v.len() - before);
             }
         }
     }

@@ -680,3 +680,136 @@ fn both_ways_of_marking_give_the_same_parents() {
         "a low one alone",
     );
 }
+
+/// A queue's [`Steps`] say where each node it holds came from, whatever each node taken out
+/// put in (none, a few, [`u8::MAX`] or more), across many of [`Steps::blocks`]' blocks: read
+/// from the front ([`Fifo::each_parent`]) and one at a time ([`Steps::came_from`]).
+#[test]
+fn steps_say_where_each_node_came_from() {
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let mut q = Fifo::with_capacity(0, true, None);
+    // Where each node came from, as the queue fills: a start, then what each node taken out
+    // puts in (the queue never empties before the last node is taken out).
+    let mut from = vec![SUPER];
+    q.start(0, true);
+    let mut taken = 0;
+    while taken < from.len() && from.len() < 3 * STEP_BLOCK * 2 {
+        let k = match next() % 16 {
+            0..=5 => 0,
+            6..=12 => 1 + next() % 3,
+            13 => u8::MAX as u64 - 1 + next() % 3,
+            _ => 300 + next() % 700,
+        } as usize;
+        for _ in 0..k {
+            q.v.push(from.len() as u32);
+            from.push(taken as u32);
+        }
+        q.steps.took(k);
+        taken += 1;
+    }
+    // The rest are taken out and put nothing in.
+    while taken < from.len() {
+        q.steps.took(0);
+        taken += 1;
+    }
+    assert!(q.steps.big.len() > 4 && q.steps.counts.len() > 2 * STEP_BLOCK);
+    let mut got = Vec::new();
+    q.each_parent(|w, v| got.push((w, v)));
+    let want: Vec<(u32, u32)> = (0..from.len() as u32)
+        .map(|w| (w, from[w as usize]))
+        .collect();
+    assert_eq!(got, want);
+    let blocks = q.steps.blocks();
+    for (k, &f) in from[1..].iter().enumerate() {
+        assert_eq!(q.steps.came_from(&blocks, k), f as usize, "node {}", k + 1);
+    }
+}
+
+/// The parents read off a whole search for its ends alone give the ends the whole search's
+/// paths, keep only the nodes on those paths, and give every node's parents once they would
+/// keep more than their bound; an end no root reaches has no path.
+#[test]
+fn parents_read_for_the_ends_give_their_paths() {
+    let check = |ix: &Index, roots: &[Root], late: &[(u32, u32)], ends: &[u32], what: &str| {
+        let whole = shortest(ix, roots, late);
+        let on_paths: std::collections::HashSet<u32> = ends
+            .iter()
+            .flat_map(|&v| {
+                let mut up = vec![v];
+                while let Some(&x) = up.last().filter(|&&x| whole.parent[x as usize] < SUPER) {
+                    up.push(whole.parent[x as usize]);
+                }
+                up
+            })
+            .filter(|&x| whole.parent[x as usize] != UNREACHED)
+            .collect();
+        let some = reached(ix, roots, late).paths_to(ends);
+        let kept = some.sparse.as_ref().expect("the ends' parents alone");
+        assert_eq!(kept.len(), on_paths.len(), "{what}");
+        let tight = reached(ix, roots, late).paths_to_at_most(ends, on_paths.len() - 1);
+        assert!(tight.sparse.is_none(), "{what}");
+        assert_eq!(&tight.parent[..], &whole.parent[..], "{what}");
+        for p in [&some, &tight] {
+            assert_eq!(p.root_tags, whole.root_tags, "{what}");
+            for &v in ends {
+                assert_eq!(p.path(ix, v), whole.path(ix, v), "{what}: the path to {v}");
+            }
+        }
+    };
+    let ix = index_of(&wide_and_deep());
+    let node = |id: u64| ix.node(id).unwrap();
+    let ends = [
+        node(wide_leaf(WIDE - 1)),
+        node(deep_node(WIDE - 1)),
+        node(deep_node(7)),
+        node(LOST),
+    ];
+    check(&ix, &ix.roots, &[], &ends, "wide and deep");
+    // Every end queued (the pass back then starts at the last of them).
+    let near = [node(deep_node(2)), node(wide_leaf(3)), node(deep_node(1))];
+    check(&ix, &ix.roots, &[], &near, "wide and deep, all reached");
+    assert!(reached(&ix, &ix.roots, &[])
+        .paths_to(&ends)
+        .path(&ix, node(LOST))
+        .nodes
+        .is_empty());
+    let ix = index_of(&loaded_classes());
+    let node = |id: u64| ix.node(id).unwrap();
+    let late = crate::late_roots(&ix);
+    check(
+        &ix,
+        &ix.roots,
+        &late,
+        &[node(ORPHAN), node(LAST)],
+        "late roots",
+    );
+    let (ix, _, _) = chain_paths();
+    let node = |i: u64| ix.node(0x1000_0000 + 16 * i).unwrap();
+    let root = |i, tag| Root { node: node(i), tag };
+    let roots = [
+        root(5, sub::ROOT_JAVA_FRAME),
+        root(7, sub::ROOT_JNI_LOCAL),
+        root(2, sub::ROOT_JNI_GLOBAL),
+    ];
+    check(
+        &ix,
+        &roots,
+        &[],
+        &[node(1), node(6), node(90)],
+        "roots of both priorities",
+    );
+    check(&ix, &roots, &[], &[node(4), node(3)], "high-priority ends");
+    check(
+        &ix,
+        &roots,
+        &[],
+        &[node(9), node(6), node(3)],
+        "ends of both priorities",
+    );
+}
