@@ -31,7 +31,8 @@
 //!   a search that writes them as it goes.
 //! - Given the ends of the paths to be named, the parents read from a whole search are those
 //!   of the ends and of the nodes above them alone ([`Reached::paths_to`]), found in one pass
-//!   back over the queues, and at most [`SPARSE_MAX`] of them (else every node's, as before).
+//!   back over the queues: at most [`SPARSE_MAX`] of them and one for 16 nodes (else every
+//!   node's, as before).
 //! - A search given the ends of the paths to be named ([`shortest_until`], as the analysis on
 //!   one thread does) stops once they are all reached: the parents it set are the whole
 //!   search's, and only the ends' paths may be asked of it.
@@ -431,10 +432,11 @@ impl Reached {
     /// The search's parents of `ends` and of every node above them, the paths of the ends
     /// alone being asked for ([`shortest_until`]'s [`Paths`]): found in one pass back over
     /// each queue, which meets every node after the nodes it put in. Past [`SPARSE_MAX`] such
-    /// nodes (a crafted dump's chain), every node's ([`Reached::parents`]). Without ends,
-    /// every node's too.
+    /// nodes, or one for 16 nodes (a crafted dump's chain), every node's
+    /// ([`Reached::parents`]). Without ends, every node's too.
     pub fn paths_to(self, ends: &[u32]) -> Paths {
-        self.paths_to_at_most(ends, SPARSE_MAX)
+        let max = SPARSE_MAX.min(self.n / 16).max(SPARSE_MIN);
+        self.paths_to_at_most(ends, max)
     }
 
     /// [`Reached::paths_to`], keeping at most `max` parents on their own.
@@ -467,8 +469,12 @@ impl Reached {
 }
 
 /// Most parents [`Reached::paths_to`] keeps on their own (8 MiB), before it writes every
-/// node's instead.
+/// node's instead; and no more than one for 16 nodes (half a byte a node, in memory, where
+/// the budget counts a byte a node beside the scratch files), unless fewer than
+/// [`SPARSE_MIN`].
 pub const SPARSE_MAX: usize = 1 << 20;
+/// Parents [`Reached::paths_to`] may keep on their own however small the graph.
+pub const SPARSE_MIN: usize = 4096;
 
 /// The nodes whose parents [`Reached::paths_to`] looks for: a bit a node, and a bit per
 /// [`COARSE`] nodes (in the first level cache: 2.4 KB at 10 M objects), set where any of
@@ -815,7 +821,7 @@ struct Steps {
 }
 
 /// Nodes taken out whose counts [`Steps::blocks`] sums together.
-const STEP_BLOCK: usize = 4096;
+const STEP_BLOCK: usize = 512;
 
 impl Steps {
     /// Room for `n` nodes taken out.

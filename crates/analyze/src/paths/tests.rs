@@ -733,7 +733,8 @@ fn steps_say_where_each_node_came_from() {
 
 /// The parents read off a whole search for its ends alone give the ends the whole search's
 /// paths, keep only the nodes on those paths, and give every node's parents once they would
-/// keep more than their bound; an end no root reaches has no path.
+/// keep more than their bound ([`SPARSE_MIN`] here, on small graphs); an end no root reaches
+/// has no path.
 #[test]
 fn parents_read_for_the_ends_give_their_paths() {
     let check = |ix: &Index, roots: &[Root], late: &[(u32, u32)], ends: &[u32], what: &str| {
@@ -749,7 +750,7 @@ fn parents_read_for_the_ends_give_their_paths() {
             })
             .filter(|&x| whole.parent[x as usize] != UNREACHED)
             .collect();
-        let some = reached(ix, roots, late).paths_to(ends);
+        let some = reached(ix, roots, late).paths_to_at_most(ends, on_paths.len());
         let kept = some.sparse.as_ref().expect("the ends' parents alone");
         assert_eq!(kept.len(), on_paths.len(), "{what}");
         let tight = reached(ix, roots, late).paths_to_at_most(ends, on_paths.len() - 1);
@@ -774,11 +775,12 @@ fn parents_read_for_the_ends_give_their_paths() {
     // Every end queued (the pass back then starts at the last of them).
     let near = [node(deep_node(2)), node(wide_leaf(3)), node(deep_node(1))];
     check(&ix, &ix.roots, &[], &near, "wide and deep, all reached");
-    assert!(reached(&ix, &ix.roots, &[])
-        .paths_to(&ends)
-        .path(&ix, node(LOST))
-        .nodes
-        .is_empty());
+    let near_paths = reached(&ix, &ix.roots, &[]).paths_to(&near);
+    assert!(near_paths.sparse.is_some_and(|s| s.len() <= SPARSE_MIN));
+    // The chain's end has WIDE (above SPARSE_MIN) nodes above it: every node's parents.
+    let deep = reached(&ix, &ix.roots, &[]).paths_to(&ends);
+    assert!(deep.sparse.is_none());
+    assert!(deep.path(&ix, node(LOST)).nodes.is_empty());
     let ix = index_of(&loaded_classes());
     let node = |id: u64| ix.node(id).unwrap();
     let late = crate::late_roots(&ix);
