@@ -426,19 +426,14 @@ fn analyze_graph(
     let mut search_ms = 0;
     // The whole search's parents are read off its queues for the ends alone (see
     // `paths::Reached::paths_to`).
-    let paths = |ends: &[u32]| match bfs {
-        Some(r) => {
-            let t = Instant::now();
-            let bfs = r.paths_to(ends);
-            search_ms = t.elapsed().as_millis() as u64;
-            bfs
-        }
-        None => {
-            let t = Instant::now();
-            let bfs = paths::shortest_until(&ix, &ix.roots, &late, ends);
-            search_ms = t.elapsed().as_millis() as u64;
-            bfs
-        }
+    let paths = |ends: &[u32]| {
+        let t = Instant::now();
+        let bfs = match bfs {
+            Some(r) => r.paths_to(ends),
+            None => paths::shortest_until(&ix, &ix.roots, &late, ends),
+        };
+        search_ms = t.elapsed().as_millis() as u64;
+        bfs
     };
     let mut rep = report::build(&ix, &dom, paths, cfg, threads, input, running_info)?;
     rep.analysis.input_bytes = bytes;

@@ -559,7 +559,7 @@ fn search<M: Marks>(
             for &(l, _, v) in &order {
                 if l == low && !marks.reached(v) {
                     marks.reach(v, SUPER);
-                    q.start(v, low, M::STEPS);
+                    q.start(v, low);
                 }
             }
             if q.run(ix, marks) {
@@ -573,7 +573,7 @@ fn search<M: Marks>(
                 if open && !marks.reached(v) {
                     marks.reach(v, SUPER);
                     late_used.push((v, LATE_ROOT));
-                    q.start(v, false, M::STEPS);
+                    q.start(v, false);
                     if q.run(ix, marks) {
                         break 'search true;
                     }
@@ -737,10 +737,8 @@ impl Fifo {
 
     /// Node `w`, reached from [`SUPER`]. (The queues are empty then: every node before it was
     /// taken out, and its [`Steps`] written.)
-    fn start(&mut self, w: u32, keep: bool) {
-        if keep {
-            self.starts.push(self.v.len() as u32);
-        }
+    fn start(&mut self, w: u32) {
+        self.starts.push(self.v.len() as u32);
         self.v.push(w);
     }
 
@@ -931,10 +929,10 @@ impl Queues {
         }
     }
     /// Node `v` as a start of the search.
-    fn start(&mut self, v: u32, low: bool, keep: bool) {
+    fn start(&mut self, v: u32, low: bool) {
         match low {
-            true => self.lo.start(v, keep),
-            false => self.hi.start(v, keep),
+            true => self.lo.start(v),
+            false => self.hi.start(v),
         }
     }
     /// Empty the queues, or stop once `marks` says so (true then).

@@ -663,6 +663,15 @@ fn both_ways_of_marking_give_the_same_parents() {
     let node = |id: u64| ix.node(id).unwrap();
     let late = crate::late_roots(&ix);
     check(&ix, &ix.roots, &late, node(ORPHAN), "late roots");
+    let (ix, roots) = chain_with_roots_of_both_priorities();
+    let node = |i: u64| ix.node(0x1000_0000 + 16 * i).unwrap();
+    check(&ix, &roots, &[], node(1), "roots of both priorities");
+    check(&ix, &roots[..1], &[], node(4), "a low one alone");
+}
+
+/// [`chain`]'s index, with a Java frame at its node 5 and a JNI local at its node 7 (low
+/// priority), and a JNI global at its node 2 (high).
+fn chain_with_roots_of_both_priorities() -> (Index, [Root; 3]) {
     let (ix, _, _) = chain_paths();
     let node = |i: u64| ix.node(0x1000_0000 + 16 * i).unwrap();
     let root = |i, tag| Root { node: node(i), tag };
@@ -671,14 +680,7 @@ fn both_ways_of_marking_give_the_same_parents() {
         root(7, sub::ROOT_JNI_LOCAL),
         root(2, sub::ROOT_JNI_GLOBAL),
     ];
-    check(&ix, &roots, &[], node(1), "roots of both priorities");
-    check(
-        &ix,
-        &[root(5, sub::ROOT_JAVA_FRAME)],
-        &[],
-        node(4),
-        "a low one alone",
-    );
+    (ix, roots)
 }
 
 /// A queue's [`Steps`] say where each node it holds came from, whatever each node taken out
@@ -697,7 +699,7 @@ fn steps_say_where_each_node_came_from() {
     // Where each node came from, as the queue fills: a start, then what each node taken out
     // puts in (the queue never empties before the last node is taken out).
     let mut from = vec![SUPER];
-    q.start(0, true);
+    q.start(0);
     let mut taken = 0;
     while taken < from.len() && from.len() < 3 * STEP_BLOCK * 2 {
         let k = match next() % 16 {
@@ -791,14 +793,8 @@ fn parents_read_for_the_ends_give_their_paths() {
         &[node(ORPHAN), node(LAST)],
         "late roots",
     );
-    let (ix, _, _) = chain_paths();
+    let (ix, roots) = chain_with_roots_of_both_priorities();
     let node = |i: u64| ix.node(0x1000_0000 + 16 * i).unwrap();
-    let root = |i, tag| Root { node: node(i), tag };
-    let roots = [
-        root(5, sub::ROOT_JAVA_FRAME),
-        root(7, sub::ROOT_JNI_LOCAL),
-        root(2, sub::ROOT_JNI_GLOBAL),
-    ];
     check(
         &ix,
         &roots,
