@@ -364,6 +364,11 @@ fn finish_in(
     // `ret` holds a word (label and semi-dominator) for the few vertices that need one (see
     // [`Forest`]); the others' words are never written (80 MB at 10 M objects).
     let mut anc = parent;
+    // Where the retained sizes' sums split over two threads, chosen while `anc` still holds
+    // the tree parents (the passes below overwrite them).
+    let split = (threads > 1 && count >= min)
+        .then(|| subtree_split(&anc))
+        .flatten();
     let mut has = vec![0u64; count.div_ceil(64)];
     let mut f = Forest {
         anc: &mut anc,
@@ -391,16 +396,98 @@ fn finish_in(
 
     // --- Retained sizes: children have larger preorder numbers than their dominators. The
     // results stay in preorder numbers (see [`Dominators`]).
-    for k in (1..count).rev() {
-        let d = idom[k] as usize;
-        ret[d] += ret[k];
-    }
+    sum_retained(&mut ret, &idom, split);
     Dominators {
         pre,
         vertex,
         idom,
         retained: ret,
         roots_used,
+    }
+}
+
+/// At most this many numbers before a split's range (see [`subtree_split`]); the thread that
+/// sums the range keeps what it adds to them in an array of this many words (1 MiB).
+const SPLIT_BELOW: usize = 1 << 17;
+
+/// A range of numbers `[a, b)` whose retained sizes can be summed on a second thread (see
+/// [`sum_retained`]), chosen from the tree parents (`parent[k]`, the number of `k`'s parent in
+/// the depth-first search's tree; 0 is the super-root) so that the two threads' shares are
+/// about even, or `None` if no range near the middle gains a quarter of the time.
+///
+/// Why such a range works: an immediate dominator is a tree ancestor, and a tree's subtree is a
+/// range of preorder numbers. If `b`'s parent is below `a`, so is every ancestor of `b`, and no
+/// vertex of `[a, b)` has a descendant at `b` or after (its subtree would hold `b` too): sums
+/// within `[a, b)` go only to `[a, b)` or below `a`, and the vertices from `b` on add nothing
+/// to `[a, b)`. Taking `a` just past `b`'s parent, the work is `b - a` on one thread beside
+/// `count - b` on the other, then `a` after both: `b` is sought outward from the middle (a
+/// sixteenth of the numbers each way at most), stopping at the first that is within an eighth
+/// of even. In a heap, the middle vertex's parent is often an early collection's array (the
+/// 10 M-object bench dump: number 5,964 for a `HashMap`'s table).
+fn subtree_split(parent: &[u32]) -> Option<(usize, usize)> {
+    let count = parent.len();
+    let cost = |b: usize| -> Option<usize> {
+        let a = *parent.get(b)? as usize + 1;
+        (a < b && a <= SPLIT_BELOW).then(|| (b - a).max(count - b) + a)
+    };
+    let mid = count / 2;
+    let mut best: Option<(usize, usize)> = None;
+    for j in 0..=count / 16 {
+        for b in [mid + j, mid.wrapping_sub(j)] {
+            if let Some(c) = cost(b) {
+                if best.is_none_or(|(bc, _)| c < bc) {
+                    best = Some((c, b));
+                }
+            }
+        }
+        if best.is_some_and(|(c, _)| c <= count / 2 + count / 8) {
+            break;
+        }
+    }
+    let (c, b) = best?;
+    (c <= count - count / 4).then(|| (parent[b] as usize + 1, b))
+}
+
+/// The retained sizes: each vertex's own size (in `ret` by number) plus its children's in the
+/// dominator tree (`idom`, by number), children first: every immediate dominator has a smaller
+/// number than its vertex, so one pass down the numbers sums them. With a `split` `[a, b)` (see
+/// [`subtree_split`]) the range is summed on a second thread (what it adds below `a` kept aside)
+/// while this one sums from the end down to `b`; then the rest, down from `a`.
+fn sum_retained(ret: &mut [u64], idom: &[u32], split: Option<(usize, usize)>) {
+    let count = ret.len();
+    let mut down_from = count;
+    if let Some((a, b)) = split {
+        let (low, rest) = ret.split_at_mut(a);
+        let (range, high) = rest.split_at_mut(b - a);
+        let mut aside = vec![0u64; a];
+        std::thread::scope(|s| {
+            let h = s.spawn(|| {
+                for k in (a..b).rev() {
+                    let (d, r) = (idom[k] as usize, range[k - a]);
+                    match d.checked_sub(a) {
+                        Some(i) => range[i] += r,
+                        None => aside[d] += r,
+                    }
+                }
+            });
+            for k in (b..count).rev() {
+                let (d, r) = (idom[k] as usize, high[k - b]);
+                // (Never in `[a, b)`: see [`subtree_split`].)
+                match d.checked_sub(b) {
+                    Some(i) => high[i] += r,
+                    None => low[d] += r,
+                }
+            }
+            super::joined(h);
+        });
+        for (x, y) in low.iter_mut().zip(&aside) {
+            *x += y;
+        }
+        down_from = a;
+    }
+    for k in (1..down_from).rev() {
+        let d = idom[k] as usize;
+        ret[d] += ret[k];
     }
 }
 
@@ -1002,6 +1089,36 @@ mod tests {
         }
         assert_eq!(d.retained(2), (1 << 2) + (1 << 6));
         assert_eq!(d.reachable(), 5);
+    }
+
+    /// The retained sizes summed in two ranges side by side (see [`subtree_split`]), on a graph
+    /// shaped like the 10 M-object bench dump's middle: a root holding a table of short chains,
+    /// each chain's middle pointing back at the table and its end at the chain before's end. A chain
+    /// alone offers no split (every vertex's parent is the one before it).
+    #[test]
+    fn retained_sums_split_at_a_subtree() {
+        let chains = 40u32;
+        let head = |c: u32| 2 + 3 * c;
+        let mut edges = vec![(0, 1)];
+        for c in 0..chains {
+            let h = head(c);
+            edges.extend([(1, h), (h, h + 1), (h + 1, h + 2), (h + 1, 1)]);
+            if c > 0 {
+                edges.push((h + 2, head(c - 1) + 2));
+            }
+        }
+        let n = head(chains) as usize;
+        let lists = lists_of(n, edges);
+        let sizes: Vec<u64> = (0..n as u64).map(|v| 1 + v % 7).collect();
+        let p = prepare(&Csr::from_lists(&lists), &[0], &[]);
+        let (a, b) = subtree_split(&p.parent).expect("a split near the middle");
+        assert!(p.parent[b] < a as u32 && a < b && b < p.count, "{a} {b}");
+        assert!(4 * ((b - a).max(p.count - b) + a) <= 3 * p.count);
+        check(&lists, &sizes, &[0], &[]).unwrap();
+
+        let chain = lists_of(64, (0..63).map(|v| (v, v + 1)));
+        let p = prepare(&Csr::from_lists(&chain), &[0], &[]);
+        assert_eq!(subtree_split(&p.parent), None);
     }
 
     #[test]
