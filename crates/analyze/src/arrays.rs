@@ -67,25 +67,34 @@ pub(crate) fn gallop<T>(v: &[T], pred: impl Fn(&T) -> bool) -> usize {
     lo + v[lo..hi].partition_point(pred)
 }
 
-/// `b` (sorted) merged into `a` (sorted), equal elements of `a` first. The elements of `a` up
-/// to `b`'s first stay where they are and `a` grows after them; only those above it are moved
-/// aside. HotSpot's workers' ids are two long runs, the first with a few class ids beyond the
-/// second's start: `a` mostly grows in place (a large block is remapped, not copied), where a
-/// merge into new memory would write both runs to fresh pages.
-pub(crate) fn merge_into<T: Ord + Copy, A>(a: &mut A, b: &[T])
+/// `b` (sorted) merged into `a` (sorted), equal elements of `a` first; returns whether an
+/// element of `b` equals one of `a`. The elements of `a` up to `b`'s first stay where they are
+/// and `a` grows after them; only those above it are moved aside. HotSpot's workers' ids are
+/// two long runs, the first with a few class ids beyond the second's start: `a` mostly grows in
+/// place (a large block is remapped, not copied), where a merge into new memory would write
+/// both runs to fresh pages.
+///
+/// The answer costs a comparison per run copied, not per element: an element `q` of `b` equal
+/// to some of `a` stays at `b`'s front until `a`'s elements up to it are copied, and the last
+/// of those is then equal to it.
+pub(crate) fn merge_into<T: Ord + Copy, A>(a: &mut A, b: &[T]) -> bool
 where
     A: super::column::Append<T> + std::ops::Deref<Target = [T]>,
 {
     let Some(first) = b.first() else {
-        return;
+        return false;
     };
-    let tail = a.split_tail(a.partition_point(|x| x <= first));
+    let at = a.partition_point(|x| x <= first);
+    // (Equal by the order: `x >= y` where `x <= y` is known.)
+    let mut common = at > 0 && a[at - 1] >= *first;
+    let tail = a.split_tail(at);
     a.reserve_more(tail.len() + b.len());
     let (mut x, mut y) = (&tail[..], b);
     // Runs that lie wholly between two elements of the other side are copied whole.
     while let (Some(p), Some(q)) = (x.first(), y.first()) {
         if p <= q {
             let k = gallop(x, |v| v <= q);
+            common |= x[k - 1] >= *q;
             a.append_slice(&x[..k]);
             x = &x[k..];
         } else {
@@ -96,6 +105,7 @@ where
     }
     a.append_slice(x);
     a.append_slice(y);
+    common
 }
 
 #[cfg(test)]
@@ -104,7 +114,8 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
-        /// The merge is the sorted concatenation, whatever the runs look like.
+        /// The merge is the sorted concatenation, whatever the runs look like, and says whether
+        /// the two held a value in common.
         #[test]
         fn merge_into_sorts_the_concatenation(
             mut a in proptest::collection::vec(0u64..50, 0..200),
@@ -116,7 +127,8 @@ mod tests {
             b.sort_unstable();
             let mut want = [a.clone(), b.clone()].concat();
             want.sort_unstable();
-            merge_into(&mut a, &b);
+            let common = b.iter().any(|x| a.binary_search(x).is_ok());
+            prop_assert_eq!(merge_into(&mut a, &b), common);
             prop_assert_eq!(a, want);
         }
     }
@@ -190,7 +202,10 @@ mod tests {
     fn merge_into_puts_equal_elements_of_a_first() {
         let k = |v: &[(u32, char)]| v.iter().map(|&(n, c)| Keyed(n, c)).collect::<Vec<_>>();
         let mut a = k(&[(1, 'a'), (3, 'a'), (3, 'a'), (5, 'a')]);
-        merge_into(&mut a, &k(&[(0, 'b'), (3, 'b'), (5, 'b'), (6, 'b')]));
+        assert!(merge_into(
+            &mut a,
+            &k(&[(0, 'b'), (3, 'b'), (5, 'b'), (6, 'b')])
+        ));
         let want = [
             (0, 'b'),
             (1, 'a'),

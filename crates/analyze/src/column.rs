@@ -466,8 +466,10 @@ mod tests {
         for scratch in [Some(&s), None] {
             let mut g = Grow::new_in(scratch);
             g.extend_from_slice(&[1u64, 4, 9]);
-            crate::arrays::merge_into(&mut g, &[2, 4, 10]);
+            assert!(crate::arrays::merge_into(&mut g, &[2, 4, 10]));
             assert_eq!(&g[..], &[1, 2, 4, 4, 9, 10]);
+            assert!(!crate::arrays::merge_into(&mut g, &[3, 11]));
+            assert_eq!(&g[..], &[1, 2, 3, 4, 4, 9, 10, 11]);
             assert_eq!(g.in_file(), scratch.is_some());
         }
     }

@@ -578,6 +578,10 @@ pub(crate) struct Pass1 {
     /// Whether `ids` is known to be sorted ([`Pass1::sort_ids`] sorts it; the merge of two
     /// sorted gatherings keeps it so), which spares a scan of the ids to find out.
     sorted: bool,
+    /// Whether `ids` is known to hold no id twice (found while sorting and merging; only said
+    /// of sorted ids), which spares the pass that drops repeats (10 ms at 10 M objects, with
+    /// the second core idle).
+    distinct: bool,
 }
 
 impl Visitor for Pass1 {
@@ -663,23 +667,30 @@ impl Pass1 {
         if self.sorted {
             // Two sorted runs: merge them in linear time (one after the other, the second is
             // appended).
-            super::arrays::merge_into(&mut self.ids, &o.ids);
+            let common = super::arrays::merge_into(&mut self.ids, &o.ids);
+            self.distinct &= o.distinct && !common;
         } else {
+            self.distinct = false;
             self.ids.extend_from_slice(&o.ids);
         }
     }
 
     /// Sort the ids gathered so far (each worker sorts its own, side by side). HotSpot lists its
     /// classes first, then every other object by address: only the head before the longest
-    /// ascending tail is sorted, then merged with that tail.
+    /// ascending tail is sorted, then merged with that tail. Whether an id came twice is
+    /// noted on the way (but for a sort of the whole).
     pub(crate) fn sort_ids(&mut self) {
         self.sorted = true;
+        self.distinct = false;
         let ids = &mut self.ids;
         let mut t = ids.len().saturating_sub(1);
+        let mut twice = false;
         while t > 0 && ids[t - 1] <= ids[t] {
+            twice |= ids[t - 1] == ids[t];
             t -= 1;
         }
         if t == 0 {
+            self.distinct = !twice;
             return;
         }
         if t > ids.len() / 4 {
@@ -688,12 +699,14 @@ impl Pass1 {
         }
         let mut head = ids[..t].to_vec();
         head.sort_unstable();
+        twice |= head.windows(2).any(|p| p[0] == p[1]);
         // Merge forward in place: the write position stays behind the tail's read position
         // while the head lasts, and once it is used up the rest of the tail is in place.
         let tail_len = ids.len() - t;
         let mut w = 0;
         let (mut i, mut j) = (0, t);
         while i < head.len() && j < t + tail_len {
+            twice |= head[i] == ids[j];
             if head[i] <= ids[j] {
                 ids[w] = head[i];
                 i += 1;
@@ -709,6 +722,7 @@ impl Pass1 {
             w += 1;
         }
         debug_assert!(ids.is_sorted());
+        self.distinct = !twice;
     }
 
     /// Sort what pass 1 gathered and lay out the classes; returns the skeleton index.
@@ -742,9 +756,12 @@ impl Pass1 {
         if !self.sorted && !ids.is_sorted() {
             ids.sort_unstable();
         }
-        let before = ids.len();
-        ids.dedup();
-        stats.duplicate_ids = (before - ids.len()) as u64;
+        debug_assert!(!self.distinct || ids.windows(2).all(|p| p[0] < p[1]));
+        if !(self.sorted && self.distinct) {
+            let before = ids.len();
+            ids.dedup();
+            stats.duplicate_ids = (before - ids.len()) as u64;
+        }
         ids.shrink_to_fit();
         if ids.len() >= NONE as usize {
             return Err(format!(
@@ -1102,10 +1119,42 @@ mod tests {
         assert_eq!(java_name("[Xcom/app/Foo;"), "Xcom.app.Foo;[]");
     }
 
+    /// Whether a worker's ids came twice is known after sorting them, wherever the repeat is:
+    /// within the head, between the head and the ascending rest, within the rest. Not when the
+    /// whole was sorted (the head longer than a quarter): the repeats are then looked for later.
+    #[test]
+    fn sort_ids_knows_whether_an_id_came_twice() {
+        let rest: Vec<u64> = (1..=40).map(|k| 10 * k).collect();
+        for (head, distinct) in [
+            (vec![], true),
+            (vec![25, 7, 405], true),
+            (vec![5, 5], false),
+            (vec![55, 55, 5], false),
+            (vec![7, 200], false),
+            (vec![400, 3], false),
+            (vec![9, 10], false),
+            ((0..20).map(|k| 10 * k + 5).collect(), false),
+        ] {
+            let mut p = Pass1 {
+                ids: [head.clone(), rest.clone()].concat().into(),
+                ..Pass1::default()
+            };
+            p.sort_ids();
+            assert!(p.ids.is_sorted());
+            assert_eq!(p.distinct, distinct, "{head:?}");
+        }
+        let mut p = Pass1 {
+            ids: vec![1, 2, 2, 3].into(),
+            ..Pass1::default()
+        };
+        p.sort_ids();
+        assert!(!p.distinct);
+    }
+
     proptest! {
         /// A worker's ids, a head in any order (a HotSpot dump's class dumps: among the rest's
         /// ids, equal to some, and beyond its last) then an ascending rest with repeats, come
-        /// out sorted, each kept.
+        /// out sorted, each kept, and whether any came twice is known.
         #[test]
         fn sort_ids_merges_the_head_into_the_ascending_rest(
             head in proptest::collection::vec(0u64..400_000, 0..60),
@@ -1125,6 +1174,8 @@ mod tests {
             };
             p.sort_ids();
             prop_assert_eq!(&p.ids[..], &want[..]);
+            let distinct = want.windows(2).all(|w| w[0] < w[1]);
+            prop_assert_eq!(p.distinct, distinct);
             // The same in a scratch file.
             let dir = tempfile::tempdir().unwrap();
             let s = Scratch::new(dir.path(), 1 << 30).unwrap();
