@@ -66,7 +66,7 @@ pub use findings::Found;
 
 #[cfg(test)]
 pub(crate) use build::build_index;
-pub(crate) use build::{build_index_cut, threads};
+pub(crate) use build::{build_index_cut, build_index_sized, threads};
 #[cfg(test)]
 pub(crate) use build::{free_node, one_pass, scan, two_pass_graph, FreeNodes, OnePassResult};
 pub(crate) use input::{Cuts, Heads, Ranges};
@@ -79,7 +79,7 @@ pub(crate) use pass2::*;
 pub(crate) use services::{flag_services, SERVICE_LEAK};
 pub(crate) use shared::*;
 pub use sizes::Conventions;
-pub(crate) use sizes::{settle, ARRAY_FINDING, RAW_SLACK};
+pub(crate) use sizes::{convert_sizes, finish_sizes, plan_sizes, Sizing, ARRAY_FINDING, RAW_SLACK};
 
 /// "No node / no class".
 pub const NONE: u32 = u32::MAX;

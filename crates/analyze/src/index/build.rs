@@ -33,6 +33,33 @@ pub(crate) fn build_index_cut(
     tm: &mut Timings,
     cuts: Option<index::Ranges>,
 ) -> Result<(index::Index, u64, Option<index::Ranges>), Error> {
+    let (mut ix, sizing, bytes, parts) = build_index_sized(input, cfg, t0, tm, cuts, false)?;
+    if let Some(s) = sizing {
+        settle_sizes(&mut ix, s, true);
+    }
+    Ok((ix, bytes, parts))
+}
+
+/// The objects' sizes converted ([`index::convert_sizes`], with two threads if `two`), then
+/// the rest of [`index::Sizing`]'s steps and one finding per object: what
+/// [`build_index_sized`] left.
+pub(crate) fn settle_sizes(ix: &mut index::Index, s: index::Sizing, two: bool) {
+    index::convert_sizes(&ix.class_of, &mut ix.shallow, &s, two);
+    index::finish_sizes(ix, s);
+    index::one_flag_per_node(ix);
+}
+
+/// [`build_index_cut`], but if `defer`, the objects' raw sizes are left as they are, with
+/// what converts them (for [`settle_sizes`]): the paths' and the dominators' searches do not
+/// read them, and the conversion, a pass over every object, can run beside them.
+pub(crate) fn build_index_sized(
+    input: &Input<'_>,
+    cfg: &Config,
+    t0: Instant,
+    tm: &mut Timings,
+    cuts: Option<index::Ranges>,
+    defer: bool,
+) -> Result<BuiltSized, Error> {
     if let Input::File(path) = input {
         // The passes read the file more than once: a pipe would be empty the second time.
         let meta = std::fs::metadata(path).map_err(|source| Error::Io {
@@ -104,8 +131,14 @@ pub(crate) fn build_index_cut(
     };
     index::flag_watched(&mut ix, watched);
     index::flag_services(&mut ix);
-    index::settle(&mut ix, limits.array_min_bytes);
-    index::one_flag_per_node(&mut ix);
+    let sizing = index::plan_sizes(&ix, limits.array_min_bytes);
+    let sizing = match defer {
+        true => Some(sizing),
+        false => {
+            settle_sizes(&mut ix, sizing, true);
+            None
+        }
+    };
     // The paths, the dominators and the report look up only a few objects by id and ids by
     // node: in memory the rank map serves both and the ids go; with scratch files the ids go
     // to one and the map goes.
@@ -118,8 +151,17 @@ pub(crate) fn build_index_cut(
     }
     ix.scratch = scratch.cloned();
     tm.graph_ms = t.elapsed().as_millis() as u64;
-    Ok((ix, bytes, parts))
+    Ok((ix, sizing, bytes, parts))
 }
+
+/// What [`build_index_sized`] gives: the index, what converts its sizes if deferred, the
+/// dump's length and its parts.
+pub(crate) type BuiltSized = (
+    index::Index,
+    Option<index::Sizing>,
+    u64,
+    Option<index::Ranges>,
+);
 
 /// Move the index's large arrays that are still in memory into scratch files (any that cannot
 /// be moved stays in memory: the analysis goes on, over its budget).

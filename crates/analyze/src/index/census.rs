@@ -11,8 +11,8 @@
 //! - Sizes are the full analysis's (see `sizes`): each object's size is summed under each of
 //!   the three layouts the dump may turn out to have (Android's; HotSpot's with references of
 //!   the id size, or compressed), and the one the dump shows is kept at the end. Compressed
-//!   references are seen as `settle` sees them, on an array of an array class (a class whose
-//!   name ends in `[]`) and the object after it, here in file order (`settle`: by address;
+//!   references are seen as `plan_sizes` sees them, on an array of an array class (a class whose
+//!   name ends in `[]`) and the object after it, here in file order (`plan_sizes`: by address;
 //!   HotSpot lists its objects by address after its class dumps, so the two agree on
 //!   HotSpot's dumps). The class ids of the arrays that show them are kept, at most
 //!   [`MAX_SHOWN_BY`], and told apart by their names at the end.

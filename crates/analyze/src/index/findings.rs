@@ -1,8 +1,8 @@
 //! The detectors' findings in the report of what fits (`crate::budget::reduced`): what an
 //! object shows alone, without the graph, found by a streaming pass over the dump after the
 //! census, with the census's classes (their layouts and roles: `fields::role`) and the
-//! detectors' own rules (`pass2::role_finding`, the large arrays' threshold as `settle` applies
-//! it, `flag_rank`).
+//! detectors' own rules (`pass2::role_finding`, the large arrays' threshold as `finish_sizes`
+//! applies it, `flag_rank`).
 //!
 //! Found: destroyed Activities, Fragments detached from their manager, Bitmaps of the policy's
 //! pixels or more, arrays of `Config::array_min_bytes` or more, and the objects LeakCanary's

@@ -4,7 +4,8 @@
 //! Pass 2 writes a raw size per object, from the dump alone: an instance its class's instance size
 //! as the dump states it (or its field bytes), an array its length times the element size in the
 //! dump (references as ids) plus [`array_header`], a class its static records. Once the graph is
-//! built, [`settle`] decides the layout and turns each raw size into the VM's:
+//! built, [`plan_sizes`] decides the layout and [`convert_sizes`] turns each raw size into the
+//! VM's:
 //!
 //! - **HotSpot** (dumps without Android's records), as Eclipse MAT counts it: an object header of a
 //!   pointer (the mark word: the id size) and a reference (the class word); references of 4 bytes
@@ -63,10 +64,19 @@ pub(crate) enum Kind {
     PrimitiveArray(u64),
 }
 
-/// Decides the layout of `ix`'s dump from the graph and writes each object's shallow size
-/// as the VM lays it out, then drops the array-size findings made on the raw sizes that the
-/// VM's fall short of `array_min_bytes`. Run once, after the graph is complete.
-pub(crate) fn settle(ix: &mut Index, array_min_bytes: u64) {
+/// What is decided from the graph, once it is complete, before any size is converted: the
+/// layout of the dump, and each class's conversion from raw sizes to the VM's. In three
+/// steps: [`plan_sizes`] decides; [`convert_sizes`] writes each object's shallow size as the
+/// VM lays it out; [`finish_sizes`] sizes the class objects and drops the array-size
+/// findings made on the raw sizes that the VM's fall short of `array_min_bytes`.
+pub(crate) struct Sizing {
+    sizers: Vec<Sizer>,
+    conv: Conventions,
+    array_min_bytes: u64,
+}
+
+/// [`Sizing`]'s first step: the layout of `ix`'s dump (read from its raw sizes).
+pub(crate) fn plan_sizes(ix: &Index, array_min_bytes: u64) -> Sizing {
     let id_size = ix.header.id_size;
     let android = ix.android || ix.roots.iter().any(|r| android_root(r.tag));
     let raw_header = array_header(id_size);
@@ -86,26 +96,42 @@ pub(crate) fn settle(ix: &mut Index, array_min_bytes: u64) {
         .into_iter()
         .map(|k| Sizer::new(k, &conv, id_size, android))
         .collect();
-    let r = conv.reference_size as u64;
+    Sizing {
+        sizers,
+        conv,
+        array_min_bytes,
+    }
+}
+
+/// [`Sizing`]'s second step: every object's raw size (`shallow`, by node, beside its class)
+/// converted, in two halves side by side if `two` (the loop is memory-bound: 13 ms on two
+/// threads at 10 M objects).
+pub(crate) fn convert_sizes(class_of: &[u32], shallow: &mut [u32], s: &Sizing, two: bool) {
     let convert = |class: u32, raw: u32| -> u32 {
-        match sizers.get(class as usize) {
+        match s.sizers.get(class as usize) {
             Some(z) => z.size(raw),
             None => raw,
         }
     };
-    // Two halves side by side: 3.5 M objects on the 540 MB bench dump.
-    let (class_of, shallow) = (&ix.class_of, &mut ix.shallow);
-    let mid = shallow.len() / 2;
+    let mid = if two { shallow.len() / 2 } else { 0 };
     let (a, b) = shallow.split_at_mut(mid);
     let (ca, cb) = class_of.split_at(mid.min(class_of.len()));
     // (One loop for both halves, so that `convert` has one caller and is inlined into it at the
     // shipped library's opt-level "s" too: with a loop each it was a call per object there.)
     let half =
         |v: &mut [u32], c: &[u32]| v.iter_mut().zip(c).for_each(|(v, &c)| *v = convert(c, *v));
-    std::thread::scope(|s| {
-        s.spawn(|| half(a, ca));
+    std::thread::scope(|sc| {
+        if !a.is_empty() {
+            sc.spawn(|| half(a, ca));
+        }
         half(b, cb);
     });
+}
+
+/// [`Sizing`]'s last step, once the objects' sizes are converted: the class objects' sizes
+/// (their statics), and the array findings that fall short.
+pub(crate) fn finish_sizes(ix: &mut Index, s: Sizing) {
+    let r = s.conv.reference_size as u64;
     for c in &ix.classes {
         if let Some(v) = ix.shallow.get_mut(c.node as usize) {
             let bytes = c.static_prim_bytes as u64 + c.statics.len() as u64 * r;
@@ -117,9 +143,9 @@ pub(crate) fn settle(ix: &mut Index, array_min_bytes: u64) {
         f.reason != ARRAY_FINDING
             || shallow
                 .get(f.node as usize)
-                .is_some_and(|&v| v as u64 >= array_min_bytes)
+                .is_some_and(|&v| v as u64 >= s.array_min_bytes)
     });
-    ix.sizes = conv;
+    ix.sizes = s.conv;
 }
 
 /// The conventions of an Android dump, or of a HotSpot one with `id_size`-byte ids and
@@ -179,11 +205,11 @@ pub(crate) fn vm_size(k: Kind, raw: u64, conv: &Conventions, id_size: u32, andro
     v.min(u32::MAX as u64) as u32
 }
 
-/// [`vm_size`] for one class's objects, worked out once so that [`settle`] turns each raw size
+/// [`vm_size`] for one class's objects, worked out once so that [`plan_sizes`] turns each raw size
 /// into the VM's without a division: `align(base + ((raw - sub) >> from << to) & mask, 8)`,
 /// capped at `u32::MAX` (an array's raw bytes to its length, then to the VM's bytes; `mask`
 /// 0 where every object has the same size). The divisions of [`vm_size`] by the id, element
-/// and reference sizes, all powers of two in a real dump, were most of `settle`'s time.
+/// and reference sizes, all powers of two in a real dump, were most of the conversion's time.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Sizer {
     Shifts {
@@ -253,11 +279,11 @@ impl Sizer {
     }
 }
 
-/// The finding of a large array, made on raw sizes in pass 2 and checked by [`settle`].
+/// The finding of a large array, made on raw sizes in pass 2 and checked by [`finish_sizes`].
 pub(crate) const ARRAY_FINDING: &str = "Array Size Over Threshold";
 
 /// Raw sizes can fall short of the VM's by at most this much (an array's header and padding):
-/// pass 2 flags arrays this close to the threshold, and [`settle`] decides.
+/// pass 2 flags arrays this close to the threshold, and [`finish_sizes`] decides.
 pub(crate) const RAW_SLACK: u64 = 16;
 
 pub(crate) fn kind(ix: &Index, k: u32, c: &Conventions, android: bool) -> Kind {
