@@ -252,9 +252,10 @@ impl From<hprof::Error> for Error {
 pub struct Timings {
     pub scan_ms: u64,
     pub graph_ms: u64,
-    /// Shortest paths and the dominators' depth-first search, side by side, and the parents
-    /// read for the paths the report names once it knows them (on one thread, one after the
-    /// other: the paths' search once the report knows which it names).
+    /// Shortest paths and the dominators' depth-first search, side by side (the objects' sizes
+    /// converted beside the end of the longer), and the parents read for the paths the report
+    /// names once it knows them (on one thread, one after the other: the paths' search once
+    /// the report knows which it names).
     pub paths_ms: u64,
     pub dominators_ms: u64,
     pub report_ms: u64,
