@@ -16,6 +16,31 @@ fn index_on(bytes: &[u8], threads: usize) -> (index::Index, usize) {
     (ix, cuts.map_or(1, |c| c.len()))
 }
 
+/// The objects' sizes converted a stretch at a time by two threads (as beside the searches'
+/// ends, `convert_stretches`) are those converted at once, whatever the stretch.
+#[test]
+fn sizes_converted_in_stretches_on_two_threads_are_those_converted_at_once() {
+    let bytes = std::fs::read(fixture("jvm/openjdk_jdk11_04_x64.hprof")).unwrap();
+    let cfg = Config::default();
+    let mut tm = Timings::default();
+    let input = Input::Bytes(&bytes);
+    let built = index::build_index_sized(&input, &cfg, Instant::now(), &mut tm, None, true);
+    let (ix, sizing, _, _) = built.unwrap();
+    let z = sizing.unwrap();
+    let mut whole = ix.shallow.to_vec();
+    index::convert_sizes(&ix.class_of, &mut whole, &z, false);
+    assert_ne!(whole, ix.shallow.to_vec(), "the raw sizes are not the VM's");
+    for stretch in [1, 3, 1000, ix.len(), ix.len() + 1] {
+        let mut shallow = ix.shallow.to_vec();
+        let todo = std::sync::Mutex::new(Some((shallow.chunks_mut(stretch).enumerate(), &z)));
+        std::thread::scope(|s| {
+            s.spawn(|| crate::convert_stretches(&todo, &ix.class_of, stretch));
+            crate::convert_stretches(&todo, &ix.class_of, stretch);
+        });
+        assert_eq!(shallow, whole, "stretches of {stretch}");
+    }
+}
+
 /// A dump of `segments` segments of 40 instances each, after `holder_dump`'s two classes; an
 /// Android root (`ROOT_UNREACHABLE`) on the first object of each segment `android` names.
 fn segmented_dump(segments: u64, android: impl Fn(u64) -> bool) -> Vec<u8> {
