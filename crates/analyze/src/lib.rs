@@ -440,7 +440,6 @@ fn analyze_graph(
     ix.shallow = shallow;
     if let Some(z) = sizing {
         index::finish_sizes(&mut ix, z);
-        index::one_flag_per_node(&mut ix);
     }
     tm.paths_ms = t.elapsed().as_millis() as u64;
     if bfs.is_some() {

@@ -35,18 +35,16 @@ pub(crate) fn build_index_cut(
 ) -> Result<(index::Index, u64, Option<index::Ranges>), Error> {
     let (mut ix, sizing, bytes, parts) = build_index_sized(input, cfg, t0, tm, cuts, false)?;
     if let Some(s) = sizing {
-        settle_sizes(&mut ix, s, true);
+        settle_sizes(&mut ix, s);
     }
     Ok((ix, bytes, parts))
 }
 
-/// The objects' sizes converted ([`index::convert_sizes`], with two threads if `two`), then
-/// the rest of [`index::Sizing`]'s steps and one finding per object: what
-/// [`build_index_sized`] left.
-pub(crate) fn settle_sizes(ix: &mut index::Index, s: index::Sizing, two: bool) {
-    index::convert_sizes(&ix.class_of, &mut ix.shallow, &s, two);
+/// The objects' sizes converted on two threads ([`index::convert_sizes`]), then the rest of
+/// [`index::Sizing`]'s steps: what [`build_index_sized`] left.
+pub(crate) fn settle_sizes(ix: &mut index::Index, s: index::Sizing) {
+    index::convert_sizes(&ix.class_of, &mut ix.shallow, &s, true);
     index::finish_sizes(ix, s);
-    index::one_flag_per_node(ix);
 }
 
 /// [`build_index_cut`], but if `defer`, the objects' raw sizes are left as they are, with
@@ -135,7 +133,7 @@ pub(crate) fn build_index_sized(
     let sizing = match defer {
         true => Some(sizing),
         false => {
-            settle_sizes(&mut ix, sizing, true);
+            settle_sizes(&mut ix, sizing);
             None
         }
     };

@@ -129,7 +129,8 @@ pub(crate) fn convert_sizes(class_of: &[u32], shallow: &mut [u32], s: &Sizing, t
 }
 
 /// [`Sizing`]'s last step, once the objects' sizes are converted: the class objects' sizes
-/// (their statics), and the array findings that fall short.
+/// (their statics), the array findings that fall short dropped, then one finding kept per
+/// object ([`super::one_flag_per_node`]).
 pub(crate) fn finish_sizes(ix: &mut Index, s: Sizing) {
     let r = s.conv.reference_size as u64;
     for c in &ix.classes {
@@ -146,6 +147,7 @@ pub(crate) fn finish_sizes(ix: &mut Index, s: Sizing) {
                 .is_some_and(|&v| v as u64 >= s.array_min_bytes)
     });
     ix.sizes = s.conv;
+    super::one_flag_per_node(ix);
 }
 
 /// The conventions of an Android dump, or of a HotSpot one with `id_size`-byte ids and
@@ -205,8 +207,8 @@ pub(crate) fn vm_size(k: Kind, raw: u64, conv: &Conventions, id_size: u32, andro
     v.min(u32::MAX as u64) as u32
 }
 
-/// [`vm_size`] for one class's objects, worked out once so that [`plan_sizes`] turns each raw size
-/// into the VM's without a division: `align(base + ((raw - sub) >> from << to) & mask, 8)`,
+/// [`vm_size`] for one class's objects, worked out once so that [`convert_sizes`] turns each raw
+/// size into the VM's without a division: `align(base + ((raw - sub) >> from << to) & mask, 8)`,
 /// capped at `u32::MAX` (an array's raw bytes to its length, then to the VM's bytes; `mask`
 /// 0 where every object has the same size). The divisions of [`vm_size`] by the id, element
 /// and reference sizes, all powers of two in a real dump, were most of the conversion's time.
