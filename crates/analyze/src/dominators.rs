@@ -17,6 +17,8 @@
 
 use super::arrays::{bit, halves, pair, prefix_sums, set_bit};
 use super::column::{Column, Grow};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 
 /// The immediate dominator of objects dominated by nothing but the super-root.
 pub const SUPER: u32 = u32::MAX - 1;
@@ -56,9 +58,18 @@ pub struct Dominators {
     retained: Grow<u64>,
     /// The roots actually used, in order: `roots` then the `late` ones that nothing else reached.
     pub roots_used: Vec<u32>,
+    /// The tops asked for with [`Prepared::want_tops`] (see there), as (retained size, node),
+    /// the largest first (and of equal sizes the larger node first); none if not asked.
+    tops: Vec<(u64, u32)>,
 }
 
 impl Dominators {
+    /// The tops of the dominator tree asked for with [`Prepared::want_tops`], found as the
+    /// retained sizes were summed: (retained size, node), the largest first, and of equal
+    /// sizes the larger node first. Empty if none were asked for.
+    pub fn tops(&self) -> &[(u64, u32)] {
+        &self.tops
+    }
     /// The numbers in use: the super-root's (0) and those of the reached objects (`1..len()`).
     pub fn len(&self) -> usize {
         self.vertex.len()
@@ -143,6 +154,22 @@ pub struct Prepared {
     roots_used: Vec<u32>,
     /// Where [`finish`]'s arrays go (the graph's scratch).
     scratch: Option<sys::scratch::Scratch>,
+    /// The holders' seeds and how many tops [`finish`] keeps ([`Prepared::want_tops`]).
+    tops: Option<(Vec<u32>, usize)>,
+}
+
+impl Prepared {
+    /// Ask [`finish`] for the tops of the dominator tree once it is cut at the holders
+    /// ([`Dominators::tops`]): of the objects that are not holders and whose immediate
+    /// dominator is the super-root or a holder, the `want` that retain the most (of equal
+    /// sizes, the smaller node). The holders are the nodes of `seeds` that a root reaches and
+    /// every object that dominates one of them. (The report's dominator candidates, with the
+    /// class objects as seeds. They are kept as the retained sizes are summed, where each
+    /// vertex's sum is final when the pass reaches it: a scan of every vertex after it took 8
+    /// ms at 10 M objects, on two threads, reading 120 MB again.)
+    pub fn want_tops(&mut self, seeds: Vec<u32>, want: usize) {
+        self.tops = Some((seeds, want));
+    }
 }
 
 /// See [`compute`].
@@ -293,6 +320,7 @@ pub fn prepare_gated<G: Graph>(g: &G, roots: &[u32], late: &[(u32, u32)]) -> Pre
         zero,
         roots_used,
         scratch: scratch.cloned(),
+        tops: None,
     }
 }
 
@@ -325,6 +353,7 @@ fn finish_in(
         zero,
         roots_used,
         scratch,
+        tops,
     } = p;
     let mut kept = kept;
     // Which node has each number, and the objects' own sizes by number, are written in one
@@ -395,14 +424,116 @@ fn finish_in(
     let idom = anc.into_column();
 
     // --- Retained sizes: children have larger preorder numbers than their dominators. The
-    // results stay in preorder numbers (see [`Dominators`]).
-    sum_retained(&mut ret, &idom, split);
+    // results stay in preorder numbers (see [`Dominators`]). The tops asked for are kept as
+    // the sums are made.
+    let (seeds, want) = tops.unwrap_or_default();
+    let holder = holders(&pre, &idom, &seeds);
+    let mut best = Best::new(&holder, &vertex, want);
+    sum_retained(&mut ret, &idom, split, &mut best);
+    let tops = best.into_tops();
     Dominators {
         pre,
         vertex,
         idom,
         retained: ret,
         roots_used,
+        tops,
+    }
+}
+
+/// The holders of [`Prepared::want_tops`], a bit each by number: every reached node of `seeds`
+/// and every vertex that dominates one.
+fn holders(pre: &[u32], idom: &[u32], seeds: &[u32]) -> Vec<u64> {
+    let mut holder = vec![0u64; idom.len().div_ceil(64)];
+    for &v in seeds {
+        let mut k = pre.get(v as usize).copied().unwrap_or(UNREACHED);
+        while k != 0 && k != UNREACHED && !bit(&holder, k as usize) {
+            set_bit(&mut holder, k as usize);
+            k = idom[k as usize];
+        }
+    }
+    holder
+}
+
+/// A top's rank in [`Best`]'s heap: retained size, then the smaller node (the heap's least is
+/// the first to go).
+type TopKey = Reverse<(u64, Reverse<u32>)>;
+
+/// The tops of [`Prepared::want_tops`] among the vertices offered so far: the `want` largest by
+/// (retained size, then the smaller node), whatever the order the vertices come in.
+struct Best<'a> {
+    holder: &'a [u64],
+    vertex: &'a [u32],
+    want: usize,
+    heap: BinaryHeap<TopKey>,
+    /// Once `want` are kept, the least size kept: a vertex retaining less cannot be one, and
+    /// is passed over on its size alone (nothing else read). Before, 0; with none wanted, all
+    /// pass over.
+    floor: u64,
+}
+
+impl<'a> Best<'a> {
+    fn new(holder: &'a [u64], vertex: &'a [u32], want: usize) -> Self {
+        Best {
+            holder,
+            vertex,
+            want,
+            heap: BinaryHeap::with_capacity(want.saturating_add(1).min(1 << 16)),
+            floor: if want == 0 { u64::MAX } else { 0 },
+        }
+    }
+
+    /// Another, empty, for a second thread's share.
+    fn fresh(&self) -> Self {
+        Best::new(self.holder, self.vertex, self.want)
+    }
+
+    /// Vertex `k`, whose immediate dominator is `d`, retains `r` (its final sum). Inlined
+    /// into the sums' loops: nearly every vertex is passed over on its size.
+    #[inline(always)]
+    fn see(&mut self, k: usize, d: usize, r: u64) {
+        if r >= self.floor && self.want != 0 {
+            self.offer(k, d, r);
+        }
+    }
+
+    #[inline(never)]
+    fn offer(&mut self, k: usize, d: usize, r: u64) {
+        if bit(self.holder, k) || (d != 0 && !bit(self.holder, d)) {
+            return;
+        }
+        self.keep((r, Reverse(self.vertex[k])));
+    }
+
+    fn keep(&mut self, key: (u64, Reverse<u32>)) {
+        if self.heap.len() < self.want {
+            self.heap.push(Reverse(key));
+        } else if self.heap.peek().is_some_and(|top| top.0 < key) {
+            self.heap.pop();
+            self.heap.push(Reverse(key));
+        }
+        if self.heap.len() >= self.want {
+            self.floor = self.heap.peek().map_or(0, |top| top.0 .0);
+        }
+    }
+
+    /// Take in what `other` kept (of a share of the vertices).
+    fn merge(&mut self, other: Best<'_>) {
+        for Reverse(key) in other.heap {
+            self.keep(key);
+        }
+    }
+
+    /// The tops kept, as [`Dominators::tops`] hands them out.
+    fn into_tops(self) -> Vec<(u64, u32)> {
+        let mut tops: Vec<(u64, u32)> = self
+            .heap
+            .into_iter()
+            .map(|Reverse((r, Reverse(v)))| (r, v))
+            .collect();
+        // (The library's one sort: the order is the same, every node being another.)
+        sys::order::sort_by(&mut tops, |a, b| b.cmp(a));
+        tops
     }
 }
 
@@ -452,19 +583,22 @@ fn subtree_split(parent: &[u32]) -> Option<(usize, usize)> {
 /// dominator tree (`idom`, by number), children first: every immediate dominator has a smaller
 /// number than its vertex, so one pass down the numbers sums them. With a `split` `[a, b)` (see
 /// [`subtree_split`]) the range is summed on a second thread (what it adds below `a` kept aside)
-/// while this one sums from the end down to `b`; then the rest, down from `a`.
-fn sum_retained(ret: &mut [u64], idom: &[u32], split: Option<(usize, usize)>) {
+/// while this one sums from the end down to `b`; then the rest, down from `a`. Each vertex's
+/// sum, final when the pass reaches it, is offered to `best` (each thread keeps its own).
+fn sum_retained(ret: &mut [u64], idom: &[u32], split: Option<(usize, usize)>, best: &mut Best) {
     let mut down_from = ret.len();
     if let Some((a, b)) = split {
         let (low, rest) = ret.split_at_mut(a);
         let (range, high) = rest.split_at_mut(b - a);
         let mut aside = vec![0u64; a];
+        let mut other = best.fresh();
         std::thread::scope(|s| {
-            let h = s.spawn(|| sum_down(range, a, idom, &mut aside));
+            let h = s.spawn(|| sum_down(range, a, idom, &mut aside, &mut other));
             // (What the vertices from `b` on add is never in `[a, b)`: see [`subtree_split`].)
-            sum_down(high, b, idom, low);
+            sum_down(high, b, idom, low, best);
             super::joined(h);
         });
+        best.merge(other);
         for (x, y) in low.iter_mut().zip(&aside) {
             *x += y;
         }
@@ -474,21 +608,23 @@ fn sum_retained(ret: &mut [u64], idom: &[u32], split: Option<(usize, usize)>) {
     // [`sum_down`] with the super-root below: the test of where each dominator is took this
     // loop from 1.4 to 3.3 ms on the ART-style bench dump, which gets no split.)
     for k in (1..down_from).rev() {
-        let d = idom[k] as usize;
-        ret[d] += ret[k];
+        let (d, r) = (idom[k] as usize, ret[k]);
+        ret[d] += r;
+        best.see(k, d, r);
     }
 }
 
 /// Add each vertex's sum to its immediate dominator's, from the last vertex down: the vertices
 /// `first..first + span.len()`, their sums in `span`; a dominator below `first` is in `below`
 /// (numbers from 0). Each of [`sum_retained`]'s two threads sums its share so.
-fn sum_down(span: &mut [u64], first: usize, idom: &[u32], below: &mut [u64]) {
+fn sum_down(span: &mut [u64], first: usize, idom: &[u32], below: &mut [u64], best: &mut Best) {
     for i in (0..span.len()).rev() {
         let (d, r) = (idom[first + i] as usize, span[i]);
         match d.checked_sub(first) {
             Some(j) => span[j] += r,
             None => below[d] += r,
         }
+        best.see(first + i, d, r);
     }
 }
 
@@ -893,377 +1029,4 @@ impl Graph for Csr {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-
-    fn run(lists: &[Vec<u32>], sizes: &[u64], roots: &[u32]) -> Dominators {
-        run_late(lists, sizes, roots, &[])
-    }
-
-    /// [`compute`], checked against its steps with a second thread or not, in blocks of 1 to 128
-    /// (the listed targets' bits in one word or two), reading 1 to 16 sources of a target
-    /// before its block is sorted.
-    fn run_late(lists: &[Vec<u32>], sizes: &[u64], roots: &[u32], late: &[u32]) -> Dominators {
-        let g = Csr::from_lists(lists);
-        let d = compute(&g, |v| sizes[v as usize], roots, late);
-        for (min, shift, cap) in [
-            (1, 1, 1),
-            (2, 2, 2),
-            (5, 3, 1),
-            (1, 0, 3),
-            (1, 3, 16),
-            (1, 6, 2),
-            (3, 7, 4),
-        ] {
-            let p = finish_in(
-                prepare(&g, roots, late),
-                |v| sizes[v as usize],
-                3,
-                min,
-                shift,
-                cap,
-            );
-            assert_eq!(
-                (&p.idom, &p.retained),
-                (&d.idom, &d.retained),
-                "second thread from {min}, blocks of {}, {cap} first",
-                1 << shift
-            );
-            assert_eq!((&p.pre, &p.vertex), (&d.pre, &d.vertex));
-            assert_eq!(p.vertex.len(), p.retained.len());
-        }
-        // The same with the per-node arrays in scratch files.
-        let dir = tempfile::tempdir().unwrap();
-        let s = sys::scratch::Scratch::new(dir.path(), 1 << 30).unwrap();
-        let f = finish(
-            prepare(&InScratch(&g, s), roots, late),
-            |v| sizes[v as usize],
-            2,
-        );
-        assert!(f.pre.in_file() || lists.is_empty());
-        assert_eq!((&f.idom, &f.retained), (&d.idom, &d.retained));
-        assert_eq!((&f.pre, &f.vertex), (&d.pre, &d.vertex));
-        d
-    }
-
-    /// A graph whose per-node arrays go to scratch files.
-    struct InScratch<'a>(&'a Csr, sys::scratch::Scratch);
-
-    impl Graph for InScratch<'_> {
-        fn nodes(&self) -> usize {
-            self.0.nodes()
-        }
-        fn succ(&self, v: u32) -> &[u32] {
-            self.0.succ(v)
-        }
-        fn scratch(&self) -> Option<&sys::scratch::Scratch> {
-            Some(&self.1)
-        }
-    }
-
-    /// Nodes reachable from `roots` without passing through `cut`.
-    fn reach(lists: &[Vec<u32>], roots: &[u32], cut: Option<u32>) -> Vec<bool> {
-        let mut seen = vec![false; lists.len()];
-        let mut st: Vec<u32> = roots.iter().copied().filter(|&r| Some(r) != cut).collect();
-        while let Some(v) = st.pop() {
-            if seen[v as usize] {
-                continue;
-            }
-            seen[v as usize] = true;
-            for &w in &lists[v as usize] {
-                if Some(w) != cut && !seen[w as usize] {
-                    st.push(w);
-                }
-            }
-        }
-        seen
-    }
-
-    #[test]
-    fn diamond_and_chain() {
-        // 0 -> 1, 0 -> 2, 1 -> 3, 2 -> 3, 3 -> 4; 5 unreachable
-        let lists = vec![vec![1, 2], vec![3], vec![3], vec![4], vec![], vec![4]];
-        let d = run(&lists, &[1, 10, 100, 1000, 10000, 7], &[0]);
-        assert_eq!(d.idom(0), SUPER);
-        assert_eq!(d.idom(1), 0);
-        assert_eq!(d.idom(2), 0);
-        assert_eq!(d.idom(3), 0);
-        assert_eq!(d.idom(4), 3);
-        assert_eq!(d.idom(5), UNREACHED);
-        assert_eq!(d.retained(0), 11111);
-        assert_eq!(d.retained(3), 11000);
-        assert_eq!(d.retained(5), 0);
-        assert_eq!(d.reachable(), 5);
-    }
-
-    #[test]
-    fn edges_from_a_later_root_tree_and_roots_reached_earlier() {
-        // Root 0 reaches 1 -> 2 -> 3; root 4 (searched second) reaches 5, which points back
-        // into the first tree at 2; root 3 is also reached from root 0's tree.
-        // 2 is then reached from both trees: only the super-root dominates it.
-        let lists = vec![vec![1], vec![2], vec![3], vec![], vec![5], vec![2]];
-        let d = run(&lists, &[1, 10, 100, 1000, 10000, 100000], &[0, 4, 3]);
-        assert_eq!(d.idom(1), 0);
-        assert_eq!(d.idom(2), SUPER);
-        assert_eq!(d.idom(3), SUPER);
-        assert_eq!(d.idom(5), 4);
-        assert_eq!(d.retained(0), 11);
-        assert_eq!(d.retained(2), 100);
-        assert_eq!(d.retained(4), 110000);
-        // A late root reached by nothing before is a root; one reached before is not.
-        let lists = vec![vec![1], vec![], vec![1], vec![0]];
-        let d = run_late(&lists, &[1, 10, 100, 1000], &[0], &[1, 2, 3]);
-        assert_eq!(d.roots_used, vec![0, 2, 3]);
-        assert_eq!(d.idom(1), SUPER);
-        assert_eq!(d.idom(0), SUPER);
-        assert_eq!(d.retained(3), 1000);
-    }
-
-    #[test]
-    fn nothing_reached_is_empty() {
-        // No root: only the super-root is numbered.
-        let d = run(&[vec![1], vec![]], &[1, 10], &[]);
-        assert!(d.is_empty());
-        assert_eq!((d.len(), d.reachable()), (1, 0));
-        // A root and the node it reaches (a third is not reached): not empty.
-        let d = run(&[vec![1], vec![], vec![]], &[1, 10, 100], &[0]);
-        assert!(!d.is_empty());
-        assert_eq!((d.len(), d.reachable()), (3, 2));
-    }
-
-    /// The super-root is told apart from "no root reaches it": [`SUPER`] is neither a node
-    /// nor [`UNREACHED`].
-    #[test]
-    fn super_root_is_not_unreached() {
-        let d = run(&[vec![1], vec![], vec![]], &[1, 10, 100], &[0]);
-        assert_eq!(d.idom(2), UNREACHED);
-        assert_eq!(d.idom(1), 0);
-        assert_eq!(d.idom(0), SUPER);
-        assert_ne!(d.idom(0), d.idom(2));
-    }
-
-    /// Roots and late roots that are no node (past `nodes()`) are left out, on a graph of none
-    /// and on one whose per-node bit arrays end exactly at a word's end.
-    #[test]
-    fn roots_that_are_no_nodes_are_left_out() {
-        let d = run_late(&[], &[], &[0], &[0]);
-        assert!(d.is_empty());
-        assert!(d.roots_used.is_empty());
-        assert_eq!(d.number(0), UNREACHED);
-        let lists: Vec<Vec<u32>> = (0..64u32).map(|i| vec![(i + 1) % 64]).collect();
-        assert_eq!(Csr::from_lists(&lists).nodes(), 64);
-        let d = run_late(&lists, &[1; 64], &[64, 0, 70], &[64, 3]);
-        assert_eq!(d.roots_used, vec![0]);
-        assert_eq!(d.reachable(), 64);
-        assert_eq!(d.retained(0), 64);
-        assert_eq!(d.idom(63), 62);
-    }
-
-    /// Late roots behind gates: one opens when its gate is reached, also by a late root of an
-    /// earlier round; one whose gate nothing reaches, or whose gate is no node, stays shut.
-    #[test]
-    fn gated_late_roots() {
-        // 0 -> 1; 2 -> 6; 3 -> 4; 5, 7 alone.
-        let lists = vec![
-            vec![1],
-            vec![],
-            vec![6],
-            vec![4],
-            vec![],
-            vec![],
-            vec![],
-            vec![],
-        ];
-        let g = Csr::from_lists(&lists);
-        // 5's gate (6) is reached only once 2 is a root, in the round after it.
-        let late = [(5, 6), (3, 4), (7, 99), (2, 1)];
-        let d = finish(prepare_gated(&g, &[0], &late), |v| 1 << v, 1);
-        assert_eq!(d.roots_used, vec![0, 2, 5]);
-        assert_eq!(d.idom(1), 0);
-        assert_eq!(d.idom(2), SUPER);
-        assert_eq!(d.idom(6), 2);
-        assert_eq!(d.idom(5), SUPER);
-        for v in [3, 4, 7] {
-            assert_eq!(d.idom(v), UNREACHED, "node {v}");
-            assert_eq!(d.retained(v), 0);
-        }
-        assert_eq!(d.retained(2), (1 << 2) + (1 << 6));
-        assert_eq!(d.reachable(), 5);
-    }
-
-    /// The retained sizes summed in two ranges side by side (see [`subtree_split`]), on a graph
-    /// shaped like the 10 M-object bench dump's middle: a root holding a table of short chains,
-    /// each chain's middle pointing back at the table and its end at the chain before's end. A chain
-    /// alone offers no split (every vertex's parent is the one before it).
-    #[test]
-    fn retained_sums_split_at_a_subtree() {
-        let chains = 40u32;
-        let head = |c: u32| 2 + 3 * c;
-        let mut edges = vec![(0, 1)];
-        for c in 0..chains {
-            let h = head(c);
-            edges.extend([(1, h), (h, h + 1), (h + 1, h + 2), (h + 1, 1)]);
-            if c > 0 {
-                edges.push((h + 2, head(c - 1) + 2));
-            }
-        }
-        let n = head(chains) as usize;
-        let lists = lists_of(n, edges);
-        let sizes: Vec<u64> = (0..n as u64).map(|v| 1 + v % 7).collect();
-        let p = prepare(&Csr::from_lists(&lists), &[0], &[]);
-        let (a, b) = subtree_split(&p.parent).expect("a split near the middle");
-        assert!(p.parent[b] < a as u32 && a < b && b < p.count, "{a} {b}");
-        assert!(4 * ((b - a).max(p.count - b) + a) <= 3 * p.count);
-        check(&lists, &sizes, &[0], &[]).unwrap();
-
-        let chain = lists_of(64, (0..63).map(|v| (v, v + 1)));
-        let p = prepare(&Csr::from_lists(&chain), &[0], &[]);
-        assert_eq!(subtree_split(&p.parent), None);
-    }
-
-    #[test]
-    fn long_chain_does_not_overflow_the_stack() {
-        let n = 2_000_000u32;
-        let lists: Vec<Vec<u32>> = (0..n)
-            .map(|i| if i + 1 < n { vec![i + 1] } else { vec![] })
-            .collect();
-        let d = run(&lists, &vec![1; n as usize], &[0]);
-        assert_eq!(d.retained(0), n as u64);
-        assert_eq!(d.retained(n - 1), 1);
-        assert_eq!(d.idom(n - 1), n - 2);
-    }
-
-    /// Checks [`compute`] (and its variants, see [`run_late`]) against brute force: the
-    /// retained size of v is the size of what becomes unreachable once v is removed; the
-    /// immediate dominator is consistent with that.
-    fn check(
-        lists: &[Vec<u32>],
-        sizes: &[u64],
-        roots: &[u32],
-        late: &[u32],
-    ) -> Result<(), TestCaseError> {
-        let n = lists.len();
-        let d = run_late(lists, sizes, roots, late);
-        // The scan by number agrees with the answers by node; dominators come first.
-        prop_assert_eq!(d.reachable() as usize + 1, d.len());
-        for k in 1..d.len() as u32 {
-            let v = d.node_at(k);
-            prop_assert_eq!(d.number(v), k);
-            prop_assert!(d.idom_at(k) < k);
-            let want = match d.idom_at(k) {
-                0 => SUPER,
-                i => d.node_at(i),
-            };
-            prop_assert_eq!(d.idom(v), want);
-            prop_assert_eq!(d.retained(v), d.retained_at(k));
-        }
-        // The super-root's children: the roots, then the late ones nothing before reached.
-        let mut used = roots.to_vec();
-        for &r in late {
-            if !reach(lists, &used, None)[r as usize] {
-                used.push(r);
-            }
-        }
-        let all = reach(lists, &used, None);
-        // What stays reachable without each node.
-        let cut: Vec<Vec<bool>> = (0..n as u32)
-            .map(|a| reach(lists, &used, Some(a)))
-            .collect();
-        let dominates = |a: u32, b: u32| a == b || !cut[a as usize][b as usize];
-        for v in 0..n as u32 {
-            if !all[v as usize] {
-                prop_assert_eq!(d.retained(v), 0);
-                prop_assert_eq!(d.idom(v), UNREACHED);
-                continue;
-            }
-            let without = &cut[v as usize];
-            let want: u64 = (0..n)
-                .filter(|&u| all[u] && !without[u])
-                .map(|u| sizes[u])
-                .sum();
-            prop_assert_eq!(d.retained(v), want, "node {}", v);
-            // idom(v) dominates v, and every other dominator of v dominates idom(v) (none
-            // does if it is the super-root).
-            let i = d.idom(v);
-            prop_assert!(i != v);
-            if i != SUPER {
-                prop_assert!(dominates(i, v), "idom {} of {}", i, v);
-            }
-            for u in 0..n as u32 {
-                if u != v && all[u as usize] && dominates(u, v) {
-                    prop_assert!(
-                        i != SUPER && dominates(u, i),
-                        "{} dominates {} above {}",
-                        u,
-                        v,
-                        i
-                    );
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Lists of `n` nodes from edges `(a, b)`, those with an end past `n` left out.
-    fn lists_of(n: usize, edges: impl IntoIterator<Item = (u32, u32)>) -> Vec<Vec<u32>> {
-        let mut lists = vec![Vec::new(); n];
-        for (a, b) in edges {
-            if (a as usize) < n && (b as usize) < n {
-                lists[a as usize].push(b);
-            }
-        }
-        lists
-    }
-
-    proptest! {
-        #![proptest_config(ProptestConfig::with_cases(300))]
-        #[test]
-        fn retained_equals_brute_force(
-            n in 1usize..24,
-            raw_edges in proptest::collection::vec((0u32..24, 0u32..24), 0..60),
-            raw_roots in proptest::collection::vec(0u32..24, 1..4),
-            raw_late in proptest::collection::vec(0u32..24, 0..3),
-            sizes in proptest::collection::vec(1u64..1000, 24),
-        ) {
-            let lists = lists_of(n, raw_edges);
-            let roots: Vec<u32> = raw_roots.into_iter().filter(|&r| (r as usize) < n).collect();
-            let late: Vec<u32> = raw_late.into_iter().filter(|&r| (r as usize) < n).collect();
-            check(&lists, &sizes[..n], &roots, &late)?;
-        }
-
-        /// Long predecessor lists, as class objects have in a heap: many edges into a few
-        /// nodes, within one root's tree, so that a target's first records often leave its
-        /// semi-dominator above the super-root and the rest are read again or sorted.
-        #[test]
-        fn long_lists_equal_brute_force(
-            n in 2usize..48,
-            raw_edges in proptest::collection::vec((0u32..48, 0u32..48), 0..80),
-            into_few in proptest::collection::vec((0u32..48, 0u32..6), 0..160),
-            root in 0u32..48,
-            sizes in proptest::collection::vec(1u64..1000, 48),
-        ) {
-            let lists = lists_of(n, raw_edges.into_iter().chain(into_few));
-            let root = root % n as u32;
-            check(&lists, &sizes[..n], &[root], &[])?;
-        }
-
-        /// Graphs of 64 nodes and more, so that the per-vertex bits (flags, words, listed
-        /// targets) take more than one word and the numbers past 64 have words of their own,
-        /// with many edges into a few nodes past 64 for long lists there.
-        #[test]
-        fn wide_graphs_equal_brute_force(
-            n in 64usize..150,
-            raw_edges in proptest::collection::vec((0u32..150, 0u32..150), 0..300),
-            into_few in proptest::collection::vec((0u32..150, 64u32..72), 0..120),
-            raw_roots in proptest::collection::vec(0u32..150, 1..4),
-            raw_late in proptest::collection::vec(0u32..150, 0..3),
-            sizes in proptest::collection::vec(1u64..1000, 150),
-        ) {
-            let lists = lists_of(n, raw_edges.into_iter().chain(into_few));
-            let roots: Vec<u32> = raw_roots.into_iter().map(|r| r % n as u32).collect();
-            let late: Vec<u32> = raw_late.into_iter().map(|r| r % n as u32).collect();
-            check(&lists, &sizes[..n], &roots, &late)?;
-        }
-    }
-}
+mod tests;

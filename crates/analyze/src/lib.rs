@@ -420,7 +420,7 @@ fn analyze_graph(
     let mut shallow = std::mem::take(&mut ix.shallow);
     let stretches = shallow.chunks_mut(SIZES_STRETCH).enumerate();
     let todo = std::sync::Mutex::new(sizing.as_ref().map(|z| (stretches, z)));
-    let (bfs, prep) = match threads {
+    let (bfs, mut prep) = match threads {
         1 => (None, dominators::prepare_gated(&ix, &root_nodes, &late)),
         _ => std::thread::scope(|s| {
             let ixr = &ix;
@@ -448,6 +448,9 @@ fn analyze_graph(
     let t = Instant::now();
     let shallow = &ix.shallow;
     let sizes = |v: u32| shallow[v as usize] as u64;
+    // The report's dominator candidates are kept as the retained sizes are summed.
+    let (seeds, want) = report::candidates_wanted(&ix, cfg);
+    prep.want_tops(seeds, want);
     let dom = dominators::finish(prep, sizes, threads);
     tm.dominators_ms = t.elapsed().as_millis() as u64;
 
@@ -464,7 +467,7 @@ fn analyze_graph(
         search_ms = t.elapsed().as_millis() as u64;
         bfs
     };
-    let mut rep = report::build(&ix, &dom, paths, cfg, threads, input, running_info)?;
+    let mut rep = report::build(&ix, &dom, paths, cfg, input, running_info)?;
     rep.analysis.input_bytes = bytes;
     rep.analysis.parse_parts = parts.as_ref().map_or(1, |p| p.len() as u64);
     tm.paths_ms += search_ms;

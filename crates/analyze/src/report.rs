@@ -87,7 +87,6 @@
 //! lacks is `thread #12`); `reference` is `null` exactly on the last node.
 #![forbid(unsafe_code)]
 
-use super::arrays::{bit, set_bit};
 use super::dominators::{Dominators, UNREACHED};
 use super::index::{Index, Role};
 use super::library::{self, LibraryLeak};
@@ -98,7 +97,7 @@ use serde::{Deserialize, Serialize};
 use sha1::{Digest, Sha1};
 use std::cell::RefCell;
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 mod cap;
 mod device;
@@ -445,16 +444,21 @@ pub const MAX_SUSPECTS: usize = 10_000;
 /// `classInfos[]` entries kept in all: the most leaking, then the most numerous classes.
 pub const MAX_CLASS_INFOS: usize = 500;
 
+/// The report of index `ix` and its dominators `dom`, whose tops were asked for with
+/// [`candidates_wanted`] (its dominator candidates); `paths` gives the shortest paths to the
+/// ends it is handed.
 pub(crate) fn build(
     ix: &Index,
     dom: &Dominators,
     paths: impl FnOnce(&[u32]) -> Paths,
     cfg: &Config,
-    threads: usize,
     input: Input<'_>,
     running_info: serde_json::Value,
 ) -> Result<Report, Error> {
-    let ((mut suspects, past_cap), cands) = suspects_and_candidates(ix, dom, cfg, threads);
+    let (mut suspects, past_cap) = leak_suspects(ix, dom, cfg);
+    // The dominator candidates (retained size, node), kept as the retained sizes were summed
+    // (asked for by the caller: [`candidates_wanted`]).
+    let cands = dom.tops();
     let folded = fold_consequences(ix, dom, &mut suspects);
     // The shortest paths, given the objects whose paths are named (all of them, or only as
     // far as these need).
@@ -495,7 +499,7 @@ pub(crate) fn build(
     add_consequences(ix, &mut groups, &suspects, &folded, &sign);
 
     // --- dominators[]: candidates grouped by class and path shape, each with its first object.
-    let dgroups = group_candidates(ix, &cands, &sign, cfg.top_n);
+    let dgroups = group_candidates(ix, cands, &sign, cfg.top_n);
     let holders = leak_holders(dom, &suspects);
     let gc_paths = gc_path_groups(groups, &dgroups, &holders, dom, cfg, &mut left_out);
     // Only the groups kept have their paths named.
@@ -561,31 +565,6 @@ pub(crate) fn build(
         leak_objects,
         dominators: dgroups,
         histogram: Vec::new(),
-    })
-}
-
-/// The detectors' suspects and the dominator candidates (retained size, node). Each reads every
-/// node: side by side, the candidates' scan cut in two on a large heap (the suspects' scan is
-/// often skipped).
-fn suspects_and_candidates(
-    ix: &Index,
-    dom: &Dominators,
-    cfg: &Config,
-    threads: usize,
-) -> (Suspects, Vec<(u64, u32)>) {
-    let holder = holders(ix, dom);
-    let want = cfg.top_n.saturating_mul(8).max(64);
-    let len = dom.len() as u32;
-    let mid = if threads > 1 && dom.len() >= super::dominators::PAR_MIN {
-        len / 2
-    } else {
-        len
-    };
-    std::thread::scope(|sc| {
-        let h = sc.spawn(|| dominator_candidates(dom, &holder, 1..mid, want));
-        let suspects = leak_suspects(ix, dom, cfg);
-        let rest = dominator_candidates(dom, &holder, mid..len, want);
-        (suspects, top_candidates(super::joined(h), rest, want))
     })
 }
 
@@ -1081,82 +1060,14 @@ fn listed_suspects(suspects: &[Suspect], dom: &Dominators, max: usize) -> Vec<us
     idx
 }
 
-/// Class objects, and every object that dominates one (class loaders, their class lists), are
-/// "holders": static fields act as roots, as they do for LeakCanary. One bit each, by the
-/// dominators' own numbering.
-fn holders(ix: &Index, dom: &Dominators) -> Vec<u64> {
-    let mut holder = vec![0u64; dom.len().div_ceil(64)];
-    for c in &ix.classes {
-        let mut k = dom.number(c.node);
-        while k != 0 && k != UNREACHED && !bit(&holder, k as usize) {
-            set_bit(&mut holder, k as usize);
-            k = dom.idom_at(k);
-        }
-    }
-    holder
-}
-
-/// A dominator candidate's rank: retained size, then the smaller node.
-type CandKey = Reverse<(u64, Reverse<u32>)>;
-
-/// Keep `key` if it is among the `want` largest offered so far.
-fn offer(heap: &mut BinaryHeap<CandKey>, key: (u64, Reverse<u32>), want: usize) {
-    if heap.len() < want {
-        heap.push(Reverse(key));
-    } else if heap.peek().is_some_and(|top| top.0 < key) {
-        heap.pop();
-        heap.push(Reverse(key));
-    }
-}
-
-/// Dominator candidates among the objects the dominators number `range`: the non-holders whose
-/// immediate dominator is the super-root or a holder, the tops of the dominator tree once it is
-/// cut at the classes. The scan runs in the dominators' numbering (a dominator before what it
-/// dominates), reading their arrays in order. It keeps the `want` largest by (retained, then
-/// the smaller node), whatever the order or the cut of the scan.
-fn dominator_candidates(
-    dom: &Dominators,
-    holder: &[u64],
-    range: std::ops::Range<u32>,
-    want: usize,
-) -> BinaryHeap<CandKey> {
-    let mut heap = BinaryHeap::with_capacity(want + 1);
-    // Once `want` are kept, an object retaining less than the least of them cannot be kept:
-    // it is passed over on its size alone (read in order), without looking its dominator up.
-    let mut floor = 0u64;
-    for k in range {
-        let r = dom.retained_at(k);
-        if r < floor || bit(holder, k as usize) {
-            continue;
-        }
-        let d = dom.idom_at(k);
-        if d != 0 && !bit(holder, d as usize) {
-            continue;
-        }
-        offer(&mut heap, (r, Reverse(dom.node_at(k))), want);
-        if heap.len() >= want {
-            floor = heap.peek().map_or(0, |top| top.0 .0);
-        }
-    }
-    heap
-}
-
-/// The `want` largest candidates of two scans, largest first, as (retained, node).
-fn top_candidates(
-    mut a: BinaryHeap<CandKey>,
-    b: BinaryHeap<CandKey>,
-    want: usize,
-) -> Vec<(u64, u32)> {
-    for Reverse(key) in b {
-        offer(&mut a, key, want);
-    }
-    let mut cands: Vec<(u64, u32)> = a
-        .into_iter()
-        .map(|Reverse((r, Reverse(v)))| (r, v))
-        .collect();
-    // (The library's one sort: the order is the same, every node being another.)
-    sys::order::sort_by(&mut cands, |a, b| b.cmp(a));
-    cands
+/// What [`build`] asks the dominators for ([`crate::dominators::Prepared::want_tops`]): the
+/// dominator candidates are the tops of the dominator tree cut at the "holders": class objects,
+/// and every object that dominates one (class loaders, their class lists), whose static fields
+/// act as roots, as they do for LeakCanary. The seeds are the classes' nodes; `top_n` groups
+/// are made from eight times as many candidates (64 at least).
+pub(crate) fn candidates_wanted(ix: &Index, cfg: &Config) -> (Vec<u32>, usize) {
+    let seeds = ix.classes.iter().map(|c| c.node).collect();
+    (seeds, cfg.top_n.saturating_mul(8).max(64))
 }
 
 /// Describe `path`, the path to `v`: its root's name, its signature (streamed: the steps are

@@ -223,21 +223,6 @@ fn keep_largest_keeps_the_largest_in_their_order_and_counts_the_rest() {
     assert_eq!(v, [(5, 'b')]);
 }
 
-/// `offer` keeps the `want` largest keys offered, whatever their order.
-#[test]
-fn offer_keeps_the_largest_keys_offered() {
-    let mut heap = BinaryHeap::new();
-    for (r, v) in [(4, 1), (9, 2), (1, 3), (7, 4), (9, 5)] {
-        offer(&mut heap, (r, Reverse(v)), 3);
-    }
-    let mut kept: Vec<(u64, u32)> = heap
-        .into_iter()
-        .map(|Reverse((r, Reverse(v)))| (r, v))
-        .collect();
-    kept.sort_unstable();
-    assert_eq!(kept, [(7, 4), (9, 2), (9, 5)]);
-}
-
 /// Two window classes below `android.view.Window` (3 live windows and an unreachable one), a
 /// registry class below `libcore.util.NativeAllocationRegistry` (2 live) and a plain holder,
 /// every live object held by a JNI global.
@@ -471,73 +456,4 @@ fn suspects_past_the_cap_of_their_class_are_counted() {
         (main[0].instance_count, main[0].leak_instance_count),
         (3, 3)
     );
-}
-
-proptest::proptest! {
-    /// The candidates of a scan in two parts, whatever the cut, are the `want` largest by
-    /// (retained, then the smaller node) of the objects that are not holders and whose
-    /// immediate dominator is the super-root or a holder: an object passed over on its
-    /// retained size alone (below the least kept) is never one of them. Sizes repeat, so that
-    /// ties at the least kept are met (not in every run:
-    /// `a_tie_at_the_least_kept_goes_to_the_smaller_node` meets one always).
-    #[test]
-    fn candidates_are_the_largest_tops_below_the_holders(
-        lists in proptest::collection::vec(proptest::collection::vec(0u32..40, 0..4), 2..40),
-        sizes in proptest::collection::vec(1u64..6, 40),
-        holders in proptest::collection::vec(proptest::bool::weighted(0.2), 41),
-        want in 1usize..12,
-        cut in 0u32..42,
-    ) {
-        use crate::dominators::{compute, Csr};
-        let n = lists.len() as u32;
-        let lists: Vec<Vec<u32>> = lists
-            .iter()
-            .map(|l| l.iter().copied().filter(|&w| w < n).collect())
-            .collect();
-        let dom = compute(&Csr::from_lists(&lists), |v| sizes[v as usize], &[0, n / 2], &[]);
-        let len = dom.len() as u32;
-        let mut holder = vec![0u64; dom.len().div_ceil(64)];
-        for k in 1..len {
-            if holders[k as usize] {
-                set_bit(&mut holder, k as usize);
-            }
-        }
-        let mid = cut.clamp(1, len.max(1));
-        let got = top_candidates(
-            dominator_candidates(&dom, &holder, 1..mid, want),
-            dominator_candidates(&dom, &holder, mid..len, want),
-            want,
-        );
-        let mut all: Vec<(u64, u32)> = (1..len)
-            .filter(|&k| !holders[k as usize])
-            .filter(|&k| dom.idom_at(k) == 0 || holders[dom.idom_at(k) as usize])
-            .map(|k| (dom.retained_at(k), dom.node_at(k)))
-            .collect();
-        all.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-        all.truncate(want);
-        // (Handed out largest first, and among equal sizes the larger node first.)
-        all.sort_by(|a, b| b.cmp(a));
-        proptest::prop_assert_eq!(got, all);
-    }
-}
-
-/// Among candidates of equal retained size the smaller node is kept, also when it comes later
-/// in the scan than the least one kept: the root's three leaves are numbered 3, 2, 1 in the
-/// search's order, each retaining 1 byte, and the two kept are nodes 1 and 2.
-#[test]
-fn a_tie_at_the_least_kept_goes_to_the_smaller_node() {
-    use crate::dominators::{compute, Csr};
-    let lists = vec![vec![3, 2, 1], vec![], vec![], vec![]];
-    let dom = compute(&Csr::from_lists(&lists), |_| 1, &[0], &[]);
-    assert_eq!((dom.node_at(2), dom.node_at(3), dom.node_at(4)), (3, 2, 1));
-    // The root (number 1) holds its leaves.
-    let mut holder = vec![0u64; dom.len().div_ceil(64)];
-    set_bit(&mut holder, 1);
-    let len = dom.len() as u32;
-    let got = top_candidates(
-        dominator_candidates(&dom, &holder, 1..len, 2),
-        BinaryHeap::new(),
-        2,
-    );
-    assert_eq!(got, [(1, 2), (1, 1)]);
 }
