@@ -685,7 +685,8 @@ fn chain_with_roots_of_both_priorities() -> (Index, [Root; 3]) {
 
 /// A queue's [`Steps`] say where each node it holds came from, whatever each node taken out
 /// put in (none, a few, [`u8::MAX`] or more), across many of [`Steps::blocks`]' blocks: read
-/// from the front ([`Fifo::each_parent`]) and one at a time ([`Steps::came_from`]).
+/// from the front ([`Fifo::each_parent`]) and one at a time ([`Steps::came_from`]), with the
+/// sums of every block and with those up to the node's own place.
 #[test]
 fn steps_say_where_each_node_came_from() {
     let mut seed = 0x9e37_79b9_7f4a_7c15u64;
@@ -727,10 +728,15 @@ fn steps_say_where_each_node_came_from() {
         .map(|w| (w, from[w as usize]))
         .collect();
     assert_eq!(got, want);
-    let blocks = q.steps.blocks();
+    let blocks = q.steps.blocks(usize::MAX);
     for (k, &f) in from[1..].iter().enumerate() {
         assert_eq!(q.steps.came_from(&blocks, k), f as usize, "node {}", k + 1);
+        // The sums up to the node's own place (here, its number) are enough.
+        let upto = q.steps.blocks(k + 1);
+        assert!(upto.len() <= (k + 1) / STEP_BLOCK + 1);
+        assert_eq!(q.steps.came_from(&upto, k), f as usize, "node {}", k + 1);
     }
+    assert!(q.steps.blocks(1).len() == 1 && q.steps.blocks(STEP_BLOCK).len() == 2);
 }
 
 /// The parents read off a whole search for its ends alone give the ends the whole search's
@@ -774,7 +780,7 @@ fn parents_read_for_the_ends_give_their_paths() {
         node(LOST),
     ];
     check(&ix, &ix.roots, &[], &ends, "wide and deep");
-    // Every end queued (the pass back then starts at the last of them).
+    // Every end queued (the pass from the front then stops at the last of them).
     let near = [node(deep_node(2)), node(wide_leaf(3)), node(deep_node(1))];
     check(&ix, &ix.roots, &[], &near, "wide and deep, all reached");
     let near_paths = reached(&ix, &ix.roots, &[]).paths_to(&near);
