@@ -92,6 +92,16 @@ printf '\n%d interleaved runs each; wall and cpu are those of the median-wall ru
 printf 'load average (1, 5, 15 min) on %s cores: before %s, after %s\n' "$(nproc)" "$load_before" "$(cut -d' ' -f1-3 /proc/loadavg)"
 printf 'steal time  %.1f %% of this guest'"'"'s CPU time during the runs (time the host gave other guests)\n' \
   "$(echo "100*($steal_after-$steal_before)/($ticks_after-$ticks_before+0.0001)" | bc -l)"
+# DAMON, the kernel's access monitor, where this guest runs it: a page it has sampled costs up
+# to 130 us at its next touch, so a file or memory left alone for a sample interval reads slower
+# the next time (notes/next-43.md, session 38). The tools run back to back, each over a file
+# the one before it has just read.
+damon=/sys/kernel/mm/damon/admin/kdamonds/0
+if [ "$(cat "$damon/state" 2>/dev/null)" = on ]; then
+  printf 'DAMON       on: a sample every %s ms, scheme %s (memory idle that long is slower to touch again)\n' \
+    "$(( $(cat "$damon/contexts/0/monitoring_attrs/intervals/sample_us" 2>/dev/null || echo 0) / 1000 ))" \
+    "$(cat "$damon/contexts/0/schemes/0/action" 2>/dev/null || echo none)"
+fi
 printf '%-28s %9s %8s %8s %8s %12s %10s\n' "run" "input MB" "wall s" "min s" "cpu s" "peak RSS MB" "RSS/input"
 row "hprof-slurp (histogram)" slurp "$BIG"
 row "oomguard analyze (full)" full "$BIG"
