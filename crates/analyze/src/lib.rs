@@ -418,7 +418,9 @@ fn analyze_graph(
     // has ended, beside the end of the other (at 10 M objects the BFS outlasts the depth-first
     // search by 14-34 ms, and the conversion takes about 25 on one thread); neither reads them.
     let mut shallow = std::mem::take(&mut ix.shallow);
-    let stretches = shallow.chunks_mut(SIZES_STRETCH).enumerate();
+    let stretches = shallow
+        .chunks_mut(SIZES_STRETCH)
+        .zip(ix.class_of.chunks(SIZES_STRETCH));
     let todo = std::sync::Mutex::new(sizing.as_ref().map(|z| (stretches, z)));
     let (bfs, mut prep) = match threads {
         1 => (None, dominators::prepare_gated(&ix, &root_nodes, &late)),
@@ -427,16 +429,16 @@ fn analyze_graph(
             let todo = &todo;
             let h = s.spawn(|| {
                 let r = paths::reached(ixr, &ixr.roots, &late);
-                convert_stretches(todo, &ixr.class_of, SIZES_STRETCH);
+                convert_stretches(todo);
                 r
             });
             let prep = dominators::prepare_gated(ixr, &root_nodes, &late);
-            convert_stretches(todo, &ixr.class_of, SIZES_STRETCH);
+            convert_stretches(todo);
             (Some(joined(h)), prep)
         }),
     };
     // (With one thread, all of it here.)
-    convert_stretches(&todo, &ix.class_of, SIZES_STRETCH);
+    convert_stretches(&todo);
     ix.shallow = shallow;
     if let Some(z) = sizing {
         index::finish_sizes(&mut ix, z);
@@ -480,33 +482,26 @@ fn analyze_graph(
 /// Objects whose sizes [`convert_stretches`] converts at a time (40 stretches at 10 M).
 const SIZES_STRETCH: usize = 1 << 18;
 
-/// The objects' raw sizes (in stretches, each with its number), and what converts them.
+/// The objects' raw sizes in stretches, each beside the same stretch of their classes, and
+/// what converts them.
 type Stretches<'a> = std::sync::Mutex<
     Option<(
-        std::iter::Enumerate<std::slice::ChunksMut<'a, u32>>,
+        std::iter::Zip<std::slice::ChunksMut<'a, u32>, std::slice::Chunks<'a, u32>>,
         &'a index::Sizing,
     )>,
 >;
 
-/// Convert the objects' sizes a stretch (of `stretch` objects) at a time until none is left
-/// (one or more threads).
-fn convert_stretches(todo: &Stretches<'_>, class_of: &[u32], stretch: usize) {
+/// Convert the objects' sizes a stretch at a time until none is left (one or more threads).
+fn convert_stretches(todo: &Stretches<'_>) {
     loop {
         let next = match todo.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
-            Some((left, z)) => left.next().map(|(k, sh)| (k, sh, *z)),
+            Some((left, z)) => left.next().map(|(sh, cl)| (sh, cl, *z)),
             None => None,
         };
-        let Some((k, shallow, z)) = next else {
+        let Some((shallow, class_of, z)) = next else {
             return;
         };
-        let n = class_of.len();
-        let at = (k * stretch).min(n);
-        index::convert_sizes(
-            &class_of[at..(at + shallow.len()).min(n)],
-            shallow,
-            z,
-            false,
-        );
+        index::convert_sizes(class_of, shallow, z, false);
     }
 }
 

@@ -20,8 +20,7 @@ fn run_late(lists: &[Vec<u32>], sizes: &[u64], roots: &[u32], late: &[u32]) -> D
     let seeds: Vec<u32> = (0..n as u32).filter(|v| v % 3 == 1).collect();
     let want = 1 + n % 5;
     let tops = tops_by_brute_force(&d, n, &seeds, want);
-    let asked = |g: &dyn Fn() -> Prepared| {
-        let mut p = g();
+    let asked = |mut p: Prepared| {
         p.want_tops(seeds.clone(), want);
         p
     };
@@ -35,7 +34,7 @@ fn run_late(lists: &[Vec<u32>], sizes: &[u64], roots: &[u32], late: &[u32]) -> D
         (3, 7, 4),
     ] {
         let p = finish_in(
-            asked(&|| prepare(&g, roots, late)),
+            asked(prepare(&g, roots, late)),
             |v| sizes[v as usize],
             3,
             min,
@@ -56,7 +55,7 @@ fn run_late(lists: &[Vec<u32>], sizes: &[u64], roots: &[u32], late: &[u32]) -> D
     let dir = tempfile::tempdir().unwrap();
     let s = sys::scratch::Scratch::new(dir.path(), 1 << 30).unwrap();
     let f = finish(
-        asked(&|| prepare(&InScratch(&g, s.clone()), roots, late)),
+        asked(prepare(&InScratch(&g, s), roots, late)),
         |v| sizes[v as usize],
         2,
     );

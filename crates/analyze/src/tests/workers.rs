@@ -32,10 +32,11 @@ fn sizes_converted_in_stretches_on_two_threads_are_those_converted_at_once() {
     assert_ne!(whole, ix.shallow.to_vec(), "the raw sizes are not the VM's");
     for stretch in [1, 3, 1000, ix.len(), ix.len() + 1] {
         let mut shallow = ix.shallow.to_vec();
-        let todo = std::sync::Mutex::new(Some((shallow.chunks_mut(stretch).enumerate(), &z)));
+        let stretches = shallow.chunks_mut(stretch).zip(ix.class_of.chunks(stretch));
+        let todo = std::sync::Mutex::new(Some((stretches, &z)));
         std::thread::scope(|s| {
-            s.spawn(|| crate::convert_stretches(&todo, &ix.class_of, stretch));
-            crate::convert_stretches(&todo, &ix.class_of, stretch);
+            s.spawn(|| crate::convert_stretches(&todo));
+            crate::convert_stretches(&todo);
         });
         assert_eq!(shallow, whole, "stretches of {stretch}");
     }
