@@ -30,7 +30,9 @@ use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 mod buf;
+mod stretched;
 pub use buf::{extend_in_parts, Buf, GROW_MIN, PREFAULT_BYTES};
+pub use stretched::{Stretched, Writer};
 
 /// Types a scratch array may hold: plain numbers and arrays of them.
 ///

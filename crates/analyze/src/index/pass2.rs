@@ -3,6 +3,7 @@
 
 #[allow(unused_imports)]
 use super::*;
+use sys::scratch::Writer;
 
 // ---------------------------------------------------------------------------------------------
 // Pass 2
@@ -546,7 +547,7 @@ impl Placed {
 pub(crate) fn place(
     ix: &Index,
     l: Looked,
-    dst: &mut [u32],
+    dst: &mut Writer<'_, u32>,
     base: u32,
     nodes: NodeRange<'_>,
     mut node_of: impl FnMut(u32) -> u32,
@@ -587,14 +588,14 @@ pub(crate) fn place(
             } else if cn == NONE {
                 missing_refs += 1;
             } else {
-                *dst.get_mut(kept)? = cn;
+                dst.push(cn)?;
                 kept += 1;
             }
         }
         let d = (d & !CLASS_EDGE) as usize;
         for &x in ts.get(at..at.checked_add(d)?)? {
             if x != NONE {
-                *dst.get_mut(kept)? = x;
+                dst.push(x)?;
                 kept += 1;
             }
         }
@@ -611,7 +612,7 @@ pub(crate) fn place(
             _ => rest.push(o),
         }
     }
-    if kept != dst.len() || at != ts.len() || s != sides.len() {
+    if kept != dst.room() || at != ts.len() || s != sides.len() {
         return None;
     }
     drop(entries);
