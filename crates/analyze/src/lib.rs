@@ -192,6 +192,11 @@ impl Thresholds {
 }
 
 impl Config {
+    /// The threads the analysis runs on: [`Config::threads`], 0 resolved to the machine's.
+    pub fn threads_used(&self) -> usize {
+        threads(self)
+    }
+
     /// This configuration's [`Thresholds`].
     pub fn thresholds(&self) -> Thresholds {
         Thresholds {
