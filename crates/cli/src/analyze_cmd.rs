@@ -168,8 +168,11 @@ pub fn run(a: AnalyzeArgs) -> Result<(), Failure> {
             analyze::Error::Input { .. } => fail(2, format!("{}: {e}", a.input.display())),
             analyze::Error::Io { .. } => fail(1, format!("{}: {e}", a.input.display())),
         })?;
-    // Parsed without error, but perhaps without a heap dump in it (a header alone).
-    files::heap_records(&a.input, &files::input(&a.input)?)?;
+    // Parsed without error, but perhaps without a heap dump in it (a header alone): the
+    // analysis found no snapshot then (a snapshot is a span of heap records).
+    if report.analysis.snapshots == 0 {
+        files::heap_records(&a.input, &files::input(&a.input)?)?;
+    }
     let json = serde_json::to_vec_pretty(&report).map_err(|e| fail(1, format!("report: {e}")))?;
     let mut staged = vec![files::Staged::new(&a.output)?];
     staged[0].write_all(&json)?;
