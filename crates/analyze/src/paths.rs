@@ -1156,6 +1156,16 @@ impl<'a> Pass3<'a> {
         let b = self.wanted.partition_point(|e| e.0 <= parent);
         a..b
     }
+    /// Take what `other` found where this found nothing (`other` read later pieces of the
+    /// same wanted pairs: made by [`Pass3::new`] from the same list).
+    pub(crate) fn absorb(&mut self, other: Pass3<'_>) {
+        debug_assert!(self.wanted == other.wanted);
+        for (mine, theirs) in self.found.iter_mut().zip(other.found) {
+            if mine.is_none() {
+                *mine = theirs;
+            }
+        }
+    }
     pub(crate) fn get(&self, parent: u64, child: u64) -> Ref {
         match self.wanted.binary_search(&(parent, child)) {
             Ok(i) => self.found[i].clone().unwrap_or(Ref::Unknown),

@@ -1014,6 +1014,39 @@ fn an_array_entry_on_a_path_names_its_first_index() {
     }
 }
 
+/// Pass 3 read on several threads (`report::read_paths`): what a visitor of later pieces found
+/// is joined only where the earlier ones found nothing, so a pair or an object met twice keeps
+/// the earlier answer (the first object with an id is the one analysed), as one visitor would.
+#[test]
+fn pass3_finds_of_later_pieces_are_joined_after_the_earlier_ones() {
+    let bytes = array_path_dump(4);
+    let ix = scan(&Input::Bytes(&bytes), &mut None, None).unwrap();
+    let wanted = vec![(0x500, 0x100), (0x500, 0x200), (0x500, 0x80)];
+    let mut early = paths::Pass3::new(&ix, wanted.clone());
+    let mut late = paths::Pass3::new(&ix, wanted);
+    let mut p = Parser::new();
+    p.feed(&bytes, &mut late).unwrap();
+    p.finish().unwrap();
+    early.found[0] = Some(paths::Ref::Unknown);
+    early.absorb(late);
+    assert_eq!(
+        early.get(0x500, 0x80),
+        paths::Ref::Unknown,
+        "the earlier answer"
+    );
+    assert_eq!(early.get(0x500, 0x100), paths::Ref::Element(4321));
+    assert_eq!(early.get(0x500, 0x200), paths::Ref::Element(7));
+    let mut a = trace::Fields::new(vec![1, 2, 3]);
+    let mut b = trace::Fields::new(vec![1, 2, 3]);
+    a.got.insert(1, (10, vec![1]));
+    b.got.insert(1, (20, vec![2]));
+    b.got.insert(3, (30, vec![3]));
+    a.absorb(b);
+    let mut got: Vec<_> = a.got.into_iter().collect();
+    got.sort_unstable();
+    assert_eq!(got, [(1, (10, vec![1])), (3, (30, vec![3]))]);
+}
+
 #[test]
 fn free_node_skips_the_taken_nodes() {
     for taken in [

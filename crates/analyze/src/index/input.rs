@@ -87,20 +87,95 @@ impl Input<'_> {
         ids: &[u64],
         v: &mut dyn Visitor,
     ) -> Result<(), Error> {
+        match self.pieces(segments, ids) {
+            None => self.pass_cold(v).map(|_| ()),
+            Some((base, pick)) => base.feed_pieces(&pick, v),
+        }
+    }
+
+    /// [`Input::pass_segments`] with the pieces shared out in file order among `vs`, each
+    /// visitor on a thread of its own (the first on this one) seeing a run of whole pieces of
+    /// about equal bytes, the earliest run the first visitor's: if the pieces come to fewer
+    /// than `min_bytes`, the first visitor sees them all here (as it sees a whole pass where
+    /// the pieces are unknown). The error reported is the one earliest in the file.
+    pub(crate) fn pass_segments_beside(
+        &self,
+        segments: &[crate::index::Segment],
+        ids: &[u64],
+        vs: &mut [&mut (dyn Visitor + Send)],
+        min_bytes: u64,
+    ) -> Result<(), Error> {
+        let Some((first, rest)) = vs.split_first_mut() else {
+            return Ok(());
+        };
+        let Some((base, pick)) = self.pieces(segments, ids) else {
+            return self.pass_cold(*first).map(|_| ());
+        };
+        let total: u64 = pick.iter().map(|s| s.len).sum();
+        if rest.is_empty() || pick.len() < 2 || total < min_bytes {
+            return base.feed_pieces(&pick, *first);
+        }
+        // Runs of whole pieces, each ending once it holds its share of the bytes.
+        let share = total.div_ceil(1 + rest.len() as u64);
+        let mut runs: Vec<&[&crate::index::Segment]> = Vec::new();
+        let (mut from, mut acc) = (0, 0);
+        for (i, s) in pick.iter().enumerate() {
+            acc += s.len;
+            if acc >= share * (runs.len() as u64 + 1) && runs.len() < rest.len() {
+                runs.push(&pick[from..=i]);
+                from = i + 1;
+            }
+        }
+        runs.push(&pick[from..]);
+        let mut runs = runs.into_iter();
+        let mine = runs.next().unwrap_or(&[]);
+        std::thread::scope(|sc| {
+            let hs: Vec<_> = rest
+                .iter_mut()
+                .zip(runs)
+                .map(|(v, run)| sc.spawn(move || base.feed_pieces(run, *v)))
+                .collect();
+            let r = base.feed_pieces(mine, *first);
+            let others = hs.into_iter().map(crate::joined);
+            // (In file order: the first error met in a whole pass.)
+            std::iter::once(r)
+                .chain(others)
+                .collect::<Result<Vec<()>, Error>>()
+        })
+        .map(|_| ())
+    }
+
+    /// The input whose pieces are read (a snapshot's file), and the pieces of `segments` that
+    /// may hold one of `ids` (sorted): those whose id range covers one. `None` if the pieces
+    /// are unknown.
+    fn pieces<'s>(
+        &'s self,
+        segments: &'s [crate::index::Segment],
+        ids: &[u64],
+    ) -> Option<(&'s Input<'s>, Vec<&'s crate::index::Segment>)> {
         if segments.is_empty() {
-            return self.pass_cold(v).map(|_| ());
+            return None;
         }
         // The pieces are those of the snapshot analysed.
         if let Input::Snapshot(s) = self {
-            return s.base.pass_segments(segments, ids, v);
+            return s.base.pieces(segments, ids);
         }
-        let pick: Vec<&crate::index::Segment> = segments
+        let pick = segments
             .iter()
             .filter(|s| {
                 let i = ids.partition_point(|&x| x < s.min_id);
                 i < ids.len() && ids[i] <= s.max_id
             })
             .collect();
+        Some((self, pick))
+    }
+
+    /// Parse the file's header, then `pick`, each piece as a record of its own.
+    fn feed_pieces(
+        &self,
+        pick: &[&crate::index::Segment],
+        v: &mut dyn Visitor,
+    ) -> Result<(), Error> {
         let v = &mut snapshot::Only::new(v, &[], 0);
         let mut p = Parser::new();
         // Each piece is fed as a record of its own: a made-up record header, then its

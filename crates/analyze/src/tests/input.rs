@@ -361,3 +361,88 @@ fn parts_of_a_snapshot_see_only_its_heap() {
     let parts = [(h, second), (second, bytes.len() as u64)];
     assert_eq!(in_parts(&input, &parts), events);
 }
+
+/// Pieces read side by side, in runs of whole pieces shared among visitors (the first run the
+/// first visitor's), give each visitor its run's records in file order: together, what one
+/// visitor reads in turn. The error reported is the one earliest in the file, at its byte.
+#[test]
+fn pieces_read_beside_are_those_read_in_turn() {
+    let mut w = Writer::new(Format::V103, 4, 0);
+    activity_strings(&mut w);
+    w.segment(tag::HEAP_DUMP_SEGMENT);
+    activity_class_dumps(&mut w);
+    w.end_segment();
+    let id = |s: u64, i: u64| 0x1000 + 0x1000 * s + 16 * i;
+    for s in 0..9u64 {
+        w.segment(tag::HEAP_DUMP_SEGMENT);
+        for i in 0..3 + s {
+            w.instance(id(s, i), 0x30, &[1, 0]);
+        }
+        w.end_segment();
+    }
+    w.heap_dump_end();
+    let bytes = w.finish();
+    // Each object segment a piece.
+    let (events, _) = whole(&Input::Bytes(&bytes));
+    let heads: Vec<(u64, &Vec<u8>)> = events
+        .iter()
+        .filter(|e| e.0 == 'D')
+        .map(|e| (e.1, &e.2))
+        .collect();
+    assert_eq!(heads.len(), 10);
+    let pieces: Vec<crate::index::Segment> = (heads[1..].iter().enumerate())
+        .map(|(s, &(at, raw))| crate::index::Segment {
+            offset: at + 9,
+            len: hprof::read_u32(&raw[5..]) as u64,
+            tag: tag::HEAP_DUMP_SEGMENT,
+            min_id: id(s as u64, 0),
+            max_id: id(s as u64, 2 + s as u64),
+        })
+        .collect();
+    // Objects in pieces 1, 2, 5 and 8.
+    let ids = [id(1, 0), id(2, 3), id(5, 1), id(5, 6), id(8, 10)];
+    let records = |t: &Trace| -> Vec<(char, Vec<u8>)> {
+        (t.events.iter())
+            .filter(|e| e.0 != 'H')
+            .map(|e| (e.0, e.2.clone()))
+            .collect()
+    };
+    let beside = |input: &Input<'_>, ts: &mut [Trace], min_bytes| {
+        let mut vs: Vec<&mut (dyn Visitor + Send)> = ts
+            .iter_mut()
+            .map(|t| t as &mut (dyn Visitor + Send))
+            .collect();
+        input.pass_segments_beside(&pieces, &ids, &mut vs, min_bytes)
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let path = file(&dir, "d.hprof", &bytes);
+    for input in [Input::File(&path), Input::Bytes(&bytes)] {
+        let mut one = Trace::default();
+        input.pass_segments(&pieces, &ids, &mut one).unwrap();
+        let want = records(&one);
+        assert_eq!(want.iter().filter(|r| r.0 == 'D').count(), 4);
+        for (k, min_bytes) in [(1, 0), (2, 0), (3, 0), (4, 0), (7, 0), (3, u64::MAX)] {
+            let mut ts: Vec<Trace> = (0..k).map(|_| Trace::default()).collect();
+            beside(&input, &mut ts, min_bytes).unwrap();
+            let got: Vec<_> = ts.iter().flat_map(records).collect();
+            assert_eq!(got, want, "{k} visitors, from {min_bytes} bytes");
+            let busy = ts.iter().filter(|t| !records(t).is_empty()).count();
+            let most = if min_bytes == 0 { k.min(4) } else { 1 };
+            assert!(
+                busy >= most.min(2) && busy <= most,
+                "{k} visitors: {busy} read pieces"
+            );
+        }
+        // Visitors failing at an object each (the first at piece 2's, the others at piece 8's,
+        // which the second reads): both fail, and the error is the first's, where a whole
+        // reading meets it; with the first not failing, the second's.
+        for (fails, first) in [
+            ([id(2, 3), id(8, 10), id(8, 10)], id(2, 3)),
+            ([1, id(8, 10), id(8, 10)], id(8, 10)),
+        ] {
+            let want = offset_of(input.pass_segments(&pieces, &ids, &mut Trace::failing_at(first)));
+            let mut ts: Vec<Trace> = fails.map(Trace::failing_at).into();
+            assert_eq!(offset_of(beside(&input, &mut ts, 0)), want, "{fails:x?}");
+        }
+    }
+}

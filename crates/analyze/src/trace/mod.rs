@@ -145,6 +145,12 @@ impl Fields {
     pub(crate) fn wanted(&self) -> &[u64] {
         &self.wanted
     }
+    /// Take the objects `other` got that this did not (`other` read later pieces).
+    pub(crate) fn absorb(&mut self, other: Fields) {
+        for (id, v) in other.got {
+            self.got.entry(id).or_insert(v);
+        }
+    }
 }
 
 impl Visitor for Fields {
