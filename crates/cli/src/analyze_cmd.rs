@@ -223,7 +223,7 @@ pub fn run(a: AnalyzeArgs) -> Result<(), Failure> {
     let _ = std::io::stdout().lock().write_all(text.as_bytes());
     // The analysis's freed arrays are kept by the allocator to the end; their pages are freed
     // here on the analysis's threads, not one at a time by the exit's teardown (at 10 M
-    // objects 27-31 ms from the report's end to the process's, 18-21 this way).
+    // objects 26-31 ms from the report's end to the process's, 16-21 this way).
     drop(report);
     crate::ALLOC.release_kept(cfg.threads_used());
     Ok(())
