@@ -10,7 +10,8 @@
 //!   durable atomic write of the workspace ([`fs::write_atomic_from`]: temporary sibling named by
 //!   one rule, fsync, rename, directory fsync; [`fs::write_file_atomic`] on the real file system),
 //!   which every writer that replaces a file whole uses.
-//! - [`scratch`]: file-backed scratch arrays for the analysis child (issue 43's memory budget).
+//! - [`scratch`]: file-backed scratch arrays for the analysis child (issue 43's memory budget),
+//!   and arrays its threads fill in stretches without writing zeros first ([`scratch::Stretched`]).
 //! - [`fd`]: owned file descriptors for what std does not make (a close-on-exec pipe), so that fds
 //!   are [`std::os::fd::OwnedFd`]s closed once by their owner, never raw integers.
 //! - [`chan`]: the channel the library's threads pass messages on (the `.so`'s size again: std's
@@ -19,9 +20,9 @@
 //! - [`order`]: the one stable sort the library's cold sorts share (the shipped `.so`'s size: one
 //!   copy of the standard library's stable sort, not one per element type).
 //!
-//! It holds no policy and no logic of the agent's: only what wraps the OS (and that sort, channel
-//! and date). Unsafe code lives here (each block with a `// SAFETY:` comment), in the agent's
-//! `hook`, `dump`, `child` and `jni`, and nowhere else.
+//! It holds no policy and no logic of the agent's: only what wraps the OS (and that sort, channel,
+//! date and the stretched arrays, which need `unsafe`). Unsafe code lives here (each block with
+//! a `// SAFETY:` comment), in the agent's `hook`, `dump`, `child` and `jni`, and nowhere else.
 
 pub mod chan;
 pub mod cpu;
