@@ -206,10 +206,13 @@ fn huge_page_alloc_advises_large_blocks() {
     }
 }
 
-/// Kept blocks given back on threads leave the allocator and the address space; the next
-/// block is a new mapping, zeroed.
+/// Kept blocks given back on threads leave the allocator: none is kept, and the next block is
+/// a new mapping, zeroed (a block cut from a kept one would hold the old bytes: `alloc` does
+/// not zero). (Whether their addresses are unmapped is not asked: the tests run side by side,
+/// and another may map the range again at once; CI once found the 8 MiB + 4 KiB block's
+/// address mapped again right after the release.)
 #[test]
-fn kept_blocks_released_on_threads_are_unmapped() {
+fn kept_blocks_released_on_threads_leave_the_allocator() {
     use std::alloc::{GlobalAlloc, Layout};
     for threads in [1, 2, 3, 9] {
         let a = HugePageAlloc::with_huge_pages(false);
@@ -238,12 +241,6 @@ fn kept_blocks_released_on_threads_are_unmapped() {
         assert_eq!(kept, sizes.iter().map(|&s| mapping_len(s)).sum::<usize>());
         a.release_kept(threads);
         assert_eq!(a.spare().kept(), 0, "{threads} threads");
-        for (&p, &size) in at.iter().zip(&sizes) {
-            assert!(
-                area_of(p).is_none(),
-                "{threads} threads: block of {size} still mapped"
-            );
-        }
         let layout = Layout::from_size_align(4 << 20, 16).unwrap();
         // SAFETY: a non-zero layout; read within bounds, then freed with it.
         #[allow(unsafe_code)]
