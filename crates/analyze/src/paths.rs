@@ -1040,12 +1040,12 @@ pub(crate) struct Pass3<'a> {
 const BLOOM_BITS: u32 = 16;
 
 #[inline]
-fn bloom_bit(id: u64) -> usize {
+pub(crate) fn bloom_bit(id: u64) -> usize {
     (id.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - BLOOM_BITS)) as usize
 }
 
 /// Make `bloom` the one-hash Bloom filter of `ids` (its memory reused).
-fn fill_bloom(bloom: &mut Vec<u64>, ids: impl Iterator<Item = u64>) {
+pub(crate) fn fill_bloom(bloom: &mut Vec<u64>, ids: impl Iterator<Item = u64>) {
     bloom.clear();
     bloom.resize((1 << BLOOM_BITS) / 64, 0);
     for id in ids {

@@ -48,10 +48,11 @@ pub use root::TraceThread;
 pub(crate) use root::{thread_names, thread_object};
 pub use text::LeakTraces;
 
+use super::arrays::bit;
 use super::dominators::{Dominators, UNREACHED};
 use super::held::HeldBy;
 use super::index::Index;
-use super::paths::{Kept, Pass3, Ref};
+use super::paths::{bloom_bit, fill_bloom, Kept, Pass3, Ref};
 use hprof::{Sub, Visitor};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -129,6 +130,9 @@ pub struct TraceNode {
 pub(crate) struct Fields {
     /// Sorted.
     wanted: Vec<u64>,
+    /// A one-hash Bloom filter of `wanted` (most instances of the pieces read are not wanted,
+    /// and are passed after one bit test instead of a search).
+    bloom: Vec<u64>,
     pub(crate) got: HashMap<u64, (u64, Vec<u8>)>,
 }
 
@@ -136,8 +140,11 @@ impl Fields {
     pub(crate) fn new(mut wanted: Vec<u64>) -> Self {
         wanted.sort_unstable();
         wanted.dedup();
+        let mut bloom = Vec::new();
+        fill_bloom(&mut bloom, wanted.iter().copied());
         Fields {
             wanted,
+            bloom,
             got: HashMap::new(),
         }
     }
@@ -159,7 +166,7 @@ impl Visitor for Fields {
             id, class_id, data, ..
         } = *s
         {
-            if self.wanted.binary_search(&id).is_ok() {
+            if bit(&self.bloom, bloom_bit(id)) && self.wanted.binary_search(&id).is_ok() {
                 // The first object with an id is the one analysed (see the index).
                 self.got
                     .entry(id)
