@@ -455,7 +455,7 @@ impl HugePageAlloc {
                 blocks.push(b);
             }
         }
-        let pieces = shares(&blocks, threads);
+        let pieces = shares(&blocks, threads, page_size());
         let free = |v: &[(usize, usize)]| {
             for &(p, n) in v {
                 // SAFETY: `[p, p + n)` is whole pages of a kept block, taken out of `Spare`
@@ -482,15 +482,15 @@ impl HugePageAlloc {
     }
 }
 
-/// `blocks` (address, length: whole pages) cut into at most `threads` shares of about equal
-/// bytes, each a list of ranges of whole pages, in order: every byte of every block in one
-/// range of one share.
-fn shares(blocks: &[(usize, usize)], threads: usize) -> Vec<Vec<(usize, usize)>> {
+/// `blocks` (address, length: whole pages of `page` bytes) cut into at most `threads` shares
+/// of about equal bytes, each a list of ranges of whole pages, in order: every byte of every
+/// block in one range of one share.
+fn shares(blocks: &[(usize, usize)], threads: usize, page: usize) -> Vec<Vec<(usize, usize)>> {
     let total: usize = blocks.iter().map(|b| b.1).sum();
     let share = total
         .div_ceil(threads.max(1))
-        .next_multiple_of(4096)
-        .max(4096);
+        .next_multiple_of(page)
+        .max(page);
     let mut out: Vec<Vec<(usize, usize)>> = vec![Vec::new()];
     let mut room = share;
     for &(p, len) in blocks {

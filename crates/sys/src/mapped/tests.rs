@@ -256,22 +256,23 @@ fn kept_blocks_released_on_threads_leave_the_allocator() {
 }
 
 proptest::proptest! {
-    /// The shares cover each block once, in order, in whole pages; there are at most as many
-    /// as threads, and none holds a page more than its even part rounded up.
+    /// The shares cover each block once, in order, in whole pages (of 4 or 16 KiB); there are
+    /// at most as many as threads, and none holds a page more than its even part rounded up.
     #[test]
     fn shares_cover_the_blocks_once_in_about_even_parts(
         pages in proptest::collection::vec(1usize..40, 0..6),
         threads in 1usize..5,
+        page in proptest::sample::select(vec![4096usize, 16384]),
     ) {
         let blocks: Vec<(usize, usize)> = pages
             .iter()
             .enumerate()
-            .map(|(i, &n)| ((i + 1) << 30, n * 4096))
+            .map(|(i, &n)| ((i + 1) << 30, n * page))
             .collect();
-        let got = shares(&blocks, threads);
+        let got = shares(&blocks, threads, page);
         proptest::prop_assert!(got.len() <= threads);
         let flat: Vec<(usize, usize)> = got.iter().flatten().copied().collect();
-        proptest::prop_assert!(flat.iter().all(|&(p, n)| p % 4096 == 0 && n % 4096 == 0 && n > 0));
+        proptest::prop_assert!(flat.iter().all(|&(p, n)| p % page == 0 && n % page == 0 && n > 0));
         // Rejoined, the ranges are the blocks.
         let mut joined: Vec<(usize, usize)> = Vec::new();
         for (p, n) in flat {
@@ -282,7 +283,7 @@ proptest::proptest! {
         }
         proptest::prop_assert_eq!(joined, blocks.clone());
         let total: usize = pages.iter().sum();
-        let most = total.div_ceil(threads).max(1) * 4096;
+        let most = total.div_ceil(threads).max(1) * page;
         for s in &got {
             proptest::prop_assert!(s.iter().map(|r| r.1).sum::<usize>() <= most);
         }
