@@ -333,13 +333,13 @@ fn one_pass_resolve(
     // zeros written first (the allocator hands out a kept block, so `vec![0; n]` is a `memset`)
     // took 9.5-12.5 ms at 10 M objects on this thread while they waited, and spared them only
     // 4-8 ms. In a scratch file, over the file's zeros.
-    let (mut fresh, mut in_file) = match scratch {
-        None => (Some(Stretched::<u32>::new(&rooms)?), None),
-        Some(_) => (None, Some(index::Column::filled(total, 0u32, scratch).0)),
+    let mut list = match scratch {
+        None => EdgeList::Fresh(Stretched::<u32>::new(&rooms)?),
+        Some(_) => EdgeList::InFile(index::Column::filled(total, 0u32, scratch).0),
     };
-    let stretches: Vec<Writer<'_, u32>> = match (&mut fresh, &mut in_file) {
-        (Some(f), _) => f.writers(),
-        (None, Some(c)) => {
+    let stretches: Vec<Writer<'_, u32>> = match &mut list {
+        EdgeList::Fresh(f) => f.writers(),
+        EdgeList::InFile(c) => {
             let mut rest: &mut [u32] = c;
             let mut w = Vec::with_capacity(rooms.len());
             for &r in &rooms {
@@ -349,7 +349,6 @@ fn one_pass_resolve(
             }
             w
         }
-        (None, None) => return None,
     };
     let bases: Vec<u32> = (rooms.iter())
         .scan(0u32, |b, &r| Some(std::mem::replace(b, *b + r as u32)))
@@ -414,16 +413,22 @@ fn one_pass_resolve(
     // (place gives None if an object's node was not found, which cannot happen: every id
     // met is indexed.)
     let placed: Vec<index::Placed> = placed.into_iter().collect::<Option<_>>()?;
-    let edges = match (fresh, in_file) {
-        (Some(f), _) => match f.finish(NONE_U32) {
+    let edges = match list {
+        EdgeList::Fresh(f) => match f.finish(NONE_U32) {
             (v, true) => index::Column::from(v),
             // (place gives None before it leaves a stretch short.)
             (_, false) => return None,
         },
-        (None, Some(c)) => c,
-        (None, None) => return None,
+        EdgeList::InFile(c) => c,
     };
     Some(OnePassResult::Graph(Box::new(ix), placed, edges))
+}
+
+/// The one pass's joined edge list while its workers write it: unfilled room in memory, or a
+/// scratch file's zeros.
+enum EdgeList {
+    Fresh(Stretched<u32>),
+    InFile(index::Column<u32>),
 }
 
 const NONE_U32: u32 = index::NONE;

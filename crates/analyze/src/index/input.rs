@@ -138,11 +138,8 @@ impl Input<'_> {
             let r = base.feed_pieces(mine, *first);
             let others = hs.into_iter().map(crate::joined);
             // (In file order: the first error met in a whole pass.)
-            std::iter::once(r)
-                .chain(others)
-                .collect::<Result<Vec<()>, Error>>()
+            std::iter::once(r).chain(others).try_for_each(|r| r)
         })
-        .map(|_| ())
     }
 
     /// The input whose pieces are read (a snapshot's file), and the pieces of `segments` that
