@@ -668,7 +668,7 @@ impl Pass1 {
 
     /// Push an object's id (noting the run of ascending ids it ends: [`Tail`]).
     #[inline(always)]
-    fn push_id(&mut self, id: u64) {
+    pub(crate) fn push_id(&mut self, id: u64) {
         let t = &mut self.tail;
         if id < t.last || t.len == 0 {
             (t.start, t.twice) = (t.len, false);

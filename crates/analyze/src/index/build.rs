@@ -223,7 +223,7 @@ pub(crate) fn one_pass(
     let mut p2s = Vec::with_capacity(vs.len());
     let mut heads_asc = Vec::with_capacity(vs.len());
     for v in vs {
-        heads_asc.push((v.head, v.ascending));
+        heads_asc.push((v.head, v.ascending()));
         p1s.push(v.p1);
         p2s.push(v.p2);
     }

@@ -39,6 +39,19 @@ impl Pass1 {
     pub(crate) fn counts(&self) -> (usize, usize, usize) {
         (self.strings.ids.len(), self.names.len(), self.classes.len())
     }
+    /// Whether the ids from position `from` on ascend strictly, as pushed: from the ids' last
+    /// ascending run ([`Tail`]), which holds them all if it starts at or before `from`; an id
+    /// met twice in that run is looked for past `from` (rare: the run's flag says only that
+    /// the run holds one somewhere).
+    pub(crate) fn ascend_from(&self, from: usize) -> bool {
+        let ids = &self.ids;
+        let scan = || (ids.get(from..)).is_none_or(|t| t.windows(2).all(|p| p[0] < p[1]));
+        match self.tail.len == ids.len() {
+            true => self.tail.start <= from && (!self.tail.twice || scan()),
+            // (Ids added otherwise leave the run's note stale.)
+            false => scan(),
+        }
+    }
     /// The object ids in the order they were met (before [`Pass1::finish`] sorts them).
     pub(crate) fn ids(&self) -> &[u64] {
         &self.ids
@@ -61,8 +74,6 @@ pub(crate) struct OnePass<'a> {
     /// objects, the first worker finds one at once, while a worker over the app heap's objects
     /// may find none in its part.
     any_late: &'a AtomicBool,
-    /// Whether the ids of the objects after the `head` ascend strictly in file order.
-    pub(crate) ascending: bool,
     /// How many class dumps come before any other object (HotSpot lists them first, in no
     /// order of id).
     pub(crate) head: usize,
@@ -85,9 +96,13 @@ impl<'a> OnePass<'a> {
             delta,
             late: false,
             any_late,
-            ascending: true,
             head: 0,
         }
+    }
+
+    /// Whether the ids of the objects after the `head` ascend strictly in file order.
+    pub(crate) fn ascending(&self) -> bool {
+        self.p1.ascend_from(self.head)
     }
 
     /// Whether the sub-record or record at parser offset `offset` comes after the prefix.
@@ -138,13 +153,18 @@ impl Visitor for OnePass<'_> {
         {
             self.go_late();
         }
-        let before = self.p1.ids.len();
-        self.p1.sub(offset, s, raw)?;
-        if self.p1.ids.len() > before {
-            if matches!(s, Sub::Class(_)) && before == self.head {
-                self.head += 1;
-            } else if before > self.head && self.p1.ids[before - 1] >= self.p1.ids[before] {
-                self.ascending = false;
+        match s {
+            // (Pass 1 only pushes these ids; whether they ascend is known at the end from the
+            // ids' last ascending run: [`Pass1::ascend_from`].)
+            Sub::Instance { id, .. }
+            | Sub::ObjectArray { id, .. }
+            | Sub::PrimitiveArray { id, .. } => self.p1.push_id(*id),
+            _ => {
+                let before = self.p1.ids.len();
+                self.p1.sub(offset, s, raw)?;
+                if matches!(s, Sub::Class(_)) && before == self.head && self.p1.ids.len() > before {
+                    self.head += 1;
+                }
             }
         }
         if self.late {

@@ -197,6 +197,29 @@ fn sort_ids_knows_whether_an_id_came_twice() {
     assert!(!p.distinct);
 }
 
+/// [`Pass1::ascend_from`] at the edges: a descent or a repeat just before, at and after the
+/// position asked about.
+#[test]
+fn ascend_from_at_the_edges() {
+    for (ids, from, want) in [
+        (vec![], 0, true),
+        (vec![5], 3, true),
+        (vec![9, 3, 4, 5], 0, false),
+        (vec![9, 3, 4, 5], 1, true),
+        (vec![3, 9, 4, 5], 1, false),
+        (vec![3, 9, 4, 5], 2, true),
+        (vec![3, 3, 4, 5], 0, false),
+        (vec![3, 3, 4, 5], 1, true),
+        (vec![3, 4, 4, 5], 1, false),
+        (vec![3, 4, 5, 5], 3, true),
+        (vec![3, 4, 5, 5], 2, false),
+    ] {
+        let mut p = Pass1::default();
+        ids.iter().for_each(|&id| p.push_id(id));
+        assert_eq!(p.ascend_from(from), want, "{ids:?} from {from}");
+    }
+}
+
 proptest! {
     /// A worker's ids, a head in any order (a HotSpot dump's class dumps: among the rest's
     /// ids, equal to some, and beyond its last) then an ascending rest with repeats, come
@@ -236,6 +259,35 @@ proptest! {
         p.sort_ids();
         prop_assert!(p.ids.in_file());
         prop_assert_eq!(&p.ids[..], &want[..]);
+    }
+
+    /// Whether a worker's ids ascend strictly from a position on, told from the ascending run
+    /// the parse notes as it pushes them, is what comparing each pair there says: with
+    /// descents and repeats before, at and after that position, and with ids added otherwise
+    /// (the run's note then stale).
+    #[test]
+    fn ascend_from_is_each_pair_ascending(
+        steps in proptest::collection::vec(0u64..4, 0..30),
+        drops in proptest::collection::vec(0usize..30, 0..2),
+        from in 0usize..34,
+        added in proptest::collection::vec(0u64..200, 0..3),
+    ) {
+        // Mostly ascending, as a dump lists its objects: steps of 0 repeat an id, and a drop
+        // is a descent.
+        let mut x = 100;
+        let ids: Vec<u64> = (steps.iter().enumerate())
+            .map(|(k, s)| {
+                x = if drops.contains(&k) { x - 20 } else { x } + s;
+                x
+            })
+            .collect();
+        let strictly = |v: &[u64]| v.get(from..).is_none_or(|t| t.windows(2).all(|p| p[0] < p[1]));
+        let mut p = Pass1::default();
+        ids.iter().for_each(|&id| p.push_id(id));
+        prop_assert_eq!(p.ascend_from(from), strictly(&ids));
+        p.ids.extend_from_slice(&added);
+        let all = [ids.clone(), added.clone()].concat();
+        prop_assert_eq!(p.ascend_from(from), strictly(&all));
     }
 
     /// Each map (the rank map, the buckets, the plain search) finds exactly the ids it was
