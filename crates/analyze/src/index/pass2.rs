@@ -150,6 +150,11 @@ pub(super) const PRIM_EDGE: u32 = 1 << 30;
 /// classes).
 pub(super) const CLASS_MASK: u32 = PRIM_EDGE - 1;
 
+/// The errors of a part with more objects, or references, than a node or an edge number holds.
+const TOO_MANY_OBJECTS: &str = "more than 4 billion objects: too many for this analyser";
+pub(super) const TOO_MANY_REFERENCES: &str =
+    "more than 4 billion references: too many for this analyser";
+
 /// Whether class index `c` is one of the primitive arrays' pseudo-classes (`prim_base` on).
 #[inline(always)]
 fn is_prim(c: u32, prim_base: u32) -> bool {
@@ -244,7 +249,7 @@ impl<'a> Pass2<'a> {
     pub(super) fn begin(&mut self, id: u64, class: u32, shallow: u64) -> Option<u32> {
         let n = if self.defer() {
             if self.out.nodes.len() >= NONE as usize {
-                self.err = Some("more than 4 billion objects: too many for this analyser".into());
+                self.err = Some(TOO_MANY_OBJECTS.into());
                 return None;
             }
             self.out.nodes.len() as u32
@@ -255,7 +260,7 @@ impl<'a> Pass2<'a> {
         };
         self.next = n.wrapping_add(1);
         if self.edge_count() >= NONE as usize {
-            self.err = Some("more than 4 billion references: too many for this analyser".into());
+            self.err = Some(TOO_MANY_REFERENCES.into());
             return None;
         }
         let sh = shallow.min(u32::MAX as u64) as u32;
@@ -888,11 +893,11 @@ impl Pass2<'_> {
         let n = self.out.nodes.len();
         let start = self.raw.len();
         if n >= NONE as usize {
-            self.err = Some("more than 4 billion objects: too many for this analyser".into());
+            self.err = Some(TOO_MANY_OBJECTS.into());
             return;
         }
         if start >= NONE as usize {
-            self.err = Some("more than 4 billion references: too many for this analyser".into());
+            self.err = Some(TOO_MANY_REFERENCES.into());
             return;
         }
         self.next = (n as u32).wrapping_add(1);

@@ -153,7 +153,7 @@ pub(crate) fn apply(
 ) -> Result<Vec<(u64, u32)>, String> {
     let total: u64 = outs.iter().map(|o| o.edges.len() as u64).sum();
     if total >= NONE as u64 {
-        return Err("more than 4 billion references: too many for this analyser".into());
+        return Err(super::pass2::TOO_MANY_REFERENCES.into());
     }
     // The edge lists are joined on a second thread while this one fills in the nodes (each
     // list where it is: the first one grows, in memory or in its scratch file).
