@@ -97,6 +97,35 @@ fn instances_of_classes_sharing_a_cache_slot_keep_their_own_class() {
     }
 }
 
+/// An instance or an object array whose class id names an object that is not a class (a
+/// damaged or crafted dump) is counted under `<unknown class>`, and its reference to that
+/// object is an edge like any other, in the index of one pass as in that of two (the one pass implies the edge to a known
+/// class by a flag, and must not imply one to a class it does not know: it would be missing).
+#[test]
+fn an_object_whose_class_id_is_an_object_keeps_its_edge_to_it() {
+    let bytes = two_class_dump(|w| {
+        w.instance(0x100, OTHER, &[0; 16]);
+        w.instance(0x108, 0x100, &[0; 4]);
+        w.object_array(0x110, 0x100, &[]);
+        w.root_jni_global(0x108, 1);
+        w.root_jni_global(0x110, 1);
+    });
+    let whole = [(hprof::HEADER_LEN as u64, bytes.len() as u64)];
+    let (one, _) = one_pass_as_two(&bytes, &whole, 1);
+    for ix in [&one, &two_pass_index(&bytes, 1, None).0] {
+        let b = ix.node(0x100).unwrap();
+        for id in [0x108, 0x110] {
+            let a = ix.node(id).unwrap();
+            assert_eq!(
+                ix.classes[ix.class_of[a as usize] as usize].name,
+                "<unknown class>"
+            );
+            assert_eq!(ix.succ(a), [b], "{id:#x}");
+        }
+        assert_eq!(ix.stats.missing_refs, 0);
+    }
+}
+
 /// In a dump that lists every object by ascending id (the class dumps first, with the lowest
 /// ids), each one-pass worker's objects are the nodes of its own range: the workers write
 /// every node themselves and leave none to `apply_placed`, however many parts.
