@@ -160,6 +160,16 @@ pub(super) const TOO_MANY_REFERENCES: &str =
 fn is_prim(c: u32, prim_base: u32) -> bool {
     c.wrapping_sub(prim_base) < PRIMS.len() as u32
 }
+
+/// Flag a deferred entry of class index `ci` as implying its edge to its class object:
+/// [`PRIM_EDGE`] for a primitive array (whose second word is its size), else [`CLASS_EDGE`].
+#[inline(always)]
+fn imply_class_edge(e: &mut [u32; 2], ci: u32, prim_base: u32) {
+    match is_prim(ci, prim_base) {
+        true => e[0] |= PRIM_EDGE,
+        false => e[1] |= CLASS_EDGE,
+    }
+}
 impl<'a> Pass2<'a> {
     /// A pass-2 worker over the part of the file that starts `delta` bytes after the header,
     /// which writes what it finds into `shared` as worker number `worker` (the parts' order),
@@ -247,38 +257,61 @@ impl<'a> Pass2<'a> {
     /// Start object `id`'s entry; `None` if the id is not indexed.
     #[inline(always)]
     pub(super) fn begin(&mut self, id: u64, class: u32, shallow: u64) -> Option<u32> {
+        let sh = shallow.min(u32::MAX as u64) as u32;
         let n = if self.defer() {
-            if self.out.nodes.len() >= NONE as usize {
-                self.err = Some(TOO_MANY_OBJECTS.into());
+            let n = self.open_deferred()?;
+            let e = self.deferred_entry(class, sh);
+            self.out.nodes.push(e);
+            n
+        } else {
+            let n = match self.ix.ids.get(self.next as usize) == Some(&id) {
+                true => self.next,
+                false => self.ix.node(id)?,
+            };
+            self.next = n.wrapping_add(1);
+            if self.out.edges.len() >= NONE as usize {
+                self.err = Some(TOO_MANY_REFERENCES.into());
                 return None;
             }
-            self.out.nodes.len() as u32
-        } else if self.ix.ids.get(self.next as usize) == Some(&id) {
-            self.next
-        } else {
-            self.ix.node(id)?
+            self.start = self.out.edges.len() as u32;
+            self.cur = [n, class, sh];
+            n
         };
+        self.out.instances[class as usize] += 1;
+        Some(n)
+    }
+
+    /// One-pass mode: the next entry's number (its ordinal), with `next` and `start` set for
+    /// it; `None` (the error noted) past [`NONE`] objects or references.
+    #[inline(always)]
+    fn open_deferred(&mut self) -> Option<u32> {
+        if self.out.nodes.len() >= NONE as usize {
+            self.err = Some(TOO_MANY_OBJECTS.into());
+            return None;
+        }
+        let n = self.out.nodes.len() as u32;
         self.next = n.wrapping_add(1);
-        if self.edge_count() >= NONE as usize {
+        if self.raw.len() >= NONE as usize {
             self.err = Some(TOO_MANY_REFERENCES.into());
             return None;
         }
-        let sh = shallow.min(u32::MAX as u64) as u32;
-        self.start = self.edge_count() as u32;
-        if self.defer() {
-            if is_prim(class, self.ix.prim_base) {
-                self.out.nodes.push([class, sh]);
-            } else if self.sizes.get(class as usize) == Some(&sh) {
-                self.out.nodes.push([class, 0]);
-            } else {
-                self.out.side.push(sh);
-                self.out.nodes.push([class | SIDE, 0]);
-            }
-        } else {
-            self.cur = [n, class, sh];
-        }
-        self.out.instances[class as usize] += 1;
+        self.start = self.raw.len() as u32;
         Some(n)
+    }
+
+    /// One-pass mode: the entry of an object of class index `class` and shallow size `sh`,
+    /// without its degree and edge flags: for a primitive array its size; otherwise none if
+    /// it is its class's instance size, else [`SIDE`] with the size pushed to `side`.
+    #[inline(always)]
+    fn deferred_entry(&mut self, class: u32, sh: u32) -> [u32; 2] {
+        if is_prim(class, self.ix.prim_base) {
+            [class, sh]
+        } else if self.sizes.get(class as usize) == Some(&sh) {
+            [class, 0]
+        } else {
+            self.out.side.push(sh);
+            [class | SIDE, 0]
+        }
     }
 
     /// Always inlined: it runs once per reference field and array element (32 M times at 10 M
@@ -890,27 +923,12 @@ impl Pass2<'_> {
             0 => data.len() as u32,
             s => s,
         };
-        let n = self.out.nodes.len();
-        let start = self.raw.len();
-        if n >= NONE as usize {
-            self.err = Some(TOO_MANY_OBJECTS.into());
+        let Some(n) = self.open_deferred() else {
             return;
-        }
-        if start >= NONE as usize {
-            self.err = Some(TOO_MANY_REFERENCES.into());
-            return;
-        }
-        self.next = (n as u32).wrapping_add(1);
-        self.start = start as u32;
-        let prim = is_prim(ci, ix.prim_base);
-        let mut e = if prim {
-            [ci, size]
-        } else if self.sizes.get(ci as usize) == Some(&size) {
-            [ci, 0]
-        } else {
-            self.out.side.push(size);
-            [ci | SIDE, 0]
         };
+        let start = self.start as usize;
+        let prim = is_prim(ci, ix.prim_base);
+        let mut e = self.deferred_entry(ci, size);
         self.out.instances[ci as usize] += 1;
         self.out.stats.instances += 1;
         if (data.len() as u32) < cl.data_len {
@@ -919,10 +937,7 @@ impl Pass2<'_> {
         if cl.rooted {
             self.out.stats.rooted_class_refs += 1;
         } else if class_id != 0 && ci != ix.unknown_class() {
-            match prim {
-                true => e[0] |= PRIM_EDGE,
-                false => e[1] |= CLASS_EDGE,
-            }
+            imply_class_edge(&mut e, ci, ix.prim_base);
             self.out.class_edges[ci as usize] += 1;
         } else if class_id != 0 {
             self.raw.push(class_id);
@@ -938,7 +953,7 @@ impl Pass2<'_> {
         }
         self.out.stats.edges += d as u64;
         self.out.nodes.push(e);
-        self.roles(n as u32, cl.role, data);
+        self.roles(n, cl.role, data);
     }
 
     /// The edge of the object begun last to its class object (`class_id`, [`Class::rooted`]
@@ -962,10 +977,7 @@ impl Pass2<'_> {
     #[inline(always)]
     fn flag_class_edge(&mut self, ci: u32) {
         if let Some(e) = self.out.nodes.last_mut() {
-            match is_prim(ci, self.ix.prim_base) {
-                true => e[0] |= PRIM_EDGE,
-                false => e[1] |= CLASS_EDGE,
-            }
+            imply_class_edge(e, ci, self.ix.prim_base);
             self.out.class_edges[ci as usize] += 1;
         }
     }
